@@ -1,0 +1,43 @@
+"""`moeserve` console script: one sub-command per part of the system, each defined next to its code."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# sub-command -> module exposing `add_arguments(parser)` and `run(args) -> int`
+_COMMANDS = {
+    "serve": ("moeserve.server.cli", "start the OpenAI-compatible server"),
+    "bench": ("moeserve.server.bench", "load-test any OpenAI-compatible server"),
+    "place": ("moeserve.placement.cli_place", "plan or evaluate an expert placement from routing traces"),
+    "trace": ("moeserve.placement.cli_trace", "inspect routing traces"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moeserve", description="Serve mixture-of-experts models.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+    for name, (module, help_text) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from moeserve import __version__
+
+        print(__version__)
+        return 0
+    if not args.command:
+        parser.print_help()
+        return 2
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

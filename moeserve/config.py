@@ -1,0 +1,109 @@
+"""Frozen configuration, composed per concern and validated once at start-up.
+
+Nothing mutates a config after construction; derived values are properties. Every field is also a
+CLI flag (see cli.py) and a YAML key (see configs/), with the CLI overriding the file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+VALID_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration mistake; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model: str | None = None  # checkpoint directory; None = the built-in model
+    dtype: str = "float32"
+    served_model_name: str | None = None
+    max_model_len: int | None = None  # None = the checkpoint's max_position_embeddings
+
+    def validate(self) -> None:
+        if self.dtype not in VALID_DTYPES:
+            raise ConfigError(f"--dtype {self.dtype} is not one of {', '.join(VALID_DTYPES)}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ConfigError(f"--max-model-len must be >= 1, got {self.max_model_len}")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    block_size: int = 16
+    num_blocks: int | None = None  # None = derived from kv_cache_memory_mb
+    kv_cache_memory_mb: int = 512
+    enable_prefix_caching: bool = True
+
+    def validate(self) -> None:
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ConfigError(f"--block-size must be a power of two, got {self.block_size}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ConfigError(f"--kv-cache-blocks must be >= 1, got {self.num_blocks}")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_num_seqs: int = 128  # per attention group
+    max_num_batched_tokens: int = 2048  # per attention group per step
+    max_queued_requests: int = 4096
+
+    def validate(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ConfigError(f"--max-num-seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_num_batched_tokens < 1:
+            raise ConfigError(f"--max-num-batched-tokens must be >= 1, got {self.max_num_batched_tokens}")
+        if self.max_queued_requests < 1:
+            raise ConfigError(f"--max-queued-requests must be >= 1, got {self.max_queued_requests}")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """--tp T, --ep E (DESIGN.md section 2). E == 1: world is T ranks, experts TP-sharded.
+    E > 1: E must be a multiple of T; world is E ranks in E/T attention groups of T ranks."""
+
+    tp: int = 1
+    ep: int = 1
+    nodes: int = 1
+    dispatch: str = "auto"
+    backend: str = "auto"  # torch.distributed backend: auto = nccl with CUDA, else gloo
+    step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
+
+    @property
+    def world_size(self) -> int:
+        return self.ep if self.ep > 1 else self.tp
+
+    @property
+    def num_attention_groups(self) -> int:
+        return self.world_size // self.tp
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.world_size // self.nodes
+
+    def validate(self) -> None:
+        if self.tp < 1 or self.ep < 1 or self.nodes < 1:
+            raise ConfigError(f"--tp, --ep and --nodes must be >= 1, got tp={self.tp} ep={self.ep} nodes={self.nodes}")
+        if self.ep > 1 and self.ep % self.tp:
+            raise ConfigError(f"--ep {self.ep} is not a multiple of --tp {self.tp}")
+        if self.world_size % self.nodes:
+            raise ConfigError(f"{self.world_size} ranks do not split evenly over --nodes {self.nodes}")
+        if self.tp > self.ranks_per_node:
+            raise ConfigError(
+                f"--tp {self.tp} exceeds the {self.ranks_per_node} ranks per node: TP groups never straddle a node"
+            )
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    placement: str | None = None  # path of a placement plan JSON
+    seed: int = 0
+
+    def validate(self) -> "EngineConfig":
+        for part in (self.model, self.cache, self.scheduler, self.parallel):
+            part.validate()
+        return self

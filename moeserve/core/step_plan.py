@@ -1,0 +1,90 @@
+"""The plain-data contract between the scheduler (rank 0) and the workers (every rank).
+
+One step: the scheduler emits a `StepPlan` (one `GroupBatch` per attention group); every rank runs
+its group's batch; each group's TP-rank 0 answers with a `StepResult` of sampled tokens. Everything
+here is plain Python data (ints, strings, lists, SamplingParams) so it encodes without pickle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from moeserve.sampling_params import SamplingParams
+
+
+@dataclass
+class NewRequest:
+    """A request scheduled for the first time: workers create its sampling state (seeded generator,
+    output-token counts for penalties) and keep it until it appears in `finished_request_ids`."""
+
+    request_id: str
+    sampling: SamplingParams
+
+
+@dataclass
+class ScheduledSeq:
+    """One request's share of a step.
+
+    token_ids: the tokens whose KV is computed this step (a prompt chunk, a recompute chunk after
+        preemption, or the single newest token in decode).
+    start_pos: absolute position of token_ids[0]; positions [0, start_pos) are already in the cache.
+    block_table: the request's physical KV block ids, covering start_pos + len(token_ids) tokens.
+    sample: True when token_ids end at the sequence's last token, so the next token is sampled.
+    """
+
+    request_id: str
+    token_ids: list[int]
+    start_pos: int
+    block_table: list[int]
+    sample: bool
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class GroupBatch:
+    """The batch of one attention group (may be empty: the group still enters every collective)."""
+
+    group: int
+    seqs: list[ScheduledSeq] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.seqs)
+
+    @property
+    def empty(self) -> bool:
+        return not self.seqs
+
+
+@dataclass
+class StepPlan:
+    step: int
+    groups: list[GroupBatch]
+    new_requests: list[NewRequest] = field(default_factory=list)
+    finished_request_ids: list[str] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(g.num_tokens for g in self.groups)
+
+    @property
+    def max_group_tokens(self) -> int:
+        """Decided on rank 0 and shipped with the plan: backends that need a global size use this."""
+        return max((g.num_tokens for g in self.groups), default=0)
+
+
+@dataclass
+class SampledToken:
+    request_id: str
+    token_id: int
+    logprob: float | None = None
+    top_logprobs: list[tuple[int, float]] | None = None
+
+
+@dataclass
+class StepResult:
+    step: int
+    sampled: list[SampledToken] = field(default_factory=list)
+    error: str | None = None

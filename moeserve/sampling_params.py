@@ -1,0 +1,74 @@
+"""Per-request sampling parameters: plain data, validated once when a request is admitted."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class SamplingParamsError(ValueError):
+    """A sampling parameter is out of range; `param` names the offending field (OpenAI error shape)."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass
+class SamplingParams:
+    """How to pick tokens for one request.
+
+    temperature == 0 means greedy. top_k <= 0 and top_p == 1 disable those filters.
+    Penalties follow OpenAI semantics and apply to generated tokens only.
+    logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one).
+    """
+
+    n: int = 1
+    max_tokens: int | None = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = list(self.stop or [])
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        self.validate()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> None:
+        def bad(param: str, msg: str) -> None:
+            raise SamplingParamsError(msg, param)
+
+        if not (isinstance(self.n, int) and 1 <= self.n <= 128):
+            bad("n", f"n must be an integer in [1, 128], got {self.n!r}")
+        if self.max_tokens is not None and not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
+            bad("max_tokens", f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        if not (0.0 <= self.temperature <= 2.0):
+            bad("temperature", f"temperature must be in [0, 2], got {self.temperature!r}")
+        if not (0.0 < self.top_p <= 1.0):
+            bad("top_p", f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k < -1:
+            bad("top_k", f"top_k must be -1 (disabled) or a positive integer, got {self.top_k!r}")
+        if self.logprobs is not None and not (isinstance(self.logprobs, int) and 0 <= self.logprobs <= 20):
+            bad("logprobs", f"logprobs must be an integer in [0, 20], got {self.logprobs!r}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not (-2.0 <= getattr(self, name) <= 2.0):
+                bad(name, f"{name} must be in [-2, 2], got {getattr(self, name)!r}")
+        if len(self.stop) > 16 or any(not isinstance(s, str) or s == "" for s in self.stop):
+            bad("stop", "stop must be at most 16 non-empty strings")
+        if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
+            bad("stop_token_ids", "stop_token_ids must be non-negative integers")
+        if self.seed is not None and not isinstance(self.seed, int):
+            bad("seed", f"seed must be an integer, got {self.seed!r}")
