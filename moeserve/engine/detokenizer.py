@@ -1,0 +1,47 @@
+"""Incremental detokenization and stop-string search for one request.
+
+Decoding the whole output every step is quadratic; instead a short window of tokens before the new
+ones is decoded twice (with and without the new tokens) and the difference is the new text. A
+window that ends inside a multi-byte character decodes to U+FFFD: that text is held back until the
+character completes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_WINDOW = 6  # tokens of left context; enough for byte-level BPE to merge across the boundary
+
+
+@dataclass
+class IncrementalDetokenizer:
+    tokenizer: object
+    skip_special_tokens: bool = True
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    _prefix_offset: int = 0
+    _read_offset: int = 0
+
+    def add(self, new_ids: list[int]) -> str:
+        """Appends tokens; returns the newly completed text (possibly empty)."""
+        self.token_ids.extend(new_ids)
+        decode = self.tokenizer.decode
+        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=self.skip_special_tokens)
+        full = decode(self.token_ids[self._prefix_offset :], skip_special_tokens=self.skip_special_tokens)
+        if full.endswith("\ufffd"):
+            return ""
+        delta = full[len(prefix) :]
+        self._read_offset = len(self.token_ids)
+        self._prefix_offset = max(0, self._read_offset - _WINDOW)
+        self.text += delta
+        return delta
+
+
+def find_stop(text: str, delta_len: int, stops: list[str]) -> tuple[int, str] | None:
+    """Earliest stop string that overlaps the last `delta_len` characters: (index in text, string)."""
+    best: tuple[int, str] | None = None
+    for s in stops:
+        start = max(0, len(text) - delta_len - len(s) + 1)
+        i = text.find(s, start)
+        if i >= 0 and (best is None or i < best[0]):
+            best = (i, s)
+    return best

@@ -1,0 +1,224 @@
+"""The engine core on rank 0: requests in, incremental outputs out.
+
+    plan = scheduler.schedule(); result = executor.execute(plan); outputs = update(plan, result)
+
+The scheduler decides what runs; the executor runs it on every rank; this class owns what only
+rank 0 needs per request: detokenization and stop conditions.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+from moeserve.config import EngineConfig
+from moeserve.core.request import Request
+from moeserve.core.scheduler import Scheduler
+from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
+from moeserve.engine.executor import Executor, make_executor
+from moeserve.errors import RequestError
+from moeserve.outputs import RequestOutput
+from moeserve.sampling_params import SamplingParams
+
+
+@dataclass
+class _Tracked:
+    """Rank-0-only state of a live request."""
+
+    params: SamplingParams
+    prompt_token_ids: list[int]
+    detok: IncrementalDetokenizer
+    logprobs: list | None
+
+
+def resolve_model(config: EngineConfig) -> EngineConfig:
+    """A config whose model path is concrete (the built-in model when none was given)."""
+    if config.model.model is not None:
+        return config
+    from moeserve.engine.builtin_model import BUILTIN_NAME, builtin_model_dir
+
+    model = dataclasses.replace(
+        config.model,
+        model=str(builtin_model_dir()),
+        served_model_name=config.model.served_model_name or BUILTIN_NAME,
+    )
+    return dataclasses.replace(config, model=model)
+
+
+def load_tokenizer(model_dir: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+def _eos_ids(model_dir: str, tokenizer) -> set[int]:
+    from transformers import GenerationConfig
+
+    ids: set[int] = set()
+    try:
+        eos = GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        eos = None
+    for value in (eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(value)
+    return ids
+
+
+class EngineCore:
+    def __init__(self, config: EngineConfig, executor: Executor | None = None):
+        config = resolve_model(config.validate())
+        self.config = config
+        model_dir = config.model.model
+        self.model_name = config.model.served_model_name or model_dir.rstrip("/").split("/")[-1]
+        self.tokenizer = load_tokenizer(model_dir)
+        self.executor = executor or make_executor(config)
+        self.max_model_len = self.executor.max_model_len
+        self.vocab_size = self.executor.vocab_size
+        self.eos_token_ids = _eos_ids(model_dir, self.tokenizer)
+        self.scheduler = Scheduler(
+            config.scheduler,
+            config.cache,
+            num_groups=self.executor.num_groups,
+            num_blocks=self.executor.num_blocks,
+            max_model_len=self.max_model_len,
+        )
+        self._tracked: dict[str, _Tracked] = {}
+        self._pending_outputs: list[RequestOutput] = []
+        self.num_steps = 0
+
+    # -- requests ---------------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Admits a request or raises RequestError / QueueFullError; a refused request takes nothing."""
+        if request_id in self._tracked:
+            raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
+        self._check_prompt(prompt_token_ids, params)
+        if params.max_tokens is None:
+            params = dataclasses.replace(params, max_tokens=self.max_model_len - len(prompt_token_ids))
+        request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params)
+        self.scheduler.add_request(request)
+        self._tracked[request_id] = _Tracked(
+            params=params,
+            prompt_token_ids=list(prompt_token_ids),
+            detok=IncrementalDetokenizer(self.tokenizer, params.skip_special_tokens),
+            logprobs=[] if params.logprobs is not None else None,
+        )
+
+    def _check_prompt(self, prompt: list[int], params: SamplingParams) -> None:
+        if not prompt:
+            raise RequestError("the prompt is empty", param="prompt")
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
+        wanted = len(prompt) + (params.max_tokens or 1)
+        if wanted > self.max_model_len:
+            raise RequestError(
+                f"this model's maximum context length is {self.max_model_len} tokens; the prompt has "
+                f"{len(prompt)} tokens and max_tokens asks for {params.max_tokens or 1} more ({wanted}): "
+                "shorten the prompt or lower max_tokens",
+                param="max_tokens" if params.max_tokens else "prompt",
+            )
+
+    def abort_request(self, request_id: str) -> None:
+        """Frees the request's blocks now; its final output (finish_reason "abort") comes with the next step."""
+        if self._tracked.pop(request_id, None) is None:
+            return
+        request = self.scheduler.abort_request(request_id)
+        prompt = request.prompt_token_ids if request is not None else []
+        self._pending_outputs.append(RequestOutput(request_id=request_id, prompt_token_ids=prompt, finish_reason="abort"))
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._tracked) or bool(self._pending_outputs)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        plan = self.scheduler.schedule()
+        outputs, self._pending_outputs = self._pending_outputs, []
+        outputs += self._collect_scheduler_failures()
+        if plan.num_tokens or plan.new_requests or plan.finished_request_ids:
+            result = self.executor.execute(plan)
+            outputs += self._update(plan, result)
+            self.num_steps += 1
+        return outputs
+
+    def _collect_scheduler_failures(self) -> list[RequestOutput]:
+        """Requests the scheduler had to end itself (e.g. one that can never fit the KV pool)."""
+        outputs = []
+        for request, message in self.scheduler.take_failed():
+            self._tracked.pop(request.request_id, None)
+            outputs.append(
+                RequestOutput(
+                    request_id=request.request_id,
+                    prompt_token_ids=request.prompt_token_ids,
+                    token_ids=list(request.output_token_ids),
+                    finish_reason="error",
+                    error=message,
+                )
+            )
+        return outputs
+
+    def _update(self, plan, result) -> list[RequestOutput]:
+        by_id = {s.request_id: s for s in result.sampled}
+        outputs = []
+        for request in self.scheduler.update(plan, result):
+            tracked = self._tracked.get(request.request_id)
+            if tracked is None:
+                continue
+            outputs.append(self._advance(request, tracked, by_id[request.request_id]))
+        return outputs
+
+    def _advance(self, request: Request, tracked: _Tracked, sampled) -> RequestOutput:
+        params = tracked.params
+        token = sampled.token_id
+        new_logprobs = None
+        if tracked.logprobs is not None:
+            new_logprobs = [(sampled.logprob, sampled.top_logprobs or [])]
+            tracked.logprobs.extend(new_logprobs)
+        detok = tracked.detok
+        text_before = len(detok.text)
+        finish_reason, stop_reason = None, None
+        if token in params.stop_token_ids:
+            finish_reason, stop_reason = "stop", token
+        elif token in self.eos_token_ids and not params.ignore_eos:
+            finish_reason = "stop"
+        if finish_reason is None or params.include_stop_str_in_output:
+            detok.add([token])
+        else:
+            detok.token_ids.append(token)
+        if finish_reason is None and params.stop:
+            hit = find_stop(detok.text, len(detok.text) - text_before, params.stop)
+            if hit is not None:
+                index, stop = hit
+                detok.text = detok.text[: index + (len(stop) if params.include_stop_str_in_output else 0)]
+                finish_reason, stop_reason = "stop", stop
+        n_out = len(request.output_token_ids)
+        if finish_reason is None and (n_out >= params.max_tokens or len(request.prompt_token_ids) + n_out >= self.max_model_len):
+            finish_reason = "length"
+        output = RequestOutput(
+            request_id=request.request_id,
+            prompt_token_ids=tracked.prompt_token_ids,
+            token_ids=list(request.output_token_ids),
+            text=detok.text,
+            new_token_ids=[token],
+            delta_text=detok.text[text_before:],
+            logprobs=tracked.logprobs,
+            new_logprobs=new_logprobs,
+            finish_reason=finish_reason,
+            stop_reason=stop_reason,
+            num_cached_prompt_tokens=request.num_cached_prompt_tokens,
+        )
+        if finish_reason is not None:
+            self.scheduler.finish_request(request.request_id, finish_reason)
+            del self._tracked[request.request_id]
+        return output
+
+    # -- introspection ----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        return dict(self.scheduler.stats(), num_steps=self.num_steps)
+
+    def check_health(self) -> None:
+        self.executor.check_health()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown()

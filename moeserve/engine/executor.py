@@ -1,0 +1,54 @@
+"""Executors run a StepPlan on every rank and gather the sampled tokens. The engine core sees only
+`execute(plan) -> StepResult` plus a few facts about the model (blocks, max length, vocab)."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from moeserve.config import EngineConfig
+from moeserve.core.step_plan import StepPlan, StepResult
+from moeserve.parallel_state import SINGLE
+
+
+class Executor(Protocol):
+    num_blocks: int
+    max_model_len: int
+    vocab_size: int
+    num_groups: int
+
+    def execute(self, plan: StepPlan) -> StepResult: ...
+
+    def check_health(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class InProcessExecutor:
+    """World of one: the worker lives in the engine's own process."""
+
+    num_groups = 1
+
+    def __init__(self, config: EngineConfig):
+        from moeserve.engine.worker import Worker
+
+        self.worker = Worker(config, SINGLE)
+        runner = self.worker.runner
+        self.num_blocks = runner.num_blocks
+        self.max_model_len = runner.max_model_len
+        self.vocab_size = runner.hf_config.vocab_size
+
+    def execute(self, plan: StepPlan) -> StepResult:
+        return StepResult(step=plan.step, sampled=self.worker.execute(plan))
+
+    def check_health(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+def make_executor(config: EngineConfig) -> Executor:
+    if config.parallel.world_size == 1:
+        return InProcessExecutor(config)
+    from moeserve.engine.multiproc_executor import MultiprocExecutor
+
+    return MultiprocExecutor(config)

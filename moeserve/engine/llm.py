@@ -1,0 +1,81 @@
+"""The offline Python API: `LLM(model=DIR).generate(prompts, SamplingParams(...))`."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from moeserve.engine.engine_core import EngineCore
+from moeserve.outputs import RequestOutput
+from moeserve.sampling_params import SamplingParams
+
+Prompt = str | Sequence[int]
+
+
+class LLM:
+    """Runs an engine in this process (rank 0; other ranks, if any, are spawned by the executor).
+
+    model: checkpoint directory, or None for the built-in model. tp / ep: see DESIGN.md section 2.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        dtype: str = "float32",
+        tp: int = 1,
+        ep: int = 1,
+        dispatch: str = "auto",
+        max_model_len: int | None = None,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 4096,
+        kv_cache_blocks: int | None = None,
+        block_size: int = 16,
+        enable_prefix_caching: bool = True,
+        placement: str | None = None,
+        seed: int = 0,
+    ):
+        config = EngineConfig(
+            model=ModelConfig(model=model, dtype=dtype, max_model_len=max_model_len),
+            cache=CacheConfig(block_size=block_size, num_blocks=kv_cache_blocks, enable_prefix_caching=enable_prefix_caching),
+            scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens),
+            parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch),
+            placement=placement,
+            seed=seed,
+        )
+        self.engine = EngineCore(config)
+        self.tokenizer = self.engine.tokenizer
+        self._ids = itertools.count()
+
+    def generate(
+        self, prompts: Prompt | Sequence[Prompt], params: SamplingParams | Sequence[SamplingParams] | None = None
+    ) -> list[RequestOutput]:
+        """One finished RequestOutput per prompt, in prompt order. All prompts are submitted at once."""
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        if params is None or isinstance(params, SamplingParams):
+            params = [params or SamplingParams()] * len(prompts)
+        if len(params) != len(prompts):
+            raise ValueError(f"got {len(prompts)} prompts but {len(params)} SamplingParams")
+        order = []
+        for prompt, p in zip(prompts, params):
+            if p.n != 1:
+                raise ValueError("LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
+            request_id = f"llm-{next(self._ids)}"
+            ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+            self.engine.add_request(request_id, ids, p)
+            order.append(request_id)
+        finished: dict[str, RequestOutput] = {}
+        while len(finished) < len(order):
+            for out in self.engine.step():
+                if out.finished:
+                    finished[out.request_id] = out
+        return [finished[r] for r in order]
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
