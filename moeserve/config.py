@@ -107,3 +107,21 @@ class EngineConfig:
         for part in (self.model, self.cache, self.scheduler, self.parallel):
             part.validate()
         return self
+
+
+def config_to_dict(config: EngineConfig) -> dict:
+    """Plain JSON-able dict (for handing the config to rank processes without pickle)."""
+    import dataclasses
+
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(data: dict) -> EngineConfig:
+    return EngineConfig(
+        model=ModelConfig(**data["model"]),
+        cache=CacheConfig(**data["cache"]),
+        scheduler=SchedulerConfig(**data["scheduler"]),
+        parallel=ParallelConfig(**data["parallel"]),
+        placement=data.get("placement"),
+        seed=data.get("seed", 0),
+    )

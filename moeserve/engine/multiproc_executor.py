@@ -1,0 +1,149 @@
+"""Rank 0's executor for a world of several ranks.
+
+One node: spawns ranks 1..W-1 itself (`python -m moeserve.engine.rank_worker`, configuration passed
+as JSON in the environment). Several nodes: torchrun / deepspeed started every rank and this
+process is RANK 0. Each step: broadcast the plan (msgpack) on the plan group, run group 0's batch
+here, gather the group leaders' sampled tokens on the result group. Any failure (a rank raising,
+dying, or a collective timing out) becomes EngineDeadError; a watchdog turns a dead child into an
+exit of this process, so a dead rank never leaves the server hanging.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from moeserve.config import EngineConfig, config_to_dict
+from moeserve.core.step_plan import StepPlan, StepResult
+from moeserve.engine.plan_codec import decode_sampled, encode_plan, encode_sampled
+from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
+from moeserve.errors import EngineDeadError
+
+log = logging.getLogger("moeserve.executor")
+_WATCHDOG_GRACE_S = 3.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MultiprocExecutor:
+    def __init__(self, config: EngineConfig):
+        from moeserve.engine.rank_worker import set_rank_threads
+        from moeserve.engine.worker import Worker
+
+        parallel = config.parallel
+        self.num_groups = parallel.num_attention_groups
+        self.dead: str | None = None
+        self._procs: list[subprocess.Popen] = []
+        env = RankEnv.from_environ()
+        if env is None:
+            env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
+            self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
+        elif env.rank != 0:
+            raise RuntimeError("MultiprocExecutor runs on rank 0 only")
+        set_rank_threads(parallel.ranks_per_node)
+        try:
+            self.groups = init_rank(env, parallel)
+            self.worker = Worker(config, self.groups.ctx, group=0)
+            import torch.distributed as dist
+
+            dist.barrier(group=self.groups.plan_group)
+        except Exception:
+            self._kill_children()
+            raise
+        runner = self.worker.runner
+        self.num_blocks = runner.num_blocks
+        self.max_model_len = runner.max_model_len
+        self.vocab_size = runner.hf_config.vocab_size
+        if self._procs:
+            threading.Thread(target=self._watch_children, daemon=True, name="rank-watchdog").start()
+
+    @staticmethod
+    def _spawn(config: EngineConfig, env: RankEnv, rank: int) -> subprocess.Popen:
+        child_env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(env.world_size),
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR=env.master_addr,
+            MASTER_PORT=str(env.master_port),
+            MOESERVE_PARENT_PID=str(os.getpid()),
+            MOESERVE_ENGINE_CONFIG=json.dumps(config_to_dict(config)),
+        )
+        return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
+
+    def _watch_children(self) -> None:
+        while self.dead is None:
+            for rank, proc in enumerate(self._procs, start=1):
+                code = proc.poll()
+                if code is not None and not getattr(self, "_stopping", False):
+                    self.dead = f"rank {rank} exited with code {code}"
+                    log.error("%s; stopping the engine", self.dead)
+                    time.sleep(_WATCHDOG_GRACE_S)  # let the main thread fail the step cleanly first
+                    self._kill_children()
+                    os._exit(70)
+            time.sleep(0.2)
+
+    def check_health(self) -> None:
+        if self.dead:
+            raise EngineDeadError(self.dead)
+
+    def execute(self, plan: StepPlan) -> StepResult:
+        self.check_health()
+        try:
+            broadcast_bytes(encode_plan(plan), self.groups.plan_group)
+            error = None
+            try:
+                sampled = self.worker.execute(plan)
+            except Exception as exc:
+                log.exception("rank 0 failed in step %d", plan.step)
+                sampled, error = [], f"rank 0 failed: {type(exc).__name__}: {exc}"
+            payloads = gather_bytes(encode_sampled(sampled, error), self.groups.result_group)
+        except Exception as exc:  # a collective failed or timed out: some rank is dead or stuck
+            self.dead = self.dead or f"step {plan.step} failed: {type(exc).__name__}: {exc}"
+            raise EngineDeadError(self.dead) from exc
+        merged = []
+        for payload in payloads:
+            part, err = decode_sampled(payload)
+            if err:
+                self.dead = err
+                raise EngineDeadError(err)
+            merged.extend(part)
+        return StepResult(step=plan.step, sampled=merged)
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        if self.dead is None:
+            try:
+                broadcast_bytes(encode_plan(None), self.groups.plan_group)
+            except Exception:
+                log.warning("could not tell the ranks to stop; killing them")
+        deadline = time.monotonic() + 10
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill_children()
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def _kill_children(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,52 @@
+"""msgpack encoding of StepPlan / StepResult for the control plane (never pickle)."""
+from __future__ import annotations
+
+import dataclasses
+
+import msgpack
+
+from moeserve.core.step_plan import GroupBatch, NewRequest, SampledToken, ScheduledSeq, StepPlan, StepResult
+from moeserve.sampling_params import SamplingParams
+
+_SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample")
+
+
+def encode_plan(plan: StepPlan | None) -> bytes:
+    """None encodes the shutdown message."""
+    if plan is None:
+        return msgpack.packb({"shutdown": True})
+    return msgpack.packb(
+        {
+            "step": plan.step,
+            "groups": [[[getattr(s, f) for f in _SEQ_FIELDS] for s in g.seqs] for g in plan.groups],
+            "new": [[n.request_id, dataclasses.asdict(n.sampling)] for n in plan.new_requests],
+            "finished": plan.finished_request_ids,
+        }
+    )
+
+
+def decode_plan(data: bytes) -> StepPlan | None:
+    raw = msgpack.unpackb(data)
+    if raw.get("shutdown"):
+        return None
+    return StepPlan(
+        step=raw["step"],
+        groups=[GroupBatch(g, [ScheduledSeq(*s) for s in seqs]) for g, seqs in enumerate(raw["groups"])],
+        new_requests=[NewRequest(rid, SamplingParams(**params)) for rid, params in raw["new"]],
+        finished_request_ids=raw["finished"],
+    )
+
+
+def encode_sampled(sampled: list[SampledToken], error: str | None = None) -> bytes:
+    return msgpack.packb(
+        {"error": error, "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled]}
+    )
+
+
+def decode_sampled(data: bytes) -> tuple[list[SampledToken], str | None]:
+    raw = msgpack.unpackb(data)
+    sampled = [
+        SampledToken(rid, tok, lp, [tuple(x) for x in top] if top is not None else None)
+        for rid, tok, lp, top in raw["sampled"]
+    ]
+    return sampled, raw["error"]

@@ -1,0 +1,136 @@
+"""torch.distributed set-up for one rank: the mesh of DESIGN.md section 2 and the control groups.
+
+Rank r belongs to attention group r // tp with TP rank r % tp (ranks are node-major, so a TP group
+never straddles a node). With ep > 1 the MoE layers span the whole world. Besides the data group
+(NCCL on GPUs, gloo on CPU) every rank joins two gloo control groups: `plan_group` (waiting for the
+next step may take as long as the server is idle) and `result_group` (bounded by the step timeout,
+so a dead or stuck rank turns into an error on rank 0).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from moeserve.config import ParallelConfig
+from moeserve.parallel_state import ParallelContext
+
+_IDLE_TIMEOUT = timedelta(days=7)
+_STARTUP_TIMEOUT = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """What a launcher (ours, torchrun or deepspeed) tells a rank about itself."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+    @classmethod
+    def from_environ(cls) -> "RankEnv | None":
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            return None
+        return cls(
+            rank=int(os.environ["RANK"]),
+            world_size=int(os.environ["WORLD_SIZE"]),
+            local_rank=int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
+            master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=int(os.environ.get("MASTER_PORT", "29500")),
+        )
+
+
+@dataclass
+class RankGroups:
+    ctx: ParallelContext
+    group: int  # this rank's attention group
+    plan_group: object
+    result_group: object
+
+    @property
+    def is_group_leader(self) -> bool:
+        return self.ctx.tp_rank == 0
+
+
+def data_backend(parallel: ParallelConfig) -> str:
+    if parallel.backend != "auto":
+        return parallel.backend
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init_rank(env: RankEnv, parallel: ParallelConfig) -> RankGroups:
+    """Joins the world and builds every group. All ranks create all groups in the same order."""
+    if env.world_size != parallel.world_size:
+        raise RuntimeError(
+            f"the launcher started {env.world_size} ranks but --ep {parallel.ep} --tp {parallel.tp} needs {parallel.world_size}"
+        )
+    step_timeout = timedelta(seconds=parallel.step_timeout_s)
+    backend = data_backend(parallel)
+    # The default group only sets things up (ranks may take minutes to import and load weights);
+    # every collective of a step runs on a group bounded by the step timeout.
+    dist.init_process_group(
+        backend=backend,
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=_STARTUP_TIMEOUT,
+    )
+    data_group = dist.new_group(backend=backend, timeout=step_timeout)
+    plan_group = dist.new_group(backend="gloo", timeout=_IDLE_TIMEOUT)
+    result_group = dist.new_group(backend="gloo", timeout=step_timeout)
+    tp = parallel.tp
+    tp_group = None
+    for g in range(parallel.num_attention_groups):
+        ranks = list(range(g * tp, (g + 1) * tp))
+        created = dist.new_group(ranks=ranks, backend=backend, timeout=step_timeout) if tp > 1 else None
+        if env.rank in ranks:
+            tp_group = created
+    ctx = ParallelContext(
+        tp_size=tp,
+        tp_rank=env.rank % tp,
+        tp_group=tp_group,
+        ep_size=parallel.ep,
+        ep_rank=env.rank if parallel.ep > 1 else 0,
+        ep_group=data_group if parallel.ep > 1 else None,
+    )
+    return RankGroups(ctx=ctx, group=env.rank // tp, plan_group=plan_group, result_group=result_group)
+
+
+def broadcast_bytes(payload: bytes | None, group) -> bytes:
+    """Rank 0 passes the payload; every other rank passes None and receives it."""
+    if payload is not None:
+        length = torch.tensor([len(payload)], dtype=torch.int64)
+    else:
+        length = torch.zeros(1, dtype=torch.int64)
+    dist.broadcast(length, src=0, group=group)
+    if payload is not None:
+        data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    else:
+        data = torch.empty(int(length), dtype=torch.uint8)
+    if int(length):
+        dist.broadcast(data, src=0, group=group)
+    return payload if payload is not None else data.numpy().tobytes()
+
+
+def gather_bytes(payload: bytes, group) -> list[bytes] | None:
+    """Every rank sends its payload; rank 0 gets them all (in rank order), the others get None."""
+    world = dist.get_world_size(group)
+    is_root = dist.get_rank(group) == 0
+    length = torch.tensor([len(payload)], dtype=torch.int64)
+    lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(world)] if is_root else None
+    dist.gather(length, lengths, dst=0, group=group)
+    size = torch.tensor([len(payload)], dtype=torch.int64)
+    dist.all_reduce(size, op=dist.ReduceOp.MAX, group=group)
+    padded = torch.zeros(int(size), dtype=torch.uint8)
+    if payload:
+        padded[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    buffers = [torch.empty(int(size), dtype=torch.uint8) for _ in range(world)] if is_root else None
+    dist.gather(padded, buffers, dst=0, group=group)
+    if not is_root:
+        return None
+    return [b[: int(n)].numpy().tobytes() for b, n in zip(buffers, lengths)]

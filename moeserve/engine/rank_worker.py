@@ -1,0 +1,80 @@
+"""Entry point of every rank but 0: join the mesh, load this rank's weights, run plans until told to stop.
+
+Started by `MultiprocExecutor` on one node (`python -m moeserve.engine.rank_worker`, config in the
+MOESERVE_ENGINE_CONFIG environment variable as JSON), or by `moeserve serve` itself when torchrun or
+the deepspeed launcher set RANK != 0.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+
+from moeserve.config import EngineConfig, config_from_dict
+
+log = logging.getLogger("moeserve.rank")
+
+
+def _exit_when_parent_dies(parent_pid: int) -> None:
+    """A spawned rank must not outlive the engine that spawned it."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def set_rank_threads(world_on_node: int) -> None:
+    import torch
+
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // max(1, world_on_node)))
+
+
+def run_rank(config: EngineConfig) -> int:
+    from moeserve.engine.plan_codec import decode_plan, encode_sampled
+    from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
+    from moeserve.engine.worker import Worker
+
+    env = RankEnv.from_environ()
+    assert env is not None and env.rank != 0, "rank_worker runs ranks other than 0"
+    set_rank_threads(config.parallel.ranks_per_node)
+    groups = init_rank(env, config.parallel)
+    import torch.distributed as dist
+
+    worker = Worker(config, groups.ctx, group=groups.group)
+    dist.barrier(group=groups.plan_group)  # every rank has loaded its weights
+    while True:
+        plan = decode_plan(broadcast_bytes(None, groups.plan_group))
+        if plan is None:
+            break
+        error = None
+        try:
+            sampled = worker.execute(plan)
+        except Exception as exc:  # reported to rank 0, which fails the step and stops the world
+            log.exception("rank %d failed in step %d", env.rank, plan.step)
+            sampled, error = [], f"rank {env.rank} failed: {type(exc).__name__}: {exc}"
+        gather_bytes(encode_sampled(sampled, error), groups.result_group)
+        if error:
+            return 1
+    dist.destroy_process_group()
+    return 0
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s rank%(process)d %(levelname)s %(message)s")
+    parent = os.environ.get("MOESERVE_PARENT_PID")
+    if parent:
+        _exit_when_parent_dies(int(parent))
+    config = config_from_dict(json.loads(os.environ["MOESERVE_ENGINE_CONFIG"]))
+    return run_rank(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
