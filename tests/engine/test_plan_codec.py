@@ -1,0 +1,20 @@
+from moeserve.core.step_plan import GroupBatch, NewRequest, SampledToken, ScheduledSeq, StepPlan
+from moeserve.engine.plan_codec import decode_plan, decode_sampled, encode_plan, encode_sampled
+from moeserve.sampling_params import SamplingParams
+
+
+def test_plan_round_trips_without_pickle():
+    plan = StepPlan(
+        step=7,
+        groups=[GroupBatch(0, [ScheduledSeq("a", [1, 2, 3], 16, [4, 9], True)]), GroupBatch(1)],
+        new_requests=[NewRequest("a", SamplingParams(temperature=0.5, seed=3, stop=["x"], logprobs=2))],
+        finished_request_ids=["old"],
+    )
+    assert decode_plan(encode_plan(plan)) == plan
+    assert decode_plan(encode_plan(None)) is None
+
+
+def test_sampled_round_trip():
+    sampled = [SampledToken("a", 5, -0.25, [(5, -0.25), (7, -1.5)]), SampledToken("b", 1)]
+    assert decode_sampled(encode_sampled(sampled, None)) == (sampled, None)
+    assert decode_sampled(encode_sampled([], "rank 3 failed"))[1] == "rank 3 failed"
