@@ -1,0 +1,202 @@
+"""Multi-head latent attention (DeepSeek-V2/V3) over a paged cache of compressed latents.
+
+Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context per sequence,
+h local heads (num_attention_heads / tp), R kv_lora_rank, r qk_rope_head_dim, dn qk_nope_head_dim,
+dv v_head_dim, H hidden.
+
+Per token the cache holds only `[latent (R) | rope key (r)]`: the kv_a_layernorm'd latent and the
+rotated, head-shared rope key, one tensor per layer `[num_blocks, block_size, R + r]`. K and V are
+never stored expanded. Attention reads the context through `meta.context_slots` and runs one of
+two mathematically equal paths, picked per step by their FLOP count on the padded batch:
+- "expand" (reference): kv_b_proj turns every context latent into per-head k_nope and v, then
+  plain attention over dn + r dims. Cheaper for long prefills (Q close to L).
+- "absorb": W_uk is folded into the query (q_nope @ W_uk -> latent space) and W_uv is applied
+  after attention, so attention is MQA with one shared key [latent | rope] of R + r dims and value
+  = latent, read straight from the cache. Cheaper for decode (Q = 1), where expanding would cost
+  L x R x h(dn + dv) per token. See docs/deepseek.md for measured numbers.
+Heads are split over tp: q/kv_b are column-parallel by head, o_proj row-parallel (all-reduce here).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from moeserve.dense.attention_metadata import AttentionMetadata
+from moeserve.dense.linear import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, ShardReader, divide
+from moeserve.dense.yarn import RotaryEmbedding
+from moeserve.parallel_state import ParallelContext
+
+MlaPath = Literal["auto", "expand", "absorb"]
+MLA_PATHS = ("auto", "expand", "absorb")
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    hidden_size: int
+    num_heads: int
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    attention_bias: bool = False
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def cache_dim(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @classmethod
+    def from_hf(cls, c: Any) -> "MlaDims":
+        return cls(
+            c.hidden_size, c.num_attention_heads, c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim,
+            c.qk_rope_head_dim, c.v_head_dim, bool(getattr(c, "attention_bias", False)),
+        )
+
+
+class LatentNorm(nn.Module):
+    """RMSNorm of the q / kv latents. transformers builds these with its default eps 1e-6, not the
+    config's rms_norm_eps, so the eps is fixed here."""
+
+    def __init__(self, dim: int, dtype: torch.dtype, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, D] -> [T, D], normalised in fp32."""
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+class MultiHeadLatentAttention(nn.Module):
+    def __init__(
+        self, dims: MlaDims, rotary: RotaryEmbedding, scale: float, ctx: ParallelContext, dtype: torch.dtype,
+        path: MlaPath = "auto",
+    ):
+        super().__init__()
+        if path not in MLA_PATHS:
+            raise ValueError(f"unknown MLA path {path!r}; valid: {', '.join(MLA_PATHS)}")
+        self.dims, self.rotary, self.scale, self.ctx, self.path = dims, rotary, scale, ctx, path
+        d = dims
+        self.h = divide(d.num_heads, ctx.tp_size, "num_attention_heads")
+        q_out = [d.num_heads * d.qk_head_dim]
+        if d.q_lora_rank is None:
+            self.q_proj = ColumnParallelLinear(d.hidden_size, q_out, False, ctx, dtype)
+        else:
+            self.q_a_proj = ReplicatedLinear(d.hidden_size, d.q_lora_rank, d.attention_bias, dtype)
+            self.q_a_layernorm = LatentNorm(d.q_lora_rank, dtype)
+            self.q_b_proj = ColumnParallelLinear(d.q_lora_rank, q_out, False, ctx, dtype)
+        self.kv_a_proj_with_mqa = ReplicatedLinear(d.hidden_size, d.cache_dim, d.attention_bias, dtype)
+        self.kv_a_layernorm = LatentNorm(d.kv_lora_rank, dtype)
+        self.kv_b_proj = ColumnParallelLinear(
+            d.kv_lora_rank, [d.num_heads * (d.qk_nope_head_dim + d.v_head_dim)], False, ctx, dtype
+        )
+        self.o_proj = RowParallelLinear(d.num_heads * d.v_head_dim, d.hidden_size, d.attention_bias, ctx, dtype)
+
+    def load(self, reader: ShardReader, prefix: str) -> None:
+        """prefix: e.g. "model.layers.3.self_attn"."""
+        if self.dims.q_lora_rank is None:
+            self.q_proj.load(reader, [f"{prefix}.q_proj"])
+        else:
+            self.q_a_proj.load(reader, f"{prefix}.q_a_proj")
+            _load_norm(self.q_a_layernorm, reader, f"{prefix}.q_a_layernorm")
+            self.q_b_proj.load(reader, [f"{prefix}.q_b_proj"])
+        self.kv_a_proj_with_mqa.load(reader, f"{prefix}.kv_a_proj_with_mqa")
+        _load_norm(self.kv_a_layernorm, reader, f"{prefix}.kv_a_layernorm")
+        self.kv_b_proj.load(reader, [f"{prefix}.kv_b_proj"])
+        self.o_proj.load(reader, f"{prefix}.o_proj")
+
+    def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, cache: torch.Tensor) -> torch.Tensor:
+        """hidden [N, H]; cache [num_blocks, block_size, R + r] (written at meta.slot_mapping). -> [N, H]."""
+        d = self.dims
+        N = hidden.shape[0]
+        q = self._query(hidden).view(N, self.h, d.qk_head_dim)
+        q_nope, q_rope = q.split([d.qk_nope_head_dim, d.qk_rope_head_dim], dim=-1)
+        latent, k_rope = self.kv_a_proj_with_mqa(hidden).split([d.kv_lora_rank, d.qk_rope_head_dim], dim=-1)
+        cos, sin = self.rotary.cos_sin(meta.positions)
+        q_rope = self.rotary.apply(q_rope, cos, sin)
+        k_rope = self.rotary.apply(k_rope, cos, sin)
+        flat = cache.view(-1, d.cache_dim)
+        flat.index_copy_(0, meta.slot_mapping, torch.cat([self.kv_a_layernorm(latent), k_rope], dim=-1).to(cache.dtype))
+
+        if meta.num_seqs == 0:
+            out = hidden.new_zeros(0, self.h, d.v_head_dim)
+        elif self._use_absorb(meta):
+            out = self._attend_absorbed(q_nope, q_rope, flat, meta)
+        else:
+            out = self._attend_expanded(q_nope, q_rope, flat, meta)
+        y = self.o_proj(out.reshape(N, self.h * d.v_head_dim))
+        if self.ctx.tp_size > 1:
+            dist.all_reduce(y, group=self.ctx.tp_group)
+        return y
+
+    def _query(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.dims.q_lora_rank is None:
+            return self.q_proj(hidden)
+        return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden)))
+
+    def _use_absorb(self, meta: AttentionMetadata) -> bool:
+        if self.path != "auto":
+            return self.path == "absorb"
+        d = self.dims
+        B, Q, L = meta.num_seqs, meta.query_index.shape[1], meta.context_slots.shape[1]
+        # multiply-adds per head on the padded batch
+        expand = B * L * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (d.qk_head_dim + d.v_head_dim)
+        absorb = B * Q * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (2 * d.kv_lora_rank + d.qk_rope_head_dim)
+        return absorb < expand
+
+    def _w_kv_b(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """kv_b_proj weight split per local head: W_uk [h, dn, R], W_uv [h, dv, R]."""
+        d = self.dims
+        w = self.kv_b_proj.weight.view(self.h, d.qk_nope_head_dim + d.v_head_dim, d.kv_lora_rank)
+        return w[:, : d.qk_nope_head_dim], w[:, d.qk_nope_head_dim :]
+
+    def _attend_expanded(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        """q_nope [N, h, dn], q_rope [N, h, r], flat cache [S, R + r] -> [N, h, dv]."""
+        d = self.dims
+        ctx_rows = flat[meta.context_slots]  # [B, L, R + r]
+        B, L = ctx_rows.shape[:2]
+        latent, k_rope = ctx_rows.split([d.kv_lora_rank, d.qk_rope_head_dim], dim=-1)
+        kv = self.kv_b_proj(latent).view(B, L, self.h, d.qk_nope_head_dim + d.v_head_dim)
+        k_nope, v = kv.split([d.qk_nope_head_dim, d.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, k_rope[:, :, None, :].expand(B, L, self.h, d.qk_rope_head_dim)], dim=-1)
+        q = torch.cat([q_nope, q_rope], dim=-1)[meta.query_index]  # [B, Q, h, dn + r]
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=meta.attn_mask, scale=self.scale
+        )  # [B, h, Q, dv]
+        return out.transpose(1, 2)[meta.query_valid]
+
+    def _attend_absorbed(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)."""
+        d = self.dims
+        w_uk, w_uv = self._w_kv_b()
+        q_latent = torch.einsum("nhd,hdr->nhr", q_nope, w_uk)  # [N, h, R]
+        q = torch.cat([q_latent, q_rope], dim=-1)[meta.query_index]  # [B, Q, h, R + r]
+        ctx_rows = flat[meta.context_slots][:, None]  # [B, 1, L, R + r]: key = [latent | rope key]
+        out_latent = F.scaled_dot_product_attention(
+            q.transpose(1, 2), ctx_rows, ctx_rows[..., : d.kv_lora_rank], attn_mask=meta.attn_mask,
+            scale=self.scale, enable_gqa=True,
+        )  # [B, h, Q, R]
+        out_latent = out_latent.transpose(1, 2)[meta.query_valid]  # [N, h, R]
+        return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
+
+
+def _load_norm(norm: LatentNorm, reader: ShardReader, prefix: str) -> None:
+    w = reader.read(f"{prefix}.weight")
+    if w.shape != norm.weight.shape:
+        raise ValueError(f"checkpoint tensor {prefix}.weight has shape {tuple(w.shape)}, expected {tuple(norm.weight.shape)}")
+    norm.weight.data.copy_(w)
