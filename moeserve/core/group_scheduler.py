@@ -1,0 +1,190 @@
+"""Scheduling policy of one attention group: which of its requests run this step, and how much.
+
+One step, under a token budget (`max_num_batched_tokens`) and `max_num_seqs`:
+  1. decodes: every running request with one uncomputed token gets it, in admission order;
+  2. partial prefills: running requests still computing prompt (or recompute) tokens get the
+     next chunk, in admission order;
+  3. admission: waiting requests, FIFO, take prefix-cache hits and a first chunk, unless this step
+     preempted someone (admitting then would only thrash).
+A request that cannot get a block preempts the most recently admitted request not yet scheduled
+this step (itself, if it is the newest): its blocks are freed and it goes back to the front of
+the queue to recompute its tokens later. A request that holds the whole pool alone and still
+needs more can never fit: it fails with an error instead of looping.
+
+Mutates its queues, the requests it schedules (status, blocks, num_computed_tokens) and its
+block pool. Never advances num_computed_tokens (that happens in `Scheduler.update` once the step
+ran) and never decides stop conditions.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from moeserve.config import SchedulerConfig
+from moeserve.core.block_manager import BlockManager
+from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
+from moeserve.core.request import Request, RequestStatus
+from moeserve.core.step_plan import NewRequest, ScheduledSeq
+
+
+@dataclass
+class GroupStep:
+    """What one group's scheduling produced; `tokens_left` is the remaining token budget."""
+
+    tokens_left: int
+    seqs: list[ScheduledSeq] = field(default_factory=list)
+    new_requests: list[NewRequest] = field(default_factory=list)
+    failed: list[Request] = field(default_factory=list)  # removed from the group; caller finishes them
+    scheduled: set[str] = field(default_factory=set)
+    preempted: bool = False
+
+
+class GroupScheduler:
+    def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig):
+        self.group = group
+        self.blocks = blocks
+        self.cfg = cfg
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # admission order: the tail is preempted first
+        self.load_tokens = 0  # tokens of all live requests here, for routing new requests
+        self.num_preemptions = 0
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def schedule(self) -> GroupStep:
+        step = GroupStep(tokens_left=self.cfg.max_num_batched_tokens)
+        self._schedule_decodes(step)
+        self._schedule_partial_prefills(step)
+        if not step.preempted:
+            self._admit_waiting(step)
+        return step
+
+    def remove(self, req: Request) -> None:
+        """Take a request out of this group's queues and give back its blocks (finish or abort)."""
+        if req.status is RequestStatus.RUNNING:
+            self.running.remove(req)
+        else:
+            self.waiting.remove(req)
+        self.blocks.free(req.block_ids)
+        req.block_ids = []
+
+    # ---- the three passes ---------------------------------------------------------------------
+    def _schedule_decodes(self, step: GroupStep) -> None:
+        block_size = self.blocks.block_size
+        for req in list(self.running):  # victims leave from the tail while we walk
+            if req.status is not RequestStatus.RUNNING or req.num_uncomputed_tokens != 1:
+                continue
+            if step.tokens_left == 0:
+                break
+            needs_block = req.num_computed_tokens >= len(req.block_ids) * block_size
+            if needs_block and not self._make_room(req, step):
+                continue
+            self.blocks.append_slots(req.block_ids, req.num_computed_tokens + 1)
+            self._emit(req, 1, step)
+
+    def _schedule_partial_prefills(self, step: GroupStep) -> None:
+        block_size = self.blocks.block_size
+        for req in list(self.running):
+            if req.status is not RequestStatus.RUNNING or req.num_uncomputed_tokens <= 1:
+                continue
+            if req.request_id in step.scheduled:
+                continue
+            if step.tokens_left == 0:
+                break
+            if not self._make_room(req, step):
+                continue
+            capacity = (len(req.block_ids) + self.blocks.num_available) * block_size - req.num_computed_tokens
+            n = min(req.num_uncomputed_tokens, step.tokens_left, capacity)
+            self.blocks.append_slots(req.block_ids, req.num_computed_tokens + n)
+            self._emit(req, n, step)
+
+    def _admit_waiting(self, step: GroupStep) -> None:
+        while self.waiting and step.tokens_left > 0 and len(self.running) < self.cfg.max_num_seqs:
+            req = self.waiting[0]
+            hits = self._prefix_hits(req)
+            cached = len(hits) * self.blocks.block_size
+            n = min(req.num_tokens - cached, step.tokens_left)
+            if not self.blocks.can_allocate(hits, cached + n):
+                if self.running:
+                    return  # FIFO: later requests wait for this one
+                # Alone, the pool is all ours: a resumed request may need more than one chunk fits.
+                n = min(n, self.blocks.num_blocks * self.blocks.block_size - cached)
+                if n < 1:
+                    self.waiting.popleft()
+                    self._fail(req, step)
+                    continue
+            self.waiting.popleft()
+            self._admit(req, hits, cached, n, step)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:
+        req.block_ids = self.blocks.allocate(hits, cached + n)
+        req.num_computed_tokens = cached
+        req.num_published_blocks = len(hits)
+        req.status = RequestStatus.RUNNING
+        self.blocks.record_prefix_lookup(req.num_tokens, cached)
+        if not req.ever_scheduled:
+            req.ever_scheduled = True
+            req.num_cached_prompt_tokens = cached
+            step.new_requests.append(NewRequest(req.request_id, req.sampling_params))
+        self.running.append(req)
+        self._emit(req, n, step)
+
+    def _prefix_hits(self, req: Request) -> list[int]:
+        if not self.blocks.enable_prefix_caching:
+            return []
+        m = max_cacheable_blocks(req.num_tokens, self.blocks.block_size)
+        extend_block_hashes(req.block_hashes, req.all_token_ids, m, self.blocks.block_size)
+        return self.blocks.match_prefix(req.block_hashes[:m])
+
+    def _make_room(self, req: Request, step: GroupStep) -> bool:
+        """Make sure `req` can get one more token's slot, preempting newer unscheduled requests.
+        False when `req` cannot run this step (it may itself have been preempted or failed)."""
+        target = req.num_computed_tokens + 1
+        while not self.blocks.can_append_slots(req.block_ids, target):
+            victim = self.running[-1]
+            if victim.request_id in step.scheduled:
+                return False  # the newest requests already run this step; wait for them
+            if victim is not req:
+                self._preempt(victim, step)
+                continue
+            if len(self.running) == 1:
+                self._fail(req, step)  # holds the whole pool alone and needs more
+            else:
+                self._preempt(req, step)
+            return False
+        return True
+
+    def _preempt(self, req: Request, step: GroupStep) -> None:
+        self.running.remove(req)
+        self.blocks.free(req.block_ids)
+        req.block_ids = []
+        req.num_computed_tokens = 0
+        req.num_published_blocks = 0
+        req.status = RequestStatus.PREEMPTED
+        req.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+        step.preempted = True
+
+    def _fail(self, req: Request, step: GroupStep) -> None:
+        pool = self.blocks.num_blocks
+        if req.status is RequestStatus.RUNNING:
+            self.running.remove(req)
+        self.blocks.free(req.block_ids)
+        req.block_ids = []
+        req.error = (
+            f"request needs more than the {pool} KV blocks ({pool * self.blocks.block_size} tokens) of attention "
+            f"group {self.group}: raise --kv-cache-blocks or lower max_tokens"
+        )
+        step.failed.append(req)
+
+    def _emit(self, req: Request, n: int, step: GroupStep) -> None:
+        start = req.num_computed_tokens
+        end = start + n
+        seq = ScheduledSeq(req.request_id, req.all_token_ids[start:end], start, req.block_ids.copy(), end == req.num_tokens)
+        step.seqs.append(seq)
+        step.tokens_left -= n
+        step.scheduled.add(req.request_id)

@@ -1,0 +1,80 @@
+"""One request's scheduling state: tokens, progress, KV blocks and lifecycle status.
+
+The scheduler mutates a request (status, num_computed_tokens, block ids, output tokens through
+`append_output_token`); the engine reads it and decides stop conditions. A request never touches
+the block pool itself.
+"""
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+
+from moeserve.sampling_params import SamplingParams
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"  # queued, never admitted
+    RUNNING = "running"  # admitted: holds KV blocks (prefilling or decoding)
+    PREEMPTED = "preempted"  # blocks taken back; queued again, recomputes its tokens on resume
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Request:
+    """A sequence being served.
+
+    `all_token_ids` is kept equal to prompt + output (maintained incrementally so a decode step
+    never rebuilds the list). num_computed_tokens counts the leading tokens whose KV is in
+    `block_ids`; the rest are computed by later steps. `block_hashes[i]` is the prefix-cache key of
+    full block i (filled lazily); `num_published_blocks` of them have been offered to the cache.
+    """
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams = field(default_factory=SamplingParams)
+    arrival_time: float = field(default_factory=time.monotonic)
+
+    output_token_ids: list[int] = field(default_factory=list, init=False)
+    all_token_ids: list[int] = field(init=False)
+    status: RequestStatus = field(default=RequestStatus.WAITING, init=False)
+    num_computed_tokens: int = field(default=0, init=False)
+    block_ids: list[int] = field(default_factory=list, init=False)
+    block_hashes: list[bytes] = field(default_factory=list, init=False)
+    num_published_blocks: int = field(default=0, init=False)
+    group: int = field(default=-1, init=False)
+    num_cached_prompt_tokens: int = field(default=0, init=False)
+    num_preemptions: int = field(default=0, init=False)
+    ever_scheduled: bool = field(default=False, init=False)
+    # Resolved by the scheduler on admission: sampling_params.max_tokens, or what max_model_len leaves.
+    max_output_tokens: int = field(default=0, init=False)
+    finish_reason: str | None = field(default=None, init=False)
+    error: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.prompt_token_ids = list(self.prompt_token_ids)
+        self.all_token_ids = list(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return len(self.all_token_ids) - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED
+
+    def append_output_token(self, token_id: int) -> None:
+        self.output_token_ids.append(token_id)
+        self.all_token_ids.append(token_id)

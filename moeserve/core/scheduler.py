@@ -1,0 +1,215 @@
+"""The scheduler of all attention groups: admission, routing, one `StepPlan` per step, updates.
+
+    plan = scheduler.schedule()            # one GroupBatch per attention group
+    result = executor.execute(plan)        # StepResult: sampled tokens
+    reqs = scheduler.update(plan, result)  # requests that got a token; engine checks stop conditions
+    scheduler.finish_request(rid, "stop")  # engine's decision; frees blocks, tells workers next plan
+    failed = scheduler.pop_failed_requests()  # requests the scheduler had to end with an error
+
+Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
+request to the least-loaded group, validates limits users can hit (RequestError / QueueFullError),
+and turns step results into request state. It never runs a model, never decides stop conditions
+and never touches a block pool except through the group schedulers and `BlockManager` verbs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moeserve.config import CacheConfig, SchedulerConfig
+from moeserve.core.block_manager import BlockManager
+from moeserve.core.group_scheduler import GroupScheduler
+from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
+from moeserve.core.request import Request, RequestStatus
+from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
+from moeserve.errors import QueueFullError, RequestError
+
+
+@dataclass(frozen=True)
+class BlockUsage:
+    total: int
+    free: int
+    cached: int
+    in_use: int
+
+
+class Scheduler:
+    def __init__(
+        self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int
+    ):
+        assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
+        self.cfg = sched_cfg
+        self.block_size = cache_cfg.block_size
+        self.num_blocks = num_blocks
+        self.max_model_len = max_model_len
+        self.groups = [
+            GroupScheduler(g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg)
+            for g in range(num_groups)
+        ]
+        self.requests: dict[str, Request] = {}
+        self._finished_ids: list[str] = []
+        self._failed: list[Request] = []
+        self._step = 0
+
+    # ---- requests in ------------------------------------------------------------------------
+    def add_request(self, req: Request) -> None:
+        """Validate and enqueue `req` on the least-loaded attention group."""
+        self._validate(req)
+        if self.num_waiting >= self.cfg.max_queued_requests:
+            raise QueueFullError(
+                f"the waiting queue holds {self.num_waiting} requests (--max-queued-requests): retry later",
+                code="queue_full",
+            )
+        group = min(self.groups, key=lambda g: (g.load_tokens, g.num_requests, g.group))
+        max_tokens = req.sampling_params.max_tokens
+        req.max_output_tokens = max_tokens if max_tokens is not None else self.max_model_len - req.num_prompt_tokens
+        req.group = group.group
+        req.status = RequestStatus.WAITING
+        self.requests[req.request_id] = req
+        group.waiting.append(req)
+        group.load_tokens += req.num_tokens
+
+    def _validate(self, req: Request) -> None:
+        if req.request_id in self.requests:
+            raise RequestError(f"request id {req.request_id!r} is already in use", code="duplicate_request_id")
+        n = req.num_prompt_tokens
+        if n == 0:
+            raise RequestError("the prompt is empty", param="prompt")
+        max_tokens = req.sampling_params.max_tokens or 1
+        if n + max_tokens > self.max_model_len:
+            raise RequestError(
+                f"this model's maximum context length is {self.max_model_len} tokens, but {n + max_tokens} were "
+                f"requested ({n} in the prompt, {max_tokens} for the completion): shorten the prompt or lower max_tokens",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+        need = -(-n // self.block_size)
+        if need > self.num_blocks:
+            raise RequestError(
+                f"KV cache has {self.num_blocks} blocks, the prompt needs {need}: raise --kv-cache-blocks "
+                f"or send a shorter prompt",
+                param="prompt",
+                code="context_length_exceeded",
+            )
+
+    # ---- one step ---------------------------------------------------------------------------
+    def schedule(self) -> StepPlan:
+        batches: list[GroupBatch] = []
+        new_requests: list[NewRequest] = []
+        for group in self.groups:
+            step = group.schedule()
+            batches.append(GroupBatch(group.group, step.seqs))
+            new_requests.extend(step.new_requests)
+            for req in step.failed:
+                self._finish(req, "error")
+                self._failed.append(req)
+        finished, self._finished_ids = self._finished_ids, []
+        plan = StepPlan(self._step, batches, new_requests, finished)
+        self._step += 1
+        return plan
+
+    def update(self, plan: StepPlan, result: StepResult) -> list[Request]:
+        """Advance every scheduled request past its tokens; append sampled tokens. Returns the
+        requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
+        sampled = {s.request_id: s.token_id for s in result.sampled}
+        got_token: list[Request] = []
+        for batch in plan.groups:
+            group = self.groups[batch.group]
+            for seq in batch.seqs:
+                req = self.requests.get(seq.request_id)
+                if req is None or req.status is not RequestStatus.RUNNING:
+                    continue
+                req.num_computed_tokens = seq.start_pos + len(seq.token_ids)
+                self._publish_full_blocks(req, group.blocks)
+                if seq.sample:
+                    token = sampled.get(seq.request_id)
+                    if token is None:
+                        raise RuntimeError(f"step {plan.step}: no sampled token for {seq.request_id}")
+                    req.append_output_token(token)
+                    group.load_tokens += 1
+                    got_token.append(req)
+        return got_token
+
+    def _publish_full_blocks(self, req: Request, blocks: BlockManager) -> None:
+        full = req.num_computed_tokens // self.block_size
+        if full <= req.num_published_blocks or not blocks.enable_prefix_caching:
+            return
+        extend_block_hashes(req.block_hashes, req.all_token_ids, full, self.block_size)
+        for i in range(req.num_published_blocks, full):
+            blocks.publish(req.block_ids[i], req.block_hashes[i])
+        req.num_published_blocks = full
+
+    # ---- requests out -----------------------------------------------------------------------
+    def finish_request(self, request_id: str, reason: str) -> Request | None:
+        """End a live request (reason: "stop", "length", "abort", "error"). Its full blocks stay in
+        the prefix cache; workers hear about it in the next plan. Unknown ids are ignored."""
+        req = self.requests.get(request_id)
+        if req is None:
+            return None
+        self.groups[req.group].remove(req)
+        self._finish(req, reason)
+        return req
+
+    def abort_request(self, request_id: str) -> bool:
+        return self.finish_request(request_id, "abort") is not None
+
+    def pop_failed_requests(self) -> list[Request]:
+        """Requests the scheduler ended with finish_reason "error" (they can never fit in the KV
+        pool); each carries a message in `error`. The engine reports them to their clients."""
+        failed, self._failed = self._failed, []
+        return failed
+
+    def _finish(self, req: Request, reason: str) -> None:
+        """Bookkeeping for a request already out of its group's queues."""
+        del self.requests[req.request_id]
+        self.groups[req.group].load_tokens -= req.num_tokens
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = reason
+        self._finished_ids.append(req.request_id)
+
+    # ---- stats --------------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return sum(len(g.running) for g in self.groups)
+
+    @property
+    def num_waiting(self) -> int:
+        return sum(len(g.waiting) for g in self.groups)
+
+    @property
+    def num_preemptions(self) -> int:
+        return sum(g.num_preemptions for g in self.groups)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.requests)
+
+    def block_usage(self) -> list[BlockUsage]:
+        """Per attention group; `total_block_usage` sums them."""
+        return [BlockUsage(g.blocks.num_blocks, g.blocks.num_free, g.blocks.num_cached, g.blocks.num_in_use) for g in self.groups]
+
+    def total_block_usage(self) -> BlockUsage:
+        per = self.block_usage()
+        return BlockUsage(*(sum(getattr(u, f) for u in per) for f in ("total", "free", "cached", "in_use")))
+
+    def prefix_cache_stats(self) -> PrefixCacheStats:
+        total = PrefixCacheStats()
+        for g in self.groups:
+            total.queries += g.blocks.stats.queries
+            total.query_tokens += g.blocks.stats.query_tokens
+            total.hit_tokens += g.blocks.stats.hit_tokens
+        return total
+
+    def check_invariants(self) -> None:
+        """Every pool consistent, and every block's reference count equals the number of live
+        requests holding it. O(blocks + tokens): for tests and debugging."""
+        for g in self.groups:
+            g.blocks.check_invariants()
+            holders = [0] * g.blocks.num_blocks
+            for req in g.running:
+                for b in req.block_ids:
+                    holders[b] += 1
+            for req in g.waiting:
+                if req.block_ids:
+                    raise AssertionError(f"waiting request {req.request_id} holds blocks")
+            for b, n in enumerate(holders):
+                if n != g.blocks.ref_count(b):
+                    raise AssertionError(f"group {g.group} block {b}: {n} holders, ref count {g.blocks.ref_count(b)}")
