@@ -128,7 +128,7 @@ class GroupScheduler:
         if not req.ever_scheduled:
             req.ever_scheduled = True
             req.num_cached_prompt_tokens = cached
-            step.new_requests.append(NewRequest(req.request_id, req.sampling_params))
+            step.new_requests.append(NewRequest(req.request_id, req.sampling))
         self.running.append(req)
         self._emit(req, n, step)
 

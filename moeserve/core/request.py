@@ -32,7 +32,7 @@ class Request:
 
     request_id: str
     prompt_token_ids: list[int]
-    sampling_params: SamplingParams = field(default_factory=SamplingParams)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     arrival_time: float = field(default_factory=time.monotonic)
 
     output_token_ids: list[int] = field(default_factory=list, init=False)
@@ -46,7 +46,7 @@ class Request:
     num_cached_prompt_tokens: int = field(default=0, init=False)
     num_preemptions: int = field(default=0, init=False)
     ever_scheduled: bool = field(default=False, init=False)
-    # Resolved by the scheduler on admission: sampling_params.max_tokens, or what max_model_len leaves.
+    # Resolved by the scheduler on admission: sampling.max_tokens, or what max_model_len leaves.
     max_output_tokens: int = field(default=0, init=False)
     finish_reason: str | None = field(default=None, init=False)
     error: str | None = field(default=None, init=False)
@@ -54,6 +54,10 @@ class Request:
     def __post_init__(self) -> None:
         self.prompt_token_ids = list(self.prompt_token_ids)
         self.all_token_ids = list(self.prompt_token_ids)
+
+    @property
+    def sampling_params(self) -> SamplingParams:
+        return self.sampling
 
     @property
     def num_tokens(self) -> int:

@@ -4,7 +4,7 @@
     result = executor.execute(plan)        # StepResult: sampled tokens
     reqs = scheduler.update(plan, result)  # requests that got a token; engine checks stop conditions
     scheduler.finish_request(rid, "stop")  # engine's decision; frees blocks, tells workers next plan
-    failed = scheduler.pop_failed_requests()  # requests the scheduler had to end with an error
+    failed = scheduler.take_failed()       # (request, message): ended by the scheduler with an error
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to the least-loaded group, validates limits users can hit (RequestError / QueueFullError),
@@ -60,7 +60,7 @@ class Scheduler:
                 code="queue_full",
             )
         group = min(self.groups, key=lambda g: (g.load_tokens, g.num_requests, g.group))
-        max_tokens = req.sampling_params.max_tokens
+        max_tokens = req.sampling.max_tokens
         req.max_output_tokens = max_tokens if max_tokens is not None else self.max_model_len - req.num_prompt_tokens
         req.group = group.group
         req.status = RequestStatus.WAITING
@@ -74,7 +74,7 @@ class Scheduler:
         n = req.num_prompt_tokens
         if n == 0:
             raise RequestError("the prompt is empty", param="prompt")
-        max_tokens = req.sampling_params.max_tokens or 1
+        max_tokens = req.sampling.max_tokens or 1
         if n + max_tokens > self.max_model_len:
             raise RequestError(
                 f"this model's maximum context length is {self.max_model_len} tokens, but {n + max_tokens} were "
@@ -149,14 +149,14 @@ class Scheduler:
         self._finish(req, reason)
         return req
 
-    def abort_request(self, request_id: str) -> bool:
-        return self.finish_request(request_id, "abort") is not None
+    def abort_request(self, request_id: str) -> Request | None:
+        return self.finish_request(request_id, "abort")
 
-    def pop_failed_requests(self) -> list[Request]:
-        """Requests the scheduler ended with finish_reason "error" (they can never fit in the KV
-        pool); each carries a message in `error`. The engine reports them to their clients."""
+    def take_failed(self) -> list[tuple[Request, str]]:
+        """(request, message) for requests the scheduler ended with finish_reason "error" since the
+        last call (they can never fit in the KV pool). The engine reports them to their clients."""
         failed, self._failed = self._failed, []
-        return failed
+        return [(req, req.error or "request failed") for req in failed]
 
     def _finish(self, req: Request, reason: str) -> None:
         """Bookkeeping for a request already out of its group's queues."""
@@ -178,6 +178,28 @@ class Scheduler:
     @property
     def num_preemptions(self) -> int:
         return sum(g.num_preemptions for g in self.groups)
+
+    def stats(self) -> dict[str, int | float]:
+        """Flat numbers for metrics: queue sizes, KV blocks (total and per group), prefix cache."""
+        total = self.total_block_usage()
+        prefix = self.prefix_cache_stats()
+        out: dict[str, int | float] = {
+            "num_running": self.num_running,
+            "num_waiting": self.num_waiting,
+            "num_preemptions": self.num_preemptions,
+            "kv_blocks_total": total.total,
+            "kv_blocks_free": total.free,
+            "kv_blocks_cached": total.cached,
+            "kv_blocks_in_use": total.in_use,
+            "kv_usage": total.in_use / total.total,
+            "prefix_cache_queries": prefix.queries,
+            "prefix_cache_query_tokens": prefix.query_tokens,
+            "prefix_cache_hit_tokens": prefix.hit_tokens,
+        }
+        for g, usage in enumerate(self.block_usage()):
+            out[f"kv_blocks_in_use_group{g}"] = usage.in_use
+            out[f"kv_blocks_cached_group{g}"] = usage.cached
+        return out
 
     def has_unfinished(self) -> bool:
         return bool(self.requests)
