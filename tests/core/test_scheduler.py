@@ -1,0 +1,183 @@
+import pytest
+from core_fakes import FakeEngine, make_request, make_scheduler
+
+from moeserve.core.request import RequestStatus
+from moeserve.errors import QueueFullError, RequestError
+
+
+def seqs_of(plan, group: int = 0):
+    return {s.request_id: s for s in plan.groups[group].seqs}
+
+
+def test_chunked_prefill_splits_a_long_prompt_under_the_budget():
+    eng = FakeEngine(make_scheduler(max_num_batched_tokens=16))
+    eng.scheduler.add_request(make_request("a", list(range(50)), max_tokens=2))
+    chunks = [seqs_of(eng.step())["a"] for _ in range(4)]
+    assert [(c.start_pos, c.num_tokens, c.sample) for c in chunks] == [(0, 16, False), (16, 16, False), (32, 16, False), (48, 2, True)]
+    assert [len(c.block_table) for c in chunks] == [4, 8, 12, 13]
+    assert chunks[-1].block_table[:12] == chunks[2].block_table  # a block table only grows
+    eng.run()
+    assert eng.finished["a"].output_token_ids and eng.finished["a"].finish_reason == "length"
+
+
+def test_decode_and_prefill_mix_in_one_step_decode_first():
+    eng = FakeEngine(make_scheduler(max_num_batched_tokens=10))
+    s = eng.scheduler
+    s.add_request(make_request("a", list(range(5)), max_tokens=10))
+    eng.step()  # a: whole prompt, samples
+    s.add_request(make_request("b", list(range(100, 130)), max_tokens=2))
+    plan = eng.step()
+    assert [x.request_id for x in plan.groups[0].seqs] == ["a", "b"]
+    a, b = seqs_of(plan)["a"], seqs_of(plan)["b"]
+    assert (a.num_tokens, a.sample) == (1, True)
+    assert (b.start_pos, b.num_tokens, b.sample) == (0, 9, False)
+    assert [r.request_id for r in plan.new_requests] == ["b"]
+
+
+def test_max_num_seqs_caps_the_running_set():
+    eng = FakeEngine(make_scheduler(max_num_seqs=2))
+    for i in range(5):
+        eng.scheduler.add_request(make_request(f"r{i}", [i] * 6, max_tokens=3))
+    plan = eng.step()
+    assert len(plan.groups[0].seqs) == 2 and eng.scheduler.num_running == 2 and eng.scheduler.num_waiting == 3
+    eng.run()  # FakeEngine asserts len(seqs) <= max_num_seqs every step
+    assert len(eng.finished) == 5
+
+
+def test_prefix_hit_shares_blocks_and_counts_cached_tokens():
+    eng = FakeEngine(make_scheduler(block_size=4))
+    s = eng.scheduler
+    shared = list(range(40))
+    s.add_request(make_request("a", shared + [500, 501], max_tokens=8))
+    eng.step()
+    s.add_request(make_request("b", shared + [600, 601, 602], max_tokens=8))
+    b = seqs_of(eng.step())["b"]
+    req_a, req_b = s.requests["a"], s.requests["b"]
+    assert req_b.num_cached_prompt_tokens == 40 and b.start_pos == 40
+    assert req_b.block_ids[:10] == req_a.block_ids[:10]
+    assert req_b.block_ids[10] != req_a.block_ids[10]
+    bm = s.groups[0].blocks
+    assert all(bm.ref_count(x) == 2 for x in req_a.block_ids[:10])
+    s.abort_request("a")
+    assert all(bm.ref_count(x) == 1 for x in req_b.block_ids[:10])
+    stats = s.stats()
+    assert (stats["prefix_cache_queries"], stats["prefix_cache_query_tokens"], stats["prefix_cache_hit_tokens"]) == (2, 85, 40)
+    eng.run()
+    assert bm.num_in_use == 0 and bm.num_cached > 0
+
+
+def test_a_fully_cached_prompt_still_computes_its_last_token():
+    eng = FakeEngine(make_scheduler(block_size=4))
+    s = eng.scheduler
+    s.add_request(make_request("a", list(range(16)), max_tokens=1))
+    eng.run()
+    s.add_request(make_request("b", list(range(16)), max_tokens=1))
+    b = seqs_of(eng.step())["b"]
+    assert (b.start_pos, b.token_ids, b.sample) == (12, [12, 13, 14, 15], True)
+
+
+def test_preemption_by_recompute_resumes_and_finishes():
+    # 8 blocks of 4 tokens; two requests of 8 prompt + 12 output tokens need 5 blocks each.
+    eng = FakeEngine(make_scheduler(num_blocks=8, block_size=4, prefix_caching=False))
+    s = eng.scheduler
+    s.add_request(make_request("a", list(range(8)), max_tokens=12))
+    s.add_request(make_request("b", list(range(50, 58)), max_tokens=12))
+    resumed = None
+    while s.has_unfinished():
+        plan = eng.step()
+        seq = seqs_of(plan).get("b")
+        if resumed is None and seq is not None and s.requests.get("b") and s.requests["b"].num_preemptions:
+            resumed = seq
+    assert eng.scheduler.num_preemptions >= 1
+    assert resumed is not None and resumed.start_pos == 0 and len(resumed.token_ids) > 8  # prompt + outputs
+    assert all(not r.request_id == "b" for p in eng.plans[1:] for r in p.new_requests)  # workers keep b's state
+    assert {r: eng.finished[r].num_output_tokens for r in "ab"} == {"a": 12, "b": 12}
+    assert not eng.failed
+
+
+def test_recompute_chunks_sample_only_at_the_last_token():
+    eng = FakeEngine(make_scheduler(num_blocks=6, block_size=4, max_num_batched_tokens=5, prefix_caching=False))
+    s = eng.scheduler
+    s.add_request(make_request("a", list(range(4)), max_tokens=16))
+    s.add_request(make_request("b", list(range(10, 14)), max_tokens=16))
+    eng.run()  # FakeEngine asserts sample == (chunk reaches the last token) on every seq
+    assert s.num_preemptions >= 1
+    assert all(eng.finished[r].num_output_tokens == 16 for r in "ab")
+
+
+def test_a_request_that_can_never_fit_ends_with_an_error():
+    eng = FakeEngine(make_scheduler(num_blocks=4, block_size=4))
+    s = eng.scheduler
+    s.add_request(make_request("big", list(range(10)), max_tokens=20))  # prompt fits, 30 tokens do not
+    s.add_request(make_request("ok", list(range(100, 104)), max_tokens=2))
+    eng.run(max_steps=200)
+    assert "big" in eng.failed and "raise --kv-cache-blocks" in eng.failed["big"]
+    assert eng.finished["big"].finish_reason == "error" and eng.finished["big"].num_output_tokens == 7  # 16 slots hold 16 tokens, the 17th is sampled
+    assert eng.finished["ok"].finish_reason == "length"
+    assert any("big" in p.finished_request_ids for p in eng.plans)
+    assert s.groups[0].blocks.num_in_use == 0
+
+
+def test_add_request_rejects_what_can_never_run():
+    s = make_scheduler(num_blocks=4, block_size=4, max_model_len=64)
+    with pytest.raises(RequestError, match="KV cache has 4 blocks"):
+        s.add_request(make_request("a", list(range(17)), max_tokens=1))
+    with pytest.raises(RequestError, match="maximum context length is 64"):
+        s.add_request(make_request("b", list(range(10)), max_tokens=55))
+    with pytest.raises(RequestError, match="empty"):
+        s.add_request(make_request("c", [], max_tokens=1))
+    s.add_request(make_request("d", [1, 2], max_tokens=1))
+    with pytest.raises(RequestError, match="already in use"):
+        s.add_request(make_request("d", [1, 2], max_tokens=1))
+    assert s.num_waiting == 1
+
+
+def test_queue_full_raises_queue_full_error():
+    s = make_scheduler(max_queued_requests=3)
+    for i in range(3):
+        s.add_request(make_request(f"r{i}", [1, 2, 3]))
+    with pytest.raises(QueueFullError) as err:
+        s.add_request(make_request("r3", [1, 2, 3]))
+    assert err.value.status == 429
+    s.schedule()  # admitting frees queue room
+    s.add_request(make_request("r3", [1, 2, 3]))
+
+
+def test_abort_frees_blocks_and_tells_workers_next_plan():
+    eng = FakeEngine(make_scheduler())
+    s = eng.scheduler
+    s.add_request(make_request("run", list(range(9)), max_tokens=50))
+    eng.step()
+    s.add_request(make_request("wait", list(range(3)), max_tokens=5))
+    assert s.abort_request("run").finish_reason == "abort"
+    assert s.abort_request("wait") is not None and s.abort_request("nope") is None
+    plan = eng.step()
+    assert plan.finished_request_ids == ["run", "wait"] and plan.num_tokens == 0
+    assert s.stats()["kv_blocks_in_use"] == 0 and not s.has_unfinished()
+
+
+def test_update_skips_a_request_aborted_after_schedule():
+    eng = FakeEngine(make_scheduler())
+    s = eng.scheduler
+    s.add_request(make_request("a", [1, 2, 3], max_tokens=5))
+    plan = s.schedule()
+    req = s.abort_request("a")
+    from moeserve.core.step_plan import SampledToken, StepResult
+
+    assert s.update(plan, StepResult(plan.step, [SampledToken("a", 7)])) == []
+    assert req.output_token_ids == [] and req.status is RequestStatus.FINISHED
+    s.check_invariants()
+
+
+def test_requests_go_to_the_least_loaded_group():
+    eng = FakeEngine(make_scheduler(num_groups=3))
+    s = eng.scheduler
+    s.add_request(make_request("long", list(range(40)), max_tokens=4))
+    s.add_request(make_request("x", list(range(10)), max_tokens=4))
+    s.add_request(make_request("y", list(range(10)), max_tokens=4))
+    s.add_request(make_request("z", list(range(10)), max_tokens=4))
+    assert [s.requests[r].group for r in ("long", "x", "y", "z")] == [0, 1, 2, 1]
+    plan = eng.step()
+    assert [len(g.seqs) for g in plan.groups] == [1, 2, 1]
+    eng.run()
+    assert len(eng.finished) == 4
