@@ -1,0 +1,184 @@
+"""Logits -> tokens, with per-request state (seeded generator, generated-token counts).
+
+Shape legend: S rows sampled this step (one per request), V vocabulary, R rows that sample randomly,
+P rows with penalties, L rows that asked for logprobs.
+
+Order of processing, per row (Hugging Face's order for the warpers):
+  1. presence/frequency penalties (OpenAI semantics, over the tokens this sampler produced for the
+     request: `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`);
+  2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
+     as the request shaped it, before temperature and top-k/top-p. That is what a client can
+     interpret without knowing our sampling internals, and it is stable across temperatures;
+  3. greedy rows (temperature < 1e-5) take the argmax;
+  4. random rows: divide by temperature, keep top-k (ties with the k-th kept), keep the smallest
+     set of most likely tokens whose mass reaches top-p, then draw by the exponential race
+     argmax(p / q), q ~ Exp(1), which is a draw from p. A seeded request draws its q from its own
+     torch.Generator, so its tokens do not depend on what else is in the batch.
+State survives preemption: a request recomputed after preemption continues with its counts and
+its generator, because the scheduler only removes it (finished_request_ids) when it ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from moeserve.core.step_plan import NewRequest, SampledToken
+from moeserve.sampling_params import SamplingParams
+
+GREEDY_BELOW = 1e-5  # temperatures this small are argmax; dividing by them overflows fp32
+
+
+@dataclass
+class _RequestState:
+    params: SamplingParams
+    generator: torch.Generator | None = None  # seeded requests: made on first use, on the logits' device
+    counts: torch.Tensor | None = None  # [V] fp32 generated-token counts; only with penalties
+
+    @property
+    def greedy(self) -> bool:
+        return self.params.temperature < GREEDY_BELOW
+
+    @property
+    def penalized(self) -> bool:
+        return self.params.presence_penalty != 0.0 or self.params.frequency_penalty != 0.0
+
+
+class Sampler:
+    """Mutates only its per-request state; never changes the logits it is given."""
+
+    def __init__(self, seed: int = 0):
+        self._states: dict[str, _RequestState] = {}
+        self._seed = seed  # unseeded requests share one generator per device, seeded from this
+        self._shared: dict[torch.device, torch.Generator] = {}
+
+    def add(self, new: NewRequest) -> None:
+        self._states[new.request_id] = _RequestState(new.sampling)
+
+    def remove(self, request_id: str) -> None:
+        self._states.pop(request_id, None)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def sample(self, logits: torch.Tensor, request_ids: list[str]) -> list[SampledToken]:
+        """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row."""
+        assert logits.dim() == 2 and logits.shape[0] == len(request_ids), (tuple(logits.shape), len(request_ids))
+        try:
+            states = [self._states[r] for r in request_ids]
+        except KeyError as e:
+            raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
+        if all(s.greedy and not s.penalized and s.params.logprobs is None for s in states):
+            return [SampledToken(r, t) for r, t in zip(request_ids, logits.argmax(dim=-1).tolist())]
+        logits = self._penalize(logits, states)
+        tokens = logits.argmax(dim=-1)  # [S]; random rows are overwritten below
+        random_rows = [i for i, s in enumerate(states) if not s.greedy]
+        if random_rows:
+            rows = torch.tensor(random_rows, device=logits.device)
+            tokens[rows] = self._sample_random(logits[rows], [states[i] for i in random_rows])
+        token_list = tokens.tolist()
+        self._count(states, token_list, logits)
+        out = [SampledToken(r, t) for r, t in zip(request_ids, token_list)]
+        self._fill_logprobs(out, logits, tokens, states)
+        return out
+
+    # ---- steps ---------------------------------------------------------------------------------
+    def _penalize(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        rows = [i for i, s in enumerate(states) if s.penalized and s.counts is not None]
+        if not rows:
+            return logits
+        counts = torch.stack([states[i].counts for i in rows])  # [P, V]
+        freq = logits.new_tensor([states[i].params.frequency_penalty for i in rows])[:, None]
+        pres = logits.new_tensor([states[i].params.presence_penalty for i in rows])[:, None]
+        index = torch.tensor(rows, device=logits.device)
+        logits = logits.clone()
+        logits[index] -= freq * counts + pres * (counts > 0).float()
+        return logits
+
+    def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""
+        R, V = logits.shape
+        temps = logits.new_tensor([s.params.temperature for s in states])[:, None]
+        x = logits / temps
+        x = top_k_filter(x, [s.params.top_k for s in states])
+        x = top_p_filter(x, [s.params.top_p for s in states])
+        probs = x.softmax(dim=-1)
+        q = torch.empty_like(probs)
+        unseeded = [j for j, s in enumerate(states) if s.params.seed is None]
+        if unseeded:
+            shared = self._shared_generator(logits.device)
+            q[unseeded] = torch.empty(len(unseeded), V, device=logits.device).exponential_(generator=shared)
+        for j, s in enumerate(states):
+            if s.params.seed is not None:
+                q[j].exponential_(generator=self._own_generator(s, logits.device))
+        # Exp(1) can return exactly 0; 0/0 would be NaN and argmax would pick a filtered token.
+        return (probs / q.clamp_(min=torch.finfo(q.dtype).tiny)).argmax(dim=-1)
+
+    @staticmethod
+    def _count(states: list[_RequestState], tokens: list[int], logits: torch.Tensor) -> None:
+        for s, t in zip(states, tokens):
+            if s.penalized:
+                if s.counts is None:
+                    s.counts = torch.zeros(logits.shape[1], dtype=torch.float32, device=logits.device)
+                s.counts[t] += 1
+
+    def _fill_logprobs(
+        self, out: list[SampledToken], logits: torch.Tensor, tokens: torch.Tensor, states: list[_RequestState]
+    ) -> None:
+        rows = [i for i, s in enumerate(states) if s.params.logprobs is not None]
+        if not rows:
+            return
+        index = torch.tensor(rows, device=logits.device)
+        logprobs = torch.log_softmax(logits[index], dim=-1)  # [L, V]
+        chosen = logprobs.gather(1, tokens[index][:, None])[:, 0].tolist()
+        n_max = max(states[i].params.logprobs or 0 for i in rows)
+        top_val, top_ids = logprobs.topk(n_max, dim=-1) if n_max else (logprobs[:, :0], logprobs[:, :0].long())
+        top_val, top_ids = top_val.tolist(), top_ids.tolist()
+        for j, i in enumerate(rows):
+            n = states[i].params.logprobs or 0
+            out[i].logprob = chosen[j]
+            out[i].top_logprobs = list(zip(top_ids[j][:n], top_val[j][:n]))
+
+    # ---- generators ----------------------------------------------------------------------------
+    def _shared_generator(self, device: torch.device) -> torch.Generator:
+        if device not in self._shared:
+            self._shared[device] = torch.Generator(device=device).manual_seed(self._seed)
+        return self._shared[device]
+
+    @staticmethod
+    def _own_generator(state: _RequestState, device: torch.device) -> torch.Generator:
+        if state.generator is None:
+            state.generator = torch.Generator(device=device).manual_seed(state.params.seed)
+        return state.generator
+
+
+def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:
+    """x: [R, V]. Rows with top_k > 0 keep logits >= their k-th largest (ties kept, as in HF)."""
+    rows = [j for j, k in enumerate(top_k) if k > 0]
+    if not rows:
+        return x
+    V = x.shape[1]
+    ks = torch.tensor([min(top_k[j], V) for j in rows], device=x.device)
+    index = torch.tensor(rows, device=x.device)
+    sub = x[index]
+    kth = sub.topk(int(ks.max()), dim=-1).values.gather(1, (ks - 1)[:, None])  # [rows, 1]
+    x = x.clone()
+    x[index] = sub.masked_fill(sub < kth, float("-inf"))
+    return x
+
+
+def top_p_filter(x: torch.Tensor, top_p: list[float]) -> torch.Tensor:
+    """x: [R, V]. Rows with top_p < 1 keep the most likely tokens until their mass reaches top_p."""
+    rows = [j for j, p in enumerate(top_p) if p < 1.0]
+    if not rows:
+        return x
+    index = torch.tensor(rows, device=x.device)
+    sub = x[index]
+    sorted_x, order = sub.sort(dim=-1, descending=True)
+    probs = sorted_x.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # mass of strictly more likely tokens; 0 for the first
+    drop_sorted = mass_before >= x.new_tensor([top_p[j] for j in rows])[:, None]
+    drop = torch.zeros_like(drop_sorted).scatter_(1, order, drop_sorted)
+    x = x.clone()
+    x[index] = sub.masked_fill(drop, float("-inf"))
+    return x
