@@ -1,0 +1,158 @@
+"""Paged attention (MHA/GQA) over the KV cache, and the attention block built on it.
+
+One batched path serves prefill, chunked prefill, decode and mixed steps: new K/V are written at
+`meta.slot_mapping`, each sequence's whole context is gathered with `meta.context_slots`, queries
+are padded to [B, Q] with `meta.query_index`, and one `scaled_dot_product_attention` call with
+`meta.attn_mask` covers every sequence of the step.
+
+Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context length,
+hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block size, H hidden.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from moeserve.dense.attention_metadata import AttentionMetadata
+from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardReader
+from moeserve.dense.norm import RMSNorm, ShardedRMSNorm
+from moeserve.dense.rotary import RotaryEmbedding
+from moeserve.parallel_state import ParallelContext
+
+
+def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
+    """k_cache, v_cache [NB, BS, hk, D] (mutated); k, v [N, hk, D]; slots [N] int64 flat slot ids."""
+    hk, D = k_cache.shape[-2:]
+    k_cache.view(-1, hk, D)[slots] = k
+    v_cache.view(-1, hk, D)[slots] = v
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D].
+
+    sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+    """
+    hq, hk, D = q.shape[1], k_cache.shape[-2], k_cache.shape[-1]
+    if meta.num_tokens == 0:
+        return q.new_empty(0, hq, D)
+    keys = k_cache.view(-1, hk, D)[meta.context_slots].transpose(1, 2)  # [B, hk, L, D]
+    values = v_cache.view(-1, hk, D)[meta.context_slots].transpose(1, 2)
+    queries = q[meta.query_index].transpose(1, 2)  # [B, hq, Q, D]
+    mask = meta.attn_mask  # [B, 1, Q, L]
+    if sliding_window:
+        query_pos = meta.positions[meta.query_index]  # [B, Q]
+        key_pos = torch.arange(mask.shape[-1])
+        in_window = key_pos[None, None, :] > (query_pos[:, :, None] - sliding_window)  # [B, Q, L]
+        mask = mask & in_window[:, None]
+        mask[:, :, :, 0] |= ~meta.query_valid[:, None, :]  # padded rows keep one key: finite softmax
+    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale, enable_gqa=hq != hk)
+    return out.transpose(1, 2)[meta.query_valid]  # [N, hq, D], token order
+
+
+def paged_attention_reference(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, scale: float
+) -> torch.Tensor:
+    """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against."""
+    hq, hk, D = q.shape[1], k_cache.shape[-2], k_cache.shape[-1]
+    k_flat, v_flat = k_cache.view(-1, hk, D), v_cache.view(-1, hk, D)
+    out = torch.empty_like(q)
+    for b in range(meta.num_seqs):
+        lo, hi = int(meta.query_start[b]), int(meta.query_start[b + 1])
+        ctx_len = int(meta.seq_lens[b])
+        slots = meta.context_slots[b, :ctx_len]
+        keys, values = k_flat[slots], v_flat[slots]  # [C, hk, D]
+        for i in range(lo, hi):
+            pos = int(meta.positions[i])
+            for h in range(hq):
+                kv_h = h // (hq // hk)
+                scores = (keys[: pos + 1, kv_h].float() @ q[i, h].float()) * scale
+                out[i, h] = (scores.softmax(-1) @ values[: pos + 1, kv_h].float()).to(q.dtype)
+    return out
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """What differs between the GQA attention blocks of Mixtral, Qwen2/3-MoE and OLMoE.
+
+    qk_norm: None, "head" (RMSNorm over each head's D, Qwen3) or "full" (RMSNorm over all heads'
+    concatenated projections, OLMoE). clip_qkv: clamp q, k, v to [-c, c] after the norms (OLMoE).
+    """
+
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: str | None = None
+    clip_qkv: float | None = None
+    sliding_window: int | None = None
+
+
+class Attention(nn.Module):
+    """QKV projection -> optional q/k norm -> rotary -> paged attention -> o_proj (+ all-reduce over tp)."""
+
+    def __init__(self, spec: AttentionSpec, rotary: RotaryEmbedding, ctx: ParallelContext, dtype: torch.dtype):
+        super().__init__()
+        self.spec, self.ctx, self.rotary = spec, ctx, rotary
+        D = spec.head_dim
+        self.qkv = QKVParallelLinear(spec.hidden_size, D, spec.num_heads, spec.num_kv_heads, spec.qkv_bias, ctx, dtype)
+        self.o_proj = RowParallelLinear(spec.num_heads * D, spec.hidden_size, spec.o_bias, ctx, dtype)
+        self.scale = D**-0.5
+        self.q_norm = self.k_norm = None
+        if spec.qk_norm == "head":
+            self.q_norm = RMSNorm(D, spec.rms_norm_eps, dtype)
+            self.k_norm = RMSNorm(D, spec.rms_norm_eps, dtype)
+        elif spec.qk_norm == "full":
+            qkv, eps = self.qkv, spec.rms_norm_eps
+            self.q_norm = ShardedRMSNorm(spec.num_heads * D, qkv.q_head_start * D, qkv.q_size, 1, eps, ctx, dtype)
+            self.k_norm = ShardedRMSNorm(
+                spec.num_kv_heads * D, qkv.kv_head_start * D, qkv.kv_size, qkv.kv_replicas, eps, ctx, dtype
+            )
+        elif spec.qk_norm is not None:
+            raise ValueError(f"qk_norm {spec.qk_norm!r} is not one of None, 'head', 'full'")
+
+    def kv_cache_shape(self, num_blocks: int, block_size: int) -> list[tuple[int, ...]]:
+        shape = (num_blocks, block_size, self.qkv.kv_heads, self.spec.head_dim)
+        return [shape, shape]
+
+    def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor]) -> torch.Tensor:
+        """hidden [N, H]; kv_cache [k_cache, v_cache] each [NB, BS, hk, D] -> [N, H] (summed over tp)."""
+        N, D = hidden.shape[0], self.spec.head_dim
+        q, k, v = self.qkv(hidden)
+        if self.spec.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.spec.clip_qkv is not None:
+            c = self.spec.clip_qkv
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
+        hq, hk = self.qkv.q_heads, self.qkv.kv_heads
+        q, k, v = q.view(N, hq, D), k.view(N, hk, D), v.view(N, hk, D)
+        if self.spec.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary(meta.positions, q, k)
+        write_kv(kv_cache[0], kv_cache[1], k, v, meta.slot_mapping)
+        attn = paged_attention(q, kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window)
+        out = self.o_proj(attn.reshape(N, hq * D))
+        if self.ctx.tp_size > 1:
+            dist.all_reduce(out, group=self.ctx.tp_group)
+        return out
+
+    def load(self, reader: ShardReader, prefix: str) -> None:
+        """prefix: e.g. 'model.layers.3.self_attn' (HF names q_proj/k_proj/v_proj/o_proj/q_norm/k_norm)."""
+        self.qkv.load(reader, f"{prefix}.q_proj", f"{prefix}.k_proj", f"{prefix}.v_proj")
+        self.o_proj.load(reader, f"{prefix}.o_proj")
+        if self.q_norm is not None:
+            self.q_norm.load(reader, f"{prefix}.q_norm.weight")
+            self.k_norm.load(reader, f"{prefix}.k_norm.weight")

@@ -1,0 +1,178 @@
+"""Tensor-parallel linear layers. Weights are stored like nn.Linear: [out_features_local, in_features].
+
+Shape legend: T tokens, I in features, O out features, tp tensor-parallel size.
+Each layer loads its own shard from a `CheckpointReader` (models/checkpoint.py) so a rank reads only
+the rows or columns it owns. Row-parallel layers return partial sums: the caller all-reduces
+(`if ctx.tp_size > 1: dist.all_reduce(y, group=ctx.tp_group)`), so collectives stay visible.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from moeserve.parallel_state import ParallelContext
+
+
+class ShardReader(Protocol):
+    """What layers need from a checkpoint reader (see models/checkpoint.py)."""
+
+    def read(self, name: str, shard_dim: int | None = None, start: int = 0, end: int | None = None) -> torch.Tensor: ...
+
+    def has(self, name: str) -> bool: ...
+
+
+def divide(total: int, parts: int, what: str) -> int:
+    if total % parts:
+        raise ValueError(f"{what} = {total} is not divisible by the tensor-parallel size {parts}")
+    return total // parts
+
+
+def copy_param(param: torch.Tensor, value: torch.Tensor, name: str) -> None:
+    if tuple(param.shape) != tuple(value.shape):
+        raise ValueError(f"checkpoint tensor {name} has shape {tuple(value.shape)}, expected {tuple(param.shape)}")
+    param.data.copy_(value)
+
+
+class ReplicatedLinear(nn.Module):
+    """Full weight on every rank (routers, tiny projections)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, I] -> [T, O]."""
+        return F.linear(x, self.weight, self.bias)
+
+    def load(self, reader: ShardReader, prefix: str) -> None:
+        copy_param(self.weight, reader.read(f"{prefix}.weight"), f"{prefix}.weight")
+        if self.bias is not None:
+            copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
+
+
+class ColumnParallelLinear(nn.Module):
+    """Output features split over tp ranks; each rank returns its slice [T, O / tp] (no collective).
+
+    `out_splits` lists the sizes of logically separate outputs fused into one matmul (e.g. gate and
+    up); each is sharded on its own, so rank r holds [gate_r, up_r] and `load` takes one checkpoint
+    name per split.
+    """
+
+    def __init__(
+        self, in_features: int, out_splits: Sequence[int], bias: bool, ctx: ParallelContext, dtype: torch.dtype
+    ):
+        super().__init__()
+        self.tp_size, self.tp_rank = ctx.tp_size, ctx.tp_rank
+        self.local_splits = [divide(o, ctx.tp_size, "output features") for o in out_splits]
+        out_local = sum(self.local_splits)
+        self.weight = nn.Parameter(torch.empty(out_local, in_features, dtype=dtype), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, I] -> [T, O / tp]."""
+        return F.linear(x, self.weight, self.bias)
+
+    def load(self, reader: ShardReader, prefixes: Sequence[str]) -> None:
+        assert len(prefixes) == len(self.local_splits)
+        offset = 0
+        for prefix, size in zip(prefixes, self.local_splits):
+            start = self.tp_rank * size
+            rows = slice(offset, offset + size)
+            copy_param(self.weight[rows], reader.read(f"{prefix}.weight", 0, start, start + size), prefix)
+            if self.bias is not None:
+                copy_param(self.bias[rows], reader.read(f"{prefix}.bias", 0, start, start + size), prefix)
+            offset += size
+
+
+class QKVParallelLinear(nn.Module):
+    """Fused q/k/v projection with heads split over tp ranks.
+
+    Query heads are split evenly. KV heads are split when num_kv_heads >= tp; otherwise each KV head
+    is replicated on tp / num_kv_heads ranks and rank r holds KV head r * num_kv_heads // tp.
+    Output per rank: [T, (q_heads_local + 2 * kv_heads_local) * head_dim].
+    """
+
+    def __init__(
+        self,
+        hidden: int,
+        head_dim: int,
+        num_heads: int,
+        num_kv_heads: int,
+        bias: bool,
+        ctx: ParallelContext,
+        dtype: torch.dtype,
+    ):
+        super().__init__()
+        tp, rank = ctx.tp_size, ctx.tp_rank
+        self.head_dim = head_dim
+        self.q_heads = divide(num_heads, tp, "num_attention_heads")
+        if num_kv_heads >= tp:
+            self.kv_heads = divide(num_kv_heads, tp, "num_key_value_heads")
+            self.kv_head_start = rank * self.kv_heads
+        else:
+            if tp % num_kv_heads:
+                raise ValueError(f"tensor-parallel size {tp} is not a multiple of num_key_value_heads {num_kv_heads}")
+            self.kv_heads = 1
+            self.kv_head_start = rank * num_kv_heads // tp
+        self.kv_replicas = max(1, tp // num_kv_heads)
+        self.q_head_start = rank * self.q_heads
+        out_local = (self.q_heads + 2 * self.kv_heads) * head_dim
+        self.weight = nn.Parameter(torch.empty(out_local, hidden, dtype=dtype), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
+
+    @property
+    def q_size(self) -> int:
+        return self.q_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, I] -> q [T, q_heads_local * D], k and v [T, kv_heads_local * D]."""
+        qkv = F.linear(x, self.weight, self.bias)
+        return qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+
+    def load(self, reader: ShardReader, q_prefix: str, k_prefix: str, v_prefix: str) -> None:
+        D = self.head_dim
+        parts = [
+            (q_prefix, self.q_head_start * D, self.q_size),
+            (k_prefix, self.kv_head_start * D, self.kv_size),
+            (v_prefix, self.kv_head_start * D, self.kv_size),
+        ]
+        offset = 0
+        for prefix, start, size in parts:
+            rows = slice(offset, offset + size)
+            copy_param(self.weight[rows], reader.read(f"{prefix}.weight", 0, start, start + size), prefix)
+            if self.bias is not None:
+                copy_param(self.bias[rows], reader.read(f"{prefix}.bias", 0, start, start + size), prefix)
+            offset += size
+
+
+class RowParallelLinear(nn.Module):
+    """Input features split over tp ranks; returns a partial sum [T, O] that the caller all-reduces.
+
+    The bias (if any) is added on tp rank 0 only, so the all-reduced sum adds it once.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, ctx: ParallelContext, dtype: torch.dtype):
+        super().__init__()
+        self.tp_size, self.tp_rank = ctx.tp_size, ctx.tp_rank
+        self.in_local = divide(in_features, ctx.tp_size, "input features")
+        self.weight = nn.Parameter(torch.empty(out_features, self.in_local, dtype=dtype), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, I / tp] -> partial [T, O]."""
+        bias = self.bias if self.tp_rank == 0 else None
+        return F.linear(x, self.weight, bias)
+
+    def load(self, reader: ShardReader, prefix: str) -> None:
+        start = self.tp_rank * self.in_local
+        copy_param(self.weight, reader.read(f"{prefix}.weight", 1, start, start + self.in_local), prefix)
+        if self.bias is not None:
+            copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")

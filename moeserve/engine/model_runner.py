@@ -1,0 +1,88 @@
+"""Builds the model of a checkpoint, owns this rank's KV cache, and runs one group batch per step.
+
+Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hidden.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from moeserve.config import EngineConfig
+from moeserve.core.step_plan import GroupBatch
+from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
+from moeserve.dispatch.base import Dispatcher
+from moeserve.models.checkpoint import CheckpointReader, load_hf_config
+from moeserve.models.registry import model_class
+from moeserve.parallel_state import ParallelContext
+
+
+def resolve_model_dir(engine_config: EngineConfig) -> Path:
+    """The checkpoint directory; None means the built-in model (made on first use)."""
+    if engine_config.model.model is not None:
+        return Path(engine_config.model.model)
+    from moeserve.engine.builtin_model import builtin_model_dir
+
+    return Path(builtin_model_dir())
+
+
+def empty_metadata(block_size: int) -> AttentionMetadata:
+    """Zero tokens, zero sequences (build_attention_metadata indexes key 0, which an empty batch lacks)."""
+    i64 = dict(dtype=torch.int64)
+    return AttentionMetadata(
+        input_ids=torch.zeros(0, **i64),
+        positions=torch.zeros(0, **i64),
+        slot_mapping=torch.zeros(0, **i64),
+        query_start=torch.zeros(1, **i64),
+        seq_lens=torch.zeros(0, **i64),
+        context_slots=torch.zeros(0, 0, **i64),
+        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool),
+        query_index=torch.zeros(0, 0, **i64),
+        query_valid=torch.zeros(0, 0, dtype=torch.bool),
+        sample_index=torch.zeros(0, **i64),
+        block_size=block_size,
+    )
+
+
+class ModelRunner:
+    """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
+
+    def __init__(self, engine_config: EngineConfig, ctx: ParallelContext, dispatcher: Dispatcher | None = None):
+        self.ctx = ctx
+        model_dir = resolve_model_dir(engine_config)
+        self.hf_config = load_hf_config(model_dir)
+        architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
+        self.dtype = getattr(torch, engine_config.model.dtype)
+        self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
+        self.model.set_dispatcher(dispatcher)
+        first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
+        self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
+        self.model.eval()
+        self.block_size = engine_config.cache.block_size
+        self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
+        self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
+        self.kv_caches = [
+            [torch.zeros(shape, dtype=self.dtype) for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)]
+            for _ in range(self.hf_config.num_hidden_layers)
+        ]
+
+    def _blocks_for(self, memory_mb: int) -> int:
+        per_layer = self.model.kv_cache_shape(1, self.block_size)
+        block_bytes = sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+        blocks = memory_mb * 2**20 // block_bytes
+        if blocks < 1:
+            raise ValueError(
+                f"--kv-cache-memory-mb {memory_mb} holds no KV block of {block_bytes} bytes: raise it or lower --block-size"
+            )
+        return int(blocks)
+
+    @torch.inference_mode()
+    def execute(self, batch: GroupBatch) -> torch.Tensor:
+        """Run one step of this rank's attention group -> logits [S, V] fp32, in batch order.
+
+        An empty batch still runs every layer with zero tokens, so every collective lines up.
+        """
+        meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
+        hidden = self.model(meta, self.kv_caches)  # [N, H]
+        return self.model.compute_logits(hidden[meta.sample_index])

@@ -1,0 +1,107 @@
+"""The routed experts held by this rank, computed as one grouped GEMM over an expert-major batch.
+
+Weights are fused per rank in nn.Linear orientation (what `grouped_mm` takes as a transposed view):
+    w13 [S, 2 * Il, H]  rows [0, Il) = gate (w1), rows [Il, 2 * Il) = up (w3)
+    w2  [S, H, Il]
+Shape legend: S local slots, R dispatched rows, H hidden, Il intermediate size on this rank
+(= I / tp when the experts are tensor-parallel, ep == 1; = I when expert-parallel).
+out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
+
+`torch.nn.functional.grouped_mm` runs both GEMMs for all slots in one call when every row stride
+is a multiple of 16 bytes; otherwise (and as the reference the tests compare) a loop over slots.
+Measured on CPU (docs/models.md): grouped_mm is the default where the shapes allow it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from moeserve.dispatch.base import ExpertBatch
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
+def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"hidden_act {name!r} is not supported; choose one of {', '.join(sorted(ACTIVATIONS))}")
+    return ACTIVATIONS[name]
+
+
+def grouped_mm_supported(hidden: int, intermediate: int, dtype: torch.dtype) -> bool:
+    """grouped_mm needs 16-byte aligned strides on every operand and an fp32/bf16 dtype."""
+    if not hasattr(F, "grouped_mm") or dtype not in (torch.float32, torch.bfloat16):
+        return False
+    size = torch.finfo(dtype).bits // 8
+    return (hidden * size) % 16 == 0 and (intermediate * size) % 16 == 0
+
+
+def experts_reference(
+    x: torch.Tensor, counts: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
+) -> torch.Tensor:
+    """x [R, H] expert-major; counts [S] int64 rows per slot; w13 [S, 2Il, H]; w2 [S, H, Il] -> [R, H]."""
+    out = torch.empty(x.shape[0], w2.shape[1], dtype=x.dtype, device=x.device)
+    start = 0
+    for s, n in enumerate(counts.tolist()):
+        if n:
+            gate, up = F.linear(x[start : start + n], w13[s]).chunk(2, dim=-1)
+            out[start : start + n] = F.linear(act(gate) * up, w2[s])
+        start += n
+    return out
+
+
+def experts_grouped(x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable) -> torch.Tensor:
+    """Same contract as `experts_reference`, offsets [S] int32 cumulative end rows, one call per GEMM."""
+    gate_up = F.grouped_mm(x, w13.transpose(-2, -1), offs=offsets)  # [R, 2Il]
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.grouped_mm(act(gate) * up, w2.transpose(-2, -1), offs=offsets)  # [R, H]
+
+
+class GroupedExperts(nn.Module):
+    """The weights of this rank's S expert slots, and their forward over an `ExpertBatch`.
+
+    use_grouped_mm: None = whenever the shapes allow it; False forces the per-slot loop.
+    """
+
+    def __init__(
+        self,
+        num_slots: int,
+        hidden: int,
+        intermediate: int,
+        dtype: torch.dtype,
+        act: str = "silu",
+        use_grouped_mm: bool | None = None,
+    ):
+        super().__init__()
+        self.num_slots, self.hidden, self.intermediate = num_slots, hidden, intermediate
+        self.act = activation(act)
+        self.w13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, hidden, dtype=dtype), requires_grad=False)
+        self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
+        ok = grouped_mm_supported(hidden, intermediate, dtype)
+        self.use_grouped_mm = ok if use_grouped_mm is None else (use_grouped_mm and ok)
+
+    def forward(self, batch: ExpertBatch) -> torch.Tensor:
+        """batch.hidden [R, H] grouped by local slot -> [R, H] (partial over tp when Il = I / tp)."""
+        assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
+        if batch.num_rows == 0:
+            return batch.hidden.new_zeros(0, self.hidden)
+        if self.use_grouped_mm:
+            return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
+        return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
+
+    def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
+        """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""
+        Il = self.intermediate
+        for name, value, shape in (("gate", gate, (Il, self.hidden)), ("up", up, (Il, self.hidden)), ("down", down, (self.hidden, Il))):
+            if tuple(value.shape) != shape:
+                raise ValueError(f"expert {name} shard has shape {tuple(value.shape)}, expected {shape}")
+        self.w13.data[slot, :Il].copy_(gate)
+        self.w13.data[slot, Il:].copy_(up)
+        self.w2.data[slot].copy_(down)

@@ -1,0 +1,51 @@
+"""Routers: router logits (or hidden states) -> logical expert ids and their weights.
+
+Every router has the same call signature so `MoELayer` takes any of them:
+    router(router_logits [T, E]) -> (topk_ids [T, k] int64 logical expert ids, topk_weights [T, k] fp32)
+DeepSeek's sigmoid + bias + group-limited router (moe/deepseek_router.py) follows the same contract.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+
+class Router(Protocol):
+    top_k: int
+
+    def __call__(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class SoftmaxTopKRouter(nn.Module):
+    """Softmax over all experts in fp32, then top-k; `renormalize` rescales the k weights to sum to 1
+    (Mixtral always; Qwen-MoE and OLMoE when config.norm_topk_prob)."""
+
+    def __init__(self, top_k: int, renormalize: bool):
+        super().__init__()
+        self.top_k, self.renormalize = top_k, renormalize
+
+    def forward(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """router_logits [T, E] any float dtype -> ids [T, k] int64, weights [T, k] fp32."""
+        probs = torch.softmax(router_logits.float(), dim=-1)
+        weights, ids = torch.topk(probs, self.top_k, dim=-1)
+        if self.renormalize:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return ids, weights
+
+
+def softmax_topk_reference(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row by row with a sort: the plain version `SoftmaxTopKRouter` is tested against."""
+    ids, weights = [], []
+    for row in router_logits.float():
+        p = torch.exp(row - row.max())
+        p = p / p.sum()
+        order = torch.sort(p, descending=True, stable=True).indices[:top_k]
+        w = p[order]
+        ids.append(order)
+        weights.append(w / w.sum() if renormalize else w)
+    T = router_logits.shape[0]
+    if T == 0:
+        return torch.zeros(0, top_k, dtype=torch.int64), torch.zeros(0, top_k)
+    return torch.stack(ids), torch.stack(weights)

@@ -1,0 +1,110 @@
+"""Tiny random-weight checkpoints of each supported architecture, for tests anywhere in the project.
+
+    hf_model, model_dir = make_checkpoint("qwen3_moe", tmp_path)
+
+The weights come from transformers' own initialisation under a fixed seed; the checkpoint is written
+with `save_pretrained` (per-expert layout) or, with layout="fused", as the transformers in-memory
+state dict (experts.gate_up_proj [E, 2I, H] / experts.down_proj [E, H, I]); layout="fused_t" writes
+the transposed fused layout ([E, H, 2I] / [E, I, H]). No tokenizer is written.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+# H = 64, I = 48 (2I != H so the fused orientation is unambiguous), 8 experts, top-2, 2 KV heads.
+_COMMON = dict(
+    vocab_size=96,
+    hidden_size=64,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    initializer_range=0.07,
+    num_experts_per_tok=2,
+    tie_word_embeddings=False,
+)
+
+TINY_CONFIGS: dict[str, tuple[type, dict[str, Any]]] = {
+    "mixtral": (
+        transformers.MixtralConfig,
+        dict(intermediate_size=48, num_hidden_layers=2, num_local_experts=8, rms_norm_eps=1e-5),
+    ),
+    "qwen2_moe": (
+        transformers.Qwen2MoeConfig,
+        # layer 1 is a dense MLP: 2 MoE layers (0 and 2) plus one dense layer
+        dict(
+            intermediate_size=80,
+            moe_intermediate_size=48,
+            shared_expert_intermediate_size=56,
+            num_hidden_layers=3,
+            mlp_only_layers=[1],
+            num_experts=8,
+            norm_topk_prob=False,
+        ),
+    ),
+    "qwen3_moe": (
+        transformers.Qwen3MoeConfig,
+        dict(
+            intermediate_size=80,
+            moe_intermediate_size=48,
+            num_hidden_layers=2,
+            num_experts=8,
+            head_dim=16,
+            norm_topk_prob=True,
+        ),
+    ),
+    "olmoe": (
+        transformers.OlmoeConfig,
+        dict(intermediate_size=48, num_hidden_layers=2, num_experts=8, clip_qkv=4.0, norm_topk_prob=False),
+    ),
+}
+ARCHITECTURES = sorted(TINY_CONFIGS)
+
+
+def tiny_config(arch: str, **overrides: Any):
+    cls, kwargs = TINY_CONFIGS[arch]
+    return cls(**(_COMMON | kwargs | overrides))
+
+
+def make_hf_model(arch: str, seed: int = 0, **overrides: Any):
+    torch.manual_seed(seed)
+    config = tiny_config(arch, **overrides)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return model.eval()
+
+
+def save_checkpoint(model, path: Path, layout: str = "per_expert") -> Path:
+    """Write `model` to `path` in one of the layouts: per_expert, fused, fused_t."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if layout == "per_expert":
+        model.save_pretrained(path)
+        return path
+    if layout not in ("fused", "fused_t"):
+        raise ValueError(f"layout {layout!r} is not one of per_expert, fused, fused_t")
+    model.config.save_pretrained(path)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if layout == "fused_t":
+        state = {k: v.transpose(1, 2).contiguous() if k.endswith(("experts.gate_up_proj", "experts.down_proj")) else v for k, v in state.items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    # two shards with an index, so the sharded-checkpoint path is exercised too
+    names = sorted(state)
+    half = len(names) // 2
+    weight_map = {}
+    for shard, part in (("model-00001-of-00002.safetensors", names[:half]), ("model-00002-of-00002.safetensors", names[half:])):
+        save_file({n: state[n] for n in part}, str(path / shard), metadata={"format": "pt"})
+        weight_map.update({n: shard for n in part})
+    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    return path
+
+
+def make_checkpoint(arch: str, path: Path, layout: str = "per_expert", seed: int = 0, **overrides: Any):
+    """(hf_model, checkpoint_dir) of a tiny random model of `arch` (one of ARCHITECTURES)."""
+    model = make_hf_model(arch, seed, **overrides)
+    return model, save_checkpoint(model, Path(path), layout)
