@@ -116,8 +116,13 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_b_proj.load(reader, [f"{prefix}.kv_b_proj"])
         self.o_proj.load(reader, f"{prefix}.o_proj")
 
-    def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, cache: torch.Tensor) -> torch.Tensor:
-        """hidden [N, H]; cache [num_blocks, block_size, R + r] (written at meta.slot_mapping). -> [N, H]."""
+    def kv_cache_shape(self, num_blocks: int, block_size: int) -> list[tuple[int, ...]]:
+        """One cache tensor per layer: latent + rope key per token, never expanded K/V."""
+        return [(num_blocks, block_size, self.dims.cache_dim)]
+
+    def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor]) -> torch.Tensor:
+        """hidden [N, H]; kv_cache = [cache [num_blocks, block_size, R + r]], written at meta.slot_mapping. -> [N, H]."""
+        (cache,) = kv_cache
         d = self.dims
         N = hidden.shape[0]
         q = self._query(hidden).view(N, self.h, d.qk_head_dim)

@@ -137,17 +137,35 @@ def deepseek_topk_reference(
     return torch.stack(ids_out), torch.stack(w_out)
 
 
-class DeepseekRouter(nn.Module):
-    """The gate of one MoE layer, replicated on every rank (E x H is small next to the experts).
+class DeepseekGate(nn.Module):
+    """hidden -> router logits, replicated on every rank (E x H is small next to the experts).
 
-    weight: [E, H] (checkpoint `mlp.gate.weight`); e_score_correction_bias: [E] fp32 (V3 only,
-    `mlp.gate.e_score_correction_bias`). Logits are computed in fp32 as transformers does.
+    weight: [E, H] (checkpoint `mlp.gate.weight`). Logits are computed in fp32 as transformers does,
+    whatever the model dtype.
     """
 
-    def __init__(self, cfg: DeepseekRoutingConfig, hidden_size: int, dtype: torch.dtype):
+    def __init__(self, num_experts: int, hidden_size: int, dtype: torch.dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_experts, hidden_size, dtype=dtype), requires_grad=False)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [T, H] -> logits [T, E] fp32."""
+        return F.linear(hidden.float(), self.weight.float())
+
+    def load(self, reader: Any, name: str) -> None:
+        """name: e.g. "model.layers.3.mlp.gate.weight" ([E, H])."""
+        _copy(self.weight, reader.read(name), name)
+
+
+class DeepseekRouter(nn.Module):
+    """The router contract of moe/router.py: logits [T, E] -> (topk_ids [T, k] int64, topk_weights [T, k] fp32).
+
+    e_score_correction_bias: [E] fp32, sigmoid scoring only (checkpoint `mlp.gate.e_score_correction_bias`).
+    """
+
+    def __init__(self, cfg: DeepseekRoutingConfig):
         super().__init__()
         self.cfg = cfg
-        self.weight = nn.Parameter(torch.empty(cfg.num_experts, hidden_size, dtype=dtype), requires_grad=False)
         has_bias = cfg.scoring_func == "sigmoid"
         self.e_score_correction_bias = (
             nn.Parameter(torch.zeros(cfg.num_experts, dtype=torch.float32), requires_grad=False) if has_bias else None
@@ -157,7 +175,17 @@ class DeepseekRouter(nn.Module):
     def top_k(self) -> int:
         return self.cfg.top_k
 
-    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden: [T, H] -> (topk_ids [T, k] int64, topk_weights [T, k] fp32)."""
-        logits = F.linear(hidden.float(), self.weight.float())
-        return deepseek_topk(logits, self.cfg, self.e_score_correction_bias)
+    def forward(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """router_logits [T, E] -> (topk_ids [T, k] int64, topk_weights [T, k] fp32)."""
+        return deepseek_topk(router_logits, self.cfg, self.e_score_correction_bias)
+
+    def load(self, reader: Any, name: str) -> None:
+        """name: e.g. "model.layers.3.mlp.gate.e_score_correction_bias" ([E]); read only with sigmoid scoring."""
+        if self.e_score_correction_bias is not None:
+            _copy(self.e_score_correction_bias, reader.read(name).float(), name)
+
+
+def _copy(param: torch.Tensor, value: torch.Tensor, name: str) -> None:
+    if tuple(param.shape) != tuple(value.shape):
+        raise ValueError(f"checkpoint tensor {name} has shape {tuple(value.shape)}, expected {tuple(param.shape)}")
+    param.data.copy_(value)

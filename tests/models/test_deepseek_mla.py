@@ -117,7 +117,7 @@ def test_mla_matches_transformers_chunked(path, version, q_lora_rank, rope_scali
                     seqs.append(ScheduledSeq(str(i), [0] * (hi - lo), lo, tables[i], True))
                     owners.append((i, x[lo:hi]))
             meta = build_attention_metadata(GroupBatch(0, seqs), block_size)
-            out = mla(torch.cat([x for _, x in owners]), meta, cache)
+            out = mla(torch.cat([x for _, x in owners]), meta, [cache])
             for (i, _), piece in zip(owners, out.split([len(x) for _, x in owners])):
                 got[i].append(piece)
     for g, w in zip(got, want):
@@ -134,8 +134,8 @@ def test_paths_agree_on_decode_batch():
     meta = build_attention_metadata(GroupBatch(0, seqs), 4)
     x = torch.randn(2, cfg.hidden_size)
     with torch.no_grad():
-        a = expand(x, meta, cache.clone())
-        b = absorb(x, meta, cache.clone())
+        a = expand(x, meta, [cache.clone()])
+        b = absorb(x, meta, [cache.clone()])
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert auto._use_absorb(meta)  # one new token per sequence: decode is cheaper absorbed
 
@@ -150,4 +150,4 @@ def test_empty_batch_returns_no_rows():
                              torch.zeros(0, 1, 0, 0, dtype=torch.bool), z.view(0, 0),
                              torch.zeros(0, 0, dtype=torch.bool), z, 4)
     cache = torch.zeros(2, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
-    assert mla(torch.zeros(0, cfg.hidden_size), meta, cache).shape == (0, cfg.hidden_size)
+    assert mla(torch.zeros(0, cfg.hidden_size), meta, [cache]).shape == (0, cfg.hidden_size)

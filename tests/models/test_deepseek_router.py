@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from moeserve.moe.deepseek_router import (
+    DeepseekGate,
     DeepseekRouter,
     DeepseekRoutingConfig,
     deepseek_topk,
@@ -97,13 +98,13 @@ def test_matches_transformers_gate(version):
         hf_gate = DeepseekV3TopkRouter(hf_cfg)
         hf_gate.e_score_correction_bias.normal_(0, 0.2)
     hf_gate.weight.data.normal_(0, 0.3)
-    ours = DeepseekRouter(DeepseekRoutingConfig.from_hf(hf_cfg, version), 24, torch.float32)
-    ours.weight.data.copy_(hf_gate.weight.data)
+    gate, ours = DeepseekGate(16, 24, torch.float32), DeepseekRouter(DeepseekRoutingConfig.from_hf(hf_cfg, version))
+    gate.weight.data.copy_(hf_gate.weight.data)
     if version == 3:
         ours.e_score_correction_bias.data.copy_(hf_gate.e_score_correction_bias)
     x = torch.randn(29, 24)
     _, hf_w, hf_ids = hf_gate(x)
-    ids, w = ours(x)
+    ids, w = ours(gate(x))
     ids, w = _sorted(ids, w)
     hf_ids, hf_w = _sorted(hf_ids, hf_w)
     assert torch.equal(ids, hf_ids)

@@ -1,0 +1,108 @@
+"""DeepSeek-V2 and DeepSeek-V3: MLA attention, shared + routed experts, DeepSeek routing.
+
+Layer i is an MoE layer when i >= first_k_dense_replace and i % moe_layer_freq == 0 (transformers
+5.23 has no moe_layer_freq and behaves as 1, which every released checkpoint uses); the others are
+dense gated MLPs. V2 and V3 differ in routing (moe/deepseek_router.py) and in the rope layout:
+V2 is always pairwise-interleaved, V3 follows `rope_interleave` (default True).
+
+Checkpoint names follow transformers' `save_pretrained` (and DeepSeek's own releases):
+`model.layers.{i}.self_attn.{q_proj | q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+kv_a_layernorm, kv_b_proj, o_proj}`, `mlp.{gate_proj, up_proj, down_proj}` (dense layers),
+`mlp.gate.weight`, `mlp.gate.e_score_correction_bias` (V3), `mlp.experts.{e}.{gate,up,down}_proj`
+(or the fused 3D layout, see models/expert_loading.py), `mlp.shared_experts.{gate,up,down}_proj`.
+Layers past num_hidden_layers (V3's multi-token-prediction module, layer 61 in the release) are
+claimed unread: moeserve does not run MTP.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from torch import nn
+
+from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention
+from moeserve.dense.mlp import GatedMLP
+from moeserve.dense.yarn import RotaryEmbedding, rope_config_from_hf, softmax_scale
+from moeserve.models.checkpoint import CheckpointReader
+from moeserve.models.common import load_attention_and_norms
+from moeserve.models.expert_loading import load_experts
+from moeserve.models.moe_decoder import MoEDecoderModel
+from moeserve.moe.deepseek_router import DeepseekGate, DeepseekRouter, DeepseekRoutingConfig
+from moeserve.moe.layer import MoELayer
+
+log = logging.getLogger(__name__)
+_LAYER_NAME = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def is_moe_layer(hf_config: Any, layer: int) -> bool:
+    freq = getattr(hf_config, "moe_layer_freq", 1) or 1
+    first_dense = getattr(hf_config, "first_k_dense_replace", 0) or 0
+    return bool(hf_config.n_routed_experts) and layer >= first_dense and layer % freq == 0
+
+
+class _DeepseekForCausalLM(MoEDecoderModel):
+    VERSION = 0
+
+    def __init__(self, hf_config: Any, ctx: Any, dtype: Any):
+        if getattr(hf_config, "mlp_bias", False):
+            raise ValueError("DeepSeek checkpoints with mlp_bias=True are not supported")
+        if self.VERSION == 2 and getattr(hf_config, "norm_topk_prob", False):
+            log.warning("DeepSeek-V2 norm_topk_prob=True is ignored, as transformers 5.23 ignores it")
+        super().__init__(hf_config, ctx, dtype)
+
+    # --- MoEDecoderModel hooks ----------------------------------------------------------------
+    def build_attention(self, i: int) -> nn.Module:
+        cfg = self.config
+        dims = MlaDims.from_hf(cfg)
+        rope = rope_config_from_hf(cfg, cfg.qk_rope_head_dim)
+        interleave = self.VERSION == 2 or getattr(cfg, "rope_interleave", True)
+        rotary = RotaryEmbedding(rope, "interleaved" if interleave else "half")
+        return MultiHeadLatentAttention(dims, rotary, softmax_scale(rope, dims.qk_head_dim), self.ctx, self.dtype)
+
+    def build_mlp(self, i: int) -> nn.Module:
+        cfg = self.config
+        if not is_moe_layer(cfg, i):
+            return GatedMLP(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, self.ctx, self.dtype)
+        shared = None
+        if cfg.n_shared_experts:
+            shared_size = cfg.moe_intermediate_size * cfg.n_shared_experts
+            shared = GatedMLP(cfg.hidden_size, shared_size, cfg.hidden_act, self.ctx, self.dtype)
+        return MoELayer(
+            gate=DeepseekGate(cfg.n_routed_experts, cfg.hidden_size, self.dtype),
+            router=DeepseekRouter(DeepseekRoutingConfig.from_hf(cfg, self.VERSION)),
+            num_experts=cfg.n_routed_experts,
+            hidden=cfg.hidden_size,
+            intermediate=cfg.moe_intermediate_size,
+            ctx=self.ctx,
+            dtype=self.dtype,
+            act=cfg.hidden_act,
+            shared_expert=shared,
+        )
+
+    def load_layer(self, reader: CheckpointReader, i: int) -> None:
+        prefix = f"model.layers.{i}"
+        layer = self.layers[i]
+        load_attention_and_norms(reader, layer, prefix)
+        mlp = f"{prefix}.mlp"
+        if not isinstance(layer.mlp, MoELayer):
+            layer.mlp.load(reader, mlp)
+            return
+        layer.mlp.gate.load(reader, f"{mlp}.gate.weight")
+        layer.mlp.router.load(reader, f"{mlp}.gate.e_score_correction_bias")
+        load_experts(reader, layer.mlp, mlp)
+        if layer.mlp.shared_expert is not None:
+            layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
+
+    def load_weights(self, reader: CheckpointReader) -> None:
+        beyond = [n for n in reader.names() if (m := _LAYER_NAME.match(n)) and int(m.group(1)) >= len(self.layers)]
+        reader.claim(beyond)
+        super().load_weights(reader)
+
+
+class DeepseekV2ForCausalLM(_DeepseekForCausalLM):
+    VERSION = 2
+
+
+class DeepseekV3ForCausalLM(_DeepseekForCausalLM):
+    VERSION = 3
