@@ -114,3 +114,14 @@ def experts_moved(new: PlacementPlan, current: PlacementPlan) -> int:
     if new.phy2log.shape != current.phy2log.shape:
         raise ValueError(f"plans differ in shape: {new.phy2log.shape} vs {current.phy2log.shape}")
     return int((new.phy2log != current.phy2log).sum())
+
+
+def home_share(plan: PlacementPlan, loads: np.ndarray, num_groups: int) -> np.ndarray:
+    """Share of each group's load served on the node serving most of it [L, K]."""
+    layers = np.arange(plan.num_layers)[:, None]
+    slot_load = loads[layers, plan.phy2log] / plan.replicas[layers, plan.phy2log]  # [L, P]
+    group = plan.phy2log // (plan.num_experts // num_groups)  # [L, P]
+    per = np.zeros((plan.num_layers, num_groups, plan.num_nodes))
+    np.add.at(per, (np.broadcast_to(layers, group.shape), group, np.broadcast_to(plan.slot_node(), group.shape)), slot_load)
+    total = per.sum(axis=2)
+    return np.where(total > 0, per.max(axis=2) / np.where(total > 0, total, 1), 1.0)

@@ -157,3 +157,27 @@ def load_trace(path: str) -> Trace:
     else:
         trace = importers.parse_text(data.decode("utf-8"), path)
     return trace if "name" in trace.meta else trace.with_meta(name=name)
+
+
+def merge_traces(traces: list[Trace]) -> Trace:
+    """One trace with the windows of all `traces` (same layers and experts), token samples concatenated."""
+    first = traces[0]
+    for t in traces[1:]:
+        if t.counts.shape[1:] != first.counts.shape[1:]:
+            raise TraceFormatError(f"{t.name} has [layers, experts] {t.counts.shape[1:]}, {first.name} {first.counts.shape[1:]}")
+    counts = np.concatenate([t.counts for t in traces])
+    samples = [t.tokens for t in traces if t.tokens is not None]
+    tokens = None
+    if samples:
+        k = max(s.topk.shape[1] for s in samples)
+        offset, ids = 0, []
+        for s in samples:  # keep token ids distinct across traces
+            ids.append(np.where(s.token_id >= 0, s.token_id + offset, -1))
+            offset += int(s.token_id.max(initial=-1)) + 1
+        pad = [np.pad(s.topk, ((0, 0), (0, k - s.topk.shape[1])), constant_values=-1) for s in samples]
+        tokens = TokenSample(
+            np.concatenate([s.layer for s in samples]), np.concatenate(pad),
+            np.concatenate([s.rank for s in samples]), np.concatenate(ids),
+        )
+    meta = {**first.meta, "name": "+".join(t.name for t in traces)}
+    return Trace(counts, meta, tokens)

@@ -1,0 +1,184 @@
+"""The placement optimizer: one pure function from routing loads to a `PlacementPlan`.
+
+Shape legend: S load scenarios (input traces or windows), L MoE layers, E experts, P slots,
+G ranks, N nodes, K expert groups.
+
+Per layer:
+  1. normalize each scenario to mean load 1 per expert, so every input counts equally;
+  2. replicate: each redundant slot goes to the expert with the highest robust load per replica
+     (robust = an upper quantile over the scenarios, not their mean: the hot expert of any one
+     workload gets its replicas);
+  3. pack slots onto ranks minimizing the worst rank's worst-scenario load (plus a variance hedge
+     for drift the scenarios did not show), greedy then pairwise swaps (packing.py);
+  4. optionally: keep expert groups near their home node (locality.py), put experts that serve
+     the same tokens on one rank (coactivation.py), and reuse the current plan's slots (moves.py).
+No I/O, no globals: the same inputs always give the same plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moeserve.placement import coactivation, locality, moves, packing
+from moeserve.placement.plan import PlacementPlan
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    num_ranks: int
+    num_nodes: int = 1
+    num_redundant: int = 0
+    num_groups: int = 1  # expert groups of group-limited routing (DeepSeek: 8)
+    home_share: float | None = None  # None: global; else floor on each group's load served on its home node
+    replicate_quantile: float = 0.9  # robust load used to hand out replicas
+    hedge: float = 0.0  # weight of a drift hedge, in standard deviations of a rank's load (LOO: 0 scores best)
+    max_swaps: int = 400  # per layer
+    coactivation_slack: float = 0.02  # peak-load increase allowed to co-locate co-activated experts
+    keep_tolerance: float = 0.002  # keep a current layer whose balancedness is within this of the new one
+
+    def validate(self, num_experts: int) -> None:
+        slots = num_experts + self.num_redundant
+        if self.num_ranks < 1 or self.num_nodes < 1 or self.num_ranks % self.num_nodes:
+            raise ValueError(f"{self.num_ranks} ranks do not split evenly over {self.num_nodes} nodes")
+        if self.num_redundant < 0 or slots % self.num_ranks:
+            raise ValueError(
+                f"{num_experts} experts + {self.num_redundant} redundant slots = {slots} slots do not split evenly "
+                f"over {self.num_ranks} ranks: pick --redundant so that experts + redundant is a multiple of --ep"
+            )
+        if num_experts % self.num_groups:
+            raise ValueError(f"{num_experts} experts do not split into {self.num_groups} groups")
+        if self.home_share is not None:
+            if not 0.0 <= self.home_share <= 1.0:
+                raise ValueError(f"home share floor must be in [0, 1], got {self.home_share}")
+            if self.num_groups % self.num_nodes or slots % self.num_nodes or num_experts // self.num_nodes > slots // self.num_nodes:
+                raise ValueError(
+                    f"group locality needs the {self.num_groups} groups and {slots} slots to split evenly over "
+                    f"{self.num_nodes} nodes"
+                )
+
+
+def normalize(loads: np.ndarray) -> np.ndarray:
+    """Scenarios [S, L, E] scaled so each layer of each scenario has mean load 1 per expert."""
+    loads = np.asarray(loads, dtype=np.float64)
+    if loads.ndim == 2:
+        loads = loads[None]
+    total = loads.sum(axis=2, keepdims=True)
+    return np.where(total > 0, loads * loads.shape[2] / np.where(total > 0, total, 1), 1.0)
+
+
+def replicate(robust: np.ndarray, num_slots: int, max_replicas: int) -> np.ndarray:
+    """Replica count [E] from robust loads [E]: each extra slot to argmax load/replicas (capped)."""
+    reps = np.ones(len(robust), np.int64)
+    robust = np.maximum(robust, 1e-9)
+    for _ in range(num_slots - len(robust)):
+        score = np.where(reps < max_replicas, robust / reps, -np.inf)
+        reps[np.argmax(score)] += 1
+    return reps
+
+
+def layer_items(x: np.ndarray, reps: np.ndarray, spec: PlacementSpec) -> packing.Items:
+    """Slot items of one layer from scenarios x [S, E] and replica counts [E]."""
+    expert = np.repeat(np.arange(len(reps)), reps)
+    weight = (x / reps).T[expert]  # [n, S]
+    var = (x.std(axis=0) / reps)[expert] ** 2 if len(x) > 1 else np.zeros(len(expert))
+    return packing.Items(expert, weight, var)
+
+
+def slots_from_ranks(expert: np.ndarray, rank_of: np.ndarray) -> np.ndarray:
+    """phy2log row [P]: slots of rank 0 first, experts ascending within a rank."""
+    return expert[np.lexsort((expert, rank_of))]
+
+
+def place_layer(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """phy2log row [P] for one layer's scenarios x [S, E] (global placement)."""
+    reps = replicate(robust_load(x, spec), x.shape[1] + spec.num_redundant, spec.num_ranks)
+    items = layer_items(x, reps, spec)
+    return slots_from_ranks(items.expert, pack(items, spec.num_ranks, spec))
+
+
+def robust_load(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """Load [E] that replication plans for, from scenarios x [S, E]."""
+    return np.quantile(x, spec.replicate_quantile, axis=0) if len(x) > 1 else x[0]
+
+
+def pack(items: packing.Items, num_ranks: int, spec: PlacementSpec) -> np.ndarray:
+    """Rank of each item [n]: min-max greedy, then swap refinement."""
+    rank_of = packing.greedy(items, num_ranks, spec.hedge)
+    return packing.refine(items, rank_of, num_ranks, spec.hedge, spec.max_swaps)
+
+
+def place_layer_local(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """phy2log row [P] keeping each expert group's load mostly on its home node."""
+    s, e = x.shape
+    k, n = spec.num_groups, spec.num_nodes
+    group_size, slots_per_node, ranks_per_node = e // k, (e + spec.num_redundant) // n, spec.num_ranks // n
+    home = locality.home_nodes(x.reshape(s, k, group_size).sum(axis=2), n)  # [K]
+    node_of_expert = home[np.arange(e) // group_size]
+    robust = robust_load(x, spec)
+    reps = np.zeros(e, np.int64)
+    for node in range(n):
+        mine = node_of_expert == node
+        reps[mine] = replicate(robust[mine], slots_per_node, ranks_per_node)
+    items = layer_items(x, reps, spec)
+    node_of = node_of_expert[items.expert]
+    if spec.home_share < 1.0:
+        group = items.expert // group_size
+        mean_w = items.weight.mean(axis=1)
+        budget = (1.0 - spec.home_share) * np.bincount(group, weights=mean_w, minlength=k)
+        home_budget = locality.HomeBudget(group, home, mean_w, budget, node_of)
+        node_of = packing.refine(items, node_of, n, spec.hedge, spec.max_swaps, distinct=False, budget=home_budget)
+    rank_of = np.empty(len(node_of), np.int64)
+    for node in range(n):
+        sel = np.flatnonzero(node_of == node)
+        sub = packing.Items(items.expert[sel], items.weight[sel], items.var[sel])
+        rank_of[sel] = node * ranks_per_node + pack(sub, ranks_per_node, spec)
+    return slots_from_ranks(items.expert, rank_of)
+
+
+def row_balancedness(x: np.ndarray, row: np.ndarray, num_ranks: int) -> float:
+    """Worst-scenario mean/max rank load of phy2log row [P] under scenarios x [S, E]."""
+    peak = coactivation.peak_load(x, row, np.arange(len(row)) // (len(row) // num_ranks), num_ranks)
+    return float(x.sum(axis=1).max() / num_ranks / peak) if peak > 0 else 1.0
+
+
+def finish_layer(x: np.ndarray, row: np.ndarray, spec: PlacementSpec, pairs, current) -> np.ndarray:
+    """Co-locate co-activated experts, then keep or align with the current plan's row."""
+    num_ranks = spec.num_ranks
+    if pairs is not None and spec.coactivation_slack > 0 and pairs.any():
+        rank_of = np.arange(len(row)) // (len(row) // num_ranks)
+        row = coactivation.improve(x, row, rank_of, pairs, num_ranks, spec.coactivation_slack)
+    if current is None:
+        return row
+    if row_balancedness(x, current, num_ranks) >= row_balancedness(x, row, num_ranks) - spec.keep_tolerance:
+        return current.copy()
+    return moves.align(row, current, num_ranks, spec.num_nodes, x.shape[1])
+
+
+def optimize(
+    loads: np.ndarray,
+    spec: PlacementSpec,
+    pairs: np.ndarray | None = None,
+    current: PlacementPlan | None = None,
+    layer_ids=None,
+) -> PlacementPlan:
+    """The plan for loads [L, E] or scenarios [S, L, E] (each scenario normalized per layer first).
+
+    pairs: optional co-activation counts [L, E, E] (tokens that used both experts), from per-token traces.
+    current: the plan in force; layers whose balance it still matches are kept, others relabelled to
+    reuse its slots.
+    """
+    x = normalize(loads)  # [S, L, E]
+    spec.validate(x.shape[2])
+    num_layers, num_experts = x.shape[1:]
+    if current is not None and current.phy2log.shape != (num_layers, num_experts + spec.num_redundant):
+        raise ValueError(
+            f"--current plan has shape {current.phy2log.shape}, the new plan {(num_layers, num_experts + spec.num_redundant)}"
+        )
+    place = place_layer if spec.home_share is None else place_layer_local
+    rows = []
+    for l in range(num_layers):
+        row = place(x[:, l], spec)
+        rows.append(finish_layer(x[:, l], row, spec, None if pairs is None else pairs[l],
+                                 None if current is None else current.phy2log[l]))
+    return PlacementPlan.from_phy2log(np.stack(rows), num_experts, spec.num_ranks, spec.num_nodes, layer_ids)
