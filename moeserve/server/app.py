@@ -1,0 +1,110 @@
+"""The FastAPI application: routes, the gate (API key, draining) and error handlers.
+
+Every error leaves in the OpenAI shape; an unexpected exception becomes a generic 500 whose
+details go to the server log only.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from moeserve import __version__
+from moeserve.server.api_errors import ApiError, unavailable
+from moeserve.server.chat import create_chat_completion
+from moeserve.server.common import ServerState
+from moeserve.server.completions import create_completion
+
+logger = logging.getLogger("moeserve.server")
+_OPEN_PATHS = ("/health",)  # answered without an API key
+
+
+class Gate:
+    """Pure ASGI middleware (it must not wrap `receive`, which disconnect detection reads):
+    401 without the right API key, 503 for new requests once the server is draining."""
+
+    def __init__(self, app: ASGIApp, state: ServerState):
+        self.app = app
+        self.state = state
+        key = state.config.api_key
+        self.expected = f"Bearer {key}".encode() if key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        error = None
+        if self.expected is not None and path not in _OPEN_PATHS and not self._authorized(scope):
+            error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        elif self.state.draining and path not in ("/metrics",):
+            error = unavailable("the server is shutting down")
+        if error is None:
+            return await self.app(scope, receive, send)
+        await error.response()(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        given = b""
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                given = value
+        return hmac.compare_digest(given, self.expected)
+
+
+def _routes(app: FastAPI, state: ServerState) -> None:
+    started = int(time.time())
+
+    @app.get("/health")
+    async def health() -> Any:
+        if not state.client.healthy:
+            return unavailable(f"the engine is not available: {state.client.dead_reason or 'no heartbeat'}").response()
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/version")
+    async def version() -> Any:
+        return {"version": __version__}
+
+    @app.get("/v1/models")
+    async def models() -> Any:
+        card = {"id": state.model_name, "object": "model", "created": started, "owned_by": "moeserve",
+                "root": state.model_name, "max_model_len": state.max_model_len}
+        return {"object": "list", "data": [card]}
+
+    @app.get("/metrics")
+    async def metrics() -> Any:
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_api_route("/v1/completions", create_completion, methods=["POST"])
+    app.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+
+
+def _error_handlers(app: FastAPI, state: ServerState) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, e: ApiError) -> Any:
+        state.metrics.http.labels(route=request.url.path, status=str(e.status)).inc()
+        return e.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> Any:
+        message = {404: "no such route; see /v1/models, /v1/completions, /v1/chat/completions", 405: "method not allowed on this route"}
+        return ApiError(e.status_code, message.get(e.status_code, "request refused"), code=str(e.status_code)).response()
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception) -> Any:
+        logger.exception("unhandled error on %s", request.url.path)
+        return ApiError(500, "internal server error", code="internal_error").response()
+
+
+def build_app(state: ServerState) -> Any:
+    app = FastAPI(title="moeserve", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = state
+    _routes(app, state)
+    _error_handlers(app, state)
+    return Gate(app, state)

@@ -1,0 +1,217 @@
+"""`moeserve bench`: a bounded load generator for any OpenAI-compatible server (moeserve, vLLM, ...).
+
+Each request streams (`stream: true`, `stream_options.include_usage`), so the client sees every
+token arrive: TTFT is send -> first content chunk, ITL the gaps between content chunks, TPOT
+(e2e - TTFT) / (output tokens - 1), output tokens from the final usage chunk. Random prompts are
+token-id lists (exact input lengths, no tokenizer needed; `--tokenizer DIR` picks ids from a real
+vocabulary) sent with `ignore_eos` so outputs have exactly the asked length. Load is either a fixed
+concurrency (all requests queued, N in flight) or a Poisson arrival rate (optionally capped by
+--concurrency). The run is bounded by --num-requests and --timeout-s per request.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from moeserve.server.bench_stats import RequestRecord, format_table, summarize
+
+
+@dataclass
+class Item:
+    prompt: str | list[int]
+    input_len: int  # best estimate before the server's usage says
+    output_len: int
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", default="http://127.0.0.1:8000", help="server root, e.g. http://127.0.0.1:8000 (without /v1)")
+    p.add_argument("--model", required=True, help="model name to send (see GET /v1/models)")
+    p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    p.add_argument("--endpoint", choices=("completions", "chat"), default="completions", help="which API to load")
+    p.add_argument("--num-requests", type=int, default=64, help="requests to send (the run ends after these)")
+    p.add_argument("--concurrency", type=int, default=8, help="most requests in flight (0 = unbounded, only with --request-rate)")
+    p.add_argument("--request-rate", type=float, default=None, help="Poisson arrivals per second (default: all at once, bounded by --concurrency)")
+    p.add_argument("--input-len", type=int, default=32, help="prompt tokens of random prompts")
+    p.add_argument("--output-len", type=int, default=32, help="tokens to generate per request")
+    p.add_argument("--range-ratio", type=float, default=0.0, help="random lengths vary uniformly by this fraction")
+    p.add_argument("--dataset", default=None, help='JSONL file: {"prompt": str or [ids], "output_len": N} per line')
+    p.add_argument("--tokenizer", default=None, help="checkpoint dir whose vocabulary random prompts draw from")
+    p.add_argument("--vocab-size", type=int, default=1000, help="random token ids are drawn from [10, this) without --tokenizer")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature sent with each request")
+    p.add_argument("--seed", type=int, default=0, help="seeds prompts and arrival times")
+    p.add_argument("--warmup", type=int, default=1, help="untimed requests sent first")
+    p.add_argument("--timeout-s", type=float, default=300.0, help="per-request timeout")
+    p.add_argument("--slo-ttft-ms", type=float, default=None, help="goodput counts requests with TTFT at most this")
+    p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput counts requests with TPOT at most this")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON to PATH ('-' = stdout, no table)")
+
+
+def _random_items(args: argparse.Namespace, rng: random.Random) -> list[Item]:
+    low, high, banned = 10, args.vocab_size, set()
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(args.tokenizer)
+        low, high, banned = 0, len(tok), set(tok.all_special_ids)
+
+    def length(mean: int) -> int:
+        return max(1, int(rng.uniform(mean * (1 - args.range_ratio), mean * (1 + args.range_ratio)) + 0.5))
+
+    items = []
+    for _ in range(args.num_requests):
+        n = length(args.input_len)
+        ids: list[int] = []
+        while len(ids) < n:
+            t = rng.randrange(low, high)
+            if t not in banned:
+                ids.append(t)
+        items.append(Item(ids, n, length(args.output_len)))
+    return items
+
+
+def _dataset_items(args: argparse.Namespace) -> list[Item]:
+    rows = [json.loads(line) for line in open(args.dataset) if line.strip()]
+    if not rows:
+        raise SystemExit(f"moeserve bench: {args.dataset} has no requests")
+    items = []
+    for i in range(args.num_requests):
+        row = rows[i % len(rows)]
+        prompt = row["prompt"]
+        out = int(row.get("output_len", row.get("max_tokens", args.output_len)))
+        items.append(Item(prompt, len(prompt) if isinstance(prompt, list) else len(prompt.split()), out))
+    return items
+
+
+def _payload(args: argparse.Namespace, item: Item) -> tuple[str, dict[str, Any]]:
+    common = {"model": args.model, "max_tokens": item.output_len, "temperature": args.temperature,
+              "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    if args.endpoint == "chat":
+        if not isinstance(item.prompt, str):
+            raise SystemExit("moeserve bench: --endpoint chat needs text prompts (--dataset with strings)")
+        return "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": item.prompt}])
+    return "/v1/completions", dict(common, prompt=item.prompt)
+
+
+def _content(choice: dict[str, Any]) -> bool:
+    if "delta" in choice:
+        return bool(choice["delta"].get("content"))
+    return bool(choice.get("text")) or bool(choice.get("logprobs"))
+
+
+async def _one(http: Any, args: argparse.Namespace, item: Item) -> RequestRecord:
+    path, body = _payload(args, item)
+    rec = RequestRecord(ok=False, input_tokens=item.input_len)
+    start = time.perf_counter()
+    last = None
+    chunks = 0
+    try:
+        async with http.stream("POST", path, json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                rec.error = f"HTTP {resp.status_code}: {_error_message(text)}"
+                return rec
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                event = json.loads(data)
+                if "error" in event:
+                    rec.error = f"stream error: {_error_message(data)}"
+                    return rec
+                now = time.perf_counter() - start
+                if any(_content(c) for c in event.get("choices") or []):
+                    chunks += 1
+                    if rec.ttft is None:
+                        rec.ttft = now
+                    else:
+                        rec.itls.append(now - last)
+                    last = now
+                if event.get("usage"):
+                    rec.output_tokens = int(event["usage"]["completion_tokens"])
+                    rec.input_tokens = int(event["usage"]["prompt_tokens"])
+    except Exception as e:  # a client-side failure is a failed request, not a crashed benchmark
+        rec.error = type(e).__name__
+        return rec
+    rec.e2e = time.perf_counter() - start
+    rec.output_tokens = rec.output_tokens or chunks
+    rec.ok = rec.ttft is not None
+    if not rec.ok:
+        rec.error = "no tokens received"
+    return rec
+
+
+def _error_message(text: str) -> str:
+    try:
+        return str(json.loads(text)["error"]["message"])[:120]
+    except (ValueError, KeyError, TypeError):
+        return text[:120]
+
+
+async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[RequestRecord], float]:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    limits = httpx.Limits(max_connections=args.concurrency or None, max_keepalive_connections=args.concurrency or None)
+    async with httpx.AsyncClient(base_url=args.base_url.rstrip("/"), headers=headers, limits=limits,
+                                 timeout=httpx.Timeout(args.timeout_s)) as http:
+        for item in items[: args.warmup]:
+            await _one(http, args, item)
+        gate = asyncio.Semaphore(args.concurrency) if args.concurrency else None
+        rng = random.Random(args.seed + 1)
+
+        async def limited(item: Item) -> RequestRecord:
+            if gate is None:
+                return await _one(http, args, item)
+            async with gate:
+                return await _one(http, args, item)
+
+        start = time.perf_counter()
+        tasks = []
+        for item in items:
+            if args.request_rate:
+                await asyncio.sleep(rng.expovariate(args.request_rate))
+            tasks.append(asyncio.create_task(limited(item)))
+        records = await asyncio.gather(*tasks)
+        return list(records), time.perf_counter() - start
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if args.num_requests < 1:
+        return "--num-requests must be >= 1"
+    if args.concurrency < 0 or (args.concurrency == 0 and not args.request_rate):
+        return "--concurrency must be >= 1 (or 0 together with --request-rate)"
+    if args.request_rate is not None and args.request_rate <= 0:
+        return "--request-rate must be > 0"
+    if args.input_len < 1 or args.output_len < 1 or not 0 <= args.range_ratio < 1:
+        return "--input-len and --output-len must be >= 1 and --range-ratio in [0, 1)"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _check(args)
+    if problem:
+        print(f"moeserve bench: error: {problem}", file=sys.stderr)
+        return 2
+    rng = random.Random(args.seed)
+    items = _dataset_items(args) if args.dataset else _random_items(args, rng)
+    records, duration = asyncio.run(run_load(args, items))
+    summary = summarize(records, duration, args.slo_ttft_ms, args.slo_tpot_ms)
+    summary["config"] = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "api_key"}
+    if args.json != "-":
+        print(format_table(summary))
+    if args.json:
+        text = json.dumps(summary, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 0 if summary["completed"] else 1

@@ -1,0 +1,127 @@
+"""POST /v1/chat/completions.
+
+The prompt is the checkpoint's chat template applied to the messages. A checkpoint without one gets
+the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE, ChatML-like):
+
+    <|im_start|>{role}\\n{content}<|im_end|>\\n ... <|im_start|>assistant\\n
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from starlette.requests import Request
+
+from moeserve.engine.builtin_model import CHAT_TEMPLATE
+from moeserve.server import common
+from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.common import ServerState
+from moeserve.server.generation import Choice, Generation
+from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, parse_json, validate
+
+
+def _content(message: ChatMessage) -> str:
+    if message.content is None:
+        return ""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(part.text for part in message.content)
+
+
+def _prompt(state: ServerState, req: ChatCompletionRequest) -> list[int]:
+    from jinja2 import TemplateError
+
+    messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
+    template = getattr(state.tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    try:
+        text = state.tokenizer.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
+    except TemplateError as e:
+        raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
+    ids = state.tokenizer.encode(text, add_special_tokens=False)
+    if not ids:
+        raise bad_request("the messages render to an empty prompt", param="messages")
+    return ids
+
+
+def _refuse_unsupported(req: ChatCompletionRequest) -> None:
+    if req.tools:
+        raise bad_request("tools are not supported", param="tools")
+    if req.tool_choice not in (None, "none"):
+        raise bad_request("tool_choice is not supported", param="tool_choice")
+    if req.response_format is not None and req.response_format.type != "text":
+        raise bad_request("only response_format type 'text' is supported", param="response_format")
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
+
+
+def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
+    decode = state.tokenizer.decode
+
+    def entry(tok: int, lp: float) -> dict[str, Any]:
+        text = decode([tok])
+        return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+
+    return {"content": [dict(entry(tok, lp), top_logprobs=[entry(t, v) for t, v in top])
+                        for tok, lp, top in choice.logprobs[start:]]}
+
+
+def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> dict[str, Any]:
+    choices = [
+        {"index": c.index, "message": {"role": "assistant", "content": c.text},
+         "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
+         "finish_reason": c.finish_reason, "stop_reason": c.stop_reason,
+         **common.token_ids_fields(req, gen, c, c.token_ids)}
+        for c in sorted(gen.choices.values(), key=lambda c: c.index)
+    ]
+    return {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
+            "model": state.model_name, "choices": choices, "usage": gen.usage()}
+
+
+async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> AsyncIterator[bytes]:
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    base = {"id": gen.request_id, "object": "chat.completion.chunk", "created": common.created(), "model": state.model_name}
+
+    def chunk(choice: Choice, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None, stop: Any = None,
+              new_ids: list[int] | None = None) -> bytes:
+        body = dict(base, choices=[{"index": choice.index, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
+                                    "stop_reason": stop, **common.token_ids_fields(req, gen, choice, new_ids or [], False)}])
+        if include_usage:
+            body["usage"] = None
+        return common.sse(body)
+
+    try:
+        for c in sorted(gen.choices.values(), key=lambda c: c.index):
+            yield chunk(c, {"role": "assistant", "content": ""})
+        sent: dict[int, int] = {}
+        async for choice, out in gen.events():
+            logprobs = None
+            if req.logprobs:
+                logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
+                sent[choice.index] = len(choice.logprobs)
+            if out.delta_text or out.finish_reason or (logprobs and logprobs["content"]):
+                delta = {"content": out.delta_text} if out.delta_text else {}
+                yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
+        if include_usage:
+            yield common.sse(dict(base, choices=[], usage=gen.usage()))
+    except ApiError as e:
+        yield common.sse(e.body())
+    yield common.SSE_DONE
+
+
+async def create_chat_completion(request: Request) -> Any:
+    state: ServerState = request.app.state.server
+    req = validate(ChatCompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    common.check_model(state, req.model)
+    _refuse_unsupported(req)
+    prompt = _prompt(state, req)
+    wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
+    max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    params = common.sampling_params(req, max_tokens, logprobs, 1)
+    gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params)
+    await gen.start()
+    if req.stream:
+        return common.SSEResponse(_stream(state, gen, req), gen)
+    await common.run_to_completion(request, gen)
+    return JSONResponse(_response(state, gen, req))

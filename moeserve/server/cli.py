@@ -1,0 +1,125 @@
+"""`moeserve serve`: validate the configuration, start the engine process, serve HTTP until SIGTERM.
+
+Shutdown (SIGTERM or Ctrl-C): new requests get 503 at once; in-flight requests may finish for
+--shutdown-timeout-s seconds; what is left is aborted (finish_reason "abort"); then the engine
+process is stopped and the command exits 0. A second signal skips the wait.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from moeserve.config import ConfigError, EngineConfig
+from moeserve.errors import EngineDeadError
+from moeserve.server.config_file import ServerConfig, add_flags, configs_from_args
+
+logger = logging.getLogger("moeserve.server")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE.yaml", default=None,
+                        help="YAML deployment file; its keys are the flag names with '_' (flags given here override it)")
+    add_flags(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        engine_config, server_config = configs_from_args(args)
+    except ConfigError as e:
+        print(f"moeserve serve: error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(serve(engine_config, server_config))
+
+
+def _make_server(app, server_config: ServerConfig, model_name: str):
+    """uvicorn without its own signal handling (we drain first) and with a log line saying where."""
+    import contextlib
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def capture_signals(self):  # type: ignore[override]
+            return contextlib.nullcontext()
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            for server in self.servers:
+                for sock in server.sockets:
+                    host, port = sock.getsockname()[:2]
+                    logger.info("moeserve is serving %s on http://%s:%d (OpenAI API under /v1)", model_name, host, port)
+
+    config = uvicorn.Config(app, host=server_config.host, port=server_config.port, log_level=server_config.log_level,
+                            access_log=server_config.log_level == "debug", timeout_graceful_shutdown=5, lifespan="off")
+    return Server(config)
+
+
+async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int:
+    from moeserve.engine.engine_core import load_tokenizer
+    from moeserve.server.app import build_app
+    from moeserve.server.common import ServerState
+    from moeserve.server.engine_client import EngineClient
+    from moeserve.server.metrics import ServerMetrics
+
+    client = EngineClient(engine_config, server_config.health_timeout_s)
+    loop = asyncio.get_running_loop()
+    starting = asyncio.current_task()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, starting.cancel)  # a signal while loading: stop the engine and leave
+    try:
+        logger.info("starting the engine process (model: %s)", engine_config.model.model or "built-in")
+        ready = await client.start(server_config.startup_timeout_s)
+        tokenizer = await asyncio.to_thread(load_tokenizer, ready.model_dir)
+    except asyncio.CancelledError:
+        await client.shutdown()
+        return 0
+    except EngineDeadError as e:
+        logger.error("%s", e)
+        await client.shutdown()
+        return 1
+    vocab = min(ready.vocab_size, len(tokenizer))
+    state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, vocab,
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy))
+    uv = _make_server(build_app(state), server_config, ready.model_name)
+    drain = _Drain(state, uv, server_config.shutdown_timeout_s)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, drain.on_signal)
+    try:
+        await uv.serve()
+    finally:
+        await client.shutdown()
+    logger.info("moeserve stopped")
+    return 0
+
+
+class _Drain:
+    """First signal: 503 for new requests, wait for in-flight ones, abort the rest, stop uvicorn."""
+
+    def __init__(self, state, server, timeout_s: float):
+        self.state = state
+        self.server = server
+        self.timeout_s = timeout_s
+        self.task: asyncio.Task | None = None
+
+    def on_signal(self) -> None:
+        if self.task is None:
+            self.task = asyncio.create_task(self.run())
+        else:
+            logger.warning("second signal: aborting in-flight requests now")
+            self.state.client.abort_all()
+
+    async def run(self) -> None:
+        client = self.state.client
+        self.state.draining = True
+        logger.info("shutting down: %d requests in flight, waiting up to %.0f s", client.num_pending, self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        while client.num_pending and client.dead_reason is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if client.num_pending:
+            logger.warning("aborting %d requests still in flight", client.num_pending)
+            client.abort_all()
+        self.server.should_exit = True

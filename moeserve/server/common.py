@@ -1,0 +1,179 @@
+"""What both generation endpoints share: server state, body reading, model and context checks,
+sampling parameters, disconnect watching and the SSE response."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from moeserve.sampling_params import SamplingParams, SamplingParamsError
+from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.config_file import ServerConfig
+from moeserve.server.engine_client import EngineClient
+from moeserve.server.generation import Generation
+from moeserve.server.metrics import ServerMetrics
+
+MAX_CHOICES = 1024  # prompts x n of one HTTP request
+
+
+@dataclass
+class ServerState:
+    client: EngineClient
+    config: ServerConfig
+    tokenizer: Any
+    model_name: str
+    max_model_len: int
+    vocab_size: int  # ids below this are valid for both the model and the tokenizer
+    metrics: ServerMetrics
+    draining: bool = False
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing (413) anything over `limit` bytes before reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def check_model(state: ServerState, model: str | None) -> None:
+    if model is not None and model != state.model_name:
+        raise ApiError(404, f"the model '{model}' does not exist; this server serves '{state.model_name}'",
+                       param="model", code="model_not_found")
+
+
+def check_token_ids(state: ServerState, ids: list[int], param: str) -> None:
+    if any(t < 0 or t >= state.vocab_size for t in ids):
+        raise bad_request(f"{param} token ids must lie in [0, {state.vocab_size})", param=param)
+
+
+def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: int | None, param: str, prompt_param: str) -> int:
+    """max_tokens, defaulting to what is left of the context; 400 if a prompt cannot fit."""
+    longest = max(prompt_lens)
+    if max_tokens is None:
+        max_tokens = state.max_model_len - longest
+        if max_tokens < 1:
+            raise bad_request(
+                f"this model's maximum context length is {state.max_model_len} tokens and the prompt has {longest}: "
+                "shorten the prompt", param=prompt_param)
+    elif max_tokens >= 1 and longest + max_tokens > state.max_model_len:
+        raise bad_request(
+            f"this model's maximum context length is {state.max_model_len} tokens; the prompt has {longest} tokens "
+            f"and {param} asks for {max_tokens} more: shorten the prompt or lower {param}", param=param)
+    return max_tokens
+
+
+def sampling_params(req: Any, max_tokens: int, logprobs: int | None, num_prompts: int) -> SamplingParams:
+    if req.logit_bias:
+        raise bad_request("logit_bias is not supported", param="logit_bias")
+    if req.n * num_prompts > MAX_CHOICES:
+        raise bad_request(f"prompts x n must be at most {MAX_CHOICES}", param="n")
+    try:
+        return SamplingParams(
+            n=req.n,
+            max_tokens=max_tokens,
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            top_k=-1 if req.top_k is None else req.top_k,
+            seed=req.seed,
+            stop=req.stop or [],
+            stop_token_ids=req.stop_token_ids or [],
+            ignore_eos=req.ignore_eos,
+            logprobs=logprobs,
+            presence_penalty=req.presence_penalty or 0.0,
+            frequency_penalty=req.frequency_penalty or 0.0,
+            include_stop_str_in_output=req.include_stop_str_in_output,
+            skip_special_tokens=req.skip_special_tokens,
+        )
+    except SamplingParamsError as e:
+        raise bad_request(str(e), param=e.param) from None
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def watch_disconnect(receive: Receive, on_disconnect: Callable[[], None]) -> asyncio.Task:
+    """A task calling `on_disconnect` when the client goes away; cancel it when the response is done."""
+
+    async def watch() -> None:
+        await _wait_disconnect(receive)
+        on_disconnect()
+
+    return asyncio.create_task(watch())
+
+
+async def run_to_completion(request: Request, gen: Generation) -> None:
+    """Collects `gen`, aborting it if the client disconnects first."""
+    watcher = watch_disconnect(request.receive, gen.on_disconnect)
+    try:
+        await gen.collect()
+    finally:
+        watcher.cancel()
+
+
+def token_ids_fields(req: Any, gen: Generation, choice: Any, token_ids: list[int], with_prompt: bool = True) -> dict[str, Any]:
+    """vLLM's `return_token_ids` extension: output ids (a stream chunk's new ones) and the prompt's ids."""
+    if not req.return_token_ids:
+        return {}
+    fields: dict[str, Any] = {"token_ids": list(token_ids)}
+    if with_prompt:
+        fields["prompt_token_ids"] = gen.prompts[choice.prompt_index]
+    return fields
+
+
+def sse(data: Any) -> bytes:
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+class SSEResponse(Response):
+    """A text/event-stream response bound to a Generation: a disconnect aborts the generation (even
+    while it waits in the queue), and the generation is closed however the response ends."""
+
+    def __init__(self, events: AsyncIterator[bytes], gen: Generation):
+        super().__init__(status_code=200, media_type="text/event-stream")
+        self.events = events
+        self.gen = gen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = watch_disconnect(receive, self.gen.on_disconnect)
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            async for chunk in self.events:
+                if not self.gen.disconnected:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if not self.gen.disconnected:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            self.gen.on_disconnect()
+        finally:
+            watcher.cancel()
+            await self.events.aclose()  # type: ignore[attr-defined]
+            self.gen.close()
+
+
+def created() -> int:
+    return int(time.time())

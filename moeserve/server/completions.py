@@ -1,0 +1,116 @@
+"""POST /v1/completions."""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from starlette.requests import Request
+
+from moeserve.server import common
+from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.common import ServerState
+from moeserve.server.generation import Choice, Generation
+from moeserve.server.protocol import CompletionRequest, parse_json, validate
+
+
+def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
+    """Every accepted prompt shape -> token-id lists (tokenized like the Python API's LLM.generate)."""
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
+        prompt = [prompt]
+    if not prompt or any(p == "" for p in prompt):
+        raise bad_request("prompt must not be empty", param="prompt")
+    ids = [state.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompt]
+    if any(not p for p in ids):
+        raise bad_request("prompt must not be empty", param="prompt")
+    for p in ids:
+        common.check_token_ids(state, p, "prompt")
+    return ids
+
+
+def _refuse_unsupported(req: CompletionRequest) -> None:
+    if req.suffix:
+        raise bad_request("suffix is not supported", param="suffix")
+    if req.best_of is not None and req.best_of != req.n:
+        raise bad_request("best_of other than n is not supported", param="best_of")
+    if req.echo and req.logprobs is not None:
+        raise bad_request("echo with logprobs is not supported (prompt logprobs are not computed)", param="echo")
+
+
+def _logprobs(state: ServerState, choice: Choice, start: int, offset: int) -> dict[str, Any]:
+    """OpenAI legacy logprobs for choice.logprobs[start:]; text offsets count from `offset`."""
+    decode = state.tokenizer.decode
+    tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
+    for tok, lp, top in choice.logprobs[start:]:
+        text = decode([tok])
+        tokens.append(text)
+        token_logprobs.append(lp)
+        alternatives = {decode([t]): v for t, v in top}
+        alternatives.setdefault(text, lp)
+        top_logprobs.append(alternatives)
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}
+
+
+def _response(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> dict[str, Any]:
+    choices = []
+    for c in sorted(gen.choices.values(), key=lambda c: c.index):
+        prefix = prompt_texts[c.prompt_index] if req.echo else ""
+        logprobs = _logprobs(state, c, 0, len(prefix)) if req.logprobs is not None else None
+        choices.append({"index": c.index, "text": prefix + c.text, "logprobs": logprobs,
+                        "finish_reason": c.finish_reason, "stop_reason": c.stop_reason,
+                        **common.token_ids_fields(req, gen, c, c.token_ids)})
+    return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
+            "model": state.model_name, "choices": choices, "usage": gen.usage()}
+
+
+async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    base = {"id": gen.request_id, "object": "text_completion", "created": common.created(), "model": state.model_name}
+
+    def chunk(choice: Choice, text: str, logprobs: Any = None, finish: str | None = None, stop: Any = None,
+              new_ids: list[int] | None = None) -> bytes:
+        body = dict(base, choices=[{"index": choice.index, "text": text, "logprobs": logprobs, "finish_reason": finish,
+                                    "stop_reason": stop, **common.token_ids_fields(req, gen, choice, new_ids or [], False)}])
+        if include_usage:
+            body["usage"] = None
+        return common.sse(body)
+
+    try:
+        if req.echo:
+            for c in sorted(gen.choices.values(), key=lambda c: c.index):
+                yield chunk(c, prompt_texts[c.prompt_index])
+        sent_logprobs: dict[int, int] = {}
+        offsets: dict[int, int] = {}
+        async for choice, out in gen.events():
+            logprobs = None
+            if req.logprobs is not None:
+                start = sent_logprobs.get(choice.index, 0)
+                logprobs = _logprobs(state, choice, start, offsets.get(choice.index, 0))
+                sent_logprobs[choice.index] = len(choice.logprobs)
+                offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
+            if out.delta_text or out.finish_reason or (logprobs and logprobs["tokens"]):
+                yield chunk(choice, out.delta_text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
+        if include_usage:
+            yield common.sse(dict(base, choices=[], usage=gen.usage()))
+    except ApiError as e:
+        yield common.sse(e.body())
+    yield common.SSE_DONE
+
+
+async def create_completion(request: Request) -> Any:
+    state: ServerState = request.app.state.server
+    req = validate(CompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    common.check_model(state, req.model)
+    _refuse_unsupported(req)
+    prompts = _prompts(state, req.prompt)
+    max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
+    params = common.sampling_params(req, max_tokens, req.logprobs, len(prompts))
+    prompt_texts = [state.tokenizer.decode(p) for p in prompts] if req.echo else []
+    gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params)
+    await gen.start()
+    if req.stream:
+        return common.SSEResponse(_stream(state, gen, req, prompt_texts), gen)
+    await common.run_to_completion(request, gen)
+    return JSONResponse(_response(state, gen, req, prompt_texts))

@@ -1,0 +1,243 @@
+"""The front end's handle on the engine process: spawn it, talk ipc to it, watch it.
+
+Outputs are routed by request id into the asyncio.Queue each caller registered; a queue receives
+`ipc.OutputDelta`s and, if the engine dies, one `EngineDeadError`. The engine counts as alive while
+its process runs, its socket is open and a heartbeat arrived within `health_timeout_s`; once it is
+not, every pending request fails, /health says 503 and new requests are refused.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from moeserve.config import EngineConfig
+from moeserve.errors import EngineDeadError, RequestError
+from moeserve.sampling_params import SamplingParams
+from moeserve.server import ipc
+from moeserve.server.config_file import config_to_dict
+
+logger = logging.getLogger("moeserve.server")
+
+
+class EngineRejected(RequestError):
+    """The engine refused one request; carries the engine's status and error type."""
+
+    def __init__(self, rejection: dict[str, Any]):
+        super().__init__(rejection["message"], rejection.get("param"), rejection.get("code"))
+        self.status = int(rejection["status"])
+        self.type = rejection["type"]
+
+
+@dataclass
+class _Route:
+    queue: asyncio.Queue
+    added: asyncio.Future
+
+
+class EngineClient:
+    def __init__(self, config: EngineConfig, health_timeout_s: float = 60.0):
+        self.config = config
+        self.health_timeout_s = health_timeout_s
+        self.ready: ipc.Ready | None = None
+        self.stats: dict[str, Any] = {}
+        self.dead_reason: str | None = None
+        self.last_heartbeat = 0.0
+        self._routes: dict[str, _Route] = {}
+        self._proc: subprocess.Popen | None = None
+        self._tmpdir: str | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self, startup_timeout_s: float) -> ipc.Ready:
+        """Spawns the engine process and waits until its model is loaded; raises EngineDeadError."""
+        self._tmpdir = tempfile.mkdtemp(prefix="moeserve-")  # mode 0700: only this user can connect
+        path = os.path.join(self._tmpdir, "engine.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        listener.setblocking(False)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moeserve.server.engine_process", "--socket", path,
+             "--config-json", json.dumps(config_to_dict(self.config)), "--parent-pid", str(os.getpid())],
+            start_new_session=True,  # terminal signals go to the front end, which drains first
+        )
+        deadline = time.monotonic() + startup_timeout_s
+        try:
+            conn = await self._until(asyncio.get_running_loop().sock_accept(listener), deadline)
+        finally:
+            listener.close()
+        reader, self._writer = await asyncio.open_unix_connection(sock=conn[0])
+        decoder = ipc.Decoder()
+        first = await self._until(self._read_one(reader, decoder), deadline)
+        if isinstance(first, ipc.Fatal):
+            await self.shutdown()
+            raise EngineDeadError(first.message)
+        if not isinstance(first, ipc.Ready):
+            raise EngineDeadError(f"the engine sent {type(first).__name__} before Ready")
+        self.ready, self.last_heartbeat = first, time.monotonic()
+        self._tasks = [asyncio.create_task(self._read_loop(reader, decoder)), asyncio.create_task(self._watchdog())]
+        return first
+
+    async def _until(self, awaitable: Any, deadline: float) -> Any:
+        """Awaits `awaitable` while the engine process lives and the deadline is ahead."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while not task.done():
+                if self._proc.poll() is not None:
+                    raise EngineDeadError(f"the engine process exited with status {self._proc.returncode} while starting")
+                if time.monotonic() > deadline:
+                    raise EngineDeadError("the engine did not start within --startup-timeout-s")
+                await asyncio.wait({task}, timeout=0.2)
+            return task.result()
+        finally:
+            task.cancel()
+
+    @staticmethod
+    async def _read_one(reader: asyncio.StreamReader, decoder: ipc.Decoder) -> Any:
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                raise EngineDeadError("the engine closed its socket while starting")
+            msgs = decoder.feed(data)
+            if msgs:
+                assert len(msgs) == 1, "the engine sends nothing after Ready until asked"
+                return msgs[0]
+
+    async def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Asks the engine to stop, waits, then escalates to SIGTERM and SIGKILL. Idempotent."""
+        self._send(ipc.Shutdown())
+        proc = self._proc
+        for sig in (None, "terminate", "kill"):
+            if proc is None or await self._wait_exit(proc, timeout_s if sig is None else 5.0):
+                break
+            getattr(proc, sig)()
+        for task in self._tasks:
+            task.cancel()
+        if self._writer is not None:
+            self._writer.close()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        self._mark_dead("the server is shutting down")
+
+    @staticmethod
+    async def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return proc.poll() is not None
+
+    # -- requests ---------------------------------------------------------------------------------
+    @property
+    def healthy(self) -> bool:
+        return self.dead_reason is None and time.monotonic() - self.last_heartbeat < self.health_timeout_s
+
+    async def add(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, queue: asyncio.Queue) -> None:
+        """Admits one request whose outputs go to `queue`; raises EngineRejected or EngineDeadError."""
+        if self.dead_reason is not None:
+            raise EngineDeadError(self.dead_reason)
+        route = _Route(queue, asyncio.get_running_loop().create_future())
+        self._routes[request_id] = route
+        self._send(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params)))
+        try:
+            await route.added
+        except asyncio.CancelledError:
+            self.abort([request_id])  # the engine may have admitted it already
+            raise
+        except BaseException:
+            self._routes.pop(request_id, None)
+            raise
+
+    def abort(self, request_ids: list[str], notify: bool = False) -> None:
+        """Stops requests; with notify, their queues get a final output with finish_reason "abort"."""
+        live = [r for r in request_ids if r in self._routes]
+        if not live:
+            return
+        self._send(ipc.AbortRequests(live))
+        for rid in live:
+            route = self._routes.pop(rid)
+            if not route.added.done():
+                route.added.set_exception(EngineDeadError("the server is shutting down"))
+            elif notify:
+                route.queue.put_nowait(ipc.OutputDelta(rid, [], "", finish_reason="abort"))
+
+    def abort_all(self) -> None:
+        self.abort(list(self._routes), notify=True)
+
+    @property
+    def num_pending(self) -> int:
+        return len(self._routes)
+
+    def _send(self, msg: Any) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(ipc.encode(msg))
+
+    # -- what the engine sends --------------------------------------------------------------------
+    async def _read_loop(self, reader: asyncio.StreamReader, decoder: ipc.Decoder) -> None:
+        reason = "the engine process exited"
+        try:
+            while data := await reader.read(1 << 20):
+                for msg in decoder.feed(data):
+                    self._dispatch(msg)
+        except ipc.ProtocolError as e:
+            reason = f"the engine sent a malformed message ({e})"
+        except Exception as e:  # a bug here must fail requests, not hang them
+            logger.exception("engine reader failed")
+            reason = f"engine connection failed: {type(e).__name__}"
+        self._mark_dead(reason)
+
+    def _dispatch(self, msg: Any) -> None:
+        if isinstance(msg, ipc.Outputs):
+            for wire in msg.outputs:
+                self._route_output(ipc.output_from_wire(wire))
+        elif isinstance(msg, ipc.AddResults):
+            for rid in msg.accepted:
+                if rid in self._routes and not self._routes[rid].added.done():
+                    self._routes[rid].added.set_result(None)
+            for rejection in msg.rejected:
+                route = self._routes.pop(rejection["request_id"], None)
+                if route is not None and not route.added.done():
+                    route.added.set_exception(EngineRejected(rejection))
+        elif isinstance(msg, ipc.Heartbeat):
+            self.stats, self.last_heartbeat = msg.stats, time.monotonic()
+        elif isinstance(msg, ipc.Fatal):
+            logger.error("engine failed: %s", msg.message)
+            self._mark_dead(msg.message)
+
+    def _route_output(self, out: ipc.OutputDelta) -> None:
+        route = self._routes.get(out.request_id)
+        if route is None:
+            return  # aborted by us: its late outputs have no reader
+        route.queue.put_nowait(out)
+        if out.finish_reason is not None:
+            del self._routes[out.request_id]
+
+    async def _watchdog(self) -> None:
+        while self.dead_reason is None:
+            await asyncio.sleep(0.5)
+            if self._proc.poll() is not None:
+                self._mark_dead(f"the engine process exited with status {self._proc.returncode}")
+            elif time.monotonic() - self.last_heartbeat > self.health_timeout_s:
+                self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:.0f} s")
+                self._proc.terminate()
+
+    def _mark_dead(self, reason: str) -> None:
+        if self.dead_reason is not None:
+            return
+        self.dead_reason = reason
+        error = EngineDeadError(reason)
+        for route in self._routes.values():
+            if not route.added.done():
+                route.added.set_exception(error)
+            route.queue.put_nowait(error)
+        self._routes.clear()

@@ -1,0 +1,216 @@
+"""The engine process: owns an EngineCore and runs its loop for the HTTP front end.
+
+    python -m moeserve.server.engine_process --socket PATH --config-json JSON
+
+It connects to the front end's unix socket, loads the engine, says Ready, then loops: read every
+pending message (adds, aborts, shutdown), answer the adds in one AddResults, run one step while
+there is work, send that step's outputs, and send a Heartbeat at least every `heartbeat_s` seconds.
+A heartbeat comes from the loop thread itself, so a stuck step stops the heartbeats and the front
+end's /health turns 503. A bad request is refused here (AddResults.rejected) and never reaches
+`step()`; an exception inside `step()` is fatal: it is reported (Fatal) and the process exits 1.
+The process also exits when the front end goes away (socket closed, or its parent dies).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from typing import Any, Callable
+
+from moeserve.config import ConfigError, EngineConfig
+from moeserve.errors import RequestError
+from moeserve.sampling_params import SamplingParamsError
+from moeserve.server import ipc
+from moeserve.server.config_file import config_from_dict
+
+logger = logging.getLogger("moeserve.engine_process")
+
+
+class Channel:
+    """One blocking stream socket carrying ipc messages in both directions."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = ipc.Decoder()
+        self.closed = False
+
+    def send(self, msg: Any) -> None:
+        self.sock.sendall(ipc.encode(msg))
+
+    def receive(self, timeout: float) -> list[Any]:
+        """Every message that arrives within `timeout` seconds (0 = only what is already here)."""
+        msgs: list[Any] = []
+        while not self.closed:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                break
+            data = self.sock.recv(1 << 20)
+            if not data:
+                self.closed = True
+                break
+            msgs.extend(self.decoder.feed(data))
+            timeout = 0.0
+        return msgs
+
+
+def _rejection(request_id: str, e: Exception) -> dict[str, Any]:
+    if isinstance(e, RequestError):
+        r = ipc.Rejection(request_id, e.status, e.type, e.message, e.param, e.code)
+    elif isinstance(e, SamplingParamsError):
+        r = ipc.Rejection(request_id, 400, "invalid_request_error", str(e), e.param)
+    else:
+        logger.exception("engine could not add request %s", request_id)
+        r = ipc.Rejection(request_id, 500, "server_error", "the engine could not add the request")
+    return r.__dict__.copy()
+
+
+def _plain_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+
+
+class EngineLoop:
+    """receive -> add/abort -> step -> send, until Shutdown or the front end disappears."""
+
+    def __init__(self, engine: Any, channel: Channel, heartbeat_s: float) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.heartbeat_s = heartbeat_s
+        self.last_heartbeat = 0.0
+        self.stopping = False
+
+    def run(self) -> None:
+        while not self.stopping and not self.channel.closed:
+            busy = self.engine.has_unfinished_requests()
+            self._handle(self.channel.receive(0.0 if busy else self.heartbeat_s))
+            if self.stopping or self.channel.closed:
+                return
+            if self.engine.has_unfinished_requests():
+                outputs = self.engine.step()
+                if outputs:
+                    self.channel.send(ipc.Outputs([ipc.output_to_wire(o) for o in outputs]))
+            self._maybe_heartbeat()
+
+    def _handle(self, msgs: list[Any]) -> None:
+        accepted: list[str] = []
+        rejected: list[dict[str, Any]] = []
+        for msg in msgs:
+            if isinstance(msg, ipc.AddRequest):
+                try:
+                    params = ipc.params_from_wire(msg.params)
+                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params)
+                    accepted.append(msg.request_id)
+                except Exception as e:  # one bad request never stops the loop
+                    rejected.append(_rejection(msg.request_id, e))
+            elif isinstance(msg, ipc.AbortRequests):
+                for rid in msg.request_ids:
+                    self._abort(rid)
+            elif isinstance(msg, ipc.Shutdown):
+                self.stopping = True
+        if accepted or rejected:
+            self.channel.send(ipc.AddResults(accepted, rejected))
+
+    def _abort(self, request_id: str) -> None:
+        try:
+            self.engine.abort_request(request_id)
+        except (KeyError, ValueError):
+            pass  # already finished: its last output is on its way
+
+    def _maybe_heartbeat(self) -> None:
+        now = time.monotonic()
+        if now - self.last_heartbeat >= self.heartbeat_s:
+            self.engine.check_health()  # raises when a rank died: fatal, reported by run_engine_process
+            self.channel.send(ipc.Heartbeat(_plain_stats(self.engine.stats())))
+            self.last_heartbeat = now
+
+
+def _ready(engine: Any) -> ipc.Ready:
+    return ipc.Ready(
+        model_name=engine.model_name,
+        max_model_len=int(engine.max_model_len),
+        vocab_size=int(engine.vocab_size),
+        model_dir=str(engine.config.model.model),
+    )
+
+
+def _default_engine_factory(config: EngineConfig) -> Any:
+    from moeserve.engine.engine_core import EngineCore
+
+    return EngineCore(config)
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, (ConfigError, RequestError, FileNotFoundError, ValueError)):
+        return str(e)
+    return f"{type(e).__name__}: {e}"
+
+
+def run_engine_process(
+    config: EngineConfig,
+    socket_path: str,
+    heartbeat_s: float = 0.2,
+    engine_factory: Callable[[EngineConfig], Any] = _default_engine_factory,
+) -> int:
+    """Connects to the front end at `socket_path`, loads the engine, serves until told to stop."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(socket_path)
+    channel = Channel(sock)
+    try:
+        engine = engine_factory(config)
+    except Exception as e:
+        logger.exception("engine failed to load")
+        channel.send(ipc.Fatal(f"engine failed to load: {_describe(e)}"))
+        return 1
+    try:
+        channel.send(_ready(engine))
+        EngineLoop(engine, channel, heartbeat_s).run()
+        return 0
+    except (BrokenPipeError, ConnectionResetError):
+        return 0  # the front end went away: nothing left to serve
+    except Exception as e:
+        logger.exception("engine loop failed")
+        try:
+            channel.send(ipc.Fatal(f"engine failed: {_describe(e)}"))
+        except OSError:
+            pass
+        return 1
+    finally:
+        engine.shutdown()
+        sock.close()
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Linux: SIGTERM this process when the front end dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent_pid is not None and os.getppid() != parent_pid:  # it died before the signal was armed
+        sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="moeserve engine process (started by `moeserve serve`)")
+    p.add_argument("--socket", required=True, help="unix socket path the front end listens on")
+    p.add_argument("--config-json", required=True, help="EngineConfig as JSON")
+    p.add_argument("--parent-pid", type=int, default=None, help="exit if this process is gone")
+    p.add_argument("--heartbeat-s", type=float, default=0.2, help="seconds between heartbeats")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s engine %(levelname)s %(message)s")
+    _die_with_parent(args.parent_pid)
+    # SIGTERM (from the front end or the parent-death signal): leave through `finally`, shutting down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the front end's to handle (graceful drain)
+    config = config_from_dict(json.loads(args.config_json))
+    return run_engine_process(config, args.socket, args.heartbeat_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

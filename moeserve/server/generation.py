@@ -1,0 +1,144 @@
+"""One HTTP request's engine requests: fan-out (prompts x n), merged outputs, abort, metrics.
+
+Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`; with a seed, choice i samples with
+seed + i so that n > 1 gives n different samples that are still reproducible.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from moeserve.errors import EngineDeadError
+from moeserve.sampling_params import SamplingParams
+from moeserve.server import ipc
+from moeserve.server.api_errors import ApiError, from_request_error, unavailable
+from moeserve.server.engine_client import EngineClient, EngineRejected
+
+
+@dataclass
+class Choice:
+    index: int
+    prompt_index: int
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    logprobs: list[tuple[int, float, list[list[Any]]]] = field(default_factory=list)  # (token, logprob, top)
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+    first_token_time: float | None = None
+    num_cached_prompt_tokens: int = 0
+
+
+class Generation:
+    def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams):
+        self.client = client
+        self.metrics = metrics
+        self.request_id = request_id
+        self.prompts = prompts
+        self.params = params
+        self.arrival = time.monotonic()
+        self.queue: asyncio.Queue = asyncio.Queue()
+        n = params.n
+        self.choices: dict[str, Choice] = {
+            f"{request_id}-{p * n + i}": Choice(index=p * n + i, prompt_index=p) for p in range(len(prompts)) for i in range(n)
+        }
+        self.disconnected = False
+
+    def _sub_params(self, index: int) -> SamplingParams:
+        seed = None if self.params.seed is None else (self.params.seed + index) % 2**63
+        return dataclasses.replace(self.params, n=1, seed=seed)
+
+    async def start(self) -> None:
+        """Admits every engine request or none: on any refusal the admitted ones are aborted."""
+        results = await asyncio.gather(
+            *(
+                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue)
+                for rid, c in self.choices.items()
+            ),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            self.client.abort(list(self.choices))
+            raise _api_error(errors[0])
+        self.metrics.on_admitted(sum(len(self.prompts[c.prompt_index]) for c in self.choices.values()))
+
+    def unfinished(self) -> list[str]:
+        return [rid for rid, c in self.choices.items() if c.finish_reason is None]
+
+    async def events(self) -> AsyncIterator[tuple[Choice, ipc.OutputDelta]]:
+        """Each engine output as it arrives, applied to its choice; ends when every choice finished."""
+        try:
+            while self.unfinished():
+                item = await self.queue.get()
+                if isinstance(item, BaseException):
+                    raise _api_error(item)
+                choice = self.choices[item.request_id]
+                self._apply(choice, item)
+                yield choice, item
+                if item.error is not None:
+                    raise ApiError(500, item.error, code="engine_error")
+        finally:
+            self.close()
+
+    def _apply(self, choice: Choice, out: ipc.OutputDelta) -> None:
+        now = time.monotonic()
+        if out.new_token_ids and choice.first_token_time is None:
+            choice.first_token_time = now
+        choice.token_ids.extend(out.new_token_ids)
+        choice.text += out.delta_text
+        if out.new_logprobs:
+            for tok, (lp, top) in zip(out.new_token_ids, out.new_logprobs):
+                choice.logprobs.append((tok, lp, top))
+        choice.num_cached_prompt_tokens = max(choice.num_cached_prompt_tokens, out.num_cached_prompt_tokens)
+        self.metrics.on_tokens(len(out.new_token_ids))
+        if out.finish_reason is not None:
+            choice.finish_reason, choice.stop_reason = out.finish_reason, out.stop_reason
+            self.metrics.on_finished(out.finish_reason, self.arrival, choice.first_token_time, now, len(choice.token_ids))
+
+    async def collect(self) -> list[Choice]:
+        async for _ in self.events():
+            pass
+        return sorted(self.choices.values(), key=lambda c: c.index)
+
+    def abort(self, notify: bool = True) -> None:
+        """Stops every unfinished choice; with notify, events() sees finish_reason "abort" for each."""
+        self.client.abort(self.unfinished(), notify=notify)
+
+    def on_disconnect(self) -> None:
+        self.disconnected = True
+        self.abort(notify=True)
+
+    def close(self) -> None:
+        """Called once the consumer is gone: whatever is unfinished is aborted and counted."""
+        left = self.unfinished()
+        if left:
+            self.client.abort(left)
+            for rid in left:
+                self.choices[rid].finish_reason = "abort"
+                self.metrics.on_finished("abort", self.arrival, self.choices[rid].first_token_time, time.monotonic(), 0)
+
+    def usage(self) -> dict[str, Any]:
+        prompt = sum(len(p) for p in self.prompts)
+        completion = sum(len(c.token_ids) for c in self.choices.values())
+        cached = sum(max((c.num_cached_prompt_tokens for c in self.choices.values() if c.prompt_index == p), default=0)
+                     for p in range(len(self.prompts)))
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+
+
+def _api_error(e: BaseException) -> ApiError:
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, EngineRejected):
+        return from_request_error(e)
+    if isinstance(e, EngineDeadError):
+        return unavailable(f"the engine is not available: {e}")
+    raise e

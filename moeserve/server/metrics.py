@@ -1,0 +1,85 @@
+"""Prometheus metrics of the front end (`GET /metrics`).
+
+Request-level numbers (finish reasons, latencies, token counts) are measured here as outputs
+arrive. Engine-level numbers (queues, KV blocks, prefix cache) come from the engine's latest
+heartbeat and are read at scrape time by a collector, so /metrics never blocks on the engine.
+Each server owns its own CollectorRegistry, so several servers can live in one process (tests).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_PREFIX = "moeserve_"
+
+
+class EngineStatsCollector(Collector):
+    """Gauges and counters mirrored from EngineCore.stats() as of the last heartbeat."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]], healthy: Callable[[], bool]):
+        self._stats = stats
+        self._healthy = healthy
+
+    def collect(self) -> Iterator[Any]:
+        s = self._stats()
+        yield GaugeMetricFamily(_PREFIX + "engine_healthy", "1 while the engine answers heartbeats", value=float(self._healthy()))
+        gauges = {
+            "num_requests_running": ("num_running", "requests being computed"),
+            "num_requests_waiting": ("num_waiting", "requests waiting to be scheduled"),
+            "kv_cache_blocks_total": ("kv_blocks_total", "KV-cache blocks in all pools"),
+            "kv_cache_blocks_used": ("kv_blocks_in_use", "KV-cache blocks held by live requests"),
+            "kv_cache_blocks_free": ("kv_blocks_free", "KV-cache blocks neither used nor cached"),
+            "kv_cache_blocks_cached": ("kv_blocks_cached", "free KV-cache blocks still holding a reusable prefix"),
+            "kv_cache_usage": ("kv_usage", "fraction of KV-cache blocks held by live requests"),
+        }
+        for name, (key, doc) in gauges.items():
+            if key in s:
+                yield GaugeMetricFamily(_PREFIX + name, doc, value=float(s[key]))
+        queries, hits = s.get("prefix_cache_query_tokens"), s.get("prefix_cache_hit_tokens")
+        if queries is not None and hits is not None:
+            yield CounterMetricFamily(_PREFIX + "prefix_cache_query_tokens", "prompt tokens looked up in the prefix cache", value=float(queries))
+            yield CounterMetricFamily(_PREFIX + "prefix_cache_hit_tokens", "prompt tokens found in the prefix cache", value=float(hits))
+            rate = float(hits) / float(queries) if queries else 0.0
+            yield GaugeMetricFamily(_PREFIX + "prefix_cache_hit_rate", "prefix-cache hit tokens / query tokens since start", value=rate)
+        for key, name, doc in (("num_steps", "engine_steps", "engine steps run"),
+                               ("num_preemptions", "preemptions", "requests preempted (recomputed) for lack of KV blocks")):
+            if key in s:
+                yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))
+
+
+class ServerMetrics:
+    def __init__(self, stats: Callable[[], dict[str, Any]], healthy: Callable[[], bool]):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(_PREFIX + "requests", "finished engine requests by finish reason", ["finish_reason"], registry=r)
+        self.prompt_tokens = Counter(_PREFIX + "prompt_tokens", "prompt tokens admitted", registry=r)
+        self.generation_tokens = Counter(_PREFIX + "generation_tokens", "tokens generated", registry=r)
+        self.ttft = Histogram(_PREFIX + "time_to_first_token_seconds", "arrival to first token", buckets=_LATENCY_BUCKETS, registry=r)
+        self.tpot = Histogram(_PREFIX + "time_per_output_token_seconds", "mean gap between output tokens of a request", buckets=_LATENCY_BUCKETS, registry=r)
+        self.e2e = Histogram(_PREFIX + "e2e_request_latency_seconds", "arrival to last token", buckets=_LATENCY_BUCKETS, registry=r)
+        self.http = Counter(_PREFIX + "http_responses", "HTTP responses by route and status", ["route", "status"], registry=r)
+        r.register(EngineStatsCollector(stats, healthy))
+
+    def on_admitted(self, prompt_tokens: int) -> None:
+        self.prompt_tokens.inc(prompt_tokens)
+
+    def on_tokens(self, n: int) -> None:
+        if n:
+            self.generation_tokens.inc(n)
+
+    def on_finished(self, reason: str, arrival: float, first: float | None, end: float, num_tokens: int) -> None:
+        self.requests.labels(finish_reason=reason).inc()
+        if first is None:
+            return
+        self.ttft.observe(first - arrival)
+        self.e2e.observe(end - arrival)
+        if num_tokens > 1:
+            self.tpot.observe((end - first) / (num_tokens - 1))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,143 @@
+"""OpenAI request bodies: parsing and validation into pydantic models (strict types).
+
+Strict mode: "5" is not an integer and true is not a number, as in OpenAI's API. Unknown fields are
+ignored (clients add their own). Fields we cannot honour are refused, never silently dropped.
+Range checks live in SamplingParams; this module checks JSON shapes and the fields it owns.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from moeserve.server.api_errors import ApiError, bad_request
+
+_MAX_INT = 2**63 - 1
+_Int = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)  # msgpack and torch both need 64-bit ints
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+
+
+class _Sampling(_Strict):
+    """Fields shared by both endpoints."""
+
+    model: str | None = None
+    n: int = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    seed: int | None = Field(default=None, ge=0, le=_MAX_INT)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[str, float] | None = None
+    user: str | None = None
+    return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(default=16, ge=-_MAX_INT, le=_MAX_INT)
+    logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    echo: bool = False
+    best_of: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    suffix: str | None = None
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+
+class ResponseFormat(_Strict):
+    type: str
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_completion_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    response_format: ResponseFormat | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """Request bytes -> a JSON object, or a 400 that says what is wrong."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_request("the request body is not valid UTF-8") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise bad_request("the request body nests too deeply") from None
+    except ValueError as e:
+        raise bad_request(f"the request body is not valid JSON: {_json_error(e)}") from None
+    if not isinstance(data, dict):
+        raise bad_request("the request body must be a JSON object")
+    return data
+
+
+def _json_error(e: ValueError) -> str:
+    if isinstance(e, json.JSONDecodeError):
+        return f"{e.msg} at line {e.lineno} column {e.colno}"
+    return str(e)
+
+
+_SHAPE_HINTS = {
+    "prompt": "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists",
+    "stop": "stop must be a string or a list of strings",
+    "messages": "messages must be a non-empty list of {role, content} objects",
+}
+
+
+def validate(model: type[_Strict], data: dict[str, Any]) -> Any:
+    """Validates `data` against `model`; the first problem becomes a 400 naming the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise _validation_error(e) from None
+
+
+def _validation_error(e: ValidationError) -> ApiError:
+    err = e.errors(include_url=False, include_input=False, include_context=False)[0]
+    loc = [str(part) for part in err["loc"]]
+    param = loc[0] if loc else None
+    if err["type"] == "missing":
+        return bad_request(f"'{'.'.join(loc)}' is required", param=param, code="missing_required_parameter")
+    if param in ("prompt", "stop") or (param == "messages" and len(loc) <= 2):
+        return bad_request(_SHAPE_HINTS[param], param=param)
+    where = ".".join(p for p in loc if not _is_union_tag(p))
+    return bad_request(f"invalid value for '{where}': {err['msg']}", param=param)
+
+
+def _is_union_tag(part: str) -> bool:
+    """pydantic names union branches in error locations ("list[int]"); users never wrote those."""
+    return "[" in part or part in ("str", "int", "float", "bool", "function-after", "literal")
