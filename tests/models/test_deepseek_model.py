@@ -10,9 +10,9 @@ import torch
 
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.attention_metadata import build_attention_metadata
-from moeserve.models.checkpoint import CheckpointReader, load_hf_config
-from moeserve.models.registry import model_class
-from moeserve.parallel_state import SINGLE
+from moeserve.config import CacheConfig, EngineConfig, ModelConfig
+from moeserve.engine.model_runner import ModelRunner
+from moeserve.parallel_state import SINGLE, ParallelContext
 
 YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
         "mscale": 0.707, "mscale_all_dim": 1.0}
@@ -60,29 +60,36 @@ def _make_checkpoint(name: str, path) -> torch.nn.Module:
 
 
 class Harness:
-    """A minimal model runner: the model, a latent KV cache, and a block allocator per request."""
+    """The ModelRunner plus disjoint block tables per request, as a block manager would hand out."""
 
-    def __init__(self, path, block_size: int = 4, num_blocks: int = 64):
-        cfg = load_hf_config(path)
-        self.model = model_class(cfg.architectures[0])(cfg, SINGLE, torch.float32)
-        self.model.load_weights(CheckpointReader(path, progress=False))
+    def __init__(self, path, block_size: int = 4, num_blocks: int = 64, ctx: ParallelContext = SINGLE):
+        cache = CacheConfig(block_size=block_size, num_blocks=num_blocks)
+        self.runner = ModelRunner(EngineConfig(model=ModelConfig(model=str(path)), cache=cache), ctx)
         self.block_size = block_size
-        self.caches = [[torch.zeros(s) for s in self.model.kv_cache_shape(num_blocks, block_size)]
-                       for _ in range(cfg.num_hidden_layers)]
-        self.free = list(range(num_blocks))[::-1]
+        self.next_block = 1  # block 0 stays unused so a stray write to slot 0 shows up
         self.tables: dict[str, list[int]] = {}
 
-    def step(self, chunks: list[tuple[str, list[int], int]]) -> list[torch.Tensor]:
-        """chunks: (request id, new token ids, start position) -> logits [len(new), V] per chunk."""
+    def batch(self, chunks: list[tuple[str, list[int], int]]) -> GroupBatch:
+        """chunks: (request id, new token ids, start position)."""
         seqs = []
         for rid, ids, start in chunks:
             table = self.tables.setdefault(rid, [])
             while len(table) * self.block_size < start + len(ids):
-                table.append(self.free.pop())
+                table.append(self.next_block)
+                self.next_block += 1
             seqs.append(ScheduledSeq(rid, ids, start, list(table), True))
-        meta = build_attention_metadata(GroupBatch(0, seqs), self.block_size)
+        return GroupBatch(0, seqs)
+
+    def step(self, chunks: list[tuple[str, list[int], int]]) -> torch.Tensor:
+        """-> logits [len(chunks), V] of each chunk's last token, through ModelRunner.execute."""
+        return self.runner.execute(self.batch(chunks))
+
+    def step_all_positions(self, chunks: list[tuple[str, list[int], int]]) -> list[torch.Tensor]:
+        """-> logits [len(new), V] per chunk: every new token, through the model contract directly."""
+        meta = build_attention_metadata(self.batch(chunks), self.block_size)
+        model = self.runner.model
         with torch.no_grad():
-            logits = self.model.compute_logits(self.model(meta, self.caches))
+            logits = model.compute_logits(model(meta, self.runner.kv_caches))
         return list(logits.split([len(ids) for _, ids, _ in chunks]))
 
 
@@ -107,9 +114,11 @@ def pair(request, tmp_path_factory):
 def test_cache_holds_only_latent_and_rope_key(pair):
     hf, path = pair
     h = Harness(path, block_size=4, num_blocks=8)
+    assert type(h.runner.model).__name__ == hf.config.architectures[0]
     c = hf.config
-    assert [tuple(t.shape) for t in h.caches[0]] == [(8, 4, c.kv_lora_rank + c.qk_rope_head_dim)]
-    assert len(h.caches) == c.num_hidden_layers
+    caches = h.runner.kv_caches
+    assert [tuple(t.shape) for t in caches[0]] == [(8, 4, c.kv_lora_rank + c.qk_rope_head_dim)]
+    assert len(caches) == c.num_hidden_layers
 
 
 def test_prefill_batch_matches_transformers(pair):
@@ -117,9 +126,11 @@ def test_prefill_batch_matches_transformers(pair):
     h = Harness(path)
     gen = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, hf.config.vocab_size, (n,), generator=gen).tolist() for n in (7, 1, 13, 4)]
-    outs = h.step([(str(i), p, 0) for i, p in enumerate(prompts)])
+    outs = h.step_all_positions([(str(i), p, 0) for i, p in enumerate(prompts)])
     for p, got in zip(prompts, outs):
         _assert_close(got, _hf_logits(hf, p))
+    again = Harness(path).step([(str(i), p, 0) for i, p in enumerate(prompts)])  # sampled rows only
+    _assert_close(again, torch.stack([_hf_logits(hf, p)[-1] for p in prompts]))
 
 
 def test_chunked_prefill_and_decode_mixed(pair):
@@ -132,11 +143,12 @@ def test_chunked_prefill_and_decode_mixed(pair):
     def run(plan: dict[str, int]) -> None:
         chunks = [(r, seq[r][done[r] : done[r] + n], done[r]) for r, n in plan.items()]
         for (r, ids, start), got in zip(chunks, h.step(chunks)):
-            want = _hf_logits(hf, seq[r][: start + len(ids)])[start:]
+            want = _hf_logits(hf, seq[r][: start + len(ids)])[-1]
             _assert_close(got, want)
+            assert int(got.argmax()) == int(want.argmax())  # greedy tokens identical
             done[r] += len(ids)
             if done[r] == len(seq[r]):
-                seq[r].append(int(got[-1].argmax()))  # greedy continuation, decoded next step
+                seq[r].append(int(got.argmax()))  # greedy continuation, decoded next step
 
     run({"a": 6, "b": 5})  # a: first chunk, b: whole prompt
     run({"a": 5, "b": 1})  # a: rest of its prompt, b: decode
