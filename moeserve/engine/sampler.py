@@ -12,7 +12,7 @@ Order of processing, per row (Hugging Face's order for the warpers):
   3. greedy rows (temperature < 1e-5) take the argmax;
   4. random rows: divide by temperature, keep top-k (ties with the k-th kept), keep the smallest
      set of most likely tokens whose mass reaches top-p, then draw by the exponential race
-     argmax(p / q), q ~ Exp(1), which is a draw from p. A seeded request draws its q from its own
+     argmax(p / q), q ~ Exp(1), which is a draw from p (one batched argmax, no multinomial). A seeded request draws its q from its own
      torch.Generator, so its tokens do not depend on what else is in the batch.
 State survives preemption: a request recomputed after preemption continues with its counts and
 its generator, because the scheduler only removes it (finished_request_ids) when it ends.
@@ -91,13 +91,12 @@ class Sampler:
         freq = logits.new_tensor([states[i].params.frequency_penalty for i in rows])[:, None]
         pres = logits.new_tensor([states[i].params.presence_penalty for i in rows])[:, None]
         index = torch.tensor(rows, device=logits.device)
-        logits = logits.clone()
-        logits[index] -= freq * counts + pres * (counts > 0).float()
-        return logits
+        penalty = torch.addcmul(pres * counts.clamp(max=1.0), freq, counts)  # counts are whole numbers
+        return logits.index_add(0, index, penalty, alpha=-1.0)
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""
-        R, V = logits.shape
+        V = logits.shape[1]
         temps = logits.new_tensor([s.params.temperature for s in states])[:, None]
         x = logits / temps
         x = top_k_filter(x, [s.params.top_k for s in states])
@@ -106,13 +105,11 @@ class Sampler:
         q = torch.empty_like(probs)
         unseeded = [j for j, s in enumerate(states) if s.params.seed is None]
         if unseeded:
-            shared = self._shared_generator(logits.device)
-            q[unseeded] = torch.empty(len(unseeded), V, device=logits.device).exponential_(generator=shared)
+            q[unseeded] = _exponential((len(unseeded), V), self._shared_generator(logits.device), logits.device)
         for j, s in enumerate(states):
             if s.params.seed is not None:
-                q[j].exponential_(generator=self._own_generator(s, logits.device))
-        # Exp(1) can return exactly 0; 0/0 would be NaN and argmax would pick a filtered token.
-        return (probs / q.clamp_(min=torch.finfo(q.dtype).tiny)).argmax(dim=-1)
+                q[j] = _exponential((V,), self._own_generator(s, logits.device), logits.device)
+        return probs.div_(q).argmax(dim=-1)
 
     @staticmethod
     def _count(states: list[_RequestState], tokens: list[int], logits: torch.Tensor) -> None:
@@ -167,18 +164,34 @@ def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:
     return x
 
 
-def top_p_filter(x: torch.Tensor, top_p: list[float]) -> torch.Tensor:
-    """x: [R, V]. Rows with top_p < 1 keep the most likely tokens until their mass reaches top_p."""
+def top_p_filter(x: torch.Tensor, top_p: list[float], candidates: int = 1024) -> torch.Tensor:
+    """x: [R, V]. Rows with top_p < 1 keep their most likely tokens until the mass reaches top_p
+    (ties with the last kept token kept). Looks at the top `candidates` tokens first and sorts
+    the whole vocabulary only when they hold too little mass: a full sort costs ~10x a top-1024."""
     rows = [j for j, p in enumerate(top_p) if p < 1.0]
     if not rows:
         return x
+    V = x.shape[1]
     index = torch.tensor(rows, device=x.device)
-    sub = x[index]
-    sorted_x, order = sub.sort(dim=-1, descending=True)
-    probs = sorted_x.softmax(dim=-1)
-    mass_before = probs.cumsum(dim=-1) - probs  # mass of strictly more likely tokens; 0 for the first
-    drop_sorted = mass_before >= x.new_tensor([top_p[j] for j in rows])[:, None]
-    drop = torch.zeros_like(drop_sorted).scatter_(1, order, drop_sorted)
+    p = x.new_tensor([top_p[j] for j in rows])[:, None]  # [P, 1]
+    sub = x[index]  # [P, V]
+    log_z = sub.logsumexp(dim=-1, keepdim=True)
+    k = min(candidates, V)
+    while True:
+        top = sub.topk(k, dim=-1).values  # [P, k] descending
+        probs = (top - log_z).exp()
+        mass_before = probs.cumsum(dim=-1) - probs  # mass of strictly more likely tokens; 0 for the first
+        if k == V or bool((mass_before[:, -1] + probs[:, -1] >= p).all()):
+            break
+        k = V
+    num_kept = (mass_before < p).sum(dim=-1, keepdim=True)  # [P, 1], >= 1
+    threshold = top.gather(1, num_kept - 1)
     x = x.clone()
-    x[index] = sub.masked_fill(drop, float("-inf"))
+    x[index] = sub.masked_fill(sub < threshold, float("-inf"))
     return x
+
+
+def _exponential(shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Exp(1) draws as -log(u), u ~ U[0, 1): ~3x cheaper than Tensor.exponential_ on CPU. u == 0
+    gives inf, which only means that token loses the race; u < 1 keeps every draw above 0."""
+    return torch.rand(shape, generator=generator, device=device).log_().neg_()
