@@ -61,7 +61,12 @@ def paged_attention(
 
 
 def paged_attention_reference(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, scale: float
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against."""
     hq, hk, D = q.shape[1], k_cache.shape[-2], k_cache.shape[-1]
@@ -74,10 +79,11 @@ def paged_attention_reference(
         keys, values = k_flat[slots], v_flat[slots]  # [C, hk, D]
         for i in range(lo, hi):
             pos = int(meta.positions[i])
+            first = max(0, pos - sliding_window + 1) if sliding_window else 0
             for h in range(hq):
                 kv_h = h // (hq // hk)
-                scores = (keys[: pos + 1, kv_h].float() @ q[i, h].float()) * scale
-                out[i, h] = (scores.softmax(-1) @ values[: pos + 1, kv_h].float()).to(q.dtype)
+                scores = (keys[first : pos + 1, kv_h].float() @ q[i, h].float()) * scale
+                out[i, h] = (scores.softmax(-1) @ values[first : pos + 1, kv_h].float()).to(q.dtype)
     return out
 
 
