@@ -62,9 +62,9 @@ def _make_checkpoint(name: str, path) -> torch.nn.Module:
 class Harness:
     """The ModelRunner plus disjoint block tables per request, as a block manager would hand out."""
 
-    def __init__(self, path, block_size: int = 4, num_blocks: int = 64, ctx: ParallelContext = SINGLE):
+    def __init__(self, path, block_size: int = 4, num_blocks: int = 64, ctx: ParallelContext = SINGLE, dispatcher=None):
         cache = CacheConfig(block_size=block_size, num_blocks=num_blocks)
-        self.runner = ModelRunner(EngineConfig(model=ModelConfig(model=str(path)), cache=cache), ctx)
+        self.runner = ModelRunner(EngineConfig(model=ModelConfig(model=str(path)), cache=cache), ctx, dispatcher)
         self.block_size = block_size
         self.next_block = 1  # block 0 stays unused so a stray write to slot 0 shows up
         self.tables: dict[str, list[int]] = {}
