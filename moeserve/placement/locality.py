@@ -20,9 +20,9 @@ def home_nodes(group_load: np.ndarray, num_nodes: int) -> np.ndarray:
     Minimizes the worst scenario's busiest node; K/N groups per node.
     """
     num_groups = group_load.shape[1]
-    items = packing.Items(np.arange(num_groups), group_load.T, np.zeros(num_groups))
+    items = packing.Items(np.arange(num_groups)[None], group_load.T[None], np.zeros((1, num_groups)))
     node = packing.greedy(items, num_nodes, hedge=0.0)
-    return packing.refine(items, node, num_nodes, hedge=0.0, max_iters=10 * num_groups)
+    return packing.refine(items, node, num_nodes, hedge=0.0, max_iters=10 * num_groups)[0]
 
 
 class HomeBudget:

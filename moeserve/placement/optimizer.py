@@ -68,72 +68,87 @@ def normalize(loads: np.ndarray) -> np.ndarray:
 
 
 def replicate(robust: np.ndarray, num_slots: int, max_replicas: int) -> np.ndarray:
-    """Replica count [E] from robust loads [E]: each extra slot to argmax load/replicas (capped)."""
-    reps = np.ones(len(robust), np.int64)
-    robust = np.maximum(robust, 1e-9)
-    for _ in range(num_slots - len(robust)):
+    """Replica counts [B, E] from robust loads [B, E]: each extra slot to argmax load/replicas (capped)."""
+    reps = np.ones(robust.shape, np.int64)
+    robust, rows = np.maximum(robust, 1e-9), np.arange(len(robust))
+    for _ in range(num_slots - robust.shape[1]):
         score = np.where(reps < max_replicas, robust / reps, -np.inf)
-        reps[np.argmax(score)] += 1
+        reps[rows, np.argmax(score, axis=1)] += 1
     return reps
 
 
-def layer_items(x: np.ndarray, reps: np.ndarray, spec: PlacementSpec) -> packing.Items:
-    """Slot items of one layer from scenarios x [S, E] and replica counts [E]."""
-    expert = np.repeat(np.arange(len(reps)), reps)
-    weight = (x / reps).T[expert]  # [n, S]
-    var = (x.std(axis=0) / reps)[expert] ** 2 if len(x) > 1 else np.zeros(len(expert))
+def robust_load(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """Load [..., E] that replication plans for, from scenarios x [S, ..., E]."""
+    return np.quantile(x, spec.replicate_quantile, axis=0) if len(x) > 1 else x[0]
+
+
+def make_items(x: np.ndarray, reps: np.ndarray, spec: PlacementSpec) -> packing.Items:
+    """Slot items [B, P] from scenarios x [S, B, E] and replica counts [B, E] (every row sums to P)."""
+    b, e = reps.shape
+    expert = np.stack([np.repeat(np.arange(e), reps[i]) for i in range(b)])  # [B, P]
+    rows = np.arange(b)[:, None]
+    per_replica = x / reps[None]  # [S, B, E]
+    weight = np.moveaxis(per_replica[:, rows, expert], 0, -1)  # [B, P, S]
+    var = np.zeros(expert.shape)
+    if len(x) > 1 and spec.hedge:
+        var = (x.std(axis=0) / reps)[rows, expert] ** 2
     return packing.Items(expert, weight, var)
 
 
 def slots_from_ranks(expert: np.ndarray, rank_of: np.ndarray) -> np.ndarray:
-    """phy2log row [P]: slots of rank 0 first, experts ascending within a rank."""
-    return expert[np.lexsort((expert, rank_of))]
-
-
-def place_layer(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
-    """phy2log row [P] for one layer's scenarios x [S, E] (global placement)."""
-    reps = replicate(robust_load(x, spec), x.shape[1] + spec.num_redundant, spec.num_ranks)
-    items = layer_items(x, reps, spec)
-    return slots_from_ranks(items.expert, pack(items, spec.num_ranks, spec))
-
-
-def robust_load(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
-    """Load [E] that replication plans for, from scenarios x [S, E]."""
-    return np.quantile(x, spec.replicate_quantile, axis=0) if len(x) > 1 else x[0]
+    """phy2log rows [B, P]: slots of rank 0 first, experts ascending within a rank."""
+    order = np.lexsort((expert, rank_of), axis=-1)
+    return np.take_along_axis(expert, order, axis=-1)
 
 
 def pack(items: packing.Items, num_ranks: int, spec: PlacementSpec) -> np.ndarray:
-    """Rank of each item [n]: min-max greedy, then swap refinement."""
+    """Rank of each item [B, n]: min-max greedy, then swap refinement."""
     rank_of = packing.greedy(items, num_ranks, spec.hedge)
     return packing.refine(items, rank_of, num_ranks, spec.hedge, spec.max_swaps)
 
 
-def place_layer_local(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
-    """phy2log row [P] keeping each expert group's load mostly on its home node."""
+def place_global(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """phy2log [L, P] from scenarios x [S, L, E], any slot on any rank."""
+    reps = replicate(robust_load(x, spec), x.shape[2] + spec.num_redundant, spec.num_ranks)
+    items = make_items(x, reps, spec)
+    return slots_from_ranks(items.expert, pack(items, spec.num_ranks, spec))
+
+
+def place_local(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
+    """phy2log [L, P] keeping each expert group's load (mostly) on its home node."""
+    s, num_layers, e = x.shape
+    n, rpn = spec.num_nodes, spec.num_ranks // spec.num_nodes
+    node_items = [_node_items(x[:, l], spec) for l in range(num_layers)]  # per layer: (items [1, P], node_of [P])
+    sel = [np.argsort(node_of, kind="stable").reshape(n, -1) for _, node_of in node_items]  # [N, P/N] per layer
+    cat = lambda f: np.concatenate([f(it)[0][sl] for (it, _), sl in zip(node_items, sel)])  # noqa: E731
+    sub = packing.Items(cat(lambda it: it.expert), cat(lambda it: it.weight), cat(lambda it: it.var))  # [L*N, P/N]
+    rank_in_node = pack(sub, rpn, spec)
+    rank_of = rank_in_node + (np.arange(num_layers * n) % n)[:, None] * rpn
+    return slots_from_ranks(sub.expert.reshape(num_layers, -1), rank_of.reshape(num_layers, -1))
+
+
+def _node_items(x: np.ndarray, spec: PlacementSpec) -> tuple[packing.Items, np.ndarray]:
+    """One layer's slot items [1, P] and the node of each [P]: groups on home nodes, replicated per
+    node, then (home_share < 1) slots swapped between nodes within each group's away budget."""
     s, e = x.shape
     k, n = spec.num_groups, spec.num_nodes
-    group_size, slots_per_node, ranks_per_node = e // k, (e + spec.num_redundant) // n, spec.num_ranks // n
+    group_size, slots_per_node = e // k, (e + spec.num_redundant) // n
     home = locality.home_nodes(x.reshape(s, k, group_size).sum(axis=2), n)  # [K]
     node_of_expert = home[np.arange(e) // group_size]
     robust = robust_load(x, spec)
     reps = np.zeros(e, np.int64)
     for node in range(n):
         mine = node_of_expert == node
-        reps[mine] = replicate(robust[mine], slots_per_node, ranks_per_node)
-    items = layer_items(x, reps, spec)
-    node_of = node_of_expert[items.expert]
+        reps[mine] = replicate(robust[mine][None], slots_per_node, spec.num_ranks // n)[0]
+    items = make_items(x[:, None], reps[None], spec)
+    node_of = node_of_expert[items.expert[0]]
     if spec.home_share < 1.0:
-        group = items.expert // group_size
-        mean_w = items.weight.mean(axis=1)
+        group = items.expert[0] // group_size
+        mean_w = items.weight[0].mean(axis=1)
         budget = (1.0 - spec.home_share) * np.bincount(group, weights=mean_w, minlength=k)
         home_budget = locality.HomeBudget(group, home, mean_w, budget, node_of)
-        node_of = packing.refine(items, node_of, n, spec.hedge, spec.max_swaps, distinct=False, budget=home_budget)
-    rank_of = np.empty(len(node_of), np.int64)
-    for node in range(n):
-        sel = np.flatnonzero(node_of == node)
-        sub = packing.Items(items.expert[sel], items.weight[sel], items.var[sel])
-        rank_of[sel] = node * ranks_per_node + pack(sub, ranks_per_node, spec)
-    return slots_from_ranks(items.expert, rank_of)
+        node_of = packing.refine(items, node_of[None], n, spec.hedge, spec.max_swaps, distinct=False, budget=home_budget)[0]
+    return items, node_of
 
 
 def row_balancedness(x: np.ndarray, row: np.ndarray, num_ranks: int) -> float:
@@ -175,10 +190,9 @@ def optimize(
         raise ValueError(
             f"--current plan has shape {current.phy2log.shape}, the new plan {(num_layers, num_experts + spec.num_redundant)}"
         )
-    place = place_layer if spec.home_share is None else place_layer_local
-    rows = []
-    for l in range(num_layers):
-        row = place(x[:, l], spec)
-        rows.append(finish_layer(x[:, l], row, spec, None if pairs is None else pairs[l],
-                                 None if current is None else current.phy2log[l]))
+    placed = place_global(x, spec) if spec.home_share is None else place_local(x, spec)  # [L, P]
+    rows = [
+        finish_layer(x[:, l], placed[l], spec, None if pairs is None else pairs[l], None if current is None else current.phy2log[l])
+        for l in range(num_layers)
+    ]
     return PlacementPlan.from_phy2log(np.stack(rows), num_experts, spec.num_ranks, spec.num_nodes, layer_ids)

@@ -156,7 +156,11 @@ def load_trace(path: str) -> Trace:
         trace = _read_npz(data)
     else:
         trace = importers.parse_text(data.decode("utf-8"), path)
-    return trace if "name" in trace.meta else trace.with_meta(name=name)
+    if "name" not in trace.meta:
+        trace = trace.with_meta(name=name)
+    if trace.meta.get("phase") is None and name.startswith(("prefill", "decode")):
+        trace = trace.with_meta(phase=name.split("_")[0])  # SGLang dumps name the phase only in the file name
+    return trace
 
 
 def merge_traces(traces: list[Trace]) -> Trace:

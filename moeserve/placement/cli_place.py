@@ -1,0 +1,125 @@
+"""`moeserve place`: plan a placement from traces, or score a plan on traces (`--eval`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from moeserve.placement import evaluate, policies
+from moeserve.placement.optimizer import PlacementSpec
+from moeserve.placement.plan import PlacementPlan
+from moeserve.placement.trace import Trace, load_trace, merge_traces
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", nargs="+", required=True, help="trace files (moeserve .npz, SGLang counts JSON, per-token JSONL)")
+    p.add_argument("--eval", metavar="PLAN", help="score this plan on the traces instead of planning")
+    p.add_argument("--ep", type=int, help="number of ranks (GPUs) holding experts")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--redundant", type=int, default=0, help="extra slots for replicas of hot experts")
+    p.add_argument("--groups", type=int, help="expert groups of group-limited routing (default: from the trace, else 1)")
+    p.add_argument("--home-share", type=float, help="keep at least this share of each group's load on its home node "
+                   "(1 = every group whole on one node; default: global placement)")
+    p.add_argument("--policy", default="robust", help=f"one of {', '.join(policies.POLICIES)}")
+    p.add_argument("--current", metavar="PLAN", help="plan in force: reuse its slots, report experts moved")
+    p.add_argument("-o", "--output", metavar="PLAN", help="where to write the new plan (JSON)")
+    p.add_argument("--plot", metavar="PNG", help="per-GPU load before (current or contiguous) and after")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _fail(msg: str) -> int:
+    print(f"moeserve place: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    traces = [load_trace(path) for path in args.trace]
+    shapes = {t.counts.shape[1:] for t in traces}
+    if len(shapes) > 1:
+        return _fail(f"traces disagree on [layers, experts]: {sorted(shapes)}")
+    current = PlacementPlan.load(args.current) if args.current else None
+    try:
+        if args.eval:
+            plan, runtime = PlacementPlan.load(args.eval), None
+        else:
+            plan, runtime = _plan(args, traces, current)
+    except ValueError as e:
+        return _fail(str(e))
+    if (plan.num_layers, plan.num_experts) != traces[0].counts.shape[1:]:
+        return _fail(f"plan is [layers={plan.num_layers}, experts={plan.num_experts}], traces {traces[0].counts.shape[1:]}")
+    report = _report(plan, traces, current, runtime, args)
+    if args.output and not args.eval:
+        plan.save(args.output)
+        report["output"] = args.output
+    if args.plot:
+        _plot(plan, traces, current, args.plot)
+    print(json.dumps(report, indent=2) if args.json else _format(report))
+    return 0
+
+
+def _plan(args: argparse.Namespace, traces: list[Trace], current: PlacementPlan | None):
+    if not args.ep:
+        raise ValueError("--ep is required to plan (or pass --eval PLAN)")
+    groups = args.groups or traces[0].meta.get("num_groups") or 1
+    spec = PlacementSpec(args.ep, args.nodes, args.redundant, groups, args.home_share)
+    scenarios = np.stack([t.loads for t in traces])  # [S, L, E]: each input trace counts equally
+    merged = merge_traces(traces)
+    pairs = merged.tokens.coactivation(merged.num_layers, merged.num_experts) if merged.tokens is not None else None
+    start = time.perf_counter()
+    plan = policies.get_policy(args.policy)(scenarios, spec, pairs, current)
+    runtime = time.perf_counter() - start
+    layer_ids = traces[0].meta.get("layer_ids")
+    plan = PlacementPlan.from_phy2log(plan.phy2log, plan.num_experts, plan.num_ranks, plan.num_nodes, layer_ids)
+    return plan.validate(), runtime
+
+
+def _report(plan: PlacementPlan, traces: list[Trace], current, runtime, args) -> dict:
+    report = {
+        "plan": {"ranks": plan.num_ranks, "nodes": plan.num_nodes, "layers": plan.num_layers,
+                 "experts": plan.num_experts, "slots": plan.num_slots, "policy": None if args.eval else args.policy},
+        "traces": {},
+    }
+    if runtime is not None:
+        report["runtime_s"] = round(runtime, 3)
+    if current is not None:
+        report["experts_moved"] = evaluate.experts_moved(plan, current)
+    if len(traces) > 1:
+        traces = traces + [merge_traces(traces)]
+    for t in traces:
+        entry = evaluate.score(plan, t.loads, t.tokens).summary()
+        groups = args.groups or t.meta.get("num_groups")
+        if groups and groups > 1 and plan.num_nodes > 1:
+            entry["group_home_share_min"] = float(evaluate.home_share(plan, t.loads, groups).min())
+        report["traces"][t.name] = {k: round(float(v), 4) for k, v in entry.items()}
+    return report
+
+
+def _format(report: dict) -> str:
+    p = report["plan"]
+    lines = [f"plan: {p['ranks']} ranks, {p['nodes']} nodes, {p['layers']} layers, {p['experts']} experts, {p['slots']} slots"]
+    for key in ("runtime_s", "experts_moved", "output"):
+        if key in report:
+            lines.append(f"{key}: {report[key]}")
+    for name, s in report["traces"].items():
+        lines.append(f"{name}:")
+        lines.append("  balancedness mean {balancedness_mean:.4f}  p5 {balancedness_p5:.4f}  min {balancedness_min:.4f}  "
+                     "node mean {node_balancedness_mean:.4f}".format(**s))
+        extra = {k: v for k, v in s.items() if not k.startswith(("balancedness", "node_balancedness"))}
+        if extra:
+            lines.append("  " + "  ".join(f"{k} {v}" for k, v in extra.items()))
+    return "\n".join(lines)
+
+
+def _plot(plan: PlacementPlan, traces: list[Trace], current, path: str) -> None:
+    from moeserve.placement import plot
+
+    loads = merge_traces(traces).loads
+    before = current
+    if before is None:
+        before = PlacementPlan.contiguous(plan.num_layers, plan.num_experts, plan.num_ranks, plan.num_nodes) \
+            if plan.num_experts % plan.num_ranks == 0 else plan
+    title = "before: " + ("current plan" if current is not None else "contiguous")
+    plot.before_after(evaluate.rank_loads(before, loads), evaluate.rank_loads(plan, loads), path, title)
