@@ -24,6 +24,8 @@ class IncrementalDetokenizer:
     def add(self, new_ids: list[int]) -> str:
         """Appends tokens; returns the newly completed text (possibly empty)."""
         self.token_ids.extend(new_ids)
+        if self.tokenizer is None:  # a checkpoint without a tokenizer produces ids only
+            return ""
         decode = self.tokenizer.decode
         prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=self.skip_special_tokens)
         full = decode(self.token_ids[self._prefix_offset :], skip_special_tokens=self.skip_special_tokens)

@@ -16,7 +16,7 @@ from moeserve.core.request import Request
 from moeserve.core.scheduler import Scheduler
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 from moeserve.engine.executor import Executor, make_executor
-from moeserve.errors import RequestError
+from moeserve.errors import EngineDeadError, RequestError
 from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
 
@@ -45,9 +45,17 @@ def resolve_model(config: EngineConfig) -> EngineConfig:
     return dataclasses.replace(config, model=model)
 
 
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
 def load_tokenizer(model_dir: str):
+    """The checkpoint's tokenizer, or None for a checkpoint without one (token-id prompts only, no text)."""
+    from pathlib import Path
+
     from transformers import AutoTokenizer
 
+    if not any((Path(model_dir) / name).exists() for name in _TOKENIZER_FILES):
+        return None
     return AutoTokenizer.from_pretrained(model_dir)
 
 
@@ -59,7 +67,7 @@ def _eos_ids(model_dir: str, tokenizer) -> set[int]:
         eos = GenerationConfig.from_pretrained(model_dir).eos_token_id
     except OSError:
         eos = None
-    for value in (eos, tokenizer.eos_token_id):
+    for value in (eos, getattr(tokenizer, "eos_token_id", None)):
         if isinstance(value, int):
             ids.add(value)
         elif value:
@@ -109,6 +117,8 @@ class EngineCore:
     def _check_prompt(self, prompt: list[int], params: SamplingParams) -> None:
         if not prompt:
             raise RequestError("the prompt is empty", param="prompt")
+        if params.stop and self.tokenizer is None:
+            raise RequestError("stop strings need a tokenizer and this checkpoint has none", param="stop")
         if min(prompt) < 0 or max(prompt) >= self.vocab_size:
             raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
         wanted = len(prompt) + (params.max_tokens or 1)
@@ -159,6 +169,8 @@ class EngineCore:
         return outputs
 
     def _update(self, plan, result) -> list[RequestOutput]:
+        if result.error:
+            raise EngineDeadError(result.error)
         by_id = {s.request_id: s for s in result.sampled}
         outputs = []
         for request in self.scheduler.update(plan, result):

@@ -61,6 +61,8 @@ class LLM:
             if p.n != 1:
                 raise ValueError("LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
             request_id = f"llm-{next(self._ids)}"
+            if isinstance(prompt, str) and self.tokenizer is None:
+                raise ValueError("this checkpoint has no tokenizer: pass prompts as lists of token ids")
             ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
             self.engine.add_request(request_id, ids, p)
             order.append(request_id)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import SampledToken, StepPlan
+from moeserve.dispatch.registry import make_dispatcher
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.engine.sampler import Sampler
 from moeserve.parallel_state import ParallelContext
@@ -18,7 +19,14 @@ class Worker:
     def __init__(self, config: EngineConfig, ctx: ParallelContext, group: int = 0, dispatcher=None):
         self.group = group
         self.runner = ModelRunner(config, ctx, dispatcher)
-        self.sampler = Sampler() if ctx.tp_rank == 0 else None
+        if ctx.ep_size > 1 and dispatcher is None:
+            self.runner.model.set_dispatcher(make_dispatcher(config.parallel.dispatch, self._num_slots(), ctx))
+        self.sampler = Sampler(seed=config.seed) if ctx.tp_rank == 0 else None
+
+    def _num_slots(self) -> int:
+        slots = {layer.num_slots for layer in self.runner.model.moe_layers().values()}
+        assert len(slots) == 1, "every MoE layer must have the same number of physical slots"
+        return slots.pop()
 
     def execute(self, plan: StepPlan) -> list[SampledToken]:
         if self.sampler is not None:

@@ -1,0 +1,14 @@
+"""Shared test set-up: tiny-model helpers importable from every test folder, one torch thread per test
+process (CI has 2 cores), and a scratch cache for the built-in model."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "models"))
+os.environ.setdefault("MOESERVE_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "moeserve"))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
