@@ -99,7 +99,7 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             if req.logprobs:
                 logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
                 sent[choice.index] = len(choice.logprobs)
-            if out.delta_text or out.finish_reason or (logprobs and logprobs["content"]):
+            if out.delta_text or out.finish_reason or (logprobs and logprobs["content"]) or (req.return_token_ids and out.new_token_ids):
                 delta = {"content": out.delta_text} if out.delta_text else {}
                 yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:

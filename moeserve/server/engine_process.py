@@ -50,7 +50,10 @@ class Channel:
             ready, _, _ = select.select([self.sock], [], [], timeout)
             if not ready:
                 break
-            data = self.sock.recv(1 << 20)
+            try:
+                data = self.sock.recv(1 << 20)
+            except ConnectionResetError:
+                data = b""
             if not data:
                 self.closed = True
                 break

@@ -90,6 +90,8 @@ class Generation:
             choice.first_token_time = now
         choice.token_ids.extend(out.new_token_ids)
         choice.text += out.delta_text
+        if out.text is not None and out.finish_reason != "abort":
+            choice.text = out.text  # authoritative: a stop string may end inside text already streamed
         if out.new_logprobs:
             for tok, (lp, top) in zip(out.new_token_ids, out.new_logprobs):
                 choice.logprobs.append((tok, lp, top))

@@ -85,6 +85,7 @@ class OutputDelta:
     stop_reason: str | int | None = None
     error: str | None = None
     num_cached_prompt_tokens: int = 0
+    text: str | None = None  # the whole output text, sent once with the final delta (stop strings may trim it)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def output_to_wire(out: RequestOutput) -> dict[str, Any]:
             stop_reason=out.stop_reason,
             error=out.error,
             num_cached_prompt_tokens=out.num_cached_prompt_tokens,
+            text=out.text if out.finish_reason is not None else None,
         )
     )
 

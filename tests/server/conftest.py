@@ -1,0 +1,32 @@
+"""One shared server (the built-in model) for the HTTP tests, and the Python API as their oracle."""
+from __future__ import annotations
+
+import pytest
+from server_harness import ServerProcess
+
+# Small on purpose: tests cover limits (max_model_len, body size) without large inputs.
+SERVER_ARGS = ("--kv-cache-blocks", "96", "--max-model-len", "256", "--max-num-seqs", "8",
+               "--max-body-bytes", "65536", "--api-key", "sk-test-key")
+API_KEY = "sk-test-key"
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv = ServerProcess(*SERVER_ARGS)
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+@pytest.fixture(scope="session")
+def llm():
+    """The Python API on the same model: greedy outputs over HTTP must match it token for token."""
+    import torch
+
+    from moeserve import LLM
+
+    torch.set_num_threads(1)
+    engine = LLM(kv_cache_blocks=96, max_model_len=256)
+    yield engine
+    engine.shutdown()

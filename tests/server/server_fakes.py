@@ -1,0 +1,65 @@
+"""A deterministic stand-in for EngineCore (same API) for tests of the engine loop and IPC."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from moeserve.errors import QueueFullError, RequestError
+from moeserve.outputs import RequestOutput
+
+
+class FakeEngine:
+    """Token k of a request is (sum(prompt) + k) % 50; one token per running request per step."""
+
+    model_name = "fake"
+    max_model_len = 1000
+    vocab_size = 100
+    config = SimpleNamespace(model=SimpleNamespace(model="/nonexistent/fake"))
+
+    def __init__(self, max_waiting: int = 2, fail_on_step: int | None = None):
+        self.requests: dict[str, tuple[list[int], object, list[int]]] = {}
+        self.pending: list[RequestOutput] = []
+        self.max_waiting = max_waiting
+        self.fail_on_step = fail_on_step
+        self.steps = 0
+        self.shut = False
+
+    def add_request(self, request_id, prompt_token_ids, params) -> None:
+        if len(prompt_token_ids) + params.max_tokens > self.max_model_len:
+            raise RequestError("too long", param="max_tokens")
+        if len(self.requests) >= self.max_waiting:
+            raise QueueFullError("queue full", code="queue_full")
+        self.requests[request_id] = (prompt_token_ids, params, [])
+
+    def abort_request(self, request_id) -> None:
+        if self.requests.pop(request_id, None) is not None:
+            self.pending.append(RequestOutput(request_id, [], finish_reason="abort"))
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests or self.pending)
+
+    def step(self) -> list[RequestOutput]:
+        self.steps += 1
+        time.sleep(0.002)  # a step takes time, so tests can act between steps
+        if self.steps == self.fail_on_step:
+            raise RuntimeError("boom")
+        outs, self.pending = self.pending, []
+        for rid, (prompt, params, toks) in list(self.requests.items()):
+            tok = (sum(prompt) + len(toks)) % 50
+            toks.append(tok)
+            done = len(toks) >= params.max_tokens
+            outs.append(RequestOutput(rid, prompt, list(toks), new_token_ids=[tok], delta_text=f"t{tok} ",
+                                      new_logprobs=[(-0.5, [(tok, -0.5), (tok + 1, -1.5)])],
+                                      finish_reason="length" if done else None))
+            if done:
+                del self.requests[rid]
+        return outs
+
+    def stats(self) -> dict:
+        return {"num_running": len(self.requests), "num_waiting": 0, "num_steps": self.steps, "nested": {"x": 1}}
+
+    def check_health(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        self.shut = True

@@ -1,0 +1,149 @@
+"""A table of bad requests: each gets the right status and the OpenAI error shape, leaks nothing,
+and a good request streaming at the same time finishes correctly."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import httpx
+import pytest
+from conftest import API_KEY
+
+from moeserve import SamplingParams
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+C, CHAT = "/v1/completions", "/v1/chat/completions"
+OK_CHAT = [{"role": "user", "content": "hi"}]
+
+
+def js(**body) -> bytes:
+    return json.dumps(body).encode()
+
+
+# (name, method, path, body bytes, extra headers, status, param)
+CASES = [
+    ("malformed json", "POST", C, b'{"prompt": "hi", ', {}, 400, None),
+    ("non-utf8 body", "POST", C, b'{"prompt": "\xff\xfe"}', {}, 400, None),
+    ("body is a list", "POST", C, b'["hi"]', {}, 400, None),
+    ("NaN literal", "POST", C, b'{"prompt": "hi", "temperature": NaN}', {}, 400, None),
+    ("deep nesting", "POST", C, b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}", {}, 400, None),
+    ("missing prompt", "POST", C, js(max_tokens=3), {}, 400, "prompt"),
+    ("empty prompt", "POST", C, js(prompt=""), {}, 400, "prompt"),
+    ("empty prompt list", "POST", C, js(prompt=[]), {}, 400, "prompt"),
+    ("empty token list", "POST", C, js(prompt=[[]]), {}, 400, "prompt"),
+    ("prompt is a number", "POST", C, js(prompt=123), {}, 400, "prompt"),
+    ("mixed prompt list", "POST", C, js(prompt=[1, "a"]), {}, 400, "prompt"),
+    ("token id too large", "POST", C, js(prompt=[1, 99999999]), {}, 400, "prompt"),
+    ("negative token id", "POST", C, js(prompt=[-1, 5]), {}, 400, "prompt"),
+    ("max_tokens 0", "POST", C, js(prompt="hi", max_tokens=0), {}, 400, "max_tokens"),
+    ("max_tokens negative", "POST", C, js(prompt="hi", max_tokens=-5), {}, 400, "max_tokens"),
+    ("max_tokens string", "POST", C, js(prompt="hi", max_tokens="10"), {}, 400, "max_tokens"),
+    ("max_tokens bool", "POST", C, js(prompt="hi", max_tokens=True), {}, 400, "max_tokens"),
+    ("max_tokens 1e30", "POST", C, js(prompt="hi", max_tokens=10**30), {}, 400, "max_tokens"),
+    ("prompt + max_tokens > max_model_len", "POST", C, js(prompt="hi", max_tokens=300), {}, 400, "max_tokens"),
+    ("prompt alone > max_model_len", "POST", C, js(prompt=[5] * 300, max_tokens=1), {}, 400, "max_tokens"),
+    ("temperature 5", "POST", C, js(prompt="hi", temperature=5), {}, 400, "temperature"),
+    ("temperature string", "POST", C, js(prompt="hi", temperature="hot"), {}, 400, "temperature"),
+    ("top_p 0", "POST", C, js(prompt="hi", top_p=0), {}, 400, "top_p"),
+    ("top_p 1.5", "POST", C, js(prompt="hi", top_p=1.5), {}, 400, "top_p"),
+    ("top_k -5", "POST", C, js(prompt="hi", top_k=-5), {}, 400, "top_k"),
+    ("n 0", "POST", C, js(prompt="hi", n=0), {}, 400, "n"),
+    ("n 1000", "POST", C, js(prompt="hi", n=1000), {}, 400, "n"),
+    ("logprobs 50", "POST", C, js(prompt="hi", logprobs=50), {}, 400, "logprobs"),
+    ("presence_penalty 3", "POST", C, js(prompt="hi", presence_penalty=3), {}, 400, "presence_penalty"),
+    ("frequency_penalty -3", "POST", C, js(prompt="hi", frequency_penalty=-3.0), {}, 400, "frequency_penalty"),
+    ("stop is a number", "POST", C, js(prompt="hi", stop=5), {}, 400, "stop"),
+    ("17 stop strings", "POST", C, js(prompt="hi", stop=[f"s{i}" for i in range(17)]), {}, 400, "stop"),
+    ("empty stop string", "POST", C, js(prompt="hi", stop=[""]), {}, 400, "stop"),
+    ("seed negative", "POST", C, js(prompt="hi", seed=-1), {}, 400, "seed"),
+    ("seed string", "POST", C, js(prompt="hi", seed="x"), {}, 400, "seed"),
+    ("stream string", "POST", C, js(prompt="hi", stream="yes"), {}, 400, "stream"),
+    ("stream_options wrong type", "POST", C, js(prompt="hi", stream=True, stream_options=3), {}, 400, "stream_options"),
+    ("logit_bias", "POST", C, js(prompt="hi", logit_bias={"5": 10}), {}, 400, "logit_bias"),
+    ("echo with logprobs", "POST", C, js(prompt="hi", echo=True, logprobs=1), {}, 400, "echo"),
+    ("best_of > n", "POST", C, js(prompt="hi", best_of=3), {}, 400, "best_of"),
+    ("unknown model", "POST", C, js(model="gpt-17", prompt="hi"), {}, 404, "model"),
+    ("chat no messages", "POST", CHAT, js(max_tokens=3), {}, 400, "messages"),
+    ("chat empty messages", "POST", CHAT, js(messages=[]), {}, 400, "messages"),
+    ("chat bad role", "POST", CHAT, js(messages=[{"role": "wizard", "content": "hi"}]), {}, 400, "messages"),
+    ("chat content number", "POST", CHAT, js(messages=[{"role": "user", "content": 5}]), {}, 400, "messages"),
+    ("chat message not object", "POST", CHAT, js(messages=["hi"]), {}, 400, "messages"),
+    ("chat tools", "POST", CHAT, js(messages=OK_CHAT, tools=[{"type": "function"}]), {}, 400, "tools"),
+    ("chat top_logprobs without logprobs", "POST", CHAT, js(messages=OK_CHAT, top_logprobs=2), {}, 400, "top_logprobs"),
+    ("chat json mode", "POST", CHAT, js(messages=OK_CHAT, response_format={"type": "json_object"}), {}, 400, "response_format"),
+    ("chat max_tokens too big", "POST", CHAT, js(messages=OK_CHAT, max_tokens=10**6), {}, 400, "max_tokens"),
+    ("body over the limit", "POST", C, js(prompt="a" * 70000), {}, 413, None),
+    ("missing api key", "POST", C, js(prompt="hi"), {"Authorization": ""}, 401, None),
+    ("wrong api key", "POST", C, js(prompt="hi"), {"Authorization": "Bearer sk-wrong"}, 401, None),
+    ("key without Bearer", "GET", "/v1/models", b"", {"Authorization": API_KEY}, 401, None),
+    ("metrics without key", "GET", "/metrics", b"", {"Authorization": ""}, 401, None),
+    ("unknown route", "GET", "/v1/nothing", b"", {}, 404, None),
+    ("wrong method", "GET", C, b"", {}, 405, None),
+]
+
+_LEAKS = re.compile(r"Traceback|File \"|/work/|/tmp/|site-packages|0x[0-9a-fA-F]{6,}|\.py\b")
+
+
+def check_error(r: httpx.Response, status: int, param: str | None) -> None:
+    assert r.status_code == status, r.text[:300]
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert isinstance(err["message"], str) and err["message"] and isinstance(err["type"], str)
+    assert not _LEAKS.search(err["message"]), err["message"]
+    if param is not None:
+        assert err["param"] == param, err
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        yield client
+
+
+def test_table_has_at_least_20_kinds():
+    assert len(CASES) >= 20
+
+
+def test_bad_requests_while_a_good_one_streams(server, http, llm):
+    prompt = "A good request among bad ones"
+    ref = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=40, ignore_eos=True))[0]
+    result: dict = {}
+
+    def good() -> None:
+        body = {"prompt": prompt, "max_tokens": 40, "temperature": 0, "stream": True, "ignore_eos": True,
+                "return_token_ids": True}
+        ids, text = [], ""
+        with httpx.stream("POST", server.url + C, json=body, headers=AUTH, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    choice = json.loads(line[6:])["choices"][0]
+                    ids += choice["token_ids"]
+                    text += choice["text"]
+                    result["finish"] = choice["finish_reason"] or result.get("finish")
+        result.update(ids=ids, text=text)
+
+    t = threading.Thread(target=good)
+    t.start()
+    failures = []
+    for name, method, path, body, headers, status, param in CASES:
+        r = http.request(method, path, content=body or None, headers={"Content-Type": "application/json", **AUTH, **headers})
+        try:
+            check_error(r, status, param)
+        except AssertionError as e:
+            failures.append(f"{name}: {e}")
+    t.join(180)
+    assert not failures, "\n".join(failures)
+    assert result["ids"] == ref.token_ids and result["finish"] == "length"
+
+
+def test_queue_full_and_retry_after_shape():
+    from moeserve.errors import QueueFullError
+    from moeserve.server.api_errors import from_request_error
+
+    e = from_request_error(QueueFullError("the waiting queue is full", code="queue_full"))
+    assert e.status == 429 and e.headers["Retry-After"] and e.body()["error"]["type"] == "rate_limit_error"
+
+
+def test_health_needs_no_key(server):
+    assert httpx.get(server.url + "/health").status_code == 200

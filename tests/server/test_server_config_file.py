@@ -1,0 +1,96 @@
+"""Flags <-> YAML <-> EngineConfig: every setting reachable both ways, CLI over file, clear errors."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from moeserve.config import ConfigError, EngineConfig
+from moeserve.server import cli
+from moeserve.server.config_file import FLAGS, config_from_dict, config_to_dict, configs_from_args, load_yaml
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def engine_fields() -> set[str]:
+    out = set()
+    for f in dataclasses.fields(EngineConfig):
+        if f.default_factory is not dataclasses.MISSING:
+            out |= {f"{f.name}.{g.name}" for g in dataclasses.fields(f.default_factory())}
+        else:
+            out.add(f"engine.{f.name}")
+    return out
+
+
+def test_every_engine_setting_has_a_flag():
+    targets = {f.target for f in FLAGS}
+    missing = {t for t in engine_fields() if t not in targets}
+    assert not missing, f"add flags for {sorted(missing)} in moeserve/server/config_file.py"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_have_every_key_commented_and_valid(path):
+    values = load_yaml(str(path))
+    assert set(values) == {f.key for f in FLAGS}, "a deployment file lists every setting"
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert "#" in line, f"uncommented key: {line}"
+    configs_from_args(parse(["--config", str(path)]))
+
+
+def test_cli_overrides_file_overrides_defaults(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("tp: 2\nmax_num_seqs: 7\nport: 9000\nenable_prefix_caching: true\n")
+    engine, server = configs_from_args(parse(["--config", str(f), "--max-num-seqs", "3", "--no-prefix-caching"]))
+    assert engine.parallel.tp == 2 and engine.scheduler.max_num_seqs == 3
+    assert engine.cache.enable_prefix_caching is False
+    assert server.port == 9000 and server.host == "127.0.0.1"
+    assert engine.cache.block_size == 16  # untouched default
+
+
+@pytest.mark.parametrize(
+    "yaml_text, argv, needle",
+    [
+        ("", ["--ep", "6", "--tp", "4"], "--ep 6 is not a multiple of --tp 4"),
+        ("", ["--block-size", "12"], "power of two"),
+        ("", ["--dtype", "int3"], "--dtype int3"),
+        ("bogus_key: 1\n", [], "unknown keys ['bogus_key']"),
+        ("tp: four\n", [], "tp must be a int"),
+        ("- a\n- b\n", [], "mapping"),
+        ("tp: [\n", [], "not valid YAML"),
+        ("", ["--port", "70000"], "--port"),
+        ("", ["--api-key", ""], "--api-key"),
+    ],
+)
+def test_mistakes_are_config_errors(tmp_path, yaml_text, argv, needle):
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml_text)
+    with pytest.raises(ConfigError) as e:
+        configs_from_args(parse(["--config", str(f), *argv]))
+    assert needle in str(e.value)
+
+
+def test_bad_config_exits_before_spawning_anything(capsys):
+    assert cli.run(parse(["--ep", "6", "--tp", "4"])) == 2
+    assert "--ep 6 is not a multiple of --tp 4" in capsys.readouterr().err
+
+
+def test_config_round_trips_through_json_dict():
+    engine, _ = configs_from_args(parse(["--tp", "2", "--ep", "4", "--kv-cache-blocks", "9", "--placement", "p.json"]))
+    assert config_from_dict(config_to_dict(engine)) == engine
+
+
+def test_every_flag_has_help():
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    for action in p._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help and len(action.help) > 10, action.option_strings

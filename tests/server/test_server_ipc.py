@@ -1,0 +1,156 @@
+"""The engine-process side: msgpack messages and the loop, driven over a real socket with a fake engine."""
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+
+import msgpack
+import pytest
+from server_fakes import FakeEngine
+
+from moeserve.config import EngineConfig
+from moeserve.outputs import RequestOutput
+from moeserve.sampling_params import SamplingParams
+from moeserve.server import ipc
+from moeserve.server.engine_process import Channel, EngineLoop, run_engine_process
+
+
+def test_every_message_round_trips_and_splits_anywhere():
+    msgs = [
+        ipc.AddRequest("r1", [1, 2, 3], ipc.params_to_wire(SamplingParams(max_tokens=5, stop=["x"], seed=7))),
+        ipc.AbortRequests(["r1", "r2"]),
+        ipc.Shutdown(),
+        ipc.Ready("m", 128, 1000, "/tmp/m"),
+        ipc.Fatal("bad"),
+        ipc.AddResults(["a"], [ipc.Rejection("b", 429, "rate_limit_error", "full", None, "queue_full").__dict__]),
+        ipc.Outputs([ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5], delta_text="é",
+                                                      new_logprobs=[(-0.1, [(5, -0.1), (6, -2.0)])], finish_reason="stop",
+                                                      stop_reason=5))]),
+        ipc.Heartbeat({"num_running": 3, "kv_usage": 0.5}),
+    ]
+    data = b"".join(ipc.encode(m) for m in msgs)
+    dec = ipc.Decoder()
+    got = []
+    for i in range(0, len(data), 7):  # feed in odd-sized pieces, as a socket may deliver them
+        got.extend(dec.feed(data[i : i + 7]))
+    assert got == msgs
+    assert ipc.params_from_wire(got[0].params) == SamplingParams(max_tokens=5, stop=["x"], seed=7)
+    out = ipc.output_from_wire(got[6].outputs[0])
+    assert out.new_logprobs == [[-0.1, [[5, -0.1], [6, -2.0]]]] and out.delta_text == "é"
+
+
+@pytest.mark.parametrize("obj", [{"t": "pickle", "x": 1}, {"t": "abort", "request_ids": [], "extra": 1}, [1, 2], {"t": "ready"}])
+def test_decoder_refuses_anything_but_our_messages(obj):
+    with pytest.raises(ipc.ProtocolError):
+        ipc.Decoder().feed(msgpack.packb(obj))
+
+
+class LoopHarness:
+    def __init__(self, engine: FakeEngine):
+        a, b = socket.socketpair()
+        self.engine = engine
+        self.loop = EngineLoop(engine, Channel(a), heartbeat_s=0.05)
+        self.peer = Channel(b)
+        self.thread = threading.Thread(target=self.loop.run, daemon=True)
+        self.thread.start()
+
+    def collect(self, until, timeout: float = 10.0, got: list | None = None) -> list:
+        got = [] if got is None else got
+        deadline = time.monotonic() + timeout
+        while not until(got):
+            assert time.monotonic() < deadline, f"timed out; got {got}"
+            got.extend(self.peer.receive(0.05))
+        return got
+
+
+def add(rid: str, prompt: list[int], max_tokens: int) -> ipc.AddRequest:
+    return ipc.AddRequest(rid, prompt, ipc.params_to_wire(SamplingParams(max_tokens=max_tokens, temperature=0)))
+
+
+def test_loop_admits_rejects_streams_aborts_and_stops():
+    h = LoopHarness(FakeEngine(max_waiting=2))
+    h.peer.send(add("a", [1, 2], 3))
+    h.peer.send(add("long", [1] * 990, 20))  # 990 + 20 > 1000: refused, nothing else disturbed
+    h.peer.send(add("b", [5], 900))
+    h.peer.send(add("c", [5], 5))  # third live request: queue full
+    got = h.collect(lambda g: any(isinstance(m, ipc.Outputs) for m in g))
+    results = [m for m in got if isinstance(m, ipc.AddResults)]
+    accepted = [r for m in results for r in m.accepted]
+    rejected = {r["request_id"]: r for m in results for r in m.rejected}
+    assert accepted == ["a", "b"]
+    assert rejected["long"]["status"] == 400 and rejected["long"]["param"] == "max_tokens"
+    assert rejected["c"]["status"] == 429 and rejected["c"]["type"] == "rate_limit_error"
+
+    def finished(rid):
+        return lambda g: any(o["request_id"] == rid and o["finish_reason"] for m in g if isinstance(m, ipc.Outputs) for o in m.outputs)
+
+    got = h.collect(finished("a"), got=got)
+    a_tokens = [t for m in got if isinstance(m, ipc.Outputs) for o in m.outputs if o["request_id"] == "a" for t in o["new_token_ids"]]
+    assert a_tokens == [3, 4, 5]
+    h.peer.send(ipc.AbortRequests(["b", "never-existed"]))
+    got = h.collect(finished("b"))
+    last_b = [o for m in got if isinstance(m, ipc.Outputs) for o in m.outputs if o["request_id"] == "b"][-1]
+    assert last_b["finish_reason"] == "abort"
+    beats = h.collect(lambda g: any(isinstance(m, ipc.Heartbeat) for m in g))
+    stats = [m for m in beats if isinstance(m, ipc.Heartbeat)][-1].stats
+    assert stats["num_running"] == 0 and "nested" not in stats  # only plain numbers cross
+    h.peer.send(ipc.Shutdown())
+    h.thread.join(5)
+    assert not h.thread.is_alive()
+
+
+def test_loop_ends_when_the_front_end_disappears():
+    h = LoopHarness(FakeEngine())
+    h.peer.sock.close()
+    h.thread.join(5)
+    assert not h.thread.is_alive()
+
+
+def _serve_over_unix_socket(engine: FakeEngine) -> tuple[Channel, threading.Thread, list]:
+    path = os.path.join(tempfile.mkdtemp(), "s.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+    rc: list = []
+    t = threading.Thread(target=lambda: rc.append(run_engine_process(EngineConfig(), path, 0.05, lambda c: engine)), daemon=True)
+    t.start()
+    conn, _ = listener.accept()
+    return Channel(conn), t, rc
+
+
+def test_run_engine_process_reports_ready_then_fatal_on_a_step_error():
+    engine = FakeEngine(fail_on_step=2)
+    ch, t, rc = _serve_over_unix_socket(engine)
+    first = ch.receive(5.0)[0]
+    assert first == ipc.Ready("fake", 1000, 100, "/nonexistent/fake")
+    ch.send(add("a", [1], 5))
+    deadline = time.monotonic() + 10
+    got: list = []
+    while not any(isinstance(m, ipc.Fatal) for m in got):
+        assert time.monotonic() < deadline
+        got.extend(ch.receive(0.1))
+    fatal = [m for m in got if isinstance(m, ipc.Fatal)][0]
+    assert "boom" in fatal.message
+    t.join(5)
+    assert rc == [1] and engine.shut
+
+
+def test_run_engine_process_reports_a_load_failure():
+    def factory(config):
+        raise FileNotFoundError("no config.json in /models/x")
+
+    path = os.path.join(tempfile.mkdtemp(), "s.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+    rc: list = []
+    t = threading.Thread(target=lambda: rc.append(run_engine_process(EngineConfig(), path, 0.05, factory)), daemon=True)
+    t.start()
+    ch = Channel(listener.accept()[0])
+    msg = ch.receive(5.0)[0]
+    assert isinstance(msg, ipc.Fatal) and "no config.json" in msg.message
+    t.join(5)
+    assert rc == [1]

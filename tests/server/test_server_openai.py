@@ -1,0 +1,148 @@
+"""The official `openai` client (sync, async, streaming) against the real server; greedy results must
+be token-identical to the Python API (`LLM.generate`)."""
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+import pytest
+from conftest import API_KEY
+
+from moeserve import SamplingParams
+
+PROMPTS = ["Hello world", "The quick brown fox", "Once upon a time there was"]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def reference(llm):
+    """Greedy outputs of the Python API for PROMPTS (12 tokens, eos ignored so lengths are fixed)."""
+    return llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=12, ignore_eos=True))
+
+
+def test_models_and_version(client, server):
+    models = client.models.list().data
+    assert [m.id for m in models] == [server.model]
+    r = httpx.get(server.url + "/version", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert r.status_code == 200 and r.json()["version"]
+
+
+def test_completions_greedy_matches_python_api(client, server, reference):
+    resp = client.completions.create(model=server.model, prompt=PROMPTS, max_tokens=12, temperature=0,
+                                     extra_body={"ignore_eos": True, "return_token_ids": True})
+    assert len(resp.choices) == len(PROMPTS)
+    for choice, ref in zip(sorted(resp.choices, key=lambda c: c.index), reference):
+        assert choice.model_extra["token_ids"] == ref.token_ids
+        assert choice.model_extra["prompt_token_ids"] == ref.prompt_token_ids
+        assert choice.text == ref.text
+        assert choice.finish_reason == "length"
+    assert resp.usage.completion_tokens == 12 * len(PROMPTS)
+    assert resp.usage.prompt_tokens == sum(len(r.prompt_token_ids) for r in reference)
+
+
+def test_token_id_prompts_give_the_same_tokens(client, server, reference):
+    ids = [r.prompt_token_ids for r in reference]
+    resp = client.completions.create(model=server.model, prompt=ids, max_tokens=12, temperature=0,
+                                     extra_body={"ignore_eos": True, "return_token_ids": True})
+    got = [c.model_extra["token_ids"] for c in sorted(resp.choices, key=lambda c: c.index)]
+    assert got == [r.token_ids for r in reference]
+
+
+def test_streaming_completion_concatenates_to_the_same_output(client, server, reference):
+    stream = client.completions.create(model=server.model, prompt=PROMPTS[1], max_tokens=12, temperature=0, stream=True,
+                                       stream_options={"include_usage": True},
+                                       extra_body={"ignore_eos": True, "return_token_ids": True})
+    text, ids, finish, usage = "", [], None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+            assert chunk.choices == []
+            continue
+        choice = chunk.choices[0]
+        text += choice.text
+        ids += choice.model_extra["token_ids"]
+        finish = choice.finish_reason or finish
+    assert ids == reference[1].token_ids and text == reference[1].text
+    assert finish == "length" and usage.completion_tokens == 12
+
+
+def test_async_client_concurrent_requests(server, reference):
+    async def main():
+        aclient = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+        calls = [aclient.completions.create(model=server.model, prompt=p, max_tokens=12, temperature=0,
+                                            extra_body={"ignore_eos": True, "return_token_ids": True}) for p in PROMPTS]
+        out = await asyncio.gather(*calls)
+        await aclient.close()
+        return out
+
+    results = asyncio.run(main())
+    assert [r.choices[0].model_extra["token_ids"] for r in results] == [r.token_ids for r in reference]
+
+
+def test_chat_completion_uses_the_chat_template(client, server, llm):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+    prompt = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    ids = llm.tokenizer.encode(prompt, add_special_tokens=False)
+    ref = llm.generate([ids], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))[0]
+    resp = client.chat.completions.create(model=server.model, messages=messages, max_tokens=8, temperature=0,
+                                          extra_body={"ignore_eos": True, "return_token_ids": True})
+    choice = resp.choices[0]
+    assert choice.message.role == "assistant" and choice.message.content == ref.text
+    assert choice.model_extra["token_ids"] == ref.token_ids
+    assert resp.usage.prompt_tokens == len(ids) and resp.usage.completion_tokens == 8
+
+
+def test_chat_streaming_sends_role_first_then_content(client, server):
+    stream = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=6, temperature=0, stream=True, extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+
+
+def test_n_seed_stop_echo_logprobs(client, server, reference):
+    # n > 1 with a seed: n samples, reproducible.
+    kw = dict(model=server.model, prompt=PROMPTS[0], max_tokens=8, temperature=1.0, seed=1234, n=3)
+    a, b = client.completions.create(**kw), client.completions.create(**kw)
+    assert [c.text for c in a.choices] == [c.text for c in b.choices]
+    assert sorted(c.index for c in a.choices) == [0, 1, 2]
+    # stop string taken from the greedy output: the text ends right before it.
+    ref = reference[2]
+    stop = ref.text[len(ref.text) // 2 :][:3]
+    if stop.strip():
+        resp = client.completions.create(model=server.model, prompt=PROMPTS[2], max_tokens=12, temperature=0,
+                                         stop=[stop], extra_body={"ignore_eos": True})
+        assert resp.choices[0].finish_reason == "stop"
+        assert resp.choices[0].text == ref.text[: ref.text.index(stop)]
+    # echo and logprobs
+    echo = client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0, echo=True)
+    assert echo.choices[0].text.startswith(PROMPTS[0])
+    lp = client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0, logprobs=2,
+                                   extra_body={"ignore_eos": True})
+    logprobs = lp.choices[0].logprobs
+    assert len(logprobs.tokens) == len(logprobs.token_logprobs) == 4
+    assert all(v <= 0 for v in logprobs.token_logprobs)
+    assert all(len(t) >= 1 for t in logprobs.top_logprobs)
+
+
+def test_chat_logprobs(client, server):
+    resp = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
+                                          temperature=0, logprobs=True, top_logprobs=2, extra_body={"ignore_eos": True})
+    content = resp.choices[0].logprobs.content
+    assert len(content) == 3 and all(len(e.top_logprobs) == 2 for e in content)
+
+
+def test_metrics_expose_the_documented_series(server):
+    text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
+    for name in ("moeserve_requests_total{finish_reason=\"length\"}", "moeserve_time_to_first_token_seconds_bucket",
+                 "moeserve_time_per_output_token_seconds_bucket", "moeserve_e2e_request_latency_seconds_bucket",
+                 "moeserve_num_requests_running", "moeserve_num_requests_waiting", "moeserve_kv_cache_blocks_used",
+                 "moeserve_kv_cache_blocks_free", "moeserve_prefix_cache_hit_rate", "moeserve_prompt_tokens_total",
+                 "moeserve_generation_tokens_total", "moeserve_engine_healthy 1.0"):
+        assert name in text, name
