@@ -1,5 +1,21 @@
 """Mechanism: move token rows to the ranks holding their experts and back (see base.py)."""
+from moeserve.dispatch.a2a import A2ADispatcher, A2AHandle
+from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
-from moeserve.dispatch.local import LocalDispatcher
+from moeserve.dispatch.local import LocalDispatcher, LocalHandle
+from moeserve.dispatch.registry import AutoDispatcher, dispatcher_names, make_dispatcher
 
-__all__ = ["Dispatcher", "ExpertBatch", "Handle", "LocalDispatcher"]
+__all__ = [
+    "A2ADispatcher",
+    "A2AHandle",
+    "AgrsDispatcher",
+    "AgrsHandle",
+    "AutoDispatcher",
+    "Dispatcher",
+    "ExpertBatch",
+    "Handle",
+    "LocalDispatcher",
+    "LocalHandle",
+    "dispatcher_names",
+    "make_dispatcher",
+]

@@ -6,7 +6,13 @@
 
 Physical slot p lives on rank p // slots_per_rank as local slot p % slots_per_rank.
 Router weights are applied in `combine`, accumulated in fp32 in a fixed order (per token, in top-k
-order), so every backend returns bit-identical results to `local`.
+order). `local` sums the k weighted rows of a token in j order. Multi-rank backends reduce a
+token's rows on each expert rank first (so one row per (token, rank) travels back), which regroups
+the fp32 sum: they equal `local` bit for bit when a token's slots lie on distinct ranks or all on
+one rank, and to fp32 rounding (~1e-7 relative) otherwise (docs/dispatch.md).
+
+Backends may take an optional keyword `max_tokens` in `dispatch`: a bound on every rank's token
+count this step, identical on all ranks (the StepPlan's `max_group_tokens`). `local` ignores it.
 """
 from __future__ import annotations
 
@@ -43,19 +49,39 @@ class Dispatcher(Protocol):
     num_local_slots: int  # slots held by this rank
 
     def dispatch(
-        self, hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor
+        self,
+        hidden: torch.Tensor,
+        topk_ids: torch.Tensor,
+        topk_weights: torch.Tensor,
+        max_tokens: int | None = None,
     ) -> tuple[ExpertBatch, Handle]: ...
 
     def combine(self, expert_out: torch.Tensor, handle: Handle) -> torch.Tensor: ...
 
 
-def check_routing(topk_ids: torch.Tensor, num_slots: int) -> None:
-    """Bounds check before any communication starts (a bad id would otherwise hang peers)."""
+def routing_error(topk_ids: torch.Tensor, num_slots: int) -> str | None:
+    """The reason topk_ids [T, k] (int) is not a valid routing over num_slots slots, or None.
+
+    Multi-rank backends share this verdict with their peers before the payload moves, so a bad id on
+    one rank makes every rank raise instead of leaving peers waiting in a collective.
+    """
+    if topk_ids.dtype.is_floating_point or topk_ids.dtype == torch.bool:
+        return f"expert slot ids must be integers, got {topk_ids.dtype}"
+    if topk_ids.dim() != 2:
+        return f"expert slot ids must be [tokens, top_k], got shape {tuple(topk_ids.shape)}"
     if topk_ids.numel() == 0:
-        return
+        return None
     lo, hi = int(topk_ids.min()), int(topk_ids.max())
     if lo < -1 or hi >= num_slots:
-        raise ValueError(f"expert slot ids must lie in [-1, {num_slots}), got [{lo}, {hi}]")
+        return f"expert slot ids must lie in [-1, {num_slots}), got [{lo}, {hi}]"
+    return None
+
+
+def check_routing(topk_ids: torch.Tensor, num_slots: int) -> None:
+    """Bounds check before any communication starts (a bad id would otherwise hang peers)."""
+    err = routing_error(topk_ids, num_slots)
+    if err is not None:
+        raise ValueError(err)
 
 
 def weighted_sum_fixed_order(
@@ -68,11 +94,33 @@ def weighted_sum_fixed_order(
     """
     # T tokens, k top-k, H hidden
     T, k = topk_weights.shape
-    H = rows.shape[-1]
-    buf = torch.zeros(T * k, H, dtype=torch.float32, device=rows.device)
-    buf[row_pos] = rows.float()
+    buf = _scatter_positions(rows, row_pos, T * k)
     buf.mul_(topk_weights.reshape(-1, 1).float())
-    out = buf.view(T, k, H)[:, 0].clone()
-    for j in range(1, k):
-        out += buf.view(T, k, H)[:, j]
-    return out.to(out_dtype)
+    return _sum_over_k(buf.view(T, k, buf.shape[1])).to(out_dtype)
+
+
+def sum_in_position_order(
+    rows: torch.Tensor, row_pos: torch.Tensor, num_tokens: int, top_k: int, out_dtype: torch.dtype
+) -> torch.Tensor:
+    """out[t] = sum over rows i with row_pos[i] // top_k == t, in fp32, in row_pos order (no weights).
+
+    rows [R, H] (already weighted partial sums); row_pos [R] int64 in [0, num_tokens * top_k), unique.
+    Returns [num_tokens, H] in out_dtype.
+    """
+    buf = _scatter_positions(rows, row_pos, num_tokens * top_k)
+    return _sum_over_k(buf.view(num_tokens, top_k, buf.shape[1])).to(out_dtype)
+
+
+def _scatter_positions(rows: torch.Tensor, row_pos: torch.Tensor, num_positions: int) -> torch.Tensor:
+    """[num_positions, H] fp32 zeros with rows [R, H] written at row_pos [R]."""
+    buf = torch.zeros(num_positions, rows.shape[-1], dtype=torch.float32, device=rows.device)
+    buf[row_pos] = rows.float()
+    return buf
+
+
+def _sum_over_k(buf: torch.Tensor) -> torch.Tensor:
+    """buf [T, k, H] fp32 -> [T, H], summed j = 0, 1, ..., k-1 left to right (the order is the contract)."""
+    out = buf[:, 0].clone()
+    for j in range(1, buf.shape[1]):
+        out += buf[:, j]
+    return out

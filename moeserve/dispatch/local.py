@@ -15,6 +15,28 @@ class LocalHandle(Handle):
     out_dtype: torch.dtype
 
 
+def group_by_slot(slot_ids: torch.Tensor, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert-major order of the (token, j) positions of slot_ids [T, k] (int, -1 = not here).
+
+    Returns row_pos [R] int64 (flattened t * k + j of each row; slot-major, then in position order,
+    -1 positions left out) and counts [num_slots] int64 (rows per slot).
+    """
+    flat = slot_ids.reshape(-1).long()
+    keyed = torch.where(flat < 0, num_slots, flat)
+    order = torch.argsort(keyed, stable=True)
+    counts = torch.bincount(keyed, minlength=num_slots + 1)[:num_slots]
+    return order[: int(counts.sum())], counts
+
+
+def expert_batch(hidden: torch.Tensor, row_pos: torch.Tensor, counts: torch.Tensor, top_k: int) -> ExpertBatch:
+    """Gather hidden [T, H] rows into the expert-major batch described by row_pos [R] / counts [S]."""
+    return ExpertBatch(
+        hidden=hidden[row_pos // top_k],
+        offsets=torch.cumsum(counts, 0).to(torch.int32),
+        counts=counts,
+    )
+
+
 class LocalDispatcher:
     """All slots on this rank. dispatch mutates nothing; combine allocates its output."""
 
@@ -23,22 +45,18 @@ class LocalDispatcher:
         self.num_local_slots = num_slots
 
     def dispatch(
-        self, hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor
+        self,
+        hidden: torch.Tensor,
+        topk_ids: torch.Tensor,
+        topk_weights: torch.Tensor,
+        max_tokens: int | None = None,
     ) -> tuple[ExpertBatch, LocalHandle]:
-        # T tokens, k top-k, H hidden, S slots
+        """hidden [T, H]; topk_ids [T, k] int (-1 = dropped); topk_weights [T, k]. max_tokens is unused."""
         check_routing(topk_ids, self.num_slots)
-        k = topk_ids.shape[1]
-        flat = topk_ids.reshape(-1)
-        keyed = torch.where(flat < 0, self.num_slots, flat)
-        order = torch.argsort(keyed, stable=True)
-        counts = torch.bincount(keyed, minlength=self.num_slots + 1)[: self.num_slots]
-        row_pos = order[: int(counts.sum())]
-        batch = ExpertBatch(
-            hidden=hidden[row_pos // k],
-            offsets=torch.cumsum(counts, 0).to(torch.int32),
-            counts=counts,
-        )
+        row_pos, counts = group_by_slot(topk_ids, self.num_slots)
+        batch = expert_batch(hidden, row_pos, counts, topk_ids.shape[1])
         return batch, LocalHandle(row_pos=row_pos, topk_weights=topk_weights, out_dtype=hidden.dtype)
 
     def combine(self, expert_out: torch.Tensor, handle: LocalHandle) -> torch.Tensor:
+        """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
         return weighted_sum_fixed_order(expert_out, handle.row_pos, handle.topk_weights, handle.out_dtype)

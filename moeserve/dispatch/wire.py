@@ -1,0 +1,47 @@
+"""Row packing for the wire: several per-row tensors of mixed dtypes travel as one uint8 tensor.
+
+One collective per direction instead of one per dtype, and dtypes a backend may not reduce or
+move natively (bf16 on some gloo builds) travel as raw bytes. Packing never reinterprets values:
+unpack(pack(parts)) returns the parts bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Column:
+    dtype: torch.dtype
+    width: int  # elements per row
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.dtype.itemsize
+
+
+def row_bytes(columns: list[Column]) -> int:
+    return sum(c.nbytes for c in columns)
+
+
+def pack_rows(parts: list[torch.Tensor]) -> torch.Tensor:
+    """parts: tensors [N, w_i] of any dtype -> uint8 [N, sum_i w_i * itemsize_i], columns in order."""
+    n = parts[0].shape[0]
+    assert all(p.dim() == 2 and p.shape[0] == n for p in parts), [tuple(p.shape) for p in parts]
+    if n == 0:  # empty tensors may carry strides that refuse a dtype view
+        return torch.empty(0, sum(p.shape[1] * p.dtype.itemsize for p in parts), dtype=torch.uint8)
+    return torch.cat([p.contiguous().view(torch.uint8).reshape(n, p.shape[1] * p.dtype.itemsize) for p in parts], dim=1)
+
+
+def unpack_rows(packed: torch.Tensor, columns: list[Column]) -> list[torch.Tensor]:
+    """packed: uint8 [N, row_bytes(columns)] -> one [N, width] tensor per column, in its dtype."""
+    assert packed.dtype == torch.uint8 and packed.shape[1] == row_bytes(columns), (packed.shape, columns)
+    if packed.shape[0] == 0:
+        return [torch.empty(0, c.width, dtype=c.dtype) for c in columns]
+    out, start = [], 0
+    for c in columns:
+        raw = packed[:, start : start + c.nbytes].contiguous()
+        out.append(raw.view(c.dtype).reshape(packed.shape[0], c.width))
+        start += c.nbytes
+    return out

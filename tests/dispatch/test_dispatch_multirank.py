@@ -1,0 +1,98 @@
+"""Every multi-rank backend equals `local` run on the full routing in one process.
+
+One gloo world of 4 ranks runs every case (ep groups of 2, 3 and 4 ranks are sub-groups of it), so
+the processes start once; a hard timeout turns a hang into a failure.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
+from spawn_world import run_world
+from moeserve.dispatch import make_dispatcher
+from moeserve.parallel_state import ParallelContext
+
+BF16 = torch.bfloat16
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for backend in ("a2a", "agrs"):
+        for w in (2, 3, 4):
+            cases += [
+                Case(f"{backend}-w{w}-random", backend, w, 2, 2, tuple(range(3, 3 + w)), seed=w),
+                Case(f"{backend}-w{w}-zero-ranks", backend, w, 3, 3, (0,) + (7,) * (w - 2) + (0,), seed=10 + w),
+                Case(f"{backend}-w{w}-distinct", backend, w, 2, 2, (5,) * w, routing="distinct", seed=20 + w),
+                Case(f"{backend}-w{w}-one-rank", backend, w, 3, 2, (4,) * w, routing="one_rank", seed=30 + w),
+                Case(f"{backend}-w{w}-hot", backend, w, 2, 2, (6,) * w, routing="hot", seed=40 + w),
+                Case(f"{backend}-w{w}-bf16", backend, w, 2, 3, (5,) * w, dtype=BF16, id_dtype=torch.int32, seed=50 + w),
+                Case(f"{backend}-w{w}-bad-id", backend, w, 2, 2, (3,) * w, bad_rank=w - 1, seed=60 + w),
+            ]
+        cases += [
+            Case(f"{backend}-w4-dropped-int32", backend, 4, 4, 4, (9, 0, 5, 2), routing="dropped", id_dtype=torch.int32),
+            Case(f"{backend}-w4-hot-dup", backend, 4, 1, 3, (3, 4, 0, 2), routing="hot_dup", seed=1),
+            Case(f"{backend}-w3-all-empty", backend, 3, 2, 2, (0, 0, 0), seed=2),
+            Case(f"{backend}-w4-top1", backend, 4, 2, 1, (4, 1, 0, 6), seed=3),
+            Case(f"{backend}-w2-bf16-dropped", backend, 2, 4, 2, (6, 1), routing="dropped", dtype=BF16, seed=4),
+        ]
+    cases += [
+        Case("agrs-w4-no-max-tokens", "agrs", 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=5),
+        Case("agrs-w3-slack", "agrs", 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=6),
+        Case("agrs-w2-too-many-tokens", "agrs", 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=7),
+        Case("auto-w4-tiny", "auto", 4, 2, 2, (1, 2, 0, 1), seed=8),
+        Case("auto-w4-large", "auto", 4, 2, 2, (20, 17, 0, 25), seed=9),
+        Case("auto-w2-top2", "auto", 2, 2, 2, (20, 30), seed=10),
+    ]
+    return cases
+
+
+CASES = _cases()
+
+
+def _run_case(case: Case, rank: int, group: object) -> str | None:
+    """None when this rank's result is right, else what went wrong."""
+    ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
+    disp = make_dispatcher(case.backend, case.num_slots, ctx)
+    hidden, ids, weights = full_inputs(case)
+    sl = rank_slice(case, rank)
+    ids = ids[sl].clone()
+    if case.bad_rank == rank and ids.numel():
+        ids[0, 0] = case.num_slots
+    max_tokens = max(case.tokens) + case.max_tokens_slack if case.pass_max_tokens else None
+    expect_error = case.bad_rank is not None or case.max_tokens_slack < 0
+    try:
+        batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens)
+    except ValueError as e:
+        return None if expect_error else f"unexpected error: {e}"
+    if expect_error:
+        return "expected every rank to raise on bad routing"
+    out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
+    backend = type(handle).__name__.removesuffix("Handle").lower()
+    try:
+        check_rank(case, rank, batch, out, backend)
+    except AssertionError as e:
+        return f"{backend}: {e}"
+    return None
+
+
+def _all_cases(rank: int, world: int) -> dict[str, str | None]:
+    groups = {w: dist.new_group(list(range(w))) for w in (2, 3)}  # every rank takes part in new_group
+    groups[4] = dist.group.WORLD
+    results = {}
+    for case in CASES:
+        if rank < case.world:
+            results[case.name] = _run_case(case, rank, groups[case.world])
+    return results
+
+
+@pytest.fixture(scope="module")
+def world_results() -> list[dict[str, str | None]]:
+    return run_world(_all_cases, world=4, timeout_s=240)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_backend_matches_local(case: Case, world_results: list[dict[str, str | None]]) -> None:
+    errors = {r: world_results[r][case.name] for r in range(case.world)}
+    assert all(e is None for e in errors.values()), errors
