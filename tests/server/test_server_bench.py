@@ -1,0 +1,74 @@
+"""`moeserve bench`: statistics against numpy, and a short real run against the shared server."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+from conftest import API_KEY
+
+from moeserve.server import bench
+from moeserve.server.bench_stats import RequestRecord, percentile, summarize
+
+
+def test_percentile_matches_numpy():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 100):
+        xs = rng.random(n).tolist()
+        for q in (0, 50, 90, 99, 100):
+            assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
+
+
+def test_summary_throughput_tpot_and_goodput():
+    recs = [
+        RequestRecord(ok=True, input_tokens=10, output_tokens=11, ttft=0.1, e2e=1.1, itls=[0.1] * 10),  # tpot 100 ms
+        RequestRecord(ok=True, input_tokens=10, output_tokens=11, ttft=0.5, e2e=0.7, itls=[0.02] * 10),  # tpot 20 ms
+        RequestRecord(ok=False, input_tokens=10, error="HTTP 429: full"),
+    ]
+    s = summarize(recs, duration_s=2.0, slo_ttft_ms=200, slo_tpot_ms=150)
+    assert s["completed"] == 2 and s["failed"] == 1 and s["errors"] == {"HTTP 429: full": 1}
+    assert s["output_throughput"] == pytest.approx(11.0)
+    assert s["tpot_ms"]["p50"] == pytest.approx(60.0)
+    assert s["goodput"] == pytest.approx(0.5)  # only the first meets TTFT <= 200 ms
+    assert s["itl_ms"]["mean"] == pytest.approx(60.0)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    bench.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_bench_against_the_server(server, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = parse(["--base-url", server.url, "--model", server.model, "--api-key", API_KEY, "--num-requests", "6",
+                  "--concurrency", "3", "--input-len", "12", "--output-len", "8", "--slo-ttft-ms", "60000",
+                  "--vocab-size", "500", "--json", str(out)])
+    assert bench.run(args) == 0
+    table = capsys.readouterr().out
+    assert "output throughput (tok/s)" in table and "TTFT ms" in table
+    s = json.loads(out.read_text())
+    assert s["completed"] == 6 and s["failed"] == 0
+    assert s["output_tokens"] == 6 * 8 and s["input_tokens"] == 6 * 12
+    assert 0 < s["ttft_ms"]["p50"] <= s["e2e_ms"]["p99"]
+    assert s["tpot_ms"]["p50"] > 0 and s["goodput"] > 0
+
+
+def test_bench_poisson_rate_with_a_jsonl_dataset(server, tmp_path, capsys):
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"Question {i}: why?", "output_len": 4}) for i in range(3)))
+    args = parse(["--base-url", server.url, "--model", server.model, "--api-key", API_KEY, "--num-requests", "4",
+                  "--request-rate", "20", "--concurrency", "0", "--dataset", str(data), "--endpoint", "chat",
+                  "--warmup", "0", "--json", "-"])
+    assert bench.run(args) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["completed"] == 4 and s["output_tokens"] == 16
+
+
+def test_bench_counts_refusals_as_failures(server, capsys):
+    args = parse(["--base-url", server.url, "--model", "no-such-model", "--api-key", API_KEY, "--num-requests", "2",
+                  "--warmup", "0", "--json", "-"])
+    assert bench.run(args) == 1
+    s = json.loads(capsys.readouterr().out)
+    assert s["failed"] == 2 and any("HTTP 404" in e for e in s["errors"])

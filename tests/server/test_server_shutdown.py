@@ -1,0 +1,103 @@
+"""A second server with a one-request batch and a one-request queue: 429 when the queue is full, and
+SIGTERM under load (503 for new requests, in-flight ones finish or end with "abort", exit 0, no
+process left behind). The SIGTERM test ends this server, so it runs last."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+from server_harness import ServerProcess, alive
+
+URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "64", "--max-model-len", "256",
+            "--shutdown-timeout-s", "2")
+
+
+@pytest.fixture(scope="module")
+def small_server():
+    srv = ServerProcess(*URL_ARGS)
+    try:
+        yield srv
+    finally:
+        srv.kill()
+
+
+def gauge(server, name: str) -> float:
+    for line in httpx.get(server.url + "/metrics", timeout=30).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def wait_until(cond, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+class Stream(threading.Thread):
+    """A streaming completion in the background; records finish reasons and whether [DONE] came."""
+
+    def __init__(self, server, max_tokens: int, prompt: str):
+        super().__init__(daemon=True)
+        self.body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True}
+        self.url = server.url + "/v1/completions"
+        self.status = None
+        self.finish = None
+        self.done = False
+        self.tokens = 0
+
+    def run(self) -> None:
+        with httpx.stream("POST", self.url, json=self.body, timeout=120) as r:
+            self.status = r.status_code
+            for line in r.iter_lines():
+                if line == "data: [DONE]":
+                    self.done = True
+                elif line.startswith("data: {"):
+                    choice = json.loads(line[6:])["choices"][0]
+                    self.tokens += 1
+                    self.finish = choice["finish_reason"] or self.finish
+
+
+def test_full_queue_gets_429_with_retry_after(small_server):
+    running = Stream(small_server, 200, "runner")
+    running.start()
+    wait_until(lambda: gauge(small_server, "moeserve_num_requests_running") == 1)
+    waiting = Stream(small_server, 5, "waiter")
+    waiting.start()
+    wait_until(lambda: gauge(small_server, "moeserve_num_requests_waiting") == 1)
+    r = httpx.post(small_server.url + "/v1/completions", json={"prompt": "one too many", "max_tokens": 5}, timeout=30)
+    assert r.status_code == 429
+    assert int(r.headers["Retry-After"]) >= 1
+    err = r.json()["error"]
+    assert err["type"] == "rate_limit_error" and err["code"] == "queue_full"
+    running.join(180)
+    waiting.join(180)
+    assert running.finish == "length" and waiting.finish == "length" and running.done and waiting.done
+
+
+def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
+    short = Stream(small_server, 4, "short one")
+    short.start()
+    wait_until(lambda: short.tokens >= 1)
+    longs = [Stream(small_server, 240, f"long {i}") for i in range(2)]
+    for s in longs:
+        s.start()
+    wait_until(lambda: gauge(small_server, "moeserve_num_requests_waiting") >= 1)
+    engine_pids = list(small_server.engine_pids)
+    assert engine_pids and all(alive(p) for p in engine_pids)
+    small_server.terminate()
+    wait_until(lambda: httpx.get(small_server.url + "/health", timeout=5).status_code == 503, 10)
+    r = httpx.post(small_server.url + "/v1/completions", json={"prompt": "late", "max_tokens": 2}, timeout=10)
+    assert r.status_code == 503 and r.json()["error"]["message"]
+    assert small_server.wait(60) == 0
+    for s in [short, *longs]:
+        s.join(30)
+        assert s.status == 200 and s.done, (s.status, s.done)
+    assert short.finish == "length"
+    assert {s.finish for s in longs} <= {"length", "abort"} and "abort" in {s.finish for s in longs}
+    wait_until(lambda: not any(alive(p) for p in engine_pids), 10)
+    assert any("serving" in line and "http://127.0.0.1:" in line for line in small_server.lines)
