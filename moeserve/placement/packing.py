@@ -68,6 +68,8 @@ def refine(items: Items, rank_of: np.ndarray, num_ranks: int, hedge: float, max_
     """
     assert budget is None or rank_of.shape[0] == 1
     rank_of = rank_of.copy()
+    if num_ranks < 2:
+        return rank_of
     w, v, e = items.weight, items.var, items.expert
     bsz, n = e.shape
     m, rows = n // num_ranks, np.arange(bsz)

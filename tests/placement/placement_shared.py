@@ -1,0 +1,16 @@
+"""Where the third-party traces live: ../shared/traces beside the repo (CI machines have it)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_TRACES = Path(os.environ.get("MOESERVE_SHARED_TRACES", Path(__file__).resolve().parents[2].parent / "shared" / "traces"))
+DEEPSEEK = SHARED_TRACES / "deepseek_sglang_counts"
+MIXTRAL = SHARED_TRACES / "mixtral_per_token"
+
+needs_shared = pytest.mark.skipif(
+    not DEEPSEEK.is_dir() or not MIXTRAL.is_dir(),
+    reason=f"shared routing traces not found at {SHARED_TRACES} (set MOESERVE_SHARED_TRACES)",
+)
