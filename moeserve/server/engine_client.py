@@ -74,10 +74,14 @@ class EngineClient:
         )
         deadline = time.monotonic() + startup_timeout_s
         try:
-            conn = await self._until(asyncio.get_running_loop().sock_accept(listener), deadline)
+            conn, _ = await self._until(asyncio.get_running_loop().sock_accept(listener), deadline)
         finally:
             listener.close()
-        reader, self._writer = await asyncio.open_unix_connection(sock=conn[0])
+        return await self.attach(conn, deadline)
+
+    async def attach(self, conn: socket.socket, deadline: float = float("inf")) -> ipc.Ready:
+        """Talks to an engine loop on `conn` (a connected unix socket); returns its Ready message."""
+        reader, self._writer = await asyncio.open_unix_connection(sock=conn)
         decoder = ipc.Decoder()
         first = await self._until(self._read_one(reader, decoder), deadline)
         if isinstance(first, ipc.Fatal):
@@ -89,12 +93,15 @@ class EngineClient:
         self._tasks = [asyncio.create_task(self._read_loop(reader, decoder)), asyncio.create_task(self._watchdog())]
         return first
 
+    def _exited(self) -> bool:
+        return self._proc is not None and self._proc.poll() is not None
+
     async def _until(self, awaitable: Any, deadline: float) -> Any:
         """Awaits `awaitable` while the engine process lives and the deadline is ahead."""
         task = asyncio.ensure_future(awaitable)
         try:
             while not task.done():
-                if self._proc.poll() is not None:
+                if self._exited():
                     raise EngineDeadError(f"the engine process exited with status {self._proc.returncode} while starting")
                 if time.monotonic() > deadline:
                     raise EngineDeadError("the engine did not start within --startup-timeout-s")
@@ -225,11 +232,12 @@ class EngineClient:
     async def _watchdog(self) -> None:
         while self.dead_reason is None:
             await asyncio.sleep(0.5)
-            if self._proc.poll() is not None:
+            if self._exited():
                 self._mark_dead(f"the engine process exited with status {self._proc.returncode}")
             elif time.monotonic() - self.last_heartbeat > self.health_timeout_s:
-                self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:.0f} s")
-                self._proc.terminate()
+                self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:g} s")
+                if self._proc is not None:
+                    self._proc.terminate()
 
     def _mark_dead(self, reason: str) -> None:
         if self.dead_reason is not None:

@@ -48,7 +48,8 @@ class FakeEngine:
             tok = (sum(prompt) + len(toks)) % 50
             toks.append(tok)
             done = len(toks) >= params.max_tokens
-            outs.append(RequestOutput(rid, prompt, list(toks), new_token_ids=[tok], delta_text=f"t{tok} ",
+            text = "".join(f"t{t} " for t in toks)
+            outs.append(RequestOutput(rid, prompt, list(toks), text=text, new_token_ids=[tok], delta_text=f"t{tok} ",
                                       new_logprobs=[(-0.5, [(tok, -0.5), (tok + 1, -1.5)])],
                                       finish_reason="length" if done else None))
             if done:
@@ -63,3 +64,21 @@ class FakeEngine:
 
     def shutdown(self) -> None:
         self.shut = True
+
+
+class FakeTokenizer:
+    """Character-level: enough for the front end's encode / decode / chat-template calls."""
+
+    chat_template = None
+
+    def __len__(self) -> int:
+        return 100
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [ord(c) % 100 for c in text]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(f"t{i} " for i in ids)
+
+    def apply_chat_template(self, messages, chat_template=None, add_generation_prompt=True, tokenize=False) -> str:
+        return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
