@@ -13,6 +13,7 @@ from moeserve.dense.attention_metadata import build_attention_metadata
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.parallel_state import SINGLE, ParallelContext
+from tiny_models import save_checkpoint
 
 YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
         "mscale": 0.707, "mscale_all_dim": 1.0}
@@ -23,8 +24,9 @@ CONFIGS = {
     # V2, direct q_proj, greedy softmax routing, odd hidden size (per-expert loop, no grouped_mm)
     "v2-greedy": ("v2", dict(hidden_size=36, moe_intermediate_size=10, n_routed_experts=8, num_experts_per_tok=2,
                              q_lora_rank=None, topk_method="greedy", routed_scaling_factor=1.0)),
-    # V2, q LoRA, group-limited greedy, YaRN, 2 shared experts, scaled weights
+    # V2, q LoRA, group-limited greedy, YaRN, 2 shared experts, scaled weights, attention biases
     "v2-groups": ("v2", dict(hidden_size=32, moe_intermediate_size=8, n_routed_experts=12, num_experts_per_tok=3,
+                             attention_bias=True,
                              q_lora_rank=16, topk_method="group_limited_greedy", n_group=4, topk_group=2,
                              routed_scaling_factor=1.5, n_shared_experts=2, rope_scaling=YARN)),
     # V3: sigmoid + random bias, 4 groups / keep 2, scaling 2.5, YaRN, interleaved rope (grouped_mm shapes)
@@ -38,7 +40,7 @@ CONFIGS = {
 }
 
 
-def _make_checkpoint(name: str, path) -> torch.nn.Module:
+def _make_checkpoint(name: str, path, layout: str = "per_expert") -> torch.nn.Module:
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
 
     version, kw = CONFIGS[name]
@@ -46,7 +48,9 @@ def _make_checkpoint(name: str, path) -> torch.nn.Module:
     cfg = (DeepseekV2Config if version == "v2" else DeepseekV3Config)(**(COMMON | kw))
     # the plain loops are the oracle: transformers' default grouped_mm rejects unaligned tiny shapes
     cfg._attn_implementation, cfg._experts_implementation = "eager", "eager"
-    model = (DeepseekV2ForCausalLM if version == "v2" else DeepseekV3ForCausalLM)(cfg)
+    model_cls = DeepseekV2ForCausalLM if version == "v2" else DeepseekV3ForCausalLM
+    cfg.architectures = [model_cls.__name__]  # the fused layout writes config.json itself
+    model = model_cls(cfg)
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if p.dim() == 1 and "norm" in pname:
@@ -55,7 +59,7 @@ def _make_checkpoint(name: str, path) -> torch.nn.Module:
             gate = getattr(layer.mlp, "gate", None)
             if gate is not None and hasattr(gate, "e_score_correction_bias"):
                 gate.e_score_correction_bias.normal_(0, 0.3)
-    model.save_pretrained(path)
+    save_checkpoint(model, path, layout)
     return model.eval()
 
 
@@ -154,3 +158,24 @@ def test_chunked_prefill_and_decode_mixed(pair):
     run({"a": 5, "b": 1})  # a: rest of its prompt, b: decode
     for _ in range(3):
         run({"a": 1, "b": 1})  # both decode
+
+
+def test_empty_batch_runs_and_returns_no_rows(pair):
+    hf, path = pair
+    assert Harness(path).runner.execute(GroupBatch(0, [])).shape == (0, hf.config.vocab_size)
+
+
+def test_fused_expert_layout_and_extra_mtp_layer(tmp_path):
+    """The fused 3D expert layout loads too; tensors of layers past num_hidden_layers (V3's MTP
+    module on disk) are skipped without complaint."""
+    from safetensors.torch import load_file, save_file
+
+    hf = _make_checkpoint("v3", tmp_path, layout="fused")
+    shard = sorted(tmp_path.glob("*.safetensors"))[0]
+    tensors = load_file(str(shard))
+    tensors["model.layers.3.eh_proj.weight"] = torch.zeros(4, 4)
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(index.read_text().replace('"weight_map": {', f'"weight_map": {{"model.layers.3.eh_proj.weight": "{shard.name}", '))
+    prompt = [4, 8, 15, 16, 23, 42]
+    _assert_close(Harness(tmp_path).step([("a", prompt, 0)])[0], _hf_logits(hf, prompt)[-1])
