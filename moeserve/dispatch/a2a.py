@@ -4,7 +4,8 @@ dispatch, phase 1: every rank sends every rank [rows it will send, bad-routing f
     A bad id anywhere makes every rank raise here, before the payload phase, so no peer is left
     waiting. Ranks with zero tokens take part like any other.
 dispatch, phase 2: one uint8 all_to_all of packed rows. A token whose top-k slots share a rank
-    travels to it once: [hidden | local slot per top-k position (-1 = elsewhere) | router weights].
+    travels to it once: [hidden | local slot per top-k position (-1 = elsewhere; int8 up to 127
+    slots per rank) | router weights (their own dtype)].
     The expert rank expands the rows into its expert-major ExpertBatch.
 combine: the expert rank sums each received row's weighted expert outputs (fp32, top-k order) and
     sends one partial sum per (token, rank) back; the source rank sums the partials in order of
@@ -21,7 +22,7 @@ import torch.distributed as dist
 
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, sum_in_position_order, weighted_sum_fixed_order
 from moeserve.dispatch.local import expert_batch, group_by_slot
-from moeserve.dispatch.wire import Column, pack_rows, unpack_rows
+from moeserve.dispatch.wire import Column, pack_rows, slot_dtype, unpack_rows, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
 
@@ -31,7 +32,7 @@ class A2AHandle(Handle):
     recv_counts: list[int]  # [W] rows this rank received from each rank
     send_pos: torch.Tensor  # [N] int64: t * k + (first top-k position on that rank) of each sent row
     row_pos: torch.Tensor  # [R] int64: recv_row * k + j of each ExpertBatch row
-    recv_weights: torch.Tensor  # [M, k] fp32 router weights of the received rows
+    recv_weights: torch.Tensor  # [M, k] router weights of the received rows (the sender's dtype)
     num_tokens: int  # T
     out_dtype: torch.dtype
 
@@ -42,7 +43,7 @@ class _Plan:
 
     send_counts: torch.Tensor  # [W] int64
     token_idx: torch.Tensor  # [N] int64 source token of each sent row
-    local_slots: torch.Tensor  # [N, k] int32 slot on the destination rank, -1 = not on that rank
+    local_slots: torch.Tensor  # [N, k] int slot on the destination rank, -1 = not on that rank
     send_pos: torch.Tensor  # [N] int64
 
 
@@ -56,7 +57,7 @@ def plan_sends(topk_ids: torch.Tensor, slots_per_rank: int, world: int) -> _Plan
     present.scatter_(1, dest, True)
     rank_idx, token_idx = present[:, :world].t().nonzero(as_tuple=True)  # rank-major, tokens ascending
     on_rank = dest[token_idx] == rank_idx[:, None]  # [N, k]
-    local_slots = torch.where(on_rank, ids[token_idx] % slots_per_rank, -1).to(torch.int32)
+    local_slots = torch.where(on_rank, ids[token_idx] % slots_per_rank, -1).to(slot_dtype(slots_per_rank))
     first_j = on_rank.to(torch.int8).argmax(dim=1)
     return _Plan(
         send_counts=torch.bincount(rank_idx, minlength=world),
@@ -102,8 +103,9 @@ class A2ADispatcher:
         _raise_if_flagged(recv_header[:, 1], err, self.ctx.ep_rank)
         assert plan is not None
 
-        columns = [Column(hidden.dtype, hidden.shape[1]), Column(torch.int32, k), Column(torch.float32, k)]
-        send = pack_rows([hidden[plan.token_idx], plan.local_slots, topk_weights[plan.token_idx].float()])
+        w_dtype = weight_dtype(topk_weights)
+        columns = [Column(hidden.dtype, hidden.shape[1]), Column(plan.local_slots.dtype, k), Column(w_dtype, k)]
+        send = pack_rows([hidden[plan.token_idx], plan.local_slots, topk_weights[plan.token_idx].to(w_dtype)])
         send_counts, recv_counts = plan.send_counts.tolist(), recv_header[:, 0].tolist()
         recv = send.new_empty(sum(recv_counts), send.shape[1])
         dist.all_to_all_single(recv, send, recv_counts, send_counts, group=self.ctx.ep_group)

@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, weighted_sum_fixed_order
 from moeserve.dispatch.local import expert_batch, group_by_slot
-from moeserve.dispatch.wire import Column, pack_rows, row_bytes, unpack_rows
+from moeserve.dispatch.wire import Column, pack_rows, row_bytes, unpack_rows, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
 _HEADER = Column(torch.int64, 2)  # [token count, bad-routing flag]
@@ -32,7 +32,7 @@ _HEADER = Column(torch.int64, 2)  # [token count, bad-routing flag]
 @dataclass
 class AgrsHandle(Handle):
     row_pos: torch.Tensor  # [R] int64: gathered_token * k + j of each ExpertBatch row
-    gathered_weights: torch.Tensor  # [W * M, k] fp32 router weights of all gathered tokens
+    gathered_weights: torch.Tensor  # [W * M, k] router weights of all gathered tokens
     max_tokens: int  # M
     num_tokens: int  # T
     out_dtype: torch.dtype
@@ -80,7 +80,7 @@ class AgrsDispatcher:
         if bad:
             detail = f": {err}" if err else ""
             raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
-        columns = [Column(hidden.dtype, hidden.shape[1]), Column(torch.int32, k), Column(torch.float32, k)]
+        columns = [Column(hidden.dtype, hidden.shape[1]), Column(torch.int32, k), Column(weight_dtype(topk_weights), k)]
         all_rows = gathered[:, _HEADER.nbytes :].reshape(W * max_tokens, row_bytes(columns))
         g_hidden, g_ids, g_weights = unpack_rows(all_rows, columns)  # [W*M, H], [W*M, k], [W*M, k]
 
@@ -104,17 +104,17 @@ class AgrsDispatcher:
 def _padded_rows(
     hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, max_tokens: int, ok: bool
 ) -> torch.Tensor:
-    """uint8 [M, row bytes]: packed [hidden | slot ids int32 | weights fp32] of T tokens, then M - T
+    """uint8 [M, row bytes]: packed [hidden | slot ids int32 | weights] of T tokens, then M - T
     pad rows routed nowhere (-1). A rank with bad routing sends only pad rows (it is about to raise)."""
     # T tokens, M padded, k top-k, H hidden
     T, k = topk_ids.shape
     pad_hidden = hidden.new_zeros(max_tokens, hidden.shape[1])
     pad_ids = torch.full((max_tokens, k), -1, dtype=torch.int32)
-    pad_weights = torch.zeros(max_tokens, k, dtype=torch.float32)
+    pad_weights = torch.zeros(max_tokens, k, dtype=weight_dtype(topk_weights))
     if ok:
         pad_hidden[:T] = hidden
         pad_ids[:T] = topk_ids
-        pad_weights[:T] = topk_weights.float()
+        pad_weights[:T] = topk_weights
     return pack_rows([pad_hidden, pad_ids, pad_weights])
 
 

@@ -41,7 +41,26 @@ def unpack_rows(packed: torch.Tensor, columns: list[Column]) -> list[torch.Tenso
         return [torch.empty(0, c.width, dtype=c.dtype) for c in columns]
     out, start = [], 0
     for c in columns:
-        raw = packed[:, start : start + c.nbytes].contiguous()
+        # a fresh 1-D copy: a column slice may keep odd strides or offsets that refuse a dtype view
+        raw = packed[:, start : start + c.nbytes].flatten().clone()
         out.append(raw.view(c.dtype).reshape(packed.shape[0], c.width))
         start += c.nbytes
     return out
+
+
+def slot_dtype(num_local_slots: int) -> torch.dtype:
+    """Smallest signed int that holds local slot ids and -1: metadata rides on every row."""
+    if num_local_slots <= torch.iinfo(torch.int8).max:
+        return torch.int8
+    if num_local_slots <= torch.iinfo(torch.int16).max:
+        return torch.int16
+    return torch.int32
+
+
+def weight_dtype(topk_weights: torch.Tensor) -> torch.dtype:
+    """Router weights travel in their own dtype when that is bf16/fp16/fp32 (combine upcasts them to
+    fp32 exactly as local does), else as fp32."""
+    if topk_weights.dtype in (torch.float32, torch.bfloat16, torch.float16):
+        return topk_weights.dtype
+    return torch.float32
+

@@ -49,12 +49,18 @@ def test_routing_errors() -> None:
         check_routing(torch.tensor([[5]]), 2)
 
 
-@pytest.mark.parametrize("n", [0, 3])
+@pytest.mark.parametrize("n", [0, 1, 3])
 def test_wire_roundtrip_is_bitwise(n: int) -> None:
-    parts = [torch.randn(n, 4).to(torch.bfloat16), torch.randint(-1, 9, (n, 2), dtype=torch.int32), torch.rand(n, 2)]
+    # an odd-width int8 column first leaves the later columns at unaligned byte offsets
+    parts = [
+        torch.randint(-1, 9, (n, 3), dtype=torch.int8),
+        torch.randn(n, 4).to(torch.bfloat16),
+        torch.randint(-1, 9, (n, 2), dtype=torch.int32),
+        torch.rand(n, 2),
+    ]
     cols = [Column(p.dtype, p.shape[1]) for p in parts]
     packed = pack_rows(parts)
-    assert packed.dtype == torch.uint8 and packed.shape == (n, 8 + 8 + 8)
+    assert packed.dtype == torch.uint8 and packed.shape == (n, 3 + 8 + 8 + 8)
     for got, want in zip(unpack_rows(packed, cols), parts):
         assert got.dtype == want.dtype and torch.equal(got, want)
 
