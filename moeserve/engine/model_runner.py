@@ -13,6 +13,7 @@ from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dispatch.base import Dispatcher
+from moeserve.dispatch.local import LocalDispatcher
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.parallel_state import ParallelContext
@@ -45,6 +46,42 @@ def empty_metadata(block_size: int) -> AttentionMetadata:
     )
 
 
+def apply_placement(model, plan_path: str, ctx: ParallelContext) -> None:
+    """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading."""
+    from moeserve.placement.plan import PlacementPlan
+    from moeserve.placement.routing import ReplicaTable
+    from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
+
+    plan = PlacementPlan.load(plan_path)
+    layers = list(model.moe_layers().values())
+    if plan.num_layers != len(layers) or plan.num_ranks != ctx.ep_size:
+        raise ValueError(
+            f"placement {plan_path} is for {plan.num_layers} MoE layers on {plan.num_ranks} ranks; "
+            f"this model has {len(layers)} MoE layers on --ep {ctx.ep_size}"
+        )
+    for index, moe in enumerate(layers):
+        table = TorchReplicaTable(ReplicaTable.from_plan(plan, index))
+
+        def slot_map(topk_ids: torch.Tensor, table: TorchReplicaTable = table) -> torch.Tensor:
+            src = torch.full((topk_ids.shape[0],), ctx.ep_rank, dtype=torch.int64)
+            return choose_slots(table, topk_ids, src)
+
+        moe.set_placement(plan.phy2log[index].tolist(), slot_map)
+
+
+def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext) -> Dispatcher:
+    """LocalDispatcher with one expert rank; otherwise the --dispatch backend from the registry."""
+    slots = {moe.num_slots for moe in model.moe_layers().values()} or {0}
+    if len(slots) != 1:
+        raise ValueError(f"MoE layers disagree on the number of physical slots: {sorted(slots)}")
+    num_slots = slots.pop()
+    if ctx.ep_size == 1:
+        return LocalDispatcher(num_slots)
+    from moeserve.dispatch.registry import make_dispatcher
+
+    return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx)
+
+
 class ModelRunner:
     """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
 
@@ -55,7 +92,9 @@ class ModelRunner:
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
-        self.model.set_dispatcher(dispatcher)
+        if engine_config.placement is not None:
+            apply_placement(self.model, engine_config.placement, ctx)
+        self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx))
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()

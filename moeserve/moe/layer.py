@@ -9,6 +9,8 @@ Layouts (DESIGN.md section 2):
   outputs are partial sums, reduced with one all-reduce over tp here.
 - ep > 1: this rank holds slots [ep_rank * S, (ep_rank + 1) * S) with full-width experts; the
   dispatcher moves rows between ranks; only the (tp-split) shared expert needs the tp all-reduce.
+- ep > 1 and tp > 1: the tp ranks of a group split the group's tokens, route their share, and
+  all-gather the results (no token is computed twice).
 Placement: `phy2log[p]` is the logical expert in slot p (identity by default) and `slot_map` turns
 logical ids [T, k] into physical slots [T, k] (replica choice); set both with `set_placement`
 before loading weights.
@@ -55,6 +57,8 @@ class MoELayer(nn.Module):
         if ctx.ep_size == 1 and intermediate % ctx.tp_size:
             raise ValueError(f"expert intermediate size {intermediate} is not divisible by --tp {ctx.tp_size}")
         self.shared_expert, self.shared_expert_gate = shared_expert, shared_expert_gate
+        # observer of each step's logical top-k ids [T, k] (the placement recorder); None = off
+        self.on_route: Callable[[torch.Tensor], None] | None = None
         self.set_placement(list(range(num_experts)), None)
 
     @property
@@ -86,23 +90,43 @@ class MoELayer(nn.Module):
 
     def forward(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
         """hidden [T, H] (T may be 0: the collectives still run) -> [T, H], reduced over tp."""
-        topk_ids, topk_weights = self.router(self.gate(hidden))  # [T, k] int64, [T, k] fp32
-        slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
-        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights)
-        out = dispatcher.combine(self.experts(batch), handle)  # [T, H]
-        shared = self._shared(hidden)
+        shared = self._shared(hidden)  # partial over tp, or None
         if self.ctx.ep_size == 1:
             # routed experts are tp-split too: one reduction covers routed + shared partials
+            out = self._routed(hidden, dispatcher)
             if shared is not None:
                 out = out + shared
             if self.ctx.tp_size > 1:
                 dist.all_reduce(out, group=self.ctx.tp_group)
             return out
+        out = self._routed_token_split(hidden, dispatcher) if self.ctx.tp_size > 1 else self._routed(hidden, dispatcher)
         if shared is not None:
             if self.ctx.tp_size > 1:
                 dist.all_reduce(shared, group=self.ctx.tp_group)
             out = out + shared
         return out
+
+    def _routed(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
+        """hidden [T, H] -> routed expert output [T, H] of these tokens."""
+        topk_ids, topk_weights = self.router(self.gate(hidden))  # [T, k] int64, [T, k] fp32
+        if self.on_route is not None:
+            self.on_route(topk_ids)
+        slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
+        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights)
+        return dispatcher.combine(self.experts(batch), handle)
+
+    def _routed_token_split(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
+        """ep > 1 and tp > 1: the tp ranks of a group hold the same T tokens, so each routes only its
+        ceil(T / tp) share and the shares are all-gathered, instead of every expert computing each
+        token tp times."""
+        T, tp, rank = hidden.shape[0], self.ctx.tp_size, self.ctx.tp_rank
+        chunk = -(-T // tp)
+        lo, hi = min(rank * chunk, T), min((rank + 1) * chunk, T)
+        mine = hidden.new_zeros(chunk, hidden.shape[1])
+        mine[: hi - lo] = self._routed(hidden[lo:hi], dispatcher)
+        parts = [torch.empty_like(mine) for _ in range(tp)]
+        dist.all_gather(parts, mine, group=self.ctx.tp_group)
+        return torch.cat(parts)[:T]
 
     def _shared(self, hidden: torch.Tensor) -> torch.Tensor | None:
         if self.shared_expert is None:
