@@ -99,7 +99,7 @@ def _default(flag: Flag) -> Any:
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Adds every flag with default SUPPRESS, so `vars(args)` holds only what the user typed."""
     for f in FLAGS:
-        help_text = f"{f.help} (default: {_default(f)})"
+        help_text = f.help if "default" in f.help else f"{f.help} (default: {_default(f)})"
         if f.type is bool:
             parser.add_argument(f.flag, dest=f.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
             parser.add_argument(
