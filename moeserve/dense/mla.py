@@ -27,6 +27,7 @@ from torch import nn
 
 from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.linear import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, ShardReader, divide
+from moeserve.dense.norm import RMSNorm
 from moeserve.dense.yarn import RotaryEmbedding
 from moeserve.parallel_state import ParallelContext
 
@@ -61,20 +62,8 @@ class MlaDims:
         )
 
 
-class LatentNorm(nn.Module):
-    """RMSNorm of the q / kv latents. transformers builds these with its default eps 1e-6, not the
-    config's rms_norm_eps, so the eps is fixed here."""
-
-    def __init__(self, dim: int, dtype: torch.dtype, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype), requires_grad=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [T, D] -> [T, D], normalised in fp32."""
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+# transformers builds the q / kv latent norms with its default eps, not the config's rms_norm_eps
+LATENT_NORM_EPS = 1e-6
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -93,10 +82,10 @@ class MultiHeadLatentAttention(nn.Module):
             self.q_proj = ColumnParallelLinear(d.hidden_size, q_out, False, ctx, dtype)
         else:
             self.q_a_proj = ReplicatedLinear(d.hidden_size, d.q_lora_rank, d.attention_bias, dtype)
-            self.q_a_layernorm = LatentNorm(d.q_lora_rank, dtype)
+            self.q_a_layernorm = RMSNorm(d.q_lora_rank, LATENT_NORM_EPS, dtype)
             self.q_b_proj = ColumnParallelLinear(d.q_lora_rank, q_out, False, ctx, dtype)
         self.kv_a_proj_with_mqa = ReplicatedLinear(d.hidden_size, d.cache_dim, d.attention_bias, dtype)
-        self.kv_a_layernorm = LatentNorm(d.kv_lora_rank, dtype)
+        self.kv_a_layernorm = RMSNorm(d.kv_lora_rank, LATENT_NORM_EPS, dtype)
         self.kv_b_proj = ColumnParallelLinear(
             d.kv_lora_rank, [d.num_heads * (d.qk_nope_head_dim + d.v_head_dim)], False, ctx, dtype
         )
@@ -108,10 +97,10 @@ class MultiHeadLatentAttention(nn.Module):
             self.q_proj.load(reader, [f"{prefix}.q_proj"])
         else:
             self.q_a_proj.load(reader, f"{prefix}.q_a_proj")
-            _load_norm(self.q_a_layernorm, reader, f"{prefix}.q_a_layernorm")
+            self.q_a_layernorm.load(reader, f"{prefix}.q_a_layernorm.weight")
             self.q_b_proj.load(reader, [f"{prefix}.q_b_proj"])
         self.kv_a_proj_with_mqa.load(reader, f"{prefix}.kv_a_proj_with_mqa")
-        _load_norm(self.kv_a_layernorm, reader, f"{prefix}.kv_a_layernorm")
+        self.kv_a_layernorm.load(reader, f"{prefix}.kv_a_layernorm.weight")
         self.kv_b_proj.load(reader, [f"{prefix}.kv_b_proj"])
         self.o_proj.load(reader, f"{prefix}.o_proj")
 
@@ -206,14 +195,7 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float) -> t
     """scores [..., L] (any float dtype), mask broadcastable bool (True = attend) -> probs in scores' dtype.
 
     Written out rather than F.scaled_dot_product_attention: on CPU, SDPA with a boolean mask measured
-    1.2-4x slower than these two matmuls, and 60x slower with enable_gqa (docs/deepseek.md).
+    1.2-4.3x slower than these two matmuls, and 60x slower with enable_gqa (docs/deepseek.md).
     """
     scores = (scores * scale).masked_fill(~mask, float("-inf"))
     return torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
-
-
-def _load_norm(norm: LatentNorm, reader: ShardReader, prefix: str) -> None:
-    w = reader.read(f"{prefix}.weight")
-    if w.shape != norm.weight.shape:
-        raise ValueError(f"checkpoint tensor {prefix}.weight has shape {tuple(w.shape)}, expected {tuple(norm.weight.shape)}")
-    norm.weight.data.copy_(w)
