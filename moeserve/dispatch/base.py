@@ -89,14 +89,11 @@ def weighted_sum_fixed_order(
 ) -> torch.Tensor:
     """out[t] = sum_j topk_weights[t, j] * rows[i] where row_pos[i] = t * k + j, summed in fp32 in j order.
 
-    rows [R, H]; row_pos [R] int64 (flattened (token, j) position of each row); topk_weights [T, k].
-    Positions without a row (dropped ids) contribute zero.
+    rows [R, H]; row_pos [R] int64 (flattened (token, j) position of each row, unique); topk_weights
+    [T, k]. Positions without a row (dropped ids) contribute nothing. Returns [T, H] in out_dtype.
     """
-    # T tokens, k top-k, H hidden
     T, k = topk_weights.shape
-    buf = _scatter_positions(rows, row_pos, T * k)
-    buf.mul_(topk_weights.reshape(-1, 1).float())
-    return _sum_over_k(buf.view(T, k, buf.shape[1])).to(out_dtype)
+    return _accumulate_in_j_order(rows, row_pos, T, k, topk_weights).to(out_dtype)
 
 
 def sum_in_position_order(
@@ -107,20 +104,23 @@ def sum_in_position_order(
     rows [R, H] (already weighted partial sums); row_pos [R] int64 in [0, num_tokens * top_k), unique.
     Returns [num_tokens, H] in out_dtype.
     """
-    buf = _scatter_positions(rows, row_pos, num_tokens * top_k)
-    return _sum_over_k(buf.view(num_tokens, top_k, buf.shape[1])).to(out_dtype)
+    return _accumulate_in_j_order(rows, row_pos, num_tokens, top_k, None).to(out_dtype)
 
 
-def _scatter_positions(rows: torch.Tensor, row_pos: torch.Tensor, num_positions: int) -> torch.Tensor:
-    """[num_positions, H] fp32 zeros with rows [R, H] written at row_pos [R]."""
-    buf = torch.zeros(num_positions, rows.shape[-1], dtype=torch.float32, device=rows.device)
-    buf[row_pos] = rows.float()
-    return buf
-
-
-def _sum_over_k(buf: torch.Tensor) -> torch.Tensor:
-    """buf [T, k, H] fp32 -> [T, H], summed j = 0, 1, ..., k-1 left to right (the order is the contract)."""
-    out = buf[:, 0].clone()
-    for j in range(1, buf.shape[1]):
-        out += buf[:, j]
+def _accumulate_in_j_order(
+    rows: torch.Tensor, row_pos: torch.Tensor, T: int, k: int, topk_weights: torch.Tensor | None
+) -> torch.Tensor:
+    """[T, H] fp32: out = 0, then for j = 0, 1, ..., k-1: out[t] += w[t, j] * rows[i] for the row i at
+    position t * k + j. The j order is the contract every backend reproduces; one [T, H] buffer, not
+    [T * k, H], so a large prefill costs no k-fold copy."""
+    # T tokens, k top-k, H hidden, R rows
+    out = torch.zeros(T, rows.shape[-1], dtype=torch.float32, device=rows.device)
+    token, j_of = row_pos // k, row_pos % k
+    for j in range(k):
+        sel = (j_of == j).nonzero().flatten()
+        t = token[sel]  # unique within one j, so the indexed += adds each row once
+        term = rows[sel].float()
+        if topk_weights is not None:
+            term = term * topk_weights[t, j].float()[:, None]
+        out[t] += term
     return out
