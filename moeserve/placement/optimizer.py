@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moeserve.placement import coactivation, locality, moves, packing
+from moeserve.placement import coactivation, incremental, locality, moves, packing
 from moeserve.placement.plan import PlacementPlan
 
 
@@ -35,6 +35,7 @@ class PlacementSpec:
     hedge: float = 0.0  # weight of a drift hedge, in standard deviations of a rank's load (LOO: 0 scores best)
     max_swaps: int = 400  # per layer
     coactivation_slack: float = 0.02  # peak-load increase allowed to co-locate co-activated experts
+    extrapolate: float = 0.0  # also plan for each scenario pushed this far beyond the scenarios' mean
     keep_tolerance: float = 0.002  # keep a current layer whose balancedness is within this of the new one
 
     def validate(self, num_experts: int) -> None:
@@ -65,6 +66,15 @@ def normalize(loads: np.ndarray) -> np.ndarray:
         loads = loads[None]
     total = loads.sum(axis=2, keepdims=True)
     return np.where(total > 0, loads * loads.shape[2] / np.where(total > 0, total, 1), 1.0)
+
+
+def widen(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Scenarios [S, L, E] plus each one moved alpha further from their mean (clipped at 0): drift
+    tends to continue in the direction workloads already differ in (longer prompts, longer outputs)."""
+    if alpha <= 0 or len(x) < 2:
+        return x
+    mean = x.mean(axis=0, keepdims=True)
+    return np.concatenate([x, np.maximum(mean + (1 + alpha) * (x - mean), 0.0)])
 
 
 def replicate(robust: np.ndarray, num_slots: int, max_replicas: int) -> np.ndarray:
@@ -158,16 +168,31 @@ def row_balancedness(x: np.ndarray, row: np.ndarray, num_ranks: int) -> float:
 
 
 def finish_layer(x: np.ndarray, row: np.ndarray, spec: PlacementSpec, pairs, current) -> np.ndarray:
-    """Co-locate co-activated experts, then keep or align with the current plan's row."""
+    """Co-locate co-activated experts, then prefer the current row, an incremental edit of it, or the
+    fresh row relabelled to reuse it, in that order, whichever is within keep_tolerance."""
     num_ranks = spec.num_ranks
     if pairs is not None and spec.coactivation_slack > 0 and pairs.any():
         rank_of = np.arange(len(row)) // (len(row) // num_ranks)
         row = coactivation.improve(x, row, rank_of, pairs, num_ranks, spec.coactivation_slack)
     if current is None:
         return row
-    if row_balancedness(x, current, num_ranks) >= row_balancedness(x, row, num_ranks) - spec.keep_tolerance:
+    floor = row_balancedness(x, row, num_ranks) - spec.keep_tolerance
+    if row_balancedness(x, current, num_ranks) >= floor:
         return current.copy()
+    if spec.home_share is None and pairs is None:
+        edited = _edit_current(x, current, spec, floor)
+        if row_balancedness(x, edited, num_ranks) >= floor:
+            return edited
     return moves.align(row, current, num_ranks, spec.num_nodes, x.shape[1])
+
+
+def _edit_current(x: np.ndarray, current: np.ndarray, spec: PlacementSpec, floor: float) -> np.ndarray:
+    """current row [P] changed by few slots until balancedness >= floor (global placement)."""
+    reps = replicate(robust_load(x[:, None], spec), len(current), spec.num_ranks)[0]
+    seeded = incremental.seed_from_current(current, reps, (x.mean(axis=0) / reps), spec.num_ranks)
+    items = packing.Items(seeded[None], (x / reps).T[seeded][None], np.zeros((1, len(seeded))))
+    target = np.array([x.sum(axis=1).max() / spec.num_ranks / max(floor, 1e-9)])
+    return incremental.refine_from(items, seeded[None], spec.num_ranks, spec.hedge, spec.max_swaps, target)[0]
 
 
 def optimize(
@@ -190,7 +215,8 @@ def optimize(
         raise ValueError(
             f"--current plan has shape {current.phy2log.shape}, the new plan {(num_layers, num_experts + spec.num_redundant)}"
         )
-    placed = place_global(x, spec) if spec.home_share is None else place_local(x, spec)  # [L, P]
+    wide = widen(x, spec.extrapolate)
+    placed = place_global(wide, spec) if spec.home_share is None else place_local(wide, spec)  # [L, P]
     rows = [
         finish_layer(x[:, l], placed[l], spec, None if pairs is None else pairs[l], None if current is None else current.phy2log[l])
         for l in range(num_layers)

@@ -59,12 +59,13 @@ def greedy(items: Items, num_ranks: int, hedge: float) -> np.ndarray:
 
 
 def refine(items: Items, rank_of: np.ndarray, num_ranks: int, hedge: float, max_iters: int,
-           distinct: bool = True, budget=None) -> np.ndarray:
+           distinct: bool = True, budget=None, target: np.ndarray | None = None) -> np.ndarray:
     """Swap item pairs between the worst rank and any other while that lowers the worst rank's cost.
 
     rank_of: int [B, n] start assignment, equal item counts per rank. distinct: keep replicas of one
     expert on different ranks. budget (only with B == 1): extra constraint with
     `ok(mine [m], other [o], a, b [o]) -> bool [m, o]` and `apply(x, y, a, b)` (locality.HomeBudget).
+    target: float [B], stop a problem once its worst rank costs no more than this (fewer swaps = fewer moves).
     """
     assert budget is None or rank_of.shape[0] == 1
     rank_of = rank_of.copy()
@@ -84,6 +85,12 @@ def refine(items: Items, rank_of: np.ndarray, num_ranks: int, hedge: float, max_
         r = rows[active]
         cost = rank_cost(load[r], var[r], hedge)  # [B', G]
         a = np.argmax(cost, axis=1)
+        if target is not None:
+            done = cost[np.arange(len(r)), a] <= target[r]
+            active[r[done]] = False
+            if done.all():
+                break
+            r, cost, a = r[~done], cost[~done], a[~done]
         idx = np.argsort(rank_of[r] != a[:, None], axis=1, kind="stable")
         mine, other = idx[:, :m], idx[:, m:]  # items on the worst rank, and the rest
         rc = r[:, None]
