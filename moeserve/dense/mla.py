@@ -28,7 +28,7 @@ from torch import nn
 from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.linear import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, ShardReader, divide
 from moeserve.dense.norm import RMSNorm
-from moeserve.dense.yarn import RotaryEmbedding
+from moeserve.dense.yarn import MlaRotaryEmbedding
 from moeserve.parallel_state import ParallelContext
 
 MlaPath = Literal["auto", "expand", "absorb"]
@@ -68,7 +68,7 @@ LATENT_NORM_EPS = 1e-6
 
 class MultiHeadLatentAttention(nn.Module):
     def __init__(
-        self, dims: MlaDims, rotary: RotaryEmbedding, scale: float, ctx: ParallelContext, dtype: torch.dtype,
+        self, dims: MlaDims, rotary: MlaRotaryEmbedding, scale: float, ctx: ParallelContext, dtype: torch.dtype,
         path: MlaPath = "auto",
     ):
         super().__init__()

@@ -132,7 +132,7 @@ def _linear_ramp(low: float, high: float, n: int) -> torch.Tensor:
     return torch.clamp((torch.arange(n, dtype=torch.float32) - low) / (high - low), 0, 1)
 
 
-class RotaryEmbedding:
+class MlaRotaryEmbedding:
     """Holds inv_freq; `cos_sin(positions)` -> (cos, sin) [N, dim // 2] fp32, already times attention_factor."""
 
     def __init__(self, rope: RopeConfig, layout: RopeLayout):

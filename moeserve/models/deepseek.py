@@ -23,7 +23,7 @@ from torch import nn
 
 from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention
 from moeserve.dense.mlp import GatedMLP
-from moeserve.dense.yarn import RotaryEmbedding, rope_config_from_hf, softmax_scale
+from moeserve.dense.yarn import MlaRotaryEmbedding, rope_config_from_hf, softmax_scale
 from moeserve.models.checkpoint import CheckpointReader
 from moeserve.models.common import load_attention_and_norms
 from moeserve.models.expert_loading import load_experts
@@ -45,6 +45,13 @@ class _DeepseekForCausalLM(MoEDecoderModel):
     VERSION = 0
 
     def __init__(self, hf_config: Any, ctx: Any, dtype: Any):
+        quant = getattr(hf_config, "quantization_config", None)
+        if quant:
+            method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", quant)
+            raise ValueError(
+                f"quantized DeepSeek checkpoints ({method}) are not supported: convert the weights to bf16 first "
+                "(DeepSeek's fp8_cast_bf16.py) and drop quantization_config from config.json"
+            )
         if getattr(hf_config, "mlp_bias", False):
             raise ValueError("DeepSeek checkpoints with mlp_bias=True are not supported")
         if self.VERSION == 2 and getattr(hf_config, "norm_topk_prob", False):
@@ -57,7 +64,7 @@ class _DeepseekForCausalLM(MoEDecoderModel):
         dims = MlaDims.from_hf(cfg)
         rope = rope_config_from_hf(cfg, cfg.qk_rope_head_dim)
         interleave = self.VERSION == 2 or getattr(cfg, "rope_interleave", True)
-        rotary = RotaryEmbedding(rope, "interleaved" if interleave else "half")
+        rotary = MlaRotaryEmbedding(rope, "interleaved" if interleave else "half")
         return MultiHeadLatentAttention(dims, rotary, softmax_scale(rope, dims.qk_head_dim), self.ctx, self.dtype)
 
     def build_mlp(self, i: int) -> nn.Module:

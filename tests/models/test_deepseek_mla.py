@@ -7,7 +7,7 @@ import torch
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention
-from moeserve.dense.yarn import RotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
+from moeserve.dense.yarn import MlaRotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
 from moeserve.parallel_state import SINGLE
 
 YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
@@ -67,7 +67,7 @@ def _ours(cfg, version, attn, path):
     dims = MlaDims.from_hf(cfg)
     rope_cfg = rope_config_from_hf(cfg, cfg.qk_rope_head_dim)
     layout = "interleaved" if version == 2 or cfg.rope_interleave else "half"
-    mla = MultiHeadLatentAttention(dims, RotaryEmbedding(rope_cfg, layout), softmax_scale(rope_cfg, dims.qk_head_dim),
+    mla = MultiHeadLatentAttention(dims, MlaRotaryEmbedding(rope_cfg, layout), softmax_scale(rope_cfg, dims.qk_head_dim),
                                    SINGLE, torch.float32, path=path)
     mla.load(DictReader({f"attn.{k}": v for k, v in attn.state_dict().items()}), "attn")
     return mla

@@ -179,3 +179,17 @@ def test_fused_expert_layout_and_extra_mtp_layer(tmp_path):
     index.write_text(index.read_text().replace('"weight_map": {', f'"weight_map": {{"model.layers.3.eh_proj.weight": "{shard.name}", '))
     prompt = [4, 8, 15, 16, 23, 42]
     _assert_close(Harness(tmp_path).step([("a", prompt, 0)])[0], _hf_logits(hf, prompt)[-1])
+
+
+def test_unsupported_configs_say_what_to_change():
+    from transformers import DeepseekV3Config
+
+    from moeserve.models.deepseek import DeepseekV3ForCausalLM
+
+    cfg = DeepseekV3Config(**(COMMON | CONFIGS["v3"][1]))
+    cfg.quantization_config = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    with pytest.raises(ValueError, match="fp8.*convert the weights to bf16"):
+        DeepseekV3ForCausalLM(cfg, SINGLE, torch.float32)
+    cfg = DeepseekV3Config(**(COMMON | CONFIGS["v3"][1] | {"rope_scaling": {"type": "linear", "factor": 2.0}}))
+    with pytest.raises(ValueError, match="valid: default, yarn"):
+        DeepseekV3ForCausalLM(cfg, SINGLE, torch.float32)
