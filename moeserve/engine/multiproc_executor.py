@@ -5,7 +5,7 @@ as JSON in the environment). Several nodes: torchrun / deepspeed started every r
 process is RANK 0. Each step: broadcast the plan (msgpack) on the plan group, run group 0's batch
 here, gather the group leaders' sampled tokens on the result group. Any failure (a rank raising,
 dying, or a collective timing out) becomes EngineDeadError; a watchdog turns a dead child into an
-exit of this process, so a dead rank never leaves the server hanging.
+stop of the whole world, so a dead rank never leaves the server hanging.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_byte
 from moeserve.errors import EngineDeadError
 
 log = logging.getLogger("moeserve.executor")
-_WATCHDOG_GRACE_S = 3.0
 
 
 def free_port() -> int:
@@ -42,6 +41,7 @@ class MultiprocExecutor:
         parallel = config.parallel
         self.num_groups = parallel.num_attention_groups
         self.dead: str | None = None
+        self._stopping = False
         self._procs: list[subprocess.Popen] = []
         env = RankEnv.from_environ()
         if env is None:
@@ -81,15 +81,16 @@ class MultiprocExecutor:
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
     def _watch_children(self) -> None:
-        while self.dead is None:
+        """A dead rank kills the rest of the world, so whatever rank 0 is blocked on fails at once
+        instead of waiting for the step timeout; the next (or current) step raises EngineDeadError."""
+        while self.dead is None and not self._stopping:
             for rank, proc in enumerate(self._procs, start=1):
                 code = proc.poll()
-                if code is not None and not getattr(self, "_stopping", False):
+                if code is not None and not self._stopping:
                     self.dead = f"rank {rank} exited with code {code}"
-                    log.error("%s; stopping the engine", self.dead)
-                    time.sleep(_WATCHDOG_GRACE_S)  # let the main thread fail the step cleanly first
+                    log.error("%s; stopping every rank", self.dead)
                     self._kill_children()
-                    os._exit(70)
+                    return
             time.sleep(0.2)
 
     def check_health(self) -> None:
