@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+MAX_EXPERTS = 64  # above this the O(P^2) candidates x O(E^2 G) scoring is too slow; co-activation is skipped
+
 
 def pair_cost(expert: np.ndarray, rank_of: np.ndarray, pairs: np.ndarray, num_ranks: int) -> float:
     """Co-activations [E, E] whose two experts share no rank, for slots expert [P] on rank_of [P]."""

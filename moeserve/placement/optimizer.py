@@ -31,11 +31,11 @@ class PlacementSpec:
     num_redundant: int = 0
     num_groups: int = 1  # expert groups of group-limited routing (DeepSeek: 8)
     home_share: float | None = None  # None: global; else floor on each group's load served on its home node
-    replicate_quantile: float = 0.9  # robust load used to hand out replicas
+    replicate_quantile: float = 1.0  # robust load used to hand out replicas (1 = max over scenarios)
     hedge: float = 0.0  # weight of a drift hedge, in standard deviations of a rank's load (LOO: 0 scores best)
     max_swaps: int = 400  # per layer
     coactivation_slack: float = 0.02  # peak-load increase allowed to co-locate co-activated experts
-    extrapolate: float = 0.0  # also plan for each scenario pushed this far beyond the scenarios' mean
+    extrapolate: float = 0.5  # also plan for each scenario pushed this far beyond the scenarios' mean
     keep_tolerance: float = 0.002  # keep a current layer whose balancedness is within this of the new one
 
     def validate(self, num_experts: int) -> None:
@@ -171,7 +171,7 @@ def finish_layer(x: np.ndarray, row: np.ndarray, spec: PlacementSpec, pairs, cur
     """Co-locate co-activated experts, then prefer the current row, an incremental edit of it, or the
     fresh row relabelled to reuse it, in that order, whichever is within keep_tolerance."""
     num_ranks = spec.num_ranks
-    if pairs is not None and spec.coactivation_slack > 0 and pairs.any():
+    if pairs is not None and spec.coactivation_slack > 0 and pairs.any() and x.shape[1] <= coactivation.MAX_EXPERTS:
         rank_of = np.arange(len(row)) // (len(row) // num_ranks)
         row = coactivation.improve(x, row, rank_of, pairs, num_ranks, spec.coactivation_slack)
     if current is None:
