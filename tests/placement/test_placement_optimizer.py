@@ -31,12 +31,13 @@ def test_beats_contiguous_and_eplb_on_skewed_loads():
 def test_scenarios_hedge_against_drift():
     """A plan from several workloads stays balanced on each of them better than one from their sum."""
     rng = np.random.default_rng(1)
-    scenarios = np.stack([_skewed(rng, 2, 32) for _ in range(4)])
+    base = rng.lognormal(0.0, 1.0, (2, 64))
+    scenarios = base * rng.lognormal(0.0, 0.5, (4, 2, 64))  # four workloads drifting around one skew
     scenarios /= scenarios.sum(axis=2, keepdims=True)
     robust = optimize(scenarios, PlacementSpec(8, 1, 8))
     summed = eplb_global(scenarios.sum(axis=0), 8, 1, 8)
     worst = lambda plan: min(score(plan, s).balancedness.min() for s in scenarios)  # noqa: E731
-    assert worst(robust) > worst(summed)
+    assert worst(robust) > worst(summed) + 0.1
 
 
 def test_current_plan_with_same_loads_moves_nothing():
