@@ -122,12 +122,10 @@ class MultiHeadLatentAttention(nn.Module):
         flat = cache.view(-1, d.cache_dim)
         flat.index_copy_(0, meta.slot_mapping, torch.cat([self.kv_a_layernorm(latent), k_rope], dim=-1).to(cache.dtype))
 
-        if meta.num_seqs == 0:
-            out = hidden.new_zeros(0, self.h, d.v_head_dim)
-        elif self._use_absorb(meta):
-            out = self._attend_absorbed(q_nope, q_rope, flat, meta)
-        else:
-            out = self._attend_expanded(q_nope, q_rope, flat, meta)
+        out = hidden.new_zeros(N, self.h, d.v_head_dim)
+        for part in seq_slices(meta):
+            attend = self._attend_absorbed if self._use_absorb(part) else self._attend_expanded
+            out[part.tokens] = attend(q_nope, q_rope, flat, part)
         y = self.o_proj(out.reshape(N, self.h * d.v_head_dim))
         if self.ctx.tp_size > 1:
             dist.all_reduce(y, group=self.ctx.tp_group)
@@ -138,11 +136,11 @@ class MultiHeadLatentAttention(nn.Module):
             return self.q_proj(hidden)
         return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden)))
 
-    def _use_absorb(self, meta: AttentionMetadata) -> bool:
+    def _use_absorb(self, part: "SeqSlice") -> bool:
         if self.path != "auto":
             return self.path == "absorb"
         d = self.dims
-        B, Q, L = meta.num_seqs, meta.query_index.shape[1], meta.context_slots.shape[1]
+        (B, Q), L = part.query_index.shape, part.context_slots.shape[1]
         # multiply-adds per head on the padded batch
         expand = B * L * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (d.qk_head_dim + d.v_head_dim)
         absorb = B * Q * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (2 * d.kv_lora_rank + d.qk_rope_head_dim)
@@ -155,9 +153,10 @@ class MultiHeadLatentAttention(nn.Module):
         return w[:, : d.qk_nope_head_dim], w[:, d.qk_nope_head_dim :]
 
     def _attend_expanded(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: AttentionMetadata
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: "SeqSlice"
     ) -> torch.Tensor:
-        """q_nope [N, h, dn], q_rope [N, h, r], flat cache [S, R + r] -> [N, h, dv]."""
+        """q_nope [N, h, dn], q_rope [N, h, r] (all the step's tokens), flat cache [S, R + r]
+        -> [n, h, dv] for the slice's n tokens, in `meta.tokens` order."""
         d = self.dims
         ctx_rows = flat[meta.context_slots]  # [B, L, R + r]
         B, L = ctx_rows.shape[:2]
@@ -172,13 +171,13 @@ class MultiHeadLatentAttention(nn.Module):
         return out.transpose(1, 2)[meta.query_valid]
 
     def _attend_absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: AttentionMetadata
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: "SeqSlice"
     ) -> torch.Tensor:
         """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)."""
         d = self.dims
         w_uk, w_uv = self._w_kv_b()
-        q_latent = torch.einsum("nhd,hdr->nhr", q_nope, w_uk)  # [N, h, R]
-        q = torch.cat([q_latent, q_rope], dim=-1)[meta.query_index]  # [B, Q, h, R + r]
+        q_latent = torch.einsum("bqhd,hdr->bqhr", q_nope[meta.query_index], w_uk)  # [B, Q, h, R]
+        q = torch.cat([q_latent, q_rope[meta.query_index]], dim=-1)  # [B, Q, h, R + r]
         B, Q = q.shape[:2]
         ctx_rows = flat[meta.context_slots]  # [B, L, R + r]: key = [latent | rope key], value = latent
         L = ctx_rows.shape[1]
@@ -189,6 +188,35 @@ class MultiHeadLatentAttention(nn.Module):
         out_latent = torch.bmm(probs.view(B, Q * self.h, L), ctx_rows[..., : d.kv_lora_rank])  # [B, Q * h, R]
         out_latent = out_latent.view(B, Q, self.h, d.kv_lora_rank)[meta.query_valid]  # [N, h, R]
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
+
+
+@dataclass
+class SeqSlice:
+    """The padded attention inputs of a subset of the step's sequences, padded to the subset's own
+    maxima (b sequences, q new tokens, l context): fields as in AttentionMetadata."""
+
+    query_index: torch.Tensor  # [b, q] int64 rows of the step's N tokens
+    query_valid: torch.Tensor  # [b, q] bool
+    context_slots: torch.Tensor  # [b, l] int64
+    attn_mask: torch.Tensor  # [b, 1, q, l] bool
+
+    @property
+    def tokens(self) -> torch.Tensor:
+        """[n] int64: the step rows of the slice's real query tokens, in sequence order."""
+        return self.query_index[self.query_valid]
+
+
+def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
+    """Decode sequences (one new token) and the rest, as separate slices: in one padded batch a
+    single long prefill would pad every decode to its Q x L, and each slice picks its own path."""
+    n_new = meta.query_valid.sum(dim=1)
+    parts = []
+    for rows in ((n_new == 1).nonzero()[:, 0], (n_new > 1).nonzero()[:, 0]):
+        if rows.numel():
+            q, l = int(n_new[rows].max()), int(meta.seq_lens[rows].max())
+            parts.append(SeqSlice(meta.query_index[rows, :q], meta.query_valid[rows, :q],
+                                  meta.context_slots[rows, :l], meta.attn_mask[rows, :, :q, :l]))
+    return parts
 
 
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:

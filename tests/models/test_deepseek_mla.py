@@ -6,7 +6,7 @@ import torch
 
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention
+from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention, seq_slices
 from moeserve.dense.yarn import MlaRotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
 from moeserve.parallel_state import SINGLE
 
@@ -124,20 +124,25 @@ def test_mla_matches_transformers_chunked(path, version, q_lora_rank, rope_scali
         torch.testing.assert_close(torch.cat(g), w, rtol=1e-4, atol=1e-5)
 
 
-def test_paths_agree_on_decode_batch():
+def test_paths_agree_on_mixed_batch():
     torch.manual_seed(3)
     cfg = _hf_config(3, 16, YARN)
     attn, _ = _hf_attention(cfg, 3)
     expand, absorb, auto = (_ours(cfg, 3, attn, p) for p in ("expand", "absorb", "auto"))
-    cache = torch.randn(8, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
-    seqs = [ScheduledSeq("a", [0], 10, [0, 1, 2], True), ScheduledSeq("b", [0], 5, [5, 3], True)]
+    cache = torch.randn(12, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+    seqs = [ScheduledSeq("a", [0], 10, [0, 1, 2], True), ScheduledSeq("p", [0] * 6, 3, [7, 8, 9], True),
+            ScheduledSeq("b", [0], 5, [5, 3], True)]
     meta = build_attention_metadata(GroupBatch(0, seqs), 4)
-    x = torch.randn(2, cfg.hidden_size)
+    x = torch.randn(8, cfg.hidden_size)
     with torch.no_grad():
         a = expand(x, meta, [cache.clone()])
         b = absorb(x, meta, [cache.clone()])
+        c = auto(x, meta, [cache.clone()])
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert auto._use_absorb(meta)  # one new token per sequence: decode is cheaper absorbed
+    torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-6)
+    decode, prefill = seq_slices(meta)
+    assert decode.tokens.tolist() == [0, 7] and prefill.tokens.tolist() == list(range(1, 7))
+    assert auto._use_absorb(decode)  # one new token per sequence: decode is cheaper absorbed
 
 
 def test_empty_batch_returns_no_rows():
