@@ -8,6 +8,7 @@ are padded to [B, Q] with `meta.query_index`, and one `scaled_dot_product_attent
 Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context length,
 hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block size, H hidden.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from moeserve.dense.rotary import RotaryEmbedding
 from moeserve.parallel_state import ParallelContext
 
 
-def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
+def write_kv(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor
+) -> None:
     """k_cache, v_cache [NB, BS, hk, D] (mutated); k, v [N, hk, D]; slots [N] int64 flat slot ids."""
     hk, D = k_cache.shape[-2:]
     k_cache.view(-1, hk, D)[slots] = k

@@ -3,6 +3,7 @@
 The vocabulary is split into tp contiguous shards of ceil(V / tp) rows (the last may be short; it
 is zero-padded). Shape legend: N tokens, V vocab, Vl = ceil(V / tp) rows per rank, H hidden.
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ Each layer loads its own shard from a `CheckpointReader` (models/checkpoint.py) 
 the rows or columns it owns. Row-parallel layers return partial sums: the caller all-reduces
 (`if ctx.tp_size > 1: dist.all_reduce(y, group=ctx.tp_group)`), so collectives stay visible.
 """
+
 from __future__ import annotations
 
 from typing import Protocol, Sequence

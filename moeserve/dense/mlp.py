@@ -4,6 +4,7 @@ Used for dense MLP layers and shared experts. Returns a partial sum over tp; the
 (the MoE layer folds it into the routed experts' reduction so one collective serves both).
 Shape legend: T tokens, H hidden, I intermediate, tp tensor-parallel size.
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,7 +27,9 @@ class GatedMLP(nn.Module):
         gate, up = self.gate_up(x).chunk(2, dim=-1)
         return self.down(self.act(gate) * up)
 
-    def load(self, reader: ShardReader, prefix: str, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> None:
+    def load(
+        self, reader: ShardReader, prefix: str, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
+    ) -> None:
         """prefix e.g. 'model.layers.0.mlp'; names: the checkpoint's (gate, up, down) sub-names."""
         gate, up, down = names
         self.gate_up.load(reader, [f"{prefix}.{gate}", f"{prefix}.{up}"])

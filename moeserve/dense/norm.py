@@ -3,6 +3,7 @@
 `ShardedRMSNorm` normalises a vector that is split over tp ranks (OLMoE's q/k norm spans all heads):
 the sum of squares is all-reduced so every rank divides by the full-width RMS.
 """
+
 from __future__ import annotations
 
 import torch

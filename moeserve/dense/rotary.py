@@ -4,6 +4,7 @@ Shape legend: N tokens, h heads, D head dim (rotary dim = D here), P = D / 2 fre
 `inv_freq` is computed per rope type; YaRN lives in dense/yarn.py and plugs in the same way
 (an inv_freq [P] and an attention scaling factor applied to cos/sin).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,9 +57,7 @@ class RotaryEmbedding(nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * self.scaling).to(dtype), (emb.sin() * self.scaling).to(dtype)
 
-    def forward(
-        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N]; q [N, hq, D]; k [N, hk, D] -> rotated q, k (same shapes and dtype)."""
         cos, sin = self.cos_sin(positions, q.dtype)
         cos, sin = cos[:, None, :], sin[:, None, :]

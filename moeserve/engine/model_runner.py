@@ -2,6 +2,7 @@
 
 Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hidden.
 """
+
 from __future__ import annotations
 
 import math
@@ -102,7 +103,10 @@ class ModelRunner:
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
         self.kv_caches = [
-            [torch.zeros(shape, dtype=self.dtype) for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)]
+            [
+                torch.zeros(shape, dtype=self.dtype)
+                for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)
+            ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
 
@@ -112,7 +116,8 @@ class ModelRunner:
         blocks = memory_mb * 2**20 // block_bytes
         if blocks < 1:
             raise ValueError(
-                f"--kv-cache-memory-mb {memory_mb} holds no KV block of {block_bytes} bytes: raise it or lower --block-size"
+                f"--kv-cache-memory-mb {memory_mb} holds no KV block of {block_bytes} bytes: "
+                "raise it or lower --block-size"
             )
         return int(blocks)
 

@@ -4,6 +4,7 @@ Tensors are opened lazily (`safe_open` + `get_slice`) so each rank reads only th
 experts it owns. The reader records which tensors the model consumed or claimed; `finish()` raises
 naming every tensor on disk that no layer accounted for, and `read` raises naming a missing one.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,7 +36,9 @@ class CheckpointReader:
     suffixes that may sit on disk without a layer (e.g. precomputed `rotary_emb.inv_freq`).
     """
 
-    def __init__(self, model_dir: str | Path, progress: bool = True, ignore: tuple[str, ...] = ("rotary_emb.inv_freq",)):
+    def __init__(
+        self, model_dir: str | Path, progress: bool = True, ignore: tuple[str, ...] = ("rotary_emb.inv_freq",)
+    ):
         self.model_dir = Path(model_dir)
         self._file_of = self._index_files()
         self._handles: dict[Path, object] = {}

@@ -1,4 +1,5 @@
 """Config readers and layer builders shared by the Llama-style MoE architectures."""
+
 from __future__ import annotations
 
 from typing import Any

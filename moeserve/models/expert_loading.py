@@ -11,6 +11,7 @@ Fused 3D layout (transformers >= 5 in-memory state dict, Llama-4, GPT-OSS style)
 the untransposed transformers layout is assumed.
 Only this rank's experts (and its tp slice of each) are read; the others are claimed unread.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,7 +66,9 @@ def _load_per_expert(reader: CheckpointReader, moe: MoELayer, prefix: str, names
             reader.read(f"{base}.{names.up}.weight", 0, lo, hi),
             reader.read(f"{base}.{names.down}.weight", 1, lo, hi),
         )
-    all_names = [f"{prefix}.experts.{e}.{n}.weight" for e in range(moe.num_experts) for n in (names.gate, names.up, names.down)]
+    all_names = [
+        f"{prefix}.experts.{e}.{n}.weight" for e in range(moe.num_experts) for n in (names.gate, names.up, names.down)
+    ]
     reader.claim(all_names)
 
 
@@ -95,4 +98,3 @@ def _load_fused(reader: CheckpointReader, moe: MoELayer, gate_up: str, down: str
             d = reader.read_index(down, (e, full, rows))
         moe.experts.set_slot(slot, g, u, d)
     reader.claim([gate_up, down])
-

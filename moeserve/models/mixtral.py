@@ -3,6 +3,7 @@
 Checkpoint names: model.layers.{i}.block_sparse_moe.{gate, experts.{e}.w1/w2/w3} (per-expert, as
 save_pretrained writes), or model.layers.{i}.mlp.{gate, experts.gate_up_proj/down_proj} (fused).
 """
+
 from __future__ import annotations
 
 from torch import nn

@@ -4,6 +4,7 @@ An architecture subclasses `MoEDecoderModel` and supplies three hooks: `build_at
 `build_mlp(i)` (an `MoELayer` or a `GatedMLP`) and `load_layer(reader, i)` (its checkpoint names).
 Shape legend: N tokens in the step, S sampled tokens, H hidden, V vocab.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,6 @@ from torch import nn
 
 from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.embedding import ParallelLMHead, VocabParallelEmbedding
-from moeserve.dense.mlp import GatedMLP
 from moeserve.dense.norm import RMSNorm
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
@@ -26,7 +26,9 @@ from moeserve.parallel_state import ParallelContext
 class DecoderLayer(nn.Module):
     """Pre-norm residual block: h = x + attn(norm1(x)); out = h + mlp(norm2(h))."""
 
-    def __init__(self, self_attn: nn.Module, mlp: nn.Module, hidden: int, eps: float, ctx: ParallelContext, dtype: torch.dtype):
+    def __init__(
+        self, self_attn: nn.Module, mlp: nn.Module, hidden: int, eps: float, ctx: ParallelContext, dtype: torch.dtype
+    ):
         super().__init__()
         self.self_attn, self.mlp, self.ctx = self_attn, mlp, ctx
         self.input_layernorm = RMSNorm(hidden, eps, dtype)

@@ -1,5 +1,6 @@
 """OLMoE: RMSNorm over the whole q and k projections (all heads together, not per head), optional
 clip_qkv, optional attention bias, every layer MoE, top-k renormalised only if norm_topk_prob."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -14,7 +15,13 @@ class OlmoeForCausalLM(MoEDecoderModel):
         cfg = self.config
         bias = getattr(cfg, "attention_bias", False)
         return new_attention(
-            cfg, self.ctx, self.dtype, qkv_bias=bias, o_bias=bias, qk_norm="full", clip_qkv=getattr(cfg, "clip_qkv", None)
+            cfg,
+            self.ctx,
+            self.dtype,
+            qkv_bias=bias,
+            o_bias=bias,
+            qk_norm="full",
+            clip_qkv=getattr(cfg, "clip_qkv", None),
         )
 
     def build_mlp(self, i: int) -> nn.Module:

@@ -7,6 +7,7 @@ window on every layer when config.sliding_window is set (use_sliding_window).
 Both: a layer is MoE unless listed in mlp_only_layers or (i + 1) % decoder_sparse_step != 0
 (then a dense MLP of intermediate_size); top-k weights renormalised only if norm_topk_prob.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -31,7 +32,13 @@ class _QwenMoeBase(MoEDecoderModel):
         if not self.is_moe_layer(i):
             return GatedMLP(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, self.ctx, self.dtype)
         return softmax_moe(
-            cfg, cfg.num_experts, cfg.moe_intermediate_size, cfg.norm_topk_prob, self.ctx, self.dtype, **self.shared_parts()
+            cfg,
+            cfg.num_experts,
+            cfg.moe_intermediate_size,
+            cfg.norm_topk_prob,
+            self.ctx,
+            self.dtype,
+            **self.shared_parts(),
         )
 
     def shared_parts(self) -> dict:
@@ -60,7 +67,9 @@ class Qwen2MoeForCausalLM(_QwenMoeBase):
         if not getattr(cfg, "shared_expert_intermediate_size", 0):
             return {}
         return dict(
-            shared_expert=GatedMLP(cfg.hidden_size, cfg.shared_expert_intermediate_size, cfg.hidden_act, self.ctx, self.dtype),
+            shared_expert=GatedMLP(
+                cfg.hidden_size, cfg.shared_expert_intermediate_size, cfg.hidden_act, self.ctx, self.dtype
+            ),
             shared_expert_gate=ReplicatedLinear(cfg.hidden_size, 1, False, self.dtype),
         )
 
@@ -70,4 +79,6 @@ class Qwen3MoeForCausalLM(_QwenMoeBase):
         cfg = self.config
         bias = getattr(cfg, "attention_bias", False)
         window = getattr(cfg, "sliding_window", None) or None
-        return new_attention(cfg, self.ctx, self.dtype, qkv_bias=bias, o_bias=bias, qk_norm="head", sliding_window=window)
+        return new_attention(
+            cfg, self.ctx, self.dtype, qkv_bias=bias, o_bias=bias, qk_norm="head", sliding_window=window
+        )

@@ -5,6 +5,7 @@
 Prints one line per (shape, tokens, dtype) with both timings and their ratio; docs/models.md
 records the numbers behind the default (`GroupedExperts` uses grouped_mm where shapes allow).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -11,6 +11,7 @@ out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
 is a multiple of 16 bytes; otherwise (and as the reference the tests compare) a loop over slots.
 Measured on CPU (docs/models.md): grouped_mm is the default where the shapes allow it.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -57,7 +58,9 @@ def experts_reference(
     return out
 
 
-def experts_grouped(x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable) -> torch.Tensor:
+def experts_grouped(
+    x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
+) -> torch.Tensor:
     """Same contract as `experts_reference`, offsets [S] int32 cumulative end rows, one call per GEMM."""
     gate_up = F.grouped_mm(x, w13.transpose(-2, -1), offs=offsets)  # [R, 2Il]
     gate, up = gate_up.chunk(2, dim=-1)
@@ -99,7 +102,11 @@ class GroupedExperts(nn.Module):
     def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
         """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""
         Il = self.intermediate
-        for name, value, shape in (("gate", gate, (Il, self.hidden)), ("up", up, (Il, self.hidden)), ("down", down, (self.hidden, Il))):
+        for name, value, shape in (
+            ("gate", gate, (Il, self.hidden)),
+            ("up", up, (Il, self.hidden)),
+            ("down", down, (self.hidden, Il)),
+        ):
             if tuple(value.shape) != shape:
                 raise ValueError(f"expert {name} shard has shape {tuple(value.shape)}, expected {shape}")
         self.w13.data[slot, :Il].copy_(gate)

@@ -15,6 +15,7 @@ Placement: `phy2log[p]` is the logical expert in slot p (identity by default) an
 logical ids [T, k] into physical slots [T, k] (replica choice); set both with `set_placement`
 before loading weights.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence

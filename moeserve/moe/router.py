@@ -4,6 +4,7 @@ Every router has the same call signature so `MoELayer` takes any of them:
     router(router_logits [T, E]) -> (topk_ids [T, k] int64 logical expert ids, topk_weights [T, k] fp32)
 DeepSeek's sigmoid + bias + group-limited router (moe/deepseek_router.py) follows the same contract.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -35,7 +36,9 @@ class SoftmaxTopKRouter(nn.Module):
         return ids, weights
 
 
-def softmax_topk_reference(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def softmax_topk_reference(
+    router_logits: torch.Tensor, top_k: int, renormalize: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Row by row with a sort: the plain version `SoftmaxTopKRouter` is tested against."""
     ids, weights = [], []
     for row in router_logits.float():

@@ -1,4 +1,5 @@
 """The batched paged-attention path vs a per-sequence, per-head reference, over mixed steps."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Tensor-parallel layers loaded as simulated shards (no process group) recombine to the full layer,
 and RMSNorm / rotary match transformers' own functions."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,11 +22,17 @@ def ckpt(tmp_path):
     g = torch.Generator().manual_seed(0)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
     tensors = {
-        "q.weight": r(NH * D, H), "q.bias": r(NH * D),
-        "k.weight": r(2 * D, H), "k.bias": r(2 * D),
-        "v.weight": r(2 * D, H), "v.bias": r(2 * D),
-        "o.weight": r(H, NH * D), "o.bias": r(H),
-        "mlp.gate_proj.weight": r(24, H), "mlp.up_proj.weight": r(24, H), "mlp.down_proj.weight": r(H, 24),
+        "q.weight": r(NH * D, H),
+        "q.bias": r(NH * D),
+        "k.weight": r(2 * D, H),
+        "k.bias": r(2 * D),
+        "v.weight": r(2 * D, H),
+        "v.bias": r(2 * D),
+        "o.weight": r(H, NH * D),
+        "o.bias": r(H),
+        "mlp.gate_proj.weight": r(24, H),
+        "mlp.up_proj.weight": r(24, H),
+        "mlp.down_proj.weight": r(H, 24),
     }
     save_file(tensors, str(tmp_path / "model.safetensors"))
     return tmp_path, tensors

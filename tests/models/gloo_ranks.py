@@ -3,6 +3,7 @@
 Results must be picklable without shared memory (numpy arrays, lists), because the ranks exit right
 after answering. A rank that raises, dies or hangs fails the calling test.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Checkpoint reader: sliced reads, sharded index, clear errors for missing and unknown tensors;
 tied embeddings, sliding window and bfloat16 through the runner."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,9 @@ def test_sliced_reads_from_sharded_index(tmp_path):
     a, b = torch.arange(24.0).view(4, 6), torch.arange(5.0)
     save_file({"a": a}, str(tmp_path / "s1.safetensors"))
     save_file({"b": b}, str(tmp_path / "s2.safetensors"))
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})
+    )
     r = CheckpointReader(tmp_path, progress=False)
     assert r.shape("a") == (4, 6)
     assert torch.equal(r.read("a", 1, 2, 4), a[:, 2:4])
@@ -39,7 +42,9 @@ def test_missing_tensor_error_names_it_and_suggests(tmp_path):
 def run(path, tokens, dtype="float32"):
     cfg = EngineConfig(model=ModelConfig(model=str(path), dtype=dtype), cache=CacheConfig(block_size=4, num_blocks=16))
     runner = ModelRunner(cfg, SINGLE)
-    return runner, runner.execute(GroupBatch(0, [ScheduledSeq("x", tokens, 0, list(range(1, 1 + -(-len(tokens) // 4))), True)]))
+    return runner, runner.execute(
+        GroupBatch(0, [ScheduledSeq("x", tokens, 0, list(range(1, 1 + -(-len(tokens) // 4))), True)])
+    )
 
 
 def hf_last(model, tokens):
@@ -63,6 +68,14 @@ def test_tied_embeddings_sliding_window_and_runner_properties(tmp_path):
     tokens = [5, 9, 1, 33, 2, 70, 8, 8, 19, 4, 60]
     runner, logits = run(path, tokens)
     assert runner.max_model_len == 128 and runner.num_blocks == 16 and runner.block_size == 4
+    # from memory: 2 layers x (K + V) x 4 slots x 2 KV heads x 16 dims x 4 bytes = 2 KiB a block
+    sized = ModelRunner(
+        EngineConfig(
+            model=ModelConfig(model=str(path)), cache=CacheConfig(block_size=4, num_blocks=None, kv_cache_memory_mb=1)
+        ),
+        SINGLE,
+    )
+    assert sized.num_blocks == 512 and sized.kv_caches[1][0].shape == (512, 4, 2, 16)
     ref = hf_last(model, tokens)
     assert float((logits[0] - ref).abs().max() / ref.abs().max()) <= 1e-4
 

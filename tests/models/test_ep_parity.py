@@ -1,6 +1,7 @@
 """Expert parallelism and placement do not change the logits: replicas on one rank, ep=2 over gloo
 with the a2a and agrs dispatchers (each rank serving its own requests, one rank idle in a step),
 and (slow) ep=4 x tp=2, where tp ranks split their group's tokens before dispatch."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,11 @@ from tiny_models import make_hf_model, save_checkpoint
 # qwen2_moe: 2 MoE layers + 1 dense layer, shared expert; 8 experts
 STEPS = {
     0: [[ScheduledSeq("a", [5, 17, 3, 88, 41, 9, 2], 0, [1, 2], True)], [ScheduledSeq("a", [12], 7, [1, 2], True)], []],
-    1: [[ScheduledSeq("b", [7, 7, 1], 0, [1], True), ScheduledSeq("c", [4, 4], 0, [2], True)], [], [ScheduledSeq("b", [30], 3, [1], True)]],
+    1: [
+        [ScheduledSeq("b", [7, 7, 1], 0, [1], True), ScheduledSeq("c", [4, 4], 0, [2], True)],
+        [],
+        [ScheduledSeq("b", [30], 3, [1], True)],
+    ],
 }
 
 
@@ -32,7 +37,10 @@ def write_plan(path, phy2log_row: list[int], ranks: int) -> str:
 
 def run_steps(model_dir: str, ctx: ParallelContext, steps, parallel=ParallelConfig(), plan=None) -> list[torch.Tensor]:
     cfg = EngineConfig(
-        model=ModelConfig(model=model_dir), cache=CacheConfig(block_size=4, num_blocks=8), parallel=parallel, placement=plan
+        model=ModelConfig(model=model_dir),
+        cache=CacheConfig(block_size=4, num_blocks=8),
+        parallel=parallel,
+        placement=plan,
     )
     runner = ModelRunner(cfg, ctx)
     return [runner.execute(GroupBatch(0, list(step))) for step in steps]
@@ -60,8 +68,12 @@ def _ep_rank(rank: int, world: int, model_dir: str, dispatches: list[str], tp: i
 
     groups = [dist.new_group(list(range(g * tp, (g + 1) * tp))) for g in range(world // tp)]
     ctx = ParallelContext(
-        tp_size=tp, tp_rank=rank % tp, tp_group=groups[rank // tp] if tp > 1 else None,
-        ep_size=world, ep_rank=rank, ep_group=dist.group.WORLD,
+        tp_size=tp,
+        tp_rank=rank % tp,
+        tp_group=groups[rank // tp] if tp > 1 else None,
+        ep_size=world,
+        ep_rank=rank,
+        ep_group=dist.group.WORLD,
     )
     out = []
     for dispatch in dispatches:

@@ -1,5 +1,6 @@
 """Each architecture served through ModelRunner matches transformers' logits (fp32, rel err <= 1e-4):
 batched prefill, chunked prefill, decode, mixed steps, and both on-disk expert layouts."""
+
 from __future__ import annotations
 
 import pytest
@@ -85,7 +86,7 @@ def test_chunked_prefill_and_decode_in_mixed_steps(arch_setup):
     for step in steps:
         batch = GroupBatch(0, [seqs.chunk(rid, full[rid], s, e) for rid, s, e in step])
         logits = runner.execute(batch)
-        for row, (rid, s, e) in enumerate(step):
+        for row, (rid, _, e) in enumerate(step):
             assert rel_err(logits[row], expected[rid][e - 1]) <= TOL, (arch, rid, e)
 
 

@@ -1,5 +1,6 @@
 """tp=2 on two gloo processes gives the same logits as tp=1, for every architecture, including an
 uneven vocabulary split, a replicated KV head (OLMoE with one KV head) and an empty step."""
+
 from __future__ import annotations
 
 import torch

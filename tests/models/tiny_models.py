@@ -7,6 +7,7 @@ with `save_pretrained` (per-expert layout) or, with layout="fused", as the trans
 state dict (experts.gate_up_proj [E, 2I, H] / experts.down_proj [E, H, I]); layout="fused_t" writes
 the transposed fused layout ([E, H, 2I] / [E, I, H]). No tokenizer is written.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,14 +91,20 @@ def save_checkpoint(model, path: Path, layout: str = "per_expert") -> Path:
     model.config.save_pretrained(path)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     if layout == "fused_t":
-        state = {k: v.transpose(1, 2).contiguous() if k.endswith(("experts.gate_up_proj", "experts.down_proj")) else v for k, v in state.items()}
+        state = {
+            k: v.transpose(1, 2).contiguous() if k.endswith(("experts.gate_up_proj", "experts.down_proj")) else v
+            for k, v in state.items()
+        }
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     # two shards with an index, so the sharded-checkpoint path is exercised too
     names = sorted(state)
     half = len(names) // 2
     weight_map = {}
-    for shard, part in (("model-00001-of-00002.safetensors", names[:half]), ("model-00002-of-00002.safetensors", names[half:])):
+    for shard, part in (
+        ("model-00001-of-00002.safetensors", names[:half]),
+        ("model-00002-of-00002.safetensors", names[half:]),
+    ):
         save_file({n: state[n] for n in part}, str(path / shard), metadata={"format": "pt"})
         weight_map.update({n: shard for n in part})
     (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))

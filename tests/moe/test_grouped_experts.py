@@ -1,5 +1,6 @@
 """Grouped-GEMM experts vs the per-slot loop, tp-sharded experts vs unsharded, and the MoE layer
 (with LocalDispatcher, shared expert, replicas) vs a plain dense-einsum reference."""
+
 from __future__ import annotations
 
 import pytest
@@ -62,7 +63,9 @@ def write_expert_checkpoint(path, gen) -> dict[str, torch.Tensor]:
 
 
 def make_moe(ctx: ParallelContext, **kw) -> MoELayer:
-    return MoELayer(ReplicatedLinear(H, E, False, torch.float32), SoftmaxTopKRouter(K, True), E, H, I, ctx, torch.float32, **kw)
+    return MoELayer(
+        ReplicatedLinear(H, E, False, torch.float32), SoftmaxTopKRouter(K, True), E, H, I, ctx, torch.float32, **kw
+    )
 
 
 def test_tp_sharded_experts_sum_to_unsharded(tmp_path):
@@ -125,7 +128,11 @@ def test_moe_layer_shared_expert_with_sigmoid_gate():
     from moeserve.dense.mlp import GatedMLP
 
     ctx = ParallelContext()
-    moe = filled_moe(ctx, shared_expert=GatedMLP(H, 16, "silu", ctx, torch.float32), shared_expert_gate=ReplicatedLinear(H, 1, False, torch.float32))
+    moe = filled_moe(
+        ctx,
+        shared_expert=GatedMLP(H, 16, "silu", ctx, torch.float32),
+        shared_expert_gate=ReplicatedLinear(H, 1, False, torch.float32),
+    )
     x = torch.randn(9, H)
     shared = lambda t: torch.sigmoid(moe.shared_expert_gate(t)) * moe.shared_expert(t)  # noqa: E731
     ref = moe_reference(x, moe.gate.weight, moe.experts.w13, moe.experts.w2, shared)
