@@ -193,3 +193,17 @@ def test_unsupported_configs_say_what_to_change():
     cfg = DeepseekV3Config(**(COMMON | CONFIGS["v3"][1] | {"rope_scaling": {"type": "linear", "factor": 2.0}}))
     with pytest.raises(ValueError, match="valid: default, yarn"):
         DeepseekV3ForCausalLM(cfg, SINGLE, torch.float32)
+
+
+def test_dense_and_moe_layer_pattern():
+    """first_k_dense_replace dense layers, then MoE every moe_layer_freq layers (DeepSeek's own rule)."""
+    from transformers import DeepseekV2Config
+
+    from moeserve.models.deepseek import DeepseekV2ForCausalLM
+    from moeserve.moe.layer import MoELayer
+
+    cfg = DeepseekV2Config(**(COMMON | CONFIGS["v2-greedy"][1] | {"num_hidden_layers": 6}))
+    cfg.moe_layer_freq = 2
+    model = DeepseekV2ForCausalLM(cfg, SINGLE, torch.float32)
+    assert [isinstance(layer.mlp, MoELayer) for layer in model.layers] == [False, False, True, False, True, False]
+    assert model.kv_cache_shape(3, 4) == [(3, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)]
