@@ -85,6 +85,13 @@ class MoELayer(nn.Module):
             num_local, self.hidden, self.intermediate_local, self.dtype, self.act, self.use_grouped_mm
         )
 
+    def remap(self, phy2log: Sequence[int], slot_map: SlotMap | None) -> None:
+        """Switch to a new placement with the same slot count, keeping the weights: the rebalancer
+        copies the moved experts' weights into `experts.w13/w2` itself, then calls this."""
+        if len(phy2log) != self.num_slots:
+            raise ValueError(f"remap keeps {self.num_slots} physical slots, got {len(phy2log)}")
+        self.phy2log, self.slot_map = list(phy2log), slot_map
+
     def local_slot_experts(self) -> list[int]:
         """Logical expert id held in each of this rank's slots, in slot order."""
         return self.phy2log[self.first_slot : self.first_slot + self.experts.num_slots]
