@@ -110,3 +110,23 @@ def test_fused_expert_layouts_load(arch_setup, layout, tmp_path):
     toks = [7, 3, 50, 21, 9, 11]
     logits = runner.execute(GroupBatch(0, [Seqs().chunk("x", toks, 0, len(toks))]))
     assert rel_err(logits[0], hf_logits(model, toks)[-1]) <= TOL
+
+
+FLAG_VARIANTS = [
+    ("qwen3_moe", dict(attention_bias=True, decoder_sparse_step=2, num_hidden_layers=4, norm_topk_prob=False)),
+    ("qwen2_moe", dict(use_sliding_window=True, sliding_window=4, max_window_layers=2, norm_topk_prob=True)),
+    ("olmoe", dict(norm_topk_prob=True, attention_bias=True, clip_qkv=None)),
+    ("mixtral", dict(head_dim=24, rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0})),
+]
+
+
+@pytest.mark.parametrize("arch,flags", FLAG_VARIANTS, ids=[a for a, _ in FLAG_VARIANTS])
+def test_config_flag_variants(arch, flags, tmp_path):
+    model = make_hf_model(arch, **flags)
+    runner = runner_for(save_checkpoint(model, tmp_path), num_blocks=16)
+    toks = [4, 80, 13, 13, 2, 57, 31, 9, 66, 1, 23]
+    expected = hf_logits(model, toks)
+    seqs = Seqs()
+    for start, end in [(0, 7), (7, 9), (9, 10), (10, 11)]:
+        logits = runner.execute(GroupBatch(0, [seqs.chunk("x", toks, start, end)]))
+        assert rel_err(logits[0], expected[end - 1]) <= TOL, (arch, end)
