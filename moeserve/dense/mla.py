@@ -16,6 +16,7 @@ two mathematically equal paths, picked per step by their FLOP count on the padde
   L x R x h(dn + dv) per token. See docs/deepseek.md for measured numbers.
 Heads are split over tp: q/kv_b are column-parallel by head, o_proj row-parallel (all-reduce here).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,10 +56,16 @@ class MlaDims:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
     @classmethod
-    def from_hf(cls, c: Any) -> "MlaDims":
+    def from_hf(cls, c: Any) -> MlaDims:
         return cls(
-            c.hidden_size, c.num_attention_heads, c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim,
-            c.qk_rope_head_dim, c.v_head_dim, bool(getattr(c, "attention_bias", False)),
+            c.hidden_size,
+            c.num_attention_heads,
+            c.q_lora_rank,
+            c.kv_lora_rank,
+            c.qk_nope_head_dim,
+            c.qk_rope_head_dim,
+            c.v_head_dim,
+            bool(getattr(c, "attention_bias", False)),
         )
 
 
@@ -68,7 +75,12 @@ LATENT_NORM_EPS = 1e-6
 
 class MultiHeadLatentAttention(nn.Module):
     def __init__(
-        self, dims: MlaDims, rotary: MlaRotaryEmbedding, scale: float, ctx: ParallelContext, dtype: torch.dtype,
+        self,
+        dims: MlaDims,
+        rotary: MlaRotaryEmbedding,
+        scale: float,
+        ctx: ParallelContext,
+        dtype: torch.dtype,
         path: MlaPath = "auto",
     ):
         super().__init__()
@@ -136,14 +148,18 @@ class MultiHeadLatentAttention(nn.Module):
             return self.q_proj(hidden)
         return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden)))
 
-    def _use_absorb(self, part: "SeqSlice") -> bool:
+    def _use_absorb(self, part: SeqSlice) -> bool:
         if self.path != "auto":
             return self.path == "absorb"
         d = self.dims
         (B, Q), L = part.query_index.shape, part.context_slots.shape[1]
         # multiply-adds per head on the padded batch
-        expand = B * L * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (d.qk_head_dim + d.v_head_dim)
-        absorb = B * Q * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (2 * d.kv_lora_rank + d.qk_rope_head_dim)
+        expand = B * L * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (
+            d.qk_head_dim + d.v_head_dim
+        )
+        absorb = B * Q * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (
+            2 * d.kv_lora_rank + d.qk_rope_head_dim
+        )
         return absorb < expand
 
     def _w_kv_b(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,7 +169,7 @@ class MultiHeadLatentAttention(nn.Module):
         return w[:, : d.qk_nope_head_dim], w[:, d.qk_nope_head_dim :]
 
     def _attend_expanded(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: "SeqSlice"
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: SeqSlice
     ) -> torch.Tensor:
         """q_nope [N, h, dn], q_rope [N, h, r] (all the step's tokens), flat cache [S, R + r]
         -> [n, h, dv] for the slice's n tokens, in `meta.tokens` order."""
@@ -171,7 +187,7 @@ class MultiHeadLatentAttention(nn.Module):
         return out.transpose(1, 2)[meta.query_valid]
 
     def _attend_absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: "SeqSlice"
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: SeqSlice
     ) -> torch.Tensor:
         """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)."""
         d = self.dims
@@ -214,8 +230,14 @@ def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
     for rows in ((n_new == 1).nonzero()[:, 0], (n_new > 1).nonzero()[:, 0]):
         if rows.numel():
             q, l = int(n_new[rows].max()), int(meta.seq_lens[rows].max())
-            parts.append(SeqSlice(meta.query_index[rows, :q], meta.query_valid[rows, :q],
-                                  meta.context_slots[rows, :l], meta.attn_mask[rows, :, :q, :l]))
+            parts.append(
+                SeqSlice(
+                    meta.query_index[rows, :q],
+                    meta.query_valid[rows, :q],
+                    meta.context_slots[rows, :l],
+                    meta.attn_mask[rows, :, :q, :l],
+                )
+            )
     return parts
 
 

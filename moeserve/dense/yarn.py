@@ -14,6 +14,7 @@ Layouts (`RopeLayout`), all rotating pair i by angle pos * inv_freq[i]:
       because q and k get the same one, and only q.k ever reads the rope part).
   "half": pairs (x_i, x_{i + d/2}), the GPT-NeoX `rotate_half` form (V3 with `rope_interleave=False`).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,9 @@ def rope_config_from_hf(hf_config: Any, dim: int) -> RopeConfig:
     params = dict(getattr(hf_config, "rope_parameters", None) or getattr(hf_config, "rope_scaling", None) or {})
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in SUPPORTED_ROPE_TYPES:
-        raise ValueError(f"rope type {rope_type!r} is not supported for DeepSeek; valid: {', '.join(SUPPORTED_ROPE_TYPES)}")
+        raise ValueError(
+            f"rope type {rope_type!r} is not supported for DeepSeek; valid: {', '.join(SUPPORTED_ROPE_TYPES)}"
+        )
     theta = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
     if rope_type == "default":
         return RopeConfig("default", dim, float(theta))
@@ -62,9 +65,9 @@ def rope_config_from_hf(hf_config: Any, dim: int) -> RopeConfig:
         rope_type="yarn",
         dim=dim,
         theta=float(theta),
-        factor=float(params["factor"]) if params.get("factor") is not None else (
-            hf_config.max_position_embeddings / params["original_max_position_embeddings"]
-        ),
+        factor=float(params["factor"])
+        if params.get("factor") is not None
+        else (hf_config.max_position_embeddings / params["original_max_position_embeddings"]),
         original_max_position_embeddings=int(
             params.get("original_max_position_embeddings") or hf_config.max_position_embeddings
         ),
@@ -85,7 +88,7 @@ def yarn_get_mscale(scale: float, mscale: float = 1.0) -> float:
 
 def softmax_scale(rope: RopeConfig, qk_head_dim: int) -> float:
     """qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) ** 2 under YaRN when mscale_all_dim is set."""
-    scale = qk_head_dim ** -0.5
+    scale = qk_head_dim**-0.5
     if rope.rope_type != "default" and rope.mscale_all_dim:
         m = yarn_get_mscale(rope.factor, rope.mscale_all_dim)
         scale = scale * m * m
@@ -96,8 +99,8 @@ def inv_freq_and_attention_factor(rope: RopeConfig) -> tuple[torch.Tensor, float
     """Returns inv_freq [dim // 2] fp32 and the factor cos/sin are multiplied by."""
     exponents = torch.arange(0, rope.dim, 2, dtype=torch.int64).float() / rope.dim
     if rope.rope_type == "default":
-        return 1.0 / (rope.theta ** exponents), 1.0
-    pos_freqs = rope.theta ** exponents
+        return 1.0 / (rope.theta**exponents), 1.0
+    pos_freqs = rope.theta**exponents
     extrapolation = 1.0 / pos_freqs
     interpolation = 1.0 / (rope.factor * pos_freqs)
     low, high = _correction_range(rope)

@@ -13,6 +13,7 @@ kv_a_layernorm, kv_b_proj, o_proj}`, `mlp.{gate_proj, up_proj, down_proj}` (dens
 Layers past num_hidden_layers (V3's multi-token-prediction module, layer 61 in the release) are
 claimed unread: moeserve does not run MTP.
 """
+
 from __future__ import annotations
 
 import logging

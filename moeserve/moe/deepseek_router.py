@@ -13,6 +13,7 @@ Semantics follow transformers 5.23 (`DeepseekV2TopkRouter`, `DeepseekV3TopkRoute
   is the sum of its two best biased scores; experts of dropped groups are -inf. Weights come from
   the unbiased scores, optionally normalised to sum 1 (+1e-20), then times routed_scaling_factor.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class DeepseekRoutingConfig:
             )
 
     @classmethod
-    def from_hf(cls, hf_config: Any, version: int) -> "DeepseekRoutingConfig":
+    def from_hf(cls, hf_config: Any, version: int) -> DeepseekRoutingConfig:
         """version 2: softmax (greedy / group_limited_greedy); version 3: sigmoid + bias + groups."""
         grouped = version == 3 or hf_config.topk_method == "group_limited_greedy"
         return cls(
@@ -111,24 +112,32 @@ def _mask_to_best_groups(choice: torch.Tensor, cfg: DeepseekRoutingConfig, fill:
     return grouped.masked_fill(~keep[:, :, None], fill).view(T, E)
 
 
+def _reference_allowed_experts(biased: list[float], cfg: DeepseekRoutingConfig) -> list[int]:
+    """Experts of one token's best `topk_group` groups (all experts for greedy); biased: [E] scores."""
+    if cfg.topk_method == "greedy":
+        return list(range(cfg.num_experts))
+    per_group = cfg.num_experts // cfg.num_groups
+    members = [list(range(g * per_group, (g + 1) * per_group)) for g in range(cfg.num_groups)]
+
+    def group_score(g: int) -> float:
+        best = sorted((biased[e] for e in members[g]), reverse=True)
+        return sum(best[:2]) if cfg.scoring_func == "sigmoid" else best[0]
+
+    groups = sorted(range(cfg.num_groups), key=group_score, reverse=True)[: cfg.topk_group]
+    return [e for g in groups for e in members[g]]
+
+
 def deepseek_topk_reference(
     router_logits: torch.Tensor, cfg: DeepseekRoutingConfig, correction_bias: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-by-token, group-by-group Python loop of the same rule (the test oracle). Same shapes."""
     ids_out, w_out = [], []
-    per_group = cfg.num_experts // cfg.num_groups
+    use_bias = correction_bias is not None and cfg.scoring_func == "sigmoid"
     for row in router_logits.float():
         scores = row.softmax(-1) if cfg.scoring_func == "softmax" else row.sigmoid()
-        biased = scores + (correction_bias.float() if correction_bias is not None and cfg.scoring_func == "sigmoid" else 0)
-        allowed = set(range(cfg.num_experts))
-        if cfg.topk_method != "greedy":
-            def group_score(g: int) -> float:
-                vals = sorted((float(biased[e]) for e in range(g * per_group, (g + 1) * per_group)), reverse=True)
-                return sum(vals[:2]) if cfg.scoring_func == "sigmoid" else vals[0]
-
-            groups = sorted(range(cfg.num_groups), key=group_score, reverse=True)[: cfg.topk_group]
-            allowed = {e for g in groups for e in range(g * per_group, (g + 1) * per_group)}
-        chosen = sorted(allowed, key=lambda e: float(biased[e]), reverse=True)[: cfg.top_k]
+        biased = [float(v) for v in (scores + correction_bias.float() if use_bias else scores)]
+        allowed = _reference_allowed_experts(biased, cfg)
+        chosen = sorted(allowed, key=lambda e: biased[e], reverse=True)[: cfg.top_k]
         w = torch.stack([scores[e] for e in chosen])
         if cfg.norm_topk_prob:
             w = w / (w.sum() + 1e-20)

@@ -1,4 +1,5 @@
 """MLA attention (both paths) and YaRN rope against transformers' DeepseekV2/V3 attention modules."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,15 @@ from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention, seq_slices
 from moeserve.dense.yarn import MlaRotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
 from moeserve.parallel_state import SINGLE
 
-YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
-        "mscale": 0.707, "mscale_all_dim": 1.0}
+YARN = {
+    "type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 32,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "mscale": 0.707,
+    "mscale_all_dim": 1.0,
+}
 
 
 class DictReader:
@@ -31,9 +39,18 @@ class DictReader:
 def _hf_config(version: int, q_lora_rank, rope_scaling, rope_interleave=True):
     from transformers import DeepseekV2Config, DeepseekV3Config
 
-    kw = dict(hidden_size=40, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=q_lora_rank,
-              kv_lora_rank=12, qk_nope_head_dim=10, qk_rope_head_dim=6, v_head_dim=7, max_position_embeddings=128,
-              rope_scaling=rope_scaling)
+    kw = dict(
+        hidden_size=40,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=12,
+        qk_nope_head_dim=10,
+        qk_rope_head_dim=6,
+        v_head_dim=7,
+        max_position_embeddings=128,
+        rope_scaling=rope_scaling,
+    )
     if version == 3:
         return DeepseekV3Config(rope_interleave=rope_interleave, **kw)
     return DeepseekV2Config(**kw)
@@ -42,9 +59,11 @@ def _hf_config(version: int, q_lora_rank, rope_scaling, rope_interleave=True):
 def _hf_attention(cfg, version):
     if version == 3:
         from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
+
         attn, rope = m.DeepseekV3Attention(cfg, 0), m.DeepseekV3RotaryEmbedding(cfg)
     else:
         from transformers.models.deepseek_v2 import modeling_deepseek_v2 as m
+
         attn, rope = m.DeepseekV2Attention(cfg, 0), m.DeepseekV2RotaryEmbedding(cfg)
     for p in attn.parameters():
         p.data.normal_(0, 0.15)
@@ -67,8 +86,14 @@ def _ours(cfg, version, attn, path):
     dims = MlaDims.from_hf(cfg)
     rope_cfg = rope_config_from_hf(cfg, cfg.qk_rope_head_dim)
     layout = "interleaved" if version == 2 or cfg.rope_interleave else "half"
-    mla = MultiHeadLatentAttention(dims, MlaRotaryEmbedding(rope_cfg, layout), softmax_scale(rope_cfg, dims.qk_head_dim),
-                                   SINGLE, torch.float32, path=path)
+    mla = MultiHeadLatentAttention(
+        dims,
+        MlaRotaryEmbedding(rope_cfg, layout),
+        softmax_scale(rope_cfg, dims.qk_head_dim),
+        SINGLE,
+        torch.float32,
+        path=path,
+    )
     mla.load(DictReader({f"attn.{k}": v for k, v in attn.state_dict().items()}), "attn")
     return mla
 
@@ -83,10 +108,10 @@ def test_yarn_frequencies_match_transformers(rope_scaling):
     inv_freq, factor = inv_freq_and_attention_factor(rope_cfg)
     torch.testing.assert_close(inv_freq, hf.inv_freq, rtol=0, atol=0)
     assert factor == pytest.approx(hf.attention_scaling, rel=1e-12)
-    expected = yarn_apply_mscale(cfg.rope_parameters, cfg.qk_head_dim ** -0.5)
+    expected = yarn_apply_mscale(cfg.rope_parameters, cfg.qk_head_dim**-0.5)
     assert softmax_scale(rope_cfg, cfg.qk_head_dim) == pytest.approx(expected, rel=1e-12)
     if rope_scaling:
-        assert factor != 1.0 and softmax_scale(rope_cfg, cfg.qk_head_dim) != cfg.qk_head_dim ** -0.5
+        assert factor != 1.0 and softmax_scale(rope_cfg, cfg.qk_head_dim) != cfg.qk_head_dim**-0.5
 
 
 @pytest.mark.parametrize("path", ["expand", "absorb"])
@@ -130,8 +155,11 @@ def test_paths_agree_on_mixed_batch():
     attn, _ = _hf_attention(cfg, 3)
     expand, absorb, auto = (_ours(cfg, 3, attn, p) for p in ("expand", "absorb", "auto"))
     cache = torch.randn(12, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
-    seqs = [ScheduledSeq("a", [0], 10, [0, 1, 2], True), ScheduledSeq("p", [0] * 6, 3, [7, 8, 9], True),
-            ScheduledSeq("b", [0], 5, [5, 3], True)]
+    seqs = [
+        ScheduledSeq("a", [0], 10, [0, 1, 2], True),
+        ScheduledSeq("p", [0] * 6, 3, [7, 8, 9], True),
+        ScheduledSeq("b", [0], 5, [5, 3], True),
+    ]
     meta = build_attention_metadata(GroupBatch(0, seqs), 4)
     x = torch.randn(8, cfg.hidden_size)
     with torch.no_grad():
@@ -151,8 +179,18 @@ def test_empty_batch_returns_no_rows():
     mla = _ours(cfg, 3, attn, "auto")
     z = torch.zeros(0, dtype=torch.int64)
     # built by hand: build_attention_metadata cannot yet build an empty batch (reported)
-    meta = AttentionMetadata(z, z, z, torch.zeros(1, dtype=torch.int64), z, z.view(0, 0),
-                             torch.zeros(0, 1, 0, 0, dtype=torch.bool), z.view(0, 0),
-                             torch.zeros(0, 0, dtype=torch.bool), z, 4)
+    meta = AttentionMetadata(
+        z,
+        z,
+        z,
+        torch.zeros(1, dtype=torch.int64),
+        z,
+        z.view(0, 0),
+        torch.zeros(0, 1, 0, 0, dtype=torch.bool),
+        z.view(0, 0),
+        torch.zeros(0, 0, dtype=torch.bool),
+        z,
+        4,
+    )
     cache = torch.zeros(2, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
     assert mla(torch.zeros(0, cfg.hidden_size), meta, [cache]).shape == (0, cfg.hidden_size)

@@ -3,40 +3,107 @@
 Tiny random fp32 models are saved with save_pretrained and loaded through the checkpoint reader;
 logits at every new token must match transformers' forward over the same prefix (rel err <= 1e-4).
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
-
-from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-from moeserve.dense.attention_metadata import build_attention_metadata
-from moeserve.config import CacheConfig, EngineConfig, ModelConfig
-from moeserve.engine.model_runner import ModelRunner
-from moeserve.parallel_state import SINGLE, ParallelContext
 from tiny_models import save_checkpoint
 
-YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32, "beta_slow": 1,
-        "mscale": 0.707, "mscale_all_dim": 1.0}
-COMMON = dict(vocab_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=12,
-              qk_nope_head_dim=10, qk_rope_head_dim=6, v_head_dim=8, max_position_embeddings=128,
-              initializer_range=0.07, n_shared_experts=1, first_k_dense_replace=1, intermediate_size=40)
+from moeserve.config import CacheConfig, EngineConfig, ModelConfig
+from moeserve.core.step_plan import GroupBatch, ScheduledSeq
+from moeserve.dense.attention_metadata import build_attention_metadata
+from moeserve.engine.model_runner import ModelRunner
+from moeserve.parallel_state import SINGLE, ParallelContext
+
+YARN = {
+    "type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 32,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "mscale": 0.707,
+    "mscale_all_dim": 1.0,
+}
+COMMON = dict(
+    vocab_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    kv_lora_rank=12,
+    qk_nope_head_dim=10,
+    qk_rope_head_dim=6,
+    v_head_dim=8,
+    max_position_embeddings=128,
+    initializer_range=0.07,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+    intermediate_size=40,
+)
 CONFIGS = {
     # V2, direct q_proj, greedy softmax routing, odd hidden size (per-expert loop, no grouped_mm)
-    "v2-greedy": ("v2", dict(hidden_size=36, moe_intermediate_size=10, n_routed_experts=8, num_experts_per_tok=2,
-                             q_lora_rank=None, topk_method="greedy", routed_scaling_factor=1.0)),
+    "v2-greedy": (
+        "v2",
+        dict(
+            hidden_size=36,
+            moe_intermediate_size=10,
+            n_routed_experts=8,
+            num_experts_per_tok=2,
+            q_lora_rank=None,
+            topk_method="greedy",
+            routed_scaling_factor=1.0,
+        ),
+    ),
     # V2, q LoRA, group-limited greedy, YaRN, 2 shared experts, scaled weights, attention biases
-    "v2-groups": ("v2", dict(hidden_size=32, moe_intermediate_size=8, n_routed_experts=12, num_experts_per_tok=3,
-                             attention_bias=True,
-                             q_lora_rank=16, topk_method="group_limited_greedy", n_group=4, topk_group=2,
-                             routed_scaling_factor=1.5, n_shared_experts=2, rope_scaling=YARN)),
+    "v2-groups": (
+        "v2",
+        dict(
+            hidden_size=32,
+            moe_intermediate_size=8,
+            n_routed_experts=12,
+            num_experts_per_tok=3,
+            attention_bias=True,
+            q_lora_rank=16,
+            topk_method="group_limited_greedy",
+            n_group=4,
+            topk_group=2,
+            routed_scaling_factor=1.5,
+            n_shared_experts=2,
+            rope_scaling=YARN,
+        ),
+    ),
     # V3: sigmoid + random bias, 4 groups / keep 2, scaling 2.5, YaRN, interleaved rope (grouped_mm shapes)
-    "v3": ("v3", dict(hidden_size=32, moe_intermediate_size=8, n_routed_experts=16, num_experts_per_tok=4,
-                      q_lora_rank=16, n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
-                      rope_scaling=YARN)),
+    "v3": (
+        "v3",
+        dict(
+            hidden_size=32,
+            moe_intermediate_size=8,
+            n_routed_experts=16,
+            num_experts_per_tok=4,
+            q_lora_rank=16,
+            n_group=4,
+            topk_group=2,
+            routed_scaling_factor=2.5,
+            norm_topk_prob=True,
+            rope_scaling=YARN,
+        ),
+    ),
     # V3 variant: no rope interleave, no q LoRA, unnormalised weights, 2 groups keep 1
-    "v3-half": ("v3", dict(hidden_size=40, moe_intermediate_size=12, n_routed_experts=8, num_experts_per_tok=3,
-                           q_lora_rank=None, n_group=2, topk_group=1, routed_scaling_factor=0.8, norm_topk_prob=False,
-                           rope_interleave=False)),
+    "v3-half": (
+        "v3",
+        dict(
+            hidden_size=40,
+            moe_intermediate_size=12,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            q_lora_rank=None,
+            n_group=2,
+            topk_group=1,
+            routed_scaling_factor=0.8,
+            norm_topk_prob=False,
+            rope_interleave=False,
+        ),
+    ),
 }
 
 
@@ -171,12 +238,16 @@ def test_fused_expert_layout_and_extra_mtp_layer(tmp_path):
     from safetensors.torch import load_file, save_file
 
     hf = _make_checkpoint("v3", tmp_path, layout="fused")
-    shard = sorted(tmp_path.glob("*.safetensors"))[0]
+    shard = min(tmp_path.glob("*.safetensors"))
     tensors = load_file(str(shard))
     tensors["model.layers.3.eh_proj.weight"] = torch.zeros(4, 4)
     save_file(tensors, str(shard), metadata={"format": "pt"})
     index = tmp_path / "model.safetensors.index.json"
-    index.write_text(index.read_text().replace('"weight_map": {', f'"weight_map": {{"model.layers.3.eh_proj.weight": "{shard.name}", '))
+    index.write_text(
+        index.read_text().replace(
+            '"weight_map": {', f'"weight_map": {{"model.layers.3.eh_proj.weight": "{shard.name}", '
+        )
+    )
     prompt = [4, 8, 15, 16, 23, 42]
     _assert_close(Harness(tmp_path).step([("a", prompt, 0)])[0], _hf_logits(hf, prompt)[-1])
 

@@ -2,6 +2,7 @@
 
 Every rank builds its own ModelRunner from the same checkpoint; the logits must match transformers.
 """
+
 from __future__ import annotations
 
 import sys
@@ -10,8 +11,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
-from spawn_world import run_world  # noqa: E402  (tests/dispatch helper: gloo ranks with a timeout)
-from test_deepseek_model import Harness, _assert_close, _hf_logits, _make_checkpoint  # noqa: E402
+from spawn_world import run_world
+from test_deepseek_model import Harness, _assert_close, _hf_logits, _make_checkpoint
 
 PROMPTS = {"a": [5, 17, 33, 2, 90, 41, 7, 64, 12], "b": [3, 77, 15, 28, 50]}
 

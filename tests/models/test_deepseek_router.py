@@ -1,4 +1,5 @@
 """DeepSeek routing against a token-by-token reference and against transformers' own gate modules."""
+
 from __future__ import annotations
 
 import pytest
@@ -88,8 +89,16 @@ def test_matches_transformers_gate(version):
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 
     torch.manual_seed(version)
-    common = dict(hidden_size=24, n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2,
-                  routed_scaling_factor=1.7, num_attention_heads=4, num_key_value_heads=4)
+    common = dict(
+        hidden_size=24,
+        n_routed_experts=16,
+        num_experts_per_tok=4,
+        n_group=4,
+        topk_group=2,
+        routed_scaling_factor=1.7,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+    )
     if version == 2:
         hf_cfg = DeepseekV2Config(topk_method="group_limited_greedy", **common)
         hf_gate = DeepseekV2TopkRouter(hf_cfg)
