@@ -60,6 +60,10 @@ def apply_placement(model, plan_path: str, ctx: ParallelContext) -> None:
             f"placement {plan_path} is for {plan.num_layers} MoE layers on {plan.num_ranks} ranks; "
             f"this model has {len(layers)} MoE layers on --ep {ctx.ep_size}"
         )
+    if plan.layer_ids is not None and list(plan.layer_ids) != list(model.moe_layers()):
+        raise ValueError(
+            f"placement {plan_path} is for MoE layers {list(plan.layer_ids)}, the model's are {list(model.moe_layers())}"
+        )
     for index, moe in enumerate(layers):
         table = TorchReplicaTable(ReplicaTable.from_plan(plan, index))
 

@@ -4,11 +4,12 @@ Per-expert layout (what transformers' save_pretrained writes for Mixtral/Qwen-Mo
     {prefix}.experts.{e}.{gate}.weight [I, H], {prefix}.experts.{e}.{up}.weight [I, H],
     {prefix}.experts.{e}.{down}.weight [H, I]
 with (gate, up, down) = (gate_proj, up_proj, down_proj), or Mixtral's (w1, w3, w2).
-Fused 3D layout (transformers >= 5 in-memory state dict, Llama-4, GPT-OSS style):
+Fused 3D layout (the transformers >= 5 in-memory state dict; Llama-4 ships the transposed form):
     {prefix}.experts.gate_up_proj [E, 2I, H] (gate rows first) or transposed [E, H, 2I]
     {prefix}.experts.down_proj    [E, H, I]                     or transposed [E, I, H]
 (an optional `.weight` suffix is accepted). The orientation is read from the shapes; when H == 2I
-the untransposed transformers layout is assumed.
+the untransposed transformers layout is assumed. GPT-OSS's interleaved gate/up columns with
+expert biases are not supported.
 Only this rank's experts (and its tp slice of each) are read; the others are claimed unread.
 """
 
