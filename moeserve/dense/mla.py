@@ -153,13 +153,10 @@ class MultiHeadLatentAttention(nn.Module):
             return self.path == "absorb"
         d = self.dims
         (B, Q), L = part.query_index.shape, part.context_slots.shape[1]
-        # multiply-adds per head on the padded batch
-        expand = B * L * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (
-            d.qk_head_dim + d.v_head_dim
-        )
-        absorb = B * Q * d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim) + B * Q * L * (
-            2 * d.kv_lora_rank + d.qk_rope_head_dim
-        )
+        # multiply-adds per head on the slice's padded shape
+        kv_b = d.kv_lora_rank * (d.qk_nope_head_dim + d.v_head_dim)  # kv_b_proj (or W_uk + W_uv) on one row
+        expand = B * L * kv_b + B * Q * L * (d.qk_head_dim + d.v_head_dim)
+        absorb = B * Q * kv_b + B * Q * L * (2 * d.kv_lora_rank + d.qk_rope_head_dim)
         return absorb < expand
 
     def _w_kv_b(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,40 +166,40 @@ class MultiHeadLatentAttention(nn.Module):
         return w[:, : d.qk_nope_head_dim], w[:, d.qk_nope_head_dim :]
 
     def _attend_expanded(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: SeqSlice
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, part: SeqSlice
     ) -> torch.Tensor:
         """q_nope [N, h, dn], q_rope [N, h, r] (all the step's tokens), flat cache [S, R + r]
-        -> [n, h, dv] for the slice's n tokens, in `meta.tokens` order."""
+        -> [n, h, dv] for the slice's n tokens, in `part.tokens` order."""
         d = self.dims
-        ctx_rows = flat[meta.context_slots]  # [B, L, R + r]
+        ctx_rows = flat[part.context_slots]  # [B, L, R + r]
         B, L = ctx_rows.shape[:2]
         latent, k_rope = ctx_rows.split([d.kv_lora_rank, d.qk_rope_head_dim], dim=-1)
         kv = self.kv_b_proj(latent).view(B, L, self.h, d.qk_nope_head_dim + d.v_head_dim)
         k_nope, v = kv.split([d.qk_nope_head_dim, d.v_head_dim], dim=-1)
         k = torch.cat([k_nope, k_rope[:, :, None, :].expand(B, L, self.h, d.qk_rope_head_dim)], dim=-1)
-        q = torch.cat([q_nope, q_rope], dim=-1)[meta.query_index]  # [B, Q, h, dn + r]
+        q = torch.cat([q_nope, q_rope], dim=-1)[part.query_index]  # [B, Q, h, dn + r]
         scores = torch.matmul(q.transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, h, Q, L]
-        probs = _masked_softmax(scores, meta.attn_mask, self.scale)
+        probs = _masked_softmax(scores, part.attn_mask, self.scale)
         out = torch.matmul(probs, v.transpose(1, 2))  # [B, h, Q, dv]
-        return out.transpose(1, 2)[meta.query_valid]
+        return out.transpose(1, 2)[part.query_valid]
 
     def _attend_absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: SeqSlice
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, part: SeqSlice
     ) -> torch.Tensor:
         """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)."""
         d = self.dims
         w_uk, w_uv = self._w_kv_b()
-        q_latent = torch.einsum("bqhd,hdr->bqhr", q_nope[meta.query_index], w_uk)  # [B, Q, h, R]
-        q = torch.cat([q_latent, q_rope[meta.query_index]], dim=-1)  # [B, Q, h, R + r]
+        q_latent = torch.einsum("bqhd,hdr->bqhr", q_nope[part.query_index], w_uk)  # [B, Q, h, R]
+        q = torch.cat([q_latent, q_rope[part.query_index]], dim=-1)  # [B, Q, h, R + r]
         B, Q = q.shape[:2]
-        ctx_rows = flat[meta.context_slots]  # [B, L, R + r]: key = [latent | rope key], value = latent
+        ctx_rows = flat[part.context_slots]  # [B, L, R + r]: key = [latent | rope key], value = latent
         L = ctx_rows.shape[1]
         # all heads share the key, so (query, head) pairs are rows of one [B, Q * h, L] product
         scores = torch.bmm(q.reshape(B, Q * self.h, d.cache_dim), ctx_rows.transpose(1, 2))
-        mask = meta.attn_mask.view(B, Q, 1, L)
+        mask = part.attn_mask.view(B, Q, 1, L)
         probs = _masked_softmax(scores.view(B, Q, self.h, L), mask, self.scale)
         out_latent = torch.bmm(probs.view(B, Q * self.h, L), ctx_rows[..., : d.kv_lora_rank])  # [B, Q * h, R]
-        out_latent = out_latent.view(B, Q, self.h, d.kv_lora_rank)[meta.query_valid]  # [N, h, R]
+        out_latent = out_latent.view(B, Q, self.h, d.kv_lora_rank)[part.query_valid]  # [N, h, R]
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
 
