@@ -126,11 +126,14 @@ class ModelRunner:
         return int(blocks)
 
     @torch.inference_mode()
-    def execute(self, batch: GroupBatch) -> torch.Tensor:
+    def execute(self, batch: GroupBatch, max_tokens: int | None = None) -> torch.Tensor:
         """Run one step of this rank's attention group -> logits [S, V] fp32, in batch order.
 
+        max_tokens: StepPlan.max_group_tokens, identical on every rank, so dispatch backends need not
+        agree on a global size with a collective of their own (None: they do).
         An empty batch still runs every layer with zero tokens, so every collective lines up.
         """
+        assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
         meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
-        hidden = self.model(meta, self.kv_caches)  # [N, H]
+        hidden = self.model(meta, self.kv_caches, max_tokens)  # [N, H]
         return self.model.compute_logits(hidden[meta.sample_index])

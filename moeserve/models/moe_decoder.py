@@ -35,13 +35,18 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(hidden, eps, dtype)
 
     def forward(
-        self, x: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor], dispatcher: Dispatcher
+        self,
+        x: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: list[torch.Tensor],
+        dispatcher: Dispatcher,
+        max_tokens: int | None = None,
     ) -> torch.Tensor:
-        """x [N, H] -> [N, H]."""
+        """x [N, H] -> [N, H]. max_tokens: see MoELayer.forward."""
         h = x + self.self_attn(self.input_layernorm(x), meta, kv_cache)
         y = self.post_attention_layernorm(h)
         if isinstance(self.mlp, MoELayer):
-            return h + self.mlp(y, dispatcher)
+            return h + self.mlp(y, dispatcher, max_tokens)
         out = self.mlp(y)
         if self.ctx.tp_size > 1:
             dist.all_reduce(out, group=self.ctx.tp_group)
@@ -106,12 +111,15 @@ class MoEDecoderModel(nn.Module):
     def kv_cache_shape(self, num_blocks: int, block_size: int) -> list[tuple[int, ...]]:
         return self.layers[0].self_attn.kv_cache_shape(num_blocks, block_size)
 
-    def forward(self, meta: AttentionMetadata, kv_caches: list[list[torch.Tensor]]) -> torch.Tensor:
-        """meta for N tokens; kv_caches[layer] = that layer's cache tensors -> final hidden [N, H]."""
+    def forward(
+        self, meta: AttentionMetadata, kv_caches: list[list[torch.Tensor]], max_tokens: int | None = None
+    ) -> torch.Tensor:
+        """meta for N tokens; kv_caches[layer] = that layer's cache tensors -> final hidden [N, H].
+        max_tokens: the step's largest group token count, the same on every rank (None = unknown)."""
         dispatcher = self._dispatcher()
         hidden = self.embed_tokens(meta.input_ids)
         for layer, kv_cache in zip(self.layers, kv_caches):
-            hidden = layer(hidden, meta, kv_cache, dispatcher)
+            hidden = layer(hidden, meta, kv_cache, dispatcher, max_tokens)
         return self.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

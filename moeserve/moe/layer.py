@@ -96,34 +96,40 @@ class MoELayer(nn.Module):
         """Logical expert id held in each of this rank's slots, in slot order."""
         return self.phy2log[self.first_slot : self.first_slot + self.experts.num_slots]
 
-    def forward(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
-        """hidden [T, H] (T may be 0: the collectives still run) -> [T, H], reduced over tp."""
+    def forward(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None = None) -> torch.Tensor:
+        """hidden [T, H] (T may be 0: the collectives still run) -> [T, H], reduced over tp.
+
+        max_tokens: the step's largest group token count, identical on every rank (StepPlan
+        .max_group_tokens); backends that need a global size use it instead of agreeing on one."""
         shared = self._shared(hidden)  # partial over tp, or None
         if self.ctx.ep_size == 1:
             # routed experts are tp-split too: one reduction covers routed + shared partials
-            out = self._routed(hidden, dispatcher)
+            out = self._routed(hidden, dispatcher, max_tokens)
             if shared is not None:
                 out = out + shared
             if self.ctx.tp_size > 1:
                 dist.all_reduce(out, group=self.ctx.tp_group)
             return out
-        out = self._routed_token_split(hidden, dispatcher) if self.ctx.tp_size > 1 else self._routed(hidden, dispatcher)
+        if self.ctx.tp_size > 1:
+            out = self._routed_token_split(hidden, dispatcher, max_tokens)
+        else:
+            out = self._routed(hidden, dispatcher, max_tokens)
         if shared is not None:
             if self.ctx.tp_size > 1:
                 dist.all_reduce(shared, group=self.ctx.tp_group)
             out = out + shared
         return out
 
-    def _routed(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
+    def _routed(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None) -> torch.Tensor:
         """hidden [T, H] -> routed expert output [T, H] of these tokens."""
         topk_ids, topk_weights = self.router(self.gate(hidden))  # [T, k] int64, [T, k] fp32
         if self.on_route is not None:
             self.on_route(topk_ids)
         slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
-        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights)
+        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights, max_tokens=max_tokens)
         return dispatcher.combine(self.experts(batch), handle)
 
-    def _routed_token_split(self, hidden: torch.Tensor, dispatcher: Dispatcher) -> torch.Tensor:
+    def _routed_token_split(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None) -> torch.Tensor:
         """ep > 1 and tp > 1: the tp ranks of a group hold the same T tokens, so each routes only its
         ceil(T / tp) share and the shares are all-gathered, instead of every expert computing each
         token tp times."""
@@ -131,7 +137,8 @@ class MoELayer(nn.Module):
         chunk = -(-T // tp)
         lo, hi = min(rank * chunk, T), min((rank + 1) * chunk, T)
         mine = hidden.new_zeros(chunk, hidden.shape[1])
-        mine[: hi - lo] = self._routed(hidden[lo:hi], dispatcher)
+        share_max = None if max_tokens is None else -(-max_tokens // tp)
+        mine[: hi - lo] = self._routed(hidden[lo:hi], dispatcher, share_max)
         parts = [torch.empty_like(mine) for _ in range(tp)]
         dist.all_gather(parts, mine, group=self.ctx.tp_group)
         return torch.cat(parts)[:T]

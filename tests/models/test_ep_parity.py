@@ -35,7 +35,13 @@ def write_plan(path, phy2log_row: list[int], ranks: int) -> str:
     return str(path)
 
 
-def run_steps(model_dir: str, ctx: ParallelContext, steps, parallel=ParallelConfig(), plan=None) -> list[torch.Tensor]:
+# StepPlan.max_group_tokens of each step: the largest group's token count, the same on every rank
+MAX_TOKENS = [max(sum(s.num_tokens for s in STEPS[r][i]) for r in STEPS) for i in range(3)]
+
+
+def run_steps(
+    model_dir: str, ctx: ParallelContext, steps, parallel=ParallelConfig(), plan=None, with_max: bool = False
+) -> list[torch.Tensor]:
     cfg = EngineConfig(
         model=ModelConfig(model=model_dir),
         cache=CacheConfig(block_size=4, num_blocks=8),
@@ -43,7 +49,9 @@ def run_steps(model_dir: str, ctx: ParallelContext, steps, parallel=ParallelConf
         placement=plan,
     )
     runner = ModelRunner(cfg, ctx)
-    return [runner.execute(GroupBatch(0, list(step))) for step in steps]
+    return [
+        runner.execute(GroupBatch(0, list(step)), MAX_TOKENS[i] if with_max else None) for i, step in enumerate(steps)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +71,10 @@ def test_single_rank_placement_with_replicas(model_dir, tmp_path):
     assert all(close(g, r) for g, r in zip(got, ref))
 
 
-def _ep_rank(rank: int, world: int, model_dir: str, dispatches: list[str], tp: int, plan: str | None) -> list:
+def _ep_rank(
+    rank: int, world: int, model_dir: str, dispatches: list[tuple[str, bool]], tp: int, plan: str | None
+) -> list:
+    """dispatches: (backend, pass StepPlan.max_group_tokens?) pairs, each run on a fresh runner."""
     import torch.distributed as dist
 
     groups = [dist.new_group(list(range(g * tp, (g + 1) * tp))) for g in range(world // tp)]
@@ -76,16 +87,17 @@ def _ep_rank(rank: int, world: int, model_dir: str, dispatches: list[str], tp: i
         ep_group=dist.group.WORLD,
     )
     out = []
-    for dispatch in dispatches:
+    for dispatch, with_max in dispatches:
         parallel = ParallelConfig(tp=tp, ep=world, dispatch=dispatch)
-        out.append([t.numpy() for t in run_steps(model_dir, ctx, STEPS[rank // tp % 2], parallel, plan)])
+        steps = STEPS[rank // tp % 2]
+        out.append([t.numpy() for t in run_steps(model_dir, ctx, steps, parallel, plan, with_max)])
     return out
 
 
 def test_ep2_matches_single_rank(model_dir, tmp_path):
     # 10 slots, 5 per rank: experts 3 and 0 have a replica on the other rank
     plan = write_plan(tmp_path / "plan.json", [0, 1, 2, 3, 7, 4, 5, 6, 3, 0], 2)
-    dispatches = ["a2a", "agrs", "auto"]
+    dispatches = [("a2a", False), ("agrs", False), ("agrs", True), ("auto", True)]
     out = run_ranks(_ep_rank, 2, (model_dir, dispatches, 1, plan))
     for rank in (0, 1):
         expected = run_steps(model_dir, SINGLE, STEPS[rank])
@@ -97,7 +109,9 @@ def test_ep2_matches_single_rank(model_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MOESERVE_SLOW") != "1", reason="4 processes; set MOESERVE_SLOW=1")
 def test_ep4_tp2_matches_single_rank(model_dir):
-    out = run_ranks(_ep_rank, 4, (model_dir, ["a2a"], 2, None), timeout_s=500)
+    out = run_ranks(_ep_rank, 4, (model_dir, [("a2a", False), ("agrs", True)], 2, None), timeout_s=500)
     for rank in range(4):
-        for got, ref in zip(out[rank][0], run_steps(model_dir, SINGLE, STEPS[rank // 2 % 2])):
-            assert close(torch.from_numpy(got), ref), rank
+        expected = run_steps(model_dir, SINGLE, STEPS[rank // 2 % 2])
+        for per_dispatch in out[rank]:
+            for got, ref in zip(per_dispatch, expected):
+                assert close(torch.from_numpy(got), ref), rank
