@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--groups", type=int, help="expert groups of group-limited routing (default: from the trace, else 1)")
     p.add_argument("--home-share", type=float, help="keep at least this share of each group's load on its home node "
                    "(1 = every group whole on one node; default: global placement)")
+    p.add_argument("--merge", action="store_true", help="plan for the traces' summed counts (samples of one workload) "
+                   "instead of for each trace as its own workload (the default: balanced on every one of them)")
     p.add_argument("--policy", default="robust", help=f"one of {', '.join(policies.POLICIES)}")
     p.add_argument("--current", metavar="PLAN", help="plan in force: reuse its slots, report experts moved")
     p.add_argument("-o", "--output", metavar="PLAN", help="where to write the new plan (JSON)")
@@ -65,8 +67,8 @@ def _plan(args: argparse.Namespace, traces: list[Trace], current: PlacementPlan 
         raise ValueError("--ep is required to plan (or pass --eval PLAN)")
     groups = args.groups or traces[0].meta.get("num_groups") or 1
     spec = PlacementSpec(args.ep, args.nodes, args.redundant, groups, args.home_share)
-    scenarios = np.stack([t.loads for t in traces])  # [S, L, E]: each input trace counts equally
     merged = merge_traces(traces)
+    scenarios = merged.loads[None] if args.merge else np.stack([t.loads for t in traces])  # [S, L, E]
     pairs = merged.tokens.coactivation(merged.num_layers, merged.num_experts) if merged.tokens is not None else None
     start = time.perf_counter()
     plan = policies.get_policy(args.policy)(scenarios, spec, pairs, current)
