@@ -116,11 +116,11 @@ def _accumulate_in_j_order(
     # T tokens, k top-k, H hidden, R rows
     out = torch.zeros(T, rows.shape[-1], dtype=torch.float32, device=rows.device)
     token, j_of = row_pos // k, row_pos % k
+    term = rows.float()  # [R, H]
+    if topk_weights is not None:
+        term = term * topk_weights.reshape(-1).float()[row_pos][:, None]
     for j in range(k):
         sel = (j_of == j).nonzero().flatten()
-        t = token[sel]  # unique within one j, so the indexed += adds each row once
-        term = rows[sel].float()
-        if topk_weights is not None:
-            term = term * topk_weights[t, j].float()[:, None]
-        out[t] += term
+        # tokens are unique within one j, so each out row receives at most one add per pass
+        out.index_add_(0, token[sel], term[sel])
     return out
