@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     shapes = {t.counts.shape[1:] for t in traces}
     if len(shapes) > 1:
         return _fail(f"traces disagree on [layers, experts]: {sorted(shapes)}")
-    current = PlacementPlan.load(args.current) if args.current else None
     try:
+        current = PlacementPlan.load(args.current) if args.current else None
         if args.eval:
             plan, runtime = PlacementPlan.load(args.eval), None
         else:

@@ -48,6 +48,17 @@ def test_place_with_locality_and_errors(tmp_path, capsys):
     assert "multiple of --ep" in capsys.readouterr().err
     assert main(["place", "--trace", a, "--ep", "8", "--policy", "nope"]) == 2
     assert "valid: robust, eplb" in capsys.readouterr().err
+    other = _write_trace(tmp_path / "b.npz", 3, layers=2)
+    assert main(["place", "--eval", out, "--trace", other]) == 2
+    assert "plan is [layers=3" in capsys.readouterr().err
+
+
+def test_merge_plans_for_the_summed_counts(tmp_path, capsys):
+    a, b = _write_trace(tmp_path / "a.npz", 4), _write_trace(tmp_path / "b.npz", 5)
+    out = str(tmp_path / "m.json")
+    assert main(["place", "--trace", a, b, "--ep", "4", "--redundant", "4", "--merge", "-o", out, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["traces"]["t4+t5"]["balancedness_mean"] > 0.9
 
 
 @needs_shared
