@@ -71,7 +71,8 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
     attn_mask = (pos_l[None, None, :] <= query_pos[:, :, None]) & context_valid[:, None, :]
     attn_mask &= query_valid[:, :, None]
     # padded query rows attend to key 0 so softmax stays finite; their outputs are discarded
-    attn_mask[:, :, 0] |= ~query_valid
+    if L:
+        attn_mask[:, :, 0] |= ~query_valid
 
     sample_index = np.array([query_start[i + 1] - 1 for i, s in enumerate(seqs) if s.sample], dtype=np.int64)
     ids = np.fromiter((t for s in seqs for t in s.token_ids), dtype=np.int64, count=N)

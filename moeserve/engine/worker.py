@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import SampledToken, StepPlan
-from moeserve.dispatch.registry import make_dispatcher
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.engine.sampler import Sampler
 from moeserve.parallel_state import ParallelContext
@@ -18,15 +17,8 @@ class Worker:
 
     def __init__(self, config: EngineConfig, ctx: ParallelContext, group: int = 0, dispatcher=None):
         self.group = group
-        self.runner = ModelRunner(config, ctx, dispatcher)
-        if ctx.ep_size > 1 and dispatcher is None:
-            self.runner.model.set_dispatcher(make_dispatcher(config.parallel.dispatch, self._num_slots(), ctx))
+        self.runner = ModelRunner(config, ctx, dispatcher)  # builds the --dispatch backend itself
         self.sampler = Sampler(seed=config.seed) if ctx.tp_rank == 0 else None
-
-    def _num_slots(self) -> int:
-        slots = {layer.num_slots for layer in self.runner.model.moe_layers().values()}
-        assert len(slots) == 1, "every MoE layer must have the same number of physical slots"
-        return slots.pop()
 
     def execute(self, plan: StepPlan) -> list[SampledToken]:
         if self.sampler is not None:
@@ -35,7 +27,8 @@ class Worker:
             for new in plan.new_requests:
                 self.sampler.add(new)
         batch = plan.groups[self.group]
-        logits = self.runner.execute(batch)
+        # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
+        logits = self.runner.execute(batch, plan.max_group_tokens)
         if self.sampler is None:
             return []
         request_ids = [s.request_id for s in batch.seqs if s.sample]
