@@ -1,7 +1,7 @@
 """`moeserve bench`: a bounded load generator for any OpenAI-compatible server (moeserve, vLLM, ...).
 
 Each request streams (`stream: true`, `stream_options.include_usage`), so the client sees every
-token arrive: TTFT is send -> first content chunk, ITL the gaps between content chunks, TPOT
+token arrive: TTFT is send -> first token chunk, ITL the gaps between token chunks, TPOT
 (e2e - TTFT) / (output tokens - 1), output tokens from the final usage chunk. Random prompts are
 token-id lists (exact input lengths, no tokenizer needed; `--tokenizer DIR` picks ids from a real
 vocabulary) sent with `ignore_eos` so outputs have exactly the asked length. Load is either a fixed
@@ -98,10 +98,13 @@ def _payload(args: argparse.Namespace, item: Item) -> tuple[str, dict[str, Any]]
     return "/v1/completions", dict(common, prompt=item.prompt)
 
 
-def _content(choice: dict[str, Any]) -> bool:
+def _is_token_chunk(choice: dict[str, Any]) -> bool:
+    """Servers send one chunk per engine step with new tokens, its text possibly empty (a partial
+    UTF-8 character); chat's first chunk only announces the role."""
     if "delta" in choice:
-        return bool(choice["delta"].get("content"))
-    return bool(choice.get("text")) or bool(choice.get("logprobs"))
+        delta = choice["delta"]
+        return not ("role" in delta and not delta.get("content"))
+    return "text" in choice
 
 
 async def _one(http: Any, args: argparse.Namespace, item: Item) -> RequestRecord:
@@ -127,7 +130,7 @@ async def _one(http: Any, args: argparse.Namespace, item: Item) -> RequestRecord
                     rec.error = f"stream error: {_error_message(data)}"
                     return rec
                 now = time.perf_counter() - start
-                if any(_content(c) for c in event.get("choices") or []):
+                if any(_is_token_chunk(c) for c in event.get("choices") or []):
                     chunks += 1
                     if rec.ttft is None:
                         rec.ttft = now

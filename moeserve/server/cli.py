@@ -81,8 +81,8 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
         logger.error("%s", e)
         await client.shutdown()
         return 1
-    vocab = min(ready.vocab_size, len(tokenizer))
-    state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, vocab,
+    # The model's vocabulary bounds token ids (as in the Python API); ids the tokenizer lacks decode to "".
+    state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, ready.vocab_size,
                         ServerMetrics(lambda: client.stats, lambda: client.healthy))
     uv = _make_server(build_app(state), server_config, ready.model_name)
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)

@@ -31,7 +31,7 @@ class ServerState:
     tokenizer: Any
     model_name: str
     max_model_len: int
-    vocab_size: int  # ids below this are valid for both the model and the tokenizer
+    vocab_size: int  # the model's: prompt and stop token ids must lie below it
     metrics: ServerMetrics
     draining: bool = False
 

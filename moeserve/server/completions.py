@@ -90,7 +90,7 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
                 logprobs = _logprobs(state, choice, start, offsets.get(choice.index, 0))
                 sent_logprobs[choice.index] = len(choice.logprobs)
                 offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
-            if out.delta_text or out.finish_reason or (logprobs and logprobs["tokens"]) or (req.return_token_ids and out.new_token_ids):
+            if out.new_token_ids or out.delta_text or out.finish_reason:  # one chunk per step with tokens
                 yield chunk(choice, out.delta_text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:
             yield common.sse(dict(base, choices=[], usage=gen.usage()))

