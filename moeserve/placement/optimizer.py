@@ -128,10 +128,13 @@ def place_local(x: np.ndarray, spec: PlacementSpec) -> np.ndarray:
     """phy2log [L, P] keeping each expert group's load (mostly) on its home node."""
     s, num_layers, e = x.shape
     n, rpn = spec.num_nodes, spec.num_ranks // spec.num_nodes
-    node_items = [_node_items(x[:, l], spec) for l in range(num_layers)]  # per layer: (items [1, P], node_of [P])
-    sel = [np.argsort(node_of, kind="stable").reshape(n, -1) for _, node_of in node_items]  # [N, P/N] per layer
-    cat = lambda f: np.concatenate([f(it)[0][sl] for (it, _), sl in zip(node_items, sel)])  # noqa: E731
-    sub = packing.Items(cat(lambda it: it.expert), cat(lambda it: it.weight), cat(lambda it: it.var))  # [L*N, P/N]
+    per_layer = [_node_items(x[:, l], spec) for l in range(num_layers)]  # (items [1, P], node_of [P])
+    # slots of layer l, node j become problem l * N + j: every node has P / N slots, so one batch
+    order = [np.argsort(node_of, kind="stable").reshape(n, -1) for _, node_of in per_layer]  # [N, P/N] each
+    sub = packing.Items(*(
+        np.concatenate([getattr(items, f)[0][o] for (items, _), o in zip(per_layer, order)])
+        for f in ("expert", "weight", "var")
+    ))  # [L*N, P/N]
     rank_in_node = pack(sub, rpn, spec)
     rank_of = rank_in_node + (np.arange(num_layers * n) % n)[:, None] * rpn
     return slots_from_ranks(sub.expert.reshape(num_layers, -1), rank_of.reshape(num_layers, -1))
@@ -205,8 +208,8 @@ def optimize(
     """The plan for loads [L, E] or scenarios [S, L, E] (each scenario normalized per layer first).
 
     pairs: optional co-activation counts [L, E, E] (tokens that used both experts), from per-token traces.
-    current: the plan in force; layers whose balance it still matches are kept, others relabelled to
-    reuse its slots.
+    current: the plan in force; a layer it still balances (within keep_tolerance) is kept, else edited
+    with few slot changes, else the fresh layer is relabelled to reuse its slots.
     """
     x = normalize(loads)  # [S, L, E]
     spec.validate(x.shape[2])
