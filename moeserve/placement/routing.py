@@ -2,8 +2,9 @@
 
 Shape legend: T tokens, k top-k, E experts, R max replicas, G ranks, P slots.
 A token uses the replica on its own rank when there is one (no transfer at all); otherwise the
-tokens of an expert take its replicas round-robin in token order, which splits its load evenly
-(the evaluator's assumption). Deterministic: the same batch always gets the same slots.
+tokens of an expert take its replicas round-robin in token order, starting at replica
+(src_rank mod replicas) so that small batches (one decode token per rank) from different ranks do
+not all land on the first replica; this splits an expert's load evenly (the evaluator's assumption). Deterministic: the same batch always gets the same slots.
 `routing_torch.py` is the same algorithm on torch tensors; tests compare the two.
 """
 from __future__ import annotations
@@ -54,6 +55,6 @@ def choose_slots(table: ReplicaTable, topk: np.ndarray, src_rank: np.ndarray) ->
     local = table.local_slot[e0, src]
     remote = valid & (local < 0)
     occ = occurrence(np.where(remote, e0, -1))
-    replica = occ % table.replicas[e0]
+    replica = (occ + np.maximum(src, 0)) % table.replicas[e0]  # ranks start on different replicas
     slots = np.where(local >= 0, local, table.log2phy[e0, replica])
     return np.where(valid, slots, -1).reshape(t, k)

@@ -37,6 +37,6 @@ def choose_slots(table: TorchReplicaTable, topk: torch.Tensor, src_rank: torch.T
     local = table.local_slot[e0, src]
     remote = valid & (local < 0)
     occ = _occurrence(torch.where(remote, e0, torch.full_like(e0, -1)))
-    replica = occ % table.replicas[e0]
+    replica = (occ + src.clamp(min=0)) % table.replicas[e0]
     slots = torch.where(local >= 0, local, table.log2phy[e0, replica])
     return torch.where(valid, slots, torch.full_like(slots, -1)).reshape(t, k)

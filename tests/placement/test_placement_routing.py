@@ -23,7 +23,8 @@ def test_own_rank_replica_first_then_round_robin():
     assert slots[2, 1] == -1
     assert plan.phy2log[0][slots[slots >= 0]].tolist() == topk[topk >= 0].tolist()
     # rank 1 has no copy of expert 1: its three requests alternate over slots 1 and 5 in token order
-    assert slots[[0, 3, 4], [1, 0, 0]].tolist() == [1, 5, 1]
+    # (round-robin starts at replica src_rank mod replicas = 1)
+    assert slots[[0, 3, 4], [1, 0, 0]].tolist() == [5, 1, 5]
     assert slots[1, 1] == 5  # rank 2 uses its own copy
 
 
@@ -49,3 +50,10 @@ def test_torch_matches_numpy():
     want = choose_slots(table, topk, src)
     got = routing_torch.choose_slots(routing_torch.TorchReplicaTable(table), torch.tensor(topk), torch.tensor(src))
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_single_token_batches_from_different_ranks_use_different_replicas():
+    plan = PlacementPlan.from_phy2log(np.array([[0, 1, 0, 2, 3, 4, 5, 6]]), 7, 4).validate()
+    table = ReplicaTable.from_plan(plan, 0)  # expert 0 on ranks 0 and 1; ranks 2, 3 hold none
+    picks = [int(choose_slots(table, np.array([[0]]), np.array([r]))[0, 0]) for r in (2, 3)]
+    assert sorted(picks) == [0, 2]
