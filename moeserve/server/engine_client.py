@@ -154,8 +154,9 @@ class EngineClient:
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         route = _Route(queue, asyncio.get_running_loop().create_future())
+        message = ipc.encode(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params)))
         self._routes[request_id] = route
-        self._send(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params)))
+        self._write(message)
         try:
             await route.added
         except asyncio.CancelledError:
@@ -186,8 +187,11 @@ class EngineClient:
         return len(self._routes)
 
     def _send(self, msg: Any) -> None:
+        self._write(ipc.encode(msg))
+
+    def _write(self, data: bytes) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            self._writer.write(ipc.encode(msg))
+            self._writer.write(data)
 
     # -- what the engine sends --------------------------------------------------------------------
     async def _read_loop(self, reader: asyncio.StreamReader, decoder: ipc.Decoder) -> None:

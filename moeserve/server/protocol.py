@@ -7,7 +7,7 @@ Range checks live in SamplingParams; this module checks JSON shapes and the fiel
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,7 +35,7 @@ class _Sampling(_Strict):
     top_p: float | None = None
     top_k: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
     seed: int | None = Field(default=None, ge=0, le=_MAX_INT)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
@@ -102,6 +102,10 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise bad_request(f"the request body is not valid JSON: {_json_error(e)}") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
+    try:  # JSON escapes can smuggle in lone surrogates, which no tokenizer or encoder accepts
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad_request("the request contains invalid Unicode (a lone surrogate escape)") from None
     return data
 
 
