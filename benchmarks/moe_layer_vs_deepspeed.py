@@ -73,16 +73,28 @@ def build_moeserve(ds_moe: nn.Module, args: argparse.Namespace, rank: int, dispa
     return layer, make_dispatcher(dispatch, args.experts, ctx)
 
 
-def timed(fn, repeats: int) -> list[float]:
-    """Per-call wall time with barriers around each call, so the slowest rank sets the time."""
+def timed(fn, repeats: int) -> list[tuple[float, float]]:
+    """Per call: (wall time with barriers around the call, so the slowest rank sets it; CPU time of
+    all ranks together). On a shared, oversubscribed machine the CPU time is the steadier figure."""
     times = []
     for _ in range(repeats):
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
+        cpu = torch.tensor([time.process_time() - c0], dtype=torch.float64)
         dist.barrier()
-        times.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        dist.all_reduce(cpu)
+        times.append((wall, float(cpu)))
     return times
+
+
+def _load_imbalance(ds_moe: nn.Module, x: torch.Tensor, experts: int) -> float:
+    """Hottest expert's rows over the mean, over all ranks: DeepSpeed pads every expert to the hottest."""
+    logits = ds_moe.deepspeed_moe.gate.wg(x)
+    counts = torch.bincount(logits.topk(2, dim=1).indices.flatten(), minlength=experts).float()
+    dist.all_reduce(counts)
+    return float(counts.max() / counts.mean())
 
 
 def worker(rank: int, args: argparse.Namespace, port: int, results) -> None:
@@ -97,10 +109,12 @@ def worker(rank: int, args: argparse.Namespace, port: int, results) -> None:
     rows = []
     with torch.no_grad():
         for T in args.tokens:
+            row: dict[str, float] = {"tokens": T}
             x = torch.randn(T, args.hidden, generator=torch.Generator().manual_seed(rank * 7 + T))
+            x += args.skew * torch.randn(args.hidden, generator=torch.Generator().manual_seed(1))
+            row["imbalance"] = _load_imbalance(ds_moe, x, args.experts)
             ds_out = ds_moe(x[None])[0][0]
             runs = {"deepspeed": lambda: ds_moe(x[None])}
-            row = {"tokens": T}
             for d, (layer, disp) in layers.items():
                 out = layer(x, disp)
                 err = (out - ds_out).abs().max() / ds_out.abs().max()
@@ -109,11 +123,12 @@ def worker(rank: int, args: argparse.Namespace, port: int, results) -> None:
                 runs[d] = lambda layer=layer, disp=disp: layer(x, disp)
             for name, fn in runs.items():  # warm up
                 timed(fn, 2)
-            times: dict[str, list[float]] = {name: [] for name in runs}
+            times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
             for _ in range(args.repeats):  # interleaved, so drift on the shared machine hits both
                 for name, fn in runs.items():
                     times[name] += timed(fn, 1)
-            row.update({name: statistics.median(t) for name, t in times.items()})
+            row.update({name: statistics.median(w for w, _ in t) for name, t in times.items()})
+            row.update({f"cpu_{name}": statistics.median(c for _, c in t) for name, t in times.items()})
             rows.append(row)
     if rank == 0:
         results.put(rows)
@@ -130,6 +145,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dispatch", nargs="+", default=["a2a", "agrs"])
+    parser.add_argument("--skew", type=float, default=0.0,
+                        help="add skew * a fixed random direction to every hidden state: uneven expert load")
     args = parser.parse_args()
     from socket import socket
 
@@ -145,13 +162,14 @@ def main() -> None:
     for p in procs:
         p.join()
     print(f"ep={args.ep} experts={args.experts} top-2 hidden={args.hidden} inter={args.inter} fp32, gloo, "
-          f"{args.threads} thread(s)/rank; median ms per layer call")
-    head = ["tokens/rank", "deepspeed ms"] + [f"moeserve-{d} ms" for d in args.dispatch]
-    head += [f"speedup {d}" for d in args.dispatch] + [f"max rel diff {d}" for d in args.dispatch]
+          f"{args.threads} thread(s)/rank, skew {args.skew}; medians per layer call: wall ms (CPU ms summed over ranks)")
+    head = ["tokens/rank", "hottest/mean expert load", "deepspeed"] + [f"moeserve-{d}" for d in args.dispatch]
+    head += [f"speedup {d} wall (cpu)" for d in args.dispatch] + [f"max rel diff {d}" for d in args.dispatch]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for r in rows:
-        cells = [str(r["tokens"]), f"{r['deepspeed'] * 1e3:.2f}"] + [f"{r[d] * 1e3:.2f}" for d in args.dispatch]
-        cells += [f"{r['deepspeed'] / r[d]:.2f}x" for d in args.dispatch]
+        cells = [str(r["tokens"]), f"{r['imbalance']:.2f}"]
+        cells += [f"{r[n] * 1e3:.1f} ({r['cpu_' + n] * 1e3:.0f})" for n in ["deepspeed"] + args.dispatch]
+        cells += [f"{r['deepspeed'] / r[d]:.2f}x ({r['cpu_deepspeed'] / r['cpu_' + d]:.2f}x)" for d in args.dispatch]
         cells += [f"{r[f'rel_err_{d}']:.1e}" for d in args.dispatch]
         print("| " + " | ".join(cells) + " |")
 
