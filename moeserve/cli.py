@@ -14,19 +14,24 @@ _COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with `only` set, one whose sub-command `only` alone has its arguments:
+    a sub-command's module is imported only when it runs (a broken one cannot break the others)."""
     parser = argparse.ArgumentParser(prog="moeserve", description="Serve mixture-of-experts models.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
     for name, (module, help_text) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_arguments(p)
+        if only in (None, name):
+            importlib.import_module(module).add_arguments(p)
         p.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=chosen if chosen in _COMMANDS else "")
     args = parser.parse_args(argv)
     if args.version:
         from moeserve import __version__
