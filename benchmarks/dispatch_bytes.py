@@ -130,7 +130,7 @@ def measure(setup: Setup, backend: str, seed: int = 0) -> dict[str, float]:
             sl = slice(rank * T, (rank + 1) * T)
             batch, handle = disp.dispatch(hidden[sl], ids[sl], weights[sl], max_tokens=T)
             outs[rank] = disp.combine(batch.hidden, handle)
-        except BaseException as e:  # surface instead of leaving peers at the barrier
+        except BaseException as e:  # noqa: BLE001 - surface it instead of leaving peers at the barrier
             errors.append(e)
             world.barrier.abort()
 

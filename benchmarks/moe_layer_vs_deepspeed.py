@@ -114,13 +114,13 @@ def worker(rank: int, args: argparse.Namespace, port: int, results) -> None:
             x += args.skew * torch.randn(args.hidden, generator=torch.Generator().manual_seed(1))
             row["imbalance"] = _load_imbalance(ds_moe, x, args.experts)
             ds_out = ds_moe(x[None])[0][0]
-            runs = {"deepspeed": lambda: ds_moe(x[None])}
+            runs = {"deepspeed": lambda x=x: ds_moe(x[None])}
             for d, (layer, disp) in layers.items():
                 out = layer(x, disp)
                 err = (out - ds_out).abs().max() / ds_out.abs().max()
                 dist.all_reduce(err, op=dist.ReduceOp.MAX)
                 row[f"rel_err_{d}"] = float(err)
-                runs[d] = lambda layer=layer, disp=disp: layer(x, disp)
+                runs[d] = lambda layer=layer, disp=disp, x=x: layer(x, disp)
             for name, fn in runs.items():  # warm up
                 timed(fn, 2)
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}

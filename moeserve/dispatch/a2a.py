@@ -20,9 +20,21 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, sum_in_position_order, weighted_sum_fixed_order
+from moeserve.dispatch.base import (
+    ExpertBatch,
+    Handle,
+    routing_error,
+    sum_in_position_order,
+    weighted_sum_fixed_order,
+)
 from moeserve.dispatch.local import expert_batch, group_by_slot
-from moeserve.dispatch.wire import Column, pack_rows, slot_dtype, unpack_rows, weight_dtype
+from moeserve.dispatch.wire import (
+    Column,
+    pack_rows,
+    slot_dtype,
+    unpack_rows,
+    weight_dtype,
+)
 from moeserve.parallel_state import ParallelContext
 
 

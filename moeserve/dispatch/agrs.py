@@ -21,9 +21,20 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, weighted_sum_fixed_order
+from moeserve.dispatch.base import (
+    ExpertBatch,
+    Handle,
+    routing_error,
+    weighted_sum_fixed_order,
+)
 from moeserve.dispatch.local import expert_batch, group_by_slot
-from moeserve.dispatch.wire import Column, pack_rows, row_bytes, unpack_rows, weight_dtype
+from moeserve.dispatch.wire import (
+    Column,
+    pack_rows,
+    row_bytes,
+    unpack_rows,
+    weight_dtype,
+)
 from moeserve.parallel_state import ParallelContext
 
 _HEADER = Column(torch.int64, 2)  # [token count, bad-routing flag]

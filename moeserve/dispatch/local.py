@@ -5,7 +5,12 @@ from dataclasses import dataclass
 
 import torch
 
-from moeserve.dispatch.base import ExpertBatch, Handle, check_routing, weighted_sum_fixed_order
+from moeserve.dispatch.base import (
+    ExpertBatch,
+    Handle,
+    check_routing,
+    weighted_sum_fixed_order,
+)
 
 
 @dataclass

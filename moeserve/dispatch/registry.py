@@ -10,7 +10,8 @@ max_tokens is the per-step global bound the caller passes to `dispatch` (StepPla
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-
 from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
 from spawn_world import run_world
+
 from moeserve.dispatch import make_dispatcher
 from moeserve.parallel_state import ParallelContext
 
