@@ -32,8 +32,26 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"moeserve serve: error: {e}", file=sys.stderr)
         return 2
+    problem = _cannot_listen(server_config)
+    if problem:
+        print(f"moeserve serve: error: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return asyncio.run(serve(engine_config, server_config))
+
+
+def _cannot_listen(server_config: ServerConfig) -> str | None:
+    """Checked before the model loads, so a taken port fails in a second rather than after loading."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(server_config.host, server_config.port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(infos[0][4])
+    except OSError as e:
+        return f"cannot listen on {server_config.host}:{server_config.port}: {e.strerror or e}"
+    return None
 
 
 def _make_server(app, server_config: ServerConfig, model_name: str):

@@ -94,3 +94,14 @@ def test_every_flag_has_help():
     for action in p._actions:
         if action.option_strings and action.dest != "help":
             assert action.help and len(action.help) > 10, action.option_strings
+
+
+def test_a_taken_port_fails_before_loading(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert cli.run(parse(["--port", str(port)])) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
