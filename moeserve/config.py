@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from moeserve.placement.runtime_config import PlacementRuntimeConfig
+
 VALID_DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -101,10 +103,11 @@ class EngineConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     placement: str | None = None  # path of a placement plan JSON
+    placement_runtime: PlacementRuntimeConfig = field(default_factory=PlacementRuntimeConfig)
     seed: int = 0
 
     def validate(self) -> "EngineConfig":
-        for part in (self.model, self.cache, self.scheduler, self.parallel):
+        for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
             part.validate()
         return self
 
@@ -123,5 +126,6 @@ def config_from_dict(data: dict) -> EngineConfig:
         scheduler=SchedulerConfig(**data["scheduler"]),
         parallel=ParallelConfig(**data["parallel"]),
         placement=data.get("placement"),
+        placement_runtime=PlacementRuntimeConfig(**data.get("placement_runtime", {})),
         seed=data.get("seed", 0),
     )

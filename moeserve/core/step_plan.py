@@ -64,6 +64,11 @@ class StepPlan:
     groups: list[GroupBatch]
     new_requests: list[NewRequest] = field(default_factory=list)
     finished_request_ids: list[str] = field(default_factory=list)
+    # placement runtime (engine/rebalance.py), decided on rank 0:
+    # rebalance: {"phy2log": [[int] * P] * L}, the placement every rank moves to before this step's forward
+    rebalance: dict | None = None
+    # every rank hands its routing counts since the last collection to rank 0 after this step's forward
+    collect_routing: bool = False
 
     @property
     def num_tokens(self) -> int:

@@ -93,6 +93,9 @@ class EngineCore:
             num_blocks=self.executor.num_blocks,
             max_model_len=self.max_model_len,
         )
+        from moeserve.engine.rebalance import engine_placement
+
+        self.placement = engine_placement(config, self.executor, self.model_name)  # recorder + rebalancing
         self._tracked: dict[str, _Tracked] = {}
         self._pending_outputs: list[RequestOutput] = []
         self.num_steps = 0
@@ -147,8 +150,12 @@ class EngineCore:
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
         if plan.num_tokens or plan.new_requests or plan.finished_request_ids:
+            if self.placement is not None:
+                self.placement.before(plan)  # may ask for routing counts or ship a new expert placement
             result = self.executor.execute(plan)
             outputs += self._update(plan, result)
+            if self.placement is not None:
+                self.placement.after(plan)
             self.num_steps += 1
         return outputs
 
@@ -227,7 +234,24 @@ class EngineCore:
 
     # -- introspection ----------------------------------------------------------------------------
     def stats(self) -> dict:
-        return dict(self.scheduler.stats(), num_steps=self.num_steps)
+        placement = self.placement.stats() if self.placement is not None else {}
+        return dict(self.scheduler.stats(), num_steps=self.num_steps, **placement)
+
+    # -- routing recorder (placement runtime); call between steps ----------------------------------
+    def recorder_start(self) -> None:
+        self._need_placement().start()
+
+    def recorder_stop(self) -> None:
+        self._need_placement().stop()
+
+    def recorder_dump(self, path: str | None = None) -> str:
+        """Writes the kept windows as one trace file; returns its path."""
+        return self._need_placement().dump(path)
+
+    def _need_placement(self):
+        if self.placement is None:
+            raise RequestError("this model has no MoE layers, so there is no routing to record")
+        return self.placement
 
     def check_health(self) -> None:
         self.executor.check_health()

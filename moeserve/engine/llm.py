@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from moeserve.engine.engine_core import EngineCore
 from moeserve.outputs import RequestOutput
+from moeserve.placement.runtime_config import PlacementRuntimeConfig
 from moeserve.sampling_params import SamplingParams
 
 Prompt = str | Sequence[int]
@@ -32,6 +33,10 @@ class LLM:
         block_size: int = 16,
         enable_prefix_caching: bool = True,
         placement: str | None = None,
+        record_trace_dir: str | None = None,
+        record_window_steps: int = 100,
+        eplb_interval: int = 0,
+        eplb_window: int = 0,
         seed: int = 0,
     ):
         config = EngineConfig(
@@ -40,6 +45,12 @@ class LLM:
             scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens),
             parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch),
             placement=placement,
+            placement_runtime=PlacementRuntimeConfig(
+                record_trace_dir=record_trace_dir,
+                record_window_steps=record_window_steps,
+                eplb_interval=eplb_interval,
+                eplb_window=eplb_window,
+            ),
             seed=seed,
         )
         self.engine = EngineCore(config)

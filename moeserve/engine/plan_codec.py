@@ -21,6 +21,8 @@ def encode_plan(plan: StepPlan | None) -> bytes:
             "groups": [[[getattr(s, f) for f in _SEQ_FIELDS] for s in g.seqs] for g in plan.groups],
             "new": [[n.request_id, dataclasses.asdict(n.sampling)] for n in plan.new_requests],
             "finished": plan.finished_request_ids,
+            "rebalance": plan.rebalance,
+            "collect": plan.collect_routing,
         }
     )
 
@@ -34,6 +36,8 @@ def decode_plan(data: bytes) -> StepPlan | None:
         groups=[GroupBatch(g, [ScheduledSeq(*s) for s in seqs]) for g, seqs in enumerate(raw["groups"])],
         new_requests=[NewRequest(rid, SamplingParams(**params)) for rid, params in raw["new"]],
         finished_request_ids=raw["finished"],
+        rebalance=raw.get("rebalance"),
+        collect_routing=raw.get("collect", False),
     )
 
 

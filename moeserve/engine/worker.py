@@ -4,6 +4,7 @@ from __future__ import annotations
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import SampledToken, StepPlan
 from moeserve.engine.model_runner import ModelRunner
+from moeserve.engine.rebalance import RankPlacement
 from moeserve.engine.sampler import Sampler
 from moeserve.parallel_state import ParallelContext
 
@@ -18,6 +19,7 @@ class Worker:
     def __init__(self, config: EngineConfig, ctx: ParallelContext, group: int = 0, dispatcher=None):
         self.group = group
         self.runner = ModelRunner(config, ctx, dispatcher)  # builds the --dispatch backend itself
+        self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx)
         self.sampler = Sampler(seed=config.seed) if ctx.tp_rank == 0 else None
 
     def execute(self, plan: StepPlan) -> list[SampledToken]:
@@ -26,9 +28,16 @@ class Worker:
                 self.sampler.remove(request_id)
             for new in plan.new_requests:
                 self.sampler.add(new)
+        if plan.rebalance is not None:  # every rank switches placement before this step's forward
+            self.placement.apply(plan.rebalance)
         batch = plan.groups[self.group]
+        if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
+            self.placement.collect()
+            return []
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         logits = self.runner.execute(batch, plan.max_group_tokens)
+        if plan.collect_routing:
+            self.placement.collect()
         if self.sampler is None:
             return []
         request_ids = [s.request_id for s in batch.seqs if s.sample]

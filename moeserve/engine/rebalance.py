@@ -1,0 +1,199 @@
+"""One rank's side of the placement runtime: routing counts where the router runs, and expert moves.
+
+Counts: every MoE layer's `on_route` adds the step's logical top-k ids [T, k] into a device tensor
+[L, E] with one index_add (no host sync); when a step's plan says `collect_routing`, the ranks sum
+their counts onto rank 0 with one reduce on the expert-parallel group, and reset. With ep == 1 the
+tp ranks of the (single) group route the same tokens, so only tp rank 0 counts and nothing is
+reduced.
+
+Moves: a step whose plan carries `rebalance` switches every rank to the new phy2log before its
+forward. Per layer, every rank computes the same transfer schedule (placement/rebalancer.py), posts
+its sends (from the live weights) and receives (into staging buffers) with point-to-point ops on the
+ep group, waits for all of them, and only then writes the staging buffers into `experts.w13 / w2`
+and calls `MoELayer.remap`: a forward never sees a half-copied expert, and a slot that both sends
+its old expert and receives a new one sends the old weights.
+Shape legend: L MoE layers, E experts, P physical slots, S slots on this rank, T tokens, k top-k.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from moeserve.moe.layer import MoELayer
+from moeserve.parallel_state import ParallelContext
+from moeserve.placement.plan import PlacementPlan
+from moeserve.placement.rebalancer import Transfer, plan_transfers
+from moeserve.placement.routing import ReplicaTable
+from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
+
+
+def slot_map_for(plan: PlacementPlan, layer: int, ep_rank: int, device: torch.device):
+    """The replica choice of one layer: logical ids [T, k] int64 -> physical slots [T, k] int64."""
+    table = TorchReplicaTable(ReplicaTable.from_plan(plan, layer), device)
+
+    def slot_map(topk_ids: torch.Tensor) -> torch.Tensor:
+        src = torch.full((topk_ids.shape[0],), ep_rank, dtype=torch.int64, device=topk_ids.device)
+        return choose_slots(table, topk_ids, src)
+
+    return slot_map
+
+
+class RankPlacement:
+    """Mutates the MoE layers' weights, maps and `on_route` hooks of this rank's model."""
+
+    def __init__(self, layers: list[MoELayer], ctx: ParallelContext) -> None:
+        self.layers, self.ctx = layers, ctx
+        self.num_ranks = ctx.ep_size
+        self.num_experts = layers[0].num_experts if layers else 0
+        device = layers[0].experts.w13.device if layers else torch.device("cpu")
+        self.counts = torch.zeros(len(layers), self.num_experts, dtype=torch.int64, device=device)  # [L, E]
+        self.counting = ctx.ep_size > 1 or ctx.tp_rank == 0
+        if self.counting:
+            for index, moe in enumerate(layers):
+                moe.on_route = self._counter(index)
+        self.collected: np.ndarray | None = None  # rank 0: int [L, E] summed at the last collection
+        self.last_move: dict | None = None
+
+    def _counter(self, index: int):
+        row = self.counts[index]
+
+        def count(topk_ids: torch.Tensor) -> None:
+            ids = topk_ids.reshape(-1)
+            # dropped choices (-1) add 0 to expert 0 instead of being filtered (a filter would sync)
+            row.index_add_(0, ids.clamp(min=0), (ids >= 0).to(torch.int64))
+
+        return count
+
+    def phy2log(self) -> np.ndarray:
+        """int [L, P]: the placement in force."""
+        return np.array([moe.phy2log for moe in self.layers], dtype=np.int64)
+
+    # -- counts -----------------------------------------------------------------------------------
+    def collect(self) -> None:
+        """Every rank calls this in the same step: counts since the last collection reach rank 0."""
+        if self.ctx.ep_size > 1:
+            dist.reduce(self.counts, dst=0, group=self.ctx.ep_group)
+        if self.ctx.ep_rank == 0 and self.ctx.tp_rank == 0:
+            self.collected = self.counts.cpu().numpy().copy()
+        self.counts.zero_()
+
+    def take_collected(self) -> np.ndarray | None:
+        out, self.collected = self.collected, None
+        return out
+
+    # -- moves ------------------------------------------------------------------------------------
+    def apply(self, rebalance: dict) -> None:
+        """Switch every layer to rebalance["phy2log"] [L][P]; every rank calls this in the same step."""
+        start = time.perf_counter()
+        new = np.asarray(rebalance["phy2log"], dtype=np.int64)
+        plan = PlacementPlan.from_phy2log(new, self.num_experts, self.num_ranks).validate()
+        moved_bytes = moved_slots = 0
+        for index, moe in enumerate(self.layers):
+            row = new[index].tolist()
+            if row == moe.phy2log:
+                continue
+            transfers = plan_transfers(moe.phy2log, row, self.num_ranks)
+            moved_bytes += self._move_layer(moe, transfers)
+            moved_slots += len(transfers)
+            moe.remap(row, slot_map_for(plan, index, self.ctx.ep_rank, self.counts.device))
+        self.last_move = {"seconds": time.perf_counter() - start, "bytes": moved_bytes, "slots": moved_slots}
+
+    def _move_layer(self, moe: MoELayer, transfers: list[Transfer]) -> int:
+        """Runs this rank's share of one layer's transfers; returns the bytes crossing ranks (all ranks)."""
+        w13, w2 = moe.experts.w13.data, moe.experts.w2.data  # [S, 2Il, H], [S, H, Il]
+        per_rank, me, first = moe.slots_per_rank, self.ctx.ep_rank, moe.first_slot
+        expert_numel = w13[0].numel() + w2[0].numel()
+        ops, staged, remote_bytes = [], [], 0
+
+        def rank_of(slot: int) -> int:
+            return slot // per_rank if self.num_ranks > 1 else 0
+
+        for tag, t in enumerate(transfers):
+            src_rank, dst_rank = rank_of(t.src), rank_of(t.dst)
+            if src_rank != dst_rank:
+                remote_bytes += expert_numel * w13.element_size()
+            if src_rank == me and dst_rank != me:
+                flat = torch.cat([w13[t.src - first].reshape(-1), w2[t.src - first].reshape(-1)])
+                staged.append((None, flat))  # keep the send buffer alive until the wait
+                ops.append(dist.P2POp(dist.isend, flat, dst_rank, self.ctx.ep_group, tag))
+            elif dst_rank == me:
+                if src_rank == me:
+                    flat = torch.cat([w13[t.src - first].reshape(-1), w2[t.src - first].reshape(-1)])
+                else:
+                    flat = torch.empty(expert_numel, dtype=w13.dtype, device=w13.device)
+                    ops.append(dist.P2POp(dist.irecv, flat, src_rank, self.ctx.ep_group, tag))
+                staged.append((t.dst - first, flat))
+        if ops:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+        split = w13[0].numel()
+        for local, flat in staged:  # every transfer of the layer is complete: now overwrite
+            if local is not None:
+                w13[local].copy_(flat[:split].view_as(w13[local]))
+                w2[local].copy_(flat[split:].view_as(w2[local]))
+        return remote_bytes
+
+
+class EnginePlacement:
+    """Rank 0's handle on the placement runtime, for EngineCore: the controller (policy, recorder)
+    plus rank 0's `RankPlacement`, which holds the world-summed counts after a collection.
+    Not thread-safe: call it from the engine loop, between steps."""
+
+    def __init__(self, controller, rank0: RankPlacement, executor) -> None:
+        self.controller, self.rank0, self.executor = controller, rank0, executor
+
+    def before(self, plan) -> None:
+        self.controller.annotate(plan)
+
+    def after(self, plan) -> None:
+        counts = self.rank0.take_collected() if plan.collect_routing else None
+        moved = self.rank0.last_move if plan.rebalance is not None else None
+        self.controller.after_step(plan, counts, moved)
+
+    def flush(self) -> None:
+        """A control step (no forward on any rank) that brings the counts not yet collected to rank 0."""
+        from moeserve.core.step_plan import GroupBatch, StepPlan
+
+        groups = [GroupBatch(g) for g in range(self.executor.num_groups)]
+        result = self.executor.execute(StepPlan(step=-1, groups=groups, collect_routing=True))
+        if result.error:
+            raise RuntimeError(result.error)
+        counts = self.rank0.take_collected()
+        if counts is not None:
+            self.controller.take_counts(counts)
+
+    def start(self) -> None:
+        self.flush()  # counts from before the start belong to no window
+        self.controller.recorder.start()
+
+    def stop(self) -> None:
+        self.flush()  # the partial window gets every step that ran
+        self.controller.recorder.stop()
+
+    def dump(self, path: str | None = None) -> str:
+        return self.controller.recorder.dump(path)
+
+    def stats(self) -> dict:
+        return self.controller.stats()
+
+
+def engine_placement(config, executor, model_name: str) -> EnginePlacement | None:
+    """The placement runtime of an engine whose executor runs rank 0's worker here; None without
+    MoE layers or without such a worker (e.g. a test double)."""
+    from moeserve.placement.rebalancer import PlacementController
+
+    worker = getattr(executor, "worker", None)
+    rank0 = getattr(worker, "placement", None)
+    if rank0 is None or not rank0.layers:
+        return None
+    model = worker.runner.model
+    first = rank0.layers[0]
+    current = PlacementPlan.from_phy2log(rank0.phy2log(), rank0.num_experts, rank0.num_ranks,
+                                         layer_ids=list(model.moe_layers()))
+    meta = dict(model=model_name, layer_ids=list(model.moe_layers()), top_k=getattr(first.router, "top_k", None),
+                num_groups=getattr(first.router, "num_groups", None), phase="mixed")
+    controller = PlacementController(config.placement_runtime, current, meta, config.parallel.nodes)
+    return EnginePlacement(controller, rank0, executor)
