@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from moeserve import __version__
 from moeserve.server.api_errors import ApiError, unavailable
 from moeserve.server.chat import create_chat_completion
-from moeserve.server.common import ServerState
+from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
 
 logger = logging.getLogger("moeserve.server")
@@ -71,11 +71,17 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     async def version() -> Any:
         return {"version": __version__}
 
+    card = {"id": state.model_name, "object": "model", "created": started, "owned_by": "moeserve",
+            "root": state.model_name, "max_model_len": state.max_model_len}
+
     @app.get("/v1/models")
     async def models() -> Any:
-        card = {"id": state.model_name, "object": "model", "created": started, "owned_by": "moeserve",
-                "root": state.model_name, "max_model_len": state.max_model_len}
         return {"object": "list", "data": [card]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> Any:
+        check_model(state, model_id)
+        return card
 
     @app.get("/metrics")
     async def metrics() -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from moeserve.config import CacheConfig, ConfigError, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class ServerConfig:
 @dataclass(frozen=True)
 class Flag:
     key: str  # YAML key; the flag is "--" + key with "-" for "_"
-    target: str  # "<section>.<field>": section is model/cache/scheduler/parallel/engine/server
+    target: str  # "<section>.<field>": an EngineConfig part, "engine" (its own fields) or "server"
     type: type
     help: str
 
@@ -74,6 +75,11 @@ FLAGS: list[Flag] = [
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),
+    Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),
+    Flag("record_window_steps", "placement_runtime.record_window_steps", int, "engine steps per recorded routing window"),
+    Flag("eplb_interval", "placement_runtime.eplb_interval", int, "re-plan and move experts every this many steps; 0 = never"),
+    Flag("eplb_window", "placement_runtime.eplb_window", int, "steps of routing counts each re-plan uses; 0 = --eplb-interval"),
+    Flag("eplb_num_groups", "placement_runtime.eplb_num_groups", int, "expert groups handed to the placement optimizer"),
     Flag("host", "server.host", str, "address to listen on (default loopback; 0.0.0.0 exposes the server)"),
     Flag("port", "server.port", int, "TCP port to listen on (0 = any free port)"),
     Flag("api_key", "server.api_key", str, "require `Authorization: Bearer KEY` on every route but /health"),
@@ -84,7 +90,8 @@ FLAGS: list[Flag] = [
     Flag("log_level", "server.log_level", str, "debug, info, warning or error"),
 ]
 _BY_KEY = {f.key: f for f in FLAGS}
-_SECTIONS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig, "parallel": ParallelConfig}
+_SECTIONS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig, "parallel": ParallelConfig,
+             "placement_runtime": PlacementRuntimeConfig}
 
 
 def _default(flag: Flag) -> Any:

@@ -28,6 +28,9 @@ def reference(llm):
 def test_models_and_version(client, server):
     models = client.models.list().data
     assert [m.id for m in models] == [server.model]
+    assert client.models.retrieve(server.model).id == server.model
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("no-such-model")
     r = httpx.get(server.url + "/version", headers={"Authorization": f"Bearer {API_KEY}"})
     assert r.status_code == 200 and r.json()["version"]
 
