@@ -117,7 +117,9 @@ class A2ADispatcher:
 
         w_dtype = weight_dtype(topk_weights)
         columns = [Column(hidden.dtype, hidden.shape[1]), Column(plan.local_slots.dtype, k), Column(w_dtype, k)]
-        send = pack_rows([hidden[plan.token_idx], plan.local_slots, topk_weights[plan.token_idx].to(w_dtype)])
+        send = pack_rows(
+            [hidden, plan.local_slots, topk_weights.to(w_dtype)], index=[plan.token_idx, None, plan.token_idx]
+        )
         send_counts, recv_counts = plan.send_counts.tolist(), recv_header[:, 0].tolist()
         recv = send.new_empty(sum(recv_counts), send.shape[1])
         dist.all_to_all_single(recv, send, recv_counts, send_counts, group=self.ctx.ep_group)

@@ -25,13 +25,30 @@ def row_bytes(columns: list[Column]) -> int:
     return sum(c.nbytes for c in columns)
 
 
-def pack_rows(parts: list[torch.Tensor]) -> torch.Tensor:
-    """parts: tensors [N, w_i] of any dtype -> uint8 [N, sum_i w_i * itemsize_i], columns in order."""
-    n = parts[0].shape[0]
-    assert all(p.dim() == 2 and p.shape[0] == n for p in parts), [tuple(p.shape) for p in parts]
+def pack_rows(parts: list[torch.Tensor], index: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+    """parts: tensors [T_i, w_i] of any dtype -> uint8 [N, sum_i w_i * itemsize_i], columns in order.
+
+    index: per part, None (the part already has the N rows) or int64 [N] rows of the part to take;
+    gathering straight into the packed buffer saves a copy of the hidden rows.
+    """
+    index = index or [None] * len(parts)
+    n = next((int(i.shape[0]) for i in index if i is not None), None)
+    n = parts[0].shape[0] if n is None else n
+    widths = [p.shape[1] * p.dtype.itemsize for p in parts]
+    packed = torch.empty(n, sum(widths), dtype=torch.uint8, device=parts[0].device)
     if n == 0:  # empty tensors may carry strides that refuse a dtype view
-        return torch.empty(0, sum(p.shape[1] * p.dtype.itemsize for p in parts), dtype=torch.uint8)
-    return torch.cat([p.contiguous().view(torch.uint8).reshape(n, p.shape[1] * p.dtype.itemsize) for p in parts], dim=1)
+        return packed
+    start = 0
+    for part, rows, width in zip(parts, index, widths):
+        assert part.dim() == 2 and (rows is not None or part.shape[0] == n), (tuple(part.shape), n)
+        raw = part.contiguous().view(torch.uint8).reshape(part.shape[0], width)
+        dst = packed[:, start : start + width]
+        if rows is None:
+            dst.copy_(raw)
+        else:
+            torch.index_select(raw, 0, rows, out=dst)
+        start += width
+    return packed
 
 
 def unpack_rows(packed: torch.Tensor, columns: list[Column]) -> list[torch.Tensor]:

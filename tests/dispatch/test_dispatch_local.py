@@ -102,3 +102,14 @@ def test_auto_rule_uses_only_global_values() -> None:
     assert auto.choose(top_k=2, max_tokens=8) is auto.agrs  # tiny step
     assert auto.choose(top_k=2, max_tokens=9) is auto.a2a
     assert auto.choose(top_k=2, max_tokens=None) is auto.a2a
+
+
+@pytest.mark.parametrize("n", [0, 4])
+def test_pack_rows_gathers_by_index(n: int) -> None:
+    hidden, weights = torch.randn(3, 5).to(torch.bfloat16), torch.rand(3, 2)
+    slots = torch.randint(-1, 4, (n, 2), dtype=torch.int8)
+    rows = torch.randint(0, 3, (n,))
+    packed = pack_rows([hidden, slots, weights], index=[rows, None, rows])
+    got = unpack_rows(packed, [Column(torch.bfloat16, 5), Column(torch.int8, 2), Column(torch.float32, 2)])
+    for g, want in zip(got, [hidden[rows], slots, weights[rows]]):
+        assert torch.equal(g, want)
