@@ -99,8 +99,9 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             if req.logprobs:
                 logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
                 sent[choice.index] = len(choice.logprobs)
-            if out.new_token_ids or out.delta_text or out.finish_reason:  # one chunk per step with tokens
-                delta = {"content": out.delta_text} if out.delta_text or out.new_token_ids else {}
+            text = gen.text_to_stream(choice)
+            if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
+                delta = {"content": text} if text or out.new_token_ids else {}
                 yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:
             yield common.sse(dict(base, choices=[], usage=gen.usage()))

@@ -90,8 +90,9 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
                 logprobs = _logprobs(state, choice, start, offsets.get(choice.index, 0))
                 sent_logprobs[choice.index] = len(choice.logprobs)
                 offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
-            if out.new_token_ids or out.delta_text or out.finish_reason:  # one chunk per step with tokens
-                yield chunk(choice, out.delta_text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
+            text = gen.text_to_stream(choice)
+            if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
+                yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:
             yield common.sse(dict(base, choices=[], usage=gen.usage()))
     except ApiError as e:

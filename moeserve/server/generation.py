@@ -30,6 +30,7 @@ class Choice:
     stop_reason: str | int | None = None
     first_token_time: float | None = None
     num_cached_prompt_tokens: int = 0
+    sent: int = 0  # characters of `text` already streamed
 
 
 class Generation:
@@ -46,6 +47,9 @@ class Generation:
             f"{request_id}-{p * n + i}": Choice(index=p * n + i, prompt_index=p) for p in range(len(prompts)) for i in range(n)
         }
         self.disconnected = False
+        # A stop string may begin in text the engine already reported; streaming holds back this many
+        # characters so that what was sent is never more than the final (stop-trimmed) text.
+        self.hold = max((len(x) for x in params.stop), default=1) - 1
 
     def _sub_params(self, index: int) -> SamplingParams:
         seed = None if self.params.seed is None else (self.params.seed + index) % 2**63
@@ -100,6 +104,13 @@ class Generation:
         if out.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = out.finish_reason, out.stop_reason
             self.metrics.on_finished(out.finish_reason, self.arrival, choice.first_token_time, now, len(choice.token_ids))
+
+    def text_to_stream(self, choice: Choice) -> str:
+        """The next piece of `choice.text` that is safe to send; everything that is left once finished."""
+        end = len(choice.text) if choice.finish_reason is not None else max(choice.sent, len(choice.text) - self.hold)
+        piece = choice.text[choice.sent : end]
+        choice.sent = end
+        return piece
 
     async def collect(self) -> list[Choice]:
         async for _ in self.events():

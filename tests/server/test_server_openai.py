@@ -123,6 +123,9 @@ def test_n_seed_stop_echo_logprobs(client, server, reference):
                                          stop=[stop], extra_body={"ignore_eos": True})
         assert resp.choices[0].finish_reason == "stop"
         assert resp.choices[0].text == ref.text[: ref.text.index(stop)]
+        stream = client.completions.create(model=server.model, prompt=PROMPTS[2], max_tokens=12, temperature=0,
+                                           stop=[stop], stream=True, extra_body={"ignore_eos": True})
+        assert "".join(c.choices[0].text for c in stream) == resp.choices[0].text  # nothing past the stop leaks
     # echo and logprobs
     echo = client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0, echo=True)
     assert echo.choices[0].text.startswith(PROMPTS[0])
