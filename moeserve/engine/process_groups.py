@@ -73,9 +73,11 @@ def init_rank(env: RankEnv, parallel: ParallelConfig) -> RankGroups:
     backend = data_backend(parallel)
     # The default group only sets things up (ranks may take minutes to import and load weights);
     # every collective of a step runs on a group bounded by the step timeout.
+    # Under torchrun the rendezvous store already listens on MASTER_PORT: join it through env://.
+    launched = os.environ.get("RANK") is not None
     dist.init_process_group(
         backend=backend,
-        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        init_method="env://" if launched else f"tcp://{env.master_addr}:{env.master_port}",
         rank=env.rank,
         world_size=env.world_size,
         timeout=_STARTUP_TIMEOUT,

@@ -32,6 +32,15 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"moeserve serve: error: {e}", file=sys.stderr)
         return 2
+    from moeserve.engine.process_groups import RankEnv
+
+    env = RankEnv.from_environ()
+    if env is not None and env.rank != 0:
+        # torchrun / deepspeed started every rank: rank 0 serves HTTP and schedules, the rest run steps
+        from moeserve.engine.rank_worker import run_rank
+
+        logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return run_rank(engine_config)
     problem = _cannot_listen(server_config)
     if problem:
         print(f"moeserve serve: error: {problem}", file=sys.stderr)
