@@ -27,6 +27,10 @@ class AttentionMetadata:
     query_valid: torch.Tensor  # [B, Q] bool
     sample_index: torch.Tensor  # [S] int64 rows of N whose logits are sampled (seqs with sample=True)
     block_size: int
+    # [B, C] int64 cache blocks holding each context, C = ceil(L / block_size), padded with block 0
+    block_tables: torch.Tensor | None = None
+    # [B, 1, Q, C * block_size] fp32 additive mask over block-gathered keys: 0 visible, -inf hidden
+    attn_bias: torch.Tensor | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -74,6 +78,10 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
     if L:
         attn_mask[:, :, 0] |= ~query_valid
 
+    C = -(-L // block_size)
+    block_tables = tables[:, :C] if M >= C else np.pad(tables, ((0, 0), (0, C - M)))
+    attn_bias = attention_bias(attn_mask, C * block_size)
+
     sample_index = np.array([query_start[i + 1] - 1 for i, s in enumerate(seqs) if s.sample], dtype=np.int64)
     ids = np.fromiter((t for s in seqs for t in s.token_ids), dtype=np.int64, count=N)
     t = torch.from_numpy
@@ -89,4 +97,14 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
         query_valid=t(query_valid),
         sample_index=t(sample_index),
         block_size=block_size,
+        block_tables=t(np.ascontiguousarray(block_tables)),
+        attn_bias=t(attn_bias),
     )
+
+
+def attention_bias(attn_mask: np.ndarray, width: int) -> np.ndarray:
+    """attn_mask [B, Q, L] bool -> [B, 1, Q, width] fp32, 0 where visible, -inf elsewhere (width >= L)."""
+    B, Q, L = attn_mask.shape
+    bias = np.full((B, 1, Q, width), -np.inf, dtype=np.float32)
+    bias[:, 0, :, :L][attn_mask] = 0.0
+    return bias

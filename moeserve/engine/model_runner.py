@@ -6,6 +6,7 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -87,6 +88,21 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx)
 
 
+def intra_op_threads(hidden_size: int, current: int) -> int:
+    """Threads for torch's intra-op pool: MOESERVE_NUM_THREADS if set, else at most one per 1024 hidden.
+
+    A step of a small model is hundreds of ops of tens of microseconds each; every op forks and
+    joins the OpenMP pool, and when the cores are shared (other ranks, other processes) a join
+    waits for a descheduled thread. tiny-mixtral (hidden 256) ran 5-10x faster with 1 thread than
+    with 2 on a loaded 2-core machine (docs/performance.md). Never raises `current` (rank workers
+    already split the cores between the ranks of a node).
+    """
+    forced = os.environ.get("MOESERVE_NUM_THREADS")
+    if forced:
+        return max(1, int(forced))
+    return max(1, min(current, hidden_size // 1024))
+
+
 class ModelRunner:
     """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
 
@@ -94,6 +110,7 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
+        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads()))
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)

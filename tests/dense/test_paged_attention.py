@@ -26,11 +26,12 @@ def run_step(batch, k_cache, v_cache, window):
 def test_mixed_prefill_chunk_and_decode_steps(window):
     torch.manual_seed(0)
     k_cache, v_cache = torch.zeros(NB, BS, HK, D), torch.zeros(NB, BS, HK, D)
-    tables = {"a": [3, 7, 1], "b": [2, 9], "c": [5, 4, 6]}
+    tables = {"a": [3, 7, 1], "b": [2, 9], "c": [5, 4, 6, 8]}
     steps = [
         [("a", 0, 6), ("b", 0, 3)],  # two prefills
         [("a", 6, 7), ("b", 3, 6), ("c", 0, 2)],  # decode, prefill chunk, new prefill
         [("a", 7, 8), ("b", 6, 7), ("c", 2, 10)],
+        [("a", 8, 9), ("b", 7, 8), ("c", 10, 11)],  # decode only: the Q == 1 fast path
     ]
     for step in steps:
         seqs = [ScheduledSeq(r, list(range(e - s)), s, tables[r], True) for r, s, e in step]
