@@ -86,3 +86,27 @@ def test_twenty_rebalances_keep_greedy_tokens(qwen3, tmp_path):
     assert stats["eplb_rebalances"] >= 20
     assert stats["eplb_last_experts_moved"] > 0 and stats["eplb_bytes_moved_total"] == 0  # one rank: local copies
     assert 0 < stats["eplb_balancedness_min"] <= stats["eplb_balancedness_mean"] <= 1
+
+
+@pytest.mark.timeout(120)
+def test_recorder_start_and_stop_between_requests_count_only_what_ran_in_between(qwen3, tmp_path):
+    path, prompts, want, _ = qwen3
+    llm = LLM(model=str(path), block_size=4)
+    layers = list(llm.engine.executor.worker.runner.model.moe_layers().values())
+    routed = [[] for _ in layers]
+    try:
+        llm.generate(prompts[:1], PARAMS)  # not recorded
+        for index, moe in enumerate(layers):
+            def both(ids, hook=moe.on_route, seen=routed[index]):
+                seen.append(ids.clone())
+                hook(ids)
+
+            moe.on_route = both
+        llm.engine.recorder_start()
+        assert [o.token_ids for o in llm.generate(prompts[1:], PARAMS)] == want[1:]
+        llm.engine.recorder_stop()
+        trace = load_trace(llm.engine.recorder_dump(str(tmp_path / "t.npz")))
+    finally:
+        llm.shutdown()
+    direct = np.stack([torch.bincount(torch.cat(ids).reshape(-1), minlength=8).numpy() for ids in routed])
+    assert np.array_equal(trace.counts.sum(axis=0), direct)
