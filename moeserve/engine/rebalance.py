@@ -1,7 +1,7 @@
 """One rank's side of the placement runtime: routing counts where the router runs, and expert moves.
 
 Counts: every MoE layer's `on_route` adds the step's logical top-k ids [T, k] into a device tensor
-[L, E] with one index_add (no host sync); when a step's plan says `collect_routing`, the ranks sum
+[L, E] with one index_add_ (no host sync); when a step's plan says `collect_routing`, the ranks sum
 their counts onto rank 0 with one reduce on the expert-parallel group, and reset. With ep == 1 the
 tp ranks of the (single) group route the same tokens, so only tp rank 0 counts and nothing is
 reduced.
@@ -51,6 +51,7 @@ class RankPlacement:
         device = layers[0].experts.w13.device if layers else torch.device("cpu")
         self.counts = torch.zeros(len(layers), self.num_experts, dtype=torch.int64, device=device)  # [L, E]
         self.counting = ctx.ep_size > 1 or ctx.tp_rank == 0
+        self._ones = torch.ones(1024, dtype=torch.int64, device=device)  # index_add_ source, grown on demand
         if self.counting:
             for index, moe in enumerate(layers):
                 moe.on_route = self._counter(index)
@@ -61,11 +62,17 @@ class RankPlacement:
         row = self.counts[index]
 
         def count(topk_ids: torch.Tensor) -> None:
+            # one kernel, no host sync (bincount sizes its output from the data: a sync on GPUs).
+            # The routers emit top-k ids, never -1: a capacity router that drops would need a mask here.
             ids = topk_ids.reshape(-1)
-            # dropped choices (-1) add 0 to expert 0 instead of being filtered (a filter would sync)
-            row.index_add_(0, ids.clamp(min=0), (ids >= 0).to(torch.int64))
+            row.index_add_(0, ids, self._ones_for(ids.numel()))
 
         return count
+
+    def _ones_for(self, n: int) -> torch.Tensor:
+        if self._ones.numel() < n:
+            self._ones = torch.ones(max(n, 2 * self._ones.numel()), dtype=torch.int64, device=self.counts.device)
+        return self._ones[:n]
 
     def phy2log(self) -> np.ndarray:
         """int [L, P]: the placement in force."""
