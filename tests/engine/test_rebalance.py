@@ -61,3 +61,28 @@ def test_replicas_and_twenty_rebalances_at_ep4_keep_greedy_tokens(tmp_path):
     assert stats["eplb_rebalances"] >= 20
     assert stats["eplb_bytes_moved_total"] > 0 and stats["eplb_last_move_s"] > 0
     assert np.array_equal(got_counts, want_counts)  # every rank's routing reached rank 0, once
+
+
+@pytest.mark.timeout(300)
+def test_rebalances_with_tp_split_routing_at_ep2_tp2(tmp_path):
+    """ep=2 with tp=2: the two ranks of the one attention group route halves of its tokens, so both
+    count and the sum is the whole batch; moves cross the two ranks."""
+    _, path = make_checkpoint("qwen3_moe", tmp_path / "ckpt")
+    rng = random.Random(6)
+    prompts = [[rng.randrange(3, 96) for _ in range(n)] for n in (5, 12, 7)]
+    ref = LLM(model=str(path), block_size=4, record_trace_dir=str(tmp_path / "ref"))
+    try:
+        want = _generate(ref, [prompts])
+        want_counts = _recorded_total(ref, tmp_path / "ref.npz")
+    finally:
+        ref.shutdown()
+    llm = LLM(model=str(path), block_size=4, ep=2, tp=2, eplb_interval=2, record_trace_dir=str(tmp_path / "ep2"))
+    llm.engine.placement.controller.planner = cycling_planner(50)
+    try:
+        assert _generate(llm, [prompts]) == want
+        stats = llm.engine.stats()
+        got_counts = _recorded_total(llm, tmp_path / "ep2.npz")
+    finally:
+        llm.shutdown()
+    assert stats["eplb_rebalances"] >= 20 and stats["eplb_bytes_moved_total"] > 0
+    assert np.array_equal(got_counts, want_counts)
