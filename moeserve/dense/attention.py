@@ -21,7 +21,7 @@ from torch import nn
 from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardReader
 from moeserve.dense.norm import RMSNorm, ShardedRMSNorm
-from moeserve.dense.rotary import RotaryEmbedding
+from moeserve.dense.rotary import RotaryEmbedding, apply_rotary
 from moeserve.parallel_state import ParallelContext
 
 
@@ -175,23 +175,45 @@ class Attention(nn.Module):
     def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor]) -> torch.Tensor:
         """hidden [N, H]; kv_cache [k_cache, v_cache] each [NB, BS, hk, D] -> [N, H] (summed over tp)."""
         N, D = hidden.shape[0], self.spec.head_dim
-        q, k, v = self.qkv(hidden)
+        hq, hk = self.qkv.q_heads, self.qkv.kv_heads
+        qkv = self.qkv.project(hidden)  # [N, (hq + 2 hk) D]
+        cos, sin = self._cos_sin(meta, qkv.dtype)
+        if self.spec.qk_norm is None and self.spec.clip_qkv is None:
+            # q and k are adjacent columns: rotate them as one [N, hq + hk, D] tensor
+            qk = apply_rotary(qkv[:, : (hq + hk) * D].view(N, hq + hk, D), cos, sin)
+            q, k = qk[:, :hq], qk[:, hq:]
+            v = qkv[:, (hq + hk) * D :].view(N, hk, D)
+        else:
+            q, k, v = self._normed_qkv(qkv)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        write_kv(kv_cache[0], kv_cache[1], k, v, meta.slot_mapping)
+        attn = paged_attention(q.contiguous(), kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window)
+        out = self.o_proj(attn.reshape(N, hq * D))
+        if self.ctx.tp_size > 1:
+            dist.all_reduce(out, group=self.ctx.tp_group)
+        return out
+
+    def _cos_sin(self, meta: AttentionMetadata, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [N, D] of this step's positions, computed once per step for all layers alike."""
+        key = ("rotary", self.rotary.key, dtype)
+        if key not in meta.derived:
+            meta.derived[key] = self.rotary.cos_sin(meta.positions, dtype)
+        return meta.derived[key]
+
+    def _normed_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """qkv [N, (hq + 2 hk) D] -> q [N, hq, D], k, v [N, hk, D] after the q/k norms and clipping."""
+        N, D = qkv.shape[0], self.spec.head_dim
+        q, k, v = qkv.split([self.qkv.q_size, self.qkv.kv_size, self.qkv.kv_size], dim=-1)
         if self.spec.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.spec.clip_qkv is not None:
             c = self.spec.clip_qkv
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
         hq, hk = self.qkv.q_heads, self.qkv.kv_heads
-        q, k, v = q.view(N, hq, D), k.view(N, hk, D), v.view(N, hk, D)
+        q, k, v = q.reshape(N, hq, D), k.reshape(N, hk, D), v.reshape(N, hk, D)
         if self.spec.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(meta.positions, q, k)
-        write_kv(kv_cache[0], kv_cache[1], k, v, meta.slot_mapping)
-        attn = paged_attention(q, kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window)
-        out = self.o_proj(attn.reshape(N, hq * D))
-        if self.ctx.tp_size > 1:
-            dist.all_reduce(out, group=self.ctx.tp_group)
-        return out
+        return q, k, v
 
     def load(self, reader: ShardReader, prefix: str) -> None:
         """prefix: e.g. 'model.layers.3.self_attn' (HF names q_proj/k_proj/v_proj/o_proj/q_norm/k_norm)."""

@@ -6,7 +6,7 @@ Tokens are laid out sequence by sequence, in `GroupBatch.seqs` order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -31,6 +31,8 @@ class AttentionMetadata:
     block_tables: torch.Tensor | None = None
     # [B, 1, Q, C * block_size] fp32 additive mask over block-gathered keys: 0 visible, -inf hidden
     attn_bias: torch.Tensor | None = None
+    # per-step tensors every layer derives the same way (rotary cos/sin), computed by the first layer
+    derived: dict = field(default_factory=dict, repr=False)
 
     @property
     def num_tokens(self) -> int:

@@ -133,9 +133,13 @@ class QKVParallelLinear(nn.Module):
     def kv_size(self) -> int:
         return self.kv_heads * self.head_dim
 
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, I] -> [T, (q_heads_local + 2 * kv_heads_local) * D]: q, k, v columns side by side."""
+        return F.linear(x, self.weight, self.bias)
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, I] -> q [T, q_heads_local * D], k and v [T, kv_heads_local * D]."""
-        qkv = F.linear(x, self.weight, self.bias)
+        qkv = self.project(x)
         return qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
 
     def load(self, reader: ShardReader, q_prefix: str, k_prefix: str, v_prefix: str) -> None:

@@ -50,6 +50,8 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self.scaling = scaling
+        # equal keys give equal cos/sin, so the layers of one step can share them
+        self.key = (self.inv_freq.numpy().tobytes(), scaling)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N] int64 -> cos, sin [N, D] in `dtype` (frequencies computed in fp32)."""
@@ -60,5 +62,10 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N]; q [N, hq, D]; k [N, hk, D] -> rotated q, k (same shapes and dtype)."""
         cos, sin = self.cos_sin(positions, q.dtype)
-        cos, sin = cos[:, None, :], sin[:, None, :]
-        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [N, h, D]; cos, sin [N, D] -> x rotated, HF's order of operations (x * cos + rotate_half(x) * sin)."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return x * cos + rotate_half(x) * sin

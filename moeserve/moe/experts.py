@@ -9,7 +9,9 @@ out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
 
 `torch.nn.functional.grouped_mm` runs both GEMMs for all slots in one call when every row stride
 is a multiple of 16 bytes; otherwise (and as the reference the tests compare) a loop over slots.
-Measured on CPU (docs/models.md): grouped_mm is the default where the shapes allow it.
+Measured on CPU at tiny-mixtral's shapes (docs/performance.md, 1 thread): grouped_mm is ~10% faster
+than the loop up to ~128 rows per slot (decode), the loop ~30% faster at ~360 rows per slot
+(a 64-prompt prefill), so batches averaging more than LOOP_ROWS_PER_SLOT rows per slot take the loop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dispatch.base import ExpertBatch
+
+LOOP_ROWS_PER_SLOT = 256
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "silu": F.silu,
@@ -95,7 +99,7 @@ class GroupedExperts(nn.Module):
         assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden)
-        if self.use_grouped_mm:
+        if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
 

@@ -52,6 +52,25 @@ def test_unaligned_shapes_fall_back_to_loop_and_empty_batch():
     assert experts(empty).shape == (0, 30)
 
 
+def test_large_batches_take_the_loop(monkeypatch):
+    """Above LOOP_ROWS_PER_SLOT rows per slot on average the loop runs (bit-equal to the reference);
+    at or below it grouped_mm does (equal to rounding)."""
+    import moeserve.moe.experts as experts_module
+
+    torch.manual_seed(0)
+    experts = GroupedExperts(E, H, I, torch.float32)
+    assert experts.use_grouped_mm
+    torch.nn.init.normal_(experts.w13, std=0.1)
+    torch.nn.init.normal_(experts.w2, std=0.1)
+    batch = random_batch([3, 0, 5, 1, 0, 7, 2, 4], H)  # 22 rows, 2.75 per slot
+    ref = experts_reference(batch.hidden, batch.counts, experts.w13, experts.w2, experts.act)
+    monkeypatch.setattr(experts_module, "LOOP_ROWS_PER_SLOT", 2)
+    assert torch.equal(experts(batch), ref)
+    monkeypatch.setattr(experts_module, "LOOP_ROWS_PER_SLOT", 3)
+    grouped = experts_grouped(batch.hidden, batch.offsets, experts.w13, experts.w2, experts.act)
+    assert torch.equal(experts(batch), grouped)
+
+
 def write_expert_checkpoint(path, gen) -> dict[str, torch.Tensor]:
     tensors = {}
     for e in range(E):
