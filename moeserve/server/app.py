@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from moeserve import __version__
+from moeserve.errors import EngineDeadError
 from moeserve.server.api_errors import ApiError, unavailable
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
@@ -87,8 +88,26 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     async def metrics() -> Any:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
+    for action in ("start", "stop", "dump"):
+        app.add_api_route(f"/v1/trace/{action}", _trace_route(state, action), methods=["POST"])
+
     app.add_api_route("/v1/completions", create_completion, methods=["POST"])
     app.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+
+
+def _trace_route(state: ServerState, action: str):
+    """POST /v1/trace/{start,stop,dump}: control the routing recorder (files go to --record-trace-dir)."""
+
+    async def route() -> Any:
+        try:
+            result = await state.client.trace_control(action)
+        except EngineDeadError as e:
+            raise unavailable(f"the engine is not available: {e}")
+        if not result.ok:
+            raise ApiError(400, result.message, code="recorder_error")
+        return {"object": "trace_control", "action": action, "path": result.path}
+
+    return route
 
 
 def _error_handlers(app: FastAPI, state: ServerState) -> None:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,7 @@ class EngineClient:
         self._tmpdir: str | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._tasks: list[asyncio.Task] = []
+        self._controls: dict[str, asyncio.Future] = {}
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self, startup_timeout_s: float) -> ipc.Ready:
@@ -179,6 +181,19 @@ class EngineClient:
             elif notify:
                 route.queue.put_nowait(ipc.OutputDelta(rid, [], "", finish_reason="abort"))
 
+    async def trace_control(self, action: str, timeout_s: float = 60.0) -> ipc.TraceControlResult:
+        """Start, stop or dump the engine's routing recorder; the engine answers between steps."""
+        if self.dead_reason is not None:
+            raise EngineDeadError(self.dead_reason)
+        control_id = uuid.uuid4().hex
+        future = asyncio.get_running_loop().create_future()
+        self._controls[control_id] = future
+        self._send(ipc.TraceControl(control_id, action))
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        finally:
+            self._controls.pop(control_id, None)
+
     def abort_all(self) -> None:
         self.abort(list(self._routes), notify=True)
 
@@ -219,6 +234,10 @@ class EngineClient:
                 route = self._routes.pop(rejection["request_id"], None)
                 if route is not None and not route.added.done():
                     route.added.set_exception(EngineRejected(rejection))
+        elif isinstance(msg, ipc.TraceControlResult):
+            future = self._controls.pop(msg.control_id, None)
+            if future is not None and not future.done():
+                future.set_result(msg)
         elif isinstance(msg, ipc.Heartbeat):
             self.stats, self.last_heartbeat = msg.stats, time.monotonic()
         elif isinstance(msg, ipc.Fatal):

@@ -74,7 +74,14 @@ def _rejection(request_id: str, e: Exception) -> dict[str, Any]:
 
 
 def _plain_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+    """Scalars and lists of numbers (per-layer gauges) only: nothing else crosses the socket."""
+
+    def plain(v: Any) -> bool:
+        if isinstance(v, list):
+            return all(isinstance(x, (int, float)) for x in v)
+        return isinstance(v, (int, float, str, bool))
+
+    return {k: v for k, v in stats.items() if plain(v)}
 
 
 class EngineLoop:
@@ -115,8 +122,21 @@ class EngineLoop:
                     self._abort(rid)
             elif isinstance(msg, ipc.Shutdown):
                 self.stopping = True
+            elif isinstance(msg, ipc.TraceControl):
+                self.channel.send(self._trace_control(msg))
         if accepted or rejected:
             self.channel.send(ipc.AddResults(accepted, rejected))
+
+    def _trace_control(self, msg: ipc.TraceControl) -> ipc.TraceControlResult:
+        """Runs between steps, on the loop thread (the recorder is not thread-safe)."""
+        actions = {"start": self.engine.recorder_start, "stop": self.engine.recorder_stop, "dump": self.engine.recorder_dump}
+        if msg.action not in actions:
+            return ipc.TraceControlResult(msg.control_id, False, f"unknown action {msg.action!r}; valid: start, stop, dump")
+        try:
+            path = actions[msg.action]()
+        except (RequestError, RuntimeError, ValueError) as e:
+            return ipc.TraceControlResult(msg.control_id, False, str(e))
+        return ipc.TraceControlResult(msg.control_id, True, f"recorder {msg.action} done", path if isinstance(path, str) else None)
 
     def _abort(self, request_id: str) -> None:
         try:

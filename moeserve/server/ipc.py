@@ -98,6 +98,22 @@ class Heartbeat:
     stats: dict[str, Any] = field(default_factory=dict)  # EngineCore.stats(): numbers only
 
 
+@dataclass(frozen=True)
+class TraceControl:
+    """Routing-recorder control from the front end: action is "start", "stop" or "dump"."""
+
+    control_id: str
+    action: str
+
+
+@dataclass(frozen=True)
+class TraceControlResult:
+    control_id: str
+    ok: bool
+    message: str
+    path: str | None = None  # the trace file written by "dump"
+
+
 MESSAGE_TYPES: dict[str, type] = {
     "add": AddRequest,
     "abort": AbortRequests,
@@ -107,6 +123,8 @@ MESSAGE_TYPES: dict[str, type] = {
     "add_results": AddResults,
     "outputs": Outputs,
     "heartbeat": Heartbeat,
+    "trace_control": TraceControl,
+    "trace_control_result": TraceControlResult,
 }
 _TAGS = {cls: tag for tag, cls in MESSAGE_TYPES.items()}
 

@@ -46,7 +46,22 @@ class EngineStatsCollector(Collector):
             yield CounterMetricFamily(_PREFIX + "prefix_cache_hit_tokens", "prompt tokens found in the prefix cache", value=float(hits))
             rate = float(hits) / float(queries) if queries else 0.0
             yield GaugeMetricFamily(_PREFIX + "prefix_cache_hit_rate", "prefix-cache hit tokens / query tokens since start", value=rate)
+        for key, doc in (("eplb_balancedness_mean", "mean over MoE layers of mean/max GPU load in the last window"),
+                         ("eplb_balancedness_min", "worst MoE layer's mean/max GPU load in the last window"),
+                         ("eplb_last_move_s", "seconds the last rebalance spent moving expert weights"),
+                         ("eplb_last_plan_s", "seconds the last re-plan took"),
+                         ("eplb_last_bytes_moved", "bytes of expert weights moved by the last rebalance")):
+            if s.get(key) is not None:
+                yield GaugeMetricFamily(_PREFIX + key, doc, value=float(s[key]))
+        layers = s.get("eplb_layer_balancedness")
+        if layers:
+            family = GaugeMetricFamily(_PREFIX + "eplb_layer_balancedness", "per MoE layer mean/max GPU load, last window", labels=["layer"])
+            for i, value in enumerate(layers):
+                family.add_metric([str(i)], float(value))
+            yield family
         for key, name, doc in (("num_steps", "engine_steps", "engine steps run"),
+                               ("eplb_rebalances", "eplb_rebalances", "online rebalances applied"),
+                               ("eplb_bytes_moved_total", "eplb_bytes_moved", "bytes of expert weights moved by rebalancing"),
                                ("num_preemptions", "preemptions", "requests preempted (recomputed) for lack of KV blocks")):
             if key in s:
                 yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))
