@@ -113,7 +113,13 @@ def moeserve_cmd(model: str, args: argparse.Namespace) -> list[str]:
 
 def vllm_cmd(python: str, model: str, port: int) -> list[str]:
     return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", "tiny-mixtral",
-            "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32", "--max-model-len", "2048"]
+            "--port", str(port), "--host", "127.0.0.1", "--dtype", "float32", "--max-model-len", "2048",
+            "--max-num-seqs", "64"]
+
+
+# ../shared/PEERS.md: what vLLM's CPU build needs on these machines (offline, loopback only).
+VLLM_ENV = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
+                VLLM_HOST_IP="127.0.0.1", GLOO_SOCKET_IFNAME="lo", VLLM_CPU_KVCACHE_SPACE="2")
 
 
 def row(name: str, s: dict) -> str:
@@ -151,7 +157,7 @@ def main() -> None:
     finally:
         ours.stop()
     if args.vllm_python and not args.vllm_url:
-        theirs = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123")
+        theirs = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123", env=dict(os.environ, **VLLM_ENV))
         try:
             results["vllm"] = bench(theirs.wait_ready(), "tiny-mixtral", args, vocab)
         finally:
