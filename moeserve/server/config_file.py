@@ -70,7 +70,7 @@ FLAGS: list[Flag] = [
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
-    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs, nvshmem"),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1, else agrs for tiny steps or ep <= top-k, else a2a)"),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
