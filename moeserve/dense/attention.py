@@ -58,20 +58,41 @@ def paged_attention(
     tables, bias = block_tables_and_bias(meta)
     B, C = tables.shape
     Lc, g, Q = C * k_cache.shape[1], hq // hk, bias.shape[2]
-    blocks = tables.reshape(-1)
-    keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)  # [B, hk, Lc, D]
-    values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
     bias = bias.to(q.dtype)
     if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
-        queries = q.view(B, hk, g, D)
-        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=bias, scale=scale).reshape(N, hq, D)
+        groups = meta.decode_groups or [(None, C)]
+        if len(groups) == 1:
+            return decode_attention(q, k_cache, v_cache, tables[:, :C], bias, scale)
+        out = torch.empty_like(q)
+        for index, c in groups:  # shorter contexts gather fewer blocks
+            lc = c * k_cache.shape[1]
+            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale)
+        return out
+    blocks = tables.reshape(-1)
+    keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)  # [B, hk, Lc, D]
+    values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
     queries = q[meta.query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=bias, scale=scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
     return out[meta.query_valid]  # [N, hq, D], token order
+
+
+def decode_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tables: torch.Tensor, bias: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """One new token per sequence. q [b, hq, D]; tables [b, c] blocks; bias [b, 1, 1, c * BS] -> [b, hq, D].
+    The g query heads of a KV head are that head's g query rows: no K/V repeat, no query copy."""
+    b, hq, D = q.shape
+    hk = k_cache.shape[-2]
+    lc = tables.shape[1] * k_cache.shape[1]
+    blocks = tables.reshape(-1)
+    keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
+    values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q.view(b, hk, hq // hk, D), keys, values, attn_mask=bias, scale=scale)
+    return out.reshape(b, hq, D)
 
 
 def block_tables_and_bias(meta: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:

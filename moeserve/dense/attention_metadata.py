@@ -31,6 +31,9 @@ class AttentionMetadata:
     block_tables: torch.Tensor | None = None
     # [B, 1, Q, C * block_size] fp32 additive mask over block-gathered keys: 0 visible, -inf hidden
     attn_bias: torch.Tensor | None = None
+    # decode steps (Q == 1) only: sequences split by context length into [(seq_index [b] int64, C_b)];
+    # each group gathers and attends over its own C_b blocks instead of everyone padding to C
+    decode_groups: list[tuple[torch.Tensor, int]] | None = None
     # per-step tensors every layer derives the same way (rotary cos/sin), computed by the first layer
     derived: dict = field(default_factory=dict, repr=False)
 
@@ -83,6 +86,10 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
     C = -(-L // block_size)
     block_tables = tables[:, :C] if M >= C else np.pad(tables, ((0, 0), (0, C - M)))
     attn_bias = attention_bias(attn_mask, C * block_size)
+    decode_groups = None
+    if Q == 1 and B > 1:
+        blocks_per_seq = -(-seq_lens // block_size)
+        decode_groups = [(torch.from_numpy(idx), c) for idx, c in split_by_blocks(blocks_per_seq)]
 
     sample_index = np.array([query_start[i + 1] - 1 for i, s in enumerate(seqs) if s.sample], dtype=np.int64)
     ids = np.fromiter((t for s in seqs for t in s.token_ids), dtype=np.int64, count=N)
@@ -101,7 +108,28 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
         block_size=block_size,
         block_tables=t(np.ascontiguousarray(block_tables)),
         attn_bias=t(attn_bias),
+        decode_groups=decode_groups,
     )
+
+
+def split_by_blocks(blocks_per_seq: np.ndarray, min_saving: float = 0.25) -> list[tuple[np.ndarray, int]]:
+    """blocks_per_seq [B] -> [(sequence indices, blocks to gather)], one group or two.
+
+    Two groups (at the split that gathers the fewest blocks) only when they gather at least
+    `min_saving` fewer blocks than one group padded to the longest context: a second group costs
+    a few more ops per layer, which a small saving does not repay.
+    """
+    B, C = len(blocks_per_seq), int(blocks_per_seq.max())
+    best_cost, best_split = B * C, None
+    for split in np.unique(blocks_per_seq)[:-1]:
+        short = int((blocks_per_seq <= split).sum())
+        cost = short * int(split) + (B - short) * C
+        if cost < best_cost:
+            best_cost, best_split = cost, int(split)
+    if best_split is None or best_cost > (1 - min_saving) * B * C:
+        return [(np.arange(B), C)]
+    short = blocks_per_seq <= best_split
+    return [(np.flatnonzero(short), best_split), (np.flatnonzero(~short), C)]
 
 
 def attention_bias(attn_mask: np.ndarray, width: int) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dense.linear import ShardReader, copy_param
@@ -28,7 +29,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., size] -> [..., size]."""
+        """x [..., size] -> [..., size]. fp32: torch's fused rms_norm (one op instead of six; the
+        same fp32 arithmetic, bit-equal to the reference in tests/dense/test_norm.py). Other dtypes
+        keep HF's cast-back-before-scaling order through the reference."""
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         return rms_norm_reference(x, self.weight, self.eps)
 
     def load(self, reader: ShardReader, name: str) -> None:

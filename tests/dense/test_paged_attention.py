@@ -47,3 +47,23 @@ def test_cache_write_lands_in_block_table_slots():
     write_kv(k_cache, v_cache, k, k, meta.slot_mapping)
     assert k_cache[6, :, 0, 0].tolist() == [0, 1, 2, 3]
     assert k_cache[2, 0, 0, 0] == 4 and k_cache[2, 1:].abs().sum() == 0
+
+
+def test_decode_groups_split_short_and_long_contexts():
+    """A decode step whose contexts differ a lot attends in two length groups; same result."""
+    from moeserve.dense.attention_metadata import split_by_blocks
+    import numpy as np
+
+    assert [(i.tolist(), c) for i, c in split_by_blocks(np.array([1, 3, 1, 1]))] == [([0, 2, 3], 1), ([1], 3)]
+    assert len(split_by_blocks(np.array([3, 2, 3]))) == 1  # saves < 25%: one group
+    torch.manual_seed(0)
+    k_cache, v_cache = torch.zeros(NB, BS, HK, D), torch.zeros(NB, BS, HK, D)
+    tables = {"a": [3], "b": [2, 9, 10], "c": [5], "d": [4]}
+    prefill = [ScheduledSeq(r, list(range(n)), 0, tables[r], True) for r, n in (("a", 2), ("b", 11), ("c", 1), ("d", 3))]
+    run_step(GroupBatch(0, prefill), k_cache, v_cache, None)
+    for window in (None, 3):
+        decode = [ScheduledSeq(r, [7], n, tables[r], True) for r, n in (("a", 2), ("b", 11), ("c", 1), ("d", 3))]
+        batch = GroupBatch(0, decode)
+        assert len(build_attention_metadata(batch, BS).decode_groups) == 2
+        out, ref = run_step(batch, k_cache, v_cache, window)
+        assert torch.allclose(out, ref, atol=1e-5)
