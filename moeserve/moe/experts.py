@@ -89,13 +89,8 @@ class GroupedExperts(nn.Module):
         super().__init__()
         self.num_slots, self.hidden, self.intermediate = num_slots, hidden, intermediate
         self.act = activation(act)
-        # Stored K-major ([S, H, 2Il] and [S, Il, H] in memory) and exposed as the documented
-        # [S, 2Il, H] / [S, H, Il] views: both GEMMs then take a contiguous [K, N] right operand,
-        # which MKL runs 20-45% faster than the transposed one at decode sizes (docs/performance.md).
-        w13 = torch.zeros(num_slots, hidden, 2 * intermediate, dtype=dtype).transpose(1, 2)
-        w2 = torch.zeros(num_slots, intermediate, hidden, dtype=dtype).transpose(1, 2)
-        self.w13 = nn.Parameter(w13, requires_grad=False)
-        self.w2 = nn.Parameter(w2, requires_grad=False)
+        self.w13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, hidden, dtype=dtype), requires_grad=False)
+        self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
         ok = grouped_mm_supported(hidden, intermediate, dtype)
         self.use_grouped_mm = ok if use_grouped_mm is None else (use_grouped_mm and ok)
 
