@@ -1,0 +1,37 @@
+"""A front end killed with SIGKILL (no chance to clean up) leaves no engine or rank process behind."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from server_harness import ServerProcess, alive, child_pids
+
+
+def _descendants(pid: int) -> list[int]:
+    out, frontier = [], [pid]
+    while frontier:
+        kids = [c for p in frontier for c in child_pids(p)]
+        out += kids
+        frontier = kids
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_sigkilled_front_end_leaves_no_process():
+    srv = ServerProcess("--ep", "2", "--max-model-len", "256", startup_timeout_s=240)
+    engine_and_ranks = _descendants(srv.proc.pid)
+    try:
+        assert len(engine_and_ranks) >= 2  # the engine process (rank 0) and rank 1
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(10)
+        deadline = time.monotonic() + 30
+        while any(alive(p) for p in engine_and_ranks):
+            assert time.monotonic() < deadline, "the engine or a rank outlived its killed front end"
+            time.sleep(0.5)
+    finally:
+        srv.kill()
+        for pid in engine_and_ranks:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
