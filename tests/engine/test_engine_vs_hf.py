@@ -10,18 +10,9 @@ import pytest
 import torch
 
 from moeserve import LLM, SamplingParams
-from tiny_models import ARCHITECTURES, make_checkpoint
+from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint
 
 NEW_TOKENS = 32
-DEEPSEEK = ["deepseek_v2", "deepseek_v3"]
-
-
-def _checkpoint(arch: str, path):
-    if arch in DEEPSEEK:
-        from test_deepseek_model import _make_checkpoint
-
-        return _make_checkpoint("v2-groups" if arch == "deepseek_v2" else "v3", path), path
-    return make_checkpoint(arch, path)
 
 
 def _prompts(vocab: int) -> list[list[int]]:
@@ -43,9 +34,9 @@ def _hf_greedy(hf, prompts: list[list[int]]) -> list[list[int]]:
     return out
 
 
-@pytest.fixture(scope="module", params=ARCHITECTURES + DEEPSEEK)
+@pytest.fixture(scope="module", params=ALL_ARCHITECTURES)
 def case(request, tmp_path_factory):
-    hf, path = _checkpoint(request.param, tmp_path_factory.mktemp(request.param))
+    hf, path = make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))
     prompts = _prompts(hf.config.vocab_size)
     return path, prompts, _hf_greedy(hf, prompts)
 

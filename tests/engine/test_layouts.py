@@ -8,7 +8,7 @@ import random
 import pytest
 
 from moeserve import LLM, SamplingParams
-from tiny_models import make_checkpoint
+from tiny_models import make_any_checkpoint, make_checkpoint
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=3)
 ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"]
@@ -16,14 +16,6 @@ ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_
 LAYOUTS = {arch: [(4, 2), (1, 2)] for arch in ARCHS}
 LAYOUTS["mixtral"] = [(2, 1), (1, 2), (2, 2), (4, 2), (4, 4)]
 LAYOUTS["deepseek_v3"] = [(2, 1), (2, 2), (4, 2), (4, 4)]
-
-
-def _checkpoint(arch, path):
-    if arch.startswith("deepseek"):
-        from test_deepseek_model import _make_checkpoint
-
-        return _make_checkpoint("v2-groups" if arch == "deepseek_v2" else "v3", path), path
-    return make_checkpoint(arch, path)
 
 
 def _run(path, prompts, **kw):
@@ -36,7 +28,7 @@ def _run(path, prompts, **kw):
 
 @pytest.fixture(scope="module", params=ARCHS)
 def reference(request, tmp_path_factory):
-    hf, path = _checkpoint(request.param, tmp_path_factory.mktemp(request.param))
+    hf, path = make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))
     rng = random.Random(1)
     prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in (2, 7, 13, 21, 30)]
     return request.param, path, prompts, _run(path, prompts)

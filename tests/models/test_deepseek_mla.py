@@ -10,16 +10,7 @@ from moeserve.dense.attention_metadata import AttentionMetadata, build_attention
 from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention, seq_slices
 from moeserve.dense.yarn import MlaRotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
 from moeserve.parallel_state import SINGLE
-
-YARN = {
-    "type": "yarn",
-    "factor": 4.0,
-    "original_max_position_embeddings": 32,
-    "beta_fast": 32,
-    "beta_slow": 1,
-    "mscale": 0.707,
-    "mscale_all_dim": 1.0,
-}
+from test_deepseek_model import YARN
 
 
 class DictReader:

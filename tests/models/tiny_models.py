@@ -115,3 +115,17 @@ def make_checkpoint(arch: str, path: Path, layout: str = "per_expert", seed: int
     """(hf_model, checkpoint_dir) of a tiny random model of `arch` (one of ARCHITECTURES)."""
     model = make_hf_model(arch, seed, **overrides)
     return model, save_checkpoint(model, Path(path), layout)
+
+
+# DeepSeek checkpoints come from test_deepseek_model (their configs and weight tweaks live there).
+DEEPSEEK_CASES = {"deepseek_v2": "v2-groups", "deepseek_v3": "v3"}
+ALL_ARCHITECTURES = ARCHITECTURES + sorted(DEEPSEEK_CASES)
+
+
+def make_any_checkpoint(arch: str, path: Path):
+    """(hf_model, checkpoint_dir) for any name in ALL_ARCHITECTURES."""
+    if arch in DEEPSEEK_CASES:
+        from test_deepseek_model import _make_checkpoint
+
+        return _make_checkpoint(DEEPSEEK_CASES[arch], path), Path(path)
+    return make_checkpoint(arch, path)

@@ -30,6 +30,16 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren, ... of `pid` (the engine process and its rank workers)."""
+    out, frontier = [], [pid]
+    while frontier:
+        kids = [c for p in frontier for c in child_pids(p)]
+        out += kids
+        frontier = kids
+    return out
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

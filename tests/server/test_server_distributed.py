@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from server_harness import ServerProcess, alive, child_pids
+from server_harness import ServerProcess, alive, child_pids, descendants
 
 from moeserve import SamplingParams
 
@@ -25,21 +25,12 @@ def _completion(url: str, model: str, prompt: str, max_tokens: int = 12) -> list
     return r.json()["choices"][0]["token_ids"]
 
 
-def _descendants(pid: int) -> list[int]:
-    out, frontier = [], [pid]
-    while frontier:
-        kids = [c for p in frontier for c in child_pids(p)]
-        out += kids
-        frontier = kids
-    return out
-
-
 @pytest.mark.timeout(900)
 def test_ep16_tp4_serves_the_same_greedy_tokens_as_one_rank(llm):
     srv = ServerProcess("--ep", "16", "--tp", "4", "--kv-cache-blocks", "96", "--max-model-len", "256",
                         startup_timeout_s=800)
     try:
-        ranks = [p for p in _descendants(srv.proc.pid)]
+        ranks = descendants(srv.proc.pid)
         assert len(ranks) >= 16  # the engine process (rank 0) and 15 rank workers
         params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
         want = [o.token_ids for o in llm.generate(PROMPTS, params)]
@@ -56,7 +47,7 @@ def test_ep16_tp4_serves_the_same_greedy_tokens_as_one_rank(llm):
         assert got == want
     finally:
         srv.kill()
-        for pid in _descendants(srv.proc.pid):
+        for pid in descendants(srv.proc.pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -65,7 +56,7 @@ def test_killed_rank_gives_errors_health_503_and_no_rank_left():
     srv = ServerProcess("--ep", "2", "--tp", "1", "--max-model-len", "2048", startup_timeout_s=400)
     try:
         engine = child_pids(srv.proc.pid)
-        ranks = _descendants(srv.proc.pid)
+        ranks = descendants(srv.proc.pid)
         workers = [p for p in ranks if p not in engine]
         assert workers, "expected a rank worker process"
         results: list[int | str] = []

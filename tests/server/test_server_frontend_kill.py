@@ -6,22 +6,13 @@ import signal
 import time
 
 import pytest
-from server_harness import ServerProcess, alive, child_pids
-
-
-def _descendants(pid: int) -> list[int]:
-    out, frontier = [], [pid]
-    while frontier:
-        kids = [c for p in frontier for c in child_pids(p)]
-        out += kids
-        frontier = kids
-    return out
+from server_harness import ServerProcess, alive, descendants
 
 
 @pytest.mark.timeout(300)
 def test_sigkilled_front_end_leaves_no_process():
     srv = ServerProcess("--ep", "2", "--max-model-len", "256", startup_timeout_s=240)
-    engine_and_ranks = _descendants(srv.proc.pid)
+    engine_and_ranks = descendants(srv.proc.pid)
     try:
         assert len(engine_and_ranks) >= 2  # the engine process (rank 0) and rank 1
         os.kill(srv.proc.pid, signal.SIGKILL)
