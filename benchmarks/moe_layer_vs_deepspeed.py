@@ -58,6 +58,7 @@ def build_deepspeed(args: argparse.Namespace, rank: int) -> nn.Module:
 
 
 def build_moeserve(ds_moe: nn.Module, args: argparse.Namespace, rank: int, dispatch: str):
+    from moeserve.dense.gemm import pack_weights
     from moeserve.dispatch import make_dispatcher
     from moeserve.moe.layer import MoELayer
     from moeserve.moe.router import SoftmaxTopKRouter
@@ -70,6 +71,8 @@ def build_moeserve(ds_moe: nn.Module, args: argparse.Namespace, rank: int, dispa
                      torch.float32)
     for i, expert in enumerate(ds_moe.deepspeed_moe.experts.deepspeed_experts):
         layer.experts.set_slot(i, expert.w1.weight.data, expert.w3.weight.data, expert.w2.weight.data)
+    if args.packed:
+        pack_weights(layer)  # what ModelRunner does after loading: oneDNN-packed expert GEMMs on CPU
     return layer, make_dispatcher(dispatch, args.experts, ctx)
 
 
@@ -145,6 +148,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dispatch", nargs="+", default=["a2a", "agrs"])
+    parser.add_argument("--no-packed", dest="packed", action="store_false",
+                        help="leave moeserve's expert weights unpacked (torch's MKL GEMMs, as DeepSpeed's nn.Linear)")
     parser.add_argument("--skew", type=float, default=0.0,
                         help="add skew * a fixed random direction to every hidden state: uneven expert load")
     args = parser.parse_args()

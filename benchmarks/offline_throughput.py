@@ -32,7 +32,8 @@ def run_moeserve(model: str, prompt_sets, new_tokens: int, **engine_kw):
     from moeserve import LLM, SamplingParams
 
     llm = LLM(model=model, **engine_kw)
-    params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
+    # token ids only, as the vLLM side runs (skip_tokenizer_init, detokenize=False): same work on both
+    params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False)
     llm.generate(make_prompts(2, 4, seed=-1), params)  # warm-up (allocator, first-call overheads)
     tokens, seconds = None, []
     for prompts in prompt_sets:

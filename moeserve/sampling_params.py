@@ -19,6 +19,8 @@ class SamplingParams:
     temperature == 0 means greedy. top_k <= 0 and top_p == 1 disable those filters.
     Penalties follow OpenAI semantics and apply to generated tokens only.
     logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one).
+    detokenize: False returns token ids only (text stays ""), as vLLM's flag of that name; stop
+    strings need text, so they are refused without it.
     """
 
     n: int = 1
@@ -35,6 +37,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    detokenize: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -68,6 +71,8 @@ class SamplingParams:
                 bad(name, f"{name} must be in [-2, 2], got {getattr(self, name)!r}")
         if len(self.stop) > 16 or any(not isinstance(s, str) or s == "" for s in self.stop):
             bad("stop", "stop must be at most 16 non-empty strings")
+        if self.stop and not self.detokenize:
+            bad("stop", "stop strings need detokenize=True")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             bad("stop_token_ids", "stop_token_ids must be non-negative integers")
         if self.seed is not None and not isinstance(self.seed, int):

@@ -11,6 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from moeserve.dense import gemm
 from moeserve.dense.linear import ShardReader, copy_param
 from moeserve.parallel_state import ParallelContext
 
@@ -26,6 +27,7 @@ class _VocabShard(nn.Module):
         self.weight = nn.Parameter(torch.zeros(self.rows, hidden, dtype=dtype), requires_grad=False)
 
     def load(self, reader: ShardReader, name: str) -> None:
+        self.packed = None
         n = self.end - self.start
         copy_param(self.weight[:n], reader.read(name, 0, self.start, self.end), name)
 
@@ -42,10 +44,10 @@ class VocabParallelEmbedding(_VocabShard):
         return out
 
 
-class ParallelLMHead(_VocabShard):
+class ParallelLMHead(_VocabShard, gemm.PackedWeight):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [S, H] -> logits [S, V] fp32, the full vocabulary on every tp rank."""
-        local = F.linear(hidden, self.weight).float()  # [S, Vl]
+        local = gemm.linear(hidden, self.weight, None, self.packed).float()  # [S, Vl]
         if self.ctx.tp_size == 1:
             return local[:, : self.vocab_size]
         parts = [torch.empty_like(local) for _ in range(self.ctx.tp_size)]

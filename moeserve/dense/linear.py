@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moeserve.dense import gemm
 from moeserve.parallel_state import ParallelContext
 
 
@@ -37,25 +38,27 @@ def copy_param(param: torch.Tensor, value: torch.Tensor, name: str) -> None:
     param.data.copy_(value)
 
 
-class ReplicatedLinear(nn.Module):
+class ReplicatedLinear(nn.Module, gemm.PackedWeight):
     """Full weight on every rank (routers, tiny projections)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
+        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O]."""
-        return F.linear(x, self.weight, self.bias)
+        return gemm.linear(x, self.weight, self.bias, self.packed)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
+        self.packed = None
         copy_param(self.weight, reader.read(f"{prefix}.weight"), f"{prefix}.weight")
         if self.bias is not None:
             copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
 
 
-class ColumnParallelLinear(nn.Module):
+class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
     """Output features split over tp ranks; each rank returns its slice [T, O / tp] (no collective).
 
     `out_splits` lists the sizes of logically separate outputs fused into one matmul (e.g. gate and
@@ -72,12 +75,14 @@ class ColumnParallelLinear(nn.Module):
         out_local = sum(self.local_splits)
         self.weight = nn.Parameter(torch.empty(out_local, in_features, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
+        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O / tp]."""
-        return F.linear(x, self.weight, self.bias)
+        return gemm.linear(x, self.weight, self.bias, self.packed)
 
     def load(self, reader: ShardReader, prefixes: Sequence[str]) -> None:
+        self.packed = None
         assert len(prefixes) == len(self.local_splits)
         offset = 0
         for prefix, size in zip(prefixes, self.local_splits):
@@ -89,7 +94,7 @@ class ColumnParallelLinear(nn.Module):
             offset += size
 
 
-class QKVParallelLinear(nn.Module):
+class QKVParallelLinear(nn.Module, gemm.PackedWeight):
     """Fused q/k/v projection with heads split over tp ranks.
 
     Query heads are split evenly. KV heads are split when num_kv_heads >= tp; otherwise each KV head
@@ -124,6 +129,7 @@ class QKVParallelLinear(nn.Module):
         out_local = (self.q_heads + 2 * self.kv_heads) * head_dim
         self.weight = nn.Parameter(torch.empty(out_local, hidden, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
+        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     @property
     def q_size(self) -> int:
@@ -135,7 +141,7 @@ class QKVParallelLinear(nn.Module):
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, (q_heads_local + 2 * kv_heads_local) * D]: q, k, v columns side by side."""
-        return F.linear(x, self.weight, self.bias)
+        return gemm.linear(x, self.weight, self.bias, self.packed)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, I] -> q [T, q_heads_local * D], k and v [T, kv_heads_local * D]."""
@@ -143,6 +149,7 @@ class QKVParallelLinear(nn.Module):
         return qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
 
     def load(self, reader: ShardReader, q_prefix: str, k_prefix: str, v_prefix: str) -> None:
+        self.packed = None
         D = self.head_dim
         parts = [
             (q_prefix, self.q_head_start * D, self.q_size),
@@ -158,7 +165,7 @@ class QKVParallelLinear(nn.Module):
             offset += size
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(nn.Module, gemm.PackedWeight):
     """Input features split over tp ranks; returns a partial sum [T, O] that the caller all-reduces.
 
     The bias (if any) is added on tp rank 0 only, so the all-reduced sum adds it once.
@@ -170,13 +177,15 @@ class RowParallelLinear(nn.Module):
         self.in_local = divide(in_features, ctx.tp_size, "input features")
         self.weight = nn.Parameter(torch.empty(out_features, self.in_local, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
+        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I / tp] -> partial [T, O]."""
         bias = self.bias if self.tp_rank == 0 else None
-        return F.linear(x, self.weight, bias)
+        return gemm.linear(x, self.weight, bias, self.packed)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
+        self.packed = None
         start = self.tp_rank * self.in_local
         copy_param(self.weight, reader.read(f"{prefix}.weight", 1, start, start + self.in_local), prefix)
         if self.bias is not None:

@@ -113,7 +113,7 @@ class EngineCore:
         self._tracked[request_id] = _Tracked(
             params=params,
             prompt_token_ids=list(prompt_token_ids),
-            detok=IncrementalDetokenizer(self.tokenizer, params.skip_special_tokens),
+            detok=IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens),
             logprobs=[] if params.logprobs is not None else None,
         )
 

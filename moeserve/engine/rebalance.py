@@ -141,6 +141,8 @@ class RankPlacement:
             if local is not None:
                 w13[local].copy_(flat[:split].view_as(w13[local]))
                 w2[local].copy_(flat[split:].view_as(w2[local]))
+        if staged and moe.experts.packed13 is not None:
+            moe.experts.pack()  # the packed GEMM weights are a snapshot: take it again
         return remote_bytes
 
 

@@ -7,8 +7,11 @@ Shape legend: S local slots, R dispatched rows, H hidden, Il intermediate size o
 (= I / tp when the experts are tensor-parallel, ep == 1; = I when expert-parallel).
 out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
 
-`torch.nn.functional.grouped_mm` runs both GEMMs for all slots in one call when every row stride
-is a multiple of 16 bytes; otherwise (and as the reference the tests compare) a loop over slots.
+On CPU in fp32, once `pack()` has run (ModelRunner does it after loading), a loop over slots with
+oneDNN-packed weights (dense/gemm.py): 2x faster than grouped_mm at decode (16 rows per slot) and
+2.7x at prefill (360 rows per slot), measured at tiny-mixtral's shapes (docs/performance.md).
+Otherwise `torch.nn.functional.grouped_mm` runs both GEMMs for all slots in one call when every row
+stride is a multiple of 16 bytes, else (and as the reference the tests compare) a loop over slots.
 Measured on CPU at tiny-mixtral's shapes (docs/performance.md, 1 thread): grouped_mm is ~10% faster
 than the loop up to ~128 rows per slot (decode), the loop ~30% faster at ~360 rows per slot
 (a 64-prompt prefill), so batches averaging more than LOOP_ROWS_PER_SLOT rows per slot take the loop.
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
 
 LOOP_ROWS_PER_SLOT = 256
@@ -49,15 +53,23 @@ def grouped_mm_supported(hidden: int, intermediate: int, dtype: torch.dtype) -> 
 
 
 def experts_reference(
-    x: torch.Tensor, counts: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
+    x: torch.Tensor,
+    counts: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    act: Callable,
+    packed13: list[torch.Tensor] | None = None,
+    packed2: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """x [R, H] expert-major; counts [S] int64 rows per slot; w13 [S, 2Il, H]; w2 [S, H, Il] -> [R, H]."""
+    """x [R, H] expert-major; counts [S] int64 rows per slot; w13 [S, 2Il, H]; w2 [S, H, Il] -> [R, H].
+    packed13 / packed2: per-slot `gemm.pack_weight` copies of w13[s] / w2[s] (None = plain F.linear)."""
     out = torch.empty(x.shape[0], w2.shape[1], dtype=x.dtype, device=x.device)
     start = 0
     for s, n in enumerate(counts.tolist()):
         if n:
-            gate, up = F.linear(x[start : start + n], w13[s]).chunk(2, dim=-1)
-            out[start : start + n] = F.linear(act(gate) * up, w2[s])
+            p13, p2 = (packed13[s], packed2[s]) if packed13 is not None else (None, None)
+            gate, up = gemm.linear(x[start : start + n], w13[s], None, p13).chunk(2, dim=-1)
+            out[start : start + n] = gemm.linear(act(gate) * up, w2[s], None, p2)
         start += n
     return out
 
@@ -93,12 +105,29 @@ class GroupedExperts(nn.Module):
         self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
         ok = grouped_mm_supported(hidden, intermediate, dtype)
         self.use_grouped_mm = ok if use_grouped_mm is None else (use_grouped_mm and ok)
+        # per-slot oneDNN-packed copies of w13[s] / w2[s] (see `pack`); None = not packed
+        self.packed13: list[torch.Tensor] | None = None
+        self.packed2: list[torch.Tensor] | None = None
+
+    def pack(self) -> bool:
+        """Snapshot every slot's weights for the packed GEMM (after loading, and after any write to
+        w13 / w2: `set_slot` drops the snapshot, the rebalancer packs again). False where packing
+        does not apply (dense/gemm.py), leaving the grouped_mm / loop paths."""
+        p13 = [gemm.pack_weight(self.w13[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
+        p2 = [gemm.pack_weight(self.w2[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
+        if self.num_slots == 0 or any(p is None for p in p13 + p2):
+            self.packed13 = self.packed2 = None
+            return False
+        self.packed13, self.packed2 = p13, p2
+        return True
 
     def forward(self, batch: ExpertBatch) -> torch.Tensor:
         """batch.hidden [R, H] grouped by local slot -> [R, H] (partial over tp when Il = I / tp)."""
         assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden)
+        if self.packed13 is not None and batch.hidden.dtype == torch.float32:
+            return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act, self.packed13, self.packed2)
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
@@ -106,6 +135,7 @@ class GroupedExperts(nn.Module):
     def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
         """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""
         Il = self.intermediate
+        self.packed13 = self.packed2 = None  # a stale snapshot must not outlive the write
         for name, value, shape in (
             ("gate", gate, (Il, self.hidden)),
             ("up", up, (Il, self.hidden)),

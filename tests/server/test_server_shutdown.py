@@ -12,7 +12,7 @@ import pytest
 from server_harness import ServerProcess, alive
 
 URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "64", "--max-model-len", "256",
-            "--shutdown-timeout-s", "2")
+            "--shutdown-timeout-s", "0.5")  # shorter than 480 decode steps, longer than the short one
 
 
 @pytest.fixture(scope="module")
