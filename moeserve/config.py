@@ -70,6 +70,9 @@ class ParallelConfig:
     dispatch: str = "auto"
     backend: str = "auto"  # torch.distributed backend: auto = nccl with CUDA, else gloo
     step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
+    # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
+    # never more than the rank's share of the node's cores): see engine/model_runner.py
+    num_threads: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -84,6 +87,8 @@ class ParallelConfig:
         return self.world_size // self.nodes
 
     def validate(self) -> None:
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ConfigError(f"--num-threads must be >= 1, got {self.num_threads}")
         if self.tp < 1 or self.ep < 1 or self.nodes < 1:
             raise ConfigError(f"--tp, --ep and --nodes must be >= 1, got tp={self.tp} ep={self.ep} nodes={self.nodes}")
         if self.ep > 1 and self.ep % self.tp:

@@ -89,15 +89,19 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx)
 
 
-def intra_op_threads(hidden_size: int, current: int) -> int:
-    """Threads for torch's intra-op pool: MOESERVE_NUM_THREADS if set, else at most one per 1024 hidden.
+def intra_op_threads(hidden_size: int, current: int, configured: int | None = None) -> int:
+    """Threads for torch's intra-op pool: `configured` (--num-threads) if set, else MOESERVE_NUM_THREADS,
+    else at most one per 1024 hidden.
 
     A step of a small model is hundreds of ops of tens of microseconds each; every op forks and
     joins the OpenMP pool, and when the cores are shared (other ranks, other processes) a join
     waits for a descheduled thread. tiny-mixtral (hidden 256) ran 5-10x faster with 1 thread than
     with 2 on a loaded 2-core machine (docs/performance.md). Never raises `current` (rank workers
-    already split the cores between the ranks of a node).
+    already split the cores between the ranks of a node). On a quiet machine more threads do pay:
+    tiny-mixtral offline ran ~25% faster with 2 threads on 2 idle cores, at twice the CPU time.
     """
+    if configured is not None:  # --num-threads
+        return configured
     forced = os.environ.get("MOESERVE_NUM_THREADS")
     if forced:
         return max(1, int(forced))
@@ -111,7 +115,9 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
-        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads()))
+        torch.set_num_threads(
+            intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads(), engine_config.parallel.num_threads)
+        )
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
