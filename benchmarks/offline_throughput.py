@@ -29,20 +29,21 @@ def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
 
 
 def run_moeserve(model: str, prompt_sets, new_tokens: int, **engine_kw):
-    """-> (token ids of prompt_sets[0], seconds of each set)."""
+    """-> (token ids of prompt_sets[0], seconds of each set, CPU seconds of each set)."""
     from moeserve import LLM, SamplingParams
 
     llm = LLM(model=model, **engine_kw)
     # token ids only, as the vLLM side runs (skip_tokenizer_init, detokenize=False): same work on both
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False)
     llm.generate(make_prompts(2, 4, seed=-1), params)  # warm-up (allocator, first-call overheads)
-    tokens, seconds = None, []
+    tokens, seconds, cpu = None, [], []
     for prompts in prompt_sets:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()  # one process: all its threads
         outs = llm.generate(prompts, params)
         seconds.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         tokens = tokens or [o.token_ids for o in outs]
-    return tokens, seconds
+    return tokens, seconds, cpu
 
 
 def run_transformers(model: str, prompts, new_tokens: int):
@@ -63,7 +64,7 @@ def run_transformers(model: str, prompts, new_tokens: int):
 
 def run_vllm(python: str, model: str, prompt_sets, new_tokens: int):
     """vLLM's CPU build in its own venv (a subprocess), timed inside that process.
-    -> (token ids of prompt_sets[0], seconds of each set)."""
+    -> (token ids of prompt_sets[0], seconds of each set, CPU seconds of each set)."""
     import os
     import subprocess
 
@@ -74,7 +75,7 @@ def run_vllm(python: str, model: str, prompt_sets, new_tokens: int):
         env = dict(os.environ, NEW_TOKENS=str(new_tokens))
         subprocess.run([python, str(script), model, str(prompts_path), str(out_path)], check=True, env=env)
         result = json.loads(out_path.read_text())
-    return result["tokens"], result["seconds"]
+    return result["tokens"], result["seconds"], result["cpu_seconds"]
 
 
 def main() -> None:
@@ -104,16 +105,18 @@ def main() -> None:
     per_run = lambda ts: [round(len(prompts) * args.new_tokens / t, 1) for t in ts]  # noqa: E731
     best = lambda ts: round(len(prompts) * args.new_tokens / min(ts), 1)  # noqa: E731
     result = {"prompts": len(prompts), "new_tokens": args.new_tokens}
-    for t, (tokens, seconds) in runs.items():
+    for t, (tokens, seconds, cpu) in runs.items():
         result[f"moeserve_{t}thr_tok_s"] = best(seconds)
         result[f"moeserve_{t}thr_tok_s_runs"] = per_run(seconds)
+        result[f"moeserve_{t}thr_tok_per_cpu_s"] = best(cpu)
         result[f"moeserve_{t}thr_identical_to_{args.threads[0]}thr"] = f"{sum(a == b for a, b in zip(tokens, ours))}/{len(prompts)}"
     result["transformers_tok_s"] = round(n_hf * args.new_tokens / t_hf, 1)
     result["identical_to_transformers"] = f"{sum(a == b for a, b in zip(ours, theirs))}/{n_hf}"
     if args.vllm_python:
-        vllm_tokens, t_vllm_all = run_vllm(args.vllm_python, model, prompt_sets, args.new_tokens)
+        vllm_tokens, t_vllm_all, cpu_vllm_all = run_vllm(args.vllm_python, model, prompt_sets, args.new_tokens)
         result["vllm_tok_s"] = best(t_vllm_all)
         result["vllm_tok_s_runs"] = per_run(t_vllm_all)
+        result["vllm_tok_per_cpu_s"] = best(cpu_vllm_all)
         result["vllm_identical_to_moeserve"] = f"{sum(a == b for a, b in zip(ours, vllm_tokens))}/{len(prompts)}"
         for t in args.threads:
             result[f"ratio_{t}thr_vs_vllm"] = round(result[f"moeserve_{t}thr_tok_s"] / result["vllm_tok_s"], 2)
