@@ -69,9 +69,9 @@ class Server:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of `pid` and its direct children so far (Linux /proc)."""
+    """User + system CPU time of `pid` and all its descendants so far (Linux /proc)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, CPU seconds)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -79,9 +79,13 @@ def cpu_seconds(pid: int) -> float:
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, (parent, _) in stats.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(stats[p][1] for p in tree if p in stats)
 
 
 def own_cpu_seconds(pid: int) -> float:
@@ -105,10 +109,11 @@ def bench(url: str, model: str, args: argparse.Namespace, vocab: int) -> dict:
     return summarize(records, duration, None, None)
 
 
-def moeserve_cmd(model: str, args: argparse.Namespace) -> list[str]:
-    return [sys.executable, "-m", "moeserve.cli", "serve", "--model", model, "--served-model-name", "tiny-mixtral",
-            "--port", "0", "--max-model-len", "2048", "--kv-cache-blocks", "2048", "--max-num-seqs", "64",
-            "--log-level", "info"]  # the "serving ... on URL" line is logged at info
+def moeserve_cmd(model: str, args: argparse.Namespace, threads: int | None) -> list[str]:
+    cmd = [sys.executable, "-m", "moeserve.cli", "serve", "--model", model, "--served-model-name", "tiny-mixtral",
+           "--port", "0", "--max-model-len", "2048", "--kv-cache-blocks", "2048", "--max-num-seqs", "64",
+           "--log-level", "info"]  # the "serving ... on URL" line is logged at info
+    return cmd + (["--num-threads", str(threads)] if threads else [])
 
 
 def vllm_cmd(python: str, model: str, port: int) -> list[str]:
@@ -123,7 +128,7 @@ VLLM_ENV = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STAT
 
 
 def row(name: str, s: dict) -> str:
-    return (f"{name:<10} {s['output_throughput']:>9.1f} {s['ttft_ms']['p50']:>9.1f} {s['ttft_ms']['p99']:>9.1f} "
+    return (f"{name:<12} {s['output_throughput']:>9.1f} {s['ttft_ms']['p50']:>9.1f} {s['ttft_ms']['p99']:>9.1f} "
             f"{s['tpot_ms']['p50']:>9.2f} {s['tpot_ms']['p99']:>9.2f} {s['completed']:>5}/{s['num_requests']}")
 
 
@@ -136,6 +141,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=32)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                    help="one moeserve run per value of --num-threads (vLLM binds its own threads)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
 
@@ -145,21 +152,27 @@ def main() -> None:
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     results = {}
-    ours = Server(moeserve_cmd(model, args), env=env)
-    try:
-        url = ours.wait_ready()
-        pid = ours.proc.pid
-        front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
-        results["moeserve"] = bench(url, "tiny-mixtral", args, vocab)
-        front, total = own_cpu_seconds(pid) - front0, cpu_seconds(pid) - all0
-        # Where the server's CPU went: the HTTP front end vs the engine process.
-        results["moeserve"]["cpu_s"] = {"front_end": round(front, 2), "engine": round(total - front, 2)}
-    finally:
-        ours.stop()
+    for threads in args.threads:
+        name = f"moeserve-{threads}t"
+        ours = Server(moeserve_cmd(model, args, threads), env=env)
+        try:
+            url = ours.wait_ready()
+            pid = ours.proc.pid
+            front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
+            results[name] = bench(url, "tiny-mixtral", args, vocab)
+            front, total = own_cpu_seconds(pid) - front0, cpu_seconds(pid) - all0
+            # Where the server's CPU went: the HTTP front end vs the engine process.
+            results[name]["cpu_s"] = {"front_end": round(front, 2), "engine": round(total - front, 2),
+                                      "total": round(total, 2)}
+        finally:
+            ours.stop()
     if args.vllm_python and not args.vllm_url:
         theirs = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123", env=dict(os.environ, **VLLM_ENV))
         try:
-            results["vllm"] = bench(theirs.wait_ready(), "tiny-mixtral", args, vocab)
+            url = theirs.wait_ready()
+            all0 = cpu_seconds(theirs.proc.pid)
+            results["vllm"] = bench(url, "tiny-mixtral", args, vocab)
+            results["vllm"]["cpu_s"] = {"total": round(cpu_seconds(theirs.proc.pid) - all0, 2)}  # API server + engine + worker
         finally:
             theirs.stop()
     elif args.vllm_url:
@@ -167,14 +180,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'server':<10} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok")
+    print(f"{'server':<12} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok")
     for name, s in results.items():
         print(row(name, s))
-    cpu = results["moeserve"]["cpu_s"]
-    print(f"moeserve CPU seconds during the run: front end {cpu['front_end']}, engine {cpu['engine']}")
+    for name, s in results.items():
+        if "cpu_s" in s:
+            parts = ", ".join(f"{k} {v}" for k, v in s["cpu_s"].items())
+            print(f"{name} CPU seconds during the run: {parts}")
     if "vllm" in results:
-        ratio = results["moeserve"]["output_throughput"] / results["vllm"]["output_throughput"]
-        print(f"throughput ratio moeserve / vllm: {ratio:.2f}")
+        for name in results:
+            if name != "vllm":
+                ratio = results[name]["output_throughput"] / results["vllm"]["output_throughput"]
+                print(f"throughput ratio {name} / vllm: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,11 @@ def linear(
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
+def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+    """x [T, I] fp32 on CPU -> x @ weight.T [T, O], packed = pack_weight(weight); no checks (hot loops)."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+
+
 def pack_weights(model: nn.Module) -> int:
     """Call `pack()` on every submodule that has one (after loading); returns how many packed."""
     count = 0

@@ -65,23 +65,30 @@ def routing_error(topk_ids: torch.Tensor, num_slots: int) -> str | None:
     Multi-rank backends share this verdict with their peers before the payload moves, so a bad id on
     one rank makes every rank raise instead of leaving peers waiting in a collective.
     """
+    return _check(topk_ids, num_slots)[0]
+
+
+def _check(topk_ids: torch.Tensor, num_slots: int) -> tuple[str | None, int | None]:
+    """(error or None, smallest id or None when there are no ids)."""
     if topk_ids.dtype.is_floating_point or topk_ids.dtype == torch.bool:
-        return f"expert slot ids must be integers, got {topk_ids.dtype}"
+        return f"expert slot ids must be integers, got {topk_ids.dtype}", None
     if topk_ids.dim() != 2:
-        return f"expert slot ids must be [tokens, top_k], got shape {tuple(topk_ids.shape)}"
+        return f"expert slot ids must be [tokens, top_k], got shape {tuple(topk_ids.shape)}", None
     if topk_ids.numel() == 0:
-        return None
+        return None, None
     lo, hi = (int(v) for v in torch.aminmax(topk_ids))
     if lo < -1 or hi >= num_slots:
-        return f"expert slot ids must lie in [-1, {num_slots}), got [{lo}, {hi}]"
-    return None
+        return f"expert slot ids must lie in [-1, {num_slots}), got [{lo}, {hi}]", lo
+    return None, lo
 
 
-def check_routing(topk_ids: torch.Tensor, num_slots: int) -> None:
-    """Bounds check before any communication starts (a bad id would otherwise hang peers)."""
-    err = routing_error(topk_ids, num_slots)
+def check_routing(topk_ids: torch.Tensor, num_slots: int) -> int | None:
+    """Bounds check before any communication starts (a bad id would otherwise hang peers).
+    Returns the smallest id (-1 when some id is dropped), None for an empty routing."""
+    err, lowest = _check(topk_ids, num_slots)
     if err is not None:
         raise ValueError(err)
+    return lowest
 
 
 def weighted_sum_fixed_order(

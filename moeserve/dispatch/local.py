@@ -20,13 +20,16 @@ class LocalHandle(Handle):
     out_dtype: torch.dtype
 
 
-def group_by_slot(slot_ids: torch.Tensor, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+def group_by_slot(slot_ids: torch.Tensor, num_slots: int, none_dropped: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Expert-major order of the (token, j) positions of slot_ids [T, k] (int, -1 = not here).
 
     Returns row_pos [R] int64 (flattened t * k + j of each row; slot-major, then in position order,
     -1 positions left out) and counts [num_slots] int64 (rows per slot).
+    none_dropped: the caller knows there is no -1 (skips the ops that set those positions aside).
     """
     flat = slot_ids.reshape(-1).long()
+    if none_dropped:
+        return torch.argsort(flat, stable=True), torch.bincount(flat, minlength=num_slots)
     keyed = torch.where(flat < 0, num_slots, flat)
     order = torch.argsort(keyed, stable=True)
     counts = torch.bincount(keyed, minlength=num_slots + 1)[:num_slots]
@@ -57,8 +60,8 @@ class LocalDispatcher:
         max_tokens: int | None = None,
     ) -> tuple[ExpertBatch, LocalHandle]:
         """hidden [T, H]; topk_ids [T, k] int (-1 = dropped); topk_weights [T, k]. max_tokens is unused."""
-        check_routing(topk_ids, self.num_slots)
-        row_pos, counts = group_by_slot(topk_ids, self.num_slots)
+        lowest = check_routing(topk_ids, self.num_slots)
+        row_pos, counts = group_by_slot(topk_ids, self.num_slots, none_dropped=lowest is not None and lowest >= 0)
         batch = expert_batch(hidden, row_pos, counts, topk_ids.shape[1])
         return batch, LocalHandle(row_pos=row_pos, topk_weights=topk_weights, out_dtype=hidden.dtype)
 

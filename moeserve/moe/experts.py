@@ -74,6 +74,22 @@ def experts_reference(
     return out
 
 
+def experts_packed(
+    x: torch.Tensor, counts: torch.Tensor, packed13: list[torch.Tensor], packed2: list[torch.Tensor], Il: int, act: Callable
+) -> torch.Tensor:
+    """`experts_reference` with per-slot packed weights (fp32 CPU), trimmed for the decode loop: no
+    per-slot weight views, the activation product in place, one concatenation instead of a copy
+    per slot (the rows are slot-major, so slot order is row order)."""
+    outs = []
+    start = 0
+    for s, n in enumerate(counts.tolist()):
+        if n:
+            gate_up = gemm.packed_linear(x[start : start + n], packed13[s])  # [n, 2Il]
+            outs.append(gemm.packed_linear(act(gate_up[:, :Il]).mul_(gate_up[:, Il:]), packed2[s]))
+            start += n
+    return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
 def experts_grouped(
     x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
 ) -> torch.Tensor:
@@ -127,7 +143,7 @@ class GroupedExperts(nn.Module):
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden)
         if self.packed13 is not None and batch.hidden.dtype == torch.float32:
-            return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act, self.packed13, self.packed2)
+            return experts_packed(batch.hidden, batch.counts, self.packed13, self.packed2, self.intermediate, self.act)
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)

@@ -164,22 +164,22 @@ class Decoder:
 
 
 def output_to_wire(out: RequestOutput) -> dict[str, Any]:
+    """The OutputDelta fields as a plain dict, built directly (dataclasses.asdict deep-copies; this
+    runs for every request on every step)."""
     logprobs = None
     if out.new_logprobs is not None:
         logprobs = [[lp, [[t, v] for t, v in top]] for lp, top in out.new_logprobs]
-    return dataclasses.asdict(
-        OutputDelta(
-            request_id=out.request_id,
-            new_token_ids=list(out.new_token_ids),
-            delta_text=out.delta_text,
-            new_logprobs=logprobs,
-            finish_reason=out.finish_reason,
-            stop_reason=out.stop_reason,
-            error=out.error,
-            num_cached_prompt_tokens=out.num_cached_prompt_tokens,
-            text=out.text if out.finish_reason is not None else None,
-        )
-    )
+    return {
+        "request_id": out.request_id,
+        "new_token_ids": list(out.new_token_ids),
+        "delta_text": out.delta_text,
+        "new_logprobs": logprobs,
+        "finish_reason": out.finish_reason,
+        "stop_reason": out.stop_reason,
+        "error": out.error,
+        "num_cached_prompt_tokens": out.num_cached_prompt_tokens,
+        "text": out.text if out.finish_reason is not None else None,
+    }
 
 
 def output_from_wire(d: dict[str, Any]) -> OutputDelta:

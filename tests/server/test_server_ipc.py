@@ -154,3 +154,11 @@ def test_run_engine_process_reports_a_load_failure():
     assert isinstance(msg, ipc.Fatal) and "no config.json" in msg.message
     t.join(5)
     assert rc == [1]
+
+
+def test_output_to_wire_carries_exactly_the_output_delta_fields():
+    import dataclasses
+
+    wire = ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5], delta_text="x", finish_reason="length", text="x"))
+    assert set(wire) == {f.name for f in dataclasses.fields(ipc.OutputDelta)}
+    assert ipc.output_from_wire(wire).text == "x"
