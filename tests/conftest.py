@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "models"))
+os.environ.setdefault("MOESERVE_GEMM_WARMUP_ROWS", "0")  # start-up kernel warm-up: seconds over the suite
 os.environ.setdefault("MOESERVE_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "moeserve"))
 
 import torch  # noqa: E402

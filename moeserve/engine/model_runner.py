@@ -14,7 +14,7 @@ import torch
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.gemm import pack_weights
+from moeserve.dense.gemm import pack_weights, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
@@ -128,6 +128,7 @@ class ModelRunner:
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()
         pack_weights(self.model)  # oneDNN-packed GEMM weights on CPU (dense/gemm.py)
+        warm_up(self.model)  # build the small-row GEMM kernels now, not inside the first requests
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)

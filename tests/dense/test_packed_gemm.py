@@ -104,3 +104,16 @@ def test_packed_experts_equal_the_loop_and_set_slot_drops_the_snapshot():
     assert rel_err(experts(batch), ref2) < 1e-5
     experts.pack()
     assert rel_err(experts(batch), ref2) < 1e-5
+
+
+@needs_packing
+def test_warm_up_runs_each_distinct_packed_shape_at_each_row_count():
+    layers = torch.nn.ModuleList([ReplicatedLinear(16, 8, False, torch.float32) for _ in range(3)])
+    layers.append(ReplicatedLinear(8, 16, False, torch.float32))
+    experts = GroupedExperts(2, 16, 12, torch.float32)
+    layers.append(experts)
+    for layer in layers:
+        layer.pack()
+    # shapes: [8, 16] (three layers, one shape), [16, 8], experts' [24, 16] and [16, 12]
+    assert gemm.warm_up(layers, max_rows=5) == 4 * 5
+    assert gemm.warm_up(layers, max_rows=0) == 0
