@@ -14,6 +14,9 @@ class RequestOutput:
     new_token_ids / delta_text / new_logprobs are what this step added (for streaming);
     token_ids / text are the whole output so far. finish_reason is None while running, else one of
     "stop", "length", "abort", "error" (error carries a message in `error`).
+    prompt_logprobs: only for requests with SamplingParams.prompt_logprobs, from the output that
+    carries the first generated token on (the prompt is fully computed by then): one entry per
+    prompt token, None for the first, else (logprob, top-N alternatives) as in `logprobs`.
     """
 
     request_id: str
@@ -28,6 +31,7 @@ class RequestOutput:
     stop_reason: str | int | None = None
     error: str | None = None
     num_cached_prompt_tokens: int = 0
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
     @property
     def finished(self) -> bool:

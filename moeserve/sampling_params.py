@@ -19,6 +19,9 @@ class SamplingParams:
     temperature == 0 means greedy. top_k <= 0 and top_p == 1 disable those filters.
     Penalties follow OpenAI semantics and apply to generated tokens only.
     logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one).
+    prompt_logprobs: None for none, else the same for every prompt token after the first (vLLM's name
+    and semantics): the logprob of the token given the ones before it, from the raw model distribution
+    (no penalties, no temperature). A request that asks computes its whole prompt (no prefix-cache hits).
     detokenize: False returns token ids only (text stays ""), as vLLM's flag of that name; stop
     strings need text, so they are refused without it.
     """
@@ -33,6 +36,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     include_stop_str_in_output: bool = False
@@ -66,6 +70,10 @@ class SamplingParams:
             bad("top_k", f"top_k must be -1 (disabled) or a positive integer, got {self.top_k!r}")
         if self.logprobs is not None and not (isinstance(self.logprobs, int) and 0 <= self.logprobs <= 20):
             bad("logprobs", f"logprobs must be an integer in [0, 20], got {self.logprobs!r}")
+        if self.prompt_logprobs is not None and not (
+            isinstance(self.prompt_logprobs, int) and 0 <= self.prompt_logprobs <= 20
+        ):
+            bad("prompt_logprobs", f"prompt_logprobs must be an integer in [0, 20], got {self.prompt_logprobs!r}")
         for name in ("presence_penalty", "frequency_penalty"):
             if not (-2.0 <= getattr(self, name) <= 2.0):
                 bad(name, f"{name} must be in [-2, 2], got {getattr(self, name)!r}")

@@ -39,6 +39,12 @@ class GroupStep:
     preempted: bool = False
 
 
+def _wants_prompt_logprobs(req: Request) -> bool:
+    """Asked for prompt logprobs and has not got them yet: they are complete in the step that
+    samples the first output token, so a request recomputed after that uses the cache as usual."""
+    return req.sampling.prompt_logprobs is not None and not req.output_token_ids
+
+
 class GroupScheduler:
     def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig):
         self.group = group
@@ -133,8 +139,8 @@ class GroupScheduler:
         self._emit(req, n, step)
 
     def _prefix_hits(self, req: Request) -> list[int]:
-        if not self.blocks.enable_prefix_caching:
-            return []
+        if not self.blocks.enable_prefix_caching or _wants_prompt_logprobs(req):
+            return []  # prompt logprobs need the logits of every prompt position: no cached prefix
         m = max_cacheable_blocks(req.num_tokens, self.blocks.block_size)
         extend_block_hashes(req.block_hashes, req.all_token_ids, m, self.blocks.block_size)
         return self.blocks.match_prefix(req.block_hashes[:m])
@@ -185,6 +191,10 @@ class GroupScheduler:
         start = req.num_computed_tokens
         end = start + n
         seq = ScheduledSeq(req.request_id, req.all_token_ids[start:end], start, req.block_ids.copy(), end == req.num_tokens)
+        if _wants_prompt_logprobs(req):
+            last = min(end, req.num_prompt_tokens - 1)  # positions [start, last) score prompt tokens start+1 .. last
+            if start < last:
+                seq.prompt_targets = req.prompt_token_ids[start + 1 : last + 1]
         step.seqs.append(seq)
         step.tokens_left -= n
         step.scheduled.add(req.request_id)

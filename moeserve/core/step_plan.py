@@ -29,6 +29,11 @@ class ScheduledSeq:
     start_pos: absolute position of token_ids[0]; positions [0, start_pos) are already in the cache.
     block_table: the request's physical KV block ids, covering start_pos + len(token_ids) tokens.
     sample: True when token_ids end at the sequence's last token, so the next token is sampled.
+    prompt_targets: None unless the request asked for prompt logprobs and this chunk holds prompt
+        positions before the last one: then the prompt tokens at positions start_pos + 1 ...
+        start_pos + len(prompt_targets), scored by the logits at positions start_pos ... (row i of
+        this chunk scores prompt_targets[i]; the chunk's last row may score the next chunk's first
+        token, which is why the targets travel explicitly).
     """
 
     request_id: str
@@ -36,6 +41,7 @@ class ScheduledSeq:
     start_pos: int
     block_table: list[int]
     sample: bool
+    prompt_targets: list[int] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -89,7 +95,18 @@ class SampledToken:
 
 
 @dataclass
+class PromptLogprobs:
+    """Prompt logprobs one step computed for one request's chunk: entry i scores prompt token
+    `start + i` (start >= 1; prompt token 0 has no logprob) as (logprob, [(token_id, logprob)] top-N)."""
+
+    request_id: str
+    start: int
+    entries: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)
+
+
+@dataclass
 class StepResult:
     step: int
     sampled: list[SampledToken] = field(default_factory=list)
     error: str | None = None
+    prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)

@@ -29,6 +29,9 @@ class _Tracked:
     prompt_token_ids: list[int]
     detok: IncrementalDetokenizer
     logprobs: list | None
+    # [None] * prompt length when the request asked for prompt logprobs; filled by position as the
+    # prompt's chunks are computed (a chunk recomputed after preemption overwrites its positions)
+    prompt_logprobs: list | None = None
 
 
 def resolve_model(config: EngineConfig) -> EngineConfig:
@@ -115,6 +118,7 @@ class EngineCore:
             prompt_token_ids=list(prompt_token_ids),
             detok=IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens),
             logprobs=[] if params.logprobs is not None else None,
+            prompt_logprobs=[None] * len(prompt_token_ids) if params.prompt_logprobs is not None else None,
         )
 
     def _check_prompt(self, prompt: list[int], params: SamplingParams) -> None:
@@ -179,6 +183,10 @@ class EngineCore:
         if result.error:
             raise EngineDeadError(result.error)
         by_id = {s.request_id: s for s in result.sampled}
+        for part in result.prompt_logprobs:  # before the first token's output, which reports them
+            tracked = self._tracked.get(part.request_id)
+            if tracked is not None and tracked.prompt_logprobs is not None:
+                tracked.prompt_logprobs[part.start : part.start + len(part.entries)] = part.entries
         outputs = []
         for request in self.scheduler.update(plan, result):
             tracked = self._tracked.get(request.request_id)
@@ -226,6 +234,7 @@ class EngineCore:
             finish_reason=finish_reason,
             stop_reason=stop_reason,
             num_cached_prompt_tokens=request.num_cached_prompt_tokens,
+            prompt_logprobs=tracked.prompt_logprobs,
         )
         if finish_reason is not None:
             self.scheduler.finish_request(request.request_id, finish_reason)

@@ -37,7 +37,7 @@ class InProcessExecutor:
         self.vocab_size = runner.hf_config.vocab_size
 
     def execute(self, plan: StepPlan) -> StepResult:
-        return StepResult(step=plan.step, sampled=self.worker.execute(plan))
+        return self.worker.execute(plan)
 
     def check_health(self) -> None:
         return None

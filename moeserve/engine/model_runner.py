@@ -7,19 +7,25 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from moeserve.config import EngineConfig
-from moeserve.core.step_plan import GroupBatch
+from moeserve.core.step_plan import GroupBatch, PromptLogprobs
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.gemm import pack_weights, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
+from moeserve.engine.sampler import prompt_logprobs
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.parallel_state import ParallelContext
+
+# prompt logprobs: logits of at most this many prompt positions exist at once ([rows, V] fp32), so a
+# long prompt chunk never holds a [chunk, V] logits tensor
+PROMPT_LOGITS_ROWS = 256
 
 
 def resolve_model_dir(engine_config: EngineConfig) -> Path:
@@ -151,7 +157,6 @@ class ModelRunner:
             )
         return int(blocks)
 
-    @torch.inference_mode()
     def execute(self, batch: GroupBatch, max_tokens: int | None = None) -> torch.Tensor:
         """Run one step of this rank's attention group -> logits [S, V] fp32, in batch order.
 
@@ -159,7 +164,35 @@ class ModelRunner:
         agree on a global size with a collective of their own (None: they do).
         An empty batch still runs every layer with zero tokens, so every collective lines up.
         """
+        return self.execute_step(batch, max_tokens)[0]
+
+    @torch.inference_mode()
+    def execute_step(
+        self, batch: GroupBatch, max_tokens: int | None = None, prompt_top_n: Callable[[str], int] | None = None
+    ) -> tuple[torch.Tensor, list[PromptLogprobs]]:
+        """`execute`, plus the prompt logprobs of the seqs with `prompt_targets`.
+
+        Every TP rank of the group computes the same prompt-logit rows (compute_logits gathers the
+        vocabulary across TP ranks, so the calls must line up), PROMPT_LOGITS_ROWS at a time; only
+        a rank given `prompt_top_n` (request id -> top-N, the sampling rank) reduces them to
+        logprobs; the others return [].
+        """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
         meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
         hidden = self.model(meta, self.kv_caches, max_tokens)  # [N, H]
-        return self.model.compute_logits(hidden[meta.sample_index])
+        logits = self.model.compute_logits(hidden[meta.sample_index])
+        prompt: list[PromptLogprobs] = []
+        row = 0
+        for seq in batch.seqs:
+            if seq.prompt_targets:
+                n = prompt_top_n(seq.request_id) if prompt_top_n is not None else 0
+                out = PromptLogprobs(seq.request_id, seq.start_pos + 1)
+                for lo in range(0, len(seq.prompt_targets), PROMPT_LOGITS_ROWS):
+                    targets = seq.prompt_targets[lo : lo + PROMPT_LOGITS_ROWS]
+                    rows = self.model.compute_logits(hidden[row + lo : row + lo + len(targets)])  # [R, V] fp32
+                    if prompt_top_n is not None:
+                        out.entries.extend(prompt_logprobs(rows, targets, n))
+                if prompt_top_n is not None:
+                    prompt.append(out)
+            row += seq.num_tokens
+        return logits, prompt

@@ -20,7 +20,7 @@ import time
 
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import StepPlan, StepResult
-from moeserve.engine.plan_codec import decode_sampled, encode_plan, encode_sampled
+from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
 from moeserve.errors import EngineDeadError
 
@@ -103,22 +103,23 @@ class MultiprocExecutor:
             broadcast_bytes(encode_plan(plan), self.groups.plan_group)
             error = None
             try:
-                sampled = self.worker.execute(plan)
+                own = self.worker.execute(plan)
             except Exception as exc:
                 log.exception("rank 0 failed in step %d", plan.step)
-                sampled, error = [], f"rank 0 failed: {type(exc).__name__}: {exc}"
-            payloads = gather_bytes(encode_sampled(sampled, error), self.groups.result_group)
+                own, error = StepResult(plan.step), f"rank 0 failed: {type(exc).__name__}: {exc}"
+            payloads = gather_bytes(encode_sampled(own.sampled, error, own.prompt_logprobs), self.groups.result_group)
         except Exception as exc:  # a collective failed or timed out: some rank is dead or stuck
             self.dead = self.dead or f"step {plan.step} failed: {type(exc).__name__}: {exc}"
             raise EngineDeadError(self.dead) from exc
-        merged = []
+        merged = StepResult(step=plan.step)
         for payload in payloads:
-            part, err = decode_sampled(payload)
-            if err:
-                self.dead = err
-                raise EngineDeadError(err)
-            merged.extend(part)
-        return StepResult(step=plan.step, sampled=merged)
+            part = decode_result(payload)
+            if part.error:
+                self.dead = part.error
+                raise EngineDeadError(part.error)
+            merged.sampled.extend(part.sampled)
+            merged.prompt_logprobs.extend(part.prompt_logprobs)
+        return merged
 
     def shutdown(self) -> None:
         self._stopping = True

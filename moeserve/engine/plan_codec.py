@@ -5,10 +5,18 @@ import dataclasses
 
 import msgpack
 
-from moeserve.core.step_plan import GroupBatch, NewRequest, SampledToken, ScheduledSeq, StepPlan, StepResult
+from moeserve.core.step_plan import (
+    GroupBatch,
+    NewRequest,
+    PromptLogprobs,
+    SampledToken,
+    ScheduledSeq,
+    StepPlan,
+    StepResult,
+)
 from moeserve.sampling_params import SamplingParams
 
-_SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample")
+_SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets")
 
 
 def encode_plan(plan: StepPlan | None) -> bytes:
@@ -41,16 +49,33 @@ def decode_plan(data: bytes) -> StepPlan | None:
     )
 
 
-def encode_sampled(sampled: list[SampledToken], error: str | None = None) -> bytes:
+def encode_sampled(
+    sampled: list[SampledToken], error: str | None = None, prompt_logprobs: list[PromptLogprobs] | None = None
+) -> bytes:
+    """One rank's share of a StepResult: its sampled tokens, its error and its prompt logprobs."""
     return msgpack.packb(
-        {"error": error, "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled]}
+        {
+            "error": error,
+            "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
+            "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
+        }
     )
 
 
 def decode_sampled(data: bytes) -> tuple[list[SampledToken], str | None]:
+    result = decode_result(data)
+    return result.sampled, result.error
+
+
+def decode_result(data: bytes) -> StepResult:
+    """A rank's share as a StepResult (step -1: the caller knows the step)."""
     raw = msgpack.unpackb(data)
     sampled = [
         SampledToken(rid, tok, lp, [tuple(x) for x in top] if top is not None else None)
         for rid, tok, lp, top in raw["sampled"]
     ]
-    return sampled, raw["error"]
+    prompt = [
+        PromptLogprobs(rid, start, [(lp, [tuple(x) for x in top]) for lp, top in entries])
+        for rid, start, entries in raw.get("prompt", ())
+    ]
+    return StepResult(step=-1, sampled=sampled, error=raw["error"], prompt_logprobs=prompt)

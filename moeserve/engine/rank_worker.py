@@ -38,6 +38,7 @@ def set_rank_threads(world_on_node: int) -> None:
 
 
 def run_rank(config: EngineConfig) -> int:
+    from moeserve.core.step_plan import StepResult
     from moeserve.engine.plan_codec import decode_plan, encode_sampled
     from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
     from moeserve.engine.worker import Worker
@@ -56,11 +57,11 @@ def run_rank(config: EngineConfig) -> int:
             break
         error = None
         try:
-            sampled = worker.execute(plan)
+            result = worker.execute(plan)
         except Exception as exc:  # reported to rank 0, which fails the step and stops the world
             log.exception("rank %d failed in step %d", env.rank, plan.step)
-            sampled, error = [], f"rank {env.rank} failed: {type(exc).__name__}: {exc}"
-        gather_bytes(encode_sampled(sampled, error), groups.result_group)
+            result, error = StepResult(plan.step), f"rank {env.rank} failed: {type(exc).__name__}: {exc}"
+        gather_bytes(encode_sampled(result.sampled, error, result.prompt_logprobs), groups.result_group)
         if error:
             return 1
     dist.destroy_process_group()

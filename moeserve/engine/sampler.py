@@ -61,6 +61,10 @@ class Sampler:
     def __len__(self) -> int:
         return len(self._states)
 
+    def prompt_top_n(self, request_id: str) -> int:
+        """How many top alternatives the request wants per prompt token (SamplingParams.prompt_logprobs)."""
+        return self._states[request_id].params.prompt_logprobs or 0
+
     def sample(self, logits: torch.Tensor, request_ids: list[str]) -> list[SampledToken]:
         """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row."""
         assert logits.dim() == 2 and logits.shape[0] == len(request_ids), (tuple(logits.shape), len(request_ids))
@@ -147,6 +151,19 @@ class Sampler:
         if state.generator is None:
             state.generator = torch.Generator(device=device).manual_seed(state.params.seed)
         return state.generator
+
+
+def prompt_logprobs(logits: torch.Tensor, targets: list[int], n: int) -> list[tuple[float, list[tuple[int, float]]]]:
+    """logits: [R, V] fp32 of R prompt positions; targets: the R next prompt tokens. Row i ->
+    (logprob of targets[i], top-n (token_id, logprob)), from log_softmax over the whole vocabulary
+    of the raw logits (no penalties or temperature: the model's distribution)."""
+    logprobs = torch.log_softmax(logits, dim=-1)  # [R, V]
+    index = torch.tensor(targets, dtype=torch.int64, device=logits.device)[:, None]
+    chosen = logprobs.gather(1, index)[:, 0].tolist()
+    if n == 0:
+        return [(lp, []) for lp in chosen]
+    top_val, top_ids = logprobs.topk(min(n, logprobs.shape[1]), dim=-1)
+    return [(lp, list(zip(ids, vals))) for lp, ids, vals in zip(chosen, top_ids.tolist(), top_val.tolist())]
 
 
 def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:

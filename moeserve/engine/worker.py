@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from moeserve.config import EngineConfig
-from moeserve.core.step_plan import SampledToken, StepPlan
+from moeserve.core.step_plan import StepPlan, StepResult
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.engine.rebalance import RankPlacement
 from moeserve.engine.sampler import Sampler
@@ -22,7 +22,9 @@ class Worker:
         self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx)
         self.sampler = Sampler(seed=config.seed) if ctx.tp_rank == 0 else None
 
-    def execute(self, plan: StepPlan) -> list[SampledToken]:
+    def execute(self, plan: StepPlan) -> StepResult:
+        """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
+        TP-rank 0, nothing elsewhere."""
         if self.sampler is not None:
             for request_id in plan.finished_request_ids:
                 self.sampler.remove(request_id)
@@ -33,12 +35,14 @@ class Worker:
         batch = plan.groups[self.group]
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
-            return []
+            return StepResult(plan.step)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
-        logits = self.runner.execute(batch, plan.max_group_tokens)
+        top_n = self.sampler.prompt_top_n if self.sampler is not None else None
+        logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n)
         if plan.collect_routing:
             self.placement.collect()
         if self.sampler is None:
-            return []
+            return StepResult(plan.step)
         request_ids = [s.request_id for s in batch.seqs if s.sample]
-        return self.sampler.sample(logits, request_ids) if request_ids else []
+        sampled = self.sampler.sample(logits, request_ids) if request_ids else []
+        return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs)

@@ -1,7 +1,8 @@
 """POST /v1/completions."""
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -33,36 +34,58 @@ def _refuse_unsupported(req: CompletionRequest) -> None:
         raise bad_request("suffix is not supported", param="suffix")
     if req.best_of is not None and req.best_of != req.n:
         raise bad_request("best_of other than n is not supported", param="best_of")
-    if req.echo and req.logprobs is not None:
-        raise bad_request("echo with logprobs is not supported (prompt logprobs are not computed)", param="echo")
 
 
-def _logprobs(state: ServerState, choice: Choice, start: int, offset: int) -> dict[str, Any]:
-    """OpenAI legacy logprobs for choice.logprobs[start:]; text offsets count from `offset`."""
+def _echo_only(req: CompletionRequest) -> bool:
+    """echo with max_tokens 0 scores the prompt only (OpenAI and vLLM allow it; lm-eval sends it): the
+    engine generates one token, which the response leaves out."""
+    return req.echo and req.max_tokens == 0
+
+
+def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offset: int) -> dict[str, Any]:
+    """OpenAI legacy logprobs for (token, logprob, top) entries; text offsets count from `offset`.
+    An entry without a logprob (the first prompt token) gets null token_logprobs and top_logprobs."""
     decode = state.tokenizer.decode
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-    for tok, lp, top in choice.logprobs[start:]:
+    for tok, lp, top in entries:
         text = decode([tok])
         tokens.append(text)
         token_logprobs.append(lp)
-        alternatives = {decode([t]): v for t, v in top}
-        alternatives.setdefault(text, lp)
-        top_logprobs.append(alternatives)
+        if lp is None:
+            top_logprobs.append(None)
+        else:
+            alternatives = {decode([t]): v for t, v in top}
+            alternatives.setdefault(text, lp)
+            top_logprobs.append(alternatives)
         offsets.append(offset)
         offset += len(text)
     return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}
 
 
+def _concat(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    return {k: first[k] + second[k] for k in first}
+
+
 def _response(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> dict[str, Any]:
+    echo_only = _echo_only(req)
     choices = []
     for c in sorted(gen.choices.values(), key=lambda c: c.index):
         prefix = prompt_texts[c.prompt_index] if req.echo else ""
-        logprobs = _logprobs(state, c, 0, len(prefix)) if req.logprobs is not None else None
-        choices.append({"index": c.index, "text": prefix + c.text, "logprobs": logprobs,
-                        "finish_reason": c.finish_reason, "stop_reason": c.stop_reason,
-                        **common.token_ids_fields(req, gen, c, c.token_ids)})
+        generated = ([], "", []) if echo_only else (c.logprobs, c.text, c.token_ids)
+        logprobs = None
+        if req.logprobs is not None:
+            logprobs = _logprobs(state, generated[0], len(prefix))
+            if req.echo:
+                logprobs = _concat(_logprobs(state, c.prompt_logprobs or [], 0), logprobs)
+        finish = "length" if echo_only and c.finish_reason in ("stop", "length") else c.finish_reason
+        choices.append({"index": c.index, "text": prefix + generated[1], "logprobs": logprobs,
+                        "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
+                        **common.token_ids_fields(req, gen, c, generated[2])})
+    usage = gen.usage()
+    if echo_only:
+        usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
     return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
-            "model": state.model_name, "choices": choices, "usage": gen.usage()}
+            "model": state.model_name, "choices": choices, "usage": usage}
 
 
 async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
@@ -77,24 +100,40 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
             body["usage"] = None
         return common.sse(body)
 
+    echo_only = _echo_only(req)
     try:
-        if req.echo:
+        echoed: set[int] = set()
+        if req.echo and req.logprobs is None:  # with logprobs, a choice's echo waits for its prompt logprobs
             for c in sorted(gen.choices.values(), key=lambda c: c.index):
                 yield chunk(c, prompt_texts[c.prompt_index])
+                echoed.add(c.index)
         sent_logprobs: dict[int, int] = {}
         offsets: dict[int, int] = {}
         async for choice, out in gen.events():
+            if req.echo and choice.index not in echoed:  # the first output of a choice carries its prompt logprobs
+                echoed.add(choice.index)
+                prompt_text = prompt_texts[choice.prompt_index]
+                yield chunk(choice, prompt_text, _logprobs(state, choice.prompt_logprobs or [], 0))
+                offsets[choice.index] = len(prompt_text)
+            if echo_only:
+                if out.finish_reason is not None:
+                    finish = "length" if out.finish_reason in ("stop", "length") else out.finish_reason
+                    yield chunk(choice, "", None, finish)
+                continue
             logprobs = None
             if req.logprobs is not None:
                 start = sent_logprobs.get(choice.index, 0)
-                logprobs = _logprobs(state, choice, start, offsets.get(choice.index, 0))
+                logprobs = _logprobs(state, choice.logprobs[start:], offsets.get(choice.index, 0))
                 sent_logprobs[choice.index] = len(choice.logprobs)
                 offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
             text = gen.text_to_stream(choice)
             if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
                 yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:
-            yield common.sse(dict(base, choices=[], usage=gen.usage()))
+            usage = gen.usage()
+            if echo_only:
+                usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
+            yield common.sse(dict(base, choices=[], usage=usage))
     except ApiError as e:
         yield common.sse(e.body())
     yield common.SSE_DONE
@@ -107,7 +146,11 @@ async def create_completion(request: Request) -> Any:
     _refuse_unsupported(req)
     prompts = _prompts(state, req.prompt)
     max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
+    if _echo_only(req):
+        max_tokens = 1  # generated and left out of the response
     params = common.sampling_params(req, max_tokens, req.logprobs, len(prompts))
+    if req.echo and req.logprobs is not None:
+        params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = [state.tokenizer.decode(p) for p in prompts] if req.echo else []
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params)
     await gen.start()

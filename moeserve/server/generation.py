@@ -26,6 +26,8 @@ class Choice:
     token_ids: list[int] = field(default_factory=list)
     text: str = ""
     logprobs: list[tuple[int, float, list[list[Any]]]] = field(default_factory=list)  # (token, logprob, top)
+    # with prompt logprobs: one (token, logprob, top) per prompt token, logprob and top None for the first
+    prompt_logprobs: list[tuple[int, float | None, list[list[Any]] | None]] | None = None
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     first_token_time: float | None = None
@@ -99,6 +101,11 @@ class Generation:
         if out.new_logprobs:
             for tok, (lp, top) in zip(out.new_token_ids, out.new_logprobs):
                 choice.logprobs.append((tok, lp, top))
+        if out.prompt_logprobs is not None:
+            prompt = self.prompts[choice.prompt_index]
+            choice.prompt_logprobs = [
+                (tok, None, None) if e is None else (tok, e[0], e[1]) for tok, e in zip(prompt, out.prompt_logprobs)
+            ]
         choice.num_cached_prompt_tokens = max(choice.num_cached_prompt_tokens, out.num_cached_prompt_tokens)
         self.metrics.on_tokens(len(out.new_token_ids))
         if out.finish_reason is not None:

@@ -86,6 +86,9 @@ class OutputDelta:
     error: str | None = None
     num_cached_prompt_tokens: int = 0
     text: str | None = None  # the whole output text, sent once with the final delta (stop strings may trim it)
+    # RequestOutput.prompt_logprobs, sent once, with the delta of the first generated token (the
+    # prompt is complete by then): [None, [logprob, [[token_id, logprob], ...]], ...], one per prompt token
+    prompt_logprobs: list[list[Any] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,9 @@ def output_to_wire(out: RequestOutput) -> dict[str, Any]:
     logprobs = None
     if out.new_logprobs is not None:
         logprobs = [[lp, [[t, v] for t, v in top]] for lp, top in out.new_logprobs]
+    prompt_logprobs = None
+    if out.prompt_logprobs is not None and out.new_token_ids and len(out.token_ids) == len(out.new_token_ids):
+        prompt_logprobs = [None if e is None else [e[0], [[t, v] for t, v in e[1]]] for e in out.prompt_logprobs]
     return {
         "request_id": out.request_id,
         "new_token_ids": list(out.new_token_ids),
@@ -179,6 +185,7 @@ def output_to_wire(out: RequestOutput) -> dict[str, Any]:
         "error": out.error,
         "num_cached_prompt_tokens": out.num_cached_prompt_tokens,
         "text": out.text if out.finish_reason is not None else None,
+        "prompt_logprobs": prompt_logprobs,
     }
 
 

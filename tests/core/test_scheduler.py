@@ -181,3 +181,29 @@ def test_requests_go_to_the_least_loaded_group():
     assert [len(g.seqs) for g in plan.groups] == [1, 2, 1]
     eng.run()
     assert len(eng.finished) == 4
+
+
+def test_prompt_logprobs_request_skips_prefix_hits_and_gets_its_targets_per_chunk():
+    from moeserve.core.request import Request
+    from moeserve.sampling_params import SamplingParams
+
+    eng = FakeEngine(make_scheduler(block_size=4, max_num_batched_tokens=16))
+    s = eng.scheduler
+    shared = list(range(40))
+    s.add_request(make_request("a", shared + [500, 501], max_tokens=8))
+    eng.step(), eng.step(), eng.step()  # a's prompt is computed and its blocks published
+    prompt = shared + [600, 601, 602]
+    s.add_request(Request("b", prompt, SamplingParams(max_tokens=2, prompt_logprobs=1)))
+    chunks = []
+    while "b" in s.requests and not s.requests["b"].output_token_ids:
+        seq = seqs_of(eng.step()).get("b")
+        if seq is not None:
+            chunks.append(seq)
+    assert chunks[0].start_pos == 0 and s.requests["b"].num_cached_prompt_tokens == 0  # no prefix hit
+    targets = [t for c in chunks for t in (c.prompt_targets or [])]
+    assert targets == prompt[1:]  # every prompt token after the first, exactly once, in order
+    for c in chunks:
+        assert c.prompt_targets == prompt[c.start_pos + 1 : min(c.start_pos + c.num_tokens, len(prompt) - 1) + 1]
+    decode = seqs_of(eng.step())["b"]
+    assert decode.prompt_targets is None
+    assert all(seq.prompt_targets is None for p in eng.plans for seq in p.groups[0].seqs if seq.request_id == "a")

@@ -162,3 +162,14 @@ def test_output_to_wire_carries_exactly_the_output_delta_fields():
     wire = ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5], delta_text="x", finish_reason="length", text="x"))
     assert set(wire) == {f.name for f in dataclasses.fields(ipc.OutputDelta)}
     assert ipc.output_from_wire(wire).text == "x"
+
+
+def test_prompt_logprobs_cross_the_wire_once_with_the_first_token():
+    prompt_lps = [None, (-1.5, [(7, -0.5)]), (-0.25, [(3, -0.25)])]
+    first = RequestOutput("r", [1, 3, 4], [5], new_token_ids=[5], prompt_logprobs=prompt_lps)
+    later = RequestOutput("r", [1, 3, 4], [5, 6], new_token_ids=[6], prompt_logprobs=prompt_lps)
+    wire = ipc.Decoder().feed(ipc.encode(ipc.Outputs([ipc.output_to_wire(first), ipc.output_to_wire(later)])))[0]
+    a, b = (ipc.output_from_wire(d) for d in wire.outputs)
+    assert a.prompt_logprobs == [None, [-1.5, [[7, -0.5]]], [-0.25, [[3, -0.25]]]]
+    assert b.prompt_logprobs is None
+    assert ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5]))["prompt_logprobs"] is None
