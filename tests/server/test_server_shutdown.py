@@ -11,7 +11,7 @@ import httpx
 import pytest
 from server_harness import ServerProcess, alive
 
-URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "64", "--max-model-len", "256",
+URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "64", "--max-model-len", "1000",
             "--shutdown-timeout-s", "0.5")  # shorter than 480 decode steps, longer than the short one
 
 
@@ -63,7 +63,9 @@ class Stream(threading.Thread):
 
 
 def test_full_queue_gets_429_with_retry_after(small_server):
-    running = Stream(small_server, 200, "runner")
+    # ~900 decode steps: seconds, so the runner still runs when the third request arrives even though
+    # the gauges below lag by a heartbeat (64 blocks of 16 hold the runner and the waiter)
+    running = Stream(small_server, 900, "runner")
     running.start()
     wait_until(lambda: gauge(small_server, "moeserve_num_requests_running") == 1)
     waiting = Stream(small_server, 5, "waiter")
