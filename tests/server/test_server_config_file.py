@@ -96,6 +96,17 @@ def test_every_flag_has_help():
             assert action.help and len(action.help) > 10, action.option_strings
 
 
+@pytest.mark.parametrize("command", ["serve", "bench", "place", "trace"])
+def test_help_of_every_command_renders(command, capsys):
+    """argparse %-formats help strings: a bare '%' in one crashes `--help` (it once did)."""
+    from moeserve.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as stop:
+        cli_main([command, "--help"])
+    assert stop.value.code == 0
+    assert "usage: moeserve" in capsys.readouterr().out
+
+
 def test_a_taken_port_fails_before_loading(capsys):
     import socket
 
