@@ -27,7 +27,6 @@ class _VocabShard(nn.Module):
         self.weight = nn.Parameter(torch.zeros(self.rows, hidden, dtype=dtype), requires_grad=False)
 
     def load(self, reader: ShardReader, name: str) -> None:
-        self.packed = None
         n = self.end - self.start
         copy_param(self.weight[:n], reader.read(name, 0, self.start, self.end), name)
 
@@ -45,6 +44,10 @@ class VocabParallelEmbedding(_VocabShard):
 
 
 class ParallelLMHead(_VocabShard, gemm.PackedWeight):
+    def load(self, reader: ShardReader, name: str) -> None:
+        self.packed = None  # the packed copy is a snapshot of the old weight
+        super().load(reader, name)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [S, H] -> logits [S, V] fp32, the full vocabulary on every tp rank."""
         local = gemm.linear(hidden, self.weight, None, self.packed).float()  # [S, Vl]

@@ -98,7 +98,8 @@ def pack_weights(model: nn.Module) -> int:
 
 
 class PackedWeight:
-    """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`."""
+    """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`;
+    `packed` is None (F.linear) until then, and the module's `load` resets it."""
 
     weight: torch.Tensor
     packed: torch.Tensor | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dense import gemm
@@ -45,7 +44,6 @@ class ReplicatedLinear(nn.Module, gemm.PackedWeight):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
-        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O]."""
@@ -75,7 +73,6 @@ class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
         out_local = sum(self.local_splits)
         self.weight = nn.Parameter(torch.empty(out_local, in_features, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
-        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O / tp]."""
@@ -129,7 +126,6 @@ class QKVParallelLinear(nn.Module, gemm.PackedWeight):
         out_local = (self.q_heads + 2 * self.kv_heads) * head_dim
         self.weight = nn.Parameter(torch.empty(out_local, hidden, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_local, dtype=dtype), requires_grad=False) if bias else None
-        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     @property
     def q_size(self) -> int:
@@ -177,7 +173,6 @@ class RowParallelLinear(nn.Module, gemm.PackedWeight):
         self.in_local = divide(in_features, ctx.tp_size, "input features")
         self.weight = nn.Parameter(torch.empty(out_features, self.in_local, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype), requires_grad=False) if bias else None
-        self.packed: torch.Tensor | None = None  # gemm.pack_weight(self.weight) once loaded
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I / tp] -> partial [T, O]."""

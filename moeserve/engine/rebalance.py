@@ -141,8 +141,9 @@ class RankPlacement:
             if local is not None:
                 w13[local].copy_(flat[:split].view_as(w13[local]))
                 w2[local].copy_(flat[split:].view_as(w2[local]))
-        if staged and moe.experts.packed13 is not None:
-            moe.experts.pack()  # the packed GEMM weights are a snapshot: take it again
+        written = [local for local, _ in staged if local is not None]
+        if written and moe.experts.packed13 is not None:
+            moe.experts.pack(written)  # the packed GEMM weights are a snapshot: retake the written slots
         return remote_bytes
 
 

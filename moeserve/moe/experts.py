@@ -53,23 +53,15 @@ def grouped_mm_supported(hidden: int, intermediate: int, dtype: torch.dtype) -> 
 
 
 def experts_reference(
-    x: torch.Tensor,
-    counts: torch.Tensor,
-    w13: torch.Tensor,
-    w2: torch.Tensor,
-    act: Callable,
-    packed13: list[torch.Tensor] | None = None,
-    packed2: list[torch.Tensor] | None = None,
+    x: torch.Tensor, counts: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
 ) -> torch.Tensor:
-    """x [R, H] expert-major; counts [S] int64 rows per slot; w13 [S, 2Il, H]; w2 [S, H, Il] -> [R, H].
-    packed13 / packed2: per-slot `gemm.pack_weight` copies of w13[s] / w2[s] (None = plain F.linear)."""
+    """x [R, H] expert-major; counts [S] int64 rows per slot; w13 [S, 2Il, H]; w2 [S, H, Il] -> [R, H]."""
     out = torch.empty(x.shape[0], w2.shape[1], dtype=x.dtype, device=x.device)
     start = 0
     for s, n in enumerate(counts.tolist()):
         if n:
-            p13, p2 = (packed13[s], packed2[s]) if packed13 is not None else (None, None)
-            gate, up = gemm.linear(x[start : start + n], w13[s], None, p13).chunk(2, dim=-1)
-            out[start : start + n] = gemm.linear(act(gate) * up, w2[s], None, p2)
+            gate, up = F.linear(x[start : start + n], w13[s]).chunk(2, dim=-1)
+            out[start : start + n] = F.linear(act(gate) * up, w2[s])
         start += n
     return out
 
@@ -125,10 +117,16 @@ class GroupedExperts(nn.Module):
         self.packed13: list[torch.Tensor] | None = None
         self.packed2: list[torch.Tensor] | None = None
 
-    def pack(self) -> bool:
-        """Snapshot every slot's weights for the packed GEMM (after loading, and after any write to
-        w13 / w2: `set_slot` drops the snapshot, the rebalancer packs again). False where packing
-        does not apply (dense/gemm.py), leaving the grouped_mm / loop paths."""
+    def pack(self, slots: list[int] | None = None) -> bool:
+        """Snapshot the slots' weights for the packed GEMM (after loading, and after any write to
+        w13 / w2: `set_slot` drops the snapshot, the rebalancer packs the slots it wrote). slots:
+        None = all; a list repacks only those, when a snapshot exists. False where packing does
+        not apply (dense/gemm.py), leaving the grouped_mm / loop paths."""
+        if slots is not None and self.packed13 is not None:
+            for s in slots:
+                self.packed13[s] = gemm.pack_weight(self.w13[s], gemm.ROWS_HINT // 4)
+                self.packed2[s] = gemm.pack_weight(self.w2[s], gemm.ROWS_HINT // 4)
+            return True
         p13 = [gemm.pack_weight(self.w13[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
         p2 = [gemm.pack_weight(self.w2[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
         if self.num_slots == 0 or any(p is None for p in p13 + p2):
