@@ -130,15 +130,11 @@ class Sampler:
         if not rows:
             return
         index = torch.tensor(rows, device=logits.device)
-        logprobs = torch.log_softmax(logits[index], dim=-1)  # [L, V]
-        chosen = logprobs.gather(1, tokens[index][:, None])[:, 0].tolist()
         n_max = max(states[i].params.logprobs or 0 for i in rows)
-        top_val, top_ids = logprobs.topk(n_max, dim=-1) if n_max else (logprobs[:, :0], logprobs[:, :0].long())
-        top_val, top_ids = top_val.tolist(), top_ids.tolist()
-        for j, i in enumerate(rows):
-            n = states[i].params.logprobs or 0
-            out[i].logprob = chosen[j]
-            out[i].top_logprobs = list(zip(top_ids[j][:n], top_val[j][:n]))
+        entries = token_logprobs(logits[index], tokens[index], n_max)
+        for (chosen, top), i in zip(entries, rows):
+            out[i].logprob = chosen
+            out[i].top_logprobs = top[: states[i].params.logprobs or 0]
 
     # ---- generators ----------------------------------------------------------------------------
     def _shared_generator(self, device: torch.device) -> torch.Generator:
@@ -153,17 +149,21 @@ class Sampler:
         return state.generator
 
 
-def prompt_logprobs(logits: torch.Tensor, targets: list[int], n: int) -> list[tuple[float, list[tuple[int, float]]]]:
-    """logits: [R, V] fp32 of R prompt positions; targets: the R next prompt tokens. Row i ->
-    (logprob of targets[i], top-n (token_id, logprob)), from log_softmax over the whole vocabulary
-    of the raw logits (no penalties or temperature: the model's distribution)."""
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, n: int) -> list[tuple[float, list[tuple[int, float]]]]:
+    """logits: [R, V] fp32; tokens: [R] int64. Row i -> (logprob of tokens[i], top-n (token_id,
+    logprob)), from log_softmax over the whole vocabulary of the logits given."""
     logprobs = torch.log_softmax(logits, dim=-1)  # [R, V]
-    index = torch.tensor(targets, dtype=torch.int64, device=logits.device)[:, None]
-    chosen = logprobs.gather(1, index)[:, 0].tolist()
+    chosen = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
     if n == 0:
         return [(lp, []) for lp in chosen]
     top_val, top_ids = logprobs.topk(min(n, logprobs.shape[1]), dim=-1)
     return [(lp, list(zip(ids, vals))) for lp, ids, vals in zip(chosen, top_ids.tolist(), top_val.tolist())]
+
+
+def prompt_logprobs(logits: torch.Tensor, targets: list[int], n: int) -> list[tuple[float, list[tuple[int, float]]]]:
+    """logits: [R, V] fp32 of R prompt positions; targets: the R next prompt tokens. `token_logprobs`
+    of the raw logits (no penalties or temperature: the model's distribution)."""
+    return token_logprobs(logits, torch.tensor(targets, dtype=torch.int64, device=logits.device), n)
 
 
 def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:

@@ -62,6 +62,19 @@ def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offse
     return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}
 
 
+def _usage(gen: Generation, req: CompletionRequest) -> dict[str, Any]:
+    """gen.usage(), less the one token an echo-only request generates and leaves out."""
+    usage = gen.usage()
+    if _echo_only(req):
+        usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
+    return usage
+
+
+def _echo_only_finish(reason: str | None) -> str | None:
+    """An echo-only choice ends by length (its one hidden token ran out) unless it failed."""
+    return "length" if reason in ("stop", "length") else reason
+
+
 def _concat(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return {k: first[k] + second[k] for k in first}
 
@@ -77,15 +90,12 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
             logprobs = _logprobs(state, generated[0], len(prefix))
             if req.echo:
                 logprobs = _concat(_logprobs(state, c.prompt_logprobs or [], 0), logprobs)
-        finish = "length" if echo_only and c.finish_reason in ("stop", "length") else c.finish_reason
+        finish = _echo_only_finish(c.finish_reason) if echo_only else c.finish_reason
         choices.append({"index": c.index, "text": prefix + generated[1], "logprobs": logprobs,
                         "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
                         **common.token_ids_fields(req, gen, c, generated[2])})
-    usage = gen.usage()
-    if echo_only:
-        usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
     return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
-            "model": state.model_name, "choices": choices, "usage": usage}
+            "model": state.model_name, "choices": choices, "usage": _usage(gen, req)}
 
 
 async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
@@ -117,8 +127,7 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
                 offsets[choice.index] = len(prompt_text)
             if echo_only:
                 if out.finish_reason is not None:
-                    finish = "length" if out.finish_reason in ("stop", "length") else out.finish_reason
-                    yield chunk(choice, "", None, finish)
+                    yield chunk(choice, "", None, _echo_only_finish(out.finish_reason))
                 continue
             logprobs = None
             if req.logprobs is not None:
@@ -130,10 +139,7 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
             if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
                 yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
         if include_usage:
-            usage = gen.usage()
-            if echo_only:
-                usage.update(completion_tokens=0, total_tokens=usage["prompt_tokens"])
-            yield common.sse(dict(base, choices=[], usage=usage))
+            yield common.sse(dict(base, choices=[], usage=_usage(gen, req)))
     except ApiError as e:
         yield common.sse(e.body())
     yield common.SSE_DONE
