@@ -11,8 +11,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess, alive
 
-URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "64", "--max-model-len", "1000",
-            "--shutdown-timeout-s", "0.5")  # shorter than 480 decode steps, longer than the short one
+URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "256", "--max-model-len", "4000",
+            "--shutdown-timeout-s", "2")  # far shorter than 3900 decode steps, long enough to see the 503s
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ class Stream(threading.Thread):
 
 def test_full_queue_gets_429_with_retry_after(small_server):
     # ~900 decode steps: seconds, so the runner still runs when the third request arrives even though
-    # the gauges below lag by a heartbeat (64 blocks of 16 hold the runner and the waiter)
+    # the gauges below lag by a heartbeat (256 blocks of 16 hold the runner and the waiter)
     running = Stream(small_server, 900, "runner")
     running.start()
     wait_until(lambda: gauge(small_server, "moeserve_num_requests_running") == 1)
@@ -82,13 +82,14 @@ def test_full_queue_gets_429_with_retry_after(small_server):
 
 
 def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
-    short = Stream(small_server, 4, "short one")
+    # one short request in flight and one long one queued behind it (a second long one could meet a
+    # full queue, and the short one may finish before the gauge shows the long one waiting)
+    short = Stream(small_server, 8, "short one")
     short.start()
     wait_until(lambda: short.tokens >= 1)
-    longs = [Stream(small_server, 240, f"long {i}") for i in range(2)]
-    for s in longs:
-        s.start()
-    wait_until(lambda: gauge(small_server, "moeserve_num_requests_waiting") >= 1)
+    long = Stream(small_server, 3900, "long")  # ~3900 decode steps: far longer than the 2 s drain
+    long.start()
+    wait_until(lambda: long.tokens >= 1 or gauge(small_server, "moeserve_num_requests_waiting") >= 1)
     engine_pids = list(small_server.engine_pids)
     assert engine_pids and all(alive(p) for p in engine_pids)
     small_server.terminate()
@@ -96,10 +97,10 @@ def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
     r = httpx.post(small_server.url + "/v1/completions", json={"prompt": "late", "max_tokens": 2}, timeout=10)
     assert r.status_code == 503 and r.json()["error"]["message"]
     assert small_server.wait(60) == 0
-    for s in [short, *longs]:
+    for s in (short, long):
         s.join(30)
         assert s.status == 200 and s.done, (s.status, s.done)
     assert short.finish == "length"
-    assert {s.finish for s in longs} <= {"length", "abort"} and "abort" in {s.finish for s in longs}
+    assert long.finish == "abort" and long.tokens < 3900
     wait_until(lambda: not any(alive(p) for p in engine_pids), 10)
     assert any("serving" in line and "http://127.0.0.1:" in line for line in small_server.lines)
