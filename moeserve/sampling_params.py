@@ -1,7 +1,12 @@
 """Per-request sampling parameters: plain data, validated once when a request is admitted."""
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
+from typing import Any
+
+MAX_LOGIT_BIAS = 100.0  # OpenAI's range for a logit_bias value: [-100, 100]
 
 
 class SamplingParamsError(ValueError):
@@ -24,6 +29,9 @@ class SamplingParams:
     (no penalties, no temperature). A request that asks computes its whole prompt (no prefix-cache hits).
     detokenize: False returns token ids only (text stays ""), as vLLM's flag of that name; stop
     strings need text, so they are refused without it.
+    logit_bias: token id -> a value in [-100, 100] added to that token's logit before sampling
+    (OpenAI semantics: -100 in effect bans the token, +100 in effect forces it). It applies with
+    the penalties, so logprobs see it too; the engine checks the ids against the vocabulary.
     """
 
     n: int = 1
@@ -42,8 +50,10 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     detokenize: bool = True
+    logit_bias: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
+        self.logit_bias = _bias_dict(self.logit_bias)
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
@@ -85,3 +95,34 @@ class SamplingParams:
             bad("stop_token_ids", "stop_token_ids must be non-negative integers")
         if self.seed is not None and not isinstance(self.seed, int):
             bad("seed", f"seed must be an integer, got {self.seed!r}")
+        for token, value in (self.logit_bias or {}).items():
+            if token < 0:
+                bad("logit_bias", f"logit_bias token ids must be non-negative, got {token}")
+            if not (math.isfinite(value) and -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS):
+                bad("logit_bias", f"logit_bias values must be in [-100, 100], got {value!r} for token {token}")
+
+
+def _bias_dict(bias: Any) -> dict[int, float] | None:
+    """{id: value} from a dict (int or decimal-string keys, as JSON has them) or [id, value] pairs
+    (the wire form); None or empty -> None."""
+    if not bias:
+        return None
+    pairs = bias.items() if isinstance(bias, dict) else bias
+    out: dict[int, float] = {}
+    try:
+        for token, value in pairs:
+            if isinstance(token, bool) or isinstance(value, bool):
+                raise TypeError
+            out[int(token)] = float(value)
+    except (TypeError, ValueError):
+        raise SamplingParamsError("logit_bias must map token ids (integers) to numbers", "logit_bias") from None
+    return out
+
+
+def params_to_plain(params: SamplingParams) -> dict[str, Any]:
+    """The fields as msgpack-safe plain data (logit_bias as [id, value] pairs: msgpack maps need
+    string keys); SamplingParams(**plain) is the inverse."""
+    d = dataclasses.asdict(params)
+    if d["logit_bias"]:
+        d["logit_bias"] = [[k, v] for k, v in d["logit_bias"].items()]
+    return d

@@ -128,6 +128,8 @@ class EngineCore:
             raise RequestError("stop strings need a tokenizer and this checkpoint has none", param="stop")
         if min(prompt) < 0 or max(prompt) >= self.vocab_size:
             raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
+        if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
+            raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
         wanted = len(prompt) + (params.max_tokens or 1)
         if wanted > self.max_model_len:
             raise RequestError(

@@ -1,8 +1,6 @@
 """msgpack encoding of StepPlan / StepResult for the control plane (never pickle)."""
 from __future__ import annotations
 
-import dataclasses
-
 import msgpack
 
 from moeserve.core.step_plan import (
@@ -14,7 +12,7 @@ from moeserve.core.step_plan import (
     StepPlan,
     StepResult,
 )
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import SamplingParams, params_to_plain
 
 _SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets")
 
@@ -27,7 +25,7 @@ def encode_plan(plan: StepPlan | None) -> bytes:
         {
             "step": plan.step,
             "groups": [[[getattr(s, f) for f in _SEQ_FIELDS] for s in g.seqs] for g in plan.groups],
-            "new": [[n.request_id, dataclasses.asdict(n.sampling)] for n in plan.new_requests],
+            "new": [[n.request_id, params_to_plain(n.sampling)] for n in plan.new_requests],
             "finished": plan.finished_request_ids,
             "rebalance": plan.rebalance,
             "collect": plan.collect_routing,

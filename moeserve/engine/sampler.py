@@ -5,7 +5,8 @@ P rows with penalties, L rows that asked for logprobs.
 
 Order of processing, per row (Hugging Face's order for the warpers):
   1. presence/frequency penalties (OpenAI semantics, over the tokens this sampler produced for the
-     request: `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`);
+     request: `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
+     (`logit[t] += bias[t]`);
   2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
      as the request shaped it, before temperature and top-k/top-p. That is what a client can
      interpret without knowing our sampling internals, and it is stable across temperatures;
@@ -43,6 +44,11 @@ class _RequestState:
     def penalized(self) -> bool:
         return self.params.presence_penalty != 0.0 or self.params.frequency_penalty != 0.0
 
+    @property
+    def shaped(self) -> bool:
+        """Its logits change before sampling (penalties or a logit bias)."""
+        return self.penalized or bool(self.params.logit_bias)
+
 
 class Sampler:
     """Mutates only its per-request state; never changes the logits it is given."""
@@ -72,9 +78,9 @@ class Sampler:
             states = [self._states[r] for r in request_ids]
         except KeyError as e:
             raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
-        if all(s.greedy and not s.penalized and s.params.logprobs is None for s in states):
+        if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
             return [SampledToken(r, t) for r, t in zip(request_ids, logits.argmax(dim=-1).tolist())]
-        logits = self._penalize(logits, states)
+        logits = self._bias(self._penalize(logits, states), states)
         tokens = logits.argmax(dim=-1)  # [S]; random rows are overwritten below
         random_rows = [i for i, s in enumerate(states) if not s.greedy]
         if random_rows:
@@ -97,6 +103,20 @@ class Sampler:
         index = torch.tensor(rows, device=logits.device)
         penalty = torch.addcmul(pres * counts.clamp(max=1.0), freq, counts)  # counts are whole numbers
         return logits.index_add(0, index, penalty, alpha=-1.0)
+
+    @staticmethod
+    def _bias(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        """logits + each row's logit_bias (a new tensor when any row has one)."""
+        rows, cols, values = [], [], []
+        for i, s in enumerate(states):
+            for token, value in (s.params.logit_bias or {}).items():
+                rows.append(i)
+                cols.append(token)
+                values.append(value)
+        if not rows:
+            return logits
+        index = (torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device))
+        return logits.index_put(index, logits.new_tensor(values), accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""

@@ -53,6 +53,11 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
         raise bad_request("only response_format type 'text' is supported", param="response_format")
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
+    if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
+        raise bad_request(f"top_logprobs must be an integer in [0, 20], got {req.top_logprobs}", param="top_logprobs")
+    for i, m in enumerate(req.messages):
+        if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
+            raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:

@@ -82,8 +82,6 @@ def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: i
 
 
 def sampling_params(req: Any, max_tokens: int, logprobs: int | None, num_prompts: int) -> SamplingParams:
-    if req.logit_bias:
-        raise bad_request("logit_bias is not supported", param="logit_bias")
     if req.n * num_prompts > MAX_CHOICES:
         raise bad_request(f"prompts x n must be at most {MAX_CHOICES}", param="n")
     try:
@@ -102,6 +100,7 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, num_prompts
             frequency_penalty=req.frequency_penalty or 0.0,
             include_stop_str_in_output=req.include_stop_str_in_output,
             skip_special_tokens=req.skip_special_tokens,
+            logit_bias=req.logit_bias,
         )
     except SamplingParamsError as e:
         raise bad_request(str(e), param=e.param) from None

@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 
 from moeserve.outputs import RequestOutput
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import SamplingParams, params_to_plain
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -27,7 +27,7 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 class AddRequest:
     request_id: str
     prompt_token_ids: list[int]
-    params: dict[str, Any]  # dataclasses.asdict(SamplingParams): plain fields only
+    params: dict[str, Any]  # params_to_plain(SamplingParams): plain fields only
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def output_from_wire(d: dict[str, Any]) -> OutputDelta:
 
 
 def params_to_wire(params: SamplingParams) -> dict[str, Any]:
-    return dataclasses.asdict(params)
+    return params_to_plain(params)
 
 
 def params_from_wire(d: dict[str, Any]) -> SamplingParams:

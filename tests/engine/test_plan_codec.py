@@ -8,7 +8,7 @@ def test_plan_round_trips_without_pickle():
         step=7,
         groups=[GroupBatch(0, [ScheduledSeq("a", [1, 2, 3], 16, [4, 9], True),
                                ScheduledSeq("p", [4, 5], 0, [1], False, prompt_targets=[5, 6])]), GroupBatch(1)],
-        new_requests=[NewRequest("a", SamplingParams(temperature=0.5, seed=3, stop=["x"], logprobs=2)),
+        new_requests=[NewRequest("a", SamplingParams(temperature=0.5, seed=3, stop=["x"], logprobs=2, logit_bias={7: -100.0})),
                       NewRequest("p", SamplingParams(prompt_logprobs=1))],
         finished_request_ids=["old"],
     )

@@ -6,7 +6,7 @@ import torch
 
 from moeserve.core.step_plan import NewRequest
 from moeserve.engine.sampler import Sampler, top_k_filter, top_p_filter
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import SamplingParams, SamplingParamsError
 
 torch.set_num_threads(1)
 V = 50
@@ -147,6 +147,51 @@ def test_penalties_match_the_openai_formula_over_generated_tokens():
         assert [lp for _, lp in out[0].top_logprobs] == pytest.approx([ref_lp[t] for t in top], abs=1e-5)
         generated.append(out[0].token_id)
     assert len(set(generated)) > 1
+
+
+def test_logit_bias_adds_to_the_penalized_logits_before_sampling_and_logprobs():
+    torch.manual_seed(2)
+    base = torch.randn(V)
+    top = int(base.argmax())
+    bias = {top: -100.0, 3: 0.25, 11: -0.5}
+    biased = SamplingParams(temperature=0.0, logit_bias=bias, presence_penalty=0.5, logprobs=2)
+    forced = SamplingParams(temperature=1.0, seed=5, logit_bias={17: 100.0})
+    s = sampler_with(b=biased, f=forced, plain=SamplingParams(temperature=0.0))
+    generated: list[int] = []
+    for _ in range(4):
+        out = s.sample(torch.stack([base, base, base]), ["b", "f", "plain"])
+        ref = ref_penalize(base.tolist(), generated, 0.5, 0.0)
+        for t, v in bias.items():
+            ref[t] += v
+        ref_lp = [math.log(p) for p in ref_softmax(ref)]
+        expect = max(range(V), key=lambda t: ref[t])
+        assert out[0].token_id == expect != top
+        assert out[0].logprob == pytest.approx(ref_lp[expect], abs=1e-5)
+        assert out[1].token_id == 17  # +100 outweighs any logit of these rows
+        assert out[2].token_id == top  # the bias belongs to its request only
+        generated.append(out[0].token_id)
+
+
+@pytest.mark.parametrize(
+    "bias, message",
+    [({5: 101.0}, "in \\[-100, 100\\]"), ({5: float("nan")}, "in \\[-100, 100\\]"), ({-1: 1.0}, "non-negative"),
+     ({"x": 1.0}, "token ids"), ({5: "big"}, "token ids"), ({True: 1.0}, "token ids")],
+)
+def test_logit_bias_is_validated(bias, message):
+    with pytest.raises(SamplingParamsError, match=message) as e:
+        SamplingParams(logit_bias=bias)
+    assert e.value.param == "logit_bias"
+
+
+def test_logit_bias_takes_json_keys_and_survives_the_wire():
+    from moeserve.sampling_params import params_to_plain
+
+    p = SamplingParams(logit_bias={"7": 2, 9: -1.5})
+    assert p.logit_bias == {7: 2.0, 9: -1.5}
+    plain = params_to_plain(p)
+    assert plain["logit_bias"] == [[7, 2.0], [9, -1.5]]
+    assert SamplingParams(**plain) == p
+    assert SamplingParams(logit_bias={}).logit_bias is None
 
 
 def test_logprobs_of_a_sampled_token_and_zero_alternatives():

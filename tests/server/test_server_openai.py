@@ -137,6 +137,21 @@ def test_n_seed_stop_echo_logprobs(client, server, reference):
     assert all(len(t) >= 1 for t in logprobs.top_logprobs)
 
 
+def test_logit_bias_steers_greedy_tokens(client, server, reference):
+    ref = reference[0].token_ids
+    banned = client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0,
+                                       logit_bias={str(ref[0]): -100}, extra_body={"ignore_eos": True,
+                                                                                   "return_token_ids": True})
+    assert banned.choices[0].token_ids[0] != ref[0]
+    forced = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=3, temperature=0.8, logit_bias={"42": 100},
+                                            extra_body={"ignore_eos": True})
+    assert forced.choices[0].message.content is not None
+    plain = client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0,
+                                      logit_bias={"42": 100}, extra_body={"ignore_eos": True, "return_token_ids": True})
+    assert plain.choices[0].token_ids == [42] * 4
+
+
 def test_chat_logprobs(client, server):
     resp = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
                                           temperature=0, logprobs=True, top_logprobs=2, extra_body={"ignore_eos": True})
