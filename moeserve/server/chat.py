@@ -84,16 +84,11 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -
 
 
 async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> AsyncIterator[bytes]:
-    include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    base = {"id": gen.request_id, "object": "chat.completion.chunk", "created": common.created(), "model": state.model_name}
+    chunks = common.StreamChunks(req, gen, "chat.completion.chunk", state.model_name)
 
     def chunk(choice: Choice, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None, stop: Any = None,
               new_ids: list[int] | None = None) -> bytes:
-        body = dict(base, choices=[{"index": choice.index, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
-                                    "stop_reason": stop, **common.token_ids_fields(req, gen, choice, new_ids or [], False)}])
-        if include_usage:
-            body["usage"] = None
-        return common.sse(body)
+        return chunks.choice(choice, {"delta": delta}, logprobs, finish, stop, new_ids)
 
     try:
         for c in sorted(gen.choices.values(), key=lambda c: c.index):
@@ -108,8 +103,8 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
                 delta = {"content": text} if text or out.new_token_ids else {}
                 yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
-        if include_usage:
-            yield common.sse(dict(base, choices=[], usage=gen.usage()))
+        for usage in chunks.usage(gen.usage()):
+            yield usage
     except ApiError as e:
         yield common.sse(e.body())
     yield common.SSE_DONE

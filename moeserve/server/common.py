@@ -147,6 +147,30 @@ def sse(data: Any) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+class StreamChunks:
+    """The SSE chunks of one streamed completion or chat completion: one choice per chunk, each with
+    `usage: null` when the client asked for `stream_options.include_usage`, and the usage chunk at
+    the end. `fields` is the endpoint's payload ({"text": ...} or {"delta": ...})."""
+
+    def __init__(self, req: Any, gen: Generation, obj: str, model: str):
+        self.req, self.gen = req, gen
+        self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        self.base = {"id": gen.request_id, "object": obj, "created": created(), "model": model}
+
+    def choice(self, choice: Any, fields: dict[str, Any], logprobs: Any = None, finish: str | None = None,
+               stop: Any = None, new_ids: list[int] | None = None) -> bytes:
+        body = dict(self.base, choices=[{"index": choice.index, **fields, "logprobs": logprobs, "finish_reason": finish,
+                                         "stop_reason": stop,
+                                         **token_ids_fields(self.req, self.gen, choice, new_ids or [], False)}])
+        if self.include_usage:
+            body["usage"] = None
+        return sse(body)
+
+    def usage(self, usage: dict[str, Any]) -> list[bytes]:
+        """The closing usage chunk, when asked for."""
+        return [sse(dict(self.base, choices=[], usage=usage))] if self.include_usage else []
+
+
 class SSEResponse(Response):
     """A text/event-stream response bound to a Generation: a disconnect aborts the generation (even
     while it waits in the queue), and the generation is closed however the response ends."""

@@ -99,16 +99,11 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
 
 
 async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
-    include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    base = {"id": gen.request_id, "object": "text_completion", "created": common.created(), "model": state.model_name}
+    chunks = common.StreamChunks(req, gen, "text_completion", state.model_name)
 
     def chunk(choice: Choice, text: str, logprobs: Any = None, finish: str | None = None, stop: Any = None,
               new_ids: list[int] | None = None) -> bytes:
-        body = dict(base, choices=[{"index": choice.index, "text": text, "logprobs": logprobs, "finish_reason": finish,
-                                    "stop_reason": stop, **common.token_ids_fields(req, gen, choice, new_ids or [], False)}])
-        if include_usage:
-            body["usage"] = None
-        return common.sse(body)
+        return chunks.choice(choice, {"text": text}, logprobs, finish, stop, new_ids)
 
     echo_only = _echo_only(req)
     try:
@@ -138,8 +133,8 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
             text = gen.text_to_stream(choice)
             if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
                 yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
-        if include_usage:
-            yield common.sse(dict(base, choices=[], usage=_usage(gen, req)))
+        for usage in chunks.usage(_usage(gen, req)):
+            yield usage
     except ApiError as e:
         yield common.sse(e.body())
     yield common.SSE_DONE
