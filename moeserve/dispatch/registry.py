@@ -2,11 +2,13 @@
 
 `auto` decides per call from values identical on every rank, never from the local batch, because
 ranks that picked different backends would enter different collectives and hang:
-    ep_size == 1                               -> local
-    ep_size <= top_k (topk_ids.shape[1])       -> agrs  (most tokens touch most ranks anyway)
-    max_tokens given and <= tiny_tokens        -> agrs  (tiny step: fewest collectives)
-    otherwise                                  -> a2a   (one row per (token, destination rank))
+    ep_size == 1                                              -> local
+    max_tokens given, <= tiny_tokens, ep_size <= agrs_max_ranks -> agrs (tiny step: 2 collectives, not 3)
+    otherwise                                                 -> a2a  (one row per (token, destination rank))
 max_tokens is the per-step global bound the caller passes to `dispatch` (StepPlan.max_group_tokens).
+The defaults come from benchmarks/dispatch_latency.py on gloo (docs/dispatch.md, "Choosing between
+a2a and agrs"): agrs is 5-25% faster up to 32 tokens at ep 2, and slower everywhere else measured
+(1.4-1.5x at ep 2 from 64 tokens of hidden 4096; 1.1-2.9x at ep 4).
 """
 from __future__ import annotations
 
@@ -21,26 +23,34 @@ from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.parallel_state import ParallelContext
 
-DEFAULT_TINY_TOKENS = 16
+DEFAULT_TINY_TOKENS = 32
+DEFAULT_AGRS_MAX_RANKS = 2
 
 
 class AutoDispatcher:
     """Owns an a2a and an agrs dispatcher and picks one per call (rule in the module docstring);
     combine follows the handle's type back to the backend that made it."""
 
-    def __init__(self, num_slots: int, ctx: ParallelContext, tiny_tokens: int = DEFAULT_TINY_TOKENS):
+    def __init__(
+        self,
+        num_slots: int,
+        ctx: ParallelContext,
+        tiny_tokens: int = DEFAULT_TINY_TOKENS,
+        agrs_max_ranks: int = DEFAULT_AGRS_MAX_RANKS,
+    ):
         self.a2a = A2ADispatcher(num_slots, ctx)
         self.agrs = AgrsDispatcher(num_slots, ctx)
         self.num_slots = num_slots
         self.num_local_slots = self.a2a.num_local_slots
         self.ep_size = ctx.ep_size
         self.tiny_tokens = tiny_tokens
+        self.agrs_max_ranks = agrs_max_ranks
 
     def choose(self, top_k: int, max_tokens: int | None) -> Dispatcher:
-        """The backend for one call; depends only on configuration and the global max_tokens."""
-        if self.ep_size <= top_k or (max_tokens is not None and max_tokens <= self.tiny_tokens):
-            return self.agrs
-        return self.a2a
+        """The backend for one call; depends only on configuration and the global max_tokens.
+        top_k is not used by the measured rule; it stays in the signature for rules that weigh it."""
+        tiny = max_tokens is not None and max_tokens <= self.tiny_tokens
+        return self.agrs if tiny and self.ep_size <= self.agrs_max_ranks else self.a2a
 
     def dispatch(
         self,
@@ -94,7 +104,7 @@ def dispatcher_names() -> list[str]:
 def make_dispatcher(name: str, num_slots: int, ctx: ParallelContext, **opts: Any) -> Dispatcher:
     """The backend called `name` for num_slots physical slots split evenly over ctx.ep_size ranks.
 
-    opts go to the backend: a2a takes combine_dtype, auto takes tiny_tokens.
+    opts go to the backend: a2a takes combine_dtype, auto takes tiny_tokens and agrs_max_ranks.
     """
     if name not in _BACKENDS:
         raise ValueError(f"unknown dispatch backend {name!r}; valid: {', '.join(_BACKENDS)}")

@@ -96,12 +96,16 @@ def test_registry_names_and_errors() -> None:
 
 
 def test_auto_rule_uses_only_global_values() -> None:
-    auto = make_dispatcher("auto", 16, ParallelContext(ep_size=4), tiny_tokens=8)
+    auto = make_dispatcher("auto", 16, ParallelContext(ep_size=2), tiny_tokens=8)
     assert isinstance(auto, AutoDispatcher)
-    assert auto.choose(top_k=4, max_tokens=1000) is auto.agrs  # ep <= top_k
-    assert auto.choose(top_k=2, max_tokens=8) is auto.agrs  # tiny step
+    assert auto.choose(top_k=2, max_tokens=8) is auto.agrs  # tiny step on two ranks
     assert auto.choose(top_k=2, max_tokens=9) is auto.a2a
-    assert auto.choose(top_k=2, max_tokens=None) is auto.a2a
+    assert auto.choose(top_k=2, max_tokens=None) is auto.a2a  # no global bound: never guess
+    assert auto.choose(top_k=8, max_tokens=1000) is auto.a2a  # ep <= top_k no longer implies agrs
+    wide = make_dispatcher("auto", 16, ParallelContext(ep_size=4))
+    assert wide.choose(top_k=2, max_tokens=1) is wide.a2a  # a2a measured faster at every size on 4 ranks
+    opened = make_dispatcher("auto", 16, ParallelContext(ep_size=4), agrs_max_ranks=4)
+    assert opened.choose(top_k=2, max_tokens=1) is opened.agrs
 
 
 @pytest.mark.parametrize("n", [0, 4])

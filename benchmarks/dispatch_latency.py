@@ -1,0 +1,125 @@
+"""Wall time of dispatch + combine per MoE layer call, `a2a` against `agrs`, on real gloo ranks.
+
+The `auto` backend takes `agrs` when a step's global token bound is at most `tiny_tokens`
+(moeserve/dispatch/registry.py): this measures where that crossover lies, so the threshold is a
+measured number. Each rank routes `tokens` random tokens to `experts` experts (top-k), then runs
+dispatch and combine with no expert compute in between (the expert output is the dispatched rows
+themselves), `--iters` times per backend, the backends interleaved in rounds so that load changes
+on a shared machine hit both alike. Every rank reports its median; the slowest rank's median is the
+layer's time (the collectives make every rank wait for the slowest). Not run by CI; numbers go to
+docs/dispatch.md.
+
+    python benchmarks/dispatch_latency.py --ep 2 4 --tokens 1 2 4 8 16 32 64 128 256 --hidden 256 4096
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from moeserve.dispatch import make_dispatcher
+from moeserve.parallel_state import ParallelContext
+
+BACKENDS = ("a2a", "agrs")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+    ctx = ParallelContext(ep_size=args.world, ep_rank=rank, ep_group=dist.group.WORLD)
+    backends = {name: make_dispatcher(name, args.experts, ctx) for name in BACKENDS}
+    gen = torch.Generator().manual_seed(rank)
+    results = []
+    for hidden in args.hidden:
+        for tokens in args.tokens:
+            x = torch.randn(tokens, hidden, generator=gen)
+            ids = torch.rand(tokens, args.experts, generator=gen).argsort(dim=1)[:, : args.top_k]  # distinct experts
+            w = torch.rand(tokens, args.top_k, generator=gen)
+            times: dict[str, list[float]] = {name: [] for name in BACKENDS}
+            for it in range(args.warmup + args.iters):
+                for name, backend in backends.items():
+                    dist.barrier()
+                    t = time.perf_counter()
+                    batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
+                    backend.combine(batch.hidden, handle)
+                    if it >= args.warmup:
+                        times[name].append(time.perf_counter() - t)
+            results.append({"hidden": hidden, "tokens": tokens,
+                            **{name: statistics.median(v) * 1e3 for name, v in times.items()}})
+    out.put((rank, results))
+    dist.destroy_process_group()
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_rank, args=(r, args, port, out)) for r in range(args.world)]
+    for p in procs:
+        p.start()
+    per_rank: dict[int, list[dict]] = {}
+    deadline = time.monotonic() + args.timeout_s
+    while len(per_rank) < len(procs):  # a rank that dies fails the run instead of leaving it waiting
+        try:
+            rank, results = out.get(timeout=1.0)
+            per_rank[rank] = results
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"a rank failed (exit codes {dead}) or the run passed --timeout-s")
+    for p in procs:
+        p.join(timeout=30)
+    rows = []
+    for i, row in enumerate(per_rank[0]):
+        merged = {"ep": args.world, "hidden": row["hidden"], "tokens": row["tokens"]}
+        for name in BACKENDS:
+            merged[name + "_ms"] = round(max(per_rank[r][i][name] for r in per_rank), 3)
+        merged["agrs_over_a2a"] = round(merged["agrs_ms"] / merged["a2a_ms"], 2)
+        rows.append(merged)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ep", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+                    help="tokens per rank per call (= the step's global bound: every rank has this many)")
+    ap.add_argument("--hidden", type=int, nargs="+", default=[256, 4096])
+    ap.add_argument("--experts", type=int, default=8)
+    ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timeout-s", type=float, default=600)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for world in args.ep:
+        args.world = world
+        rows += run(args)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    print(f"{'ep':>3} {'hidden':>6} {'tokens':>6} {'a2a ms':>8} {'agrs ms':>8} {'agrs/a2a':>8}")
+    for r in rows:
+        print(f"{r['ep']:>3} {r['hidden']:>6} {r['tokens']:>6} {r['a2a_ms']:>8.3f} {r['agrs_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
