@@ -21,8 +21,14 @@ class SamplingParamsError(ValueError):
 class SamplingParams:
     """How to pick tokens for one request.
 
-    temperature == 0 means greedy. top_k <= 0 and top_p == 1 disable those filters.
-    Penalties follow OpenAI semantics and apply to generated tokens only.
+    temperature == 0 means greedy. top_k <= 0, top_p == 1 and min_p == 0 disable those filters;
+    min_p keeps tokens whose probability is at least min_p times the most likely token's (vLLM's).
+    presence/frequency penalties follow OpenAI semantics and apply to generated tokens only;
+    repetition_penalty follows Hugging Face and vLLM: every token seen in the prompt or the output
+    so far has its logit divided by it when positive, multiplied by it when negative (> 1 discourages
+    repeats).
+    min_tokens: the end-of-sequence and stop_token_ids are masked, and stop strings are not looked
+    for, until this many tokens have been generated (vLLM's semantics).
     logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one).
     prompt_logprobs: None for none, else the same for every prompt token after the first (vLLM's name
     and semantics): the logprob of the token given the ones before it, from the raw model distribution
@@ -51,6 +57,12 @@ class SamplingParams:
     skip_special_tokens: bool = True
     detokenize: bool = True
     logit_bias: dict[int, float] | None = None
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+    min_tokens: int = 0
+    # set by the engine from the checkpoint (generation_config / tokenizer), not by callers: the ids
+    # that end a request unless ignore_eos; min_tokens masks them
+    eos_token_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.logit_bias = _bias_dict(self.logit_bias)
@@ -58,6 +70,7 @@ class SamplingParams:
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
+        self.eos_token_ids = list(self.eos_token_ids or [])
         self.validate()
 
     @property
@@ -87,6 +100,15 @@ class SamplingParams:
         for name in ("presence_penalty", "frequency_penalty"):
             if not (-2.0 <= getattr(self, name) <= 2.0):
                 bad(name, f"{name} must be in [-2, 2], got {getattr(self, name)!r}")
+        if not (isinstance(self.repetition_penalty, (int, float)) and math.isfinite(self.repetition_penalty)
+                and 0.0 < self.repetition_penalty <= 100.0):
+            bad("repetition_penalty", f"repetition_penalty must be in (0, 100], got {self.repetition_penalty!r}")
+        if not (isinstance(self.min_p, (int, float)) and 0.0 <= self.min_p <= 1.0):
+            bad("min_p", f"min_p must be in [0, 1], got {self.min_p!r}")
+        if not (isinstance(self.min_tokens, int) and self.min_tokens >= 0):
+            bad("min_tokens", f"min_tokens must be an integer >= 0, got {self.min_tokens!r}")
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            bad("min_tokens", f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
         if len(self.stop) > 16 or any(not isinstance(s, str) or s == "" for s in self.stop):
             bad("stop", "stop must be at most 16 non-empty strings")
         if self.stop and not self.detokenize:

@@ -134,7 +134,8 @@ class GroupScheduler:
         if not req.ever_scheduled:
             req.ever_scheduled = True
             req.num_cached_prompt_tokens = cached
-            step.new_requests.append(NewRequest(req.request_id, req.sampling))
+            prompt = req.prompt_token_ids if req.sampling.repetition_penalty != 1.0 else None
+            step.new_requests.append(NewRequest(req.request_id, req.sampling, prompt))
         self.running.append(req)
         self._emit(req, n, step)
 

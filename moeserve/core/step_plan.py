@@ -18,6 +18,7 @@ class NewRequest:
 
     request_id: str
     sampling: SamplingParams
+    prompt_token_ids: list[int] | None = None  # sent only when the sampler needs them (repetition_penalty)
 
 
 @dataclass

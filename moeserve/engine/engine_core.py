@@ -111,6 +111,8 @@ class EngineCore:
         self._check_prompt(prompt_token_ids, params)
         if params.max_tokens is None:
             params = dataclasses.replace(params, max_tokens=self.max_model_len - len(prompt_token_ids))
+        if params.min_tokens:  # the sampler masks these until min_tokens are out
+            params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
         request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params)
         self.scheduler.add_request(request)
         self._tracked[request_id] = _Tracked(
@@ -207,21 +209,22 @@ class EngineCore:
         detok = tracked.detok
         text_before = len(detok.text)
         finish_reason, stop_reason = None, None
-        if token in params.stop_token_ids:
+        n_out = len(request.output_token_ids)
+        may_stop = n_out > params.min_tokens  # vLLM: nothing stops a request before min_tokens
+        if may_stop and token in params.stop_token_ids:
             finish_reason, stop_reason = "stop", token
-        elif token in self.eos_token_ids and not params.ignore_eos:
+        elif may_stop and token in self.eos_token_ids and not params.ignore_eos:
             finish_reason = "stop"
         if finish_reason is None or params.include_stop_str_in_output:
             detok.add([token])
         else:
             detok.token_ids.append(token)
-        if finish_reason is None and params.stop:
+        if finish_reason is None and params.stop and may_stop:
             hit = find_stop(detok.text, len(detok.text) - text_before, params.stop)
             if hit is not None:
                 index, stop = hit
                 detok.text = detok.text[: index + (len(stop) if params.include_stop_str_in_output else 0)]
                 finish_reason, stop_reason = "stop", stop
-        n_out = len(request.output_token_ids)
         if finish_reason is None and (n_out >= params.max_tokens or len(request.prompt_token_ids) + n_out >= self.max_model_len):
             finish_reason = "length"
         output = RequestOutput(

@@ -25,7 +25,7 @@ def encode_plan(plan: StepPlan | None) -> bytes:
         {
             "step": plan.step,
             "groups": [[[getattr(s, f) for f in _SEQ_FIELDS] for s in g.seqs] for g in plan.groups],
-            "new": [[n.request_id, params_to_plain(n.sampling)] for n in plan.new_requests],
+            "new": [[n.request_id, params_to_plain(n.sampling), n.prompt_token_ids] for n in plan.new_requests],
             "finished": plan.finished_request_ids,
             "rebalance": plan.rebalance,
             "collect": plan.collect_routing,
@@ -40,7 +40,7 @@ def decode_plan(data: bytes) -> StepPlan | None:
     return StepPlan(
         step=raw["step"],
         groups=[GroupBatch(g, [ScheduledSeq(*s) for s in seqs]) for g, seqs in enumerate(raw["groups"])],
-        new_requests=[NewRequest(rid, SamplingParams(**params)) for rid, params in raw["new"]],
+        new_requests=[NewRequest(rid, SamplingParams(**params), prompt) for rid, params, prompt in raw["new"]],
         finished_request_ids=raw["finished"],
         rebalance=raw.get("rebalance"),
         collect_routing=raw.get("collect", False),

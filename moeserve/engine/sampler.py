@@ -4,15 +4,19 @@ Shape legend: S rows sampled this step (one per request), V vocabulary, R rows t
 P rows with penalties, L rows that asked for logprobs.
 
 Order of processing, per row (Hugging Face's order for the warpers):
-  1. presence/frequency penalties (OpenAI semantics, over the tokens this sampler produced for the
-     request: `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
-     (`logit[t] += bias[t]`);
+  1. repetition_penalty over the prompt and output tokens (HF and vLLM: a seen token's logit is
+     divided by it when positive, multiplied when negative), presence/frequency penalties (OpenAI
+     semantics, over the tokens this sampler produced for the request:
+     `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
+     (`logit[t] += bias[t]`), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
+     while fewer than min_tokens tokens were produced);
   2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
      as the request shaped it, before temperature and top-k/top-p. That is what a client can
      interpret without knowing our sampling internals, and it is stable across temperatures;
   3. greedy rows (temperature < 1e-5) take the argmax;
   4. random rows: divide by temperature, keep top-k (ties with the k-th kept), keep the smallest
-     set of most likely tokens whose mass reaches top-p, then draw by the exponential race
+     set of most likely tokens whose mass reaches top-p, keep tokens of at least min_p times the
+     most likely one's probability, then draw by the exponential race
      argmax(p / q), q ~ Exp(1), which is a draw from p (one batched argmax, no multinomial). A seeded request draws its q from its own
      torch.Generator, so its tokens do not depend on what else is in the batch.
 State survives preemption: a request recomputed after preemption continues with its counts and
@@ -35,6 +39,9 @@ class _RequestState:
     params: SamplingParams
     generator: torch.Generator | None = None  # seeded requests: made on first use, on the logits' device
     counts: torch.Tensor | None = None  # [V] fp32 generated-token counts; only with penalties
+    prompt: list[int] | None = None  # the prompt's token ids; only with a repetition penalty
+    seen: torch.Tensor | None = None  # [V] bool: in the prompt or produced; only with a repetition penalty
+    num_sampled: int = 0  # tokens produced so far; counted while min_tokens needs it
 
     @property
     def greedy(self) -> bool:
@@ -42,12 +49,27 @@ class _RequestState:
 
     @property
     def penalized(self) -> bool:
+        """Presence or frequency penalties (they need the output-token counts)."""
         return self.params.presence_penalty != 0.0 or self.params.frequency_penalty != 0.0
 
     @property
+    def repeats_penalized(self) -> bool:
+        return self.params.repetition_penalty != 1.0
+
+    @property
+    def masked(self) -> bool:
+        """min_tokens still holds back the end-of-sequence and stop token ids."""
+        return self.num_sampled < self.params.min_tokens and bool(self.banned_ids)
+
+    @property
+    def banned_ids(self) -> list[int]:
+        eos = [] if self.params.ignore_eos else self.params.eos_token_ids
+        return list(dict.fromkeys([*eos, *self.params.stop_token_ids]))
+
+    @property
     def shaped(self) -> bool:
-        """Its logits change before sampling (penalties or a logit bias)."""
-        return self.penalized or bool(self.params.logit_bias)
+        """Its logits change before sampling (penalties, a logit bias or the min_tokens mask)."""
+        return self.penalized or self.repeats_penalized or bool(self.params.logit_bias) or self.masked
 
 
 class Sampler:
@@ -59,7 +81,10 @@ class Sampler:
         self._shared: dict[torch.device, torch.Generator] = {}
 
     def add(self, new: NewRequest) -> None:
-        self._states[new.request_id] = _RequestState(new.sampling)
+        state = _RequestState(new.sampling, prompt=new.prompt_token_ids)
+        if state.repeats_penalized and state.prompt is None:
+            raise ValueError(f"request {new.request_id!r} has a repetition penalty but no prompt token ids")
+        self._states[new.request_id] = state
 
     def remove(self, request_id: str) -> None:
         self._states.pop(request_id, None)
@@ -80,7 +105,7 @@ class Sampler:
             raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
         if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
             return [SampledToken(r, t) for r, t in zip(request_ids, logits.argmax(dim=-1).tolist())]
-        logits = self._bias(self._penalize(logits, states), states)
+        logits = self._mask_min_tokens(self._bias(self._penalize(self._penalize_repeats(logits, states), states), states), states)
         tokens = logits.argmax(dim=-1)  # [S]; random rows are overwritten below
         random_rows = [i for i, s in enumerate(states) if not s.greedy]
         if random_rows:
@@ -93,6 +118,41 @@ class Sampler:
         return out
 
     # ---- steps ---------------------------------------------------------------------------------
+    @staticmethod
+    def _penalize_repeats(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        """repetition_penalty over each row's seen tokens (a new tensor when any row has one)."""
+        rows = [i for i, s in enumerate(states) if s.repeats_penalized]
+        if not rows:
+            return logits
+        V = logits.shape[1]
+        for i in rows:
+            s = states[i]
+            if s.seen is None:
+                s.seen = torch.zeros(V, dtype=torch.bool, device=logits.device)
+                s.seen[torch.tensor(s.prompt or [], dtype=torch.int64, device=logits.device)] = True
+        index = torch.tensor(rows, device=logits.device)
+        sub = logits[index]  # [P, V]
+        penalty = logits.new_tensor([states[i].params.repetition_penalty for i in rows])[:, None]
+        penalized = torch.where(sub > 0, sub / penalty, sub * penalty)
+        seen = torch.stack([states[i].seen for i in rows])
+        logits = logits.clone()
+        logits[index] = torch.where(seen, penalized, sub)
+        return logits
+
+    @staticmethod
+    def _mask_min_tokens(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        """-inf at the end-of-sequence and stop token ids of rows still short of min_tokens."""
+        rows, cols = [], []
+        for i, s in enumerate(states):
+            if s.masked:
+                banned = [t for t in s.banned_ids if t < logits.shape[1]]
+                rows += [i] * len(banned)
+                cols += banned
+        if not rows:
+            return logits
+        index = (torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device))
+        return logits.index_put(index, logits.new_tensor(float("-inf")))
+
     def _penalize(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         rows = [i for i, s in enumerate(states) if s.penalized and s.counts is not None]
         if not rows:
@@ -125,6 +185,7 @@ class Sampler:
         x = logits / temps
         x = top_k_filter(x, [s.params.top_k for s in states])
         x = top_p_filter(x, [s.params.top_p for s in states])
+        x = min_p_filter(x, [s.params.min_p for s in states])
         probs = x.softmax(dim=-1)
         q = torch.empty_like(probs)
         unseeded = [j for j, s in enumerate(states) if s.params.seed is None]
@@ -138,6 +199,9 @@ class Sampler:
     @staticmethod
     def _count(states: list[_RequestState], tokens: list[int], logits: torch.Tensor) -> None:
         for s, t in zip(states, tokens):
+            s.num_sampled += 1
+            if s.seen is not None:
+                s.seen[t] = True
             if s.penalized:
                 if s.counts is None:
                     s.counts = torch.zeros(logits.shape[1], dtype=torch.float32, device=logits.device)
@@ -223,6 +287,20 @@ def top_p_filter(x: torch.Tensor, top_p: list[float], candidates: int = 1024) ->
         k = V
     num_kept = (mass_before < p).sum(dim=-1, keepdim=True)  # [P, 1], >= 1
     threshold = top.gather(1, num_kept - 1)
+    x = x.clone()
+    x[index] = sub.masked_fill(sub < threshold, float("-inf"))
+    return x
+
+
+def min_p_filter(x: torch.Tensor, min_p: list[float]) -> torch.Tensor:
+    """x: [R, V]. Rows with min_p > 0 keep tokens whose probability is at least min_p times the
+    row's largest: logit >= max logit + log(min_p), ratios that filtering elsewhere leaves alone."""
+    rows = [j for j, p in enumerate(min_p) if p > 0.0]
+    if not rows:
+        return x
+    index = torch.tensor(rows, device=x.device)
+    sub = x[index]
+    threshold = sub.amax(dim=-1, keepdim=True) + x.new_tensor([min_p[j] for j in rows])[:, None].log()
     x = x.clone()
     x[index] = sub.masked_fill(sub < threshold, float("-inf"))
     return x

@@ -26,7 +26,7 @@ def _content(message: ChatMessage) -> str:
         return ""
     if isinstance(message.content, str):
         return message.content
-    return "".join(part.text for part in message.content)
+    return "".join(part.text or "" for part in message.content)
 
 
 def _prompt(state: ServerState, req: ChatCompletionRequest) -> list[int]:
@@ -49,8 +49,6 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
         raise bad_request("tools are not supported", param="tools")
     if req.tool_choice not in (None, "none"):
         raise bad_request("tool_choice is not supported", param="tool_choice")
-    if req.response_format is not None and req.response_format.type != "text":
-        raise bad_request("only response_format type 'text' is supported", param="response_format")
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
     if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
@@ -58,6 +56,12 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
     for i, m in enumerate(req.messages):
         if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
             raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
+        for j, part in enumerate(m.content if isinstance(m.content, list) else []):
+            if part.type != "text":
+                raise bad_request(f"messages[{i}].content[{j}] is a '{part.type[:40]}' part; only text parts are supported",
+                                  param=f"messages.{i}.content")
+            if part.text is None:
+                raise bad_request(f"messages[{i}].content[{j}] is a text part without text", param=f"messages.{i}.content")
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
@@ -114,12 +118,13 @@ async def create_chat_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = validate(ChatCompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
     common.check_model(state, req.model)
+    common.check_request_fields(req)
     _refuse_unsupported(req)
-    prompt = _prompt(state, req)
+    prompt = await common.tokenize(state, _prompt, state, req)
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    params = common.sampling_params(req, max_tokens, logprobs, 1)
+    params = common.sampling_params(state, req, max_tokens, logprobs, 1, max_tokens_param=param)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params)
     await gen.start()
     if req.stream:

@@ -110,7 +110,8 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
         return 1
     # The model's vocabulary bounds token ids (as in the Python API); ids the tokenizer lacks decode to "".
     state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, ready.vocab_size,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy))
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy),
+                        max_queued_requests=engine_config.scheduler.max_queued_requests)
     uv = _make_server(build_app(state), server_config, ready.model_name)
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)
     for sig in (signal.SIGTERM, signal.SIGINT):

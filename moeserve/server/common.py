@@ -7,7 +7,8 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -33,7 +34,11 @@ class ServerState:
     max_model_len: int
     vocab_size: int  # the model's: prompt and stop token ids must lie below it
     metrics: ServerMetrics
+    max_queued_requests: int | None = None  # the engine's waiting-queue bound: a request fanning out wider never fits
     draining: bool = False
+    # tokenization runs here, off the event loop (a multi-MB prompt takes seconds); one worker because
+    # a fast tokenizer's encode mutates its truncation state and must not run concurrently
+    tokenize_pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tokenize"))
 
 
 def new_id(prefix: str) -> str:
@@ -81,9 +86,28 @@ def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: i
     return max_tokens
 
 
-def sampling_params(req: Any, max_tokens: int, logprobs: int | None, num_prompts: int) -> SamplingParams:
+async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) on the tokenizer thread, so a huge prompt never stalls other requests or /health."""
+    return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, fn, *args)
+
+
+def check_request_fields(req: Any) -> None:
+    """Refusals both endpoints share: fields we cannot honour, options that need another field."""
+    if req.response_format is not None and req.response_format.type != "text":
+        raise bad_request("only response_format type 'text' is supported", param="response_format")
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options can only be given with stream: true", param="stream_options")
+
+
+def sampling_params(state: ServerState, req: Any, max_tokens: int, logprobs: int | None, num_prompts: int,
+                    max_tokens_param: str = "max_tokens") -> SamplingParams:
+    """The request's SamplingParams; max_tokens_param names the field max_tokens came from in errors."""
     if req.n * num_prompts > MAX_CHOICES:
         raise bad_request(f"prompts x n must be at most {MAX_CHOICES}", param="n")
+    if state.max_queued_requests is not None and req.n * num_prompts > state.max_queued_requests:
+        raise bad_request(
+            f"prompts x n is {req.n * num_prompts} sequences and this server queues at most "
+            f"{state.max_queued_requests} (--max-queued-requests)", param="n")
     try:
         return SamplingParams(
             n=req.n,
@@ -101,8 +125,13 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, num_prompts
             include_stop_str_in_output=req.include_stop_str_in_output,
             skip_special_tokens=req.skip_special_tokens,
             logit_bias=req.logit_bias,
+            repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
+            min_p=req.min_p or 0.0,
+            min_tokens=req.min_tokens or 0,
         )
     except SamplingParamsError as e:
+        if e.param == "max_tokens" and max_tokens_param != "max_tokens":
+            raise bad_request(str(e).replace("max_tokens", max_tokens_param), param=max_tokens_param) from None
         raise bad_request(str(e), param=e.param) from None
 
 
@@ -155,6 +184,7 @@ class StreamChunks:
     def __init__(self, req: Any, gen: Generation, obj: str, model: str):
         self.req, self.gen = req, gen
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        self.continuous_usage = self.include_usage and req.stream_options.continuous_usage_stats
         self.base = {"id": gen.request_id, "object": obj, "created": created(), "model": model}
 
     def choice(self, choice: Any, fields: dict[str, Any], logprobs: Any = None, finish: str | None = None,
@@ -162,7 +192,11 @@ class StreamChunks:
         body = dict(self.base, choices=[{"index": choice.index, **fields, "logprobs": logprobs, "finish_reason": finish,
                                          "stop_reason": stop,
                                          **token_ids_fields(self.req, self.gen, choice, new_ids or [], False)}])
-        if self.include_usage:
+        if self.continuous_usage:  # vLLM's continuous_usage_stats: this choice's counts so far
+            prompt = len(self.gen.prompts[choice.prompt_index])
+            body["usage"] = {"prompt_tokens": prompt, "completion_tokens": len(choice.token_ids),
+                             "total_tokens": prompt + len(choice.token_ids)}
+        elif self.include_usage:
             body["usage"] = None
         return sse(body)
 

@@ -144,12 +144,15 @@ async def create_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = validate(CompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
     common.check_model(state, req.model)
+    common.check_request_fields(req)
     _refuse_unsupported(req)
-    prompts = _prompts(state, req.prompt)
+    has_text = isinstance(req.prompt, str) or any(isinstance(p, str) for p in req.prompt)
+    # token-id prompts skip the tokenizer thread, so they never queue behind someone's long text
+    prompts = await common.tokenize(state, _prompts, state, req.prompt) if has_text else _prompts(state, req.prompt)
     max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
     if _echo_only(req):
         max_tokens = 1  # generated and left out of the response
-    params = common.sampling_params(req, max_tokens, req.logprobs, len(prompts))
+    params = common.sampling_params(state, req, max_tokens, req.logprobs, len(prompts))
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = [state.tokenizer.decode(p) for p in prompts] if req.echo else []

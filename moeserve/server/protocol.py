@@ -26,6 +26,10 @@ class StreamOptions(_Strict):
     continuous_usage_stats: bool = False
 
 
+class ResponseFormat(_Strict):
+    type: str
+
+
 class _Sampling(_Strict):
     """Fields shared by both endpoints."""
 
@@ -39,6 +43,9 @@ class _Sampling(_Strict):
     seed: int | None = Field(default=None, ge=0, le=_MAX_INT)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    repetition_penalty: float | None = None  # vLLM's extensions from here
+    min_p: float | None = None
+    min_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
@@ -47,6 +54,7 @@ class _Sampling(_Strict):
     logit_bias: dict[str, float] | None = None
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
+    response_format: ResponseFormat | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -58,19 +66,19 @@ class CompletionRequest(_Sampling):
     suffix: str | None = None
 
 
-class TextPart(_Strict):
-    type: Literal["text"]
-    text: str
+class ContentPart(_Strict):
+    """A content part of a chat message; only "text" parts are served (chat.py refuses the others
+    by name, so an image part gets "not supported" rather than a type error)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    type: str
+    text: str | None = None
 
 
 class ChatMessage(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
-
-
-class ResponseFormat(_Strict):
-    type: str
 
 
 class ChatCompletionRequest(_Sampling):
@@ -79,7 +87,6 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
-    response_format: ResponseFormat | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
 
@@ -112,6 +119,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
 def _json_error(e: ValueError) -> str:
     if isinstance(e, json.JSONDecodeError):
         return f"{e.msg} at line {e.lineno} column {e.colno}"
+    if "integer string conversion" in str(e):  # Python's own message advises sys.set_int_max_str_digits
+        return "a number has too many digits"
     return str(e)
 
 

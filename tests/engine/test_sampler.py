@@ -212,3 +212,73 @@ def test_state_is_kept_until_removed():
     s.remove("a")  # finished ids may repeat across paths; removal is idempotent
     with pytest.raises(KeyError, match="never in new_requests"):
         s.sample(torch.randn(1, V), ["a"])
+
+
+# ---- repetition_penalty, min_p, min_tokens: transformers' own logits processors are the oracle ----
+def test_repetition_penalty_matches_transformers_over_prompt_and_output():
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    torch.manual_seed(3)
+    prompt = [7, 7, 2, 30]
+    base = torch.randn(V) * 0.3
+    base[[7, 2, 11]] = torch.tensor([2.5, -1.0, 2.0])  # positive and negative seen logits; 11 unseen
+    s = Sampler(seed=0)
+    s.add(NewRequest("r", SamplingParams(temperature=0.0, repetition_penalty=1.7, logprobs=2), prompt))
+    s.add(NewRequest("plain", SamplingParams(temperature=0.0)))
+    hf = RepetitionPenaltyLogitsProcessor(penalty=1.7)
+    seen = list(prompt)
+    for _ in range(6):
+        out = s.sample(torch.stack([base, base]), ["r", "plain"])
+        ref = hf(torch.tensor([seen]), base[None].clone())[0]
+        assert out[0].token_id == int(ref.argmax())
+        assert out[0].logprob == pytest.approx(float(torch.log_softmax(ref, -1)[out[0].token_id]), abs=1e-5)
+        assert out[1].token_id == int(base.argmax())  # the penalty belongs to its request only
+        seen.append(out[0].token_id)
+    assert seen[len(prompt)] == 11 != int(base.argmax())  # the prompt's 7 (2.5 / 1.7) gave way
+    assert len(set(seen[len(prompt):])) > 1
+
+
+def test_repetition_penalty_needs_the_prompt():
+    with pytest.raises(ValueError, match="no prompt token ids"):
+        Sampler().add(NewRequest("r", SamplingParams(repetition_penalty=1.2)))
+
+
+@pytest.mark.parametrize("min_p", [0.05, 0.3, 1.0])
+def test_min_p_keeps_what_transformers_keeps(min_p):
+    from transformers import MinPLogitsWarper
+
+    from moeserve.engine.sampler import min_p_filter
+
+    torch.manual_seed(4)
+    x = torch.randn(3, V) * 2
+    ours = min_p_filter(x, [min_p, 0.0, min_p])
+    hf = MinPLogitsWarper(min_p=min_p)(torch.zeros(3, 1, dtype=torch.long), x.clone())
+    assert torch.equal(torch.isinf(ours[[0, 2]]), torch.isinf(hf[[0, 2]]))
+    assert torch.equal(ours[1], x[1])  # min_p 0 leaves its row alone
+    if min_p == 1.0:  # only the most likely token survives: sampling becomes greedy
+        s = sampler_with(m=SamplingParams(temperature=1.5, min_p=1.0, seed=9))
+        assert all(s.sample(x[:1], ["m"])[0].token_id == int(x[0].argmax()) for _ in range(5))
+
+
+def test_min_tokens_masks_eos_and_stop_ids_until_enough_tokens():
+    base = torch.zeros(V)
+    base[[3, 4, 5]] = torch.tensor([9.0, 8.0, 7.0])  # eos 3 first, stop id 4 second, then 5
+    params = SamplingParams(temperature=0.0, min_tokens=3, stop_token_ids=[4], eos_token_ids=[3])
+    ignoring = SamplingParams(temperature=0.0, min_tokens=3, ignore_eos=True, eos_token_ids=[3])
+    s = sampler_with(m=params, i=ignoring, plain=SamplingParams(temperature=0.0))
+    got = [[o.token_id for o in s.sample(torch.stack([base, base, base]), ["m", "i", "plain"])] for _ in range(5)]
+    assert [g[0] for g in got] == [5, 5, 5, 3, 3]  # three tokens without eos or the stop id, then free
+    assert [g[1] for g in got] == [3] * 5  # ignore_eos: eos is an ordinary token, nothing to mask
+    assert [g[2] for g in got] == [3] * 5
+
+
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [(dict(repetition_penalty=0.0), "repetition_penalty"), (dict(repetition_penalty=-1.0), "repetition_penalty"),
+     (dict(repetition_penalty=float("inf")), "repetition_penalty"), (dict(min_p=1.5), "min_p"),
+     (dict(min_p=-0.1), "min_p"), (dict(min_tokens=-1), "min_tokens"), (dict(min_tokens=10, max_tokens=2), "min_tokens")],
+)
+def test_new_sampling_fields_are_validated(kwargs, param):
+    with pytest.raises(SamplingParamsError) as e:
+        SamplingParams(**kwargs)
+    assert e.value.param == param

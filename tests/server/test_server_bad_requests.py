@@ -81,6 +81,19 @@ CASES = [
     ("chat top_logprobs without logprobs", "POST", CHAT, js(messages=OK_CHAT, top_logprobs=2), {}, 400, "top_logprobs"),
     ("chat json mode", "POST", CHAT, js(messages=OK_CHAT, response_format={"type": "json_object"}), {}, 400, "response_format"),
     ("chat max_tokens too big", "POST", CHAT, js(messages=OK_CHAT, max_tokens=10**6), {}, 400, "max_tokens"),
+    ("repetition_penalty 0", "POST", C, js(prompt="hi", repetition_penalty=0), {}, 400, "repetition_penalty"),
+    ("min_p above 1", "POST", C, js(prompt="hi", min_p=1.5), {}, 400, "min_p"),
+    ("min_tokens above max_tokens", "POST", C, js(prompt="hi", min_tokens=10, max_tokens=2), {}, 400, "min_tokens"),
+    ("completions json mode", "POST", C, js(prompt="hi", response_format={"type": "json_object"}), {}, 400,
+     "response_format"),
+    ("stream_options without stream", "POST", C, js(prompt="hi", stream_options={"include_usage": True}), {}, 400,
+     "stream_options"),
+    ("chat max_completion_tokens -1", "POST", CHAT, js(messages=OK_CHAT, max_completion_tokens=-1), {}, 400,
+     "max_completion_tokens"),
+    ("chat image part", "POST", CHAT,
+     js(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]), {},
+     400, "messages.0.content"),
+    ("number of 5000 digits", "POST", C, b'{"prompt": "hi", "seed": ' + b"9" * 5000 + b"}", {}, 400, None),
     ("body over the limit", "POST", C, js(prompt="a" * 70000), {}, 413, None),
     ("missing api key", "POST", C, js(prompt="hi"), {"Authorization": ""}, 401, None),
     ("wrong api key", "POST", C, js(prompt="hi"), {"Authorization": "Bearer sk-wrong"}, 401, None),
@@ -90,7 +103,7 @@ CASES = [
     ("wrong method", "GET", C, b"", {}, 405, None),
 ]
 
-_LEAKS = re.compile(r"Traceback|File \"|/work/|/tmp/|site-packages|0x[0-9a-fA-F]{6,}|\.py\b")
+_LEAKS = re.compile(r"Traceback|File \"|/work/|/tmp/|site-packages|0x[0-9a-fA-F]{6,}|\.py\b|sys\.")
 
 
 def check_error(r: httpx.Response, status: int, param: str | None) -> None:

@@ -34,12 +34,13 @@ def start_fake_engine(engine: FakeEngine) -> tuple[socket.socket, socket.socket]
     return ours, theirs
 
 
-async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0):
+async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queued_requests: int | None = None,
+                   tokenizer=None):
     ours, theirs = start_fake_engine(engine)
     client = EngineClient(EngineConfig(), health_timeout_s=health_timeout_s)
     ready = await client.attach(ours)
-    state = ServerState(client, ServerConfig(), FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy))
+    state = ServerState(client, ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy), max_queued_requests)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(state)), base_url="http://test", timeout=30)
     return http, client, theirs
 
@@ -64,6 +65,52 @@ def test_fan_out_over_prompts_and_n():
     assert choices[0]["text"] == "".join(f"t{t} " for t in fake_tokens([1, 2], 3))
     assert r.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 12, "total_tokens": 15,
                                  "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+def test_a_fan_out_wider_than_the_queue_is_a_400_not_a_429():
+    """prompts x n over --max-queued-requests can never be admitted: retrying (429) would be in vain."""
+    async def main():
+        http, client, _ = await make_app(FakeEngine(max_waiting=2), max_queued_requests=2)
+        wide = await http.post("/v1/completions", json={"prompt": [1, 2], "n": 3, "max_tokens": 2})
+        fits = await http.post("/v1/completions", json={"prompt": [1, 2], "n": 2, "max_tokens": 2})
+        await client.shutdown(1.0)
+        return wide, fits
+
+    wide, fits = asyncio.run(main())
+    assert wide.status_code == 400 and wide.json()["error"]["param"] == "n", wide.text
+    assert fits.status_code == 200, fits.text
+
+
+class GatedTokenizer(FakeTokenizer):
+    """encode waits until the test opens the gate: a slow tokenization, with no clock in the test."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.timed_out = False
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        self.timed_out = not self.gate.wait(10)
+        return super().encode(text, add_special_tokens)
+
+
+def test_tokenizing_a_prompt_does_not_block_other_requests():
+    """While one request's prompt is being tokenized, /health and a token-id request are answered (the
+    gate opens only after they are); tokenizing on the event loop would wait out the gate's timeout."""
+    async def main():
+        tokenizer = GatedTokenizer()
+        http, client, _ = await make_app(FakeEngine(), tokenizer=tokenizer)
+        slow = asyncio.create_task(http.post("/v1/completions", json={"prompt": "tokenize me", "max_tokens": 2}))
+        await asyncio.sleep(0.2)
+        health = await http.get("/health")
+        other = await http.post("/v1/completions", json={"prompt": [5, 6], "max_tokens": 2})
+        tokenizer.gate.set()
+        r = await slow
+        await client.shutdown(1.0)
+        return tokenizer.timed_out, health, other, r
+
+    timed_out, health, other, r = asyncio.run(main())
+    assert not timed_out
+    assert health.status_code == 200 and other.status_code == 200 and r.status_code == 200, r.text
 
 
 def test_engine_death_fails_pending_requests_and_health():

@@ -152,6 +152,25 @@ def test_logit_bias_steers_greedy_tokens(client, server, reference):
     assert plain.choices[0].token_ids == [42] * 4
 
 
+def test_vllm_sampling_extensions_match_the_python_api(client, server, llm):
+    """repetition_penalty, min_p and min_tokens (vLLM's extra_body fields) mean over HTTP what they mean
+    in SamplingParams; continuous_usage_stats puts running counts in every stream chunk."""
+    eos = llm.engine.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    extra = {"repetition_penalty": 1.5, "min_p": 0.2, "min_tokens": 4, "logit_bias": {str(eos): 100},
+             "return_token_ids": True}
+    ref = llm.generate([PROMPTS[2]], SamplingParams(temperature=0, max_tokens=10, repetition_penalty=1.5, min_p=0.2,
+                                                    min_tokens=4, logit_bias={eos: 100}))[0]
+    assert ref.token_ids[-1] == eos and len(ref.token_ids) == 5  # eos forced, held back for 4 tokens
+    got = client.completions.create(model=server.model, prompt=PROMPTS[2], max_tokens=10, temperature=0, extra_body=extra)
+    assert got.choices[0].token_ids == ref.token_ids and got.choices[0].finish_reason == "stop"
+    stream = client.completions.create(model=server.model, prompt=PROMPTS[2], max_tokens=10, temperature=0, stream=True,
+                                       stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                       extra_body=extra)
+    counts = [(c.usage.completion_tokens, len(c.choices)) for c in stream]
+    assert counts[-1] == (5, 0) and counts[-2][0] == 5  # the closing usage chunk, and the last choice chunk's count
+    assert [n for n, _ in counts] == sorted(n for n, _ in counts)
+
+
 def test_chat_logprobs(client, server):
     resp = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
                                           temperature=0, logprobs=True, top_logprobs=2, extra_body={"ignore_eos": True})
