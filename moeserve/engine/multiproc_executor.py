@@ -6,6 +6,12 @@ process is RANK 0. Each step: broadcast the plan (msgpack) on the plan group, ru
 here, gather the group leaders' sampled tokens on the result group. Any failure (a rank raising,
 dying, or a collective timing out) becomes EngineDeadError; a watchdog turns a dead child into an
 stop of the whole world, so a dead rank never leaves the server hanging.
+
+An idle server runs no step, and ranks on other nodes are no children of this process to watch, so
+`check_health` (called between steps by the engine loop) runs an empty probe step through every
+layer's collectives once the world has been idle for PROBE_IDLE_S: a rank that died while nothing
+was running is found within seconds (its peers' sockets close) or within the step timeout (stuck),
+not only when the next request arrives.
 """
 from __future__ import annotations
 
@@ -19,12 +25,14 @@ import threading
 import time
 
 from moeserve.config import EngineConfig, config_to_dict
-from moeserve.core.step_plan import StepPlan, StepResult
+from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
 from moeserve.errors import EngineDeadError
 
 log = logging.getLogger("moeserve.executor")
+
+PROBE_IDLE_S = 5.0  # idle this long: check_health runs an empty step through every collective
 
 
 def free_port() -> int:
@@ -42,6 +50,9 @@ class MultiprocExecutor:
         self.num_groups = parallel.num_attention_groups
         self.dead: str | None = None
         self._stopping = False
+        self._last_step = time.monotonic()
+        self.probe_idle_s = PROBE_IDLE_S
+        self.num_probes = 0
         self._procs: list[subprocess.Popen] = []
         env = RankEnv.from_environ()
         if env is None:
@@ -94,11 +105,17 @@ class MultiprocExecutor:
             time.sleep(0.2)
 
     def check_health(self) -> None:
+        """Raises EngineDeadError once any rank is known dead; when idle, probes the world first."""
         if self.dead:
             raise EngineDeadError(self.dead)
+        if time.monotonic() - self._last_step >= self.probe_idle_s:
+            self.num_probes += 1
+            self.execute(StepPlan(step=-1, groups=[GroupBatch(g) for g in range(self.num_groups)]))
 
     def execute(self, plan: StepPlan) -> StepResult:
-        self.check_health()
+        if self.dead:
+            raise EngineDeadError(self.dead)
+        self._last_step = time.monotonic()
         try:
             broadcast_bytes(encode_plan(plan), self.groups.plan_group)
             error = None

@@ -1,11 +1,25 @@
 """Every error the HTTP API answers, in the OpenAI shape {"error": {message, type, param, code}}.
 
-Messages are written here or by validation code we own; exception text from elsewhere is never
-echoed, so no traceback, file path or memory address reaches a client.
+Messages are written here or by validation code we own. The one exception is why the engine died
+(a rank's error, a collective's failure), which an operator needs to see in /health and the 503s;
+it passes through `public_reason` first, so no file path or memory address reaches a client
+(gloo's errors, for one, name the C++ source file they come from).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_PATH = re.compile(r"\[?(?<![\w.])(?:[A-Za-z]:)?/(?:[\w.@+~-]+/)+[\w.@+~-]*(?::\d+)?\]?")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+MAX_REASON_CHARS = 300
+
+
+def public_reason(text: str) -> str:
+    """An engine failure's text with file paths and memory addresses cut out, at most MAX_REASON_CHARS."""
+    text = _ADDRESS.sub("<address>", _PATH.sub("", text))
+    text = re.sub(r"\s{2,}", " ", text).strip()
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 
 from fastapi.responses import JSONResponse
 
@@ -51,7 +65,8 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 
 
 def unavailable(message: str = "the engine is not available") -> ApiError:
-    return ApiError(503, message, code="engine_unavailable", headers={"Retry-After": "5"})
+    """A 503; `message` may carry an engine failure's text, so it is passed through public_reason."""
+    return ApiError(503, public_reason(message), code="engine_unavailable", headers={"Retry-After": "5"})
 
 
 def from_request_error(e: Any) -> ApiError:

@@ -168,3 +168,15 @@ def test_queue_full_and_retry_after_shape():
 
 def test_health_needs_no_key(server):
     assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_engine_failure_text_loses_paths_and_addresses():
+    from moeserve.server.api_errors import public_reason, unavailable
+
+    gloo = ("step 3 failed: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+            "Connection closed by peer [127.0.0.1]:22928, object at 0x7f8285520540 in /usr/lib/libx.so")
+    cleaned = public_reason(gloo)
+    assert "Connection closed by peer [127.0.0.1]:22928" in cleaned and "step 3 failed" in cleaned
+    assert not _LEAKS.search(cleaned) and "pair.cc" not in cleaned and "libx" not in cleaned, cleaned
+    assert public_reason("ids must lie in [0, 4096)") == "ids must lie in [0, 4096)"  # our own text is untouched
+    assert len(unavailable("x" * 5000).message) <= 300
