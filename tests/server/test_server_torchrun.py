@@ -81,10 +81,11 @@ def test_two_torchrun_nodes_serve_and_a_dead_idle_rank_turns_health_503(llm):
         assert not re.search(r"/\w+/|\.cc:|\.py\b|0x[0-9a-f]{6,}", message), message
         late = httpx.post(url + "/v1/completions", json=body, timeout=30)
         assert late.status_code == 503
-    finally:
-        for proc in nodes:
+    finally:  # torchrun starts its ranks in their own sessions: kill the whole tree, leaves first
+        for pid in [p for proc in nodes for p in descendants(proc.pid)][::-1] + [proc.pid for proc in nodes]:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for proc in nodes:
             proc.wait(timeout=30)
