@@ -29,15 +29,24 @@ def rope_parameters(hf_config: Any) -> dict:
     return scaling
 
 
-def inv_freq_for(params: dict, dim: int) -> tuple[torch.Tensor, float]:
-    """(inv_freq [dim / 2] fp32, cos/sin scaling) for the rope types plain attention supports."""
+def inv_freq_for(params: dict, dim: int, max_position_embeddings: int | None = None) -> tuple[torch.Tensor, float]:
+    """(inv_freq [dim / 2] fp32, cos/sin scaling) for the rope types plain attention supports:
+    default, linear and yarn (Qwen3-MoE's long-context setting; the formulas of dense/yarn.py, which
+    DeepSeek's MLA uses too, with transformers' `_compute_yarn_parameters` defaults)."""
     rope_type = params.get("rope_type", "default")
     theta = float(params["rope_theta"])
     if rope_type == "default":
         return default_inv_freq(dim, theta), 1.0
     if rope_type == "linear":
         return default_inv_freq(dim, theta) / float(params["factor"]), 1.0
-    raise ValueError(f"rope_type {rope_type!r} is not supported here; supported: default, linear (yarn: dense/yarn.py)")
+    if rope_type == "yarn":
+        from moeserve.dense.yarn import inv_freq_and_attention_factor, rope_config_from_params
+
+        if max_position_embeddings is None and not params.get("original_max_position_embeddings"):
+            raise ValueError("yarn rope needs max_position_embeddings or original_max_position_embeddings")
+        rope = rope_config_from_params(params, dim, max_position_embeddings or params["original_max_position_embeddings"])
+        return inv_freq_and_attention_factor(rope)
+    raise ValueError(f"rope_type {rope_type!r} is not supported here; supported: default, linear, yarn")
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

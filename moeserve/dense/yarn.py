@@ -58,19 +58,25 @@ def rope_config_from_hf(hf_config: Any, dim: int) -> RopeConfig:
         raise ValueError(
             f"rope type {rope_type!r} is not supported for DeepSeek; valid: {', '.join(SUPPORTED_ROPE_TYPES)}"
         )
-    theta = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+    params.setdefault("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+    return rope_config_from_params(params, dim, hf_config.max_position_embeddings)
+
+
+def rope_config_from_params(params: dict, dim: int, max_position_embeddings: int) -> RopeConfig:
+    """A RopeConfig from a rope dict (rope_type, rope_theta, YaRN's fields), with transformers' defaults:
+    a missing `factor` is max_position_embeddings / original_max_position_embeddings, a missing
+    original_max_position_embeddings is max_position_embeddings."""
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    theta = float(params.get("rope_theta", 10000.0))
     if rope_type == "default":
-        return RopeConfig("default", dim, float(theta))
+        return RopeConfig("default", dim, theta)
+    original = params.get("original_max_position_embeddings") or max_position_embeddings
     return RopeConfig(
         rope_type="yarn",
         dim=dim,
-        theta=float(theta),
-        factor=float(params["factor"])
-        if params.get("factor") is not None
-        else (hf_config.max_position_embeddings / params["original_max_position_embeddings"]),
-        original_max_position_embeddings=int(
-            params.get("original_max_position_embeddings") or hf_config.max_position_embeddings
-        ),
+        theta=theta,
+        factor=float(params["factor"]) if params.get("factor") is not None else max_position_embeddings / original,
+        original_max_position_embeddings=int(original),
         beta_fast=float(params.get("beta_fast") or 32),
         beta_slow=float(params.get("beta_slow") or 1),
         mscale=params.get("mscale"),

@@ -107,6 +107,10 @@ class CheckpointReader:
         """Raise if any tensor on disk was neither read nor claimed; closes the progress bar."""
         self._bar.close()
         unknown = [n for n in self._file_of if n not in self._seen and not n.endswith(self._ignore)]
+        # zero-element tensors carry no weights: transformers writes them for a part configured to size 0
+        # (Qwen2-MoE's shared_expert_intermediate_size=0, DeepSeek's n_shared_experts=0) and runs the
+        # model as if the part were absent, which is what moeserve builds
+        unknown = [n for n in unknown if 0 not in self.shape(n)]
         self._handles.clear()
         if unknown:
             shown = ", ".join(sorted(unknown)[:10])

@@ -21,7 +21,7 @@ def head_dim(cfg: Any) -> int:
 
 
 def make_rotary(cfg: Any) -> RotaryEmbedding:
-    inv_freq, scaling = inv_freq_for(rope_parameters(cfg), head_dim(cfg))
+    inv_freq, scaling = inv_freq_for(rope_parameters(cfg), head_dim(cfg), getattr(cfg, "max_position_embeddings", None))
     return RotaryEmbedding(inv_freq, scaling)
 
 

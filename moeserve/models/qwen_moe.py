@@ -50,6 +50,8 @@ class _QwenMoeBase(MoEDecoderModel):
         load_attention_and_norms(reader, layer, prefix)
         if isinstance(layer.mlp, MoELayer):
             load_moe(reader, layer.mlp, f"{prefix}.mlp")
+            if layer.mlp.shared_expert is None:  # shared_expert_intermediate_size 0: the gate scales zeros
+                reader.claim([f"{prefix}.mlp.shared_expert_gate.weight"])
         else:
             layer.mlp.load(reader, f"{prefix}.mlp")
 

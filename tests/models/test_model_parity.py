@@ -117,10 +117,17 @@ FLAG_VARIANTS = [
     ("qwen2_moe", dict(use_sliding_window=True, sliding_window=4, max_window_layers=2, norm_topk_prob=True)),
     ("olmoe", dict(norm_topk_prob=True, attention_bias=True, clip_qkv=None)),
     ("mixtral", dict(head_dim=24, rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0})),
+    # shared_expert_intermediate_size 0: transformers writes zero-size shared-expert tensors and a gate
+    ("qwen2_moe", dict(shared_expert_intermediate_size=0)),
+    # YaRN outside DeepSeek: Qwen3-MoE's long-context setting, and Mixtral with other betas
+    ("qwen3_moe", dict(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                        "original_max_position_embeddings": 64})),
+    ("mixtral", dict(head_dim=16, rope_parameters={"rope_type": "yarn", "rope_theta": 1000.0, "factor": 8.0,
+                                                   "beta_fast": 16, "original_max_position_embeddings": 32})),
 ]
 
 
-@pytest.mark.parametrize("arch,flags", FLAG_VARIANTS, ids=[a for a, _ in FLAG_VARIANTS])
+@pytest.mark.parametrize("arch,flags", FLAG_VARIANTS, ids=[f"{a}-{i}" for i, (a, _) in enumerate(FLAG_VARIANTS)])
 def test_config_flag_variants(arch, flags, tmp_path):
     model = make_hf_model(arch, **flags)
     runner = runner_for(save_checkpoint(model, tmp_path), num_blocks=16)
