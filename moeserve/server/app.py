@@ -23,6 +23,7 @@ from moeserve.server.api_errors import ApiError, unavailable
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
+from moeserve.server.tokenize_routes import detokenize, tokenize
 
 logger = logging.getLogger("moeserve.server")
 _OPEN_PATHS = ("/health",)  # answered without an API key
@@ -93,6 +94,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:
 
     app.add_api_route("/v1/completions", create_completion, methods=["POST"])
     app.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+    app.add_api_route("/tokenize", tokenize, methods=["POST"])
+    app.add_api_route("/detokenize", detokenize, methods=["POST"])
 
 
 def _trace_route(state: ServerState, action: str):
@@ -118,7 +121,7 @@ def _error_handlers(app: FastAPI, state: ServerState) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> Any:
-        message = {404: "no such route; see /v1/models, /v1/completions, /v1/chat/completions", 405: "method not allowed on this route"}
+        message = {404: "no such route; see /v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize", 405: "method not allowed on this route"}
         return ApiError(e.status_code, message.get(e.status_code, "request refused"), code=str(e.status_code)).response()
 
     @app.exception_handler(Exception)

@@ -29,13 +29,15 @@ def _content(message: ChatMessage) -> str:
     return "".join(part.text or "" for part in message.content)
 
 
-def _prompt(state: ServerState, req: ChatCompletionRequest) -> list[int]:
+def render_messages(state: ServerState, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+    """The chat template applied to `messages` (checked by `check_messages`), tokenized."""
     from jinja2 import TemplateError
 
-    messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
+    turns = [{"role": m.role, "content": _content(m)} for m in messages]
     template = getattr(state.tokenizer, "chat_template", None) or CHAT_TEMPLATE
     try:
-        text = state.tokenizer.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
+        text = state.tokenizer.apply_chat_template(turns, chat_template=template,
+                                                   add_generation_prompt=add_generation_prompt, tokenize=False)
     except TemplateError as e:
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
     ids = state.tokenizer.encode(text, add_special_tokens=False)
@@ -53,7 +55,12 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
     if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
         raise bad_request(f"top_logprobs must be an integer in [0, 20], got {req.top_logprobs}", param="top_logprobs")
-    for i, m in enumerate(req.messages):
+    check_messages(req.messages)
+
+
+def check_messages(messages: list[ChatMessage]) -> None:
+    """Refuses turns the template cannot take: missing content, non-text parts."""
+    for i, m in enumerate(messages):
         if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
             raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
         for j, part in enumerate(m.content if isinstance(m.content, list) else []):
@@ -120,7 +127,7 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)
-    prompt = await common.tokenize(state, _prompt, state, req)
+    prompt = await common.tokenize(state, render_messages, state, req.messages)
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None

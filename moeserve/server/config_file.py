@@ -70,7 +70,7 @@ FLAGS: list[Flag] = [
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
-    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1, else agrs for tiny steps or ep <= top-k, else a2a)"),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1; agrs for steps of <= 32 tokens on <= 2 ranks; else a2a; docs/dispatch.md)"),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank (default: one per 1024 hidden, at most the rank's share of the cores; 2 on an idle 2-core machine is a quarter faster for tiny models, many times slower when the cores are shared)"),

@@ -91,6 +91,29 @@ class ChatCompletionRequest(_Sampling):
     tool_choice: Any = None
 
 
+class TokenizeRequest(_Strict):
+    """POST /tokenize with a prompt (vLLM's extension): the ids /v1/completions would serve."""
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+    return_token_strs: bool = False
+
+
+class TokenizeChatRequest(_Strict):
+    """POST /tokenize with messages: the ids /v1/chat/completions would serve."""
+
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    add_generation_prompt: bool = True
+    return_token_strs: bool = False
+
+
+class DetokenizeRequest(_Strict):
+    model: str | None = None
+    tokens: list[Annotated[int, Field(ge=-_MAX_INT, le=_MAX_INT)]]
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

@@ -1,0 +1,44 @@
+"""POST /tokenize and /detokenize, vLLM's extensions: a client counts or inspects tokens exactly as
+the generation endpoints will, without generating.
+
+    /tokenize   {"prompt": str, "add_special_tokens": true}           as /v1/completions tokenizes
+                {"messages": [...], "add_generation_prompt": true}     as /v1/chat/completions renders
+                -> {"count", "max_model_len", "tokens", "token_strs" (null unless return_token_strs)}
+    /detokenize {"tokens": [int, ...]} -> {"prompt": str}
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from moeserve.server import common
+from moeserve.server.chat import check_messages, render_messages
+from moeserve.server.common import ServerState
+from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest, parse_json, validate
+
+
+def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
+    if isinstance(req, TokenizeChatRequest):
+        return render_messages(state, req.messages, req.add_generation_prompt)
+    return state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+
+
+async def tokenize(request: Request) -> Any:
+    state: ServerState = request.app.state.server
+    data = parse_json(await common.read_body(request, state.config.max_body_bytes))
+    req = validate(TokenizeChatRequest if "messages" in data else TokenizeRequest, data)
+    common.check_model(state, req.model)
+    if isinstance(req, TokenizeChatRequest):
+        check_messages(req.messages)
+    ids = await common.tokenize(state, _encode, state, req)
+    strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
+    return {"count": len(ids), "max_model_len": state.max_model_len, "tokens": ids, "token_strs": strs}
+
+
+async def detokenize(request: Request) -> Any:
+    state: ServerState = request.app.state.server
+    req = validate(DetokenizeRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    common.check_model(state, req.model)
+    common.check_token_ids(state, req.tokens, "tokens")
+    return {"prompt": await common.tokenize(state, state.tokenizer.decode, req.tokens)}
