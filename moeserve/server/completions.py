@@ -29,6 +29,10 @@ def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
     return ids
 
 
+def _decode_all(state: ServerState, prompts: list[list[int]]) -> list[str]:
+    return [state.tokenizer.decode(p) for p in prompts]
+
+
 def _refuse_unsupported(req: CompletionRequest) -> None:
     if req.suffix:
         raise bad_request("suffix is not supported", param="suffix")
@@ -155,7 +159,7 @@ async def create_completion(request: Request) -> Any:
     params = common.sampling_params(state, req, max_tokens, req.logprobs, len(prompts))
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
-    prompt_texts = [state.tokenizer.decode(p) for p in prompts] if req.echo else []
+    prompt_texts = await common.tokenize(state, _decode_all, state, prompts) if req.echo else []
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params)
     await gen.start()
     if req.stream:
