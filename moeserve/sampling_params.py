@@ -135,6 +135,8 @@ def _bias_dict(bias: Any) -> dict[int, float] | None:
         for token, value in pairs:
             if isinstance(token, bool) or isinstance(value, bool):
                 raise TypeError
+            if isinstance(token, str) and not (token.isascii() and token.isdigit() and str(int(token)) == token):
+                raise ValueError  # "05", "+5", " 5", "1_0": int() takes them, OpenAI's keys are plain ids
             out[int(token)] = float(value)
     except (TypeError, ValueError):
         raise SamplingParamsError("logit_bias must map token ids (integers) to numbers", "logit_bias") from None

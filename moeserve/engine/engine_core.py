@@ -130,6 +130,8 @@ class EngineCore:
             raise RequestError("stop strings need a tokenizer and this checkpoint has none", param="stop")
         if min(prompt) < 0 or max(prompt) >= self.vocab_size:
             raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
+        if params.stop_token_ids and max(params.stop_token_ids) >= self.vocab_size:
+            raise RequestError(f"stop_token_ids must lie in [0, {self.vocab_size})", param="stop_token_ids")
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
         wanted = len(prompt) + (params.max_tokens or 1)

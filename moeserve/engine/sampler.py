@@ -141,11 +141,14 @@ class Sampler:
 
     @staticmethod
     def _mask_min_tokens(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
-        """-inf at the end-of-sequence and stop token ids of rows still short of min_tokens."""
+        """-inf at the end-of-sequence and stop token ids of rows still short of min_tokens. A row whose
+        stop ids cover the whole vocabulary is left unmasked: there is always a token to sample."""
         rows, cols = [], []
         for i, s in enumerate(states):
             if s.masked:
                 banned = [t for t in s.banned_ids if t < logits.shape[1]]
+                if len(set(banned)) >= logits.shape[1]:
+                    continue
                 rows += [i] * len(banned)
                 cols += banned
         if not rows:

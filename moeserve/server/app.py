@@ -31,11 +31,13 @@ _OPEN_PATHS = ("/health",)  # answered without an API key
 
 class Gate:
     """Pure ASGI middleware (it must not wrap `receive`, which disconnect detection reads):
-    401 without the right API key, 503 for new requests once the server is draining."""
+    401 without the right API key, 503 for new requests once the server is draining, and the count
+    of every response by route and status (`moeserve_http_responses_total`)."""
 
-    def __init__(self, app: ASGIApp, state: ServerState):
+    def __init__(self, app: ASGIApp, state: ServerState, routes: set[str]):
         self.app = app
         self.state = state
+        self.routes = routes  # fixed paths; anything else is labelled by its family or "other"
         key = state.config.api_key
         self.expected = f"Bearer {key}".encode() if key else None
 
@@ -43,14 +45,31 @@ class Gate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        error = None
-        if self.expected is not None and path not in _OPEN_PATHS and not self._authorized(scope):
-            error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
-        elif self.state.draining and path not in ("/metrics",):
-            error = unavailable("the server is shutting down")
-        if error is None:
-            return await self.app(scope, receive, send)
-        await error.response()(scope, receive, send)
+        status = 500  # what the client sees if nothing was sent
+
+        async def counted(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            error = None
+            if self.expected is not None and path not in _OPEN_PATHS and not self._authorized(scope):
+                error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+            elif self.state.draining and path not in ("/metrics",):
+                error = unavailable("the server is shutting down")
+            if error is None:
+                return await self.app(scope, receive, counted)
+            await error.response()(scope, receive, counted)
+        finally:
+            self.state.metrics.http.labels(route=self._route_label(path), status=str(status)).inc()
+
+    def _route_label(self, path: str) -> str:
+        """A bounded label set: clients choose paths, and every distinct label is a series kept forever."""
+        if path in self.routes:
+            return path
+        return "/v1/models/{model}" if path.startswith("/v1/models/") else "other"
 
     def _authorized(self, scope: Scope) -> bool:
         given = b""
@@ -116,7 +135,6 @@ def _trace_route(state: ServerState, action: str):
 def _error_handlers(app: FastAPI, state: ServerState) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError) -> Any:
-        state.metrics.http.labels(route=request.url.path, status=str(e.status)).inc()
         return e.response()
 
     @app.exception_handler(StarletteHTTPException)
@@ -135,4 +153,5 @@ def build_app(state: ServerState) -> Any:
     app.state.server = state
     _routes(app, state)
     _error_handlers(app, state)
-    return Gate(app, state)
+    fixed = {route.path for route in app.routes if "{" not in getattr(route, "path", "{")}
+    return Gate(app, state, fixed)

@@ -26,20 +26,25 @@ def _content(message: ChatMessage) -> str:
         return ""
     if isinstance(message.content, str):
         return message.content
-    return "".join(part.text or "" for part in message.content)
+    return "\n".join(part.text or "" for part in message.content)  # vLLM joins text parts with newlines
 
 
-def render_messages(state: ServerState, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
-    """The chat template applied to `messages` (checked by `check_messages`), tokenized."""
+def render_messages(state: ServerState, req: Any) -> list[int]:
+    """The chat template applied to req.messages (checked by `check_messages`), tokenized; req has
+    add_generation_prompt and continue_final_message (a chat or a /tokenize request)."""
     from jinja2 import TemplateError
 
-    turns = [{"role": m.role, "content": _content(m)} for m in messages]
+    turns = [{"role": m.role, "content": _content(m)} for m in req.messages]
     template = getattr(state.tokenizer, "chat_template", None) or CHAT_TEMPLATE
     try:
-        text = state.tokenizer.apply_chat_template(turns, chat_template=template,
-                                                   add_generation_prompt=add_generation_prompt, tokenize=False)
+        text = state.tokenizer.apply_chat_template(
+            turns, chat_template=template, add_generation_prompt=req.add_generation_prompt,
+            continue_final_message=req.continue_final_message, tokenize=False)
     except TemplateError as e:
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
+    except ValueError as e:  # continue_final_message on a template that does not end the turn with its content
+        raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
+                          param="continue_final_message") from None
     ids = state.tokenizer.encode(text, add_special_tokens=False)
     if not ids:
         raise bad_request("the messages render to an empty prompt", param="messages")
@@ -55,11 +60,15 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
     if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
         raise bad_request(f"top_logprobs must be an integer in [0, 20], got {req.top_logprobs}", param="top_logprobs")
-    check_messages(req.messages)
+    check_messages(req)
 
 
-def check_messages(messages: list[ChatMessage]) -> None:
-    """Refuses turns the template cannot take: missing content, non-text parts."""
+def check_messages(req: Any) -> None:
+    """Refuses what the template cannot take: missing content, non-text parts, continuing a final
+    message while also opening a new assistant turn."""
+    if req.continue_final_message and req.add_generation_prompt:
+        raise bad_request("continue_final_message needs add_generation_prompt: false", param="continue_final_message")
+    messages = req.messages
     for i, m in enumerate(messages):
         if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
             raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
@@ -76,7 +85,7 @@ def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
 
     def entry(tok: int, lp: float) -> dict[str, Any]:
         text = decode([tok])
-        return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+        return {"token": text, "logprob": common.json_logprob(lp), "bytes": list(text.encode("utf-8"))}
 
     return {"content": [dict(entry(tok, lp), top_logprobs=[entry(t, v) for t, v in top])
                         for tok, lp, top in choice.logprobs[start:]]}
@@ -127,7 +136,7 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)
-    prompt = await common.tokenize(state, render_messages, state, req.messages)
+    prompt = await common.tokenize(state, render_messages, state, req)
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None

@@ -169,6 +169,14 @@ def token_ids_fields(req: Any, gen: Generation, choice: Any, token_ids: list[int
     return fields
 
 
+LOGPROB_FLOOR = -9999.0  # vLLM's: JSON has no -inf or NaN, so a masked token's logprob reads as this
+
+
+def json_logprob(lp: float) -> float:
+    """A logprob JSON can carry: -inf and NaN (a masked or broken row) become LOGPROB_FLOOR."""
+    return lp if lp >= LOGPROB_FLOOR else LOGPROB_FLOOR  # NaN fails the comparison too
+
+
 def sse(data: Any) -> bytes:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 

@@ -54,12 +54,12 @@ def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offse
     for tok, lp, top in entries:
         text = decode([tok])
         tokens.append(text)
-        token_logprobs.append(lp)
+        token_logprobs.append(None if lp is None else common.json_logprob(lp))
         if lp is None:
             top_logprobs.append(None)
         else:
-            alternatives = {decode([t]): v for t, v in top}
-            alternatives.setdefault(text, lp)
+            alternatives = {decode([t]): common.json_logprob(v) for t, v in top}
+            alternatives.setdefault(text, common.json_logprob(lp))
             top_logprobs.append(alternatives)
         offsets.append(offset)
         offset += len(text)
@@ -155,6 +155,10 @@ async def create_completion(request: Request) -> Any:
     prompts = await common.tokenize(state, _prompts, state, req.prompt) if has_text else _prompts(state, req.prompt)
     max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
     if _echo_only(req):
+        if max(len(p) for p in prompts) >= state.max_model_len:
+            raise bad_request(
+                f"echo with max_tokens 0 generates one hidden token, so a prompt it scores may have at most "
+                f"{state.max_model_len - 1} tokens (max_model_len {state.max_model_len} - 1)", param="prompt")
         max_tokens = 1  # generated and left out of the response
     params = common.sampling_params(state, req, max_tokens, req.logprobs, len(prompts))
     if req.echo and req.logprobs is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from moeserve.server.api_errors import ApiError, bad_request
 
@@ -30,8 +30,19 @@ class ResponseFormat(_Strict):
     type: str
 
 
+# OpenAI types these "X or null": null means the default (clients that serialize unset fields send it)
+_NULL_MEANS_DEFAULT = ("n", "stream", "echo", "logprobs")
+
+
 class _Sampling(_Strict):
     """Fields shared by both endpoints."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(data.get(k, 0) is None for k in _NULL_MEANS_DEFAULT):
+            data = {k: v for k, v in data.items() if not (v is None and k in _NULL_MEANS_DEFAULT)}
+        return data
 
     model: str | None = None
     n: int = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
@@ -89,6 +100,8 @@ class ChatCompletionRequest(_Sampling):
     top_logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     tools: list[Any] | None = None
     tool_choice: Any = None
+    add_generation_prompt: bool = True  # vLLM's: end the prompt with the assistant turn's opening
+    continue_final_message: bool = False  # vLLM's: leave the last (assistant) message open and continue it
 
 
 class TokenizeRequest(_Strict):
@@ -106,6 +119,7 @@ class TokenizeChatRequest(_Strict):
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
     return_token_strs: bool = False
 
 
@@ -154,8 +168,28 @@ _SHAPE_HINTS = {
 }
 
 
+# Fields of OpenAI's or vLLM's API that change what is generated and that moeserve does not serve:
+# refused by name (unknown fields are otherwise ignored), unless they carry their "off" value.
+UNSERVED_FIELDS = {
+    "functions": "function calling", "function_call": "function calling", "audio": "audio output",
+    "modalities": "text is the only output", "guided_json": "guided decoding", "guided_regex": "guided decoding",
+    "guided_choice": "guided decoding", "guided_grammar": "guided decoding", "structured_outputs": "guided decoding",
+    "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
+    "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
+}
+_OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
+
+
+def refuse_unserved(data: dict[str, Any]) -> None:
+    for name, what in UNSERVED_FIELDS.items():
+        if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in _OFF_VALUES):
+            raise bad_request(f"{name} is not supported by this server ({what})", param=name)
+
+
 def validate(model: type[_Strict], data: dict[str, Any]) -> Any:
     """Validates `data` against `model`; the first problem becomes a 400 naming the field."""
+    if issubclass(model, _Sampling):
+        refuse_unserved(data)
     try:
         return model.model_validate(data)
     except ValidationError as e:

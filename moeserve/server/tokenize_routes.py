@@ -20,7 +20,7 @@ from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, Tok
 
 def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
     if isinstance(req, TokenizeChatRequest):
-        return render_messages(state, req.messages, req.add_generation_prompt)
+        return render_messages(state, req)
     return state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
 
 
@@ -30,7 +30,7 @@ async def tokenize(request: Request) -> Any:
     req = validate(TokenizeChatRequest if "messages" in data else TokenizeRequest, data)
     common.check_model(state, req.model)
     if isinstance(req, TokenizeChatRequest):
-        check_messages(req.messages)
+        check_messages(req)
     ids = await common.tokenize(state, _encode, state, req)
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
     return {"count": len(ids), "max_model_len": state.max_model_len, "tokens": ids, "token_strs": strs}

@@ -272,6 +272,16 @@ def test_min_tokens_masks_eos_and_stop_ids_until_enough_tokens():
     assert [g[2] for g in got] == [3] * 5
 
 
+def test_min_tokens_never_masks_the_whole_vocabulary():
+    """stop ids covering every token: the mask is not applied (no all -inf row, finite logprobs)."""
+    base = torch.zeros(V)
+    base[7] = 5.0
+    params = SamplingParams(temperature=0.0, min_tokens=2, stop_token_ids=list(range(V)), logprobs=1)
+    s = sampler_with(m=params)
+    out = s.sample(base[None], ["m"])[0]
+    assert out.token_id == 7 and math.isfinite(out.logprob)
+
+
 @pytest.mark.parametrize(
     "kwargs, param",
     [(dict(repetition_penalty=0.0), "repetition_penalty"), (dict(repetition_penalty=-1.0), "repetition_penalty"),

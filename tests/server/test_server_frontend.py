@@ -3,6 +3,7 @@ happens when the engine dies or gets stuck. Fast: no model, no subprocess."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 
@@ -91,6 +92,27 @@ class GatedTokenizer(FakeTokenizer):
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         self.timed_out = not self.gate.wait(10)
         return super().encode(text, add_special_tokens)
+
+
+def test_http_responses_are_counted_by_route_with_a_bounded_label_set():
+    """Every response counts (2xx and errors), and client-chosen paths cannot add series."""
+    async def main():
+        http, client, _ = await make_app(FakeEngine(max_waiting=10))
+        ok = await http.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 2})
+        for i in range(20):
+            await http.get(f"/v1/models/m{i}")
+            await http.get(f"/nothing/{i}")
+        metrics = (await http.get("/metrics")).text
+        await client.shutdown(1.0)
+        return ok, metrics
+
+    ok, metrics = asyncio.run(main())
+    assert ok.status_code == 200
+    counts = {m[1]: float(m[2]) for m in re.finditer(r"^moeserve_http_responses_total\{(.*)\} (\S+)$", metrics, re.M)}
+    assert counts['route="/v1/completions",status="200"'] == 1
+    assert counts['route="/v1/models/{model}",status="404"'] == 20
+    assert counts['route="other",status="404"'] == 20
+    assert len(counts) == 3, counts
 
 
 def test_tokenizing_a_prompt_does_not_block_other_requests():
