@@ -139,19 +139,25 @@ class MultiprocExecutor:
         return merged
 
     def shutdown(self) -> None:
+        """Tell the ranks to stop and give them 10 s; a dead world (a rank exited, a step failed or
+        timed out) is killed at once. The kill runs however this ends: a SIGTERM arriving during the
+        wait (SystemExit) must not leave a stuck rank (e.g. a SIGSTOPped one, which no watcher thread
+        of its own can end) behind."""
         self._stopping = True
-        if self.dead is None:
-            try:
-                broadcast_bytes(encode_plan(None), self.groups.plan_group)
-            except Exception:
-                log.warning("could not tell the ranks to stop; killing them")
-        deadline = time.monotonic() + 10
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill_children()
+        try:
+            if self.dead is None:
+                try:
+                    broadcast_bytes(encode_plan(None), self.groups.plan_group)
+                except Exception:
+                    log.warning("could not tell the ranks to stop; killing them")
+                deadline = time.monotonic() + 10
+                for proc in self._procs:
+                    try:
+                        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+        finally:
+            self._kill_children()
         import torch.distributed as dist
 
         if dist.is_initialized():

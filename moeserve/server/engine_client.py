@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -131,6 +132,8 @@ class EngineClient:
             if proc is None or await self._wait_exit(proc, timeout_s if sig is None else 5.0):
                 break
             getattr(proc, sig)()
+        if proc is not None:
+            _kill_group(proc.pid)
         for task in self._tasks:
             task.cancel()
         if self._writer is not None:
@@ -272,3 +275,13 @@ class EngineClient:
                 route.added.set_exception(error)
             route.queue.put_nowait(error)
         self._routes.clear()
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of the engine's process group (the engine leads its own session, and
+    the ranks it spawns join its group): a rank that cannot run its own parent watcher (stopped,
+    or stuck in the kernel) would otherwise outlive the server. Nothing left: nothing to do."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

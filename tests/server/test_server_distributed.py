@@ -85,3 +85,46 @@ def test_killed_rank_gives_errors_health_503_and_no_rank_left():
             time.sleep(0.5)
     finally:
         srv.kill()
+
+
+@pytest.mark.timeout(900)
+def test_stopped_rank_times_out_and_no_process_outlives_the_server():
+    """A rank that stops making progress (SIGSTOP: alive, holding its sockets, running nothing, not even
+    its own parent watcher) fails the pending request after --step-timeout-s, turns /health to 503,
+    and is gone once the server has exited: only SIGKILL ends a stopped process."""
+    srv = ServerProcess("--ep", "2", "--tp", "1", "--max-model-len", "2048", "--step-timeout-s", "5",
+                        startup_timeout_s=400)
+    stopped = None
+    try:
+        engine = child_pids(srv.proc.pid)
+        tree = descendants(srv.proc.pid)
+        stopped = next(p for p in tree if p not in engine)
+        results: list[int | str] = []
+
+        def long_request() -> None:
+            body = {"model": srv.model, "prompt": "Hello", "max_tokens": 1500, "temperature": 0, "ignore_eos": True}
+            try:
+                results.append(httpx.post(srv.url + "/v1/completions", json=body, timeout=120).status_code)
+            except httpx.HTTPError as e:
+                results.append(type(e).__name__)
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        time.sleep(3)
+        os.kill(stopped, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        t.join(timeout=120)
+        assert results and results[0] != 200
+        while httpx.get(srv.url + "/health", timeout=5).status_code != 503:
+            assert time.monotonic() - stopped_at < 30, "/health still 200 30 s after a rank stopped"
+            time.sleep(0.5)
+        srv.terminate()
+        srv.wait(60)
+        deadline = time.monotonic() + 20
+        while any(alive(p) for p in tree):
+            assert time.monotonic() < deadline, [p for p in tree if alive(p)]
+            time.sleep(0.5)
+    finally:
+        if stopped is not None and alive(stopped):
+            os.kill(stopped, signal.SIGKILL)
+        srv.kill()
