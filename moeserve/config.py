@@ -99,6 +99,21 @@ class ParallelConfig:
             raise ConfigError(
                 f"--tp {self.tp} exceeds the {self.ranks_per_node} ranks per node: TP groups never straddle a node"
             )
+        if self.dispatch not in DISPATCH_BACKENDS:
+            raise ConfigError(f"--dispatch {self.dispatch!r} is not a backend; choose one of {', '.join(DISPATCH_BACKENDS)}")
+        if self.ep == 1 and self.dispatch in ("a2a", "agrs"):
+            raise ConfigError(f"--dispatch {self.dispatch} moves tokens between expert ranks and needs --ep > 1 "
+                              "(with --ep 1 every rank holds every expert: use local or auto)")
+        if self.ep > 1 and self.dispatch == "local":
+            raise ConfigError(f"--dispatch local keeps every expert on one rank; --ep is {self.ep}: use a2a, agrs or auto")
+        if self.backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"--backend {self.backend!r} is not supported; choose auto, gloo or nccl")
+        if not 0 < self.step_timeout_s < float("inf"):
+            raise ConfigError(f"--step-timeout-s must be a positive number of seconds, got {self.step_timeout_s}")
+
+
+# the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
+DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs")
 
 
 @dataclass(frozen=True)

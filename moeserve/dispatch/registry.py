@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from moeserve.config import DISPATCH_BACKENDS
 from moeserve.dispatch.a2a import A2ADispatcher
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
@@ -95,6 +96,9 @@ _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
     "agrs": _multi_rank(AgrsDispatcher, "agrs"),
     "auto": _auto,
 }
+
+
+assert set(_BACKENDS) == set(DISPATCH_BACKENDS), "config.DISPATCH_BACKENDS names the backends --dispatch accepts"
 
 
 def dispatcher_names() -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Sequence
 
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
@@ -57,6 +58,8 @@ class LLM:
         self.engine = EngineCore(config)
         self.tokenizer = self.engine.tokenizer
         self._ids = itertools.count()
+        # `del llm` (or losing the last reference) stops the engine and its ranks, as shutdown() does
+        self._finalizer = weakref.finalize(self, EngineCore.shutdown, self.engine)
 
     def generate(
         self, prompts: Prompt | Sequence[Prompt], params: SamplingParams | Sequence[SamplingParams] | None = None
@@ -68,25 +71,32 @@ class LLM:
             params = [params or SamplingParams()] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"got {len(prompts)} prompts but {len(params)} SamplingParams")
-        order = []
-        for prompt, p in zip(prompts, params):
-            if p.n != 1:
-                raise ValueError("LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
-            request_id = f"llm-{next(self._ids)}"
-            if isinstance(prompt, str) and self.tokenizer is None:
-                raise ValueError("this checkpoint has no tokenizer: pass prompts as lists of token ids")
-            ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-            self.engine.add_request(request_id, ids, p)
-            order.append(request_id)
-        finished: dict[str, RequestOutput] = {}
-        while len(finished) < len(order):
-            for out in self.engine.step():
-                if out.finished:
-                    finished[out.request_id] = out
-        return [finished[r] for r in order]
+        order: list[str] = []
+        try:
+            for prompt, p in zip(prompts, params):
+                if p.n != 1:
+                    raise ValueError("LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
+                if isinstance(prompt, str) and self.tokenizer is None:
+                    raise ValueError("this checkpoint has no tokenizer: pass prompts as lists of token ids")
+                ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+                request_id = f"llm-{next(self._ids)}"
+                self.engine.add_request(request_id, ids, p)
+                order.append(request_id)
+            finished: dict[str, RequestOutput] = {}
+            wanted = set(order)
+            while len(finished) < len(order):
+                for out in self.engine.step():
+                    if out.finished and out.request_id in wanted:
+                        finished[out.request_id] = out
+            return [finished[r] for r in order]
+        except BaseException:
+            # a refused prompt, Ctrl-C, an engine error: nothing of this call may keep running
+            for request_id in order:
+                self.engine.abort_request(request_id)
+            raise
 
     def shutdown(self) -> None:
-        self.engine.shutdown()
+        self._finalizer()  # runs EngineCore.shutdown once, however often this is called
 
     def __enter__(self) -> "LLM":
         return self

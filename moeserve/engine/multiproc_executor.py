@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from moeserve.config import EngineConfig, config_to_dict
+from moeserve.config import ConfigError, EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
@@ -56,6 +56,10 @@ class MultiprocExecutor:
         self._procs: list[subprocess.Popen] = []
         env = RankEnv.from_environ()
         if env is None:
+            if parallel.nodes > 1:
+                raise ConfigError(
+                    f"--nodes {parallel.nodes} needs a launcher that starts the ranks on every node (torchrun or "
+                    "deepspeed: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT unset here); without one, drop --nodes")
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
@@ -91,6 +95,19 @@ class MultiprocExecutor:
         )
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
+    def _note_exited_ranks(self, wait_s: float) -> None:
+        """Sets `dead` to the first spawned rank found exited within wait_s (none spawned: no wait)."""
+        deadline = time.monotonic() + wait_s
+        while self._procs and self.dead is None:
+            for rank, proc in enumerate(self._procs, start=1):
+                code = proc.poll()
+                if code is not None:
+                    self.dead = f"rank {rank} exited with code {code} (its error, if it raised one, is in the log)"
+                    return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
     def _watch_children(self) -> None:
         """A dead rank kills the rest of the world, so whatever rank 0 is blocked on fails at once
         instead of waiting for the step timeout; the next (or current) step raises EngineDeadError."""
@@ -113,21 +130,27 @@ class MultiprocExecutor:
             self.execute(StepPlan(step=-1, groups=[GroupBatch(g) for g in range(self.num_groups)]))
 
     def execute(self, plan: StepPlan) -> StepResult:
+        """One step on every rank. Any failure on rank 0 (its own error, or a collective that failed or
+        timed out because a rank died, stopped or raised and exited) ends the world at once: no further
+        collective is tried, since each would wait out the step timeout again. A BaseException
+        (Ctrl-C in LLM.generate) also ends it: the ranks are mid-step and out of step with rank 0."""
         if self.dead:
             raise EngineDeadError(self.dead)
         self._last_step = time.monotonic()
         try:
             broadcast_bytes(encode_plan(plan), self.groups.plan_group)
-            error = None
-            try:
-                own = self.worker.execute(plan)
-            except Exception as exc:
-                log.exception("rank 0 failed in step %d", plan.step)
-                own, error = StepResult(plan.step), f"rank 0 failed: {type(exc).__name__}: {exc}"
-            payloads = gather_bytes(encode_sampled(own.sampled, error, own.prompt_logprobs), self.groups.result_group)
-        except Exception as exc:  # a collective failed or timed out: some rank is dead or stuck
+            own = self.worker.execute(plan)
+            payloads = gather_bytes(encode_sampled(own.sampled, None, own.prompt_logprobs), self.groups.result_group)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                log.exception("step %d failed on rank 0", plan.step)
+            # a rank that raised exits at once (rank_worker); its exit names the failure better than
+            # the "connection closed" our collective saw
+            self._note_exited_ranks(wait_s=0.5)
             self.dead = self.dead or f"step {plan.step} failed: {type(exc).__name__}: {exc}"
-            raise EngineDeadError(self.dead) from exc
+            if isinstance(exc, Exception):
+                raise EngineDeadError(self.dead) from exc
+            raise
         merged = StepResult(step=plan.step)
         for payload in payloads:
             part = decode_result(payload)

@@ -38,7 +38,6 @@ def set_rank_threads(world_on_node: int) -> None:
 
 
 def run_rank(config: EngineConfig) -> int:
-    from moeserve.core.step_plan import StepResult
     from moeserve.engine.plan_codec import decode_plan, encode_sampled
     from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
     from moeserve.engine.worker import Worker
@@ -55,15 +54,16 @@ def run_rank(config: EngineConfig) -> int:
         plan = decode_plan(broadcast_bytes(None, groups.plan_group))
         if plan is None:
             break
-        error = None
         try:
             result = worker.execute(plan)
-        except Exception as exc:  # reported to rank 0, which fails the step and stops the world
-            log.exception("rank %d failed in step %d", env.rank, plan.step)
-            result, error = StepResult(plan.step), f"rank {env.rank} failed: {type(exc).__name__}: {exc}"
-        gather_bytes(encode_sampled(result.sampled, error, result.prompt_logprobs), groups.result_group)
-        if error:
-            return 1
+        except Exception:
+            # exit at once: the peers may be waiting for this rank inside a collective of the step,
+            # which only our closed sockets (and, on rank 0's node, our exit) end before the step
+            # timeout; rank 0 then fails the step and stops the world
+            log.exception("rank %d failed in step %d; exiting", env.rank, plan.step)
+            logging.shutdown()
+            os._exit(1)  # no interpreter teardown: a gloo group torn down mid-step may block
+        gather_bytes(encode_sampled(result.sampled, None, result.prompt_logprobs), groups.result_group)
     dist.destroy_process_group()
     return 0
 

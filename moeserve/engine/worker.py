@@ -20,7 +20,9 @@ class Worker:
         self.group = group
         self.runner = ModelRunner(config, ctx, dispatcher)  # builds the --dispatch backend itself
         self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx)
-        self.sampler = Sampler(seed=config.seed) if ctx.tp_rank == 0 else None
+        # each attention group samples its unseeded requests from its own stream: with one seed for
+        # all, two groups drew the same noise and returned the same "random" samples
+        self.sampler = Sampler(seed=group_seed(config.seed, group)) if ctx.tp_rank == 0 else None
 
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
@@ -46,3 +48,9 @@ class Worker:
         request_ids = [s.request_id for s in batch.seqs if s.sample]
         sampled = self.sampler.sample(logits, request_ids) if request_ids else []
         return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs)
+
+
+def group_seed(seed: int, group: int) -> int:
+    """The shared-generator seed of attention group `group`: group 0 keeps `seed` (one group behaves
+    as before), the others get distinct, well-separated seeds."""
+    return seed if group == 0 else (seed * 1_000_003 + group * 7_919 + 1) % (2**63 - 1)

@@ -149,4 +149,13 @@ class PlacementPlan:
     @classmethod
     def load(cls, path: str) -> "PlacementPlan":
         with open(path) as f:
-            return cls.from_json(json.load(f))
+            try:
+                obj = json.load(f)
+            except ValueError as e:
+                raise ValueError(f"placement plan {path} is not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"placement plan {path} must be a JSON object (moeserve place writes one)")
+        try:
+            return cls.from_json(obj)
+        except KeyError as e:
+            raise ValueError(f"placement plan {path} lacks the field {e}") from None

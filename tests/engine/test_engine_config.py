@@ -17,6 +17,23 @@ def test_mesh_errors_say_what_is_wrong(tp, ep, nodes, message):
         ParallelConfig(tp=tp, ep=ep, nodes=nodes).validate()
 
 
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(dispatch="bogus"), "is not a backend"),
+        (dict(dispatch="a2a"), "needs --ep > 1"),
+        (dict(dispatch="agrs", tp=2), "needs --ep > 1"),
+        (dict(dispatch="local", ep=2), "keeps every expert on one rank"),
+        (dict(backend="mpi"), "--backend 'mpi' is not supported"),
+        (dict(step_timeout_s=0), "positive number of seconds"),
+        (dict(step_timeout_s=-5), "positive number of seconds"),
+    ],
+)
+def test_flags_are_checked_before_any_rank_starts(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        ParallelConfig(**kwargs).validate()
+
+
 @pytest.mark.parametrize("tp,ep,world,groups", [(1, 1, 1, 1), (2, 1, 2, 1), (1, 4, 4, 4), (4, 16, 16, 4), (2, 2, 2, 1)])
 def test_mesh_sizes(tp, ep, world, groups):
     p = ParallelConfig(tp=tp, ep=ep)

@@ -55,3 +55,17 @@ def test_dispatch_backends_do_not_change_outputs(backend, tmp_path):
     rng = random.Random(2)
     prompts = [[rng.randrange(3, 96) for _ in range(n)] for n in (3, 11, 19)]
     _assert_same(_run(path, prompts, ep=4, tp=1, dispatch=backend), _run(path, prompts))
+
+
+@pytest.mark.timeout(300)
+def test_unseeded_samples_differ_across_attention_groups(tmp_path):
+    """Two attention groups must not share one noise stream: identical prompts sampled without a seed
+    at ep=2 (two groups) came back as identical pairs before each group's sampler got its own seed."""
+    _, path = make_checkpoint("mixtral", tmp_path)
+    llm = LLM(model=str(path), ep=2, tp=1)
+    try:
+        outs = llm.generate([[5, 6, 7]] * 4, SamplingParams(temperature=1.0, max_tokens=16, ignore_eos=True))
+    finally:
+        llm.shutdown()
+    samples = [tuple(o.token_ids) for o in outs]
+    assert len(set(samples)) == 4, samples

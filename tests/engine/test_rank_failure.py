@@ -1,8 +1,10 @@
 """A dead rank becomes an error, never a hang; an idle attention group keeps entering collectives."""
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +42,88 @@ def test_killed_rank_turns_into_an_error_and_no_process_is_left(tiny):
     assert time.monotonic() - started < 60
     llm.shutdown()
     assert all(p.poll() is not None for p in procs)
+
+
+@pytest.mark.timeout(240)
+def test_a_rank_that_raises_ends_the_step_at_once(tiny, monkeypatch):
+    """Rank 1 raises before its step's collectives while rank 0 waits in them: the step fails within
+    seconds (not after the 60 s step timeout), names the rank, and no process is left."""
+    inject = Path(__file__).parent / "inject"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "1:20")
+    llm = LLM(model=str(tiny), ep=2, tp=1)
+    procs = llm.engine.executor._procs
+    started = time.monotonic()
+    with pytest.raises(EngineDeadError, match="rank 1"):
+        llm.generate([[5, 6, 7]] * 4, SamplingParams(temperature=0.0, max_tokens=100, ignore_eos=True))
+    assert time.monotonic() - started < 30
+    with pytest.raises(EngineDeadError):  # the engine stays dead: no call blocks on a broken world
+        llm.generate([[1, 2]], SamplingParams(max_tokens=2))
+    llm.shutdown()
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_generate_after_a_refused_prompt_serves_only_its_own_requests(tiny):
+    """A refused prompt aborts the prompts of the same call that were already added: the next call
+    neither waits for them nor mistakes their outputs for its own."""
+    from moeserve.errors import RequestError
+
+    llm = LLM(model=str(tiny))
+    try:
+        with pytest.raises(RequestError):
+            llm.generate([[5, 6, 7], [10**6]], SamplingParams(max_tokens=30))
+        out = llm.generate([[8, 9]], SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True))
+        assert len(out) == 1 and len(out[0].token_ids) == 30
+        assert not llm.engine.has_unfinished_requests()
+    finally:
+        llm.shutdown()
+
+
+@pytest.mark.timeout(240)
+def test_dropping_an_llm_stops_its_ranks_and_another_can_start(tiny):
+    import gc
+
+    llm = LLM(model=str(tiny), ep=2, tp=1)
+    procs = llm.engine.executor._procs
+    del llm
+    gc.collect()
+    for p in procs:
+        p.wait(timeout=30)
+    again = LLM(model=str(tiny), ep=2, tp=1)  # the process group of the first is gone
+    try:
+        out = again.generate([[5, 6, 7]], SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True))
+        assert len(out[0].token_ids) == 4
+    finally:
+        again.shutdown()
+
+
+class _Interrupt(BaseException):
+    """What Ctrl-C does to generate (a BaseException), without pytest's own KeyboardInterrupt handling."""
+
+
+@pytest.mark.timeout(240)
+def test_interrupted_generate_leaves_a_dead_engine_not_a_hang(tiny):
+    """Interrupted mid-step, the ranks are out of step with rank 0: the engine must say it is dead at
+    once instead of blocking the next call until a collective times out (121 s before)."""
+    import signal
+
+    def interrupt(*_):
+        raise _Interrupt
+
+    llm = LLM(model=str(tiny), ep=2, tp=1)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
+        with pytest.raises(_Interrupt):
+            llm.generate([[5, 6, 7]] * 4, SamplingParams(temperature=0.0, max_tokens=2000, ignore_eos=True))
+        started = time.monotonic()
+        try:  # interrupted inside a step (nearly always): dead; between steps: still serving
+            assert len(llm.generate([[1, 2]], SamplingParams(max_tokens=2, ignore_eos=True))[0].token_ids) == 2
+        except EngineDeadError:
+            pass
+        assert time.monotonic() - started < 10
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        llm.shutdown()
+    assert all(p.poll() is not None for p in llm.engine.executor._procs)

@@ -1,0 +1,17 @@
+"""Loaded by the rank processes of test_rank_failure.py (their PYTHONPATH starts here): the rank
+named by MOESERVE_TEST_RAISE_AT="rank:step" raises in that step, before the step's collectives."""
+import os
+
+_spec = os.environ.get("MOESERVE_TEST_RAISE_AT")
+if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
+    import moeserve.engine.worker as _worker
+
+    _step = int(_spec.split(":")[1])
+    _execute = _worker.Worker.execute
+
+    def _raising_execute(self, plan):
+        if plan.step == _step:
+            raise RuntimeError(f"injected failure at step {_step}")
+        return _execute(self, plan)
+
+    _worker.Worker.execute = _raising_execute
