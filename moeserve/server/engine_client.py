@@ -220,6 +220,8 @@ class EngineClient:
                     self._dispatch(msg)
         except ipc.ProtocolError as e:
             reason = f"the engine sent a malformed message ({e})"
+        except ConnectionError:  # the engine died mid-write: its exit is the news, not our traceback
+            logger.warning("the engine closed its connection")
         except Exception as e:  # a bug here must fail requests, not hang them
             logger.exception("engine reader failed")
             reason = f"engine connection failed: {type(e).__name__}"
@@ -264,6 +266,8 @@ class EngineClient:
                 self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:g} s")
                 if self._proc is not None:
                     self._proc.terminate()
+        while self._proc is not None and not self._exited():  # reap it: no zombie while we answer 503
+            await asyncio.sleep(0.5)
 
     def _mark_dead(self, reason: str) -> None:
         if self.dead_reason is not None:
