@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import weakref
 from collections.abc import Sequence
 
@@ -10,6 +11,8 @@ from moeserve.engine.engine_core import EngineCore
 from moeserve.outputs import RequestOutput
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
 from moeserve.sampling_params import SamplingParams
+
+log = logging.getLogger(__name__)
 
 Prompt = str | Sequence[int]
 
@@ -92,7 +95,10 @@ class LLM:
         except BaseException:
             # a refused prompt, Ctrl-C, an engine error: nothing of this call may keep running
             for request_id in order:
-                self.engine.abort_request(request_id)
+                try:
+                    self.engine.abort_request(request_id)
+                except Exception:  # bookkeeping interrupted mid-update: keep aborting, keep the cause
+                    log.exception("could not abort %s", request_id)
             raise
 
     def shutdown(self) -> None:

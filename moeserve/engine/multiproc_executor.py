@@ -144,10 +144,14 @@ class MultiprocExecutor:
         except BaseException as exc:
             if isinstance(exc, Exception):
                 log.exception("step %d failed on rank 0", plan.step)
-            # a rank that raised exits at once (rank_worker); its exit names the failure better than
-            # the "connection closed" our collective saw
-            self._note_exited_ranks(wait_s=0.5)
-            self.dead = self.dead or f"step {plan.step} failed: {type(exc).__name__}: {exc}"
+            # dead first (a second interrupt during the wait below must still find the world dead);
+            # then a rank that raised and exited (rank_worker) names the failure better than the
+            # "connection closed" our collective saw
+            fallback = f"step {plan.step} failed: {type(exc).__name__}: {exc}"
+            try:
+                self._note_exited_ranks(wait_s=0.5)
+            finally:
+                self.dead = self.dead or fallback
             if isinstance(exc, Exception):
                 raise EngineDeadError(self.dead) from exc
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -73,6 +74,9 @@ def main() -> int:
     parent = os.environ.get("MOESERVE_PARENT_PID")
     if parent:
         _exit_when_parent_dies(int(parent))
+        # a terminal's Ctrl-C reaches the whole foreground group: the engine that spawned us decides
+        # (it ends the world and kills us), so the failure reads as the interrupt, not "rank N exited"
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = config_from_dict(json.loads(os.environ["MOESERVE_ENGINE_CONFIG"]))
     return run_rank(config)
 

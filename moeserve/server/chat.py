@@ -42,9 +42,11 @@ def render_messages(state: ServerState, req: Any) -> list[int]:
             continue_final_message=req.continue_final_message, tokenize=False)
     except TemplateError as e:
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
-    except ValueError as e:  # continue_final_message on a template that does not end the turn with its content
-        raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
-                          param="continue_final_message") from None
+    except ValueError as e:  # e.g. continue_final_message on a template that does not end the turn with its content
+        if req.continue_final_message:
+            raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
+                              param="continue_final_message") from None
+        raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
     ids = state.tokenizer.encode(text, add_special_tokens=False)
     if not ids:
         raise bad_request("the messages render to an empty prompt", param="messages")

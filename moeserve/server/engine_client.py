@@ -97,7 +97,24 @@ class EngineClient:
         return first
 
     def _exited(self) -> bool:
-        return self._proc is not None and self._proc.poll() is not None
+        """True once the engine process has exited. Before reaping it, SIGKILL what is left of its
+        process group: the engine's pid names that group only while the pid is held (a reaped pid
+        may be reused, and killing by it then could hit an unrelated group)."""
+        proc = self._proc
+        if proc is None:
+            return False
+        if proc.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped elsewhere: its group can no longer be named safely
+            proc.poll()
+            return True
+        if info is None:
+            return False
+        _kill_group(proc.pid)
+        proc.poll()
+        return True
 
     async def _until(self, awaitable: Any, deadline: float) -> Any:
         """Awaits `awaitable` while the engine process lives and the deadline is ahead."""
@@ -129,10 +146,10 @@ class EngineClient:
         self._send(ipc.Shutdown())
         proc = self._proc
         for sig in (None, "terminate", "kill"):
-            if proc is None or await self._wait_exit(proc, timeout_s if sig is None else 5.0):
+            if proc is None or await self._wait_exit(timeout_s if sig is None else 5.0):
                 break
             getattr(proc, sig)()
-        if proc is not None:
+        if proc is not None and proc.returncode is None:  # still unreaped: its pid still names its group
             _kill_group(proc.pid)
         for task in self._tasks:
             task.cancel()
@@ -142,12 +159,11 @@ class EngineClient:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
         self._mark_dead("the server is shutting down")
 
-    @staticmethod
-    async def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
+    async def _wait_exit(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while proc.poll() is None and time.monotonic() < deadline:
+        while not self._exited() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        return proc.poll() is not None
+        return self._exited()
 
     # -- requests ---------------------------------------------------------------------------------
     @property
