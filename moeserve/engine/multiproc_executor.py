@@ -95,15 +95,22 @@ class MultiprocExecutor:
         )
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
+    def _exited_rank(self) -> str | None:
+        """'rank N exited with code C' for the first spawned rank that has exited, else None."""
+        for rank, proc in enumerate(self._procs, start=1):
+            code = proc.poll()
+            if code is not None:
+                return f"rank {rank} exited with code {code}"
+        return None
+
     def _note_exited_ranks(self, wait_s: float) -> None:
         """Sets `dead` to the first spawned rank found exited within wait_s (none spawned: no wait)."""
         deadline = time.monotonic() + wait_s
         while self._procs and self.dead is None:
-            for rank, proc in enumerate(self._procs, start=1):
-                code = proc.poll()
-                if code is not None:
-                    self.dead = f"rank {rank} exited with code {code} (its error, if it raised one, is in the log)"
-                    return
+            exited = self._exited_rank()
+            if exited is not None:
+                self.dead = f"{exited} (its error, if it raised one, is in the log)"
+                return
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.05)
@@ -112,13 +119,12 @@ class MultiprocExecutor:
         """A dead rank kills the rest of the world, so whatever rank 0 is blocked on fails at once
         instead of waiting for the step timeout; the next (or current) step raises EngineDeadError."""
         while self.dead is None and not self._stopping:
-            for rank, proc in enumerate(self._procs, start=1):
-                code = proc.poll()
-                if code is not None and not self._stopping:
-                    self.dead = f"rank {rank} exited with code {code}"
-                    log.error("%s; stopping every rank", self.dead)
-                    self._kill_children()
-                    return
+            exited = self._exited_rank()
+            if exited is not None and not self._stopping:
+                self.dead = exited
+                log.error("%s; stopping every rank", self.dead)
+                self._kill_children()
+                return
             time.sleep(0.2)
 
     def check_health(self) -> None:
@@ -156,11 +162,8 @@ class MultiprocExecutor:
                 raise EngineDeadError(self.dead) from exc
             raise
         merged = StepResult(step=plan.step)
-        for payload in payloads:
+        for payload in payloads:  # ranks send no error: a failing rank exits instead (rank_worker)
             part = decode_result(payload)
-            if part.error:
-                self.dead = part.error
-                raise EngineDeadError(part.error)
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)
         return merged

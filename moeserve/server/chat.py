@@ -70,8 +70,7 @@ def check_messages(req: Any) -> None:
     message while also opening a new assistant turn."""
     if req.continue_final_message and req.add_generation_prompt:
         raise bad_request("continue_final_message needs add_generation_prompt: false", param="continue_final_message")
-    messages = req.messages
-    for i, m in enumerate(messages):
+    for i, m in enumerate(req.messages):
         if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
             raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
         for j, part in enumerate(m.content if isinstance(m.content, list) else []):

@@ -54,12 +54,13 @@ def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offse
     for tok, lp, top in entries:
         text = decode([tok])
         tokens.append(text)
-        token_logprobs.append(None if lp is None else common.json_logprob(lp))
+        lp = None if lp is None else common.json_logprob(lp)
+        token_logprobs.append(lp)
         if lp is None:
             top_logprobs.append(None)
         else:
             alternatives = {decode([t]): common.json_logprob(v) for t, v in top}
-            alternatives.setdefault(text, common.json_logprob(lp))
+            alternatives.setdefault(text, lp)
             top_logprobs.append(alternatives)
         offsets.append(offset)
         offset += len(text)
