@@ -12,7 +12,7 @@ import pytest
 from server_harness import ServerProcess, alive
 
 URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blocks", "256", "--max-model-len", "4000",
-            "--shutdown-timeout-s", "2")  # far shorter than 3900 decode steps, long enough to see the 503s
+            "--shutdown-timeout-s", "5")  # far shorter than 3900 decode steps (20 s or more), long enough to see the 503s
 
 
 @pytest.fixture(scope="module")
