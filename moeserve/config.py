@@ -73,6 +73,9 @@ class ParallelConfig:
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
     # never more than the rank's share of the node's cores): see engine/model_runner.py
     num_threads: int | None = None
+    # threads the packed expert loop splits a layer's experts over; None = auto (MOESERVE_EXPERT_THREADS,
+    # else the rank's share of the node's cores): see moe/expert_threads.py
+    expert_threads: int | None = None
 
     @property
     def world_size(self) -> int:
@@ -89,6 +92,8 @@ class ParallelConfig:
     def validate(self) -> None:
         if self.num_threads is not None and self.num_threads < 1:
             raise ConfigError(f"--num-threads must be >= 1, got {self.num_threads}")
+        if self.expert_threads is not None and self.expert_threads < 1:
+            raise ConfigError(f"--expert-threads must be >= 1, got {self.expert_threads}")
         if self.tp < 1 or self.ep < 1 or self.nodes < 1:
             raise ConfigError(f"--tp, --ep and --nodes must be >= 1, got tp={self.tp} ep={self.ep} nodes={self.nodes}")
         if self.ep > 1 and self.ep % self.tp:

@@ -31,6 +31,7 @@ class LLM:
         ep: int = 1,
         dispatch: str = "auto",
         num_threads: int | None = None,
+        expert_threads: int | None = None,
         max_model_len: int | None = None,
         max_num_seqs: int = 256,
         max_num_batched_tokens: int = 4096,
@@ -48,7 +49,7 @@ class LLM:
             model=ModelConfig(model=model, dtype=dtype, max_model_len=max_model_len),
             cache=CacheConfig(block_size=block_size, num_blocks=kv_cache_blocks, enable_prefix_caching=enable_prefix_caching),
             scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens),
-            parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch, num_threads=num_threads),
+            parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch, num_threads=num_threads, expert_threads=expert_threads),
             placement=placement,
             placement_runtime=PlacementRuntimeConfig(
                 record_trace_dir=record_trace_dir,

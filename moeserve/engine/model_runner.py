@@ -21,6 +21,7 @@ from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
+from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
 
 # prompt logprobs: logits of at most this many prompt positions exist at once ([rows, V] fp32), so a
@@ -114,6 +115,19 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     return max(1, min(current, hidden_size // 1024))
 
 
+def expert_threads(share: int, configured: int | None = None) -> int:
+    """Threads the packed expert loop splits a layer's experts over (moe/expert_threads.py):
+    `configured` (--expert-threads) if set, else MOESERVE_EXPERT_THREADS, else `share`, the rank's
+    share of the node's cores. Unlike more intra-op threads this pays on small models (each thread
+    runs whole experts, no fork/join per op) and held up with the cores shared (docs/performance.md)."""
+    if configured is not None:
+        return configured
+    forced = os.environ.get("MOESERVE_EXPERT_THREADS")
+    if forced:
+        return max(1, int(forced))
+    return max(1, share)
+
+
 class ModelRunner:
     """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
 
@@ -121,9 +135,9 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
-        torch.set_num_threads(
-            intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads(), engine_config.parallel.num_threads)
-        )
+        share = torch.get_num_threads()  # the rank's share of the cores (rank_worker), or torch's default
+        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, share, engine_config.parallel.num_threads))
+        self.expert_threads = expert_threads(share, engine_config.parallel.expert_threads)
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
@@ -134,6 +148,9 @@ class ModelRunner:
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()
         pack_weights(self.model)  # oneDNN-packed GEMM weights on CPU (dense/gemm.py)
+        for module in self.model.modules():
+            if isinstance(module, GroupedExperts):
+                module.threads = self.expert_threads
         warm_up(self.model)  # build the small-row GEMM kernels now, not inside the first requests
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings

@@ -9,7 +9,8 @@ out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
 
 On CPU in fp32, once `pack()` has run (ModelRunner does it after loading), a loop over slots with
 oneDNN-packed weights (dense/gemm.py): 2x faster than grouped_mm at decode (16 rows per slot) and
-2.7x at prefill (360 rows per slot), measured at tiny-mixtral's shapes (docs/performance.md).
+2.7x at prefill (360 rows per slot), measured at tiny-mixtral's shapes (docs/performance.md). That
+loop is compiled with TorchScript and splits the slots over `threads` (moe/expert_threads.py).
 Otherwise `torch.nn.functional.grouped_mm` runs both GEMMs for all slots in one call when every row
 stride is a multiple of 16 bytes, else (and as the reference the tests compare) a loop over slots.
 Measured on CPU at tiny-mixtral's shapes (docs/performance.md, 1 thread): grouped_mm is ~10% faster
@@ -27,6 +28,7 @@ from torch import nn
 
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
+from moeserve.moe.expert_threads import run_packed
 
 LOOP_ROWS_PER_SLOT = 256
 
@@ -66,22 +68,6 @@ def experts_reference(
     return out
 
 
-def experts_packed(
-    x: torch.Tensor, counts: torch.Tensor, packed13: list[torch.Tensor], packed2: list[torch.Tensor], Il: int, act: Callable
-) -> torch.Tensor:
-    """`experts_reference` with per-slot packed weights (fp32 CPU), trimmed for the decode loop: no
-    per-slot weight views, the activation product in place, one concatenation instead of a copy
-    per slot (the rows are slot-major, so slot order is row order)."""
-    outs = []
-    start = 0
-    for s, n in enumerate(counts.tolist()):
-        if n:
-            gate_up = gemm.packed_linear(x[start : start + n], packed13[s])  # [n, 2Il]
-            outs.append(gemm.packed_linear(act(gate_up[:, :Il]).mul_(gate_up[:, Il:]), packed2[s]))
-            start += n
-    return outs[0] if len(outs) == 1 else torch.cat(outs)
-
-
 def experts_grouped(
     x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, act: Callable
 ) -> torch.Tensor:
@@ -95,6 +81,8 @@ class GroupedExperts(nn.Module):
     """The weights of this rank's S expert slots, and their forward over an `ExpertBatch`.
 
     use_grouped_mm: None = whenever the shapes allow it; False forces the per-slot loop.
+    threads: how many threads the packed loop splits the slots over (ModelRunner sets it from
+    --expert-threads); any value gives the same bits.
     """
 
     def __init__(
@@ -108,7 +96,8 @@ class GroupedExperts(nn.Module):
     ):
         super().__init__()
         self.num_slots, self.hidden, self.intermediate = num_slots, hidden, intermediate
-        self.act = activation(act)
+        self.act, self.act_name = activation(act), act
+        self.threads = 1
         self.w13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, hidden, dtype=dtype), requires_grad=False)
         self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
         ok = grouped_mm_supported(hidden, intermediate, dtype)
@@ -141,7 +130,9 @@ class GroupedExperts(nn.Module):
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden)
         if self.packed13 is not None and batch.hidden.dtype == torch.float32:
-            return experts_packed(batch.hidden, batch.counts, self.packed13, self.packed2, self.intermediate, self.act)
+            return run_packed(
+                batch.hidden, batch.counts.tolist(), self.packed13, self.packed2, self.intermediate, self.act_name, self.threads
+            )
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)

@@ -63,3 +63,10 @@ def test_preemption_by_recompute_changes_nothing(case):
     got, stats = _generate(path, prompts, kv_cache_blocks=24)
     assert got == expected
     assert stats["num_preemptions"] > 0
+
+
+def test_experts_split_over_threads_change_nothing(case):
+    # the tests run torch with 1 thread, so the default leaves the split off: force three chunks
+    path, prompts, expected = case
+    got, _ = _generate(path, prompts, expert_threads=3)
+    assert got == expected

@@ -1,0 +1,92 @@
+"""The packed expert loop split over threads (moe/expert_threads.py): the same bits for any thread
+count, every activation, the reference loop to fp32 rounding, and chunks that cover every busy slot."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moeserve.dense import gemm
+from moeserve.dispatch.base import ExpertBatch
+from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
+from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
+
+needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")
+
+
+def packed_experts(S: int, H: int, Il: int, act: str = "silu") -> GroupedExperts:
+    experts = GroupedExperts(S, H, Il, torch.float32, act)
+    experts.w13.data.normal_(0, 0.2)
+    experts.w2.data.normal_(0, 0.2)
+    assert experts.pack()
+    return experts
+
+
+def test_the_scripted_loop_knows_every_activation_the_layer_accepts():
+    assert set(ACTIVATION_NAMES) == set(ACTIVATIONS)
+
+
+@pytest.mark.parametrize(
+    "counts, threads",
+    [([2, 0, 3, 1, 0, 0, 5, 1], 2), ([0, 0, 1, 0], 4), ([1, 1, 1, 1], 8), ([7, 7, 7], 3), ([0, 9, 0, 0, 9], 2),
+     ([100, 1, 1, 1, 1], 2), ([1] * 64, 3)],
+)
+def test_chunks_are_contiguous_cover_every_slot_and_each_holds_work(counts, threads):
+    cuts = chunk_cuts(counts, threads)
+    busy = sum(1 for n in counts if n)
+    assert cuts[0] == 0 and cuts[-1] == len(counts)
+    assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)
+    assert len(cuts) - 1 == min(threads, busy)
+    for lo, hi in zip(cuts, cuts[1:]):
+        assert any(counts[lo:hi]), f"chunk [{lo}, {hi}) of {counts} has no rows"
+
+
+def test_chunks_balance_cost_not_slot_count():
+    # one heavy slot then a few light ones: the first chunk stops right after the heavy slot
+    assert chunk_cuts([200] + [1] * 4, 2) == [0, 1, 5]
+    # a light slot still streams its weights: 16 light slots outweigh one of 200 rows
+    assert chunk_cuts([200] + [1] * 16, 2) == [0, 3, 17]
+    # equal slots: halves
+    assert chunk_cuts([4] * 8, 2) == [0, 4, 8]
+    assert FIXED_ROW_COST > 0
+
+
+@needs_packing
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_any_thread_count_gives_the_same_bits_and_matches_the_reference(act):
+    torch.manual_seed(1)
+    S, H, Il = 8, 40, 24  # odd sizes: no alignment assumptions
+    experts = packed_experts(S, H, Il, act)
+    for counts in ([2, 0, 3, 1, 0, 0, 5, 1], [0, 0, 0, 4, 0, 0, 0, 0], [1] * 8, [30, 0, 0, 0, 0, 0, 0, 2]):
+        x = torch.randn(sum(counts), H)
+        outs = [run_packed(x, counts, experts.packed13, experts.packed2, Il, act, t) for t in (1, 2, 3, 8)]
+        for out in outs[1:]:
+            assert torch.equal(out, outs[0])
+        ref = experts_reference(x, torch.tensor(counts), experts.w13, experts.w2, ACTIVATIONS[act])
+        assert float((outs[0] - ref).abs().max() / ref.abs().max()) < 1e-5
+
+
+@needs_packing
+def test_grouped_experts_uses_its_threads_and_the_result_does_not_depend_on_them():
+    torch.manual_seed(2)
+    S, H, Il = 6, 32, 48
+    experts = packed_experts(S, H, Il)
+    counts = torch.tensor([3, 0, 17, 1, 0, 9])
+    batch = ExpertBatch(torch.randn(int(counts.sum()), H), torch.cumsum(counts, 0).to(torch.int32), counts)
+    experts.threads = 1
+    serial = experts(batch)
+    experts.threads = 2
+    assert torch.equal(experts(batch), serial)
+
+
+@needs_packing
+def test_the_eager_fallback_gives_the_same_bits(monkeypatch):
+    from moeserve.moe import expert_threads
+
+    torch.manual_seed(3)
+    experts = packed_experts(5, 24, 16)
+    counts = [4, 0, 1, 6, 2]
+    x = torch.randn(sum(counts), 24)
+    scripted = run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2)
+    monkeypatch.setattr(expert_threads, "_COMPILED", expert_threads._serial)
+    assert torch.equal(run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2), scripted)
