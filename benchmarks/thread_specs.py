@@ -21,4 +21,6 @@ def parse_run(spec: str) -> tuple[int | None, int | None]:
 def cli_flags(spec: str) -> list[str]:
     """The `moeserve serve` flags of a spec."""
     num, expert = parse_run(spec)
-    return (["--num-threads", str(num)] if num else []) + (["--expert-threads", str(expert)] if expert else [])
+    return (["--num-threads", str(num)] if num is not None else []) + (
+        ["--expert-threads", str(expert)] if expert is not None else []
+    )

@@ -7,8 +7,10 @@ ratio of batches run minutes apart measures the machine, not the engines). After
 warm-up call it prints `@@READY`; then for each line on stdin, a JSON prompt set (a list of
 token-id lists), it runs one timed `generate` and prints one line
 `@@RESULT {"tokens": [[...], ...], "seconds": s, "cpu_seconds": c}` (CPU seconds summed over vLLM's
-whole process tree: this process, its engine core and its model worker). vLLM's own log lines are
-printed too; the caller keeps only the `@@` lines. EOF on stdin ends it.
+whole process tree: this process, its engine core and its model worker). Only the `@@` lines go to
+stdout: before vLLM is imported, stdout is moved to a private descriptor and descriptor 1 is pointed
+at stderr, so vLLM's logs (and its child processes') cannot interleave with a result line or fill a
+pipe nobody reads. EOF on stdin ends it.
 """
 import json
 import os
@@ -20,6 +22,10 @@ for key, value in dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USA
     os.environ.setdefault(key, value)
 
 if __name__ == "__main__":
+    results = os.fdopen(os.dup(1), "w")  # the protocol channel
+    os.dup2(2, 1)  # everything else printed to stdout, here and in vLLM's children, goes to stderr
+    sys.stdout = os.fdopen(1, "w", closefd=False)
+
     import psutil
     from vllm import LLM, SamplingParams
 
@@ -39,7 +45,7 @@ if __name__ == "__main__":
     llm = LLM(model=model, dtype="float32", max_model_len=512, max_num_seqs=256, skip_tokenizer_init=True)
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False)
     llm.generate([{"prompt_token_ids": [5, 6, 7]}, {"prompt_token_ids": [8, 9]}], params, use_tqdm=False)
-    print("@@READY", flush=True)
+    print("@@READY", file=results, flush=True)
     for line in sys.stdin:
         prompts = json.loads(line)
         as_inputs = [{"prompt_token_ids": p} for p in prompts]
@@ -47,4 +53,5 @@ if __name__ == "__main__":
         outs = llm.generate(as_inputs, params, use_tqdm=False)
         seconds, cpu_seconds = time.perf_counter() - t0, tree_cpu_seconds() - c0
         tokens = [list(o.outputs[0].token_ids) for o in outs]
-        print("@@RESULT " + json.dumps({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds}), flush=True)
+        print("@@RESULT " + json.dumps({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds}), file=results,
+              flush=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from moeserve.config import EngineConfig
+from moeserve.config import ConfigError, EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.gemm import pack_weights, warm_up
@@ -115,17 +115,28 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     return max(1, min(current, hidden_size // 1024))
 
 
-def expert_threads(share: int, configured: int | None = None) -> int:
-    """Threads the packed expert loop splits a layer's experts over (moe/expert_threads.py):
-    `configured` (--expert-threads) if set, else MOESERVE_EXPERT_THREADS, else `share`, the rank's
-    share of the node's cores. Unlike more intra-op threads this pays on small models (each thread
-    runs whole experts, no fork/join per op) and held up with the cores shared (docs/performance.md)."""
+def cores_per_rank(ranks_per_node: int) -> int:
+    """This rank's share of the cores this process may run on (its CPU affinity)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, ranks_per_node))
+
+
+def expert_threads(share: int, intra_op: int, configured: int | None = None) -> int:
+    """At most how many threads the packed expert loop splits a layer's experts over
+    (moe/expert_threads.py): `configured` (--expert-threads) if set, else MOESERVE_EXPERT_THREADS,
+    else the rank's core `share` divided by its intra-op threads (each forked chunk runs its GEMMs
+    with that many OpenMP threads). Unlike a second OpenMP thread, a second expert thread pays at
+    decode sizes on small models; when the cores are busy it can lose, which the layer's
+    SplitChooser measures and falls back from (docs/performance.md)."""
     if configured is not None:
         return configured
     forced = os.environ.get("MOESERVE_EXPERT_THREADS")
     if forced:
-        return max(1, int(forced))
-    return max(1, share)
+        return int(forced)
+    return max(1, share // max(1, intra_op))
 
 
 class ModelRunner:
@@ -135,9 +146,13 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
-        share = torch.get_num_threads()  # the rank's share of the cores (rank_worker), or torch's default
-        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, share, engine_config.parallel.num_threads))
-        self.expert_threads = expert_threads(share, engine_config.parallel.expert_threads)
+        parallel = engine_config.parallel
+        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads(), parallel.num_threads))
+        self.expert_threads = expert_threads(
+            cores_per_rank(parallel.ranks_per_node), torch.get_num_threads(), parallel.expert_threads
+        )
+        if self.expert_threads < 1:
+            raise ConfigError(f"MOESERVE_EXPERT_THREADS must be >= 1, got {self.expert_threads}")
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
@@ -151,6 +166,7 @@ class ModelRunner:
         for module in self.model.modules():
             if isinstance(module, GroupedExperts):
                 module.threads = self.expert_threads
+                module.warm_up()  # compile the expert loop now, not inside the first request
         warm_up(self.model)  # build the small-row GEMM kernels now, not inside the first requests
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings

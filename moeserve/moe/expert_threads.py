@@ -10,8 +10,9 @@ is many small ops. Two things cost time there (tiny-mixtral shapes, AVX2 host, d
 So the loop runs as a TorchScript function, and with `threads` > 1 the slots are cut into that many
 contiguous chunks of similar cost, all but the first forked onto torch's inter-op pool
 (`torch.jit.fork`, native threads: no GIL hand-offs; Python threads collapsed 20x under a loaded CPU,
-the inter-op pool did not). Expert time at 8 sequences: ~1.8x faster on 2 idle cores, and still
-~1.25x faster with two CPU burners on the same cores.
+the inter-op pool did not). Expert time at 8 sequences: ~1.8x faster on 2 idle cores; with two
+CPU burners on the same cores 1.25-1.45x faster at 8-64 sequences but 12% slower at 4, so each layer
+times both ways and keeps the faster (`SplitChooser`).
 
 Contract: `run_packed(...)` returns exactly the rows `experts_packed` returns, bit for bit, for any
 `threads`: each slot runs the same ops on the same rows; only which thread runs it changes, and the
@@ -120,22 +121,66 @@ def _compiled() -> Callable:
 
 def chunk_cuts(counts: List[int], threads: int) -> List[int]:
     """Slot boundaries [0, ..., S] of at most `threads` contiguous chunks of similar cost (a
-    non-empty slot costs FIXED_ROW_COST + its rows); one chunk when fewer than 2 slots have rows."""
+    non-empty slot costs FIXED_ROW_COST + its rows), each holding at least one non-empty slot; one
+    chunk when fewer than 2 slots have rows. Each boundary sits right after a non-empty slot, where
+    the cost before it comes closest to its share of the total."""
     S = len(counts)
     costs = [FIXED_ROW_COST + n if n else 0 for n in counts]
-    busy = sum(1 for n in counts if n)
-    chunks = min(threads, busy)
+    busy_from = [0] * (S + 1)  # busy_from[i]: non-empty slots in [i, S)
+    for i in range(S - 1, -1, -1):
+        busy_from[i] = busy_from[i + 1] + (1 if counts[i] else 0)
+    chunks = min(threads, busy_from[0])
     if chunks <= 1:
         return [0, S]
-    total = sum(costs)
-    cuts, acc = [0], 0
-    for s, c in enumerate(costs):
-        acc += c
-        # close a chunk once it reaches its share, leaving at least one non-empty slot per later chunk
-        if len(cuts) < chunks and acc * chunks >= total * len(cuts) and any(counts[s + 1 :]):
-            cuts.append(s + 1)
+    prefix = [0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    cuts = [0]
+    for j in range(1, chunks):
+        target = prefix[S] * j / chunks
+        best = -1
+        for i in range(cuts[-1] + 1, S):
+            if busy_from[i] < chunks - j:
+                break  # every later chunk needs a non-empty slot of its own
+            if costs[i - 1] and (best < 0 or abs(prefix[i] - target) < abs(prefix[best] - target)):
+                best = i
+        cuts.append(best)
     cuts.append(S)
     return cuts
+
+
+class SplitChooser:
+    """Whether to split a call over threads, decided from timings of both ways, per size bucket.
+
+    Why: on an idle machine the split is 1.3-1.8x faster; with the other core busy (another process,
+    other ranks, a test suite) it gained nothing end to end, or lost up to ~12% (docs/performance.md).
+    Both ways give the same bits, so the engine may switch at any call: in every PERIOD calls of a
+    bucket (calls of similar row counts) it times PROBES calls each way, then uses the way whose
+    recent mean (an exponential average) is lower until the next probe. At most 2 * PROBES / PERIOD
+    of the calls run the slower way.
+    """
+
+    PERIOD = 64
+    PROBES = 3
+    ALPHA = 0.3  # weight of the newest timing in the average
+
+    def __init__(self) -> None:
+        # bucket (bit length of the row count) -> [calls, mean seconds serial, mean seconds split]
+        self.stats: dict = {}
+
+    def split(self, rows: int) -> bool:
+        entry = self.stats.setdefault(rows.bit_length(), [0, None, None])
+        phase = entry[0] % self.PERIOD
+        entry[0] += 1
+        if phase < 2 * self.PROBES:
+            return phase >= self.PROBES  # probe: PROBES calls serial, then PROBES split
+        serial, split = entry[1], entry[2]
+        return serial is None or (split is not None and split <= serial)
+
+    def record(self, rows: int, split: bool, seconds: float) -> None:
+        entry = self.stats[rows.bit_length()]
+        i = 2 if split else 1
+        entry[i] = seconds if entry[i] is None else (1 - self.ALPHA) * entry[i] + self.ALPHA * seconds
 
 
 def run_packed(

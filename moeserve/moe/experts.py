@@ -20,6 +20,7 @@ than the loop up to ~128 rows per slot (decode), the loop ~30% faster at ~360 ro
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
@@ -28,7 +29,7 @@ from torch import nn
 
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.expert_threads import run_packed
+from moeserve.moe.expert_threads import SplitChooser, run_packed
 
 LOOP_ROWS_PER_SLOT = 256
 
@@ -81,8 +82,8 @@ class GroupedExperts(nn.Module):
     """The weights of this rank's S expert slots, and their forward over an `ExpertBatch`.
 
     use_grouped_mm: None = whenever the shapes allow it; False forces the per-slot loop.
-    threads: how many threads the packed loop splits the slots over (ModelRunner sets it from
-    --expert-threads); any value gives the same bits.
+    threads: at most how many threads the packed loop splits the slots over (ModelRunner sets it
+    from --expert-threads); `chooser` times whether splitting pays. Any value gives the same bits.
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class GroupedExperts(nn.Module):
         self.num_slots, self.hidden, self.intermediate = num_slots, hidden, intermediate
         self.act, self.act_name = activation(act), act
         self.threads = 1
+        self.chooser = SplitChooser()  # whether `threads` > 1 pays, measured per batch size
         self.w13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, hidden, dtype=dtype), requires_grad=False)
         self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
         ok = grouped_mm_supported(hidden, intermediate, dtype)
@@ -130,12 +132,30 @@ class GroupedExperts(nn.Module):
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden)
         if self.packed13 is not None and batch.hidden.dtype == torch.float32:
-            return run_packed(
-                batch.hidden, batch.counts.tolist(), self.packed13, self.packed2, self.intermediate, self.act_name, self.threads
-            )
+            args = (batch.hidden, batch.counts.tolist(), self.packed13, self.packed2, self.intermediate, self.act_name)
+            if self.threads == 1:
+                return run_packed(*args)
+            rows = batch.num_rows
+            split = self.chooser.split(rows)
+            start = time.perf_counter()
+            out = run_packed(*args, self.threads if split else 1)
+            self.chooser.record(rows, split, time.perf_counter() - start)
+            return out
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
+
+    def warm_up(self) -> None:
+        """Run the packed loop at every thread count it may use, a few times each (TorchScript
+        compiles it once per process, then profiles its first calls: ~50 ms the first time)."""
+        if self.packed13 is None or self.num_slots == 0:
+            return
+        x = torch.zeros(self.num_slots, self.hidden)
+        counts = [1] * self.num_slots
+        with torch.inference_mode():
+            for threads in sorted({1, self.threads}):
+                for _ in range(3):
+                    run_packed(x, counts, self.packed13, self.packed2, self.intermediate, self.act_name, threads)
 
     def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
         """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""

@@ -8,7 +8,7 @@ import torch
 
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
+from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, SplitChooser, chunk_cuts, run_packed
 from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
 
 needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")
@@ -29,7 +29,7 @@ def test_the_scripted_loop_knows_every_activation_the_layer_accepts():
 @pytest.mark.parametrize(
     "counts, threads",
     [([2, 0, 3, 1, 0, 0, 5, 1], 2), ([0, 0, 1, 0], 4), ([1, 1, 1, 1], 8), ([7, 7, 7], 3), ([0, 9, 0, 0, 9], 2),
-     ([100, 1, 1, 1, 1], 2), ([1] * 64, 3)],
+     ([100, 1, 1, 1, 1], 2), ([1] * 64, 3), ([100, 0, 1, 1], 3), ([0, 0, 5, 0, 0, 5, 0], 2), ([3, 0, 0], 2)],
 )
 def test_chunks_are_contiguous_cover_every_slot_and_each_holds_work(counts, threads):
     cuts = chunk_cuts(counts, threads)
@@ -48,6 +48,10 @@ def test_chunks_balance_cost_not_slot_count():
     assert chunk_cuts([200] + [1] * 16, 2) == [0, 3, 17]
     # equal slots: halves
     assert chunk_cuts([4] * 8, 2) == [0, 4, 8]
+    # a heavy last slot gets a chunk of its own
+    assert chunk_cuts([1, 1, 100], 2) == [0, 2, 3]
+    # boundaries sit right after a non-empty slot: no chunk of empty slots only
+    assert chunk_cuts([100, 0, 1, 1], 3) == [0, 1, 3, 4]
     assert FIXED_ROW_COST > 0
 
 
@@ -90,3 +94,49 @@ def test_the_eager_fallback_gives_the_same_bits(monkeypatch):
     scripted = run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2)
     monkeypatch.setattr(expert_threads, "_COMPILED", expert_threads._serial)
     assert torch.equal(run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2), scripted)
+
+
+def drive(chooser: SplitChooser, rows: int, calls: int, serial_s: float, split_s: float) -> list[bool]:
+    """Run `calls` calls through the chooser with fixed timings; -> which way each call went."""
+    ways = []
+    for _ in range(calls):
+        split = chooser.split(rows)
+        chooser.record(rows, split, split_s if split else serial_s)
+        ways.append(split)
+    return ways
+
+
+def test_the_chooser_settles_on_the_faster_way_and_keeps_probing_the_other():
+    P, probes = SplitChooser.PERIOD, SplitChooser.PROBES
+    chooser = SplitChooser()
+    ways = drive(chooser, 16, 3 * P, serial_s=2.0, split_s=1.0)
+    assert ways[:probes] == [False] * probes and ways[probes : 2 * probes] == [True] * probes
+    assert all(ways[2 * probes : P])  # split is faster: used between probes
+    assert ways[P : P + probes] == [False] * probes  # ...and serial is probed again every period
+
+    ways = drive(chooser, 16, 3 * P, serial_s=1.0, split_s=3.0)  # the machine got busy: split now loses
+    assert sum(ways) <= 3 * probes + 2  # back to serial within a probe or two
+    assert not any(ways[-P + 2 * probes :])
+
+
+def test_the_chooser_decides_per_size_bucket():
+    chooser = SplitChooser()
+    small = drive(chooser, 3, 2 * SplitChooser.PERIOD, serial_s=1.0, split_s=2.0)
+    big = drive(chooser, 300, 2 * SplitChooser.PERIOD, serial_s=2.0, split_s=1.0)
+    tail = slice(-SplitChooser.PERIOD + 2 * SplitChooser.PROBES, None)
+    assert not any(small[tail]) and all(big[tail])
+
+
+@needs_packing
+def test_grouped_experts_time_both_ways_only_when_given_threads():
+    torch.manual_seed(4)
+    experts = packed_experts(4, 16, 8)
+    counts = torch.tensor([2, 1, 0, 3])
+    batch = ExpertBatch(torch.randn(6, 16), torch.cumsum(counts, 0).to(torch.int32), counts)
+    ref = experts(batch)
+    assert experts.chooser.stats == {}  # threads == 1: nothing to choose
+    experts.threads = 2
+    for _ in range(2 * SplitChooser.PROBES + 1):
+        assert torch.equal(experts(batch), ref)
+    calls, serial, split = experts.chooser.stats[(6).bit_length()]
+    assert calls == 2 * SplitChooser.PROBES + 1 and serial > 0 and split > 0
