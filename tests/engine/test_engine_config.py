@@ -44,3 +44,36 @@ def test_mesh_sizes(tp, ep, world, groups):
 def test_config_round_trips_through_plain_dict():
     config = EngineConfig(parallel=ParallelConfig(tp=2, ep=4), placement="plan.json", seed=3)
     assert config_from_dict(config_to_dict(config)) == config
+
+
+def test_nodes_without_a_launcher_is_refused_before_anything_starts(monkeypatch):
+    from moeserve.engine.multiproc_executor import MultiprocExecutor
+
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    config = EngineConfig(parallel=ParallelConfig(ep=2, nodes=2))
+    config.parallel.validate()  # a valid mesh: only the missing launcher is wrong
+    with pytest.raises(ConfigError, match="--nodes 2 needs a launcher .* drop --nodes"):
+        MultiprocExecutor(config)
+
+
+@pytest.mark.parametrize("configured,share,intra,env,expected", [
+    (3, 8, 1, None, 3),  # --expert-threads wins
+    (None, 8, 1, "5", 5),  # then MOESERVE_EXPERT_THREADS
+    (None, 8, 2, None, 4),  # else the rank's cores over its OpenMP threads
+    (None, 1, 1, None, 1),
+    (None, 2, 4, None, 1),  # never below one
+])
+def test_expert_threads_default(monkeypatch, configured, share, intra, env, expected):
+    from moeserve.engine.model_runner import expert_threads
+
+    if env is None:
+        monkeypatch.delenv("MOESERVE_EXPERT_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("MOESERVE_EXPERT_THREADS", env)
+    assert expert_threads(share, intra, configured) == expected
+
+
+def test_expert_threads_must_be_positive():
+    with pytest.raises(ConfigError, match="--expert-threads must be >= 1"):
+        ParallelConfig(expert_threads=0).validate()

@@ -73,3 +73,16 @@ def test_validate_catches_inconsistent_maps():
     broken = PlacementPlan(plan.phy2log, plan.log2phy[:, [1, 0, 2, 3]], plan.replicas, 2)
     with pytest.raises(PlanError, match="inverse"):
         broken.validate()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{not json", "is not valid JSON"),
+    ("[1, 2, 3]", "must be a JSON object"),
+    ("{}", "lacks the field"),
+])
+def test_a_bad_plan_file_is_named_in_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        PlacementPlan.load(str(path))
+    assert str(path) in str(info.value) and "Traceback" not in str(info.value)

@@ -1,0 +1,37 @@
+"""The side-by-side benchmark scripts still run end to end (without a vLLM peer, tiny loads): their
+numbers go into the README, so a script that rots must fail here, not on the day it is needed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_script(name: str, *args: str, timeout: float = 600) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args, "--json"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1] if name == "offline_throughput.py" else proc.stdout)
+
+
+def test_offline_benchmark_runs_every_spec_and_checks_tokens():
+    result = run_script("offline_throughput.py", "--prompts", "4", "--new-tokens", "4", "--repeats", "2",
+                        "--hf-prompts", "2", "--runs", "1:1", "1:2")
+    assert result["rounds"] == 2 and len(result["1:2_tok_s_runs"]) == 2
+    assert result["1:1_identical_to_transformers"] == "2/2"
+    assert result["1:2_identical_to_1:1"] == "4/4"  # splitting the experts never changes a token
+    assert result["1:1_tok_s_best"] > 0
+
+
+def test_serving_benchmark_runs_rounds_against_each_server():
+    rounds = run_script("serve_vs_vllm.py", "--num-requests", "4", "--concurrency", "2", "--input-len", "8",
+                        "--output-len", "4", "--rounds", "2", "--runs", "1:1")
+    runs = rounds["moeserve[1:1]"]
+    assert len(runs) == 2
+    assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
+    assert all(r["cpu_s"]["engine"] > 0 for r in runs)
