@@ -73,8 +73,9 @@ class ParallelConfig:
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
     # never more than the rank's share of the node's cores): see engine/model_runner.py
     num_threads: int | None = None
-    # threads the packed expert loop splits a layer's experts over; None = auto (MOESERVE_EXPERT_THREADS,
-    # else the rank's share of the node's cores): see moe/expert_threads.py
+    # threads the packed expert loop (and the column-split dense GEMMs) may split over; None = auto
+    # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): moe/expert_threads.py,
+    # dense/split_linear.py
     expert_threads: int | None = None
 
     @property

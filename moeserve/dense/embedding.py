@@ -50,7 +50,7 @@ class ParallelLMHead(_VocabShard, gemm.PackedWeight):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [S, H] -> logits [S, V] fp32, the full vocabulary on every tp rank."""
-        local = gemm.linear(hidden, self.weight, None, self.packed).float()  # [S, Vl]
+        local = self.matmul(hidden, None).float()  # [S, Vl]
         if self.ctx.tp_size == 1:
             return local[:, : self.vocab_size]
         parts = [torch.empty_like(local) for _ in range(self.ctx.tp_size)]

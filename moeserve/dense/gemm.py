@@ -21,6 +21,7 @@ Shape legend: T rows, I in features, O out features.
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -99,11 +100,35 @@ def pack_weights(model: nn.Module) -> int:
 
 class PackedWeight:
     """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`;
-    `packed` is None (F.linear) until then, and the module's `load` resets it."""
+    `packed` is None (F.linear) until then, and the module's `load` resets it. `enable_split(n)`
+    adds a column split over n threads (dense/split_linear.py) where it gives the same bits;
+    `matmul` then times both ways per call size and keeps the faster."""
 
     weight: torch.Tensor
     packed: torch.Tensor | None = None
+    split = None  # a SplitLinear, or None
 
     def pack(self) -> bool:
+        self.split = None  # blocks of the old weight must not outlive it
         self.packed = pack_weight(self.weight)
         return self.packed is not None
+
+    def enable_split(self, threads: int) -> bool:
+        from moeserve.dense.split_linear import SplitLinear
+
+        self.split = None
+        if self.packed is not None and threads > 1:
+            self.split = SplitLinear.create(self.weight, getattr(self, "bias", None), self.packed, threads)
+        return self.split is not None
+
+    def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """x [T, I] -> x @ weight.T + bias [T, O]."""
+        split = self.split
+        if split is None or self.packed is None or x.dim() != 2 or x.shape[0] == 0 or x.dtype != torch.float32:
+            return linear(x, self.weight, bias, self.packed)
+        rows = x.shape[0]
+        use = split.chooser.split(rows)
+        start = time.perf_counter()
+        out = split.run(x, bias) if use else linear(x, self.weight, bias, self.packed)
+        split.chooser.record(rows, use, time.perf_counter() - start)
+        return out

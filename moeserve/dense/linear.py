@@ -47,7 +47,7 @@ class ReplicatedLinear(nn.Module, gemm.PackedWeight):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O]."""
-        return gemm.linear(x, self.weight, self.bias, self.packed)
+        return self.matmul(x, self.bias)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
         self.packed = None
@@ -76,7 +76,7 @@ class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, O / tp]."""
-        return gemm.linear(x, self.weight, self.bias, self.packed)
+        return self.matmul(x, self.bias)
 
     def load(self, reader: ShardReader, prefixes: Sequence[str]) -> None:
         self.packed = None
@@ -137,7 +137,7 @@ class QKVParallelLinear(nn.Module, gemm.PackedWeight):
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I] -> [T, (q_heads_local + 2 * kv_heads_local) * D]: q, k, v columns side by side."""
-        return gemm.linear(x, self.weight, self.bias, self.packed)
+        return self.matmul(x, self.bias)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, I] -> q [T, q_heads_local * D], k and v [T, kv_heads_local * D]."""
@@ -177,7 +177,7 @@ class RowParallelLinear(nn.Module, gemm.PackedWeight):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, I / tp] -> partial [T, O]."""
         bias = self.bias if self.tp_rank == 0 else None
-        return gemm.linear(x, self.weight, bias, self.packed)
+        return self.matmul(x, bias)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
         self.packed = None

@@ -15,7 +15,7 @@ import torch
 from moeserve.config import ConfigError, EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.gemm import pack_weights, warm_up
+from moeserve.dense.gemm import PackedWeight, pack_weights, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
@@ -167,6 +167,8 @@ class ModelRunner:
             if isinstance(module, GroupedExperts):
                 module.threads = self.expert_threads
                 module.warm_up()  # compile the expert loop now, not inside the first request
+            elif isinstance(module, PackedWeight):
+                module.enable_split(self.expert_threads)  # column blocks where they give the same bits
         warm_up(self.model)  # build the small-row GEMM kernels now, not inside the first requests
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings

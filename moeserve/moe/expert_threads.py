@@ -21,12 +21,12 @@ chunks are concatenated in slot order. Rows are slot-major (the dispatcher's Exp
 Shape legend: R rows, H hidden, Il intermediate on this rank, S local slots.
 """
 
-import logging
-import warnings
 from typing import Callable, List, Optional, Union
 
 import torch
 import torch.nn.functional as F
+
+from moeserve.dense.split_chooser import script_or
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
 # (measured at tiny-mixtral's shapes: ~200 us fixed, ~10 us a row, both GEMMs together)
@@ -84,7 +84,6 @@ def _split(
     return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
-logger = logging.getLogger(__name__)
 _COMPILED: Optional[Callable] = None
 
 
@@ -104,18 +103,10 @@ def _serial(
 
 
 def _compiled() -> Callable:
-    """`_split` compiled once per process. torch marks `torch.jit.script` deprecated (2.13 warns) but
-    has no other way to run Python-authored code on its inter-op pool without the GIL; should a
-    torch drop or break it, the loop runs serially in eager mode (same bits) and says so once."""
+    """`_split` compiled once per process (dense/split_chooser.script_or)."""
     global _COMPILED
     if _COMPILED is None:
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
-                _COMPILED = torch.jit.script(_split)
-        except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the eager loop
-            logger.warning("TorchScript unavailable (%s): the expert loop runs serially in eager mode", exc)
-            _COMPILED = _serial
+        _COMPILED = script_or(_split, _serial, "the expert loop")
     return _COMPILED
 
 
@@ -147,40 +138,6 @@ def chunk_cuts(counts: List[int], threads: int) -> List[int]:
         cuts.append(best)
     cuts.append(S)
     return cuts
-
-
-class SplitChooser:
-    """Whether to split a call over threads, decided from timings of both ways, per size bucket.
-
-    Why: on an idle machine the split is 1.3-1.8x faster; with the other core busy (another process,
-    other ranks, a test suite) it gained nothing end to end, or lost up to ~12% (docs/performance.md).
-    Both ways give the same bits, so the engine may switch at any call: in every PERIOD calls of a
-    bucket (calls of similar row counts) it times PROBES calls each way, then uses the way whose
-    recent mean (an exponential average) is lower until the next probe. At most 2 * PROBES / PERIOD
-    of the calls run the slower way.
-    """
-
-    PERIOD = 64
-    PROBES = 3
-    ALPHA = 0.3  # weight of the newest timing in the average
-
-    def __init__(self) -> None:
-        # bucket (bit length of the row count) -> [calls, mean seconds serial, mean seconds split]
-        self.stats: dict = {}
-
-    def split(self, rows: int) -> bool:
-        entry = self.stats.setdefault(rows.bit_length(), [0, None, None])
-        phase = entry[0] % self.PERIOD
-        entry[0] += 1
-        if phase < 2 * self.PROBES:
-            return phase >= self.PROBES  # probe: PROBES calls serial, then PROBES split
-        serial, split = entry[1], entry[2]
-        return serial is None or (split is not None and split <= serial)
-
-    def record(self, rows: int, split: bool, seconds: float) -> None:
-        entry = self.stats[rows.bit_length()]
-        i = 2 if split else 1
-        entry[i] = seconds if entry[i] is None else (1 - self.ALPHA) * entry[i] + self.ALPHA * seconds
 
 
 def run_packed(

@@ -29,7 +29,8 @@ from torch import nn
 
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.expert_threads import SplitChooser, run_packed
+from moeserve.dense.split_chooser import SplitChooser
+from moeserve.moe.expert_threads import run_packed
 
 LOOP_ROWS_PER_SLOT = 256
 

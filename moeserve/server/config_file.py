@@ -74,7 +74,7 @@ FLAGS: list[Flag] = [
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank (default: one per 1024 hidden, at most the rank's share of the cores; 2 on an idle 2-core machine is a quarter faster for tiny models, many times slower when the cores are shared)"),
-    Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts over, one expert per thread at a time (default: the rank's share of the cores; any value gives the same tokens)"),
+    Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts (and, by output columns, its large dense GEMMs) over, where timing shows it pays (default: the rank's cores over --num-threads; any value gives the same tokens)"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),
     Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),

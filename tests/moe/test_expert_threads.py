@@ -8,7 +8,8 @@ import torch
 
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, SplitChooser, chunk_cuts, run_packed
+from moeserve.dense.split_chooser import SplitChooser
+from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
 from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
 
 needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")

@@ -1,0 +1,63 @@
+"""Choosing, call by call, between running work on one thread or split over several, by timing both.
+
+Used by the packed expert loop (moe/expert_threads.py) and the column-split linears (dense/gemm.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Callable
+
+logger = logging.getLogger(__name__)
+
+
+class SplitChooser:
+    """Whether to split a call over threads, decided from timings of both ways, per size bucket.
+
+    Why: on an idle machine the expert split is 1.3-1.8x faster; with the other core busy (another
+    process, other ranks, a test suite) it gained nothing end to end, or lost up to ~12%
+    (docs/performance.md). Only for calls whose two ways give the same bits (the expert loop always;
+    a split linear after its start-up check), so the engine may switch at any call: in every PERIOD calls of a
+    bucket (calls of similar row counts) it times PROBES calls each way, then uses the way whose
+    recent mean (an exponential average) is lower until the next probe. At most 2 * PROBES / PERIOD
+    of the calls run the slower way.
+    """
+
+    PERIOD = 64
+    PROBES = 3
+    ALPHA = 0.3  # weight of the newest timing in the average
+
+    def __init__(self) -> None:
+        # bucket (bit length of the row count) -> [calls, mean seconds serial, mean seconds split]
+        self.stats: dict = {}
+
+    def split(self, rows: int) -> bool:
+        entry = self.stats.setdefault(rows.bit_length(), [0, None, None])
+        phase = entry[0] % self.PERIOD
+        entry[0] += 1
+        if phase < 2 * self.PROBES:
+            return phase >= self.PROBES  # probe: PROBES calls serial, then PROBES split
+        serial, split = entry[1], entry[2]
+        return serial is None or (split is not None and split <= serial)
+
+    def record(self, rows: int, split: bool, seconds: float) -> None:
+        entry = self.stats[rows.bit_length()]
+        i = 2 if split else 1
+        entry[i] = seconds if entry[i] is None else (1 - self.ALPHA) * entry[i] + self.ALPHA * seconds
+
+
+def script_or(fn: Callable, fallback: Callable, what: str) -> Callable:
+    """`torch.jit.script(fn)`, or `fallback` (same results, eager, one thread) when TorchScript is
+    unavailable. torch marks `torch.jit.script` deprecated (2.13 warns) but has no other way to run
+    Python-authored code on its inter-op pool without the GIL; should a torch drop or break it, the
+    split work runs serially in eager mode and says so once."""
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+            return torch.jit.script(fn)
+    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the eager fallback
+        logger.warning("TorchScript unavailable (%s): %s runs serially in eager mode", exc, what)
+        return fallback

@@ -1,0 +1,90 @@
+"""A packed linear split by output columns over threads (fp32 CPU), for decode-size GEMMs.
+
+Why: at decode a dense GEMM has 1-64 rows, and oneDNN splits a GEMM over its rows, so a second
+OpenMP thread does not help while streaming the weight is what costs (QKV, output projection and LM
+head were ~21% of a serving step at concurrency 8, docs/performance.md). Cut into column blocks,
+each packed on its own and run on torch's inter-op pool (as the expert loop is), the weight streams
+on several cores.
+
+Contract: the same bits as the unsplit packed GEMM. Each output column is the same dot product
+whichever block holds it; that is checked per layer at start-up on random inputs at several row
+counts (`SplitLinear.create` returns None where any bit differs, and the layer stays unsplit), so
+SplitChooser may pick either way at any call.
+
+Shape legend: T rows, I in features, O out features, k blocks.
+"""
+
+from typing import List, Optional, Union
+
+import torch
+
+from moeserve.dense import gemm
+from moeserve.dense.split_chooser import SplitChooser, script_or
+
+MIN_BLOCK = 128  # out features per block: below this the split's overhead outweighs the streaming
+CHECK_ROWS = (1, 3, 8, 64)
+
+
+def _block(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    none: List[Optional[Union[float, int, complex]]] = []
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", none, "")
+
+
+def _blocks(x: torch.Tensor, packed: List[torch.Tensor], biases: List[Optional[torch.Tensor]]) -> torch.Tensor:
+    """Block 0 on this thread, the others forked; concatenated in column order -> [T, O]."""
+    futures = [torch.jit.fork(_block, x, packed[i], biases[i]) for i in range(1, len(packed))]
+    outs = [_block(x, packed[0], biases[0])]
+    for future in futures:
+        outs.append(torch.jit.wait(future))
+    return torch.cat(outs, -1)
+
+
+def _blocks_eager(x: torch.Tensor, packed: List[torch.Tensor], biases: List[Optional[torch.Tensor]]) -> torch.Tensor:
+    return torch.cat([_block(x, p, b) for p, b in zip(packed, biases)], -1)
+
+
+_COMPILED = None
+
+
+def _compiled():
+    global _COMPILED
+    if _COMPILED is None:
+        _COMPILED = script_or(_blocks, _blocks_eager, "the column-split linears")
+    return _COMPILED
+
+
+class SplitLinear:
+    """The column blocks of one packed weight [O, I], and the choice, per call, of whether to use them."""
+
+    def __init__(self, weight: torch.Tensor, blocks: int):
+        O = weight.shape[0]
+        self.bounds = [O * i // blocks for i in range(blocks + 1)]
+        self.packed = [gemm.pack_weight(weight[lo:hi]) for lo, hi in zip(self.bounds, self.bounds[1:])]
+        self.chooser = SplitChooser()
+
+    @classmethod
+    def create(cls, weight: torch.Tensor, bias: Optional[torch.Tensor], packed: torch.Tensor, threads: int):
+        """A split of `weight` over up to `threads` blocks, or None: nothing to split (fp32 CPU
+        packing off, one thread, too few columns) or the blocks would not give the same bits."""
+        blocks = min(threads, weight.shape[0] // MIN_BLOCK)
+        if blocks < 2:
+            return None
+        split = cls(weight, blocks)
+        if any(p is None for p in split.packed):
+            return None
+        g = torch.Generator().manual_seed(0)
+        with torch.inference_mode():
+            for b in {id(bias): bias, id(None): None}.values():  # with the bias, and without (tp ranks > 0)
+                for rows in CHECK_ROWS:
+                    x = torch.randn(rows, weight.shape[1], generator=g)
+                    if not torch.equal(split.run(x, b), gemm.linear(x, weight, b, packed)):
+                        return None
+        return split
+
+    def run(self, x: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        """x [T, I] -> [T, O] through the blocks."""
+        if bias is None:
+            biases: List[Optional[torch.Tensor]] = [None] * len(self.packed)
+        else:
+            biases = [bias[lo:hi] for lo, hi in zip(self.bounds, self.bounds[1:])]
+        return _compiled()(x, self.packed, biases)
