@@ -45,7 +45,7 @@ class VocabParallelEmbedding(_VocabShard):
 
 class ParallelLMHead(_VocabShard, gemm.PackedWeight):
     def load(self, reader: ShardReader, name: str) -> None:
-        self.packed = None  # the packed copy is a snapshot of the old weight
+        self.unpack()  # the packed copies are snapshots of the old weight
         super().load(reader, name)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

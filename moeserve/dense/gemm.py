@@ -13,7 +13,8 @@ again (layers drop their packed copy in `load` / `set_slot`; `pack_weights(model
 Results equal F.linear to fp32 rounding (~1e-6 relative; the summation order differs), not bit for bit.
 Only fp32 on CPU is packed (bf16 and other devices keep F.linear). `MOESERVE_PACKED_GEMM=0` turns
 packing off (every layer then runs F.linear). Packed weights are extra memory: one more copy of every
-packed weight, kept beside the original, which loading, placement moves and the tests read.
+packed weight, kept beside the original, which loading, placement moves and the tests read; a layer
+with column blocks (`enable_split`, dense/split_linear.py) holds a third.
 
 Shape legend: T rows, I in features, O out features.
 """
@@ -109,9 +110,16 @@ class PackedWeight:
     split = None  # a SplitLinear, or None
 
     def pack(self) -> bool:
-        self.split = None  # blocks of the old weight must not outlive it
+        """A new snapshot drops the column blocks of the old one; whoever packs again after start-up
+        calls `enable_split` again if it wants them (ModelRunner does once, after loading)."""
+        self.split = None
         self.packed = pack_weight(self.weight)
         return self.packed is not None
+
+    def unpack(self) -> None:
+        """Drop every snapshot of the weight (a `load` is about to write it)."""
+        self.packed = None
+        self.split = None
 
     def enable_split(self, threads: int) -> bool:
         from moeserve.dense.split_linear import SplitLinear
@@ -124,7 +132,8 @@ class PackedWeight:
     def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """x [T, I] -> x @ weight.T + bias [T, O]."""
         split = self.split
-        if split is None or self.packed is None or x.dim() != 2 or x.shape[0] == 0 or x.dtype != torch.float32:
+        if split is None or self.packed is None or x.dim() != 2 or not 0 < x.shape[0] <= split.max_rows \
+                or x.dtype != torch.float32:
             return linear(x, self.weight, bias, self.packed)
         rows = x.shape[0]
         use = split.chooser.split(rows)

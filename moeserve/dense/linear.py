@@ -50,7 +50,7 @@ class ReplicatedLinear(nn.Module, gemm.PackedWeight):
         return self.matmul(x, self.bias)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
-        self.packed = None
+        self.unpack()
         copy_param(self.weight, reader.read(f"{prefix}.weight"), f"{prefix}.weight")
         if self.bias is not None:
             copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
@@ -79,7 +79,7 @@ class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
         return self.matmul(x, self.bias)
 
     def load(self, reader: ShardReader, prefixes: Sequence[str]) -> None:
-        self.packed = None
+        self.unpack()
         assert len(prefixes) == len(self.local_splits)
         offset = 0
         for prefix, size in zip(prefixes, self.local_splits):
@@ -145,7 +145,7 @@ class QKVParallelLinear(nn.Module, gemm.PackedWeight):
         return qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
 
     def load(self, reader: ShardReader, q_prefix: str, k_prefix: str, v_prefix: str) -> None:
-        self.packed = None
+        self.unpack()
         D = self.head_dim
         parts = [
             (q_prefix, self.q_head_start * D, self.q_size),
@@ -180,7 +180,7 @@ class RowParallelLinear(nn.Module, gemm.PackedWeight):
         return self.matmul(x, bias)
 
     def load(self, reader: ShardReader, prefix: str) -> None:
-        self.packed = None
+        self.unpack()
         start = self.tp_rank * self.in_local
         copy_param(self.weight, reader.read(f"{prefix}.weight", 1, start, start + self.in_local), prefix)
         if self.bias is not None:

@@ -7,9 +7,12 @@ each packed on its own and run on torch's inter-op pool (as the expert loop is),
 on several cores.
 
 Contract: the same bits as the unsplit packed GEMM. Each output column is the same dot product
-whichever block holds it; that is checked per layer at start-up on random inputs at several row
-counts (`SplitLinear.create` returns None where any bit differs, and the layer stays unsplit), so
-SplitChooser may pick either way at any call.
+whichever block holds it; that is checked per layer at start-up on random inputs at every row count
+a split may serve, 1 to MAX_ROWS, with and without the bias (`SplitLinear.create` returns None where
+any bit differs, and the layer stays unsplit), so SplitChooser may pick either way at any call. The
+check also builds oneDNN's kernels for the blocks, as `gemm.warm_up` does for whole weights.
+Cost: the blocks are one more packed copy of the weight, kept even where the chooser mostly runs
+the whole weight (it keeps probing the split).
 
 Shape legend: T rows, I in features, O out features, k blocks.
 """
@@ -22,7 +25,7 @@ from moeserve.dense import gemm
 from moeserve.dense.split_chooser import SplitChooser, script_or
 
 MIN_BLOCK = 128  # out features per block: below this the split's overhead outweighs the streaming
-CHECK_ROWS = (1, 3, 8, 64)
+MAX_ROWS = 64  # decode sizes: larger calls (prefill) run whole; every row count up to this is checked
 
 
 def _block(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
@@ -61,11 +64,14 @@ class SplitLinear:
         self.bounds = [O * i // blocks for i in range(blocks + 1)]
         self.packed = [gemm.pack_weight(weight[lo:hi]) for lo, hi in zip(self.bounds, self.bounds[1:])]
         self.chooser = SplitChooser()
+        self.max_rows = MAX_ROWS
 
     @classmethod
     def create(cls, weight: torch.Tensor, bias: Optional[torch.Tensor], packed: torch.Tensor, threads: int):
         """A split of `weight` over up to `threads` blocks, or None: nothing to split (fp32 CPU
         packing off, one thread, too few columns) or the blocks would not give the same bits."""
+        if bias is not None and not isinstance(bias, torch.Tensor):
+            return None
         blocks = min(threads, weight.shape[0] // MIN_BLOCK)
         if blocks < 2:
             return None
@@ -75,7 +81,7 @@ class SplitLinear:
         g = torch.Generator().manual_seed(0)
         with torch.inference_mode():
             for b in {id(bias): bias, id(None): None}.values():  # with the bias, and without (tp ranks > 0)
-                for rows in CHECK_ROWS:
+                for rows in range(1, MAX_ROWS + 1):
                     x = torch.randn(rows, weight.shape[1], generator=g)
                     if not torch.equal(split.run(x, b), gemm.linear(x, weight, b, packed)):
                         return None

@@ -31,7 +31,7 @@ def test_blocks_give_the_same_bits_as_the_whole_weight(I, O, threads, bias):
     layer = packed_layer(I, O, bias)
     split = SplitLinear.create(layer.weight, layer.bias, layer.packed, threads)
     assert split is not None and len(split.packed) == min(threads, O // MIN_BLOCK)
-    for rows in (1, 2, 17, 64, 300):
+    for rows in (1, 2, 17, 63, 64):
         x = torch.randn(rows, I)
         assert torch.equal(split.run(x, layer.bias), gemm.linear(x, layer.weight, layer.bias, layer.packed))
 
@@ -61,6 +61,12 @@ def test_a_split_layer_answers_the_same_bits_whichever_way_each_call_goes():
     assert serial > 0 and split > 0  # both ways were timed
     assert all(torch.equal(out, whole) for out in outs)
     assert layer(torch.zeros(0, 96)).shape == (0, 640)
+    big = torch.randn(split_linear.MAX_ROWS + 1, 96)  # prefill sizes run whole: never split unchecked
+    assert torch.equal(layer(big), gemm.linear(big, layer.weight, layer.bias, layer.packed))
+    assert (split_linear.MAX_ROWS + 1).bit_length() not in layer.split.chooser.stats
+    big = torch.randn(split_linear.MAX_ROWS + 1, 96)  # prefill sizes run whole: never split unchecked
+    assert torch.equal(layer(big), gemm.linear(big, layer.weight, layer.bias, layer.packed))
+    assert (split_linear.MAX_ROWS + 1).bit_length() not in layer.split.chooser.stats
 
 
 @needs_packing
@@ -77,5 +83,6 @@ def test_packing_again_or_loading_drops_the_split():
 
     assert layer.enable_split(2)
     layer.load(Reader(), "x")
+    assert layer.split is None and layer.packed is None
     x = torch.randn(3, 64)
     assert torch.equal(layer(x), x @ torch.ones(512, 64).T)  # not the stale blocks
