@@ -58,6 +58,17 @@ def test_dispatch_backends_do_not_change_outputs(backend, tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("ep,tp", [(2, 1), (1, 2)])
+def test_expert_threads_inside_ranks_do_not_change_outputs(ep, tp, tmp_path):
+    # each rank forks its own expert chunks and column blocks (2 ranks on 2 cores leave the default at 1)
+    _, path = make_checkpoint("mixtral", tmp_path)
+    rng = random.Random(3)
+    prompts = [[rng.randrange(3, 96) for _ in range(n)] for n in (4, 9, 23)]
+    want = _run(path, prompts, expert_threads=1)
+    _assert_same(_run(path, prompts, ep=ep, tp=tp, expert_threads=2), want)
+
+
+@pytest.mark.timeout(300)
 def test_unseeded_samples_differ_across_attention_groups(tmp_path):
     """Two attention groups must not share one noise stream: identical prompts sampled without a seed
     at ep=2 (two groups) came back as identical pairs before each group's sampler got its own seed."""
