@@ -22,7 +22,6 @@ Shape legend: T rows, I in features, O out features.
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 import torch.nn.functional as F
@@ -135,9 +134,6 @@ class PackedWeight:
         if split is None or self.packed is None or x.dim() != 2 or not 0 < x.shape[0] <= split.max_rows \
                 or x.dtype != torch.float32:
             return linear(x, self.weight, bias, self.packed)
-        rows = x.shape[0]
-        use = split.chooser.split(rows)
-        start = time.perf_counter()
-        out = split.run(x, bias) if use else linear(x, self.weight, bias, self.packed)
-        split.chooser.record(rows, use, time.perf_counter() - start)
-        return out
+        return split.chooser.timed(
+            x.shape[0], lambda: linear(x, self.weight, bias, self.packed), lambda: split.run(x, bias)
+        )

@@ -6,10 +6,12 @@ Used by the packed expert loop (moe/expert_threads.py) and the column-split line
 from __future__ import annotations
 
 import logging
+import time
 import warnings
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SplitChooser:
@@ -46,18 +48,38 @@ class SplitChooser:
         i = 2 if split else 1
         entry[i] = seconds if entry[i] is None else (1 - self.ALPHA) * entry[i] + self.ALPHA * seconds
 
+    def timed(self, rows: int, serial: Callable[[], T], split: Callable[[], T]) -> T:
+        """Run the way `split(rows)` picks and record how long it took."""
+        use = self.split(rows)
+        start = time.perf_counter()
+        out = split() if use else serial()
+        self.record(rows, use, time.perf_counter() - start)
+        return out
 
-def script_or(fn: Callable, fallback: Callable, what: str) -> Callable:
-    """`torch.jit.script(fn)`, or `fallback` (same results, eager, one thread) when TorchScript is
-    unavailable. torch marks `torch.jit.script` deprecated (2.13 warns) but has no other way to run
-    Python-authored code on its inter-op pool without the GIL; should a torch drop or break it, the
-    split work runs serially in eager mode and says so once."""
-    import torch
 
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
-            return torch.jit.script(fn)
-    except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the eager fallback
-        logger.warning("TorchScript unavailable (%s): %s runs serially in eager mode", exc, what)
-        return fallback
+class Scripted:
+    """`fn` compiled with TorchScript on its first call, so its `torch.jit.fork`s run on torch's
+    inter-op pool without the GIL. torch marks `torch.jit.script` deprecated (2.13 warns) but has no
+    other way to do that; should a torch drop or break it, `fn` runs as plain Python, where
+    `torch.jit.fork` runs the forked call in place: the same ops, serially, the same bits. That is
+    said once, in the log."""
+
+    def __init__(self, fn: Callable, what: str):
+        self.fn, self.what = fn, what
+        self.compiled: Callable | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.compiled is None:
+            self.compiled = self._compile()
+        return self.compiled(*args)
+
+    def _compile(self) -> Callable:
+        import torch
+
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+                return torch.jit.script(self.fn)
+        except Exception as exc:  # noqa: BLE001 - any failure to compile leaves plain Python
+            logger.warning("TorchScript unavailable (%s): %s runs serially in eager mode", exc, self.what)
+            return self.fn

@@ -22,7 +22,7 @@ from typing import List, Optional, Union
 import torch
 
 from moeserve.dense import gemm
-from moeserve.dense.split_chooser import SplitChooser, script_or
+from moeserve.dense.split_chooser import Scripted, SplitChooser
 
 MIN_BLOCK = 128  # out features per block: below this the split's overhead outweighs the streaming
 MAX_ROWS = 64  # decode sizes: larger calls (prefill) run whole; every row count up to this is checked
@@ -42,29 +42,19 @@ def _blocks(x: torch.Tensor, packed: List[torch.Tensor], biases: List[Optional[t
     return torch.cat(outs, -1)
 
 
-def _blocks_eager(x: torch.Tensor, packed: List[torch.Tensor], biases: List[Optional[torch.Tensor]]) -> torch.Tensor:
-    return torch.cat([_block(x, p, b) for p, b in zip(packed, biases)], -1)
-
-
-_COMPILED = None
-
-
-def _compiled():
-    global _COMPILED
-    if _COMPILED is None:
-        _COMPILED = script_or(_blocks, _blocks_eager, "the column-split linears")
-    return _COMPILED
+_blocks_scripted = Scripted(_blocks, "the column-split linears")
 
 
 class SplitLinear:
     """The column blocks of one packed weight [O, I], and the choice, per call, of whether to use them."""
+
+    max_rows = MAX_ROWS  # larger calls run the whole weight (gemm.PackedWeight.matmul)
 
     def __init__(self, weight: torch.Tensor, blocks: int):
         O = weight.shape[0]
         self.bounds = [O * i // blocks for i in range(blocks + 1)]
         self.packed = [gemm.pack_weight(weight[lo:hi]) for lo, hi in zip(self.bounds, self.bounds[1:])]
         self.chooser = SplitChooser()
-        self.max_rows = MAX_ROWS
 
     @classmethod
     def create(cls, weight: torch.Tensor, bias: Optional[torch.Tensor], packed: torch.Tensor, threads: int):
@@ -93,4 +83,4 @@ class SplitLinear:
             biases: List[Optional[torch.Tensor]] = [None] * len(self.packed)
         else:
             biases = [bias[lo:hi] for lo, hi in zip(self.bounds, self.bounds[1:])]
-        return _compiled()(x, self.packed, biases)
+        return _blocks_scripted(x, self.packed, biases)

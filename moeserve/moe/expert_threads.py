@@ -14,19 +14,19 @@ the inter-op pool did not). Expert time at 8 sequences: ~1.8x faster on 2 idle c
 CPU burners on the same cores 1.25-1.45x faster at 8-64 sequences but 12% slower at 4, so each layer
 times both ways and keeps the faster (`SplitChooser`).
 
-Contract: `run_packed(...)` returns exactly the rows `experts_packed` returns, bit for bit, for any
-`threads`: each slot runs the same ops on the same rows; only which thread runs it changes, and the
+Contract: `run_packed(...)` returns the same rows, bit for bit, for any `threads` (1 = the serial
+loop): each slot runs the same ops on the same rows; only which thread runs it changes, and the
 chunks are concatenated in slot order. Rows are slot-major (the dispatcher's ExpertBatch).
 
 Shape legend: R rows, H hidden, Il intermediate on this rank, S local slots.
 """
 
-from typing import Callable, List, Optional, Union
+from typing import List, Optional, Union
 
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense.split_chooser import script_or
+from moeserve.dense.split_chooser import Scripted
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
 # (measured at tiny-mixtral's shapes: ~200 us fixed, ~10 us a row, both GEMMs together)
@@ -84,30 +84,7 @@ def _split(
     return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
-_COMPILED: Optional[Callable] = None
-
-
-def _serial(
-    x: torch.Tensor,
-    counts: List[int],
-    starts: List[int],
-    p13: List[torch.Tensor],
-    p2: List[torch.Tensor],
-    cuts: List[int],
-    Il: int,
-    act: str,
-) -> torch.Tensor:
-    """`_split` without TorchScript: the same ops in eager Python, on this thread only."""
-    outs = _slots(x, counts, starts, p13, p2, 0, len(counts), Il, act)
-    return outs[0] if len(outs) == 1 else torch.cat(outs)
-
-
-def _compiled() -> Callable:
-    """`_split` compiled once per process (dense/split_chooser.script_or)."""
-    global _COMPILED
-    if _COMPILED is None:
-        _COMPILED = script_or(_split, _serial, "the expert loop")
-    return _COMPILED
+_split_scripted = Scripted(_split, "the expert loop")
 
 
 def chunk_cuts(counts: List[int], threads: int) -> List[int]:
@@ -149,4 +126,4 @@ def run_packed(
     for n in counts:
         starts.append(acc)
         acc += n
-    return _compiled()(x, counts, starts, p13, p2, chunk_cuts(counts, threads), Il, act)
+    return _split_scripted(x, counts, starts, p13, p2, chunk_cuts(counts, threads), Il, act)

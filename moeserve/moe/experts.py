@@ -20,7 +20,6 @@ than the loop up to ~128 rows per slot (decode), the loop ~30% faster at ~360 ro
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import torch
@@ -28,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dense import gemm
-from moeserve.dispatch.base import ExpertBatch
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.dispatch.base import ExpertBatch
 from moeserve.moe.expert_threads import run_packed
 
 LOOP_ROWS_PER_SLOT = 256
@@ -136,12 +135,7 @@ class GroupedExperts(nn.Module):
             args = (batch.hidden, batch.counts.tolist(), self.packed13, self.packed2, self.intermediate, self.act_name)
             if self.threads == 1:
                 return run_packed(*args)
-            rows = batch.num_rows
-            split = self.chooser.split(rows)
-            start = time.perf_counter()
-            out = run_packed(*args, self.threads if split else 1)
-            self.chooser.record(rows, split, time.perf_counter() - start)
-            return out
+            return self.chooser.timed(batch.num_rows, lambda: run_packed(*args), lambda: run_packed(*args, self.threads))
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
