@@ -71,7 +71,9 @@ class ParallelConfig:
     backend: str = "auto"  # torch.distributed backend: auto = nccl with CUDA, else gloo
     step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
-    # never more than the rank's share of the node's cores): see engine/model_runner.py
+    # never more than the rank's share of the node's cores; a single-rank engine then also times
+    # each step size on all of its cores and keeps the faster way): engine/model_runner.py,
+    # engine/step_threads.py
     num_threads: int | None = None
     # threads the packed expert loop (and the column-split dense GEMMs) may split over; None = auto
     # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): moe/expert_threads.py,

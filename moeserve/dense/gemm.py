@@ -72,20 +72,44 @@ def warm_up(model: nn.Module, max_rows: int | None = None) -> int:
     does with its warm-up runs. max_rows: MOESERVE_GEMM_WARMUP_ROWS, default 64 (0 = off: the tests).
     Returns the number of calls made."""
     if max_rows is None:
-        max_rows = int(os.environ.get("MOESERVE_GEMM_WARMUP_ROWS", "64"))
+        max_rows = warm_up_rows()
+    calls = 0
+    with torch.inference_mode():
+        for (_, in_features), packed in distinct_packed(model).items():
+            for rows in range(1, max_rows + 1):
+                packed_linear(torch.zeros(rows, in_features), packed)
+                calls += 1
+    return calls
+
+
+def warm_up_rows() -> int:
+    return int(os.environ.get("MOESERVE_GEMM_WARMUP_ROWS", "64"))
+
+
+def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:
+    """One packed weight of each distinct packed shape in `model`."""
     shapes: dict[tuple, torch.Tensor] = {}
     for module in model.modules():
         for packed in [getattr(module, "packed", None), *(getattr(module, "packed13", None) or []),
                        *(getattr(module, "packed2", None) or [])]:
             if isinstance(packed, torch.Tensor):
                 shapes.setdefault(tuple(packed.shape), packed)
-    calls = 0
-    with torch.inference_mode():
-        for (_, in_features), packed in shapes.items():
-            for rows in range(1, max_rows + 1):
-                packed_linear(torch.zeros(rows, in_features), packed)
-                calls += 1
-    return calls
+    return shapes
+
+
+def row_sweep(model: nn.Module, max_rows: int, seed: int = 0):
+    """A function running every distinct packed weight of `model` at each row count 1..max_rows on
+    fixed random inputs, all outputs flattened into one tensor (engine/step_threads.py compares its
+    bits under two thread settings)."""
+    gen = torch.Generator().manual_seed(seed)
+    cases = [(torch.randn(max_rows, in_features, generator=gen), packed)
+             for (_, in_features), packed in distinct_packed(model).items()]
+
+    def run() -> torch.Tensor:
+        outs = [packed_linear(x[:rows], packed).flatten() for x, packed in cases for rows in range(1, max_rows + 1)]
+        return torch.cat(outs) if outs else torch.zeros(0)
+
+    return run
 
 
 def pack_weights(model: nn.Module) -> int:

@@ -29,6 +29,9 @@ class SplitChooser:
     PERIOD = 64
     PROBES = 3
     ALPHA = 0.3  # weight of the newest timing in the average
+    # process-wide: False while a step runs on more intra-op threads instead of forks
+    # (engine/step_threads.py); every call then runs serially and records nothing
+    forks_enabled = True
 
     def __init__(self) -> None:
         # bucket (bit length of the row count) -> [calls, mean seconds serial, mean seconds split]
@@ -50,6 +53,8 @@ class SplitChooser:
 
     def timed(self, rows: int, serial: Callable[[], T], split: Callable[[], T]) -> T:
         """Run the way `split(rows)` picks and record how long it took."""
+        if not SplitChooser.forks_enabled:
+            return serial()
         use = self.split(rows)
         start = time.perf_counter()
         out = split() if use else serial()

@@ -5,6 +5,7 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -13,12 +14,13 @@ from pathlib import Path
 import torch
 
 from moeserve.config import ConfigError, EngineConfig
-from moeserve.core.step_plan import GroupBatch, PromptLogprobs
+from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.gemm import PackedWeight, pack_weights, warm_up
+from moeserve.dense.gemm import PackedWeight, pack_weights, row_sweep, warm_up, warm_up_rows
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
+from moeserve.engine.step_threads import StepThreads
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.moe.experts import GroupedExperts
@@ -115,6 +117,16 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     return max(1, min(current, hidden_size // 1024))
 
 
+def step_threads(share: int, configured: int | None, ctx: ParallelContext) -> StepThreads | None:
+    """A per-step chooser between the intra-op threads set now (with the expert forks) and all of the
+    rank's `share` of cores (engine/step_threads.py), or None: the count is pinned (--num-threads,
+    MOESERVE_NUM_THREADS), already uses the share, or the engine has several ranks."""
+    narrow = torch.get_num_threads()
+    if configured is not None or os.environ.get("MOESERVE_NUM_THREADS") or ctx.world_size > 1 or share <= narrow:
+        return None
+    return StepThreads(narrow, share)
+
+
 def cores_per_rank(ranks_per_node: int) -> int:
     """This rank's share of the cores this process may run on (its CPU affinity)."""
     try:
@@ -148,9 +160,8 @@ class ModelRunner:
         self.hf_config = load_hf_config(model_dir)
         parallel = engine_config.parallel
         torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads(), parallel.num_threads))
-        self.expert_threads = expert_threads(
-            cores_per_rank(parallel.ranks_per_node), torch.get_num_threads(), parallel.expert_threads
-        )
+        share = cores_per_rank(parallel.ranks_per_node)
+        self.expert_threads = expert_threads(share, torch.get_num_threads(), parallel.expert_threads)
         if self.expert_threads < 1:
             raise ConfigError(f"MOESERVE_EXPERT_THREADS must be >= 1, got {self.expert_threads}")
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
@@ -180,6 +191,9 @@ class ModelRunner:
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
+        self.step_threads = step_threads(share, parallel.num_threads, ctx)
+        if self.step_threads is not None:
+            self.step_threads.verify(self._thread_checks())  # also builds the wide kernels now
 
     def _blocks_for(self, memory_mb: int) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
@@ -213,9 +227,10 @@ class ModelRunner:
         logprobs; the others return [].
         """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
-        meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
-        hidden = self.model(meta, self.kv_caches, max_tokens)  # [N, H]
-        logits = self.model.compute_logits(hidden[meta.sample_index])
+        threads = self.step_threads.step(batch.num_tokens) if self.step_threads else contextlib.nullcontext()
+        with threads:
+            hidden, meta = self._forward(batch, max_tokens)
+            logits = self.model.compute_logits(hidden[meta.sample_index])
         prompt: list[PromptLogprobs] = []
         row = 0
         for seq in batch.seqs:
@@ -231,3 +246,36 @@ class ModelRunner:
                     prompt.append(out)
             row += seq.num_tokens
         return logits, prompt
+
+    def _forward(self, batch: GroupBatch, max_tokens: int | None = None) -> tuple[torch.Tensor, AttentionMetadata]:
+        """hidden [N, H] of the batch's tokens (their K/V written to the cache), and its metadata."""
+        meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
+        return self.model(meta, self.kv_caches, max_tokens), meta
+
+    def _thread_checks(self) -> list[Callable[[], torch.Tensor]]:
+        """What StepThreads.verify runs both ways: logits of a prefill of a few sequences (odd lengths:
+        partial blocks, uneven rows per expert), then of a decode step over them, and every packed GEMM
+        at each warm-up row count. Uses the first free KV blocks; nothing is scheduled yet."""
+        gen = torch.Generator().manual_seed(0)
+        limit = min(self.max_model_len, self.num_blocks * self.block_size)
+        seqs, block = [], 0
+        for length in (37, 11, 3, 1):
+            length = min(length, limit - 1)
+            blocks = -(-(length + 1) // self.block_size)
+            if length < 1 or block + blocks > self.num_blocks:
+                continue
+            ids = torch.randint(self.hf_config.vocab_size, (length + 1,), generator=gen).tolist()
+            seqs.append((f"thread-check-{len(seqs)}", ids, list(range(block, block + blocks))))
+            block += blocks
+        prefill = GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, table, True) for r, ids, table in seqs])
+        decode = GroupBatch(0, [ScheduledSeq(r, ids[-1:], len(ids) - 1, table, True) for r, ids, table in seqs])
+
+        def logits(batch: GroupBatch) -> Callable[[], torch.Tensor]:
+            def run() -> torch.Tensor:
+                hidden, meta = self._forward(batch)
+                return self.model.compute_logits(hidden[meta.sample_index])
+
+            return run
+
+        checks = [logits(prefill), logits(decode)] if seqs else []
+        return checks + [row_sweep(self.model, warm_up_rows())]

@@ -1,0 +1,149 @@
+"""How many intra-op threads run a step's forward: one (with the expert and column forks) or all of
+the rank's cores (forks off), chosen per step size by timing both.
+
+Why: on the 2-core machines a step of a small model is hundreds of ops of tens of microseconds.
+With a second OpenMP thread each op forks and joins the pool; on a quiet machine that is the
+faster way (tiny-mixtral offline: 1,300-1,630 tok/s against 1,000-1,280 with one thread and the
+expert forks, side by side, docs/performance.md), but when the other core is busy (a front end, a
+load generator, a test suite) a join waits for a descheduled thread and a step can take 10x as
+long. Neither way wins everywhere, so the runner measures, like `SplitChooser` does per layer:
+per bucket of step sizes (bit length of the token count) it times PROBES steps each way in every
+`period` steps and runs the way with the lower recent mean in between. A probe that loses by more
+than BACKOFF x doubles the bucket's period (up to MAX_PERIOD), so a collapsing way is retried
+rarely; a close race keeps the short period.
+
+Both ways must give the same bits, or switching between steps could change a token. oneDNN and
+torch's kernels split work over rows, columns, heads or sequences, not inside one dot product, so
+they do on the machines measured; `verify` checks it at start-up anyway (a forward of a few
+sequences, prefill then decode, and every packed GEMM shape at each warm-up row count, on random
+inputs) and leaves the runner on one way if any bit differs. The sampler and prompt logprobs run
+outside the chosen region, on the narrow setting, so seeded sampling never depends on the choice.
+
+Only for a single-rank engine: ranks time their own steps, and the start-up check runs a forward,
+which in a multi-rank world would have to line up with the other ranks' collectives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+
+from moeserve.dense.split_chooser import SplitChooser
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Bucket:
+    steps: int = 0
+    # mean seconds of a step run each way: the plain mean of this probe round's steps, then (for the
+    # way in use) an exponential average of the steps run since
+    narrow: float | None = None
+    wide: float | None = None
+    runs: list = field(default_factory=lambda: [0, 0])  # steps timed each way since this round began
+    period: int = 0  # steps from one probe round to the next
+    next_probe: int = 0  # the step index at which the next probe round starts
+
+
+class StepThreads:
+    """Chooses, step by step, between `narrow` intra-op threads with forks and `wide` without."""
+
+    PERIOD = 64
+    PROBES = 2
+    ALPHA = 0.3  # weight of the newest timing in the running way's mean
+    BACKOFF = 1.5  # a probe round one way loses by more than this doubles the bucket's period
+    MAX_PERIOD = 1024
+
+    def __init__(self, narrow: int, wide: int):
+        if not 1 <= narrow < wide:
+            raise ValueError(f"StepThreads needs 1 <= narrow < wide, got {narrow}, {wide}")
+        self.narrow, self.wide = narrow, wide
+        self.enabled = True  # False after a failed bit check: every step runs narrow
+        self.buckets: dict[int, _Bucket] = {}  # bit length of a step's token count -> its timings
+
+    def use_wide(self, tokens: int) -> bool:
+        if not self.enabled:
+            return False
+        b = self._bucket(tokens)
+        i = b.steps
+        b.steps += 1
+        phase = i - b.next_probe
+        if phase == 0:  # a probe round starts: both ways are timed afresh, in the same minute
+            b.narrow = b.wide = None
+            b.runs = [0, 0]
+        if 0 <= phase < 2 * self.PROBES:  # PROBES steps narrow, then PROBES wide
+            return phase >= self.PROBES
+        known = b.narrow is not None and b.wide is not None  # a step that raised records nothing
+        if phase == 2 * self.PROBES:  # the round just ended: when is the next one
+            lopsided = known and max(b.narrow, b.wide) > self.BACKOFF * min(b.narrow, b.wide)
+            b.period = min(2 * b.period, self.MAX_PERIOD) if lopsided else self.PERIOD
+            b.next_probe = b.next_probe + b.period
+        return known and b.wide < b.narrow
+
+    def _bucket(self, tokens: int) -> _Bucket:
+        b = self.buckets.get(tokens.bit_length())
+        if b is None:
+            b = self.buckets[tokens.bit_length()] = _Bucket(period=self.PERIOD)
+        return b
+
+    def record(self, tokens: int, wide: bool, seconds: float) -> None:
+        b = self._bucket(tokens)
+        b.runs[wide] += 1
+        old, n = (b.wide, b.runs[1]) if wide else (b.narrow, b.runs[0])
+        if old is None:
+            mean = seconds
+        elif n <= self.PROBES:
+            mean = old + (seconds - old) / n
+        else:
+            mean = (1 - self.ALPHA) * old + self.ALPHA * seconds
+        if wide:
+            b.wide = mean
+        else:
+            b.narrow = mean
+
+    @contextlib.contextmanager
+    def step(self, tokens: int) -> Iterator[None]:
+        """Run the body with the threads chosen for a step of `tokens` tokens, and time it."""
+        if tokens == 0 or not self.enabled:
+            yield
+            return
+        wide = self.use_wide(tokens)
+        start = time.perf_counter()
+        with self.setting(wide):
+            yield
+        self.record(tokens, wide, time.perf_counter() - start)
+
+    @contextlib.contextmanager
+    def setting(self, wide: bool) -> Iterator[None]:
+        """`wide` intra-op threads and no forks inside the body (narrow and forks on after it)."""
+        if not wide:
+            yield
+            return
+        torch.set_num_threads(self.wide)
+        SplitChooser.forks_enabled = False
+        try:
+            yield
+        finally:
+            SplitChooser.forks_enabled = True
+            torch.set_num_threads(self.narrow)
+
+    def verify(self, checks: list[Callable[[], torch.Tensor]]) -> bool:
+        """Run every check narrow and wide; keep choosing only if all outputs match bit for bit."""
+        for check in checks:
+            with torch.inference_mode():
+                narrow = check()
+                with self.setting(True):
+                    wide = check()
+            if narrow.shape != wide.shape or not torch.equal(narrow, wide):
+                self.enabled = False
+                logger.warning(
+                    "%d intra-op threads change the bits of a forward on this machine: steps stay on %d",
+                    self.wide, self.narrow,
+                )
+                return False
+        return True

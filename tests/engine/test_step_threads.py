@@ -1,0 +1,171 @@
+"""The per-step choice between one intra-op thread with forks and all of the rank's cores without
+(engine/step_threads.py): how it probes and backs off, that it restores the process's threads, that
+a bit mismatch pins it narrow, and that for every architecture either way gives the same bits."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from moeserve.config import CacheConfig, EngineConfig, ModelConfig
+from moeserve.core.step_plan import GroupBatch, ScheduledSeq
+from moeserve.dense.split_chooser import SplitChooser
+from moeserve.engine.model_runner import ModelRunner, step_threads
+from moeserve.engine.step_threads import StepThreads
+from moeserve.parallel_state import SINGLE, ParallelContext
+from tiny_models import ARCHITECTURES, make_checkpoint
+
+
+def drive(chooser: StepThreads, tokens: int, steps: int, narrow_s: float, wide_s: float) -> list[bool]:
+    """Feed `steps` steps of `tokens` tokens that take narrow_s / wide_s seconds; the ways used."""
+    ways = []
+    for _ in range(steps):
+        wide = chooser.use_wide(tokens)
+        chooser.record(tokens, wide, wide_s if wide else narrow_s)
+        ways.append(wide)
+    return ways
+
+
+def test_probes_both_ways_then_runs_the_faster_and_probes_again_each_period():
+    chooser = StepThreads(1, 2)
+    ways = drive(chooser, 64, 2 * chooser.PERIOD, narrow_s=0.010, wide_s=0.008)
+    probes = 2 * chooser.PROBES
+    assert ways[:probes] == [False] * chooser.PROBES + [True] * chooser.PROBES
+    assert all(ways[probes : chooser.PERIOD])  # wide is faster
+    period = chooser.PERIOD
+    assert ways[period : period + probes] == [False] * chooser.PROBES + [True] * chooser.PROBES
+    assert all(ways[period + probes :])
+    assert chooser.buckets[(64).bit_length()].period == chooser.PERIOD  # a close race: no back-off
+
+
+def test_a_way_that_collapses_is_probed_ever_more_rarely():
+    chooser = StepThreads(1, 2)
+    steps = 4 * chooser.MAX_PERIOD
+    ways = drive(chooser, 64, steps, narrow_s=0.010, wide_s=0.100)  # wide 10x slower: the other core is busy
+    assert sum(ways) < 40  # 2 wide probes per round; periods 64, 128, ... capped at MAX_PERIOD
+    assert chooser.buckets[(64).bit_length()].period == chooser.MAX_PERIOD
+    # the other core frees up: the next probe round times both ways afresh and wide takes over
+    drive(chooser, 64, chooser.MAX_PERIOD, narrow_s=0.010, wide_s=0.005)
+    assert chooser.use_wide(64)
+    # a close race again: back to the short period
+    drive(chooser, 64, 2 * chooser.MAX_PERIOD, narrow_s=0.010, wide_s=0.009)
+    assert chooser.buckets[(64).bit_length()].period == chooser.PERIOD
+
+
+def test_the_way_in_use_follows_its_own_steps_between_probes():
+    """wide won the probes, then slows down (load arrives): its running mean, not a probe, hands
+    the steps back to narrow."""
+    chooser = StepThreads(1, 2)
+    drive(chooser, 64, 2 * chooser.PROBES, narrow_s=0.010, wide_s=0.008)
+    ways = drive(chooser, 64, 10, narrow_s=0.010, wide_s=0.030)
+    assert ways[0] and not ways[-1]
+
+
+def test_each_step_size_bucket_decides_alone():
+    chooser = StepThreads(1, 2)
+    drive(chooser, 8, 20, narrow_s=0.002, wide_s=0.004)
+    drive(chooser, 1000, 20, narrow_s=0.3, wide_s=0.2)
+    assert not chooser.use_wide(9) and chooser.use_wide(900)
+
+
+def test_a_step_that_raised_leaves_no_half_known_choice():
+    chooser = StepThreads(1, 2)
+    for _ in range(2 * chooser.PROBES):
+        chooser.use_wide(64)  # no timings recorded: every probe raised
+    assert chooser.use_wide(64) is False
+
+
+def test_the_wide_setting_is_undone_even_when_the_step_raises():
+    torch.set_num_threads(1)
+    chooser = StepThreads(1, 2)
+    with pytest.raises(RuntimeError):
+        with chooser.setting(True):
+            assert torch.get_num_threads() == 2 and SplitChooser.forks_enabled is False
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == 1 and SplitChooser.forks_enabled is True
+
+
+def test_no_forks_while_wide():
+    calls = []
+    split_chooser = SplitChooser()
+    SplitChooser.forks_enabled = False
+    try:
+        out = split_chooser.timed(8, lambda: calls.append("serial") or 1, lambda: calls.append("split") or 2)
+    finally:
+        SplitChooser.forks_enabled = True
+    assert out == 1 and calls == ["serial"] and split_chooser.stats == {}
+
+
+def test_a_bit_mismatch_pins_the_narrow_way(caplog):
+    chooser = StepThreads(1, 2)
+    differs = lambda: torch.tensor([float(torch.get_num_threads())])  # noqa: E731
+    with caplog.at_level(logging.WARNING):
+        assert chooser.verify([lambda: torch.ones(3), differs]) is False
+    assert "change the bits" in caplog.text
+    assert not chooser.use_wide(64)
+    with chooser.step(64):
+        assert torch.get_num_threads() == 1
+    assert chooser.buckets == {}
+
+
+def test_who_gets_a_chooser(monkeypatch):
+    torch.set_num_threads(1)
+    monkeypatch.delenv("MOESERVE_NUM_THREADS", raising=False)
+    assert step_threads(2, None, SINGLE).wide == 2
+    assert step_threads(2, 1, SINGLE) is None  # --num-threads pins the count
+    assert step_threads(1, None, SINGLE) is None  # no second core
+    assert step_threads(2, None, ParallelContext(ep_size=2)) is None  # ranks time their own steps
+    monkeypatch.setenv("MOESERVE_NUM_THREADS", "1")
+    assert step_threads(2, None, SINGLE) is None
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def checkpoint(request, tmp_path_factory):
+    return make_checkpoint(request.param, tmp_path_factory.mktemp(request.param))[1]
+
+
+def runner_for(path, num_blocks: int = 32) -> ModelRunner:
+    cfg = EngineConfig(model=ModelConfig(model=str(path)), cache=CacheConfig(block_size=4, num_blocks=num_blocks))
+    return ModelRunner(cfg, SINGLE)
+
+
+def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
+    """Three requests through prefill, a mixed step and decodes, once all narrow and once switching
+    way at every step (wide, narrow, wide, ...): every logit bit is the same."""
+    torch.set_num_threads(1)
+    runner = runner_for(checkpoint)
+    runner.step_threads = StepThreads(1, 2)
+    assert runner.step_threads.verify(runner._thread_checks())
+    gen = torch.Generator().manual_seed(3)
+    prompts = {rid: torch.randint(0, 96, (n,), generator=gen).tolist() for rid, n in (("a", 13), ("b", 6), ("c", 9))}
+    steps = [[("a", 0, 8), ("b", 0, 6)], [("a", 8, 13), ("b", 6, 7), ("c", 0, 9)]] + [
+        [("a", e, e + 1), ("b", e - 6, e - 5), ("c", e - 4, e - 3)] for e in range(13, 18)
+    ]
+
+    def run(choose) -> list[torch.Tensor]:
+        monkeypatch.setattr(runner.step_threads, "use_wide", choose)
+        tokens = {rid: list(p) + [7, 11, 13, 17, 19] for rid, p in prompts.items()}
+        tables = {rid: list(range(i * 8, i * 8 + 8)) for i, rid in enumerate(prompts)}
+        out = []
+        for step in steps:
+            batch = GroupBatch(0, [ScheduledSeq(r, tokens[r][s:e], s, tables[r], True) for r, s, e in step])
+            out.append(runner.execute(batch))
+        return out
+
+    narrow = run(lambda tokens: False)
+    flips = iter(range(100))
+    switching = run(lambda tokens: next(flips) % 2 == 0)
+    assert torch.get_num_threads() == 1
+    for a, b in zip(narrow, switching):
+        assert torch.equal(a, b)
+
+
+def test_the_start_up_checks_fit_a_tiny_kv_pool(tmp_path):
+    """One 4-slot block: the check forward shrinks its sequences to what fits instead of failing."""
+    torch.set_num_threads(1)
+    runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=1)
+    checks = runner._thread_checks()
+    assert len(checks) == 3
+    assert StepThreads(1, 2).verify(checks)
