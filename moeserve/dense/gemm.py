@@ -75,7 +75,7 @@ def warm_up(model: nn.Module, max_rows: int | None = None) -> int:
         max_rows = warm_up_rows()
     calls = 0
     with torch.inference_mode():
-        for (_, in_features), packed in distinct_packed(model).items():
+        for (_, in_features, _), packed in distinct_packed(model).items():
             for rows in range(1, max_rows + 1):
                 packed_linear(torch.zeros(rows, in_features), packed)
                 calls += 1
@@ -87,29 +87,38 @@ def warm_up_rows() -> int:
 
 
 def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:
-    """One packed weight of each distinct packed shape in `model`."""
+    """One packed weight of each distinct (packed shape, kind) in `model`; kind: "dense", or "expert"
+    (packed with a smaller rows hint, so possibly another blocked layout)."""
     shapes: dict[tuple, torch.Tensor] = {}
     for module in model.modules():
-        for packed in [getattr(module, "packed", None), *(getattr(module, "packed13", None) or []),
-                       *(getattr(module, "packed2", None) or [])]:
+        packs = [("dense", getattr(module, "packed", None))]
+        packs += [("expert", p) for p in (getattr(module, "packed13", None) or []) + (getattr(module, "packed2", None) or [])]
+        for kind, packed in packs:
             if isinstance(packed, torch.Tensor):
-                shapes.setdefault(tuple(packed.shape), packed)
+                shapes.setdefault((*packed.shape, kind), packed)
     return shapes
 
 
-def row_sweep(model: nn.Module, max_rows: int, seed: int = 0):
-    """A function running every distinct packed weight of `model` at each row count 1..max_rows on
-    fixed random inputs, all outputs flattened into one tensor (engine/step_threads.py compares its
-    bits under two thread settings)."""
+def row_checks(model: nn.Module, max_rows: int, seed: int = 0) -> list:
+    """One function per distinct packed weight of `model`, running that GEMM on fixed random inputs
+    at each row count 1..max_rows and returning an exact digest of each output's bits ([max_rows, 2]
+    int64: the sum of the fp32 bit patterns, and their sum weighted by position), so comparing two
+    runs (engine/step_threads.py, under two thread settings) needs no copy of every output."""
     gen = torch.Generator().manual_seed(seed)
-    cases = [(torch.randn(max_rows, in_features, generator=gen), packed)
-             for (_, in_features), packed in distinct_packed(model).items()]
+    checks = []
+    for (_, in_features, _), packed in distinct_packed(model).items():
+        x = torch.randn(max_rows, in_features, generator=gen)
 
-    def run() -> torch.Tensor:
-        outs = [packed_linear(x[:rows], packed).flatten() for x, packed in cases for rows in range(1, max_rows + 1)]
-        return torch.cat(outs) if outs else torch.zeros(0)
+        def run(x: torch.Tensor = x, packed: torch.Tensor = packed) -> torch.Tensor:
+            digests = []
+            for rows in range(1, max_rows + 1):
+                bits = packed_linear(x[:rows], packed).view(torch.int32).to(torch.int64).flatten()
+                weights = torch.arange(1, bits.numel() + 1, dtype=torch.int64)
+                digests.append(torch.stack([bits.sum(), (bits * weights).sum()]))
+            return torch.stack(digests)
 
-    return run
+        checks.append(run)
+    return checks
 
 
 def pack_weights(model: nn.Module) -> int:

@@ -16,11 +16,11 @@ import torch
 from moeserve.config import ConfigError, EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.gemm import PackedWeight, pack_weights, row_sweep, warm_up, warm_up_rows
+from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
-from moeserve.engine.step_threads import StepThreads
+from moeserve.engine.step_threads import StepThreads, wide_token_limit
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.moe.experts import GroupedExperts
@@ -117,14 +117,18 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     return max(1, min(current, hidden_size // 1024))
 
 
-def step_threads(share: int, configured: int | None, ctx: ParallelContext) -> StepThreads | None:
+def step_threads(share: int, configured: int | None, ctx: ParallelContext, model: torch.nn.Module) -> StepThreads | None:
     """A per-step chooser between the intra-op threads set now (with the expert forks) and all of the
     rank's `share` of cores (engine/step_threads.py), or None: the count is pinned (--num-threads,
-    MOESERVE_NUM_THREADS), already uses the share, or the engine has several ranks."""
+    MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, or the model has no
+    fp32 packed GEMMs (the only kind the start-up check sweeps)."""
     narrow = torch.get_num_threads()
     if configured is not None or os.environ.get("MOESERVE_NUM_THREADS") or ctx.world_size > 1 or share <= narrow:
         return None
-    return StepThreads(narrow, share)
+    max_tokens = wide_token_limit(model)
+    if max_tokens < 1 or not distinct_packed(model):
+        return None
+    return StepThreads(narrow, share, max_tokens)
 
 
 def cores_per_rank(ranks_per_node: int) -> int:
@@ -191,7 +195,7 @@ class ModelRunner:
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
-        self.step_threads = step_threads(share, parallel.num_threads, ctx)
+        self.step_threads = step_threads(share, parallel.num_threads, ctx, self.model)
         if self.step_threads is not None:
             self.step_threads.verify(self._thread_checks())  # also builds the wide kernels now
 
@@ -254,21 +258,25 @@ class ModelRunner:
 
     def _thread_checks(self) -> list[Callable[[], torch.Tensor]]:
         """What StepThreads.verify runs both ways: logits of a prefill of a few sequences (odd lengths:
-        partial blocks, uneven rows per expert), then of a decode step over them, and every packed GEMM
-        at each warm-up row count. Uses the first free KV blocks; nothing is scheduled yet."""
+        partial blocks, uneven rows per expert), of a decode step over them, and of one prefill as
+        large as a wide step may be; then every packed GEMM at each row count a wide step may give
+        it. Uses the first KV blocks; nothing is scheduled yet, and the scheduler hands out blocks
+        that are written before they are read."""
         gen = torch.Generator().manual_seed(0)
         limit = min(self.max_model_len, self.num_blocks * self.block_size)
-        seqs, block = [], 0
-        for length in (37, 11, 3, 1):
-            length = min(length, limit - 1)
-            blocks = -(-(length + 1) // self.block_size)
-            if length < 1 or block + blocks > self.num_blocks:
-                continue
-            ids = torch.randint(self.hf_config.vocab_size, (length + 1,), generator=gen).tolist()
-            seqs.append((f"thread-check-{len(seqs)}", ids, list(range(block, block + blocks))))
-            block += blocks
-        prefill = GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, table, True) for r, ids, table in seqs])
-        decode = GroupBatch(0, [ScheduledSeq(r, ids[-1:], len(ids) - 1, table, True) for r, ids, table in seqs])
+        max_tokens = self.step_threads.max_tokens
+
+        def seqs_of(lengths: tuple[int, ...]) -> list[tuple[str, list[int], list[int]]]:
+            seqs, block = [], 0
+            for length in lengths:
+                length = min(length, limit - 1)
+                blocks = -(-(length + 1) // self.block_size)
+                if length < 1 or block + blocks > self.num_blocks:
+                    continue
+                ids = torch.randint(self.hf_config.vocab_size, (length + 1,), generator=gen).tolist()
+                seqs.append((f"thread-check-{len(seqs)}", ids, list(range(block, block + blocks))))
+                block += blocks
+            return seqs
 
         def logits(batch: GroupBatch) -> Callable[[], torch.Tensor]:
             def run() -> torch.Tensor:
@@ -277,5 +285,12 @@ class ModelRunner:
 
             return run
 
-        checks = [logits(prefill), logits(decode)] if seqs else []
-        return checks + [row_sweep(self.model, warm_up_rows())]
+        checks = []
+        few = seqs_of(tuple(n for n in (37, 11, 3, 1) if n <= max_tokens) or (max_tokens,))
+        if few:
+            checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in few])))
+            checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[-1:], len(ids) - 1, t, True) for r, ids, t in few])))
+        largest = seqs_of((max_tokens,))
+        if largest:
+            checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in largest])))
+        return checks + row_checks(self.model, max_tokens)

@@ -12,12 +12,20 @@ per bucket of step sizes (bit length of the token count) it times PROBES steps e
 than BACKOFF x doubles the bucket's period (up to MAX_PERIOD), so a collapsing way is retried
 rarely; a close race keeps the short period.
 
-Both ways must give the same bits, or switching between steps could change a token. oneDNN and
-torch's kernels split work over rows, columns, heads or sequences, not inside one dot product, so
-they do on the machines measured; `verify` checks it at start-up anyway (a forward of a few
-sequences, prefill then decode, and every packed GEMM shape at each warm-up row count, on random
-inputs) and leaves the runner on one way if any bit differs. The sampler and prompt logprobs run
-outside the chosen region, on the narrow setting, so seeded sampling never depends on the choice.
+Both ways must give the same bits, or switching between steps could change a token. GEMMs (oneDNN
+splits over rows and columns), attention (over sequences and heads) and row-wise kernels (norms,
+softmax) keep each output element on one thread. Elementwise ops do not: above torch's grain
+(32768 elements; GELU's threshold is 16384) OpenMP threads take contiguous ranges, and the last elements of each range take
+the scalar path, where exp-based functions (SiLU, sigmoid, the rotary cos/sin) can differ from the
+vector path in the last bit (seen: 2 of 100,100 SiLU outputs with 3 threads; GELU on 32,700 with 2). So the wide way is
+only offered for steps of at most `max_tokens` tokens, where every such op of a step stays under
+the grain: `wide_token_limit` divides the grain by the widest per-token operand of one (dense MLP
+intermediate, router scores, rotary width), and the expert loop runs its activation in row blocks
+below the grain (moe/expert_threads.py). `verify` then checks at start-up, on random inputs, that
+both ways give the same bits: forwards of a few sequences (prefill, decode, and a prefill of
+`max_tokens` tokens) and every packed GEMM at each row count up to `max_tokens`; on any difference
+(or error) the runner stays narrow. The sampler and prompt logprobs run outside the chosen region,
+so seeded sampling never depends on the choice.
 
 Only for a single-rank engine: ranks time their own steps, and the start-up check runs a forward,
 which in a multi-rank world would have to line up with the other ranks' collectives.
@@ -34,8 +42,31 @@ from typing import Callable, Iterator
 import torch
 
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.moe.expert_threads import ELEMENTWISE_GRAIN  # elementwise ops below it: one thread, any count
 
 logger = logging.getLogger(__name__)
+
+MAX_WIDE_TOKENS = 128  # the wide way is for decode-sized steps; prefill chunks stay narrow
+
+
+def wide_token_limit(model: torch.nn.Module) -> int:
+    """Most tokens a step may have for every elementwise transcendental op of it to run on one
+    thread at any thread count: the grain over the widest per-token operand (a dense or shared MLP's
+    intermediate, an MoE layer's router scores, a rotary embedding's cos/sin), at most MAX_WIDE_TOKENS.
+    The routed experts' activation is blocked by rows instead (moe/expert_threads.py)."""
+    from moeserve.dense.mlp import GatedMLP
+    from moeserve.moe.layer import MoELayer
+
+    width = 1
+    for module in model.modules():
+        if isinstance(module, GatedMLP):
+            width = max(width, module.down.weight.shape[-1])
+        elif isinstance(module, MoELayer):
+            width = max(width, module.num_experts)
+        inv_freq = getattr(module, "inv_freq", None)
+        if isinstance(inv_freq, torch.Tensor):
+            width = max(width, 2 * inv_freq.numel())
+    return max(0, min(MAX_WIDE_TOKENS, (ELEMENTWISE_GRAIN - 1) // width))
 
 
 @dataclass
@@ -59,15 +90,16 @@ class StepThreads:
     BACKOFF = 1.5  # a probe round one way loses by more than this doubles the bucket's period
     MAX_PERIOD = 1024
 
-    def __init__(self, narrow: int, wide: int):
+    def __init__(self, narrow: int, wide: int, max_tokens: int = MAX_WIDE_TOKENS):
         if not 1 <= narrow < wide:
             raise ValueError(f"StepThreads needs 1 <= narrow < wide, got {narrow}, {wide}")
         self.narrow, self.wide = narrow, wide
+        self.max_tokens = max_tokens  # larger steps always run narrow (module docstring)
         self.enabled = True  # False after a failed bit check: every step runs narrow
         self.buckets: dict[int, _Bucket] = {}  # bit length of a step's token count -> its timings
 
     def use_wide(self, tokens: int) -> bool:
-        if not self.enabled:
+        if not self.enabled or tokens > self.max_tokens:
             return False
         b = self._bucket(tokens)
         i = b.steps
@@ -109,7 +141,7 @@ class StepThreads:
     @contextlib.contextmanager
     def step(self, tokens: int) -> Iterator[None]:
         """Run the body with the threads chosen for a step of `tokens` tokens, and time it."""
-        if tokens == 0 or not self.enabled:
+        if tokens == 0 or tokens > self.max_tokens or not self.enabled:
             yield
             return
         wide = self.use_wide(tokens)
@@ -120,30 +152,45 @@ class StepThreads:
 
     @contextlib.contextmanager
     def setting(self, wide: bool) -> Iterator[None]:
-        """`wide` intra-op threads and no forks inside the body (narrow and forks on after it)."""
+        """`wide` intra-op threads and no forks inside the body; the previous count and fork switch after it."""
         if not wide:
             yield
             return
+        threads, forks = torch.get_num_threads(), SplitChooser.forks_enabled
         torch.set_num_threads(self.wide)
         SplitChooser.forks_enabled = False
         try:
             yield
         finally:
-            SplitChooser.forks_enabled = True
-            torch.set_num_threads(self.narrow)
+            SplitChooser.forks_enabled = forks
+            torch.set_num_threads(threads)
 
     def verify(self, checks: list[Callable[[], torch.Tensor]]) -> bool:
-        """Run every check narrow and wide; keep choosing only if all outputs match bit for bit."""
-        for check in checks:
-            with torch.inference_mode():
-                narrow = check()
-                with self.setting(True):
-                    wide = check()
-            if narrow.shape != wide.shape or not torch.equal(narrow, wide):
-                self.enabled = False
-                logger.warning(
-                    "%d intra-op threads change the bits of a forward on this machine: steps stay on %d",
-                    self.wide, self.narrow,
-                )
-                return False
+        """Run every check narrow and wide, one at a time; keep choosing only if each pair of outputs
+        matches bit for bit (compared as integers, so NaNs compare too). An error in a check also
+        leaves the runner narrow: this is an optimisation, never a reason not to start."""
+        try:
+            for check in checks:
+                with torch.inference_mode():
+                    narrow = check()
+                    with self.setting(True):
+                        wide = check()
+                if not same_bits(narrow, wide):
+                    return self._disable("change the bits of a forward")
+        except Exception as exc:  # noqa: BLE001 - see above
+            return self._disable(f"could not be checked ({type(exc).__name__}: {exc})")
         return True
+
+    def _disable(self, why: str) -> bool:
+        self.enabled = False
+        logger.warning("%d intra-op threads %s on this machine: steps stay on %d", self.wide, why, self.narrow)
+        return False
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() and a.element_size() in (2, 4, 8):
+        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.contiguous().view(view), b.contiguous().view(view))
+    return torch.equal(a, b)

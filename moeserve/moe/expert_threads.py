@@ -34,6 +34,14 @@ FIXED_ROW_COST = 16
 
 ACTIVATION_NAMES = ("silu", "gelu", "gelu_pytorch_tanh", "relu")
 
+# Elementwise ops over fewer elements than this run on the calling thread alone, at any intra-op
+# thread count: torch's grain is 32768 elements, and GELU's own threshold is 16384. Over more,
+# OpenMP threads take contiguous ranges, and the elements at the end of each range take the scalar
+# path instead of the vector one; for exp/erf/tanh-based activations the two can differ in the last
+# bit. The activation therefore runs in row blocks below this, so its bits do not depend on the
+# intra-op thread count (engine/step_threads.py switches it between steps).
+ELEMENTWISE_GRAIN = 16384
+
 
 def _slots(
     x: torch.Tensor,
@@ -54,16 +62,23 @@ def _slots(
         if n > 0:
             gate_up = torch.ops.mkldnn._linear_pointwise(x[starts[s] : starts[s] + n], p13[s], None, "none", none, "")
             gate = gate_up[:, :Il]
-            if act == "silu":
-                gate = F.silu(gate)
-            elif act == "gelu":
-                gate = F.gelu(gate)
-            elif act == "gelu_pytorch_tanh":
-                gate = F.gelu(gate, approximate="tanh")
-            else:
-                gate = F.relu(gate)
+            step = max(1, 16383 // Il)  # rows per block: below ELEMENTWISE_GRAIN (TorchScript reads no globals)
+            if n <= step:
+                gate = _activate(gate, act)
+            else:  # row blocks below torch's grain: each runs on one thread, whatever the thread count
+                gate = torch.cat([_activate(gate[r : r + step], act) for r in range(0, n, step)])
             outs.append(torch.ops.mkldnn._linear_pointwise(gate.mul_(gate_up[:, Il:]), p2[s], None, "none", none, ""))
     return outs
+
+
+def _activate(gate: torch.Tensor, act: str) -> torch.Tensor:
+    if act == "silu":
+        return F.silu(gate)
+    if act == "gelu":
+        return F.gelu(gate)
+    if act == "gelu_pytorch_tanh":
+        return F.gelu(gate, approximate="tanh")
+    return F.relu(gate)
 
 
 def _split(

@@ -12,10 +12,13 @@ import torch
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.dense.mlp import GatedMLP
+from moeserve.engine import model_runner
 from moeserve.engine.model_runner import ModelRunner, step_threads
-from moeserve.engine.step_threads import StepThreads
+from moeserve.engine.step_threads import ELEMENTWISE_GRAIN, MAX_WIDE_TOKENS, StepThreads, same_bits, wide_token_limit
+from moeserve.moe.layer import MoELayer
 from moeserve.parallel_state import SINGLE, ParallelContext
-from tiny_models import ARCHITECTURES, make_checkpoint
+from tiny_models import ARCHITECTURES, make_any_checkpoint, make_checkpoint
 
 
 def drive(chooser: StepThreads, tokens: int, steps: int, narrow_s: float, wide_s: float) -> list[bool]:
@@ -66,8 +69,17 @@ def test_the_way_in_use_follows_its_own_steps_between_probes():
 def test_each_step_size_bucket_decides_alone():
     chooser = StepThreads(1, 2)
     drive(chooser, 8, 20, narrow_s=0.002, wide_s=0.004)
-    drive(chooser, 1000, 20, narrow_s=0.3, wide_s=0.2)
-    assert not chooser.use_wide(9) and chooser.use_wide(900)
+    drive(chooser, 100, 20, narrow_s=0.03, wide_s=0.02)
+    assert not chooser.use_wide(9) and chooser.use_wide(90)
+
+
+def test_steps_above_the_token_limit_always_run_narrow_and_untimed():
+    torch.set_num_threads(1)
+    chooser = StepThreads(1, 2, max_tokens=16)
+    assert not any(chooser.use_wide(17) for _ in range(10))
+    with chooser.step(500):
+        assert torch.get_num_threads() == 1 and SplitChooser.forks_enabled
+    assert chooser.buckets == {}
 
 
 def test_a_step_that_raised_leaves_no_half_known_choice():
@@ -85,6 +97,19 @@ def test_the_wide_setting_is_undone_even_when_the_step_raises():
             assert torch.get_num_threads() == 2 and SplitChooser.forks_enabled is False
             raise RuntimeError("boom")
     assert torch.get_num_threads() == 1 and SplitChooser.forks_enabled is True
+
+
+def test_the_wide_setting_restores_what_was_there_not_what_it_assumes():
+    torch.set_num_threads(3)  # changed after start-up, by the user or another engine in the process
+    try:
+        outer, inner = StepThreads(1, 2), StepThreads(1, 4)
+        with outer.setting(True):
+            with inner.setting(True):
+                assert torch.get_num_threads() == 4
+            assert torch.get_num_threads() == 2 and SplitChooser.forks_enabled is False
+        assert torch.get_num_threads() == 3 and SplitChooser.forks_enabled is True
+    finally:
+        torch.set_num_threads(1)
 
 
 def test_no_forks_while_wide():
@@ -110,15 +135,85 @@ def test_a_bit_mismatch_pins_the_narrow_way(caplog):
     assert chooser.buckets == {}
 
 
-def test_who_gets_a_chooser(monkeypatch):
+def test_a_check_that_fails_pins_the_narrow_way_instead_of_failing_start_up(caplog):
+    def fails() -> torch.Tensor:
+        raise MemoryError("no room for the check")
+
+    chooser = StepThreads(1, 2)
+    with caplog.at_level(logging.WARNING):
+        assert chooser.verify([fails]) is False
+    assert "could not be checked (MemoryError" in caplog.text and not chooser.enabled
+
+
+def test_bits_are_compared_as_bits():
+    nan = torch.tensor([float("nan"), 1.0])
+    assert same_bits(nan, nan.clone())  # torch.equal would call these different
+    assert not same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))  # torch.equal would call these equal
+    assert not same_bits(torch.ones(2), torch.ones(3))
+
+
+def test_the_token_limit_keeps_every_elementwise_op_of_a_step_under_the_grain(tmp_path):
+    """tiny Mixtral: widest per-token transcendental operand = rotary cos/sin (head_dim 16); Qwen2-MoE
+    adds its shared expert's intermediate; DeepSeek its dense layers' intermediate."""
+    torch.set_num_threads(1)
+    for arch in ("mixtral", "qwen2_moe", "deepseek_v3"):
+        runner = runner_for(make_any_checkpoint(arch, tmp_path / arch)[1])
+        widths = [m.down.weight.shape[-1] for m in runner.model.modules() if isinstance(m, GatedMLP)]
+        widths += [m.num_experts for m in runner.model.modules() if isinstance(m, MoELayer)]
+        widths += [2 * m.inv_freq.numel() for m in runner.model.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
+        limit = wide_token_limit(runner.model)
+        assert limit == min(MAX_WIDE_TOKENS, (ELEMENTWISE_GRAIN - 1) // max(widths)), arch
+        assert limit * max(widths) < ELEMENTWISE_GRAIN
+
+
+def test_who_gets_a_chooser(monkeypatch, tmp_path):
     torch.set_num_threads(1)
     monkeypatch.delenv("MOESERVE_NUM_THREADS", raising=False)
-    assert step_threads(2, None, SINGLE).wide == 2
-    assert step_threads(2, 1, SINGLE) is None  # --num-threads pins the count
-    assert step_threads(1, None, SINGLE) is None  # no second core
-    assert step_threads(2, None, ParallelContext(ep_size=2)) is None  # ranks time their own steps
+    model = runner_for(make_checkpoint("mixtral", tmp_path)[1]).model
+    assert step_threads(2, None, SINGLE, model).wide == 2
+    assert step_threads(2, 1, SINGLE, model) is None  # --num-threads pins the count
+    assert step_threads(1, None, SINGLE, model) is None  # no second core
+    assert step_threads(2, None, ParallelContext(ep_size=2), model) is None  # ranks time their own steps
+    unpacked = runner_for(make_checkpoint("mixtral", tmp_path / "bf16")[1], dtype="bfloat16").model
+    assert step_threads(2, None, SINGLE, unpacked) is None  # no fp32 packed GEMMs: nothing the check sweeps
     monkeypatch.setenv("MOESERVE_NUM_THREADS", "1")
-    assert step_threads(2, None, SINGLE) is None
+    assert step_threads(2, None, SINGLE, model) is None
+
+
+def test_a_mismatch_at_start_up_leaves_the_engine_narrow(monkeypatch, tmp_path):
+    torch.set_num_threads(1)
+    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node: 2)
+    monkeypatch.setattr(
+        ModelRunner, "_thread_checks", lambda self: [lambda: torch.tensor([float(torch.get_num_threads())])]
+    )
+    runner = runner_for(make_checkpoint("mixtral", tmp_path)[1])
+    assert runner.step_threads is not None and not runner.step_threads.enabled
+
+
+def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, tmp_path):
+    """Every step forced wide: the sampler and the prompt-logprob reduction still see one thread."""
+    from moeserve import LLM, SamplingParams
+    from moeserve.engine import sampler
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node: 2)
+    monkeypatch.setattr(StepThreads, "use_wide", lambda self, tokens: True)
+    seen = []
+    sample, prompt = sampler.Sampler.sample, model_runner.prompt_logprobs
+
+    def spy(fn):
+        def wrapped(*args, **kwargs):
+            seen.append((fn.__name__, torch.get_num_threads(), SplitChooser.forks_enabled))
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(sampler.Sampler, "sample", spy(sample))
+    monkeypatch.setattr(model_runner, "prompt_logprobs", spy(prompt))
+    llm = LLM(model=str(make_checkpoint("mixtral", tmp_path)[1]))
+    llm.generate([[5, 6, 7, 8]], SamplingParams(max_tokens=3, temperature=0.8, seed=1, prompt_logprobs=1))
+    assert {name for name, _, _ in seen} == {"sample", "prompt_logprobs"}
+    assert all(threads == 1 and forks for _, threads, forks in seen), seen
 
 
 @pytest.fixture(scope="module", params=ARCHITECTURES)
@@ -126,8 +221,10 @@ def checkpoint(request, tmp_path_factory):
     return make_checkpoint(request.param, tmp_path_factory.mktemp(request.param))[1]
 
 
-def runner_for(path, num_blocks: int = 32) -> ModelRunner:
-    cfg = EngineConfig(model=ModelConfig(model=str(path)), cache=CacheConfig(block_size=4, num_blocks=num_blocks))
+def runner_for(path, num_blocks: int = 32, dtype: str = "float32") -> ModelRunner:
+    cfg = EngineConfig(
+        model=ModelConfig(model=str(path), dtype=dtype), cache=CacheConfig(block_size=4, num_blocks=num_blocks)
+    )
     return ModelRunner(cfg, SINGLE)
 
 
@@ -136,7 +233,7 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
     way at every step (wide, narrow, wide, ...): every logit bit is the same."""
     torch.set_num_threads(1)
     runner = runner_for(checkpoint)
-    runner.step_threads = StepThreads(1, 2)
+    runner.step_threads = StepThreads(1, 2, wide_token_limit(runner.model))
     assert runner.step_threads.verify(runner._thread_checks())
     gen = torch.Generator().manual_seed(3)
     prompts = {rid: torch.randint(0, 96, (n,), generator=gen).tolist() for rid, n in (("a", 13), ("b", 6), ("c", 9))}
@@ -166,6 +263,7 @@ def test_the_start_up_checks_fit_a_tiny_kv_pool(tmp_path):
     """One 4-slot block: the check forward shrinks its sequences to what fits instead of failing."""
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=1)
+    runner.step_threads = StepThreads(1, 2, wide_token_limit(runner.model))
     checks = runner._thread_checks()
-    assert len(checks) == 3
-    assert StepThreads(1, 2).verify(checks)
+    assert len(checks) >= 3  # a prefill and a decode of what fits, and the GEMM sweeps
+    assert runner.step_threads.verify(checks)

@@ -9,6 +9,7 @@ import torch
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.moe import expert_threads
 from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
 from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
 
@@ -69,6 +70,34 @@ def test_any_thread_count_gives_the_same_bits_and_matches_the_reference(act):
             assert torch.equal(out, outs[0])
         ref = experts_reference(x, torch.tensor(counts), experts.w13, experts.w2, ACTIVATIONS[act])
         assert float((outs[0] - ref).abs().max() / ref.abs().max()) < 1e-5
+
+
+@needs_packing
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_the_activation_gives_the_same_bits_at_any_intra_op_thread_count(act):
+    """Rows x Il far above torch's elementwise grain, odd widths: the activation runs in row blocks
+    below the grain, so OpenMP ranges never cut a row (engine/step_threads.py relies on it)."""
+    torch.manual_seed(2)
+    S, H, Il = 2, 16, 100
+    experts = packed_experts(S, H, Il, act)
+    counts = [1001, 499]
+    assert counts[0] * Il > expert_threads.ELEMENTWISE_GRAIN
+    x = torch.randn(sum(counts), H) * 4
+    try:
+        outs = []
+        for threads in (1, 2, 3, 5):
+            torch.set_num_threads(threads)
+            outs.append(run_packed(x, counts, experts.packed13, experts.packed2, Il, act))
+    finally:
+        torch.set_num_threads(1)
+    for out in outs[1:]:
+        assert torch.equal(out, outs[0])
+
+
+def test_the_scripted_block_size_is_the_grain():
+    import inspect
+
+    assert f"max(1, {expert_threads.ELEMENTWISE_GRAIN - 1} // Il)" in inspect.getsource(expert_threads._slots)
 
 
 @needs_packing
