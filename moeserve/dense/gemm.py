@@ -99,19 +99,19 @@ def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:
     return shapes
 
 
-def row_checks(model: nn.Module, max_rows: int, seed: int = 0) -> list:
+def row_checks(model: nn.Module, row_counts: list[int], seed: int = 0) -> list:
     """One function per distinct packed weight of `model`, running that GEMM on fixed random inputs
-    at each row count 1..max_rows and returning an exact digest of each output's bits ([max_rows, 2]
+    at each of `row_counts` and returning an exact digest of each output's bits ([len(row_counts), 2]
     int64: the sum of the fp32 bit patterns, and their sum weighted by position), so comparing two
     runs (engine/step_threads.py, under two thread settings) needs no copy of every output."""
     gen = torch.Generator().manual_seed(seed)
     checks = []
     for (_, in_features, _), packed in distinct_packed(model).items():
-        x = torch.randn(max_rows, in_features, generator=gen)
+        x = torch.randn(max(row_counts), in_features, generator=gen)
 
         def run(x: torch.Tensor = x, packed: torch.Tensor = packed) -> torch.Tensor:
             digests = []
-            for rows in range(1, max_rows + 1):
+            for rows in row_counts:
                 bits = packed_linear(x[:rows], packed).view(torch.int32).to(torch.int64).flatten()
                 weights = torch.arange(1, bits.numel() + 1, dtype=torch.int64)
                 digests.append(torch.stack([bits.sum(), (bits * weights).sum()]))

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from moeserve.dense.linear import ColumnParallelLinear, RowParallelLinear, ShardReader
+from moeserve.dense.blocked import by_rows
 from moeserve.moe.experts import activation
 from moeserve.parallel_state import ParallelContext
 
@@ -25,7 +26,7 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, H] -> partial [T, H] (sum over tp ranks is the full output)."""
         gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(self.act(gate) * up)
+        return self.down(by_rows(self.act, gate) * up)  # dense/blocked.py: same bits at any thread count
 
     def load(
         self, reader: ShardReader, prefix: str, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")

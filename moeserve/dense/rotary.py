@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from moeserve.dense.blocked import by_rows
+
 
 def default_inv_freq(dim: int, theta: float) -> torch.Tensor:
     """[dim / 2] fp32, computed exactly as transformers does (fp32 arange, int64 -> float)."""
@@ -66,7 +68,8 @@ class RotaryEmbedding(nn.Module):
         """positions [N] int64 -> cos, sin [N, D] in `dtype` (frequencies computed in fp32)."""
         freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [N, P]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.scaling).to(dtype), (emb.sin() * self.scaling).to(dtype)
+        # row blocks (dense/blocked.py): the same bits at any intra-op thread count
+        return (by_rows(torch.cos, emb) * self.scaling).to(dtype), (by_rows(torch.sin, emb) * self.scaling).to(dtype)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N]; q [N, hq, D]; k [N, hk, D] -> rotated q, k (same shapes and dtype)."""

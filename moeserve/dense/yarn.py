@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import torch
 
+from moeserve.dense.blocked import by_rows
+
 RopeLayout = Literal["interleaved", "half"]
 
 
@@ -152,7 +154,8 @@ class MlaRotaryEmbedding:
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: [N] int64 absolute positions."""
         freqs = positions.float()[:, None] * self.inv_freq.to(positions.device)[None, :]
-        return freqs.cos() * self.attention_factor, freqs.sin() * self.attention_factor
+        # row blocks (dense/blocked.py): the same bits at any intra-op thread count
+        return by_rows(torch.cos, freqs) * self.attention_factor, by_rows(torch.sin, freqs) * self.attention_factor
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x: [N, ..., dim] (any heads in between); cos/sin: [N, dim // 2]. Returns x's shape and dtype."""

@@ -15,12 +15,13 @@ import torch
 
 from moeserve.config import ConfigError, EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
+from moeserve.dense.blocked import ELEMENTWISE_GRAIN
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
-from moeserve.engine.step_threads import StepThreads, wide_token_limit
+from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.moe.experts import GroupedExperts
@@ -117,18 +118,22 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     return max(1, min(current, hidden_size // 1024))
 
 
-def step_threads(share: int, configured: int | None, ctx: ParallelContext, model: torch.nn.Module) -> StepThreads | None:
+def step_threads(
+    share: int, configured: int | None, ctx: ParallelContext, model: torch.nn.Module, max_tokens: int = MAX_WIDE_TOKENS
+) -> StepThreads | None:
     """A per-step chooser between the intra-op threads set now (with the expert forks) and all of the
     rank's `share` of cores (engine/step_threads.py), or None: the count is pinned (--num-threads,
-    MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, or the model has no
-    fp32 packed GEMMs (the only kind the start-up check sweeps)."""
+    MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, the model has no
+    fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
+    above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
     narrow = torch.get_num_threads()
     if configured is not None or os.environ.get("MOESERVE_NUM_THREADS") or ctx.world_size > 1 or share <= narrow:
         return None
-    max_tokens = wide_token_limit(model)
-    if max_tokens < 1 or not distinct_packed(model):
+    if not distinct_packed(model) or any(
+        isinstance(m, GroupedExperts) and m.intermediate >= ELEMENTWISE_GRAIN for m in model.modules()
+    ):
         return None
-    return StepThreads(narrow, share, max_tokens)
+    return StepThreads(narrow, share, min(max_tokens, MAX_WIDE_TOKENS))
 
 
 def cores_per_rank(ranks_per_node: int) -> int:
@@ -195,7 +200,9 @@ class ModelRunner:
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
-        self.step_threads = step_threads(share, parallel.num_threads, ctx, self.model)
+        self.step_threads = step_threads(
+            share, parallel.num_threads, ctx, self.model, engine_config.scheduler.max_num_batched_tokens
+        )
         if self.step_threads is not None:
             self.step_threads.verify(self._thread_checks())  # also builds the wide kernels now
 
@@ -286,6 +293,10 @@ class ModelRunner:
             return run
 
         checks = []
+        # the wide way runs no step larger than the largest forward checked (what the KV pool holds)
+        max_tokens = self.step_threads.max_tokens = max(0, min(max_tokens, limit - 1))
+        if max_tokens < 1:  # no room for a check: no step is small enough to run wide
+            return []
         few = seqs_of(tuple(n for n in (37, 11, 3, 1) if n <= max_tokens) or (max_tokens,))
         if few:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in few])))
@@ -293,4 +304,4 @@ class ModelRunner:
         largest = seqs_of((max_tokens,))
         if largest:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in largest])))
-        return checks + row_checks(self.model, max_tokens)
+        return checks + row_checks(self.model, sweep_rows(max_tokens))

@@ -13,19 +13,19 @@ than BACKOFF x doubles the bucket's period (up to MAX_PERIOD), so a collapsing w
 rarely; a close race keeps the short period.
 
 Both ways must give the same bits, or switching between steps could change a token. GEMMs (oneDNN
-splits over rows and columns), attention (over sequences and heads) and row-wise kernels (norms,
-softmax) keep each output element on one thread. Elementwise ops do not: above torch's grain
-(32768 elements; GELU's threshold is 16384) OpenMP threads take contiguous ranges, and the last elements of each range take
-the scalar path, where exp-based functions (SiLU, sigmoid, the rotary cos/sin) can differ from the
-vector path in the last bit (seen: 2 of 100,100 SiLU outputs with 3 threads; GELU on 32,700 with 2). So the wide way is
-only offered for steps of at most `max_tokens` tokens, where every such op of a step stays under
-the grain: `wide_token_limit` divides the grain by the widest per-token operand of one (dense MLP
-intermediate, router scores, rotary width), and the expert loop runs its activation in row blocks
-below the grain (moe/expert_threads.py). `verify` then checks at start-up, on random inputs, that
-both ways give the same bits: forwards of a few sequences (prefill, decode, and a prefill of
-`max_tokens` tokens) and every packed GEMM at each row count up to `max_tokens`; on any difference
-(or error) the runner stays narrow. The sampler and prompt logprobs run outside the chosen region,
-so seeded sampling never depends on the choice.
+splits over rows and columns, each output's dot product on one thread), attention (over sequences
+and heads) and row-wise kernels (norms, softmax, top-k) do at any thread count. Elementwise ops do
+not: above torch's grain (32768 elements; GELU's threshold is 16384) OpenMP threads take contiguous
+ranges, and the elements at the end of each range take the scalar path, where exp-, erf- and
+cos-based functions can differ from the vector path in the last bit (seen: 2 of 100,100 SiLU
+outputs with 3 threads; GELU on 32,700 elements with 2). Every such op of a forward (activations of
+experts and dense MLPs, rotary cos/sin, sigmoid routers) therefore runs in row blocks below the
+threshold (dense/blocked.py), which makes it thread-count-invariant. `verify` then checks at
+start-up, on random inputs, that both ways give the same bits: forwards of a few sequences
+(prefill, decode) and of one prefill of `max_tokens` tokens (the largest step the wide way may
+run), and every packed GEMM at each row count 1..128 and a spread of larger ones up to
+`max_tokens`; on any difference, or error, the runner stays narrow. The sampler and prompt logprobs
+run outside the chosen region, so seeded sampling never depends on the choice.
 
 Only for a single-rank engine: ranks time their own steps, and the start-up check runs a forward,
 which in a multi-rank world would have to line up with the other ranks' collectives.
@@ -42,31 +42,22 @@ from typing import Callable, Iterator
 import torch
 
 from moeserve.dense.split_chooser import SplitChooser
-from moeserve.moe.expert_threads import ELEMENTWISE_GRAIN  # elementwise ops below it: one thread, any count
 
 logger = logging.getLogger(__name__)
 
-MAX_WIDE_TOKENS = 128  # the wide way is for decode-sized steps; prefill chunks stay narrow
+MAX_WIDE_TOKENS = 2048  # bounds the start-up check's largest forward and GEMM rows
 
 
-def wide_token_limit(model: torch.nn.Module) -> int:
-    """Most tokens a step may have for every elementwise transcendental op of it to run on one
-    thread at any thread count: the grain over the widest per-token operand (a dense or shared MLP's
-    intermediate, an MoE layer's router scores, a rotary embedding's cos/sin), at most MAX_WIDE_TOKENS.
-    The routed experts' activation is blocked by rows instead (moe/expert_threads.py)."""
-    from moeserve.dense.mlp import GatedMLP
-    from moeserve.moe.layer import MoELayer
-
-    width = 1
-    for module in model.modules():
-        if isinstance(module, GatedMLP):
-            width = max(width, module.down.weight.shape[-1])
-        elif isinstance(module, MoELayer):
-            width = max(width, module.num_experts)
-        inv_freq = getattr(module, "inv_freq", None)
-        if isinstance(inv_freq, torch.Tensor):
-            width = max(width, 2 * inv_freq.numel())
-    return max(0, min(MAX_WIDE_TOKENS, (ELEMENTWISE_GRAIN - 1) // width))
+def sweep_rows(max_tokens: int) -> list[int]:
+    """Row counts the start-up GEMM check runs: every one up to 128 (decode steps, rows per expert),
+    then powers of two and their odd neighbours up to max_tokens (prefill chunks)."""
+    rows = set(range(1, min(128, max_tokens) + 1))
+    size = 256
+    while size // 2 < max_tokens:
+        rows.update(r for r in (size // 2 + size // 4 - 1, size - 1, size) if r <= max_tokens)
+        size *= 2
+    rows.add(max_tokens)
+    return sorted(rows)
 
 
 @dataclass

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moeserve.dense.blocked import by_rows
+
 SCORING_FUNCS = ("softmax", "sigmoid")
 TOPK_METHODS = ("greedy", "group_limited_greedy", "noaux_tc")
 
@@ -86,7 +88,7 @@ def deepseek_topk(
         scores = logits.softmax(dim=-1)
         choice, fill = scores, 0.0
     else:
-        scores = logits.sigmoid()
+        scores = by_rows(torch.sigmoid, logits)  # dense/blocked.py: the same bits at any thread count
         choice = scores if correction_bias is None else scores + correction_bias.float()
         fill = float("-inf")
     if cfg.topk_method != "greedy":

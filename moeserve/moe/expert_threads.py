@@ -26,6 +26,7 @@ from typing import List, Optional, Union
 import torch
 import torch.nn.functional as F
 
+from moeserve.dense.blocked import ELEMENTWISE_GRAIN  # noqa: F401 - the activation's row blocks stay below it
 from moeserve.dense.split_chooser import Scripted
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
@@ -34,13 +35,6 @@ FIXED_ROW_COST = 16
 
 ACTIVATION_NAMES = ("silu", "gelu", "gelu_pytorch_tanh", "relu")
 
-# Elementwise ops over fewer elements than this run on the calling thread alone, at any intra-op
-# thread count: torch's grain is 32768 elements, and GELU's own threshold is 16384. Over more,
-# OpenMP threads take contiguous ranges, and the elements at the end of each range take the scalar
-# path instead of the vector one; for exp/erf/tanh-based activations the two can differ in the last
-# bit. The activation therefore runs in row blocks below this, so its bits do not depend on the
-# intra-op thread count (engine/step_threads.py switches it between steps).
-ELEMENTWISE_GRAIN = 16384
 
 
 def _slots(
@@ -65,7 +59,7 @@ def _slots(
             step = max(1, 16383 // Il)  # rows per block: below ELEMENTWISE_GRAIN (TorchScript reads no globals)
             if n <= step:
                 gate = _activate(gate, act)
-            else:  # row blocks below torch's grain: each runs on one thread, whatever the thread count
+            else:  # dense/blocked.py: same bits at any intra-op thread count
                 gate = torch.cat([_activate(gate[r : r + step], act) for r in range(0, n, step)])
             outs.append(torch.ops.mkldnn._linear_pointwise(gate.mul_(gate_up[:, Il:]), p2[s], None, "none", none, ""))
     return outs

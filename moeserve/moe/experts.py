@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dense import gemm
+from moeserve.dense.blocked import by_rows
 from moeserve.dense.split_chooser import SplitChooser
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.moe.expert_threads import run_packed
@@ -137,8 +138,12 @@ class GroupedExperts(nn.Module):
                 return run_packed(*args)
             return self.chooser.timed(batch.num_rows, lambda: run_packed(*args), lambda: run_packed(*args, self.threads))
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
-            return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.act)
-        return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.act)
+            return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.blocked_act)
+        return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.blocked_act)
+
+    def blocked_act(self, x: torch.Tensor) -> torch.Tensor:
+        """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
+        return by_rows(self.act, x)
 
     def warm_up(self) -> None:
         """Run the packed loop at every thread count it may use, a few times each (TorchScript

@@ -12,13 +12,11 @@ import torch
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.split_chooser import SplitChooser
-from moeserve.dense.mlp import GatedMLP
 from moeserve.engine import model_runner
 from moeserve.engine.model_runner import ModelRunner, step_threads
-from moeserve.engine.step_threads import ELEMENTWISE_GRAIN, MAX_WIDE_TOKENS, StepThreads, same_bits, wide_token_limit
-from moeserve.moe.layer import MoELayer
+from moeserve.engine.step_threads import StepThreads, same_bits, sweep_rows
 from moeserve.parallel_state import SINGLE, ParallelContext
-from tiny_models import ARCHITECTURES, make_any_checkpoint, make_checkpoint
+from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint, make_checkpoint
 
 
 def drive(chooser: StepThreads, tokens: int, steps: int, narrow_s: float, wide_s: float) -> list[bool]:
@@ -152,18 +150,21 @@ def test_bits_are_compared_as_bits():
     assert not same_bits(torch.ones(2), torch.ones(3))
 
 
-def test_the_token_limit_keeps_every_elementwise_op_of_a_step_under_the_grain(tmp_path):
-    """tiny Mixtral: widest per-token transcendental operand = rotary cos/sin (head_dim 16); Qwen2-MoE
-    adds its shared expert's intermediate; DeepSeek its dense layers' intermediate."""
+def test_the_gemm_check_runs_every_decode_row_count_and_a_spread_of_prefill_ones():
+    assert sweep_rows(5) == [1, 2, 3, 4, 5]
+    rows = sweep_rows(2048)
+    assert rows[:128] == list(range(1, 129)) and rows[-1] == 2048
+    assert {191, 255, 256, 1023, 1024, 1535, 2047} <= set(rows) and len(rows) < 160
+    assert sweep_rows(300)[-1] == 300
+
+
+def test_the_largest_wide_step_is_the_largest_forward_checked(tmp_path):
     torch.set_num_threads(1)
-    for arch in ("mixtral", "qwen2_moe", "deepseek_v3"):
-        runner = runner_for(make_any_checkpoint(arch, tmp_path / arch)[1])
-        widths = [m.down.weight.shape[-1] for m in runner.model.modules() if isinstance(m, GatedMLP)]
-        widths += [m.num_experts for m in runner.model.modules() if isinstance(m, MoELayer)]
-        widths += [2 * m.inv_freq.numel() for m in runner.model.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
-        limit = wide_token_limit(runner.model)
-        assert limit == min(MAX_WIDE_TOKENS, (ELEMENTWISE_GRAIN - 1) // max(widths)), arch
-        assert limit * max(widths) < ELEMENTWISE_GRAIN
+    runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=8)  # 8 blocks of 4: 32 slots
+    runner.step_threads = StepThreads(1, 2, 2048)
+    runner._thread_checks()
+    assert runner.step_threads.max_tokens == 31  # one slot stays for the decode token of the check
+    assert not runner.step_threads.use_wide(32)
 
 
 def test_who_gets_a_chooser(monkeypatch, tmp_path):
@@ -216,9 +217,9 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     assert all(threads == 1 and forks for _, threads, forks in seen), seen
 
 
-@pytest.fixture(scope="module", params=ARCHITECTURES)
+@pytest.fixture(scope="module", params=ALL_ARCHITECTURES)
 def checkpoint(request, tmp_path_factory):
-    return make_checkpoint(request.param, tmp_path_factory.mktemp(request.param))[1]
+    return make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))[1]
 
 
 def runner_for(path, num_blocks: int = 32, dtype: str = "float32") -> ModelRunner:
@@ -233,7 +234,7 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
     way at every step (wide, narrow, wide, ...): every logit bit is the same."""
     torch.set_num_threads(1)
     runner = runner_for(checkpoint)
-    runner.step_threads = StepThreads(1, 2, wide_token_limit(runner.model))
+    runner.step_threads = StepThreads(1, 2, 2048)
     assert runner.step_threads.verify(runner._thread_checks())
     gen = torch.Generator().manual_seed(3)
     prompts = {rid: torch.randint(0, 96, (n,), generator=gen).tolist() for rid, n in (("a", 13), ("b", 6), ("c", 9))}
@@ -263,7 +264,7 @@ def test_the_start_up_checks_fit_a_tiny_kv_pool(tmp_path):
     """One 4-slot block: the check forward shrinks its sequences to what fits instead of failing."""
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=1)
-    runner.step_threads = StepThreads(1, 2, wide_token_limit(runner.model))
+    runner.step_threads = StepThreads(1, 2, 2048)
     checks = runner._thread_checks()
     assert len(checks) >= 3  # a prefill and a decode of what fits, and the GEMM sweeps
     assert runner.step_threads.verify(checks)

@@ -9,6 +9,7 @@ import torch
 from moeserve.dense import gemm
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.dense.blocked import ELEMENTWISE_GRAIN
 from moeserve.moe import expert_threads
 from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
 from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
@@ -81,7 +82,7 @@ def test_the_activation_gives_the_same_bits_at_any_intra_op_thread_count(act):
     S, H, Il = 2, 16, 100
     experts = packed_experts(S, H, Il, act)
     counts = [1001, 499]
-    assert counts[0] * Il > expert_threads.ELEMENTWISE_GRAIN
+    assert counts[0] * Il > ELEMENTWISE_GRAIN
     x = torch.randn(sum(counts), H) * 4
     try:
         outs = []
@@ -97,7 +98,7 @@ def test_the_activation_gives_the_same_bits_at_any_intra_op_thread_count(act):
 def test_the_scripted_block_size_is_the_grain():
     import inspect
 
-    assert f"max(1, {expert_threads.ELEMENTWISE_GRAIN - 1} // Il)" in inspect.getsource(expert_threads._slots)
+    assert f"max(1, {ELEMENTWISE_GRAIN - 1} // Il)" in inspect.getsource(expert_threads._slots)
 
 
 @needs_packing

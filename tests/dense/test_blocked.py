@@ -1,0 +1,56 @@
+"""Elementwise functions in row blocks (dense/blocked.py): the same bits at any intra-op thread count,
+for the functions the forward runs that way, and within rounding of the unblocked op."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from moeserve.dense.blocked import ELEMENTWISE_GRAIN, by_rows
+
+FUNCTIONS = {
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "sigmoid": torch.sigmoid,
+    "cos": torch.cos,
+    "sin": torch.sin,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("shape", [(1001, 100), (700, 3, 33), (5, 20000), (3, 7)])
+def test_row_blocks_give_the_same_bits_at_any_thread_count(name, shape):
+    fn = FUNCTIONS[name]
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * 6
+    try:
+        outs = []
+        for threads in (1, 2, 3, 5):
+            torch.set_num_threads(threads)
+            outs.append(by_rows(fn, x))
+        torch.set_num_threads(1)
+        unblocked = fn(x)
+    finally:
+        torch.set_num_threads(1)
+    for out in outs[1:]:
+        assert torch.equal(out.view(torch.int32), outs[0].view(torch.int32)), name
+    # a block's last elements may take the scalar path where the whole tensor took the vector one
+    torch.testing.assert_close(outs[0], unblocked, rtol=1e-6, atol=1e-6)
+
+
+def test_blocks_stay_below_the_grain_and_cover_every_row():
+    seen = []
+
+    def record(block: torch.Tensor) -> torch.Tensor:
+        seen.append(block.numel())
+        assert block.numel() < ELEMENTWISE_GRAIN
+        return block
+
+    x = torch.arange(1001 * 100, dtype=torch.float32).view(1001, 100)
+    assert torch.equal(by_rows(record, x), x) and sum(seen) == x.numel() and len(seen) > 1
+    seen.clear()
+    wide = torch.arange(3 * (ELEMENTWISE_GRAIN + 5), dtype=torch.float32).view(3, -1)[:, 2:]  # rows above the grain
+    assert torch.equal(by_rows(record, wide), wide)
+    assert all(n < ELEMENTWISE_GRAIN for n in seen) and sum(seen) == wide.numel()
+    assert by_rows(record, torch.zeros(0, 4)).shape == (0, 4)
