@@ -15,8 +15,8 @@ import torch
 
 from moeserve.config import ConfigError, EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
+from moeserve.dense.blocked import ELEMENTWISE_GRAIN
 from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
