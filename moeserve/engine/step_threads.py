@@ -8,7 +8,9 @@ expert forks, side by side, docs/performance.md), but when the other core is bus
 load generator, a test suite) a join waits for a descheduled thread and a step can take 10x as
 long. Neither way wins everywhere, so the runner measures, like `SplitChooser` does per layer:
 per bucket of step sizes (bit length of the token count) it times PROBES steps each way in every
-`period` steps and runs the way with the lower recent mean in between. A probe that loses by more
+`period` steps and runs the way that was faster in between (a probe round counts each way's
+fastest step: one step slowed by another process must not decide for 64 steps or more; the way in
+use keeps timing itself, and a slowdown of it hands the steps to the other way). A probe that loses by more
 than BACKOFF x doubles the bucket's period (up to MAX_PERIOD), so a collapsing way is retried
 rarely; a close race keeps the short period.
 
@@ -63,8 +65,8 @@ def sweep_rows(max_tokens: int) -> list[int]:
 @dataclass
 class _Bucket:
     steps: int = 0
-    # mean seconds of a step run each way: the plain mean of this probe round's steps, then (for the
-    # way in use) an exponential average of the steps run since
+    # seconds of a step run each way: the fastest of this probe round's steps, then (for the way in
+    # use) an exponential average of the steps run since
     narrow: float | None = None
     wide: float | None = None
     runs: list = field(default_factory=lambda: [0, 0])  # steps timed each way since this round began
@@ -120,8 +122,8 @@ class StepThreads:
         old, n = (b.wide, b.runs[1]) if wide else (b.narrow, b.runs[0])
         if old is None:
             mean = seconds
-        elif n <= self.PROBES:
-            mean = old + (seconds - old) / n
+        elif n <= self.PROBES:  # a probe: the way's best step of the round (noise only slows a step down)
+            mean = min(old, seconds)
         else:
             mean = (1 - self.ALPHA) * old + self.ALPHA * seconds
         if wide:

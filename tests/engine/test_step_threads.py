@@ -55,6 +55,16 @@ def test_a_way_that_collapses_is_probed_ever_more_rarely():
     assert chooser.buckets[(64).bit_length()].period == chooser.PERIOD
 
 
+def test_one_probe_slowed_by_another_process_does_not_decide_the_round():
+    chooser = StepThreads(1, 2)
+    times = iter([0.010, 0.010, 0.100, 0.007])  # narrow, narrow, wide (a burst elsewhere), wide
+    for _ in range(2 * chooser.PROBES):
+        wide = chooser.use_wide(64)
+        chooser.record(64, wide, next(times))
+    assert chooser.use_wide(64)
+    assert chooser.buckets[(64).bit_length()].period == chooser.PERIOD  # not lopsided: no back-off
+
+
 def test_the_way_in_use_follows_its_own_steps_between_probes():
     """wide won the probes, then slows down (load arrives): its running mean, not a probe, hands
     the steps back to narrow."""
