@@ -128,6 +128,9 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS,
                     help="one moeserve run per NUM_THREADS:EXPERT_THREADS spec, each a number or auto (default: "
                          "auto:auto 1:1); vLLM binds its own (1 model thread plus its engine process on 2 cores)")
+    ap.add_argument("--gap", type=float, default=2.0,
+                    help="seconds of quiet before each engine's batch: vLLM's processes keep polling for a while "
+                         "after a batch, and a batch started inside that tail measures the overlap")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -149,6 +152,7 @@ def main() -> None:
         names = [*engines, *(["vllm"] if peer is not None else [])]
         for r, prompts in enumerate(prompt_sets):
             for name in names[r % len(names):] + names[: r % len(names)]:  # rotate: no engine always goes first
+                time.sleep(args.gap)
                 out, sec, cpu = peer.run(prompts) if name == "vllm" else engines[name].run(prompts, args.new_tokens)
                 times[name].append((sec, cpu))
                 if r == 0:

@@ -150,6 +150,9 @@ def main() -> None:
                     help="one moeserve server per NUM_THREADS:EXPERT_THREADS spec, each a number or auto (default: "
                          "auto:auto 1:1; benchmarks/thread_specs.py); vLLM binds its own threads")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the load against every server, interleaved")
+    ap.add_argument("--gap", type=float, default=2.0,
+                    help="seconds of quiet before each server's load: a server (vLLM's worker) may keep polling for "
+                         "a while after its load ends, and a load started inside that tail measures the overlap")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
 
@@ -176,6 +179,7 @@ def main() -> None:
         names = list(urls)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:  # rotate: no server always goes first
+                time.sleep(args.gap)
                 url = urls[name]
                 pid = servers[name].proc.pid if name in servers else None
                 if pid is not None:

@@ -30,6 +30,12 @@ from torch import nn
 # oneDNN picks its blocked layout for a typical row count; any row count works with any layout
 ROWS_HINT = 64
 
+# oneDNN keeps one JIT-built kernel per (layout, row count, thread count) in an LRU cache of 1024 by
+# default. Every row count 1..64 of every weight shape (warm_up), and again at a second thread count
+# (engine/step_threads.py), exceed that, and then steps rebuild kernels they had (measured: the wide
+# way's steps ran 1.6x slower than with one pinned thread count). Read once, at oneDNN's first use.
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "4096")
+
 
 def packing_enabled() -> bool:
     if os.environ.get("MOESERVE_PACKED_GEMM", "1") in ("0", "false", "off"):
