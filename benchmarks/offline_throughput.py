@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from thread_specs import DEFAULT_RUNS, parse_run  # noqa: E402
+from thread_specs import DEFAULT_RUNS, parse_run, peer_env  # noqa: E402
 
 
 def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -86,11 +86,10 @@ class Vllm:
     times one batch per request, so its batches interleave with ours."""
 
     def __init__(self, python: str, model: str, new_tokens: int):
-        import os
         import subprocess
 
         script = Path(__file__).with_name("vllm_offline.py")
-        env = dict(os.environ, NEW_TOKENS=str(new_tokens))
+        env = peer_env(NEW_TOKENS=str(new_tokens))
         self.proc = subprocess.Popen([python, str(script), model], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         self._read("@@READY")

@@ -30,7 +30,7 @@ from statistics import median
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from thread_specs import DEFAULT_RUNS, cli_flags  # noqa: E402
+from thread_specs import DEFAULT_RUNS, cli_flags, peer_env  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -170,7 +170,7 @@ def main() -> None:
             servers[f"moeserve[{spec}]"] = Server(moeserve_cmd(model, args, spec), env=env)
         if args.vllm_python and not args.vllm_url:
             servers["vllm"] = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123",
-                                     env=dict(os.environ, **VLLM_ENV))
+                                     env=peer_env(**VLLM_ENV))
         for name, server in servers.items():
             urls[name] = server.wait_ready()
         if args.vllm_url:

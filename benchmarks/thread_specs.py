@@ -6,7 +6,22 @@
 """
 from __future__ import annotations
 
+import os
+
 DEFAULT_RUNS = ["auto:auto", "1:1"]
+
+# moeserve raises oneDNN's kernel cache once imported (dense/gemm.py); the peer runs with what the
+# user's environment says, so a benchmark drops the setting from the peer's environment unless the
+# user set it (read here, before any moeserve import)
+_USER_ONEDNN_CACHE = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+
+
+def peer_env(**extra: str) -> dict:
+    """The environment to start a peer engine with."""
+    env = dict(os.environ, **extra)
+    if _USER_ONEDNN_CACHE is None:
+        env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
+    return env
 
 
 def parse_run(spec: str) -> tuple[int | None, int | None]:

@@ -75,7 +75,7 @@ def paged_attention(
     values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
     queries = q[meta.query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
-    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=bias, scale=scale)  # [B, hk, gQ, D]
+    out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
     return out[meta.query_valid]  # [N, hq, D], token order
 
@@ -91,8 +91,26 @@ def decode_attention(
     blocks = tables.reshape(-1)
     keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
-    out = F.scaled_dot_product_attention(q.view(b, hk, hq // hk, D), keys, values, attn_mask=bias, scale=scale)
+    out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
+
+
+# query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
+# OpenMP thread than with several (seen on torch 2.13, AVX2; 2 and 4-16 rows do not differ)
+THREAD_SENSITIVE_ROWS = (1, 3)
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """scaled_dot_product_attention with q [b, h, R, D], an additive bias [b, 1, R or 1, L]. R of 1 or 3
+    is padded with a zero query row (sliced off after), so the bits do not depend on the thread count
+    (engine/step_threads.py switches it between steps); each row's result is its own either way."""
+    rows = q.shape[-2]
+    if rows not in THREAD_SENSITIVE_ROWS:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    q = F.pad(q, (0, 0, 0, 1))
+    if bias.shape[-2] == rows:
+        bias = F.pad(bias, (0, 0, 0, 1))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)[..., :rows, :]
 
 
 def block_tables_and_bias(meta: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:

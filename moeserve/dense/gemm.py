@@ -105,22 +105,30 @@ def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:
     return shapes
 
 
-def row_checks(model: nn.Module, row_counts: list[int], seed: int = 0) -> list:
+def row_checks(model: nn.Module, row_counts: list[int], limits: dict[int, int] | None = None, seed: int = 0) -> list:
     """One function per distinct packed weight of `model`, running that GEMM on fixed random inputs
-    at each of `row_counts` and returning an exact digest of each output's bits ([len(row_counts), 2]
-    int64: the sum of the fp32 bit patterns, and their sum weighted by position), so comparing two
-    runs (engine/step_threads.py, under two thread settings) needs no copy of every output."""
-    gen = torch.Generator().manual_seed(seed)
+    at each of `row_counts` (at most limits[id(packed)] rows, where given) and returning an exact
+    digest of each output's bits ([counts, 3] int64: the sum of the fp32 bit patterns, and that sum
+    weighted by row and by column), so comparing two runs (engine/step_threads.py, under two thread
+    settings) keeps no copy of the outputs. Inputs are drawn when a check runs, not before."""
     checks = []
     for (_, in_features, _), packed in distinct_packed(model).items():
-        x = torch.randn(max(row_counts), in_features, generator=gen)
+        counts = [r for r in row_counts if r <= (limits or {}).get(id(packed), r)]
+        if not counts:
+            continue
 
-        def run(x: torch.Tensor = x, packed: torch.Tensor = packed) -> torch.Tensor:
+        def run(in_features: int = in_features, packed: torch.Tensor = packed, counts: list = counts) -> torch.Tensor:
+            x = torch.randn(max(counts), in_features, generator=torch.Generator().manual_seed(seed))
             digests = []
-            for rows in row_counts:
-                bits = packed_linear(x[:rows], packed).view(torch.int32).to(torch.int64).flatten()
-                weights = torch.arange(1, bits.numel() + 1, dtype=torch.int64)
-                digests.append(torch.stack([bits.sum(), (bits * weights).sum()]))
+            for rows in counts:
+                bits = packed_linear(x[:rows], packed).view(torch.int32)
+                by_row = bits.sum(dim=1, dtype=torch.int64)
+                by_col = bits.sum(dim=0, dtype=torch.int64)
+                digests.append(torch.stack([
+                    by_row.sum(),
+                    (by_row * torch.arange(1, rows + 1)).sum(),
+                    (by_col * torch.arange(1, by_col.numel() + 1)).sum(),
+                ]))
             return torch.stack(digests)
 
         checks.append(run)

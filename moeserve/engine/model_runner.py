@@ -200,11 +200,12 @@ class ModelRunner:
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
+        self.max_num_seqs = engine_config.scheduler.max_num_seqs
         self.step_threads = step_threads(
             share, parallel.num_threads, ctx, self.model, engine_config.scheduler.max_num_batched_tokens
         )
         if self.step_threads is not None:
-            self.step_threads.verify(self._thread_checks())  # also builds the wide kernels now
+            self.step_threads.verify(self._thread_checks)  # also builds the wide kernels now
 
     def _blocks_for(self, memory_mb: int) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
@@ -304,4 +305,7 @@ class ModelRunner:
         largest = seqs_of((max_tokens,))
         if largest:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in largest])))
-        return checks + row_checks(self.model, sweep_rows(max_tokens))
+        # the LM head sees only the sampled rows inside the chosen region (prompt logprobs run outside)
+        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
+        limits = {id(lm_head): self.max_num_seqs} if lm_head is not None else {}
+        return checks + row_checks(self.model, sweep_rows(max_tokens), limits)

@@ -70,6 +70,7 @@ class _Bucket:
     narrow: float | None = None
     wide: float | None = None
     runs: list = field(default_factory=lambda: [0, 0])  # steps timed each way since this round began
+    using: bool | None = None  # the way chosen at the last step outside a probe round (True: wide)
     period: int = 0  # steps from one probe round to the next
     next_probe: int = 0  # the step index at which the next probe round starts
 
@@ -104,11 +105,20 @@ class StepThreads:
         if 0 <= phase < 2 * self.PROBES:  # PROBES steps narrow, then PROBES wide
             return phase >= self.PROBES
         known = b.narrow is not None and b.wide is not None  # a step that raised records nothing
+        choice = known and b.wide < b.narrow
         if phase == 2 * self.PROBES:  # the round just ended: when is the next one
             lopsided = known and max(b.narrow, b.wide) > self.BACKOFF * min(b.narrow, b.wide)
             b.period = min(2 * b.period, self.MAX_PERIOD) if lopsided else self.PERIOD
             b.next_probe = b.next_probe + b.period
-        return known and b.wide < b.narrow
+        elif known and choice != b.using:
+            # the way in use got slower than the other way's last probe: time both afresh before
+            # switching (one slow step must not hand the bucket to the slower way until the next round)
+            b.next_probe = i
+            b.narrow = b.wide = None
+            b.runs = [0, 0]
+            return False  # the new round's first probe
+        b.using = choice
+        return choice
 
     def _bucket(self, tokens: int) -> _Bucket:
         b = self.buckets.get(tokens.bit_length())
@@ -158,12 +168,13 @@ class StepThreads:
             SplitChooser.forks_enabled = forks
             torch.set_num_threads(threads)
 
-    def verify(self, checks: list[Callable[[], torch.Tensor]]) -> bool:
-        """Run every check narrow and wide, one at a time; keep choosing only if each pair of outputs
-        matches bit for bit (compared as integers, so NaNs compare too). An error in a check also
-        leaves the runner narrow: this is an optimisation, never a reason not to start."""
+    def verify(self, checks: list[Callable[[], torch.Tensor]] | Callable[[], list[Callable[[], torch.Tensor]]]) -> bool:
+        """Run every check (or every check a callable builds) narrow and wide, one at a time; keep
+        choosing only if each pair of outputs matches bit for bit (compared as integers, so NaNs
+        compare too). An error in building or running a check also leaves the runner narrow: this
+        is an optimisation, never a reason not to start."""
         try:
-            for check in checks:
+            for check in checks() if callable(checks) else checks:
                 with torch.inference_mode():
                     narrow = check()
                     with self.setting(True):

@@ -73,7 +73,7 @@ FLAGS: list[Flag] = [
     Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1; agrs for steps of <= 32 tokens on <= 2 ranks; else a2a; docs/dispatch.md)"),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
-    Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each decode-sized step both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
+    Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
     Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts (and, by output columns, its large dense GEMMs) over, where timing shows it pays (default: the rank's cores over --num-threads; any value gives the same tokens)"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),

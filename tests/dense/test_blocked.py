@@ -39,6 +39,28 @@ def test_row_blocks_give_the_same_bits_at_any_thread_count(name, shape):
     torch.testing.assert_close(outs[0], unblocked, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows", range(1, 9))
+def test_attention_gives_the_same_bits_at_any_thread_count(rows):
+    """torch's CPU flash attention differs between 1 and more threads at 1 or 3 query rows per
+    (sequence, head); `sdpa` pads those to an even count."""
+    from moeserve.dense.attention import sdpa
+
+    gen = torch.Generator().manual_seed(rows)
+    q, k, v = (torch.randn(3, 2, n, 32, generator=gen) for n in (rows, 48, 48))
+    for bias in (torch.zeros(3, 1, 1, 48), torch.randn(3, 1, rows, 48, generator=gen)):
+        try:
+            outs = []
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)
+                outs.append(sdpa(q, k, v, bias, 0.2))
+        finally:
+            torch.set_num_threads(1)
+        for out in outs[1:]:
+            assert torch.equal(out, outs[0])
+        reference = torch.softmax(q @ k.transpose(-1, -2) * 0.2 + bias, -1) @ v
+        torch.testing.assert_close(outs[0], reference, rtol=1e-5, atol=1e-5)
+
+
 def test_blocks_stay_below_the_grain_and_cover_every_row():
     seen = []
 

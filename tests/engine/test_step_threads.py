@@ -12,6 +12,7 @@ import torch
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.split_chooser import SplitChooser
+from moeserve.dense.gemm import row_checks
 from moeserve.engine import model_runner
 from moeserve.engine.model_runner import ModelRunner, step_threads
 from moeserve.engine.step_threads import StepThreads, same_bits, sweep_rows
@@ -63,6 +64,18 @@ def test_one_probe_slowed_by_another_process_does_not_decide_the_round():
         chooser.record(64, wide, next(times))
     assert chooser.use_wide(64)
     assert chooser.buckets[(64).bit_length()].period == chooser.PERIOD  # not lopsided: no back-off
+
+
+def test_one_slow_step_of_the_way_in_use_starts_a_probe_round_instead_of_switching():
+    """wide won (1.0 vs 1.7); one wide step is 4x slow: both ways are timed afresh and wide keeps
+    the bucket, instead of narrow running until the next scheduled round."""
+    chooser = StepThreads(1, 2)
+    drive(chooser, 64, 2 * chooser.PROBES + 3, narrow_s=1.7, wide_s=1.0)
+    assert chooser.use_wide(64)
+    chooser.record(64, True, 4.0)
+    ways = drive(chooser, 64, 40, narrow_s=1.7, wide_s=1.0)
+    assert ways.count(False) == chooser.PROBES  # the fresh round's narrow probes, nothing more
+    assert all(ways[2 * chooser.PROBES :])
 
 
 def test_the_way_in_use_follows_its_own_steps_between_probes():
@@ -168,6 +181,15 @@ def test_the_gemm_check_runs_every_decode_row_count_and_a_spread_of_prefill_ones
     assert sweep_rows(300)[-1] == 300
 
 
+def test_the_lm_head_is_checked_only_up_to_the_rows_it_sees_in_a_step(tmp_path):
+    torch.set_num_threads(1)
+    runner = runner_for(make_checkpoint("mixtral", tmp_path)[1])
+    head = runner.model.lm_head.packed
+    checks = row_checks(runner.model, [1, 5, 9], {id(head): 5})
+    shapes = {tuple(check().shape) for check in checks}
+    assert (2, 3) in shapes and (3, 3) in shapes  # the LM head: rows 1 and 5; the others: 1, 5, 9
+
+
 def test_the_largest_wide_step_is_the_largest_forward_checked(tmp_path):
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=8)  # 8 blocks of 4: 32 slots
@@ -227,9 +249,16 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     assert all(threads == 1 and forks for _, threads, forks in seen), seen
 
 
-@pytest.fixture(scope="module", params=ALL_ARCHITECTURES)
+@pytest.fixture(scope="module", params=ALL_ARCHITECTURES + ["mixtral-mha", "mixtral-gqa3"])
 def checkpoint(request, tmp_path_factory):
-    return make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))[1]
+    """Every architecture, plus query heads per KV head of 1 and 3 (flash attention's thread-sensitive
+    row counts, dense/attention.py `sdpa`)."""
+    path = tmp_path_factory.mktemp(request.param)
+    if request.param == "mixtral-mha":
+        return make_checkpoint("mixtral", path, num_key_value_heads=4)[1]
+    if request.param == "mixtral-gqa3":
+        return make_checkpoint("mixtral", path, num_attention_heads=6, num_key_value_heads=2, head_dim=16)[1]
+    return make_any_checkpoint(request.param, path)[1]
 
 
 def runner_for(path, num_blocks: int = 32, dtype: str = "float32") -> ModelRunner:
@@ -262,6 +291,7 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
             out.append(runner.execute(batch))
         return out
 
+    assert runner.step_threads.enabled  # the start-up check found both ways equal
     narrow = run(lambda tokens: False)
     flips = iter(range(100))
     switching = run(lambda tokens: next(flips) % 2 == 0)
