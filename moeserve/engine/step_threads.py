@@ -99,24 +99,22 @@ class StepThreads:
         i = b.steps
         b.steps += 1
         phase = i - b.next_probe
+        known = b.narrow is not None and b.wide is not None  # a step that raised records nothing
+        if phase < 0 and known and (b.wide < b.narrow) != b.using:
+            # between rounds, the way in use got slower than the other way's last probe: time both
+            # afresh before switching (one slow step must not hand the bucket to the slower way until
+            # the next scheduled round)
+            b.next_probe, phase = i, 0
         if phase == 0:  # a probe round starts: both ways are timed afresh, in the same minute
             b.narrow = b.wide = None
             b.runs = [0, 0]
         if 0 <= phase < 2 * self.PROBES:  # PROBES steps narrow, then PROBES wide
             return phase >= self.PROBES
-        known = b.narrow is not None and b.wide is not None  # a step that raised records nothing
         choice = known and b.wide < b.narrow
         if phase == 2 * self.PROBES:  # the round just ended: when is the next one
             lopsided = known and max(b.narrow, b.wide) > self.BACKOFF * min(b.narrow, b.wide)
             b.period = min(2 * b.period, self.MAX_PERIOD) if lopsided else self.PERIOD
             b.next_probe = b.next_probe + b.period
-        elif known and choice != b.using:
-            # the way in use got slower than the other way's last probe: time both afresh before
-            # switching (one slow step must not hand the bucket to the slower way until the next round)
-            b.next_probe = i
-            b.narrow = b.wide = None
-            b.runs = [0, 0]
-            return False  # the new round's first probe
         b.using = choice
         return choice
 

@@ -26,7 +26,6 @@ from typing import List, Optional, Union
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN  # noqa: F401 - the activation's row blocks stay below it
 from moeserve.dense.split_chooser import Scripted
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
@@ -56,7 +55,7 @@ def _slots(
         if n > 0:
             gate_up = torch.ops.mkldnn._linear_pointwise(x[starts[s] : starts[s] + n], p13[s], None, "none", none, "")
             gate = gate_up[:, :Il]
-            step = max(1, 16383 // Il)  # rows per block: below ELEMENTWISE_GRAIN (TorchScript reads no globals)
+            step = max(1, 16383 // Il)  # rows per block: below dense/blocked.py's ELEMENTWISE_GRAIN (TorchScript reads no globals)
             if n <= step:
                 gate = _activate(gate, act)
             else:  # dense/blocked.py: same bits at any intra-op thread count
