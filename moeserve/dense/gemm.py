@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moeserve.dense import panel_gemm
+
 # oneDNN picks its blocked layout for a typical row count; any row count works with any layout
 ROWS_HINT = 64
 
@@ -146,13 +148,16 @@ def pack_weights(model: nn.Module) -> int:
 
 
 class PackedWeight:
-    """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`;
-    `packed` is None (F.linear) until then, and the module's `load` resets it. `enable_split(n)`
-    adds a column split over n threads (dense/split_linear.py) where it gives the same bits;
-    `matmul` then times both ways per call size and keeps the faster."""
+    """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`,
+    and as panels for calls of at most panel_gemm.SMALL_ROWS rows (dense/panel_gemm.py, where
+    available); `packed` and `panels` are None (F.linear) until then, and the module's `load` resets
+    them. `enable_split(n)` adds a column split over n threads (dense/split_linear.py) where it gives
+    the same bits as the packed GEMM; `matmul` then times both ways per call size and keeps the
+    faster, for the calls the panels do not take."""
 
     weight: torch.Tensor
     packed: torch.Tensor | None = None
+    panels: torch.Tensor | None = None
     split = None  # a SplitLinear, or None
 
     def pack(self) -> bool:
@@ -160,11 +165,12 @@ class PackedWeight:
         calls `enable_split` again if it wants them (ModelRunner does once, after loading)."""
         self.split = None
         self.packed = pack_weight(self.weight)
+        self.panels = panel_gemm.pack(self.weight) if self.packed is not None else None
         return self.packed is not None
 
     def unpack(self) -> None:
         """Drop every snapshot of the weight (a `load` is about to write it)."""
-        self.packed = None
+        self.packed = self.panels = None
         self.split = None
 
     def enable_split(self, threads: int) -> bool:
@@ -176,7 +182,12 @@ class PackedWeight:
         return self.split is not None
 
     def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """x [T, I] -> x @ weight.T + bias [T, O]."""
+        """x [T, I] -> x @ weight.T + bias [T, O]. Which kernel runs depends on T only (the panels up
+        to SMALL_ROWS rows, above that oneDNN, split or not: the same bits), never on timings."""
+        panels = self.panels
+        if panels is not None and x.dim() == 2 and x.shape[0] <= panel_gemm.SMALL_ROWS and x.dtype == torch.float32:
+            out = torch.ops.moeserve.panel_linear(x, panels, self.weight.shape[0])
+            return out if bias is None else out.add_(bias)
         split = self.split
         if split is None or self.packed is None or x.dim() != 2 or not 0 < x.shape[0] <= split.max_rows \
                 or x.dtype != torch.float32:

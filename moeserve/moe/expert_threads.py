@@ -21,11 +21,12 @@ chunks are concatenated in slot order. Rows are slot-major (the dispatcher's Exp
 Shape legend: R rows, H hidden, Il intermediate on this rank, S local slots.
 """
 
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
+from moeserve.dense import panel_gemm
 from moeserve.dense.split_chooser import Scripted
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
@@ -42,25 +43,38 @@ def _slots(
     starts: List[int],
     p13: List[torch.Tensor],
     p2: List[torch.Tensor],
+    q13: List[torch.Tensor],
+    q2: List[torch.Tensor],
+    small: int,
     lo: int,
     hi: int,
     Il: int,
     act: str,
 ) -> List[torch.Tensor]:
-    """Outputs of the non-empty slots in [lo, hi), in slot order."""
+    """Outputs of the non-empty slots in [lo, hi), in slot order. A slot with at most `small` rows
+    runs the panel kernel on q13/q2 (dense/panel_gemm.py), others oneDNN on p13/p2."""
     none: List[Optional[Union[float, int, complex]]] = []
     outs: List[torch.Tensor] = []
+    H = x.shape[1]
     for s in range(lo, hi):
         n = counts[s]
         if n > 0:
-            gate_up = torch.ops.mkldnn._linear_pointwise(x[starts[s] : starts[s] + n], p13[s], None, "none", none, "")
+            rows = x[starts[s] : starts[s] + n]
+            if n <= small:
+                gate_up = torch.ops.moeserve.panel_linear(rows, q13[s], 2 * Il)
+            else:
+                gate_up = torch.ops.mkldnn._linear_pointwise(rows, p13[s], None, "none", none, "")
             gate = gate_up[:, :Il]
             step = max(1, 16383 // Il)  # rows per block: below dense/blocked.py's ELEMENTWISE_GRAIN (TorchScript reads no globals)
             if n <= step:
                 gate = _activate(gate, act)
             else:  # dense/blocked.py: same bits at any intra-op thread count
                 gate = torch.cat([_activate(gate[r : r + step], act) for r in range(0, n, step)])
-            outs.append(torch.ops.mkldnn._linear_pointwise(gate.mul_(gate_up[:, Il:]), p2[s], None, "none", none, ""))
+            hidden = gate.mul_(gate_up[:, Il:])
+            if n <= small:
+                outs.append(torch.ops.moeserve.panel_linear(hidden, q2[s], H))
+            else:
+                outs.append(torch.ops.mkldnn._linear_pointwise(hidden, p2[s], None, "none", none, ""))
     return outs
 
 
@@ -80,13 +94,19 @@ def _split(
     starts: List[int],
     p13: List[torch.Tensor],
     p2: List[torch.Tensor],
+    q13: List[torch.Tensor],
+    q2: List[torch.Tensor],
+    small: int,
     cuts: List[int],
     Il: int,
     act: str,
 ) -> torch.Tensor:
     """Chunk i = slots [cuts[i], cuts[i + 1]); chunks 1.. forked, chunk 0 on this thread."""
-    futures = [torch.jit.fork(_slots, x, counts, starts, p13, p2, cuts[i], cuts[i + 1], Il, act) for i in range(1, len(cuts) - 1)]
-    outs = _slots(x, counts, starts, p13, p2, cuts[0], cuts[1], Il, act)
+    futures = [
+        torch.jit.fork(_slots, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
+        for i in range(1, len(cuts) - 1)
+    ]
+    outs = _slots(x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act)
     for future in futures:
         outs.extend(torch.jit.wait(future))
     return outs[0] if len(outs) == 1 else torch.cat(outs)
@@ -126,12 +146,24 @@ def chunk_cuts(counts: List[int], threads: int) -> List[int]:
 
 
 def run_packed(
-    x: torch.Tensor, counts: List[int], p13: List[torch.Tensor], p2: List[torch.Tensor], Il: int, act: str, threads: int = 1
+    x: torch.Tensor,
+    counts: List[int],
+    p13: List[torch.Tensor],
+    p2: List[torch.Tensor],
+    Il: int,
+    act: str,
+    threads: int = 1,
+    panels: Optional[Tuple[List[torch.Tensor], List[torch.Tensor]]] = None,
 ) -> torch.Tensor:
     """x [R, H] slot-major fp32 CPU, counts [S] rows per slot (python ints, sum R > 0), p13/p2 the
-    slots' packed weights (dense/gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES."""
+    slots' packed weights (dense/gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES.
+    panels: the slots' (w13, w2) as dense/panel_gemm.pack panels, used by slots with at most
+    panel_gemm.SMALL_ROWS rows; None = oneDNN for every slot."""
     starts, acc = [], 0
     for n in counts:
         starts.append(acc)
         acc += n
-    return _split_scripted(x, counts, starts, p13, p2, chunk_cuts(counts, threads), Il, act)
+    panel_gemm.ensure_op()  # the scripted loop names the op whether or not the kernel is loaded
+    q13, q2 = panels if panels is not None else ([], [])
+    small = panel_gemm.SMALL_ROWS if panels is not None else 0
+    return _split_scripted(x, counts, starts, p13, p2, q13, q2, small, chunk_cuts(counts, threads), Il, act)

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moeserve.dense import gemm
+from moeserve.dense import gemm, panel_gemm
 from moeserve.dense.blocked import by_rows
 from moeserve.dense.split_chooser import SplitChooser
 from moeserve.dispatch.base import ExpertBatch
@@ -108,23 +108,31 @@ class GroupedExperts(nn.Module):
         # per-slot oneDNN-packed copies of w13[s] / w2[s] (see `pack`); None = not packed
         self.packed13: list[torch.Tensor] | None = None
         self.packed2: list[torch.Tensor] | None = None
+        # per-slot panel copies for few-row slots (dense/panel_gemm.py), taken with the packed ones
+        self.panels: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
 
     def pack(self, slots: list[int] | None = None) -> bool:
-        """Snapshot the slots' weights for the packed GEMM (after loading, and after any write to
-        w13 / w2: `set_slot` drops the snapshot, the rebalancer packs the slots it wrote). slots:
-        None = all; a list repacks only those, when a snapshot exists. False where packing does
-        not apply (dense/gemm.py), leaving the grouped_mm / loop paths."""
+        """Snapshot the slots' weights for the packed GEMM, and as panels for the few-row kernel
+        where it is available (after loading, and after any write to w13 / w2: `set_slot` drops the
+        snapshot, the rebalancer packs the slots it wrote). slots: None = all; a list repacks only
+        those, when a snapshot exists. False where packing does not apply (dense/gemm.py), leaving
+        the grouped_mm / loop paths."""
         if slots is not None and self.packed13 is not None:
             for s in slots:
                 self.packed13[s] = gemm.pack_weight(self.w13[s], gemm.ROWS_HINT // 4)
                 self.packed2[s] = gemm.pack_weight(self.w2[s], gemm.ROWS_HINT // 4)
+                if self.panels is not None:
+                    self.panels[0][s], self.panels[1][s] = panel_gemm.pack(self.w13[s]), panel_gemm.pack(self.w2[s])
             return True
         p13 = [gemm.pack_weight(self.w13[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
         p2 = [gemm.pack_weight(self.w2[s], gemm.ROWS_HINT // 4) for s in range(self.num_slots)]
         if self.num_slots == 0 or any(p is None for p in p13 + p2):
-            self.packed13 = self.packed2 = None
+            self.packed13 = self.packed2 = self.panels = None
             return False
         self.packed13, self.packed2 = p13, p2
+        q13 = [panel_gemm.pack(self.w13[s]) for s in range(self.num_slots)]
+        q2 = [panel_gemm.pack(self.w2[s]) for s in range(self.num_slots)]
+        self.panels = None if any(q is None for q in q13 + q2) else (q13, q2)
         return True
 
     def forward(self, batch: ExpertBatch) -> torch.Tensor:
@@ -135,8 +143,10 @@ class GroupedExperts(nn.Module):
         if self.packed13 is not None and batch.hidden.dtype == torch.float32:
             args = (batch.hidden, batch.counts.tolist(), self.packed13, self.packed2, self.intermediate, self.act_name)
             if self.threads == 1:
-                return run_packed(*args)
-            return self.chooser.timed(batch.num_rows, lambda: run_packed(*args), lambda: run_packed(*args, self.threads))
+                return run_packed(*args, 1, self.panels)
+            return self.chooser.timed(
+                batch.num_rows, lambda: run_packed(*args, 1, self.panels), lambda: run_packed(*args, self.threads, self.panels)
+            )
         if self.use_grouped_mm and batch.num_rows <= LOOP_ROWS_PER_SLOT * self.num_slots:
             return experts_grouped(batch.hidden, batch.offsets, self.w13, self.w2, self.blocked_act)
         return experts_reference(batch.hidden, batch.counts, self.w13, self.w2, self.blocked_act)
@@ -155,12 +165,12 @@ class GroupedExperts(nn.Module):
         with torch.inference_mode():
             for threads in sorted({1, self.threads}):
                 for _ in range(3):
-                    run_packed(x, counts, self.packed13, self.packed2, self.intermediate, self.act_name, threads)
+                    run_packed(x, counts, self.packed13, self.packed2, self.intermediate, self.act_name, threads, self.panels)
 
     def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
         """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""
         Il = self.intermediate
-        self.packed13 = self.packed2 = None  # a stale snapshot must not outlive the write
+        self.packed13 = self.packed2 = self.panels = None  # a stale snapshot must not outlive the write
         for name, value, shape in (
             ("gate", gate, (Il, self.hidden)),
             ("up", up, (Il, self.hidden)),
