@@ -15,8 +15,9 @@ rounding (~1e-6 relative), as those differ from each other.
 
 Build: on first use the system C++ compiler builds the kernel against the installed torch's headers
 into MOESERVE_CACHE/kernels/ (default ~/.cache/moeserve), named by a hash of the source, torch's
-version and the flags; it is written under a temporary name and renamed, so ranks building at the
-same moment race harmlessly and a killed build leaves no lock behind (~20-40 s once per machine).
+version and the flags (~20-50 s, once per machine). Ranks starting together build it once: an
+flock (released by the kernel if its holder dies) serializes them, and the library is written under
+a temporary name and renamed, so none ever loads half a file.
 No compiler, a CPU without AVX2 and FMA, a failed build or `MOESERVE_PANEL_GEMM=0`: `available()` is
 False (said once in the log) and every caller stays on oneDNN, with the same tokens up to fp32
 rounding.
@@ -26,6 +27,7 @@ Shape legend: T rows, I in features, O out features, P panels = ceil(O / 16).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -124,17 +126,23 @@ def _build() -> Path:
     if target.exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="panel_gemm-", suffix=".so.tmp", dir=root)
-    os.close(fd)
-    try:
-        logger.info("building the panel GEMM kernel (once per machine): %s", target)
-        done = subprocess.run([*command, "-o", tmp], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"{Path(compiler).name} failed: {done.stderr.strip()[-500:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    # one build at a time per machine (ranks start together); flock is dropped by the kernel when
+    # its holder exits or dies, so a killed build never leaves the others waiting on a stale lock
+    with open(root / "panel_gemm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():  # built by another process while this one waited
+            return target
+        fd, tmp = tempfile.mkstemp(prefix="panel_gemm-", suffix=".so.tmp", dir=root)
+        os.close(fd)
+        try:
+            logger.info("building the panel GEMM kernel (once per machine): %s", target)
+            done = subprocess.run([*command, "-o", tmp], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            if done.returncode != 0:
+                raise RuntimeError(f"{Path(compiler).name} failed: {done.stderr.strip()[-500:]}")
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return target
 
 
