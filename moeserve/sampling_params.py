@@ -118,8 +118,8 @@ class SamplingParams:
         if self.seed is not None and not isinstance(self.seed, int):
             bad("seed", f"seed must be an integer, got {self.seed!r}")
         for token, value in (self.logit_bias or {}).items():
-            if token < 0:
-                bad("logit_bias", f"logit_bias token ids must be non-negative, got {token}")
+            if not 0 <= token < 2**63:  # the wire (msgpack) and torch hold 64-bit signed ids
+                bad("logit_bias", f"logit_bias token ids must be non-negative vocabulary ids, got {token}")
             if not (math.isfinite(value) and -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS):
                 bad("logit_bias", f"logit_bias values must be in [-100, 100], got {value!r} for token {token}")
 

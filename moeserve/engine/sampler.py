@@ -288,7 +288,8 @@ def top_p_filter(x: torch.Tensor, top_p: list[float], candidates: int = 1024) ->
         if k == V or bool((mass_before[:, -1] + probs[:, -1] >= p).all()):
             break
         k = V
-    num_kept = (mass_before < p).sum(dim=-1, keepdim=True)  # [P, 1], >= 1
+    # [P, 1]; at least the top token even where top_p rounds to 0 in fp32 (a top_p below ~1.4e-45)
+    num_kept = (mass_before < p).sum(dim=-1, keepdim=True).clamp_(min=1)
     threshold = top.gather(1, num_kept - 1)
     x = x.clone()
     x[index] = sub.masked_fill(sub < threshold, float("-inf"))

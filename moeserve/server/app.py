@@ -39,7 +39,7 @@ class Gate:
         self.state = state
         self.routes = routes  # fixed paths; anything else is labelled by its family or "other"
         key = state.config.api_key
-        self.expected = f"Bearer {key}".encode() if key else None
+        self.expected = key.encode() if key else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -76,7 +76,9 @@ class Gate:
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 given = value
-        return hmac.compare_digest(given, self.expected)
+        scheme, _, token = given.partition(b" ")
+        # the scheme is case-insensitive (RFC 9110); the key is compared in constant time
+        return hmac.compare_digest(token, self.expected) and scheme.lower() == b"bearer"
 
 
 def _routes(app: FastAPI, state: ServerState) -> None:

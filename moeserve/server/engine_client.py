@@ -145,10 +145,13 @@ class EngineClient:
         """Asks the engine to stop, waits, then escalates to SIGTERM and SIGKILL. Idempotent."""
         self._send(ipc.Shutdown())
         proc = self._proc
-        for sig in (None, "terminate", "kill"):
-            if proc is None or await self._wait_exit(timeout_s if sig is None else 5.0):
+        # a stopped or stuck engine ignores Shutdown (and a stopped one SIGTERM): escalate to SIGKILL
+        for wait_s, escalate in ((timeout_s, proc.terminate if proc else None), (5.0, proc.kill if proc else None)):
+            if proc is None or await self._wait_exit(wait_s):
                 break
-            getattr(proc, sig)()
+            escalate()
+        else:
+            await self._wait_exit(5.0)
         if proc is not None and proc.returncode is None:  # still unreaped: its pid still names its group
             _kill_group(proc.pid)
         for task in self._tasks:

@@ -51,7 +51,7 @@ class _Sampling(_Strict):
     top_k: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stop: str | list[str] | None = None
     stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
-    seed: int | None = Field(default=None, ge=0, le=_MAX_INT)
+    seed: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)  # negative too, as OpenAI and vLLM take
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extensions from here

@@ -81,6 +81,17 @@ def test_top_k_top_p_keep_the_reference_set(top_k, top_p):
         assert torch.equal(y[i][list(kept)], (x[i] / temperature)[list(kept)])
 
 
+@pytest.mark.parametrize("top_p", [1e-300, 1e-46, 1e-45, 1e-30])
+def test_a_top_p_that_rounds_to_zero_in_fp32_keeps_the_top_token(top_p):
+    # top_p is compared in fp32: below ~1.4e-45 it becomes 0 there, and nothing would be kept
+    x = torch.randn(3, V)
+    y = top_p_filter(x, [top_p] * 3)
+    for i in range(3):
+        assert (y[i] != -math.inf).nonzero().flatten().tolist() == [int(x[i].argmax())]
+    out = sampler_with(r=SamplingParams(temperature=1.0, top_p=top_p, seed=1)).sample(x[:1], ["r"])
+    assert out[0].token_id == int(x[0].argmax())
+
+
 def test_top_k_keeps_ties_with_the_kth():
     x = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0]])
     y = top_k_filter(x, [2])

@@ -26,3 +26,26 @@ def test_sigkilled_front_end_leaves_no_process():
         for pid in engine_and_ranks:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_with_a_stopped_engine_escalates_and_exits_cleanly():
+    # a stopped engine (as stuck as a rank can be: it takes neither Shutdown nor SIGTERM) must be
+    # killed by the front end's shutdown, which then exits 0 with nothing left behind
+    srv = ServerProcess("--max-model-len", "256", "--health-timeout-s", "3", "--shutdown-timeout-s", "1")
+    engines = descendants(srv.proc.pid)
+    try:
+        assert engines
+        os.kill(engines[0], signal.SIGSTOP)
+        srv.terminate()
+        assert srv.wait(90) == 0, srv.log_tail()
+        deadline = time.monotonic() + 15
+        while any(alive(p) for p in engines):
+            assert time.monotonic() < deadline, "the stopped engine outlived the server"
+            time.sleep(0.2)
+        assert "Traceback" not in "".join(srv.lines), srv.log_tail()
+    finally:
+        srv.kill()
+        for pid in engines:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

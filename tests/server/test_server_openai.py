@@ -33,6 +33,8 @@ def test_models_and_version(client, server):
         client.models.retrieve("no-such-model")
     r = httpx.get(server.url + "/version", headers={"Authorization": f"Bearer {API_KEY}"})
     assert r.status_code == 200 and r.json()["version"]
+    r = httpx.get(server.url + "/version", headers={"Authorization": f"bearer {API_KEY}"})  # case-insensitive scheme
+    assert r.status_code == 200
 
 
 def test_completions_greedy_matches_python_api(client, server, reference):
