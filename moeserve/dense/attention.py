@@ -183,6 +183,12 @@ class AttentionSpec:
     clip_qkv: float | None = None
     sliding_window: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads = {self.num_heads} is not a multiple of num_key_value_heads = "
+                f"{self.num_kv_heads}: every KV head must serve the same number of query heads")
+
 
 class Attention(nn.Module):
     """QKV projection -> optional q/k norm -> rotary -> paged attention -> o_proj (+ all-reduce over tp)."""

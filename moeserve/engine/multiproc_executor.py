@@ -75,6 +75,7 @@ class MultiprocExecutor:
             dist.barrier(group=self.groups.plan_group)
         except Exception:
             self._kill_children()
+            self._leave_group()  # a later engine in this process must be able to start its own
             raise
         runner = self.worker.runner
         self.num_blocks = runner.num_blocks
@@ -190,10 +191,17 @@ class MultiprocExecutor:
                         pass
         finally:
             self._kill_children()
+        self._leave_group()
+
+    @staticmethod
+    def _leave_group() -> None:
         import torch.distributed as dist
 
         if dist.is_initialized():
-            dist.destroy_process_group()
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a group whose peers died may not tear down cleanly
+                log.warning("could not destroy the process group cleanly")
 
     def _kill_children(self) -> None:
         for proc in self._procs:

@@ -82,7 +82,7 @@ def check_messages(req: Any) -> None:
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
-    decode = state.tokenizer.decode
+    decode = common.token_decoder(state)
 
     def entry(tok: int, lp: float) -> dict[str, Any]:
         text = decode([tok])

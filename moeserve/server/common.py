@@ -169,6 +169,14 @@ def token_ids_fields(req: Any, gen: Generation, choice: Any, token_ids: list[int
     return fields
 
 
+def token_decoder(state: ServerState) -> Callable[[list[int]], str]:
+    """The text of token ids for logprobs; a checkpoint without a tokenizer names each token as vLLM's
+    --return-tokens-as-token-ids does ("token_id:123")."""
+    if state.tokenizer is not None:
+        return state.tokenizer.decode
+    return lambda ids: "".join(f"token_id:{t}" for t in ids)
+
+
 LOGPROB_FLOOR = -9999.0  # vLLM's: JSON has no -inf or NaN, so a masked token's logprob reads as this
 
 

@@ -49,7 +49,7 @@ def _echo_only(req: CompletionRequest) -> bool:
 def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offset: int) -> dict[str, Any]:
     """OpenAI legacy logprobs for (token, logprob, top) entries; text offsets count from `offset`.
     An entry without a logprob (the first prompt token) gets null token_logprobs and top_logprobs."""
-    decode = state.tokenizer.decode
+    decode = common.token_decoder(state)
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
     for tok, lp, top in entries:
         text = decode([tok])

@@ -67,3 +67,11 @@ def test_decode_groups_split_short_and_long_contexts():
         assert len(build_attention_metadata(batch, BS).decode_groups) == 2
         out, ref = run_step(batch, k_cache, v_cache, window)
         assert torch.allclose(out, ref, atol=1e-5)
+
+
+def test_query_heads_must_be_a_multiple_of_kv_heads():
+    from moeserve.dense.attention import AttentionSpec
+
+    with pytest.raises(ValueError, match="not a multiple of num_key_value_heads"):
+        AttentionSpec(hidden_size=96, num_heads=6, num_kv_heads=4, head_dim=16)
+    AttentionSpec(hidden_size=96, num_heads=6, num_kv_heads=3, head_dim=16)

@@ -80,3 +80,14 @@ def test_unseeded_samples_differ_across_attention_groups(tmp_path):
         llm.shutdown()
     samples = [tuple(o.token_ids) for o in outs]
     assert len(set(samples)) == 4, samples
+
+
+@pytest.mark.timeout(300)
+def test_an_engine_that_failed_to_start_leaves_the_process_able_to_start_another(tmp_path):
+    # the failed start must leave torch.distributed's default group torn down, not initialized
+    _, bad = make_checkpoint("mixtral", tmp_path / "bad", num_local_experts=6)  # 6 experts do not split over 4 ranks
+    with pytest.raises(Exception, match="do not split evenly"):
+        LLM(model=str(bad), ep=4)
+    _, good = make_checkpoint("mixtral", tmp_path / "good")
+    prompts = [[5, 6, 7], [9, 10]]
+    _assert_same(_run(good, prompts, ep=2), _run(good, prompts))
