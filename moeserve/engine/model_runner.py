@@ -6,6 +6,7 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import model_class
 from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
+
+logger = logging.getLogger(__name__)
 
 # prompt logprobs: logits of at most this many prompt positions exist at once ([rows, V] fp32), so a
 # long prompt chunk never holds a [chunk, V] logits tensor
@@ -193,6 +196,15 @@ class ModelRunner:
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
+        capacity = self.num_blocks * self.block_size
+        if self.max_model_len > capacity:
+            # a longer sequence could never finish; refusing it up front (a 400 before any block is
+            # taken) beats failing it mid-generation. vLLM refuses to start; we serve the shorter length
+            logger.warning(
+                "max_model_len %d is more than the KV cache holds for one sequence (%d blocks of %d tokens): "
+                "serving a max_model_len of %d; raise --kv-cache-blocks or --kv-cache-memory-mb for longer contexts",
+                self.max_model_len, self.num_blocks, self.block_size, capacity)
+            self.max_model_len = capacity
         self.kv_caches = [
             [
                 torch.zeros(shape, dtype=self.dtype)

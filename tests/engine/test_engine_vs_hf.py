@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from moeserve import LLM, SamplingParams
-from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint
+from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint, make_checkpoint
 
 NEW_TOKENS = 32
 
@@ -70,3 +70,19 @@ def test_experts_split_over_threads_change_nothing(case):
     path, prompts, expected = case
     got, _ = _generate(path, prompts, expert_threads=3)
     assert got == expected
+
+
+def test_max_model_len_is_capped_to_what_the_kv_cache_holds(tmp_path):
+    # a request longer than the whole pool could never finish: refused up front, not failed midway
+    from moeserve.errors import RequestError
+
+    _, path = make_checkpoint("mixtral", tmp_path)
+    llm = LLM(model=str(path), block_size=4, kv_cache_blocks=8)
+    try:
+        assert llm.engine.max_model_len == 32
+        with pytest.raises(RequestError, match="maximum context length is 32"):
+            llm.generate([list(range(3, 23))], SamplingParams(temperature=0, max_tokens=13))
+        out = llm.generate([list(range(3, 23))], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True))
+        assert len(out[0].token_ids) == 12 and out[0].finish_reason == "length"
+    finally:
+        llm.shutdown()
