@@ -1,8 +1,10 @@
-"""`--runs` specs shared by the benchmarks: "NUM_THREADS:EXPERT_THREADS", each a number or `auto`.
+"""`--runs` specs shared by the benchmarks: "NUM_THREADS:EXPERT_THREADS[:nopanel]", each a number or `auto`.
 
-    auto:auto  what a user gets with no flag (intra-op threads by hidden size, expert threads = cores)
-    1:1        strictly one core's worth of compute threads
-    2:2        --num-threads 2 --expert-threads 2
+    auto:auto          what a user gets with no flag (intra-op threads by hidden size, expert threads = cores)
+    1:1                strictly one core's worth of compute threads
+    2:2                --num-threads 2 --expert-threads 2
+    auto:auto:nopanel  the default without the few-row panel GEMM kernel (dense/panel_gemm.py): oneDNN
+                       for every GEMM, to measure the kernel side by side
 """
 from __future__ import annotations
 
@@ -25,12 +27,32 @@ def peer_env(**extra: str) -> dict:
 
 
 def parse_run(spec: str) -> tuple[int | None, int | None]:
-    """"N:E" -> (num_threads, expert_threads), None for `auto`."""
+    """"N:E[:nopanel]" -> (num_threads, expert_threads), None for `auto`."""
     try:
-        num, expert = spec.split(":")
+        parts = spec.split(":")
+        if len(parts) == 3 and parts[2] == "nopanel":
+            parts = parts[:2]
+        num, expert = parts
         return tuple(None if v == "auto" else int(v) for v in (num, expert))  # type: ignore[return-value]
     except ValueError:
-        raise SystemExit(f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS, each a number or auto") from None
+        raise SystemExit(
+            f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS[:nopanel], each a number or auto") from None
+
+
+def uses_panels(spec: str) -> bool:
+    parse_run(spec)
+    return not spec.endswith(":nopanel")
+
+
+def drop_panels(model) -> int:
+    """Take the panel copies off every layer of a loaded model (an in-process `nopanel` engine: the
+    kernel switch itself is process-wide); returns how many layers had them."""
+    count = 0
+    for module in model.modules():
+        if getattr(module, "panels", None) is not None:
+            module.panels = None
+            count += 1
+    return count
 
 
 def cli_flags(spec: str) -> list[str]:

@@ -139,13 +139,14 @@ def step_threads(
     return StepThreads(narrow, share, min(max_tokens, MAX_WIDE_TOKENS))
 
 
-def cores_per_rank(ranks_per_node: int) -> int:
-    """This rank's share of the cores this process may run on (its CPU affinity)."""
+def cores_per_rank(ranks_per_node: int, reserved: int = 0) -> int:
+    """This rank's share of the cores this process may run on (its CPU affinity), after `reserved`
+    (--reserved-cores) are left to other processes of the node."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return max(1, cores // max(1, ranks_per_node))
+    return max(1, max(1, cores - reserved) // max(1, ranks_per_node))
 
 
 def expert_threads(share: int, intra_op: int, configured: int | None = None) -> int:
@@ -171,8 +172,9 @@ class ModelRunner:
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
         parallel = engine_config.parallel
-        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, torch.get_num_threads(), parallel.num_threads))
-        share = cores_per_rank(parallel.ranks_per_node)
+        share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
+        current = min(torch.get_num_threads(), share)
+        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, current, parallel.num_threads))
         self.expert_threads = expert_threads(share, torch.get_num_threads(), parallel.expert_threads)
         if self.expert_threads < 1:
             raise ConfigError(f"MOESERVE_EXPERT_THREADS must be >= 1, got {self.expert_threads}")

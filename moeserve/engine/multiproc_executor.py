@@ -66,7 +66,7 @@ class MultiprocExecutor:
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")
-        set_rank_threads(parallel.ranks_per_node)
+        set_rank_threads(parallel.ranks_per_node, parallel.reserved_cores or 0)
         try:
             self.groups = init_rank(env, parallel)
             self.worker = Worker(config, self.groups.ctx, group=0)

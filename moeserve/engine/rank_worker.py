@@ -31,10 +31,10 @@ def _exit_when_parent_dies(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-def set_rank_threads(world_on_node: int) -> None:
+def set_rank_threads(world_on_node: int, reserved: int = 0) -> None:
     import torch
 
-    cores = os.cpu_count() or 1
+    cores = max(1, (os.cpu_count() or 1) - reserved)
     torch.set_num_threads(max(1, cores // max(1, world_on_node)))
 
 
@@ -45,7 +45,7 @@ def run_rank(config: EngineConfig) -> int:
 
     env = RankEnv.from_environ()
     assert env is not None and env.rank != 0, "rank_worker runs ranks other than 0"
-    set_rank_threads(config.parallel.ranks_per_node)
+    set_rank_threads(config.parallel.ranks_per_node, config.parallel.reserved_cores or 0)
     groups = init_rank(env, config.parallel)
     import torch.distributed as dist
 

@@ -215,7 +215,7 @@ def test_who_gets_a_chooser(monkeypatch, tmp_path):
 
 def test_a_mismatch_at_start_up_leaves_the_engine_narrow(monkeypatch, tmp_path):
     torch.set_num_threads(1)
-    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node: 2)
+    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
     monkeypatch.setattr(
         ModelRunner, "_thread_checks", lambda self: [lambda: torch.tensor([float(torch.get_num_threads())])]
     )
@@ -229,7 +229,7 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     from moeserve.engine import sampler
 
     torch.set_num_threads(1)
-    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node: 2)
+    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
     monkeypatch.setattr(StepThreads, "use_wide", lambda self, tokens: True)
     seen = []
     sample, prompt = sampler.Sampler.sample, model_runner.prompt_logprobs
@@ -308,3 +308,13 @@ def test_the_start_up_checks_fit_a_tiny_kv_pool(tmp_path):
     checks = runner._thread_checks()
     assert len(checks) >= 3  # a prefill and a decode of what fits, and the GEMM sweeps
     assert runner.step_threads.verify(checks)
+
+
+def test_reserved_cores_leave_the_rank_a_smaller_share(monkeypatch):
+    monkeypatch.setattr(model_runner.os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert model_runner.cores_per_rank(1) == 8
+    assert model_runner.cores_per_rank(1, 1) == 7
+    assert model_runner.cores_per_rank(2, 1) == 3
+    assert model_runner.cores_per_rank(16, 1) == 1
+    monkeypatch.setattr(model_runner.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert model_runner.cores_per_rank(1, 1) == 1 and model_runner.cores_per_rank(1, 5) == 1

@@ -54,6 +54,9 @@ def test_cli_overrides_file_overrides_defaults(tmp_path):
     assert engine.cache.enable_prefix_caching is False
     assert server.port == 9000 and server.host == "127.0.0.1"
     assert engine.cache.block_size == 16  # untouched default
+    assert engine.parallel.reserved_cores == 1  # serve leaves a core to its front end by default
+    engine, _ = configs_from_args(parse(["--reserved-cores", "0"]))
+    assert engine.parallel.reserved_cores == 0
 
 
 @pytest.mark.parametrize(
@@ -68,6 +71,7 @@ def test_cli_overrides_file_overrides_defaults(tmp_path):
         ("tp: [\n", [], "not valid YAML"),
         ("", ["--port", "70000"], "--port"),
         ("", ["--api-key", ""], "--api-key"),
+        ("", ["--reserved-cores", "-1"], "--reserved-cores must be >= 0"),
     ],
 )
 def test_mistakes_are_config_errors(tmp_path, yaml_text, argv, needle):
