@@ -92,8 +92,9 @@ at::Tensor panel_linear(const at::Tensor& x_in, const at::Tensor& panels, int64_
   const float* wp = panels.data_ptr<float>();
   float* op = out.data_ptr<float>();
   // panels split over intra-op threads (each output element stays on one thread); a grain of about
-  // 2^20 multiply-adds keeps small GEMMs (an expert's few rows) on the calling thread
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, K * kPanel * M));
+  // 2^16 multiply-adds (~15 us) is far above a fork/join, so even an expert's 1-2 rows (~100 us of
+  // weight streaming) use the second core of a wide step; with one thread this runs inline
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, K * kPanel * M));
   at::parallel_for(0, P, grain, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const int64_t cols = std::min<int64_t>(kPanel, out_features - p * kPanel);
