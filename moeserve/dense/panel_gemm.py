@@ -45,7 +45,7 @@ PANEL = 16
 # shapes of tiny-mixtral, docs/performance.md)
 SMALL_ROWS = 8
 SOURCE = Path(__file__).parent / "csrc" / "panel_gemm.cpp"
-FLAGS = ["-O3", "-std=c++17", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
+FLAGS = ["-O3", "-std=c++20", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
 BUILD_TIMEOUT_S = 600
 
 _state: dict[str, bool] = {}
