@@ -67,7 +67,8 @@ def test_tied_embeddings_sliding_window_and_runner_properties(tmp_path):
     path = save_checkpoint(model, tmp_path)
     tokens = [5, 9, 1, 33, 2, 70, 8, 8, 19, 4, 60]
     runner, logits = run(path, tokens)
-    assert runner.max_model_len == 128 and runner.num_blocks == 16 and runner.block_size == 4
+    # 16 blocks of 4 tokens hold 64 tokens of one sequence: max_model_len is capped there
+    assert runner.max_model_len == 64 and runner.num_blocks == 16 and runner.block_size == 4
     # from memory: 2 layers x (K + V) x 4 slots x 2 KV heads x 16 dims x 4 bytes = 2 KiB a block
     sized = ModelRunner(
         EngineConfig(
@@ -76,6 +77,7 @@ def test_tied_embeddings_sliding_window_and_runner_properties(tmp_path):
         SINGLE,
     )
     assert sized.num_blocks == 512 and sized.kv_caches[1][0].shape == (512, 4, 2, 16)
+    assert sized.max_model_len == 128  # the checkpoint's max_position_embeddings, which the cache now holds
     ref = hf_last(model, tokens)
     assert float((logits[0] - ref).abs().max() / ref.abs().max()) <= 1e-4
 
