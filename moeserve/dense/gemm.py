@@ -149,7 +149,7 @@ def pack_weights(model: nn.Module) -> int:
 
 class PackedWeight:
     """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`,
-    and as panels for calls of at most panel_gemm.SMALL_ROWS rows (dense/panel_gemm.py, where
+    and as panels for calls of at most panel_gemm.small_rows() rows (dense/panel_gemm.py, where
     available); `packed` and `panels` are None (F.linear) until then, and the module's `load` resets
     them. `enable_split(n)` adds a column split over n threads (dense/split_linear.py) where it gives
     the same bits as the packed GEMM; `matmul` then times both ways per call size and keeps the
@@ -183,9 +183,9 @@ class PackedWeight:
 
     def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """x [T, I] -> x @ weight.T + bias [T, O]. Which kernel runs depends on T only (the panels up
-        to SMALL_ROWS rows, above that oneDNN, split or not: the same bits), never on timings."""
+        to small_rows() rows, above that oneDNN, split or not: the same bits), never on timings."""
         panels = self.panels
-        if panels is not None and x.dim() == 2 and x.shape[0] <= panel_gemm.SMALL_ROWS and x.dtype == torch.float32:
+        if panels is not None and x.dim() == 2 and x.shape[0] <= panel_gemm.small_rows() and x.dtype == torch.float32:
             out = torch.ops.moeserve.panel_linear(x, panels, self.weight.shape[0])
             return out if bias is None else out.add_(bias)
         split = self.split

@@ -5,8 +5,9 @@ its two GEMMs are a stream of its weights, and oneDNN's packed kernel (dense/gem
 third to a half of the rate the core streams memory (measured, tiny-mixtral's expert shapes,
 docs/performance.md). `csrc/panel_gemm.cpp` stores a weight [O, I] as ceil(O / 16) panels of
 [I, 16] contiguous floats and runs up to 6 rows against a panel while it sits in L1, so each weight
-byte is read once per call. Above SMALL_ROWS rows oneDNN's blocked kernel is faster, and callers
-keep it there.
+byte is read once per call. Above `small_rows()` rows oneDNN's blocked kernel is faster, and
+callers keep it there. A CPU with AVX-512 runs a 16-lane path (blocks of up to 12 rows) with the
+same bits as the AVX2 path (`MOESERVE_PANEL_ISA=avx2` forces the latter).
 
 Bits: every output element is one in-order fp32 FMA sum over the input features, on one thread, so a
 row's result does not depend on the other rows of the call nor on the intra-op thread count
@@ -41,14 +42,16 @@ import torch
 logger = logging.getLogger(__name__)
 
 PANEL = 16
-# at most this many rows take the panel kernel; more take oneDNN (crossover measured at the expert
-# shapes of tiny-mixtral, docs/performance.md)
-SMALL_ROWS = 8
+# at most this many rows take the panel kernel, by the vector width of the path it runs here (AVX2:
+# 6-row blocks of 2 registers; AVX-512: 12-row blocks of 1); more take oneDNN (crossovers measured
+# at tiny-mixtral's expert and LM-head shapes, docs/performance.md)
+SMALL_ROWS_BY_VECTOR_BITS = {256: 8, 512: 12}
 SOURCE = Path(__file__).parent / "csrc" / "panel_gemm.cpp"
 FLAGS = ["-O3", "-std=c++20", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
 BUILD_TIMEOUT_S = 600
 
 _state: dict[str, bool] = {}
+_rows: dict[str, int] = {}
 _stub: list = []  # the torch.library.Library holding the stand-in schema, kept alive
 
 
@@ -57,6 +60,13 @@ def available() -> bool:
     if "loaded" not in _state:
         _state["loaded"] = _load()
     return _state["loaded"]
+
+
+def small_rows() -> int:
+    """Calls of at most this many rows take the kernel (0 when it is not available)."""
+    if "small_rows" not in _rows:
+        _rows["small_rows"] = SMALL_ROWS_BY_VECTOR_BITS[int(torch.ops.moeserve.panel_vector_bits())] if available() else 0
+    return _rows["small_rows"]
 
 
 def ensure_op() -> None:

@@ -158,12 +158,12 @@ def run_packed(
     """x [R, H] slot-major fp32 CPU, counts [S] rows per slot (python ints, sum R > 0), p13/p2 the
     slots' packed weights (dense/gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES.
     panels: the slots' (w13, w2) as dense/panel_gemm.pack panels, used by slots with at most
-    panel_gemm.SMALL_ROWS rows; None = oneDNN for every slot."""
+    panel_gemm.small_rows() rows; None = oneDNN for every slot."""
     starts, acc = [], 0
     for n in counts:
         starts.append(acc)
         acc += n
     panel_gemm.ensure_op()  # the scripted loop names the op whether or not the kernel is loaded
     q13, q2 = panels if panels is not None else ([], [])
-    small = panel_gemm.SMALL_ROWS if panels is not None else 0
+    small = panel_gemm.small_rows() if panels is not None else 0
     return _split_scripted(x, counts, starts, p13, p2, q13, q2, small, chunk_cuts(counts, threads), Il, act)

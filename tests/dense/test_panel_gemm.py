@@ -46,6 +46,31 @@ def test_matches_f_linear_at_every_row_count(out_features, in_features):
 
 
 @needs_kernel
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX512", reason="no AVX-512 here")
+def test_the_avx512_path_gives_the_avx2_paths_bits(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys, torch
+        from moeserve.dense import panel_gemm
+        torch.manual_seed(3)
+        w, x = torch.randn(1000, 300), torch.randn(37, 300)
+        panels = panel_gemm.pack(w)
+        outs = torch.cat([panel_gemm.linear(x[:rows], panels, 1000) for rows in range(1, 38)])
+        torch.save((int(torch.ops.moeserve.panel_vector_bits()), panel_gemm.small_rows(), outs), sys.argv[1])
+        """
+    )
+    results = []
+    for isa in ("", "avx2"):
+        out = tmp_path / f"out{isa}.pt"
+        env = {**os.environ, "MOESERVE_PANEL_ISA": isa}
+        subprocess.run([sys.executable, "-c", script, str(out)], env=env, check=True, timeout=300)
+        results.append(torch.load(out))
+    (bits512, rows512, out512), (bits256, rows256, out256) = results
+    assert (bits512, bits256) == (512, 256) and rows512 > rows256
+    assert torch.equal(out512, out256)
+
+
+@needs_kernel
 def test_strided_rows_and_inputs():
     torch.manual_seed(1)
     w = torch.randn(48, 40)
@@ -61,8 +86,8 @@ def test_a_rows_bits_do_not_depend_on_the_other_rows_or_the_thread_count():
     torch.manual_seed(2)
     w = torch.randn(4096, 256)  # an LM head: wide enough for the panels to be split over threads
     panels = panel_gemm.pack(w)
-    x = torch.randn(8, 256)
-    alone = torch.cat([panel_gemm.linear(x[r : r + 1], panels, 4096) for r in range(8)])
+    x = torch.randn(30, 256)  # several row blocks of uneven sizes on either vector width
+    alone = torch.cat([panel_gemm.linear(x[r : r + 1], panels, 4096) for r in range(30)])
     before = torch.get_num_threads()
     try:
         outs = []
@@ -97,7 +122,7 @@ def test_a_dense_layer_takes_the_panels_for_few_rows_only():
     layer.weight.data.normal_()
     layer.bias.data.normal_()
     assert layer.pack() and layer.panels is not None
-    for rows in (1, panel_gemm.SMALL_ROWS, panel_gemm.SMALL_ROWS + 1, 40):
+    for rows in (1, panel_gemm.small_rows(), panel_gemm.small_rows() + 1, 40):
         x = torch.randn(rows, 64)
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     x = torch.randn(3, 64)
@@ -114,7 +139,7 @@ def test_experts_take_the_panels_per_slot_by_its_row_count():
     experts.w13.data.normal_(std=0.3)
     experts.w2.data.normal_(std=0.3)
     assert experts.pack() and experts.panels is not None
-    counts = torch.tensor([1, 0, 3, panel_gemm.SMALL_ROWS, panel_gemm.SMALL_ROWS + 5, 2])
+    counts = torch.tensor([1, 0, 3, panel_gemm.small_rows(), panel_gemm.small_rows() + 5, 2])
     x = torch.randn(int(counts.sum()), H)
     offsets = counts.cumsum(0).to(torch.int32)
     got = experts(ExpertBatch(hidden=x, counts=counts, offsets=offsets))
