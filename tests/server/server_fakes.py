@@ -1,11 +1,24 @@
-"""A deterministic stand-in for EngineCore (same API) for tests of the engine loop and IPC."""
+"""A deterministic stand-in for EngineCore (same API) for tests of the engine loop and IPC, and the
+front end in-process (ASGI) in front of it over a real socket: `make_app`."""
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from types import SimpleNamespace
 
+import httpx
+
+from moeserve.config import EngineConfig
 from moeserve.errors import QueueFullError, RequestError
 from moeserve.outputs import RequestOutput
+from moeserve.server import ipc
+from moeserve.server.app import build_app
+from moeserve.server.common import ServerState
+from moeserve.server.config_file import ServerConfig
+from moeserve.server.engine_client import EngineClient
+from moeserve.server.engine_process import Channel, EngineLoop
+from moeserve.server.metrics import ServerMetrics
 
 
 class FakeEngine:
@@ -80,5 +93,34 @@ class FakeTokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return "".join(f"t{i} " for i in ids)
 
-    def apply_chat_template(self, messages, chat_template=None, add_generation_prompt=True, tokenize=False) -> str:
-        return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+    def apply_chat_template(self, messages, chat_template=None, add_generation_prompt=True, continue_final_message=False,
+                            tokenize=False) -> str:
+        return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + ("assistant:" if add_generation_prompt else "")
+
+
+def start_fake_engine(engine: FakeEngine) -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair()
+    channel = Channel(theirs)
+
+    def serve() -> None:
+        channel.send(ipc.Ready("fake", engine.max_model_len, engine.vocab_size, "/nonexistent"))
+        try:
+            EngineLoop(engine, channel, heartbeat_s=0.05).run()
+        except OSError:
+            pass  # the test closed the socket: the "engine" is gone
+
+    threading.Thread(target=serve, daemon=True).start()
+    return ours, theirs
+
+
+async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queued_requests: int | None = None,
+                   tokenizer=None):
+    """The real front end (ASGI, in-process) talking ipc to `engine`'s loop over a socket pair:
+    (httpx client, EngineClient, the engine side's socket; close it and the engine is gone)."""
+    ours, theirs = start_fake_engine(engine)
+    client = EngineClient(EngineConfig(), health_timeout_s=health_timeout_s)
+    ready = await client.attach(ours)
+    state = ServerState(client, ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy), max_queued_requests)
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(state)), base_url="http://test", timeout=30)
+    return http, client, theirs

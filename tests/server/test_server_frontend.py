@@ -4,46 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import threading
 
-import httpx
-from server_fakes import FakeEngine, FakeTokenizer
-
-from moeserve.config import EngineConfig
-from moeserve.server import ipc
-from moeserve.server.app import build_app
-from moeserve.server.common import ServerState
-from moeserve.server.config_file import ServerConfig
-from moeserve.server.engine_client import EngineClient
-from moeserve.server.engine_process import Channel, EngineLoop
-from moeserve.server.metrics import ServerMetrics
-
-
-def start_fake_engine(engine: FakeEngine) -> tuple[socket.socket, socket.socket]:
-    ours, theirs = socket.socketpair()
-    channel = Channel(theirs)
-
-    def serve() -> None:
-        channel.send(ipc.Ready("fake", engine.max_model_len, engine.vocab_size, "/nonexistent"))
-        try:
-            EngineLoop(engine, channel, heartbeat_s=0.05).run()
-        except OSError:
-            pass  # the test closed the socket: the "engine" is gone
-
-    threading.Thread(target=serve, daemon=True).start()
-    return ours, theirs
-
-
-async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queued_requests: int | None = None,
-                   tokenizer=None):
-    ours, theirs = start_fake_engine(engine)
-    client = EngineClient(EngineConfig(), health_timeout_s=health_timeout_s)
-    ready = await client.attach(ours)
-    state = ServerState(client, ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy), max_queued_requests)
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(state)), base_url="http://test", timeout=30)
-    return http, client, theirs
+from server_fakes import FakeEngine, FakeTokenizer, make_app
 
 
 def fake_tokens(prompt: list[int], n: int) -> list[int]:
