@@ -1,18 +1,23 @@
 """Every error the HTTP API answers, in the OpenAI shape {"error": {message, type, param, code}}.
 
-Messages are written here or by validation code we own. The one exception is why the engine died
-(a rank's error, a collective's failure), which an operator needs to see in /health and the 503s;
-it passes through `public_reason` first, so no file path or memory address reaches a client
-(gloo's errors, for one, name the C++ source file they come from).
+Messages are written here or by validation code we own. The exceptions are the engine's words: why
+it died (a rank's error, a collective's failure), which an operator needs to see in /health and the
+503s, and why it failed one request; both pass through `public_reason` first, so no file path or
+memory address reaches a client (gloo's errors, for one, name the C++ source file they come from).
+An unexpected exception's text never leaves: `internal_error` answers a generic message with an id
+and logs that id with the traceback.
 """
 from __future__ import annotations
 
+import logging
 import re
+import uuid
 from typing import Any
 
 _PATH = re.compile(r"\[?(?<![\w.])(?:[A-Za-z]:)?/(?:[\w.@+~-]+/)+[\w.@+~-]*(?::\d+)?\]?")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 MAX_REASON_CHARS = 300
+logger = logging.getLogger("moeserve.server")
 
 
 def public_reason(text: str) -> str:
@@ -67,6 +72,20 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 def unavailable(message: str = "the engine is not available") -> ApiError:
     """A 503; `message` may carry an engine failure's text, so it is passed through public_reason."""
     return ApiError(503, public_reason(message), code="engine_unavailable", headers={"Retry-After": "5"})
+
+
+def internal_error(e: BaseException, where: str, request_id: str | None = None) -> ApiError:
+    """A 500 for an unexpected exception: the client reads a generic message naming an id, the log
+    has that id with the full traceback. `request_id`: the response's own id when it has one."""
+    request_id = request_id or f"err-{uuid.uuid4().hex}"
+    logger.error("internal error on %s (request id %s)", where, request_id, exc_info=e)
+    return ApiError(500, f"internal server error (request id {request_id})", code="internal_error")
+
+
+def engine_error(message: str, request_id: str) -> ApiError:
+    """A 500 for a request the engine ended with an error (e.g. one that can never fit the KV cache)."""
+    logger.warning("the engine failed request %s: %s", request_id, message)
+    return ApiError(500, public_reason(message), code="engine_error")
 
 
 def from_request_error(e: Any) -> ApiError:

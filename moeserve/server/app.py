@@ -1,12 +1,11 @@
 """The FastAPI application: routes, the gate (API key, draining) and error handlers.
 
-Every error leaves in the OpenAI shape; an unexpected exception becomes a generic 500 whose
-details go to the server log only.
+Every error leaves in the OpenAI shape; an unexpected exception becomes a generic 500 naming a
+request id, and the server log has that id with the traceback (`api_errors.internal_error`).
 """
 from __future__ import annotations
 
 import hmac
-import logging
 import time
 from typing import Any
 
@@ -19,13 +18,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from moeserve import __version__
 from moeserve.errors import EngineDeadError
-from moeserve.server.api_errors import ApiError, unavailable
+from moeserve.server.api_errors import ApiError, internal_error, unavailable
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
 from moeserve.server.tokenize_routes import detokenize, tokenize
 
-logger = logging.getLogger("moeserve.server")
 _OPEN_PATHS = ("/health",)  # answered without an API key
 
 
@@ -46,11 +44,12 @@ class Gate:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         status = 500  # what the client sees if nothing was sent
+        started = False
 
         async def counted(message: Any) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
@@ -62,6 +61,9 @@ class Gate:
             if error is None:
                 return await self.app(scope, receive, counted)
             await error.response()(scope, receive, counted)
+        except Exception as e:  # re-raised by starlette once its 500 handler answered and logged it
+            if not started:
+                await internal_error(e, f"{scope.get('method')} {path}").response()(scope, receive, counted)
         finally:
             self.state.metrics.http.labels(route=self._route_label(path), status=str(status)).inc()
 
@@ -145,9 +147,8 @@ def _error_handlers(app: FastAPI, state: ServerState) -> None:
         return ApiError(e.status_code, message.get(e.status_code, "request refused"), code=str(e.status_code)).response()
 
     @app.exception_handler(Exception)
-    async def internal_error(request: Request, e: Exception) -> Any:
-        logger.exception("unhandled error on %s", request.url.path)
-        return ApiError(500, "internal server error", code="internal_error").response()
+    async def unexpected(request: Request, e: Exception) -> Any:
+        return internal_error(e, f"{request.method} {request.url.path}").response()
 
 
 def build_app(state: ServerState) -> Any:

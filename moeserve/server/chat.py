@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
-from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
 from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, parse_json, validate
@@ -105,30 +105,28 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -
 
 
 async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> AsyncIterator[bytes]:
+    """The data chunks; SSEResponse ends them with [DONE], after an error event if one is raised."""
     chunks = common.StreamChunks(req, gen, "chat.completion.chunk", state.model_name)
 
     def chunk(choice: Choice, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None, stop: Any = None,
               new_ids: list[int] | None = None) -> bytes:
         return chunks.choice(choice, {"delta": delta}, logprobs, finish, stop, new_ids)
 
-    try:
-        for c in sorted(gen.choices.values(), key=lambda c: c.index):
-            yield chunk(c, {"role": "assistant", "content": ""})
-        sent: dict[int, int] = {}
-        async for choice, out in gen.events():
-            logprobs = None
-            if req.logprobs:
-                logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
-                sent[choice.index] = len(choice.logprobs)
-            text = gen.text_to_stream(choice)
-            if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
-                delta = {"content": text} if text or out.new_token_ids else {}
-                yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
-        for usage in chunks.usage(gen.usage()):
-            yield usage
-    except ApiError as e:
-        yield common.sse(e.body())
-    yield common.SSE_DONE
+    choices = sorted(gen.choices.values(), key=lambda c: c.index)
+    for c in choices:
+        yield chunk(c, {"role": "assistant", "content": ""})
+    sent: dict[int, int] = {}
+    async for choice, out in gen.events():
+        logprobs = None
+        if req.logprobs:
+            logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
+            sent[choice.index] = len(choice.logprobs)
+        text = gen.text_to_stream(choice)
+        if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
+            delta = {"content": text} if text or out.new_token_ids else {}
+            yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
+    for usage in chunks.usage(gen.usage()):
+        yield usage
 
 
 async def create_chat_completion(request: Request) -> Any:

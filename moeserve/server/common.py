@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from moeserve.sampling_params import SamplingParams, SamplingParamsError
-from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.api_errors import ApiError, bad_request, internal_error
 from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
@@ -222,8 +222,10 @@ class StreamChunks:
 
 
 class SSEResponse(Response):
-    """A text/event-stream response bound to a Generation: a disconnect aborts the generation (even
-    while it waits in the queue), and the generation is closed however the response ends."""
+    """A text/event-stream response bound to a Generation: the chunks of `events`, then `data: [DONE]`.
+    A disconnect aborts the generation (even while it waits in the queue), and the generation is
+    closed however the response ends. An error mid-stream is one `data: {"error": ...}` event before
+    [DONE], as vLLM sends it: an ApiError as it is, anything else as a generic 500 (`internal_error`)."""
 
     def __init__(self, events: AsyncIterator[bytes], gen: Generation):
         super().__init__(status_code=200, media_type="text/event-stream")
@@ -233,19 +235,31 @@ class SSEResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = watch_disconnect(receive, self.gen.on_disconnect)
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        chunks = self._chunks(f"{scope.get('method', 'POST')} {scope.get('path', '')}")
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            async for chunk in self.events:
+            async for chunk in chunks:
                 if not self.gen.disconnected:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if not self.gen.disconnected:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except OSError:
+        except OSError:  # from send: the client is gone (errors of the events end inside _chunks)
             self.gen.on_disconnect()
         finally:
             watcher.cancel()
+            await chunks.aclose()
             await self.events.aclose()  # type: ignore[attr-defined]
             self.gen.close()
+
+    async def _chunks(self, where: str) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.events:
+                yield chunk
+        except ApiError as e:
+            yield sse(e.body())
+        except Exception as e:
+            yield sse(internal_error(e, where, self.gen.request_id).body())
+        yield SSE_DONE
 
 
 def created() -> int:

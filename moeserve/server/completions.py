@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
 from moeserve.server import common
-from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
 from moeserve.server.protocol import CompletionRequest, parse_json, validate
@@ -104,6 +104,7 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
 
 
 async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
+    """The data chunks; SSEResponse ends them with [DONE], after an error event if one is raised."""
     chunks = common.StreamChunks(req, gen, "text_completion", state.model_name)
 
     def chunk(choice: Choice, text: str, logprobs: Any = None, finish: str | None = None, stop: Any = None,
@@ -111,38 +112,34 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
         return chunks.choice(choice, {"text": text}, logprobs, finish, stop, new_ids)
 
     echo_only = _echo_only(req)
-    try:
-        echoed: set[int] = set()
-        if req.echo and req.logprobs is None:  # with logprobs, a choice's echo waits for its prompt logprobs
-            for c in sorted(gen.choices.values(), key=lambda c: c.index):
-                yield chunk(c, prompt_texts[c.prompt_index])
-                echoed.add(c.index)
-        sent_logprobs: dict[int, int] = {}
-        offsets: dict[int, int] = {}
-        async for choice, out in gen.events():
-            if req.echo and choice.index not in echoed:  # the first output of a choice carries its prompt logprobs
-                echoed.add(choice.index)
-                prompt_text = prompt_texts[choice.prompt_index]
-                yield chunk(choice, prompt_text, _logprobs(state, choice.prompt_logprobs or [], 0))
-                offsets[choice.index] = len(prompt_text)
-            if echo_only:
-                if out.finish_reason is not None:
-                    yield chunk(choice, "", None, _echo_only_finish(out.finish_reason))
-                continue
-            logprobs = None
-            if req.logprobs is not None:
-                start = sent_logprobs.get(choice.index, 0)
-                logprobs = _logprobs(state, choice.logprobs[start:], offsets.get(choice.index, 0))
-                sent_logprobs[choice.index] = len(choice.logprobs)
-                offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
-            text = gen.text_to_stream(choice)
-            if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
-                yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
-        for usage in chunks.usage(_usage(gen, req)):
-            yield usage
-    except ApiError as e:
-        yield common.sse(e.body())
-    yield common.SSE_DONE
+    echoed: set[int] = set()
+    if req.echo and req.logprobs is None:  # with logprobs, a choice's echo waits for its prompt logprobs
+        for c in sorted(gen.choices.values(), key=lambda c: c.index):
+            yield chunk(c, prompt_texts[c.prompt_index])
+            echoed.add(c.index)
+    sent_logprobs: dict[int, int] = {}
+    offsets: dict[int, int] = {}
+    async for choice, out in gen.events():
+        if req.echo and choice.index not in echoed:  # the first output of a choice carries its prompt logprobs
+            echoed.add(choice.index)
+            prompt_text = prompt_texts[choice.prompt_index]
+            yield chunk(choice, prompt_text, _logprobs(state, choice.prompt_logprobs or [], 0))
+            offsets[choice.index] = len(prompt_text)
+        if echo_only:
+            if out.finish_reason is not None:
+                yield chunk(choice, "", None, _echo_only_finish(out.finish_reason))
+            continue
+        logprobs = None
+        if req.logprobs is not None:
+            start = sent_logprobs.get(choice.index, 0)
+            logprobs = _logprobs(state, choice.logprobs[start:], offsets.get(choice.index, 0))
+            sent_logprobs[choice.index] = len(choice.logprobs)
+            offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
+        text = gen.text_to_stream(choice)
+        if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
+            yield chunk(choice, text, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
+    for usage in chunks.usage(_usage(gen, req)):
+        yield usage
 
 
 async def create_completion(request: Request) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 from moeserve.errors import EngineDeadError
 from moeserve.sampling_params import SamplingParams
 from moeserve.server import ipc
-from moeserve.server.api_errors import ApiError, from_request_error, unavailable
+from moeserve.server.api_errors import ApiError, engine_error, from_request_error, unavailable
 from moeserve.server.engine_client import EngineClient, EngineRejected
 
 
@@ -76,7 +76,8 @@ class Generation:
         return [rid for rid, c in self.choices.items() if c.finish_reason is None]
 
     async def events(self) -> AsyncIterator[tuple[Choice, ipc.OutputDelta]]:
-        """Each engine output as it arrives, applied to its choice; ends when every choice finished."""
+        """Each engine output as it arrives, applied to its choice; ends when every choice finished.
+        Raises ApiError: 503 when the engine dies, 500 when it ends a choice with an error."""
         try:
             while self.unfinished():
                 item = await self.queue.get()
@@ -84,9 +85,9 @@ class Generation:
                     raise _api_error(item)
                 choice = self.choices[item.request_id]
                 self._apply(choice, item)
+                if item.finish_reason == "error":  # no OpenAI finish reason: the whole request fails, as a 500
+                    raise engine_error(item.error or "the engine failed the request", item.request_id)
                 yield choice, item
-                if item.error is not None:
-                    raise ApiError(500, item.error, code="engine_error")
         finally:
             self.close()
 
