@@ -135,11 +135,12 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)
+    common.check_fan_out(state, req.n, 1)
     prompt = await common.tokenize(state, render_messages, state, req)
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    params = common.sampling_params(state, req, max_tokens, logprobs, 1, max_tokens_param=param)
+    params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params)
     await gen.start()
     if req.stream:

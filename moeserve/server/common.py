@@ -99,15 +99,25 @@ def check_request_fields(req: Any) -> None:
         raise bad_request("stream_options can only be given with stream: true", param="stream_options")
 
 
-def sampling_params(state: ServerState, req: Any, max_tokens: int, logprobs: int | None, num_prompts: int,
-                    max_tokens_param: str = "max_tokens") -> SamplingParams:
-    """The request's SamplingParams; max_tokens_param names the field max_tokens came from in errors."""
-    if req.n * num_prompts > MAX_CHOICES:
-        raise bad_request(f"prompts x n must be at most {MAX_CHOICES}", param="n")
-    if state.max_queued_requests is not None and req.n * num_prompts > state.max_queued_requests:
+def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
+    """n, then prompts x n, before any tokenizing: a request that could never be served costs no
+    tokenizer time. n's own range is SamplingParams' to check, so its message states that bound."""
+    try:
+        SamplingParams(n=n)
+    except SamplingParamsError as e:
+        raise bad_request(str(e), param="n") from None
+    choices = n * num_prompts
+    if choices > MAX_CHOICES:
+        raise bad_request(f"prompts x n is {choices}; one request may hold at most {MAX_CHOICES} choices", param="n")
+    if state.max_queued_requests is not None and choices > state.max_queued_requests:
         raise bad_request(
-            f"prompts x n is {req.n * num_prompts} sequences and this server queues at most "
+            f"prompts x n is {choices} sequences and this server queues at most "
             f"{state.max_queued_requests} (--max-queued-requests)", param="n")
+
+
+def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_param: str = "max_tokens") -> SamplingParams:
+    """The request's SamplingParams (its fan-out checked by `check_fan_out`); max_tokens_param names
+    the field max_tokens came from in errors."""
     try:
         return SamplingParams(
             n=req.n,
@@ -116,7 +126,7 @@ def sampling_params(state: ServerState, req: Any, max_tokens: int, logprobs: int
             top_p=1.0 if req.top_p is None else req.top_p,
             top_k=-1 if req.top_k is None else req.top_k,
             seed=req.seed,
-            stop=req.stop or [],
+            stop=[] if req.stop is None else req.stop,  # "" is refused, as vLLM does, never read as no stop
             stop_token_ids=req.stop_token_ids or [],
             ignore_eos=req.ignore_eos,
             logprobs=logprobs,

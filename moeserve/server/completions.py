@@ -15,10 +15,14 @@ from moeserve.server.generation import Choice, Generation
 from moeserve.server.protocol import CompletionRequest, parse_json, validate
 
 
+def _prompt_list(prompt: Any) -> list[Any]:
+    """Every accepted prompt shape -> a list of prompts (strings or token-id lists)."""
+    return [prompt] if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)) else prompt
+
+
 def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
     """Every accepted prompt shape -> token-id lists (tokenized like the Python API's LLM.generate)."""
-    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
-        prompt = [prompt]
+    prompt = _prompt_list(prompt)
     if not prompt or any(p == "" for p in prompt):
         raise bad_request("prompt must not be empty", param="prompt")
     ids = [state.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompt]
@@ -148,6 +152,7 @@ async def create_completion(request: Request) -> Any:
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)
+    common.check_fan_out(state, req.n, len(_prompt_list(req.prompt)))
     has_text = isinstance(req.prompt, str) or any(isinstance(p, str) for p in req.prompt)
     # token-id prompts skip the tokenizer thread, so they never queue behind someone's long text
     prompts = await common.tokenize(state, _prompts, state, req.prompt) if has_text else _prompts(state, req.prompt)
@@ -158,7 +163,7 @@ async def create_completion(request: Request) -> Any:
                 f"echo with max_tokens 0 generates one hidden token, so a prompt it scores may have at most "
                 f"{state.max_model_len - 1} tokens (max_model_len {state.max_model_len} - 1)", param="prompt")
         max_tokens = 1  # generated and left out of the response
-    params = common.sampling_params(state, req, max_tokens, req.logprobs, len(prompts))
+    params = common.sampling_params(req, max_tokens, req.logprobs)
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = await common.tokenize(state, _decode_all, state, prompts) if req.echo else []

@@ -51,6 +51,8 @@ CASES = [
     ("top_k -5", "POST", C, js(prompt="hi", top_k=-5), {}, 400, "top_k"),
     ("n 0", "POST", C, js(prompt="hi", n=0), {}, 400, "n"),
     ("n 1000", "POST", C, js(prompt="hi", n=1000), {}, 400, "n"),
+    ("n 2000", "POST", C, js(prompt="hi", n=2000), {}, 400, "n"),
+    ("prompts x n above the choice limit", "POST", C, js(prompt=["hi"] * 9, n=128), {}, 400, "n"),
     ("logprobs 50", "POST", C, js(prompt="hi", logprobs=50), {}, 400, "logprobs"),
     ("presence_penalty 3", "POST", C, js(prompt="hi", presence_penalty=3), {}, 400, "presence_penalty"),
     ("frequency_penalty -3", "POST", C, js(prompt="hi", frequency_penalty=-3.0), {}, 400, "frequency_penalty"),
@@ -58,6 +60,9 @@ CASES = [
     ("17 stop strings", "POST", C, js(prompt="hi", stop=[f"s{i}" for i in range(17)]), {}, 400, "stop"),
     ("stop_token_ids beyond 64 bits", "POST", C, js(prompt="hi", stop_token_ids=[10**30]), {}, 400, "stop_token_ids"),
     ("empty stop string", "POST", C, js(prompt="hi", stop=[""]), {}, 400, "stop"),
+    ("stop is the empty string", "POST", C, js(prompt="hi", stop=""), {}, 400, "stop"),
+    ("chat stop is the empty string", "POST", CHAT, js(messages=OK_CHAT, stop=""), {}, 400, "stop"),
+    ("chat stop list with an empty string", "POST", CHAT, js(messages=OK_CHAT, stop=["x", ""]), {}, 400, "stop"),
     ("seed beyond 64 bits", "POST", C, js(prompt="hi", seed=-(2**64)), {}, 400, "seed"),
     ("seed string", "POST", C, js(prompt="hi", seed="x"), {}, 400, "seed"),
     ("stream string", "POST", C, js(prompt="hi", stream="yes"), {}, 400, "stream"),
@@ -170,6 +175,23 @@ def test_bad_requests_while_a_good_one_streams(server, http, llm):
     t.join(180)
     assert not failures, "\n".join(failures)
     assert result["ids"] == ref.token_ids and result["finish"] == "length"
+
+
+def test_n_limits_name_the_limits_their_checks_use(http):
+    """n's own range and prompts x n are two limits; each message states the one that refused."""
+    def message(body: dict) -> str:
+        r = http.post(C, json=body, headers=AUTH)
+        check_error(r, 400, "n")
+        return r.json()["error"]["message"]
+
+    from moeserve.sampling_params import SamplingParamsError
+    from moeserve.server.common import MAX_CHOICES
+
+    with pytest.raises(SamplingParamsError) as own:
+        SamplingParams(n=2000)
+    assert message({"prompt": "hi", "n": 2000}) == str(own.value)
+    too_wide = message({"prompt": ["hi"] * 9, "n": 128})
+    assert str(MAX_CHOICES) in too_wide and "1152" in too_wide, too_wide
 
 
 def test_queue_full_and_retry_after_shape():
