@@ -18,7 +18,7 @@ from moeserve.server import common
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
-from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, parse_json, validate
+from moeserve.server.protocol import ChatCompletionRequest, ChatMessage
 
 
 def _content(message: ChatMessage) -> str:
@@ -131,7 +131,7 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
 
 async def create_chat_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    req = validate(ChatCompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    req = await common.read_request(request, state, ChatCompletionRequest)
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)

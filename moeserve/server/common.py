@@ -1,5 +1,5 @@
-"""What both generation endpoints share: server state, body reading, model and context checks,
-sampling parameters, disconnect watching and the SSE response."""
+"""What both generation endpoints share: server state, body reading and parsing, model and context
+checks, sampling parameters, disconnect watching and the SSE response."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -21,8 +22,10 @@ from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
 from moeserve.server.metrics import ServerMetrics
+from moeserve.server.protocol import parse_json, validate
 
 MAX_CHOICES = 1024  # prompts x n of one HTTP request
+OFF_LOOP_BODY_BYTES = 64 * 1024  # a larger body is parsed and validated on a worker thread
 
 
 @dataclass
@@ -59,6 +62,21 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def read_request(request: Request, state: ServerState, model: type | Callable[[dict[str, Any]], type]) -> Any:
+    """The body read, parsed and validated as `model` (a request class, or a function that picks one
+    from the parsed JSON). Above OFF_LOOP_BODY_BYTES the parsing runs on a worker thread: on the event
+    loop, a 5 MB body of token ids held /health and every stream for half a second."""
+    body = await read_body(request, state.config.max_body_bytes)
+    if len(body) <= OFF_LOOP_BODY_BYTES:
+        return _parse(body, model)
+    return await run_in_threadpool(_parse, body, model)
+
+
+def _parse(body: bytes, model: type | Callable[[dict[str, Any]], type]) -> Any:
+    data = parse_json(body)
+    return validate(model if isinstance(model, type) else model(data), data)
+
+
 def check_model(state: ServerState, model: str | None) -> None:
     if model is not None and model != state.model_name:
         raise ApiError(404, f"the model '{model}' does not exist; this server serves '{state.model_name}'",
@@ -66,7 +84,7 @@ def check_model(state: ServerState, model: str | None) -> None:
 
 
 def check_token_ids(state: ServerState, ids: list[int], param: str) -> None:
-    if any(t < 0 or t >= state.vocab_size for t in ids):
+    if ids and (min(ids) < 0 or max(ids) >= state.vocab_size):  # builtins: a C loop over a million ids
         raise bad_request(f"{param} token ids must lie in [0, {state.vocab_size})", param=param)
 
 

@@ -12,7 +12,7 @@ from moeserve.server import common
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
-from moeserve.server.protocol import CompletionRequest, parse_json, validate
+from moeserve.server.protocol import CompletionRequest
 
 
 def _prompt_list(prompt: Any) -> list[Any]:
@@ -148,7 +148,7 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
 
 async def create_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    req = validate(CompletionRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    req = await common.read_request(request, state, CompletionRequest)
     common.check_model(state, req.model)
     common.check_request_fields(req)
     _refuse_unsupported(req)

@@ -7,9 +7,10 @@ Range checks live in SamplingParams; this module checks JSON shapes and the fiel
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+import re
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from moeserve.server.api_errors import ApiError, bad_request
 
@@ -68,8 +69,26 @@ class _Sampling(_Strict):
     response_format: ResponseFormat | None = None
 
 
+def _prompt_shape(value: Any) -> str | None:
+    """Which shape a prompt has, from its first item: pydantic then validates that shape alone (a
+    plain union tried list[str] on every id of a 1.7M-id prompt first, 12x slower)."""
+    if isinstance(value, str):
+        return "text"
+    if not isinstance(value, list):
+        return None
+    first = value[0] if value else ""
+    return {str: "texts", list: "id_lists"}.get(type(first), "ids")
+
+
+Prompt = Annotated[
+    Union[Annotated[str, Tag("text")], Annotated[list[str], Tag("texts")], Annotated[list[int], Tag("ids")],
+          Annotated[list[list[int]], Tag("id_lists")]],
+    Discriminator(_prompt_shape),
+]
+
+
 class CompletionRequest(_Sampling):
-    prompt: str | list[str] | list[int] | list[list[int]]
+    prompt: Prompt
     max_tokens: int | None = Field(default=16, ge=-_MAX_INT, le=_MAX_INT)
     logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     echo: bool = False
@@ -146,11 +165,17 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise bad_request(f"the request body is not valid JSON: {_json_error(e)}") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
-    try:  # JSON escapes can smuggle in lone surrogates, which no tokenizer or encoder accepts
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise bad_request("the request contains invalid Unicode (a lone surrogate escape)") from None
+    # JSON escapes can smuggle in lone surrogates, which no tokenizer or encoder accepts; valid UTF-8
+    # holds none, so only a body with a surrogate escape needs the (slow) full check
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad_request("the request contains invalid Unicode (a lone surrogate escape)") from None
     return data
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _json_error(e: ValueError) -> str:

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from moeserve.server import common
 from moeserve.server.chat import check_messages, render_messages
 from moeserve.server.common import ServerState
-from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest, parse_json, validate
+from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest
 
 
 def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
@@ -26,8 +26,7 @@ def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> l
 
 async def tokenize(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    data = parse_json(await common.read_body(request, state.config.max_body_bytes))
-    req = validate(TokenizeChatRequest if "messages" in data else TokenizeRequest, data)
+    req = await common.read_request(request, state, lambda data: TokenizeChatRequest if "messages" in data else TokenizeRequest)
     common.check_model(state, req.model)
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)
@@ -38,7 +37,7 @@ async def tokenize(request: Request) -> Any:
 
 async def detokenize(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    req = validate(DetokenizeRequest, parse_json(await common.read_body(request, state.config.max_body_bytes)))
+    req = await common.read_request(request, state, DetokenizeRequest)
     common.check_model(state, req.model)
     common.check_token_ids(state, req.tokens, "tokens")
     return {"prompt": await common.tokenize(state, state.tokenizer.decode, req.tokens)}

@@ -3,8 +3,10 @@ happens when the engine dies or gets stuck. Fast: no model, no subprocess."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
+import time
 
 from server_fakes import FakeEngine, FakeTokenizer, make_app
 
@@ -96,6 +98,41 @@ def test_tokenizing_a_prompt_does_not_block_other_requests():
     timed_out, health, other, r = asyncio.run(main())
     assert not timed_out
     assert health.status_code == 200 and other.status_code == 200 and r.status_code == 200, r.text
+
+
+def test_a_large_body_is_parsed_off_the_event_loop(monkeypatch):
+    """While a 5 MB body is parsed, /health answers at once. Parsing it waits on a gate that opens only
+    after /health has answered (or after 5 s): parsed on the event loop, the loop would wait it out."""
+    gate, parsing, timed_out = threading.Event(), threading.Event(), []
+    loads = json.loads
+
+    def gated_loads(text, *args, **kwargs):
+        if len(text) > 1_000_000:
+            parsing.set()
+            timed_out.append(not gate.wait(5))
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", gated_loads)
+    body = json.dumps({"prompt": [7] * 1_700_000, "max_tokens": 2}).encode()
+    assert len(body) > 5_000_000
+
+    async def main():
+        http, client, _ = await make_app(FakeEngine())
+        start = time.monotonic()
+        big = asyncio.create_task(http.post("/v1/completions", content=body, headers={"content-type": "application/json"}))
+        while not parsing.is_set():
+            await asyncio.sleep(0.01)
+        health = await http.get("/health")
+        waited = time.monotonic() - start
+        gate.set()
+        r = await big
+        await client.shutdown(1.0)
+        return health, waited, r
+
+    health, waited, r = asyncio.run(main())
+    assert timed_out == [False]
+    assert health.status_code == 200 and waited < 1.0, waited
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"  # 1.7M tokens cannot fit
 
 
 def test_engine_death_fails_pending_requests_and_health():
