@@ -92,9 +92,17 @@ def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
                         for tok, lp, top in choice.logprobs[start:]]}
 
 
+def _echo(req: ChatCompletionRequest) -> str:
+    """vLLM's chat `echo`: the last message's content when that message has the response's role
+    (assistant), i.e. the turn being continued (continue_final_message); else nothing."""
+    last = req.messages[-1]
+    return _content(last) if req.echo and last.role == "assistant" else ""
+
+
 def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> dict[str, Any]:
+    echo = _echo(req)
     choices = [
-        {"index": c.index, "message": {"role": "assistant", "content": c.text},
+        {"index": c.index, "message": {"role": "assistant", "content": echo + c.text},
          "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
          "finish_reason": c.finish_reason, "stop_reason": c.stop_reason,
          **common.token_ids_fields(req, gen, c, c.token_ids)}
@@ -115,6 +123,9 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
     choices = sorted(gen.choices.values(), key=lambda c: c.index)
     for c in choices:
         yield chunk(c, {"role": "assistant", "content": ""})
+    echo = _echo(req)
+    for c in choices if echo else []:  # as vLLM: the echo is each choice's first content delta
+        yield chunk(c, {"content": echo})
     sent: dict[int, int] = {}
     async for choice, out in gen.events():
         logprobs = None

@@ -113,6 +113,7 @@ class ChatMessage(_Strict):
 
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
+    echo: bool = False  # vLLM's: the content starts with the last message's when it is the assistant's
     max_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     max_completion_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     logprobs: bool = False

@@ -81,3 +81,31 @@ def test_logprobs_stay_valid_json_when_every_token_is_a_stop_id(server, llm, str
     else:
         values = r.json()["choices"][0]["logprobs"]["token_logprobs"]
     assert values and all(math.isfinite(v) for v in values)
+
+
+def _stream_deltas(server, body: dict) -> list[dict]:
+    r = post(server, CHAT, dict(body, stream=True))
+    assert r.status_code == 200, r.text
+    return [json.loads(line[6:])["choices"][0]["delta"] for line in r.text.splitlines()
+            if line.startswith("data: {") and json.loads(line[6:])["choices"]]
+
+
+def test_chat_echo_prefixes_the_continued_assistant_message(server):
+    """vLLM's chat `echo`: the content starts with the last message's when that message is the
+    assistant's (the turn being continued); streamed, the echo is the first content delta."""
+    msgs = [{"role": "user", "content": "Tell me a story"}, {"role": "assistant", "content": "Once upon"}]
+    body = {"messages": msgs, "add_generation_prompt": False, "continue_final_message": True, "max_tokens": 6,
+            "temperature": 0, "ignore_eos": True}
+    plain = post(server, CHAT, body).json()["choices"][0]["message"]["content"]
+    echoed = post(server, CHAT, dict(body, echo=True))
+    assert echoed.status_code == 200, echoed.text
+    assert echoed.json()["choices"][0]["message"]["content"] == "Once upon" + plain
+    assert echoed.json()["usage"]["completion_tokens"] == 6  # the echo is not generated
+    deltas = _stream_deltas(server, dict(body, echo=True))
+    assert deltas[0] == {"role": "assistant", "content": ""} and deltas[1] == {"content": "Once upon"}
+    assert "".join(d.get("content", "") for d in deltas) == "Once upon" + plain
+    # the last message is the user's: nothing to echo
+    user_last = dict(body, messages=msgs[:1], add_generation_prompt=True, continue_final_message=False)
+    no_echo = post(server, CHAT, user_last).json()["choices"][0]["message"]["content"]
+    assert post(server, CHAT, dict(user_last, echo=True)).json()["choices"][0]["message"]["content"] == no_echo
+    assert "".join(d.get("content", "") for d in _stream_deltas(server, dict(user_last, echo=True))) == no_echo
