@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from moeserve import __version__
 from moeserve.errors import EngineDeadError
-from moeserve.server.api_errors import ApiError, internal_error, unavailable
+from moeserve.server.api_errors import ApiError, internal_error, public_reason, unavailable
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
@@ -122,15 +122,20 @@ def _routes(app: FastAPI, state: ServerState) -> None:
 
 
 def _trace_route(state: ServerState, action: str):
-    """POST /v1/trace/{start,stop,dump}: control the routing recorder (files go to --record-trace-dir)."""
+    """POST /v1/trace/{start,stop,dump}: control the routing recorder (files go to --record-trace-dir;
+    without one, what it records could never be written, so every action is refused)."""
 
     async def route() -> Any:
+        if state.client.config.placement_runtime.record_trace_dir is None:
+            raise ApiError(400, "routing traces need a directory to be written to: start the server with "
+                                "--record-trace-dir DIR (or record_trace_dir: DIR in its --config file)",
+                           code="trace_dir_not_configured")
         try:
             result = await state.client.trace_control(action)
         except EngineDeadError as e:
             raise unavailable(f"the engine is not available: {e}")
         if not result.ok:
-            raise ApiError(400, result.message, code="recorder_error")
+            raise ApiError(400, public_reason(result.message), code="recorder_error")
         return {"object": "trace_control", "action": action, "path": result.path}
 
     return route

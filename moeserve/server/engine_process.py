@@ -136,6 +136,9 @@ class EngineLoop:
             path = actions[msg.action]()
         except (RequestError, RuntimeError, ValueError) as e:
             return ipc.TraceControlResult(msg.control_id, False, str(e))
+        except OSError as e:  # an unwritable trace directory fails this action, not the engine
+            logger.exception("recorder %s failed", msg.action)
+            return ipc.TraceControlResult(msg.control_id, False, f"could not write the trace: {e.strerror or type(e).__name__}")
         return ipc.TraceControlResult(msg.control_id, True, f"recorder {msg.action} done", path if isinstance(path, str) else None)
 
     def _abort(self, request_id: str) -> None:

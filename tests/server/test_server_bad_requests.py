@@ -118,6 +118,7 @@ CASES = [
     ("wrong api key", "POST", C, js(prompt="hi"), {"Authorization": "Bearer sk-wrong"}, 401, None),
     ("key without Bearer", "GET", "/v1/models", b"", {"Authorization": API_KEY}, 401, None),
     ("metrics without key", "GET", "/metrics", b"", {"Authorization": ""}, 401, None),
+    ("trace start without --record-trace-dir", "POST", "/v1/trace/start", b"", {}, 400, None),
     ("unknown route", "GET", "/v1/nothing", b"", {}, 404, None),
     ("wrong method", "GET", C, b"", {}, 405, None),
 ]

@@ -173,3 +173,22 @@ def test_prompt_logprobs_cross_the_wire_once_with_the_first_token():
     assert a.prompt_logprobs == [None, [-1.5, [[7, -0.5]]], [-0.25, [[3, -0.25]]]]
     assert b.prompt_logprobs is None
     assert ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5]))["prompt_logprobs"] is None
+
+
+def test_a_trace_that_cannot_be_written_fails_the_action_not_the_engine():
+    class ReadOnlyTraceEngine(FakeEngine):
+        recorder_start = recorder_stop = staticmethod(lambda: None)
+
+        def recorder_dump(self):
+            raise PermissionError(13, "Permission denied", "/srv/traces/trace.npz")
+
+    h = LoopHarness(ReadOnlyTraceEngine())
+    h.peer.send(ipc.TraceControl("c1", "dump"))
+    got = h.collect(lambda g: any(isinstance(m, ipc.TraceControlResult) for m in g))
+    result = [m for m in got if isinstance(m, ipc.TraceControlResult)][0]
+    assert not result.ok and result.message == "could not write the trace: Permission denied"
+    h.peer.send(add("a", [1], 2))  # the loop still serves
+    h.collect(lambda g: any(isinstance(m, ipc.Outputs) for m in g))
+    h.peer.send(ipc.Shutdown())
+    h.thread.join(5)
+    assert not h.thread.is_alive()

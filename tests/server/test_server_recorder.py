@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import API_KEY
 from server_harness import ServerProcess
 
 from moeserve import SamplingParams
@@ -59,3 +60,13 @@ def test_trace_start_stop_dump_over_http(recording_server):
     assert trace.counts.sum() > 0
     bad = httpx.post(srv.url + "/v1/trace/rewind", timeout=30)
     assert bad.status_code == 404 and "error" in bad.json()
+
+
+@pytest.mark.parametrize("action", ["start", "stop", "dump"])
+def test_trace_routes_without_a_trace_dir_say_how_to_configure_one(server, action):
+    """The session server has no --record-trace-dir: nothing recorded could ever be written."""
+    r = httpx.post(f"{server.url}/v1/trace/{action}", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["code"] == "trace_dir_not_configured"
+    assert "--record-trace-dir" in err["message"] and "record_trace_dir" in err["message"]
