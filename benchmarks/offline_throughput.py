@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from thread_specs import DEFAULT_RUNS, drop_panels, parse_run, peer_env, uses_panels  # noqa: E402
+from thread_specs import DEFAULT_RUNS, apply_switches, parse_run, peer_env  # noqa: E402
 
 
 def make_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -47,8 +47,7 @@ class Moeserve:
         # each LLM sizes its threads from torch's current count: give every one the same start
         torch.set_num_threads(torch_default_threads)
         self.llm = LLM(model=model, num_threads=num, expert_threads=expert)
-        if not uses_panels(spec):
-            drop_panels(self.llm.engine.executor.worker.runner.model)
+        apply_switches(spec, self.llm.engine.executor.worker.runner.model)
         self.threads = torch.get_num_threads()  # what this engine chose; other engines change it
         # token ids only, as the vLLM side runs (skip_tokenizer_init, detokenize=False): same work on both
         self.params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False)

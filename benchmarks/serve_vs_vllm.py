@@ -30,7 +30,7 @@ from statistics import median
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from thread_specs import DEFAULT_RUNS, cli_flags, peer_env, uses_panels  # noqa: E402
+from thread_specs import DEFAULT_RUNS, cli_flags, peer_env, server_env  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -167,8 +167,7 @@ def main() -> None:
         # every server is up (idle servers use no CPU) before the first round, so each round runs the
         # same load against each of them back to back, under one machine state
         for spec in args.runs:
-            spec_env = env if uses_panels(spec) else dict(env, MOESERVE_PANEL_GEMM="0")
-            servers[f"moeserve[{spec}]"] = Server(moeserve_cmd(model, args, spec), env=spec_env)
+            servers[f"moeserve[{spec}]"] = Server(moeserve_cmd(model, args, spec), env=server_env(spec, env))
         if args.vllm_python and not args.vllm_url:
             servers["vllm"] = Server(vllm_cmd(args.vllm_python, model, 8123), url="http://127.0.0.1:8123",
                                      env=peer_env(**VLLM_ENV))

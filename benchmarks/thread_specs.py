@@ -1,10 +1,13 @@
-"""`--runs` specs shared by the benchmarks: "NUM_THREADS:EXPERT_THREADS[:nopanel]", each a number or `auto`.
+"""`--runs` specs shared by the benchmarks: "NUM_THREADS:EXPERT_THREADS[:SWITCH...]", each a number or `auto`.
 
     auto:auto          what a user gets with no flag (intra-op threads by hidden size, expert threads = cores)
     1:1                strictly one core's worth of compute threads
     2:2                --num-threads 2 --expert-threads 2
     auto:auto:nopanel  the default without the few-row panel GEMM kernel (dense/panel_gemm.py): oneDNN
                        for every GEMM, to measure the kernel side by side
+    auto:auto:noattn   the default without the C++ decode attention (dense/paged_decode.py): torch's
+                       gather + SDPA at decode
+    auto:auto:nopanel:noattn  neither kernel
 """
 from __future__ import annotations
 
@@ -26,22 +29,45 @@ def peer_env(**extra: str) -> dict:
     return env
 
 
+# spec switch -> the environment variable that turns the same kernel off in a server process
+SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION"}
+
+
 def parse_run(spec: str) -> tuple[int | None, int | None]:
-    """"N:E[:nopanel]" -> (num_threads, expert_threads), None for `auto`."""
+    """"N:E[:SWITCH...]" -> (num_threads, expert_threads), None for `auto`."""
     try:
-        parts = spec.split(":")
-        if len(parts) == 3 and parts[2] == "nopanel":
-            parts = parts[:2]
-        num, expert = parts
+        num, expert, *switches = spec.split(":")
+        if any(s not in SWITCHES for s in switches):
+            raise ValueError(spec)
         return tuple(None if v == "auto" else int(v) for v in (num, expert))  # type: ignore[return-value]
     except ValueError:
         raise SystemExit(
-            f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS[:nopanel], each a number or auto") from None
+            f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS[:SWITCH...], each a number or auto, "
+            f"switches from {sorted(SWITCHES)}") from None
+
+
+def switches(spec: str) -> set[str]:
+    parse_run(spec)
+    return set(spec.split(":")[2:])
 
 
 def uses_panels(spec: str) -> bool:
-    parse_run(spec)
-    return not spec.endswith(":nopanel")
+    return "nopanel" not in switches(spec)
+
+
+def server_env(spec: str, env: dict) -> dict:
+    """`env` with the spec's kernels switched off (a server's kernels are switched per process)."""
+    return dict(env, **{SWITCHES[s]: "0" for s in switches(spec)})
+
+
+def apply_switches(spec: str, model) -> None:
+    """Turn the spec's kernels off on a loaded model (an in-process engine)."""
+    if "nopanel" in switches(spec):
+        drop_panels(model)
+    if "noattn" in switches(spec):
+        for module in model.modules():
+            if hasattr(module, "decode_kernel"):
+                module.decode_kernel = False
 
 
 def drop_panels(model) -> int:

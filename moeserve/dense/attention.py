@@ -20,6 +20,7 @@ from torch import nn
 
 from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardReader
+from moeserve.dense import paged_decode
 from moeserve.dense.norm import RMSNorm, ShardedRMSNorm
 from moeserve.dense.rotary import RotaryEmbedding, apply_rotary
 from moeserve.parallel_state import ParallelContext
@@ -41,10 +42,13 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float,
     sliding_window: int | None = None,
+    decode_kernel: bool = True,
 ) -> torch.Tensor:
     """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D].
 
     sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+    A decode step (one query per sequence) takes the C++ kernel of dense/paged_decode.py where it
+    applies and `decode_kernel` allows; otherwise, and for every step with longer queries:
     Keys are gathered whole blocks at a time (one index_select per cache, C * BS = Lc keys per
     sequence) and masked with the additive `meta.attn_bias`: a float mask keeps SDPA off its slow
     boolean path, and gathering blocks instead of single slots copies 16 rows per index.
@@ -58,6 +62,8 @@ def paged_attention(
     tables, bias = block_tables_and_bias(meta)
     B, C = tables.shape
     Lc, g, Q = C * k_cache.shape[1], hq // hk, bias.shape[2]
+    if Q == 1 and B == N and decode_kernel and paged_decode.applies(q, k_cache):
+        return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
     bias = bias.to(q.dtype)
@@ -193,6 +199,9 @@ class AttentionSpec:
 class Attention(nn.Module):
     """QKV projection -> optional q/k norm -> rotary -> paged attention -> o_proj (+ all-reduce over tp)."""
 
+    # decode steps through dense/paged_decode.py where it applies (a benchmark turns it off per model)
+    decode_kernel = True
+
     def __init__(self, spec: AttentionSpec, rotary: RotaryEmbedding, ctx: ParallelContext, dtype: torch.dtype):
         super().__init__()
         self.spec, self.ctx, self.rotary = spec, ctx, rotary
@@ -232,7 +241,9 @@ class Attention(nn.Module):
             q, k, v = self._normed_qkv(qkv)
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         write_kv(kv_cache[0], kv_cache[1], k, v, meta.slot_mapping)
-        attn = paged_attention(q.contiguous(), kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window)
+        attn = paged_attention(
+            q.contiguous(), kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window, self.decode_kernel
+        )
         out = self.o_proj(attn.reshape(N, hq * D))
         if self.ctx.tp_size > 1:
             dist.all_reduce(out, group=self.ctx.tp_group)

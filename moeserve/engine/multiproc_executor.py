@@ -26,7 +26,7 @@ import time
 
 from moeserve.config import ConfigError, EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
-from moeserve.dense import panel_gemm
+from moeserve.dense import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
 from moeserve.errors import EngineDeadError
@@ -62,7 +62,7 @@ class MultiprocExecutor:
                     f"--nodes {parallel.nodes} needs a launcher that starts the ranks on every node (torchrun or "
                     "deepspeed: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT unset here); without one, drop --nodes")
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
-            panel_gemm.available()  # build the kernel here once, not in every rank at the same moment
+            cpu_kernels.load()  # build the C++ kernels here once, not in every rank at the same moment
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")

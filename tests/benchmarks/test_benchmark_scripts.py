@@ -21,10 +21,11 @@ def run_script(name: str, *args: str, timeout: float = 600) -> dict:
 
 def test_offline_benchmark_runs_every_spec_and_checks_tokens():
     result = run_script("offline_throughput.py", "--prompts", "4", "--new-tokens", "4", "--repeats", "2",
-                        "--hf-prompts", "2", "--runs", "1:1", "1:2")
+                        "--hf-prompts", "2", "--runs", "1:1", "1:2", "1:1:nopanel:noattn")
     assert result["rounds"] == 2 and len(result["1:2_tok_s_runs"]) == 2
     assert result["1:1_identical_to_transformers"] == "2/2"
     assert result["1:2_identical_to_1:1"] == "4/4"  # splitting the experts never changes a token
+    assert result["1:1:nopanel:noattn_identical_to_1:1"] == "4/4"  # nor does torch's path in place of the kernels
     assert result["1:1_tok_s_best"] > 0
 
 
@@ -35,3 +36,22 @@ def test_serving_benchmark_runs_rounds_against_each_server():
     assert len(runs) == 2
     assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
     assert all(r["cpu_s"]["engine"] > 0 for r in runs)
+
+
+def test_run_specs_name_their_kernel_switches():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import thread_specs
+    finally:
+        sys.path.pop(0)
+    assert thread_specs.parse_run("auto:2:noattn") == (None, 2)
+    assert thread_specs.server_env("1:1:nopanel:noattn", {"A": "1"}) == {
+        "A": "1", "MOESERVE_PANEL_GEMM": "0", "MOESERVE_DECODE_ATTENTION": "0"}
+    assert thread_specs.uses_panels("1:1:noattn") and not thread_specs.uses_panels("1:1:nopanel")
+    for bad in ("1", "1:1:fast", "x:1"):
+        try:
+            thread_specs.parse_run(bad)
+        except SystemExit as exc:
+            assert "bad run spec" in str(exc)
+        else:
+            raise AssertionError(bad)

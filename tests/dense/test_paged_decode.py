@@ -1,0 +1,97 @@
+"""The C++ decode-attention kernel (dense/paged_decode.py) against the per-head reference and torch's path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moeserve.core.step_plan import GroupBatch, ScheduledSeq
+from moeserve.dense import paged_decode
+from moeserve.dense.attention import paged_attention, paged_attention_reference, write_kv
+from moeserve.dense.attention_metadata import build_attention_metadata
+
+needs_kernel = pytest.mark.skipif(not paged_decode.available(), reason="C++ CPU kernels not available here")
+
+
+def decode_step(lengths, hq, hk, D, BS, seed):
+    """Caches filled for sequences of the given context lengths (prefill), then one decode step's
+    metadata and queries; block ids shuffled so tables are not in cache order."""
+    torch.manual_seed(seed)
+    blocks_per = [-(-(n + 1) // BS) for n in lengths]
+    NB = sum(blocks_per) + 3
+    order = torch.randperm(NB).tolist()
+    tables, at = [], 0
+    for b in blocks_per:
+        tables.append(order[at : at + b])
+        at += b
+    k_cache, v_cache = torch.randn(NB, BS, hk, D), torch.randn(NB, BS, hk, D)
+    seqs = [ScheduledSeq(str(i), [1], n, tables[i], True) for i, n in enumerate(lengths)]
+    meta = build_attention_metadata(GroupBatch(0, seqs), BS)
+    return torch.randn(len(lengths), hq, D), k_cache, v_cache, meta
+
+
+@needs_kernel
+@pytest.mark.parametrize("hq,hk,D,BS", [(8, 4, 32, 16), (6, 2, 12, 4), (3, 3, 40, 8), (4, 1, 5, 2), (16, 16, 64, 16)])
+@pytest.mark.parametrize("window", [None, 1, 7])
+def test_matches_the_reference(hq, hk, D, BS, window):
+    q, k_cache, v_cache, meta = decode_step([0, 5, 40, 17, 3, 64], hq, hk, D, BS, seed=hq + D + BS)
+    got = paged_attention(q, k_cache, v_cache, meta, D**-0.5, window)
+    torch_path = paged_attention(q, k_cache, v_cache, meta, D**-0.5, window, decode_kernel=False)
+    want = paged_attention_reference(q, k_cache, v_cache, meta, D**-0.5, window)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, torch_path, rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+def test_a_sequences_bits_depend_neither_on_the_others_nor_on_threads():
+    lengths = [30, 2, 100, 61, 9, 47, 1, 88]
+    q, k_cache, v_cache, meta = decode_step(lengths, 8, 2, 32, 16, seed=7)
+    tables, positions = meta.block_tables, meta.positions
+    alone = torch.cat([
+        paged_decode.decode(q[i : i + 1], k_cache, v_cache, tables[i : i + 1], positions[i : i + 1], 0.2, None)
+        for i in range(len(lengths))
+    ])
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            assert torch.equal(paged_decode.decode(q, k_cache, v_cache, tables, positions, 0.2, None), alone)
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_kernel
+def test_bad_tables_and_positions_are_errors_not_reads_out_of_bounds():
+    q, k_cache, v_cache, meta = decode_step([5, 9], 4, 2, 8, 4, seed=1)
+    tables, positions = meta.block_tables.clone(), meta.positions
+    tables[1, 0] = k_cache.shape[0]
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        paged_decode.decode(q, k_cache, v_cache, tables, positions, 1.0, None)
+    with pytest.raises(RuntimeError, match="outside the block table"):
+        paged_decode.decode(q, k_cache, v_cache, meta.block_tables, positions + 100, 1.0, None)
+
+
+def test_other_dtypes_take_torchs_path():
+    q, k_cache, v_cache, meta = decode_step([4, 11], 4, 2, 8, 4, seed=2)
+    assert not paged_decode.applies(q.bfloat16(), k_cache.bfloat16())
+    got = paged_attention(q.double(), k_cache.double(), v_cache.double(), meta, 0.3)
+    want = paged_attention_reference(q.double(), k_cache.double(), v_cache.double(), meta, 0.3)
+    torch.testing.assert_close(got, want)
+
+
+def test_a_written_step_then_decoding_matches_through_the_cache_writes():
+    # write_kv then attend, as Attention.forward does, for a decode step after a prefill
+    torch.manual_seed(3)
+    BS, hq, hk, D = 4, 4, 2, 8
+    k_cache, v_cache = torch.zeros(8, BS, hk, D), torch.zeros(8, BS, hk, D)
+    prefill = GroupBatch(0, [ScheduledSeq("a", list(range(6)), 0, [5, 1], True), ScheduledSeq("b", [1, 2], 0, [3], True)])
+    meta = build_attention_metadata(prefill, BS)
+    write_kv(k_cache, v_cache, torch.randn(8, hk, D), torch.randn(8, hk, D), meta.slot_mapping)
+    decode = GroupBatch(0, [ScheduledSeq("a", [7], 6, [5, 1], True), ScheduledSeq("b", [7], 2, [3], True)])
+    meta = build_attention_metadata(decode, BS)
+    write_kv(k_cache, v_cache, torch.randn(2, hk, D), torch.randn(2, hk, D), meta.slot_mapping)
+    q = torch.randn(2, hq, D)
+    torch.testing.assert_close(
+        paged_attention(q, k_cache, v_cache, meta, 0.35), paged_attention_reference(q, k_cache, v_cache, meta, 0.35),
+        rtol=1e-5, atol=1e-5,
+    )
