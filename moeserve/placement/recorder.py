@@ -10,6 +10,7 @@ Shape legend: T tokens, k top-k, L MoE layers, E experts.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import deque
@@ -17,6 +18,8 @@ from collections import deque
 import numpy as np
 
 from moeserve.placement.trace import TokenSample, Trace, default_meta, save_trace
+
+logger = logging.getLogger(__name__)
 
 
 def _numpy(x) -> np.ndarray:
@@ -40,6 +43,7 @@ class RoutingRecorder:
         self._windows: deque[Trace] = deque(maxlen=max_windows)
         self._recording = False
         self._next_index = 0
+        self.write_errors = 0  # windows that could not be written to out_dir (kept in memory)
         self._reset_window()
 
     @property
@@ -120,7 +124,12 @@ class RoutingRecorder:
         window = Trace(self._counts.astype(np.float64)[None], meta, tokens, self.placement)
         self._windows.append(window)
         if self.out_dir is not None:
-            save_trace(window, os.path.join(self._need_dir(), f"window_{self._next_index:06d}.npz"))
+            try:
+                save_trace(window, os.path.join(self._need_dir(), f"window_{self._next_index:06d}.npz"))
+            except OSError as exc:  # a full or read-only disk must not stop serving: the window stays in memory
+                self.write_errors += 1
+                logger.warning("routing window %d not written to %s (%s); kept in memory for dump()",
+                               self._next_index, self.out_dir, exc.strerror or exc)
         self._next_index += 1
         self._reset_window()
 

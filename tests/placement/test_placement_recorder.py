@@ -47,3 +47,18 @@ def test_accepts_torch_tensors_and_bounds_memory():
     np.testing.assert_array_equal(windows[0].counts[0, 0], [1, 0, 0, 2])
     with pytest.raises(RuntimeError, match="out_dir"):
         rec.dump()
+
+
+def test_a_window_that_cannot_be_written_is_kept_and_recording_goes_on(tmp_path, caplog):
+    blocked = tmp_path / "not_a_dir"
+    blocked.write_text("a file where the trace directory should be")
+    rec = RoutingRecorder(1, 4, out_dir=str(blocked), steps_per_window=1)
+    rec.start()
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            rec.record(0, np.array([[0, 1]]))
+            rec.step()  # closes a window each step: the write fails, the step does not
+    assert rec.write_errors == 3 and len(rec.windows()) == 3
+    assert "not written" in caplog.text
+    path = rec.dump(str(tmp_path / "all.npz"))  # what was kept in memory is still there
+    np.testing.assert_array_equal(load_trace(path).counts[:, 0].sum(0), [3, 3, 0, 0])
