@@ -28,18 +28,13 @@ from moeserve.dense.yarn import MlaRotaryEmbedding, rope_config_from_hf, softmax
 from moeserve.models.checkpoint import CheckpointReader
 from moeserve.models.common import load_attention_and_norms
 from moeserve.models.expert_loading import load_experts
+from moeserve.models.layout import deepseek_moe_layer as is_moe_layer  # the rule the layout check reads too
 from moeserve.models.moe_decoder import MoEDecoderModel
 from moeserve.moe.deepseek_router import DeepseekGate, DeepseekRouter, DeepseekRoutingConfig
 from moeserve.moe.layer import MoELayer
 
 log = logging.getLogger(__name__)
 _LAYER_NAME = re.compile(r"model\.layers\.(\d+)\.")
-
-
-def is_moe_layer(hf_config: Any, layer: int) -> bool:
-    freq = getattr(hf_config, "moe_layer_freq", 1) or 1
-    first_dense = getattr(hf_config, "first_k_dense_replace", 0) or 0
-    return bool(hf_config.n_routed_experts) and layer >= first_dense and layer % freq == 0
 
 
 class _DeepseekForCausalLM(MoEDecoderModel):

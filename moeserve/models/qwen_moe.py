@@ -16,16 +16,14 @@ from moeserve.dense.linear import ReplicatedLinear
 from moeserve.dense.mlp import GatedMLP
 from moeserve.models.checkpoint import CheckpointReader
 from moeserve.models.common import load_attention_and_norms, load_moe, new_attention, softmax_moe
+from moeserve.models.layout import qwen_moe_layer
 from moeserve.models.moe_decoder import MoEDecoderModel
 from moeserve.moe.layer import MoELayer
 
 
 class _QwenMoeBase(MoEDecoderModel):
     def is_moe_layer(self, i: int) -> bool:
-        cfg = self.config
-        mlp_only = getattr(cfg, "mlp_only_layers", None) or []
-        step = getattr(cfg, "decoder_sparse_step", 1) or 1
-        return i not in mlp_only and cfg.num_experts > 0 and (i + 1) % step == 0
+        return qwen_moe_layer(self.config, i)  # the rule the layout check reads too
 
     def build_mlp(self, i: int) -> nn.Module:
         cfg = self.config

@@ -1,15 +1,20 @@
-"""Architecture name (config.json `architectures[0]`) -> model class, imported lazily."""
+"""Architecture name (config.json `architectures[0]`) -> model class, imported lazily, and the sizes
+a parallel layout cuts (models/layout.py, torch-free: read before any rank starts)."""
 from __future__ import annotations
 
 import importlib
+from typing import Any, Callable
 
-_ARCHITECTURES: dict[str, str] = {
-    "MixtralForCausalLM": "moeserve.models.mixtral:MixtralForCausalLM",
-    "Qwen2MoeForCausalLM": "moeserve.models.qwen_moe:Qwen2MoeForCausalLM",
-    "Qwen3MoeForCausalLM": "moeserve.models.qwen_moe:Qwen3MoeForCausalLM",
-    "OlmoeForCausalLM": "moeserve.models.olmoe:OlmoeForCausalLM",
-    "DeepseekV2ForCausalLM": "moeserve.models.deepseek:DeepseekV2ForCausalLM",
-    "DeepseekV3ForCausalLM": "moeserve.models.deepseek:DeepseekV3ForCausalLM",
+from moeserve.models import layout
+
+# name -> ("module:Class", the architecture's cuts from its config)
+_ARCHITECTURES: dict[str, tuple[str, Callable[[Any], list[layout.Cut]]]] = {
+    "MixtralForCausalLM": ("moeserve.models.mixtral:MixtralForCausalLM", layout.mixtral_cuts),
+    "Qwen2MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen2MoeForCausalLM", layout.qwen2_moe_cuts),
+    "Qwen3MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen3MoeForCausalLM", layout.qwen3_moe_cuts),
+    "OlmoeForCausalLM": ("moeserve.models.olmoe:OlmoeForCausalLM", layout.olmoe_cuts),
+    "DeepseekV2ForCausalLM": ("moeserve.models.deepseek:DeepseekV2ForCausalLM", layout.deepseek_cuts),
+    "DeepseekV3ForCausalLM": ("moeserve.models.deepseek:DeepseekV3ForCausalLM", layout.deepseek_cuts),
 }
 
 
@@ -17,10 +22,24 @@ def supported_architectures() -> list[str]:
     return sorted(_ARCHITECTURES)
 
 
+def architecture_of(hf_config: Any) -> str | None:
+    """config.json's `architectures[0]` (a transformers config or a SimpleNamespace of config.json)."""
+    return (getattr(hf_config, "architectures", None) or [None])[0]
+
+
 def model_class(architecture: str) -> type:
     if architecture not in _ARCHITECTURES:
         raise ValueError(
             f"unsupported architecture {architecture!r}; moeserve supports: {', '.join(supported_architectures())}"
         )
-    module, name = _ARCHITECTURES[architecture].split(":")
+    module, name = _ARCHITECTURES[architecture][0].split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def check_layout(hf_config: Any, tp: int, ep: int, placement: bool = False) -> None:
+    """Raises ConfigError naming each size of the model that does not split over --tp / --ep
+    (models/layout.py). An unsupported architecture is left to `model_class`, which names the others.
+    placement: a --placement plan is given (it sets the expert slots per rank itself)."""
+    entry = _ARCHITECTURES.get(architecture_of(hf_config))
+    if entry is not None:
+        layout.check_cuts(entry[1](hf_config), tp, ep, placement)
