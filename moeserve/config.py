@@ -143,6 +143,10 @@ class EngineConfig:
     def validate(self) -> "EngineConfig":
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
             part.validate()
+        # the model's sizes against --tp / --ep, read from config.json before any rank starts
+        from moeserve.engine.layout_check import check_model_layout
+
+        check_model_layout(self)
         return self
 
 

@@ -39,6 +39,12 @@ _MODEL_SHAPE = dict(
 )
 
 
+def builtin_config_fields() -> dict:
+    """The built-in model's config.json fields that its layout depends on (engine/layout_check.py),
+    known without building it."""
+    return dict(architectures=["MixtralForCausalLM"], **_MODEL_SHAPE)
+
+
 def _corpus_path() -> Path:
     return Path(__file__).with_name("data") / "tokenizer_corpus.txt"
 

@@ -24,7 +24,7 @@ from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
-from moeserve.models.registry import model_class
+from moeserve.models.registry import check_layout, model_class
 from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
 
@@ -171,6 +171,9 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
+        # EngineConfig.validate's check on config.json, again on the config as loaded: a rank's config
+        # arrives unvalidated, and transformers fills in sizes that config.json may leave out
+        check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, placement=engine_config.placement is not None)
         parallel = engine_config.parallel
         share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
         current = min(torch.get_num_threads(), share)
