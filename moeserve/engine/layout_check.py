@@ -34,4 +34,4 @@ def check_model_layout(config: EngineConfig) -> None:
     over --tp / --ep, and the flag to change."""
     fields = config_fields(config.model.model)
     if fields is not None:
-        check_layout(fields, config.parallel.tp, config.parallel.ep, placement=config.placement is not None)
+        check_layout(fields, config.parallel.tp, config.parallel.ep)

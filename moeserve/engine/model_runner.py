@@ -173,7 +173,7 @@ class ModelRunner:
         self.hf_config = load_hf_config(model_dir)
         # EngineConfig.validate's check on config.json, again on the config as loaded: a rank's config
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
-        check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, placement=engine_config.placement is not None)
+        check_layout(self.hf_config, ctx.tp_size, ctx.ep_size)
         parallel = engine_config.parallel
         share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
         current = min(torch.get_num_threads(), share)

@@ -8,7 +8,8 @@ fails with the same message). The layers keep their own checks for code that bui
 What a layout cuts (docs/models.md, "Parallel layout inside the model"):
 - query heads over --tp; KV heads over --tp, or, when there are fewer KV heads than TP ranks, each is
   replicated on tp / kv_heads ranks, so --tp must then be a multiple of them;
-- routed experts over --ep when --ep > 1 (a --placement plan brings its own slot count instead);
+- routed experts over --ep when --ep > 1 (MoELayer starts from one slot per expert, with or without
+  a --placement plan);
 - each routed expert along its intermediate size over --tp when --ep is 1 (whole experts otherwise);
 - shared experts and dense MLP layers along their intermediate size over --tp, at any --ep.
 
@@ -27,7 +28,7 @@ from moeserve.config import ConfigError
 # what a Cut splits
 HEADS = "heads"  # over --tp
 KV_HEADS = "kv_heads"  # over --tp, or replicated when fewer than --tp
-EXPERTS = "experts"  # over --ep when --ep > 1, unless a --placement plan sets the slots
+EXPERTS = "experts"  # over --ep when --ep > 1
 EXPERT_ROWS = "expert_rows"  # over --tp when --ep is 1
 MLP_ROWS = "mlp_rows"  # over --tp at any --ep
 
@@ -43,14 +44,13 @@ class Cut:
     part: str
 
 
-def misfit(cut: Cut, tp: int, ep: int, placement: bool = False) -> str | None:
-    """Why `cut` does not split over --tp `tp` / --ep `ep` (what to change), or None when it does.
-    placement: a --placement plan is given (it sets the expert slots per rank itself)."""
+def misfit(cut: Cut, tp: int, ep: int) -> str | None:
+    """Why `cut` does not split over --tp `tp` / --ep `ep` (what to change), or None when it does."""
     name = f"{cut.field} {cut.size}"
     if cut.kind == EXPERTS:
-        if ep > 1 and not placement and cut.size % ep:
+        if ep > 1 and cut.size % ep:
             return (f"{name} is not a multiple of --ep {ep}: every expert rank holds the same number of "
-                    f"{cut.part}; use an --ep that divides {cut.size}, or a --placement plan")
+                    f"{cut.part}; use an --ep that divides {cut.size}")
         return None
     if cut.kind == EXPERT_ROWS:
         if ep == 1 and cut.size % tp:
@@ -71,9 +71,9 @@ def misfit(cut: Cut, tp: int, ep: int, placement: bool = False) -> str | None:
     return None
 
 
-def check_cuts(cuts: list[Cut], tp: int, ep: int, placement: bool = False) -> None:
+def check_cuts(cuts: list[Cut], tp: int, ep: int) -> None:
     """Raises ConfigError naming every cut that does not split over --tp / --ep."""
-    problems = [p for p in (misfit(c, tp, ep, placement) for c in cuts) if p]
+    problems = [p for p in (misfit(c, tp, ep) for c in cuts) if p]
     if problems:
         raise ConfigError("; ".join(problems))
 

@@ -36,10 +36,9 @@ def model_class(architecture: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def check_layout(hf_config: Any, tp: int, ep: int, placement: bool = False) -> None:
+def check_layout(hf_config: Any, tp: int, ep: int) -> None:
     """Raises ConfigError naming each size of the model that does not split over --tp / --ep
-    (models/layout.py). An unsupported architecture is left to `model_class`, which names the others.
-    placement: a --placement plan is given (it sets the expert slots per rank itself)."""
+    (models/layout.py). An unsupported architecture is left to `model_class`, which names the others."""
     entry = _ARCHITECTURES.get(architecture_of(hf_config))
     if entry is not None:
-        layout.check_cuts(entry[1](hf_config), tp, ep, placement)
+        layout.check_cuts(entry[1](hf_config), tp, ep)

@@ -103,13 +103,6 @@ def test_builtin_model_is_checked_without_building_it(no_spawning, monkeypatch):
     EngineConfig(parallel=ParallelConfig(ep=16, tp=4)).validate()
 
 
-def test_placement_plan_sets_the_expert_slots_itself(checkpoints):
-    model = ModelConfig(model=checkpoints["routed_experts_over_ep"])
-    with pytest.raises(ConfigError, match="or a --placement plan"):
-        EngineConfig(model=model, parallel=ParallelConfig(ep=3)).validate()
-    EngineConfig(model=model, parallel=ParallelConfig(ep=3), placement="plan.json").validate()
-
-
 def test_a_directory_without_config_json_is_left_to_the_loader(tmp_path):
     EngineConfig(model=ModelConfig(model=str(tmp_path)), parallel=ParallelConfig(ep=3)).validate()
     (tmp_path / "config.json").write_text("{not json")
