@@ -10,7 +10,9 @@ when `--vllm-python` names an interpreter with vLLM installed (e.g. a venv with 
 case this script starts `vllm serve` itself. Nothing is compared when neither is given.
 All servers are started first; then `--rounds` rounds each run the load against every server back
 to back (in an order rotated each round), and the ratio reported is the median of the per-round ratios (the shared machines swing
-1.5x within minutes: only a comparison taken under one machine state means anything).
+1.5x within minutes: only a comparison taken under one machine state means anything). Round r sends
+prompt set r to every server: no round hits the prefix cache an earlier round filled (until session
+10 every round sent set 0, so rounds after the first measured mostly cached prefills).
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def own_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench(url: str, model: str, args: argparse.Namespace, vocab: int) -> dict:
+def bench(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int) -> dict:
     from moeserve.server import bench as mbench
     from moeserve.server.bench_stats import summarize
 
@@ -106,7 +108,8 @@ def bench(url: str, model: str, args: argparse.Namespace, vocab: int) -> dict:
     mbench.add_arguments(p)
     bargs = p.parse_args(["--base-url", url, "--model", model, "--num-requests", str(args.num_requests),
                           "--concurrency", str(args.concurrency), "--input-len", str(args.input_len),
-                          "--output-len", str(args.output_len), "--vocab-size", str(vocab), "--warmup", "4"])
+                          "--output-len", str(args.output_len), "--vocab-size", str(vocab), "--warmup", "4",
+                          "--seed", str(seed)])
     import random
 
     items = mbench._random_items(bargs, random.Random(bargs.seed))
@@ -184,7 +187,9 @@ def main() -> None:
                 pid = servers[name].proc.pid if name in servers else None
                 if pid is not None:
                     front0, all0 = own_cpu_seconds(pid), cpu_seconds(pid)
-                summary = bench(url, "tiny-mixtral", args, vocab)
+                # fresh prompts each round (seed r), the same for every server of the round: a round never
+                # hits the prefix cache another round filled
+                summary = bench(url, "tiny-mixtral", args, vocab, seed=r)
                 if pid is not None:
                     total = cpu_seconds(pid) - all0
                     # where the server's CPU went: moeserve's HTTP front end vs its engine process

@@ -62,11 +62,16 @@ def paged_attention(
     tables, bias = block_tables_and_bias(meta)
     B, C = tables.shape
     Lc, g, Q = C * k_cache.shape[1], hq // hk, bias.shape[2]
-    if Q == 1 and B == N and decode_kernel and paged_decode.applies(q, k_cache):
+    kernel = decode_kernel and paged_decode.applies(q, k_cache)
+    if Q == 1 and B == N and kernel:
         return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
     bias = bias.to(q.dtype)
+    if kernel and Q > 1:
+        single = meta.query_valid.sum(1) == 1  # [B]: sequences decoding one token in this mixed step
+        if bool(single.any()):
+            return mixed_attention(q, k_cache, v_cache, meta, tables, bias, single, scale, sliding_window)
     if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
         groups = meta.decode_groups or [(None, C)]
         if len(groups) == 1:
@@ -99,6 +104,44 @@ def decode_attention(
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
     out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
+
+
+def mixed_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    tables: torch.Tensor,
+    bias: torch.Tensor,
+    single: torch.Tensor,
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """A mixed step: the sequences with one new token ([B] bool `single`) through the decode kernel,
+    the others (prefills, chunks) through the gather + SDPA path on just their rows and queries, so
+    a decoding sequence's query is not padded to the longest prefill's. Each sequence gets the bits
+    it would get in a step of its own kind."""
+    out = torch.empty_like(q)
+    one = single.nonzero().squeeze(1)
+    tokens = meta.query_index[one, 0]
+    out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
+                                      sliding_window)
+    rest = (~single).nonzero().squeeze(1)
+    if rest.numel():
+        valid = meta.query_valid[rest]
+        Q = int(valid.sum(1).max())
+        index, valid = meta.query_index[rest, :Q], valid[:, :Q]
+        B, C = rest.numel(), tables.shape[1]
+        hq, hk, D = q.shape[1], k_cache.shape[-2], q.shape[-1]
+        Lc, g = C * k_cache.shape[1], hq // hk
+        keys = k_cache.index_select(0, tables[rest].reshape(-1)).view(B, Lc, hk, D).transpose(1, 2)
+        values = v_cache.index_select(0, tables[rest].reshape(-1)).view(B, Lc, hk, D).transpose(1, 2)
+        queries = q[index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
+        sub_bias = bias[rest, :, :Q].expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)
+        attn = sdpa(queries, keys, values, sub_bias, scale)
+        attn = attn.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
+        out[index[valid]] = attn[valid]
+    return out
 
 
 # query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one

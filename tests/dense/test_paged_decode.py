@@ -95,3 +95,26 @@ def test_a_written_step_then_decoding_matches_through_the_cache_writes():
         paged_attention(q, k_cache, v_cache, meta, 0.35), paged_attention_reference(q, k_cache, v_cache, meta, 0.35),
         rtol=1e-5, atol=1e-5,
     )
+
+
+@needs_kernel
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_mixed_steps_decoding_rows_take_the_kernel_with_the_bits_of_a_decode_step(window):
+    torch.manual_seed(4)
+    BS, hq, hk, D = 4, 6, 2, 16
+    k_cache, v_cache = torch.randn(24, BS, hk, D), torch.randn(24, BS, hk, D)
+    tables = {"a": [3, 7, 1], "b": [2, 9, 11], "c": [5, 4, 6, 8], "d": [10]}
+    # a decodes, b prefills a 5-token chunk, c decodes, d's prompt is one token (a 1-query "prefill")
+    mixed = GroupBatch(0, [ScheduledSeq("a", [1], 9, tables["a"], True), ScheduledSeq("b", [1] * 5, 3, tables["b"], True),
+                           ScheduledSeq("c", [1], 13, tables["c"], True), ScheduledSeq("d", [1], 0, tables["d"], True)])
+    meta = build_attention_metadata(mixed, BS)
+    q = torch.randn(meta.num_tokens, hq, D)
+    got = paged_attention(q, k_cache, v_cache, meta, 0.25, window)
+    want = paged_attention_reference(q, k_cache, v_cache, meta, 0.25, window)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, paged_attention(q, k_cache, v_cache, meta, 0.25, window, decode_kernel=False),
+                               rtol=1e-5, atol=1e-5)
+    for name, token in (("a", 0), ("c", 6), ("d", 7)):
+        seq = next(s for s in mixed.seqs if s.request_id == name)
+        alone = build_attention_metadata(GroupBatch(0, [seq]), BS)
+        assert torch.equal(paged_attention(q[token : token + 1], k_cache, v_cache, alone, 0.25, window), got[token : token + 1])
