@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_LOGIT_BIAS = 100.0  # OpenAI's range for a logit_bias value: [-100, 100]
+MAX_N = 128  # choices one request may ask for (`n`)
 
 
 class SamplingParamsError(ValueError):
@@ -81,8 +82,8 @@ class SamplingParams:
         def bad(param: str, msg: str) -> None:
             raise SamplingParamsError(msg, param)
 
-        if not (isinstance(self.n, int) and 1 <= self.n <= 128):
-            bad("n", f"n must be an integer in [1, 128], got {self.n!r}")
+        if not (isinstance(self.n, int) and 1 <= self.n <= MAX_N):
+            bad("n", f"n must be an integer in [1, {MAX_N}], got {self.n!r}")
         if self.max_tokens is not None and not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
             bad("max_tokens", f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
         if not (0.0 <= self.temperature <= 2.0):
