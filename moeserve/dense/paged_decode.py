@@ -11,9 +11,10 @@ Bits: each (sequence, KV head) is computed by one thread in a fixed order, so a 
 does not depend on the other sequences of the step nor on the intra-op thread count
 (engine/step_threads.py switches that between steps). It differs from SDPA by fp32 rounding.
 
-Where it applies: fp32 caches and queries on CPU, one query token per sequence (a pure decode
-step or a decode-only group). Not loaded (dense/cpu_kernels.py), another dtype, or
-`MOESERVE_DECODE_ATTENTION=0`: callers use torch's path.
+Where it applies: fp32 or bf16 caches and queries on CPU (bf16 widened on load; scores, softmax
+and sums in fp32, as torch's CPU attention computes bf16), the sequences of a step that have one
+new token. Not loaded (dense/cpu_kernels.py), another dtype, or `MOESERVE_DECODE_ATTENTION=0`:
+callers use torch's path.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ def available() -> bool:
     return _state["on"]
 
 
+KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+
+
 def applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
-    """Whether the kernel takes these tensors (fp32 CPU, contiguous caches) and is available."""
+    """Whether the kernel takes these tensors (fp32 or bf16 on CPU, contiguous caches) and is available."""
     return (
-        q.dtype == torch.float32 and k_cache.dtype == torch.float32 and q.device.type == "cpu"
+        q.dtype in KERNEL_DTYPES and k_cache.dtype in KERNEL_DTYPES and q.device.type == "cpu"
         and k_cache.device.type == "cpu" and k_cache.is_contiguous() and available()
     )
 

@@ -71,9 +71,24 @@ def test_bad_tables_and_positions_are_errors_not_reads_out_of_bounds():
         paged_decode.decode(q, k_cache, v_cache, meta.block_tables, positions + 100, 1.0, None)
 
 
+@needs_kernel
+@pytest.mark.parametrize("D", [32, 12])
+def test_bf16_caches_are_widened_and_summed_in_fp32(D):
+    q, k_cache, v_cache, meta = decode_step([0, 5, 40, 17, 3], 8, 2, D, 8, seed=D)
+    q, k_cache, v_cache = q.bfloat16(), k_cache.bfloat16(), v_cache.bfloat16()
+    assert paged_decode.applies(q, k_cache)
+    got = paged_attention(q, k_cache, v_cache, meta, D**-0.5, None)
+    assert got.dtype == torch.bfloat16
+    # the same inputs widened to fp32: the kernel only rounds its output to bf16
+    want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), meta, D**-0.5, None)
+    torch.testing.assert_close(got.float(), want, rtol=8e-3, atol=8e-3)
+    torch_path = paged_attention(q, k_cache, v_cache, meta, D**-0.5, None, decode_kernel=False)
+    torch.testing.assert_close(got.float(), torch_path.float(), rtol=2e-2, atol=2e-2)
+
+
 def test_other_dtypes_take_torchs_path():
     q, k_cache, v_cache, meta = decode_step([4, 11], 4, 2, 8, 4, seed=2)
-    assert not paged_decode.applies(q.bfloat16(), k_cache.bfloat16())
+    assert not paged_decode.applies(q.double(), k_cache.double())
     got = paged_attention(q.double(), k_cache.double(), v_cache.double(), meta, 0.3)
     want = paged_attention_reference(q.double(), k_cache.double(), v_cache.double(), meta, 0.3)
     torch.testing.assert_close(got, want)

@@ -10,7 +10,9 @@
 // products summed in a fixed tree, then a serial softmax and a serial weighted sum over positions),
 // so a sequence's result depends neither on the other sequences of the step nor on the thread count.
 //
-// Shapes: q [b, hq, D] fp32; k_cache, v_cache [NB, BS, hk, D] fp32 contiguous; tables [b, C] int64
+// Dtypes: caches fp32 or bf16 (widened on load), queries either; scores, softmax and sums in fp32,
+// the output in the queries' dtype.
+// Shapes: q [b, hq, D]; k_cache, v_cache [NB, BS, hk, D] contiguous; tables [b, C] int64
 // (block ids, at least ceil((p + 1) / BS) valid per row); positions [b] int64, the query's position p;
 // the query sees keys at positions max(0, p + 1 - window) .. p (window <= 0: no window); out [b, hq, D].
 
@@ -24,9 +26,25 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
+
+// 8 cache values as fp32: fp32 as they are, bf16 widened (a bf16 is the top half of an fp32)
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const at::BFloat16* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+inline float load1(const float* p) {
+  return *p;
+}
+inline float load1(const at::BFloat16* p) {
+  return static_cast<float>(*p);
+}
 
 // sum of the 8 lanes of v, in a fixed tree
 inline float hsum(__m256 v) {
@@ -37,22 +55,24 @@ inline float hsum(__m256 v) {
 
 // sum_d a[d] * b[d]: 8-lane FMA partial sums over d in order, lanes summed in a fixed tree, then the
 // tail (D % 8) in order
-inline float dot(const float* a, const float* b, int64_t D) {
+template <typename T>
+inline float dot(const float* a, const T* b, int64_t D) {
   __m256 acc = _mm256_setzero_ps();
   int64_t d = 0;
   for (; d + 8 <= D; d += 8) {
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), load8(b + d), acc);
   }
   float sum = hsum(acc);
   for (; d < D; ++d) {
-    sum += a[d] * b[d];
+    sum += a[d] * load1(b + d);
   }
   return sum;
 }
 
 // the dots of a with 8 rows b[i] (D a multiple of 8), as one vector: lane i = dot(a, b[i]), each an
 // 8-lane partial sum over d in order, lanes reduced by a fixed tree of horizontal adds
-inline __m256 dot8(const float* a, const float* const* b, int64_t D) {
+template <typename T>
+inline __m256 dot8(const float* a, const T* const* b, int64_t D) {
   __m256 acc[8];
   for (int i = 0; i < 8; ++i) {
     acc[i] = _mm256_setzero_ps();
@@ -60,7 +80,7 @@ inline __m256 dot8(const float* a, const float* const* b, int64_t D) {
   for (int64_t d = 0; d < D; d += 8) {
     const __m256 av = _mm256_loadu_ps(a + d);
     for (int i = 0; i < 8; ++i) {
-      acc[i] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b[i] + d), acc[i]);
+      acc[i] = _mm256_fmadd_ps(av, load8(b[i] + d), acc[i]);
     }
   }
   // [a0 a0 b0 b0 a1 a1 b1 b1]-style pairwise sums, then across the two 128-bit halves
@@ -96,14 +116,15 @@ inline float exp1(float x) {
 }
 
 // out[d] += w * v[d]
-inline void axpy(float w, const float* v, float* out, int64_t D) {
+template <typename T>
+inline void axpy(float w, const T* v, float* out, int64_t D) {
   const __m256 wv = _mm256_set1_ps(w);
   int64_t d = 0;
   for (; d + 8 <= D; d += 8) {
-    _mm256_storeu_ps(out + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + d), _mm256_loadu_ps(out + d)));
+    _mm256_storeu_ps(out + d, _mm256_fmadd_ps(wv, load8(v + d), _mm256_loadu_ps(out + d)));
   }
   for (; d < D; ++d) {
-    out[d] += w * v[d];
+    out[d] += w * load1(v + d);
   }
 }
 
@@ -144,10 +165,10 @@ inline void weighted_sum_regs(const float* p, int64_t L, Rows&& v, float* out) {
   }
   for (int64_t t = 0; t < L; ++t) {
     const __m256 w = _mm256_set1_ps(p[t]);
-    const float* row = v(t);
+    const auto* row = v(t);
 #pragma GCC unroll 16
     for (int i = 0; i < NV; ++i) {
-      acc[i] = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8 * i), acc[i]);
+      acc[i] = _mm256_fmadd_ps(w, load8(row + 8 * i), acc[i]);
     }
   }
 #pragma GCC unroll 16
@@ -178,8 +199,10 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
                             const at::Tensor& tables_in, const at::Tensor& positions_in, double scale, int64_t window) {
   TORCH_CHECK(q_in.device().is_cpu() && k_cache.device().is_cpu() && v_cache.device().is_cpu(),
               "decode_attention: CPU tensors only");
-  TORCH_CHECK(q_in.scalar_type() == at::kFloat && k_cache.scalar_type() == at::kFloat &&
-                  v_cache.scalar_type() == at::kFloat, "decode_attention: fp32 only");
+  const auto dtype = k_cache.scalar_type();
+  TORCH_CHECK((dtype == at::kFloat || dtype == at::kBFloat16) && v_cache.scalar_type() == dtype &&
+                  (q_in.scalar_type() == at::kFloat || q_in.scalar_type() == at::kBFloat16),
+              "decode_attention: fp32 or bf16 caches (both the same) and queries");
   TORCH_CHECK(q_in.dim() == 3 && k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes(),
               "decode_attention: q [b, hq, D], caches [NB, BS, hk, D]");
   TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "decode_attention: caches must be contiguous");
@@ -189,7 +212,7 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
   TORCH_CHECK(hk > 0 && hq % hk == 0, "decode_attention: ", hq, " query heads over ", hk, " KV heads");
   TORCH_CHECK(tables_in.dim() == 2 && tables_in.size(0) == b && positions_in.dim() == 1 && positions_in.size(0) == b,
               "decode_attention: tables [b, C], positions [b]");
-  const at::Tensor q = q_in.contiguous();
+  const at::Tensor q = q_in.to(at::kFloat).contiguous();  // scores and sums in fp32 whatever the dtype
   const at::Tensor tables = tables_in.to(at::kLong).contiguous();
   const at::Tensor positions = positions_in.to(at::kLong).contiguous();
   const int64_t C = tables.size(1);
@@ -204,11 +227,9 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
   }
   at::Tensor out = at::empty({b, hq, D}, q.options());
   if (b == 0) {
-    return out;
+    return out.to(q_in.scalar_type());
   }
   const float* qp = q.data_ptr<float>();
-  const float* kp = k_cache.data_ptr<float>();
-  const float* vp = v_cache.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t g = hq / hk;
   const float fscale = static_cast<float>(scale);
@@ -220,60 +241,68 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
   // the cache, so a sequence's blocks are read front to back); a grain of ~2^14 multiply-adds keeps
   // a fork worth its cost
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, 2 * hq * longest * D));
-  const int64_t row_stride = hk * D;  // floats from one position to the next within a block
-  at::parallel_for(0, b, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(hq * longest));
-    for (int64_t s = begin; s < end; ++s) {
-      const int64_t last = pp[s];
-      const int64_t first = window > 0 ? std::max<int64_t>(0, last + 1 - window) : 0;
-      const int64_t L = last + 1 - first;
-      const int64_t* row = tp + s * C;
-      const float* qs = qp + s * hq * D;
-      float* os = op + s * hq * D;
-      // offset of position first + t in a cache (head 0)
-      const auto at_pos = [&](int64_t t) {
-        const int64_t pos = first + t;
-        return (row[pos / BS] * BS + pos % BS) * row_stride;
-      };
-      // scores[(h g + j) L + t] = scale * q_{h g + j} . k_{t, h}: 8 positions at a time where D is a
-      // multiple of 8
-      int64_t t = 0;
-      if (D % 8 == 0) {
-        const __m256 scale8 = _mm256_set1_ps(fscale);
-        for (; t + 8 <= L; t += 8) {
-          int64_t offsets[8];
-          for (int i = 0; i < 8; ++i) {
-            offsets[i] = at_pos(t + i);
-          }
-          for (int64_t h = 0; h < hk; ++h) {
-            const float* keys[8];
+  const int64_t row_stride = hk * D;  // values from one position to the next within a block
+  const auto attend = [&](const auto* kp, const auto* vp) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(kp)>>;
+    at::parallel_for(0, b, grain, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores(static_cast<size_t>(hq * longest));
+      for (int64_t s = begin; s < end; ++s) {
+        const int64_t last = pp[s];
+        const int64_t first = window > 0 ? std::max<int64_t>(0, last + 1 - window) : 0;
+        const int64_t L = last + 1 - first;
+        const int64_t* row = tp + s * C;
+        const float* qs = qp + s * hq * D;
+        float* os = op + s * hq * D;
+        // offset of position first + t in a cache (head 0)
+        const auto at_pos = [&](int64_t t) {
+          const int64_t pos = first + t;
+          return (row[pos / BS] * BS + pos % BS) * row_stride;
+        };
+        // scores[(h g + j) L + t] = scale * q_{h g + j} . k_{t, h}: 8 positions at a time where D is a
+        // multiple of 8
+        int64_t t = 0;
+        if (D % 8 == 0) {
+          const __m256 scale8 = _mm256_set1_ps(fscale);
+          for (; t + 8 <= L; t += 8) {
+            int64_t offsets[8];
             for (int i = 0; i < 8; ++i) {
-              keys[i] = kp + offsets[i] + h * D;
+              offsets[i] = at_pos(t + i);
             }
-            for (int64_t j = 0; j < g; ++j) {
-              const int64_t head = h * g + j;
-              _mm256_storeu_ps(scores.data() + head * L + t, _mm256_mul_ps(dot8(qs + head * D, keys, D), scale8));
+            for (int64_t h = 0; h < hk; ++h) {
+              const T* keys[8];
+              for (int i = 0; i < 8; ++i) {
+                keys[i] = kp + offsets[i] + h * D;
+              }
+              for (int64_t j = 0; j < g; ++j) {
+                const int64_t head = h * g + j;
+                _mm256_storeu_ps(scores.data() + head * L + t, _mm256_mul_ps(dot8(qs + head * D, keys, D), scale8));
+              }
             }
           }
         }
-      }
-      for (; t < L; ++t) {
-        const float* k = kp + at_pos(t);
+        for (; t < L; ++t) {
+          const T* k = kp + at_pos(t);
+          for (int64_t head = 0; head < hq; ++head) {
+            scores[head * L + t] = dot(qs + head * D, k + (head / g) * D, D) * fscale;
+          }
+        }
         for (int64_t head = 0; head < hq; ++head) {
-          scores[head * L + t] = dot(qs + head * D, k + (head / g) * D, D) * fscale;
+          softmax(scores.data() + head * L, L);
+        }
+        // out_head = sum_t p_head[t] v_{t, head / g}, over t in order (the same sums either way)
+        for (int64_t head = 0; head < hq; ++head) {
+          weighted_sum(scores.data() + head * L, L, [&](int64_t t) { return vp + at_pos(t) + (head / g) * D; },
+                       os + head * D, D);
         }
       }
-      for (int64_t head = 0; head < hq; ++head) {
-        softmax(scores.data() + head * L, L);
-      }
-      // out_head = sum_t p_head[t] v_{t, head / g}, over t in order (the same sums either way)
-      for (int64_t head = 0; head < hq; ++head) {
-        weighted_sum(scores.data() + head * L, L, [&](int64_t t) { return vp + at_pos(t) + (head / g) * D; },
-                     os + head * D, D);
-      }
-    }
-  });
-  return out;
+    });
+  };
+  if (dtype == at::kFloat) {
+    attend(k_cache.data_ptr<float>(), v_cache.data_ptr<float>());
+  } else {
+    attend(k_cache.data_ptr<at::BFloat16>(), v_cache.data_ptr<at::BFloat16>());
+  }
+  return out.to(q_in.scalar_type());
 }
 
 }  // namespace
