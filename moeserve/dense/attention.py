@@ -56,12 +56,11 @@ def paged_attention(
     rows of that head, so SDPA sees hk heads and never expands the keys.
     """
     N, hq, D = q.shape
-    hk = k_cache.shape[-2]
     if N == 0:
         return q.new_empty(0, hq, D)
     tables, bias = block_tables_and_bias(meta)
     B, C = tables.shape
-    Lc, g, Q = C * k_cache.shape[1], hq // hk, bias.shape[2]
+    Q = bias.shape[2]  # the longest query of the step
     kernel = decode_kernel and paged_decode.applies(q, k_cache)
     if Q == 1 and B == N and kernel:
         return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window)
@@ -81,14 +80,32 @@ def paged_attention(
             lc = c * k_cache.shape[1]
             out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale)
         return out
+    return gathered_attention(q, k_cache, v_cache, tables, bias, meta.query_index, meta.query_valid, scale)
+
+
+def gathered_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    tables: torch.Tensor,
+    bias: torch.Tensor,
+    query_index: torch.Tensor,
+    query_valid: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Each sequence's context gathered from the cache, one SDPA call for all. q [N, hq, D]; tables
+    [B, C]; bias [B, 1, Q, C * BS]; query_index, query_valid [B, Q] -> [valid queries, hq, D] in the
+    order of query_index[query_valid]."""
+    (B, Q), (hq, D), hk = query_index.shape, q.shape[1:], k_cache.shape[-2]
+    Lc, g = tables.shape[1] * k_cache.shape[1], hq // hk
     blocks = tables.reshape(-1)
     keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)  # [B, hk, Lc, D]
     values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
-    queries = q[meta.query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
+    queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
-    return out[meta.query_valid]  # [N, hq, D], token order
+    return out[query_valid]
 
 
 def decode_attention(
@@ -129,18 +146,9 @@ def mixed_attention(
     rest = (~single).nonzero().squeeze(1)
     if rest.numel():
         valid = meta.query_valid[rest]
-        Q = int(valid.sum(1).max())
+        Q = int(valid.sum(1).max())  # the longest of these sequences' queries, not of the step's
         index, valid = meta.query_index[rest, :Q], valid[:, :Q]
-        B, C = rest.numel(), tables.shape[1]
-        hq, hk, D = q.shape[1], k_cache.shape[-2], q.shape[-1]
-        Lc, g = C * k_cache.shape[1], hq // hk
-        keys = k_cache.index_select(0, tables[rest].reshape(-1)).view(B, Lc, hk, D).transpose(1, 2)
-        values = v_cache.index_select(0, tables[rest].reshape(-1)).view(B, Lc, hk, D).transpose(1, 2)
-        queries = q[index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
-        sub_bias = bias[rest, :, :Q].expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)
-        attn = sdpa(queries, keys, values, sub_bias, scale)
-        attn = attn.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
-        out[index[valid]] = attn[valid]
+        out[index[valid]] = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale)
     return out
 
 
