@@ -133,3 +133,16 @@ def test_a_mixed_steps_decoding_rows_take_the_kernel_with_the_bits_of_a_decode_s
         seq = next(s for s in mixed.seqs if s.request_id == name)
         alone = build_attention_metadata(GroupBatch(0, [seq]), BS)
         assert torch.equal(paged_attention(q[token : token + 1], k_cache, v_cache, alone, 0.25, window), got[token : token + 1])
+
+
+@needs_kernel
+def test_a_nan_or_inf_query_gives_nan_as_torchs_path_does_not_zeros():
+    q, k_cache, v_cache, meta = decode_step([6, 9], 4, 2, 8, 4, seed=5)
+    q[0, 0, 3] = float("nan")  # heads 0 of sequence 0 (its KV head 0 serves query heads 0 and 1)
+    q[1, 3] = float("inf")
+    got = paged_attention(q, k_cache, v_cache, meta, 0.3)
+    want = paged_attention(q, k_cache, v_cache, meta, 0.3, decode_kernel=False)
+    assert torch.equal(got.isnan(), want.isnan()) and got[0, 0].isnan().all() and got[1, 3].isnan().all()
+    torch.testing.assert_close(got[0, 1:], want[0, 1:], rtol=1e-5, atol=1e-5)  # the other heads are untouched
+    with pytest.raises(RuntimeError, match="integer"):
+        paged_decode.decode(q, k_cache, v_cache, meta.block_tables, meta.positions.float(), 0.3, None)

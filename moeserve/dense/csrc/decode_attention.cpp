@@ -130,10 +130,19 @@ inline void axpy(float w, const T* v, float* out, int64_t D) {
 
 // softmax of s[0..L) in place: max, exp(s - max) 8 lanes at a time (the tail with the same
 // polynomial), the sum as 8-lane partial sums in a fixed tree plus the tail in order, then scaled
+// A NaN or +inf score, or scores all -inf, make every probability NaN, as torch's softmax does: a
+// model that blew up shows it instead of attending to zeros.
 inline void softmax(float* s, int64_t L) {
-  float top = -std::numeric_limits<float>::infinity();
+  const float inf = std::numeric_limits<float>::infinity();
+  float top = -inf;
+  bool bad = false;
   for (int64_t t = 0; t < L; ++t) {
+    bad |= std::isnan(s[t]) || s[t] == inf;
     top = std::max(top, s[t]);
+  }
+  if (bad || top == -inf) {
+    std::fill(s, s + L, std::numeric_limits<float>::quiet_NaN());
+    return;
   }
   const __m256 topv = _mm256_set1_ps(top);
   __m256 acc = _mm256_setzero_ps();
@@ -212,6 +221,8 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
   TORCH_CHECK(hk > 0 && hq % hk == 0, "decode_attention: ", hq, " query heads over ", hk, " KV heads");
   TORCH_CHECK(tables_in.dim() == 2 && tables_in.size(0) == b && positions_in.dim() == 1 && positions_in.size(0) == b,
               "decode_attention: tables [b, C], positions [b]");
+  TORCH_CHECK(!at::isFloatingType(tables_in.scalar_type()) && !at::isFloatingType(positions_in.scalar_type()),
+              "decode_attention: tables and positions must be integer tensors");
   const at::Tensor q = q_in.to(at::kFloat).contiguous();  // scores and sums in fp32 whatever the dtype
   const at::Tensor tables = tables_in.to(at::kLong).contiguous();
   const at::Tensor positions = positions_in.to(at::kLong).contiguous();
