@@ -206,35 +206,22 @@ at::Tensor panel_linear(const at::Tensor& x_in, const at::Tensor& panels, int64_
   // 2^16 multiply-adds (~15 us) is far above a fork/join, so even an expert's 1-2 rows (~100 us of
   // weight streaming) use the second core of a wide step; with one thread this runs inline
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, K * kPanel * M));
-  if (use_avx512() && M <= kRowBlock512) {
-    // one block of rows, one panel at a time
-    at::parallel_for(0, P, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t cols = std::min<int64_t>(kPanel, out_features - p * kPanel);
-        panel_rows512(xp, ldx, M, wp + p * K * kPanel, K, op + p * kPanel, out_features, cols, 0, false);
+  // AVX-512 with several row blocks (7-12 rows each): panels in pairs, so a block has enough
+  // accumulators (the last panel alone when P is odd); otherwise one panel at a time
+  const bool avx512 = use_avx512();
+  const int64_t width = avx512 && M > kRowBlock512 ? 2 : 1;
+  const auto cols_of = [&](int64_t p) { return p < P ? std::min<int64_t>(kPanel, out_features - p * kPanel) : 0; };
+  at::parallel_for(0, (P + width - 1) / width, (grain + width - 1) / width, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t p = width * unit;
+      const float* w = wp + p * K * kPanel;
+      float* o = op + p * kPanel;
+      if (avx512) {
+        const bool pair = width == 2 && p + 1 < P;
+        panel_rows512(xp, ldx, M, w, K, o, out_features, cols_of(p), pair ? cols_of(p + 1) : 0, pair);
+      } else {
+        panel_rows(xp, ldx, M, w, K, o, out_features, cols_of(p));
       }
-    });
-    return out;
-  }
-  if (use_avx512()) {
-    // several row blocks of 7-12 rows: panels in pairs, so a block has enough accumulators (the
-    // last panel alone when P is odd)
-    const int64_t pairs = (P + 1) / 2;
-    at::parallel_for(0, pairs, (grain + 1) / 2, [&](int64_t begin, int64_t end) {
-      for (int64_t q = begin; q < end; ++q) {
-        const int64_t p = 2 * q;
-        const bool pair = p + 1 < P;
-        const int64_t cols_a = std::min<int64_t>(kPanel, out_features - p * kPanel);
-        const int64_t cols_b = pair ? std::min<int64_t>(kPanel, out_features - (p + 1) * kPanel) : 0;
-        panel_rows512(xp, ldx, M, wp + p * K * kPanel, K, op + p * kPanel, out_features, cols_a, cols_b, pair);
-      }
-    });
-    return out;
-  }
-  at::parallel_for(0, P, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const int64_t cols = std::min<int64_t>(kPanel, out_features - p * kPanel);
-      panel_rows(xp, ldx, M, wp + p * K * kPanel, K, op + p * kPanel, out_features, cols);
     }
   });
   return out;
