@@ -62,7 +62,7 @@ def server_env(spec: str, env: dict) -> dict:
 
 def apply_switches(spec: str, model) -> None:
     """Turn the spec's kernels off on a loaded model (an in-process engine)."""
-    if "nopanel" in switches(spec):
+    if not uses_panels(spec):
         drop_panels(model)
     if "noattn" in switches(spec):
         for module in model.modules():

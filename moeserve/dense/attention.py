@@ -68,9 +68,9 @@ def paged_attention(
         bias = windowed(bias, meta, sliding_window)
     bias = bias.to(q.dtype)
     if kernel and Q > 1:
-        single = meta.query_valid.sum(1) == 1  # [B]: sequences decoding one token in this mixed step
-        if bool(single.any()):
-            return mixed_attention(q, k_cache, v_cache, meta, tables, bias, single, scale, sliding_window)
+        split = mixed_split(meta)
+        if split is not None:
+            return mixed_attention(q, k_cache, v_cache, meta, tables, bias, split, scale, sliding_window)
     if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
         groups = meta.decode_groups or [(None, C)]
         if len(groups) == 1:
@@ -123,6 +123,22 @@ def decode_attention(
     return out.reshape(b, hq, D)
 
 
+def mixed_split(meta: AttentionMetadata) -> tuple[torch.Tensor, ...] | None:
+    """A mixed step's sequences with one new token (`one`, and their `tokens`) and the others
+    (`rest`, their queries `index` / `valid` cut to the longest of them), or None when no sequence
+    has one new token. Worked out once per step, for every layer (meta.derived)."""
+    if "mixed_split" not in meta.derived:
+        single = meta.query_valid.sum(1) == 1  # [B]
+        split = None
+        if bool(single.any()):
+            one, rest = single.nonzero().squeeze(1), (~single).nonzero().squeeze(1)
+            valid = meta.query_valid[rest]
+            Q = int(valid.sum(1).max()) if rest.numel() else 0  # the longest of these queries, not of the step's
+            split = (one, meta.query_index[one, 0], rest, meta.query_index[rest, :Q], valid[:, :Q])
+        meta.derived["mixed_split"] = split
+    return meta.derived["mixed_split"]
+
+
 def mixed_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -130,25 +146,22 @@ def mixed_attention(
     meta: AttentionMetadata,
     tables: torch.Tensor,
     bias: torch.Tensor,
-    single: torch.Tensor,
+    split: tuple[torch.Tensor, ...],
     scale: float,
     sliding_window: int | None,
 ) -> torch.Tensor:
-    """A mixed step: the sequences with one new token ([B] bool `single`) through the decode kernel,
-    the others (prefills, chunks) through the gather + SDPA path on just their rows and queries, so
-    a decoding sequence's query is not padded to the longest prefill's. Each sequence gets the bits
-    it would get in a step of its own kind."""
+    """A mixed step (`split` from mixed_split): the sequences with one new token through the decode
+    kernel, the others (prefills, chunks) through the gather + SDPA path on just their rows and
+    queries, so a decoding sequence's query is not padded to the longest prefill's. Each sequence
+    gets the bits it would get in a step of its own kind."""
+    one, tokens, rest, index, valid = split
     out = torch.empty_like(q)
-    one = single.nonzero().squeeze(1)
-    tokens = meta.query_index[one, 0]
     out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
                                       sliding_window)
-    rest = (~single).nonzero().squeeze(1)
     if rest.numel():
-        valid = meta.query_valid[rest]
-        Q = int(valid.sum(1).max())  # the longest of these sequences' queries, not of the step's
-        index, valid = meta.query_index[rest, :Q], valid[:, :Q]
-        out[index[valid]] = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale)
+        Q = index.shape[1]
+        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale)
+        out[index[valid]] = prefills
     return out
 
 

@@ -7,7 +7,7 @@ FLOPs; at 64 sequences of tiny-mixtral the two calls were 19% of a step's CPU ti
 (docs/performance.md). `csrc/decode_attention.cpp` reads each key and value where it lies in the
 cache, through the block table.
 
-Bits: each (sequence, KV head) is computed by one thread in a fixed order, so a sequence's result
+Bits: each sequence is computed by one thread in a fixed order, so a sequence's result
 does not depend on the other sequences of the step nor on the intra-op thread count
 (engine/step_threads.py switches that between steps). It differs from SDPA by fp32 rounding.
 

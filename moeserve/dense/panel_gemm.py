@@ -33,8 +33,7 @@ PANEL = 16
 # at tiny-mixtral's expert and LM-head shapes, docs/performance.md)
 SMALL_ROWS_BY_VECTOR_BITS = {256: 8, 512: 12}
 
-_state: dict[str, bool] = {}
-_rows: dict[str, int] = {}
+_state: dict[str, int] = {}  # "loaded" (0/1), "small_rows": worked out once (small_rows is on every GEMM's path)
 _stub: list = []  # the torch.library.Library holding the stand-in schema, kept alive
 
 
@@ -42,7 +41,7 @@ def available() -> bool:
     """Whether torch.ops.moeserve.panel_linear is loaded (building it on the first call)."""
     if "loaded" not in _state:
         _state["loaded"] = _load()
-    return _state["loaded"]
+    return bool(_state["loaded"])
 
 
 def _load() -> bool:
@@ -53,9 +52,10 @@ def _load() -> bool:
 
 def small_rows() -> int:
     """Calls of at most this many rows take the kernel (0 when it is not available)."""
-    if "small_rows" not in _rows:
-        _rows["small_rows"] = SMALL_ROWS_BY_VECTOR_BITS[int(torch.ops.moeserve.panel_vector_bits())] if available() else 0
-    return _rows["small_rows"]
+    if "small_rows" not in _state:
+        bits = int(torch.ops.moeserve.panel_vector_bits()) if available() else 0
+        _state["small_rows"] = SMALL_ROWS_BY_VECTOR_BITS[bits] if bits else 0
+    return _state["small_rows"]
 
 
 def ensure_op() -> None:

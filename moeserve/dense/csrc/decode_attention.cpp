@@ -129,7 +129,7 @@ inline void axpy(float w, const T* v, float* out, int64_t D) {
 }
 
 // softmax of s[0..L) in place: max, exp(s - max) 8 lanes at a time (the tail with the same
-// polynomial), the sum as 8-lane partial sums in a fixed tree plus the tail in order, then scaled
+// polynomial), the sum as 8-lane partial sums in a fixed tree plus the tail in order, then scaled.
 // A NaN or +inf score, or scores all -inf, make every probability NaN, as torch's softmax does: a
 // model that blew up shows it instead of attending to zeros.
 inline void softmax(float* s, int64_t L) {
