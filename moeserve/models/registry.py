@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+from moeserve.config import ConfigError
 from moeserve.models import layout
 
 # name -> ("module:Class", the architecture's cuts from its config)
@@ -27,18 +28,25 @@ def architecture_of(hf_config: Any) -> str | None:
     return (getattr(hf_config, "architectures", None) or [None])[0]
 
 
+def _unsupported(architecture: str | None) -> str:
+    return f"unsupported architecture {architecture!r}; moeserve supports: {', '.join(supported_architectures())}"
+
+
 def model_class(architecture: str) -> type:
     if architecture not in _ARCHITECTURES:
-        raise ValueError(
-            f"unsupported architecture {architecture!r}; moeserve supports: {', '.join(supported_architectures())}"
-        )
+        raise ValueError(_unsupported(architecture))
     module, name = _ARCHITECTURES[architecture][0].split(":")
     return getattr(importlib.import_module(module), name)
 
 
 def check_layout(hf_config: Any, tp: int, ep: int) -> None:
     """Raises ConfigError naming each size of the model that does not split over --tp / --ep
-    (models/layout.py). An unsupported architecture is left to `model_class`, which names the others."""
-    entry = _ARCHITECTURES.get(architecture_of(hf_config))
-    if entry is not None:
-        layout.check_cuts(entry[1](hf_config), tp, ep)
+    (models/layout.py), and an architecture moeserve does not serve, naming the ones it does (before any
+    rank starts, so `--ep 4` on such a checkpoint fails as fast as `--ep 1`). A config without
+    `architectures` is left to the loader."""
+    architecture = architecture_of(hf_config)
+    if architecture is None:
+        return
+    if architecture not in _ARCHITECTURES:
+        raise ConfigError(_unsupported(architecture))
+    layout.check_cuts(_ARCHITECTURES[architecture][1](hf_config), tp, ep)
