@@ -8,6 +8,8 @@
     auto:auto:noattn   the default without the C++ decode attention (dense/paged_decode.py): torch's
                        gather + SDPA at decode
     auto:auto:nopanel:noattn  neither kernel
+    auto:auto:nobind   a server whose engine is not pinned to the cores left after --reserved-cores
+                       (engine/cpu_binding.py); the Python API never pins, so offline runs ignore it
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ def peer_env(**extra: str) -> dict:
     return env
 
 
-# spec switch -> the environment variable that turns the same kernel off in a server process
-SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION"}
+# spec switch -> the environment variable that turns the same kernel (or the core pinning) off in a
+# server process
+SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION", "nobind": "MOESERVE_CPU_BIND"}
 
 
 def parse_run(spec: str) -> tuple[int | None, int | None]:

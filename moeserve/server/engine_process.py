@@ -13,6 +13,7 @@ The process also exits when the front end goes away (socket closed, or its paren
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ import time
 from typing import Any, Callable
 
 from moeserve.config import ConfigError, EngineConfig
+from moeserve.engine.cpu_binding import bind_engine_process
 from moeserve.errors import RequestError
 from moeserve.sampling_params import SamplingParamsError
 from moeserve.server import ipc
@@ -235,7 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the front end's to handle (graceful drain)
     config = config_from_dict(json.loads(args.config_json))
-    return run_engine_process(config, args.socket, args.heartbeat_s)
+    return run_engine_process(pinned(config), args.socket, args.heartbeat_s)
+
+
+def pinned(config: EngineConfig) -> EngineConfig:
+    """Pins this process to the cores the front end does not keep (engine/cpu_binding.py); the
+    reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
+    parallel = config.parallel
+    if bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node) is None:
+        return config
+    return dataclasses.replace(config, parallel=dataclasses.replace(parallel, reserved_cores=0))
 
 
 if __name__ == "__main__":

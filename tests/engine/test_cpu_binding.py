@@ -1,0 +1,53 @@
+"""Which cores a single-rank engine keeps once `--reserved-cores` are left to its front end
+(engine/cpu_binding.py), and that the pinning is applied in a process and can be turned off."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+import pytest
+
+from moeserve.engine.cpu_binding import bind_engine_process, engine_cores
+
+
+def test_the_first_reserved_cores_go_to_the_front_end():
+    assert engine_cores([0, 1], 1, 1) == [1]
+    assert engine_cores([3, 0, 2, 1], 1, 1) == [1, 2, 3]
+    assert engine_cores(list(range(16)), 2, 1) == list(range(2, 16))
+    assert engine_cores([4, 5, 6], 1, 1) == [5, 6]  # the cores this process may use, not 0..n
+
+
+@pytest.mark.parametrize("available, reserved, ranks", [
+    ([0, 1], 0, 1),  # nothing reserved (the Python API): nothing to keep apart
+    ([0, 1], 1, 2),  # several ranks per node: spawned ranks would inherit the engine's mask
+    ([0, 1], 1, 16),
+    ([0], 1, 1),  # one core: the reservation leaves nothing to pin to
+    ([0, 1], 2, 1),
+])
+def test_nothing_is_pinned_where_it_would_not_help(available, reserved, ranks):
+    assert engine_cores(available, reserved, ranks) is None
+
+
+def _bind_and_report(queue, env_value):
+    if env_value is not None:
+        os.environ["MOESERVE_CPU_BIND"] = env_value
+    cores = bind_engine_process(1, 1)
+    queue.put((cores, sorted(os.sched_getaffinity(0))))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+@pytest.mark.parametrize("env_value", [None, "0"])
+def test_a_process_is_pinned_unless_switched_off(env_value):
+    available = sorted(os.sched_getaffinity(0))
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_bind_and_report, args=(queue, env_value))
+    proc.start()
+    cores, affinity = queue.get(timeout=60)
+    proc.join(60)
+    if env_value == "0":
+        assert cores is None and affinity == available
+    else:
+        assert cores == available[1:] and affinity == available[1:]
+    assert sorted(os.sched_getaffinity(0)) == available  # the parent is untouched
