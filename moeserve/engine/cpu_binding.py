@@ -20,16 +20,17 @@ import os
 logger = logging.getLogger(__name__)
 
 
-def engine_cores(available: list[int], reserved: int, ranks_per_node: int) -> list[int] | None:
+def engine_cores(available: list[int], reserved: int, ranks_per_node: int, threads: int = 1) -> list[int] | None:
     """The cores a single-rank engine keeps: all but the first `reserved` of `available` (core 0
-    also takes most interrupts), or None when there is nothing to pin (no reservation, more than one
-    rank per node, or nothing would be left)."""
-    if reserved < 1 or ranks_per_node != 1 or len(available) <= reserved:
+    also takes most interrupts), or None when there is nothing to pin: no reservation, more than one
+    rank per node, nothing left, or fewer cores left than the `threads` the user asked for
+    (--num-threads / --expert-threads are honoured as given: pinned, they would share a core)."""
+    if reserved < 1 or ranks_per_node != 1 or len(available) - reserved < max(1, threads):
         return None
     return sorted(available)[reserved:]
 
 
-def bind_engine_process(reserved: int, ranks_per_node: int) -> list[int] | None:
+def bind_engine_process(reserved: int, ranks_per_node: int, threads: int = 1) -> list[int] | None:
     """Pins the calling process (its threads to come) to `engine_cores`; returns them, or None when
     it did not pin. Call before torch creates its thread pools."""
     if os.environ.get("MOESERVE_CPU_BIND", "1").lower() in ("0", "false", "off", "no"):
@@ -38,7 +39,7 @@ def bind_engine_process(reserved: int, ranks_per_node: int) -> list[int] | None:
         available = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return None
-    cores = engine_cores(available, reserved, ranks_per_node)
+    cores = engine_cores(available, reserved, ranks_per_node, threads)
     if cores is None:
         return None
     try:

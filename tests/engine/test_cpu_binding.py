@@ -28,6 +28,12 @@ def test_nothing_is_pinned_where_it_would_not_help(available, reserved, ranks):
     assert engine_cores(available, reserved, ranks) is None
 
 
+def test_threads_asked_for_are_not_crowded_onto_fewer_cores():
+    assert engine_cores([0, 1], 1, 1, threads=2) is None  # --num-threads 2 on 2 cores: left unpinned
+    assert engine_cores([0, 1, 2], 1, 1, threads=2) == [1, 2]
+    assert engine_cores([0, 1, 2, 3], 1, 1, threads=4) is None
+
+
 def _bind_and_report(queue, env_value):
     if env_value is not None:
         os.environ["MOESERVE_CPU_BIND"] = env_value
@@ -51,3 +57,17 @@ def test_a_process_is_pinned_unless_switched_off(env_value):
     else:
         assert cores == available[1:] and affinity == available[1:]
     assert sorted(os.sched_getaffinity(0)) == available  # the parent is untouched
+
+
+def test_serve_leaves_an_engine_asked_for_more_threads_than_its_cores_unpinned(monkeypatch):
+    from moeserve.config import EngineConfig, ParallelConfig
+    from moeserve.server import engine_process
+
+    calls = []
+    monkeypatch.setattr(engine_process, "bind_engine_process", lambda *a: calls.append(a))
+    monkeypatch.delenv("MOESERVE_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MOESERVE_EXPERT_THREADS", raising=False)
+    engine_process.pinned(EngineConfig(parallel=ParallelConfig(reserved_cores=1, num_threads=2)))
+    monkeypatch.setenv("MOESERVE_EXPERT_THREADS", "3")
+    engine_process.pinned(EngineConfig(parallel=ParallelConfig(reserved_cores=1)))
+    assert calls == [(1, 1, 2), (1, 1, 3)]
