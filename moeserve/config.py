@@ -5,11 +5,20 @@ CLI flag (see cli.py) and a YAML key (see configs/), with the CLI overriding the
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 VALID_DTYPES = ("float32", "bfloat16", "float16")
+NUM_THREADS_ENV = "MOESERVE_NUM_THREADS"
+EXPERT_THREADS_ENV = "MOESERVE_EXPERT_THREADS"
+
+
+def threads_from_env(variable: str) -> int | None:
+    """A thread-count variable (NUM_THREADS_ENV, EXPERT_THREADS_ENV) as an int; None when unset or empty."""
+    value = os.environ.get(variable)
+    return int(value) if value else None
 
 
 class ConfigError(ValueError):
@@ -87,6 +96,13 @@ class ParallelConfig:
     @property
     def world_size(self) -> int:
         return self.ep if self.ep > 1 else self.tp
+
+    def asked_threads(self) -> int:
+        """The most threads --num-threads / --expert-threads (or, unset, their environment variables)
+        ask a rank for; 1 when none does."""
+        asked = (self.num_threads if self.num_threads is not None else threads_from_env(NUM_THREADS_ENV),
+                 self.expert_threads if self.expert_threads is not None else threads_from_env(EXPERT_THREADS_ENV))
+        return max([1, *(n for n in asked if n)])
 
     @property
     def num_attention_groups(self) -> int:

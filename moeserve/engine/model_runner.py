@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from moeserve.config import ConfigError, EngineConfig
+from moeserve.config import EXPERT_THREADS_ENV, NUM_THREADS_ENV, ConfigError, EngineConfig, threads_from_env
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.blocked import ELEMENTWISE_GRAIN
@@ -115,9 +115,9 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     """
     if configured is not None:  # --num-threads
         return configured
-    forced = os.environ.get("MOESERVE_NUM_THREADS")
-    if forced:
-        return max(1, int(forced))
+    forced = threads_from_env(NUM_THREADS_ENV)
+    if forced is not None:
+        return max(1, forced)
     return max(1, min(current, hidden_size // 1024))
 
 
@@ -130,7 +130,7 @@ def step_threads(
     fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
     above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
     narrow = torch.get_num_threads()
-    if configured is not None or os.environ.get("MOESERVE_NUM_THREADS") or ctx.world_size > 1 or share <= narrow:
+    if configured is not None or threads_from_env(NUM_THREADS_ENV) is not None or ctx.world_size > 1 or share <= narrow:
         return None
     if not distinct_packed(model) or any(
         isinstance(m, GroupedExperts) and m.intermediate >= ELEMENTWISE_GRAIN for m in model.modules()
@@ -158,9 +158,9 @@ def expert_threads(share: int, intra_op: int, configured: int | None = None) -> 
     SplitChooser measures and falls back from (docs/performance.md)."""
     if configured is not None:
         return configured
-    forced = os.environ.get("MOESERVE_EXPERT_THREADS")
-    if forced:
-        return int(forced)
+    forced = threads_from_env(EXPERT_THREADS_ENV)
+    if forced is not None:
+        return forced
     return max(1, share // max(1, intra_op))
 
 

@@ -244,10 +244,7 @@ def pinned(config: EngineConfig) -> EngineConfig:
     """Pins this process to the cores the front end does not keep (engine/cpu_binding.py); the
     reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
     parallel = config.parallel
-    asked = [parallel.num_threads, parallel.expert_threads,
-             *(int(os.environ[v]) for v in ("MOESERVE_NUM_THREADS", "MOESERVE_EXPERT_THREADS") if os.environ.get(v))]
-    threads = max([1, *(n for n in asked if n)])
-    if bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, threads) is None:
+    if bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads()) is None:
         return config
     return dataclasses.replace(config, parallel=dataclasses.replace(parallel, reserved_cores=0))
 
