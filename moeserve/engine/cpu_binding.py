@@ -9,8 +9,8 @@ the scheduler moves the others away. vLLM's CPU backend binds its worker the sam
 
 Only the engine process of a one-rank-per-node world is pinned, before torch starts any thread
 (threads inherit the mask). Ranks a multi-rank engine spawns would inherit the engine's mask, so
-those worlds stay unpinned. MOESERVE_CPU_BIND=0 turns it off. Policy-free: which cores are reserved
-is the config's; this module only applies it.
+those worlds stay unpinned. MOESERVE_CPU_BIND=0 turns it off. How many cores are reserved is the
+config's (--reserved-cores); this module gives the front end the first ones and the engine the rest.
 """
 from __future__ import annotations
 
