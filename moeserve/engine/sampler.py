@@ -133,7 +133,11 @@ class Sampler:
         index = torch.tensor(rows, device=logits.device)
         sub = logits[index]  # [P, V]
         penalty = logits.new_tensor([states[i].params.repetition_penalty for i in rows])[:, None]
-        penalized = torch.where(sub > 0, sub / penalty, sub * penalty)
+        # a tiny penalty (1e-39 is below float32's normal range) would send a logit to inf and softmax
+        # to NaN: a bound that stays finite after the smallest temperature keeps such a token the
+        # favourite, as the penalty means
+        big = torch.finfo(logits.dtype).max * GREEDY_BELOW
+        penalized = torch.where(sub > 0, sub / penalty, sub * penalty).clamp(-big, big)
         seen = torch.stack([states[i].seen for i in rows])
         logits = logits.clone()
         logits[index] = torch.where(seen, penalized, sub)

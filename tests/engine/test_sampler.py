@@ -249,6 +249,22 @@ def test_repetition_penalty_matches_transformers_over_prompt_and_output():
     assert len(set(seen[len(prompt):])) > 1
 
 
+@pytest.mark.parametrize("penalty", [1e-39, 1e-300, 1e-6])
+def test_a_tiny_repetition_penalty_keeps_logits_finite(penalty):
+    # 1e-39 is below float32's normal range: a seen positive logit divided by it overflowed to inf,
+    # softmax gave NaN and every request got token 0 with logprob -9999 (found by an independent check)
+    prompt = [7, 2]
+    base = torch.randn(V) * 0.3
+    base[[7, 2]] = torch.tensor([0.5, -1.0])
+    s = Sampler(seed=0)
+    s.add(NewRequest("greedy", SamplingParams(temperature=0.0, repetition_penalty=penalty, logprobs=2), prompt))
+    s.add(NewRequest("sampled", SamplingParams(temperature=0.8, seed=1, repetition_penalty=penalty, logprobs=2), prompt))
+    for out in s.sample(torch.stack([base, base]), ["greedy", "sampled"]):
+        assert out.token_id == 7  # the penalty raised the seen positive logit above all others
+        assert math.isfinite(out.logprob) and out.logprob == pytest.approx(0.0, abs=1e-3)
+        assert all(math.isfinite(lp) for _, lp in out.top_logprobs)
+
+
 def test_repetition_penalty_needs_the_prompt():
     with pytest.raises(ValueError, match="no prompt token ids"):
         Sampler().add(NewRequest("r", SamplingParams(repetition_penalty=1.2)))
