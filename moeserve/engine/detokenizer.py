@@ -3,7 +3,8 @@
 Decoding the whole output every step is quadratic; instead a short window of tokens before the new
 ones is decoded twice (with and without the new tokens) and the difference is the new text. A
 window that ends inside a multi-byte character decodes to U+FFFD: that text is held back until the
-character completes.
+character completes, or until the request ends (`flush`), when the complete characters of the
+held-back tokens are kept and only an unfinished character at the very end is dropped.
 """
 from __future__ import annotations
 
@@ -34,6 +35,21 @@ class IncrementalDetokenizer:
         delta = full[len(prefix) :]
         self._read_offset = len(self.token_ids)
         self._prefix_offset = max(0, self._read_offset - _WINDOW)
+        self.text += delta
+        return delta
+
+    def flush(self, hidden_tail: int = 0) -> str:
+        """The request ended: appends and returns the complete characters of tokens held back for an
+        unfinished multi-byte character, leaving out the last `hidden_tail` tokens (an end-of-sequence
+        or stop token the text does not show) and the unfinished character itself."""
+        end = len(self.token_ids) - hidden_tail
+        if self.tokenizer is None or end <= self._read_offset:
+            return ""
+        decode = self.tokenizer.decode
+        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=self.skip_special_tokens)
+        full = decode(self.token_ids[self._prefix_offset : end], skip_special_tokens=self.skip_special_tokens)
+        delta = full[len(prefix) :].rstrip("\ufffd")
+        self._read_offset = end
         self.text += delta
         return delta
 

@@ -16,3 +16,60 @@ def test_find_stop_sees_strings_spanning_steps():
     assert find_stop("abcXY", 1, ["XY"]) == (3, "XY")
     assert find_stop("abcXY", 1, ["ab"]) is None  # lies wholly before the new text: found earlier
     assert find_stop("hello world", 5, ["o w", "wor"]) == (4, "o w")
+
+
+def _token_ending_inside_a_character(tok) -> int:
+    """A token whose bytes hold complete characters, then the start of an unfinished one."""
+    for i in range(tok.get_vocab_size() if hasattr(tok, "get_vocab_size") else len(tok)):
+        text = tok.decode([i])
+        if text.endswith("\ufffd") and text.rstrip("\ufffd").strip():
+            return i
+    raise AssertionError("the built-in tokenizer has no such token")
+
+
+def test_flush_keeps_the_complete_characters_of_held_back_tokens():
+    # found by an independent check: a request ending on such a token lost "モ" along with the
+    # unfinished character after it
+    tok = build_tokenizer()
+    odd = _token_ending_inside_a_character(tok)
+    complete = tok.decode([odd]).rstrip("\ufffd")
+    ids = tok.encode("Hello there")
+    detok = IncrementalDetokenizer(tok)
+    for i in ids + [odd]:
+        detok.add([i])
+    assert detok.text == tok.decode(ids)  # held back while the character may still complete
+    assert detok.flush() == complete
+    assert detok.text == tok.decode(ids) + complete and "\ufffd" not in detok.text
+    assert detok.flush() == ""  # nothing is added twice
+
+
+def test_flush_leaves_out_a_hidden_end_token():
+    tok = build_tokenizer()
+    odd = _token_ending_inside_a_character(tok)
+    detok = IncrementalDetokenizer(tok, skip_special_tokens=False)
+    detok.add(tok.encode("Hi"))
+    detok.add([odd])
+    eos = tok.encode("Hi")[0]  # any token: what matters is that flush does not decode it
+    detok.token_ids.append(eos)
+    detok.flush(hidden_tail=1)
+    assert detok.text == tok.decode(tok.encode("Hi")) + tok.decode([odd]).rstrip("\ufffd")
+
+
+def test_flush_without_a_tokenizer_is_empty():
+    detok = IncrementalDetokenizer(None)
+    detok.add([1, 2])
+    assert detok.flush() == "" and detok.text == ""
+
+
+def test_a_request_ending_on_such_a_token_keeps_its_complete_characters():
+    from moeserve import LLM, SamplingParams
+
+    llm = LLM(max_model_len=64, kv_cache_blocks=16)
+    try:
+        odd = _token_ending_inside_a_character(llm.tokenizer)
+        params = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True, logit_bias={odd: 100.0})
+        out = llm.generate(["Hello"], params)[0]
+        assert out.token_ids == [odd] and out.finish_reason == "length"
+        assert out.text == llm.tokenizer.decode([odd]).rstrip("\ufffd") != ""
+    finally:
+        llm.shutdown()
