@@ -217,7 +217,8 @@ class EngineCore:
             finish_reason, stop_reason = "stop", token
         elif may_stop and token in self.eos_token_ids and not params.ignore_eos:
             finish_reason = "stop"
-        if finish_reason is None or params.include_stop_str_in_output:
+        shown = finish_reason is None or params.include_stop_str_in_output  # an ending stop/EOS token shows no text
+        if shown:
             detok.add([token])
         else:
             detok.token_ids.append(token)
@@ -229,6 +230,8 @@ class EngineCore:
                 finish_reason, stop_reason = "stop", stop
         if finish_reason is None and (n_out >= params.max_tokens or len(request.prompt_token_ids) + n_out >= self.max_model_len):
             finish_reason = "length"
+        if finish_reason is not None and not isinstance(stop_reason, str):  # a stop string cut the text already
+            detok.flush(hidden_tail=0 if shown else 1)  # complete characters held back for an unfinished one
         output = RequestOutput(
             request_id=request.request_id,
             prompt_token_ids=tracked.prompt_token_ids,
