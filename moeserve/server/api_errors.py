@@ -24,7 +24,17 @@ def public_reason(text: str) -> str:
     """An engine failure's text with file paths and memory addresses cut out, at most MAX_REASON_CHARS."""
     text = _ADDRESS.sub("<address>", _PATH.sub("", text))
     text = re.sub(r"\s{2,}", " ", text).strip()
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+    return clip(text, MAX_REASON_CHARS)
+
+
+MAX_ECHO_CHARS = 40  # of a client's value quoted in an error message (a model name, a part type)
+
+
+def clip(value: object, limit: int = MAX_ECHO_CHARS) -> str:
+    """`value` as text of at most `limit` characters: an error message quotes what the client sent,
+    and a 100 KB model name must not come back as a 100 KB message."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 from fastapi.responses import JSONResponse
 

@@ -6,6 +6,7 @@ request id, and the server log has that id with the traceback (`api_errors.inter
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from typing import Any
 
@@ -25,6 +26,7 @@ from moeserve.server.completions import create_completion
 from moeserve.server.tokenize_routes import detokenize, tokenize
 
 _OPEN_PATHS = ("/health",)  # answered without an API key
+_CREDENTIALS = re.compile(rb"([^ \t]+)[ \t]+(.*)", re.DOTALL)  # Authorization: <scheme> <token>
 
 
 class Gate:
@@ -78,8 +80,10 @@ class Gate:
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 given = value
-        scheme, _, token = given.partition(b" ")
-        # the scheme is case-insensitive (RFC 9110); the key is compared in constant time
+        # RFC 9110: the scheme is case-insensitive and one or more spaces or tabs end it; the key is
+        # compared in constant time
+        credentials = _CREDENTIALS.fullmatch(given)
+        scheme, token = credentials.groups() if credentials else (b"", given)
         return hmac.compare_digest(token, self.expected) and scheme.lower() == b"bearer"
 
 
@@ -100,6 +104,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             "root": state.model_name, "max_model_len": state.max_model_len}
 
     @app.get("/v1/models")
+    @app.get("/v1/models/")  # the list too, not a lookup of the model named ""
     async def models() -> Any:
         return {"object": "list", "data": [card]}
 
@@ -149,7 +154,9 @@ def _error_handlers(app: FastAPI, state: ServerState) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> Any:
         message = {404: "no such route; see /v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize", 405: "method not allowed on this route"}
-        return ApiError(e.status_code, message.get(e.status_code, "request refused"), code=str(e.status_code)).response()
+        # starlette's headers stay (a 405's Allow names the methods the route takes)
+        return ApiError(e.status_code, message.get(e.status_code, "request refused"), code=str(e.status_code),
+                        headers=e.headers).response()
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, e: Exception) -> Any:

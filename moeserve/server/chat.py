@@ -15,10 +15,10 @@ from starlette.requests import Request
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
-from moeserve.server.api_errors import bad_request
+from moeserve.server.api_errors import bad_request, clip
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
-from moeserve.server.protocol import ChatCompletionRequest, ChatMessage
+from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, ContentPart
 
 
 def _content(message: ChatMessage) -> str:
@@ -26,7 +26,8 @@ def _content(message: ChatMessage) -> str:
         return ""
     if isinstance(message.content, str):
         return message.content
-    return "\n".join(part.text or "" for part in message.content)  # vLLM joins text parts with newlines
+    # vLLM joins the parts with newlines; a refusal part (assistant messages only) reads as its text
+    return "\n".join((part.refusal if part.type == "refusal" else part.text) or "" for part in message.content)
 
 
 def render_messages(state: ServerState, req: Any) -> list[int]:
@@ -66,19 +67,27 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
 
 
 def check_messages(req: Any) -> None:
-    """Refuses what the template cannot take: missing content, non-text parts, continuing a final
-    message while also opening a new assistant turn."""
+    """Refuses what the template cannot take: missing content, parts other than text (and an
+    assistant's refusal), continuing a final message while also opening a new assistant turn."""
     if req.continue_final_message and req.add_generation_prompt:
         raise bad_request("continue_final_message needs add_generation_prompt: false", param="continue_final_message")
     for i, m in enumerate(req.messages):
         if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
             raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
         for j, part in enumerate(m.content if isinstance(m.content, list) else []):
-            if part.type != "text":
-                raise bad_request(f"messages[{i}].content[{j}] is a '{part.type[:40]}' part; only text parts are supported",
-                                  param=f"messages.{i}.content")
-            if part.text is None:
-                raise bad_request(f"messages[{i}].content[{j}] is a text part without text", param=f"messages.{i}.content")
+            _check_part(m.role, part, f"messages[{i}].content[{j}]", f"messages.{i}.content.{j}")
+
+
+def _check_part(role: str, part: ContentPart, where: str, param: str) -> None:
+    """A text part with its text, or a refusal part with its refusal on an assistant message (OpenAI's
+    schema allows refusals there only; vLLM reads them as text)."""
+    if part.type == "refusal" and role != "assistant":
+        raise bad_request(f"{where} is a 'refusal' part; only assistant messages may hold one (this is a {role} message)",
+                          param=f"{param}.type")
+    if part.type not in ("text", "refusal"):
+        raise bad_request(f"{where} is a '{clip(part.type)}' part; only text parts are supported", param=f"{param}.type")
+    if getattr(part, part.type) is None:
+        raise bad_request(f"{where} is a {part.type} part without '{part.type}'", param=f"{param}.{part.type}")
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:

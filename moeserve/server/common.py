@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from moeserve.sampling_params import SamplingParams, SamplingParamsError
-from moeserve.server.api_errors import ApiError, bad_request, internal_error
+from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
 from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
@@ -79,7 +79,7 @@ def _parse(body: bytes, model: type | Callable[[dict[str, Any]], type]) -> Any:
 
 def check_model(state: ServerState, model: str | None) -> None:
     if model is not None and model != state.model_name:
-        raise ApiError(404, f"the model '{model}' does not exist; this server serves '{state.model_name}'",
+        raise ApiError(404, f"the model '{clip(model)}' does not exist; this server serves '{state.model_name}'",
                        param="model", code="model_not_found")
 
 
@@ -158,9 +158,10 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_
             min_tokens=req.min_tokens or 0,
         )
     except SamplingParamsError as e:
+        message = clip(e, MAX_REASON_CHARS)  # it quotes values, and a logit_bias id may have 4,000 digits
         if e.param == "max_tokens" and max_tokens_param != "max_tokens":
-            raise bad_request(str(e).replace("max_tokens", max_tokens_param), param=max_tokens_param) from None
-        raise bad_request(str(e), param=e.param) from None
+            raise bad_request(message.replace("max_tokens", max_tokens_param), param=max_tokens_param) from None
+        raise bad_request(message, param=e.param) from None
 
 
 async def _wait_disconnect(receive: Receive) -> None:

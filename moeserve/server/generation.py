@@ -1,7 +1,7 @@
 """One HTTP request's engine requests: fan-out (prompts x n), merged outputs, abort, metrics.
 
 Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`; with a seed, choice i samples with
-seed + i so that n > 1 gives n different samples that are still reproducible.
+`engine_seed(seed, i)` so that n > 1 gives n different samples that are still reproducible.
 """
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ class Choice:
     sent: int = 0  # characters of `text` already streamed
 
 
+ENGINE_SEEDS = 2**63  # the engine takes seeds in [0, 2^63): a signed 64-bit int on every wire and tensor
+
+
+def engine_seed(seed: int, index: int) -> int:
+    """The engine's seed for choice `index` of a request seeded with `seed`, which the API takes in
+    [-2^63, 2^64): signed and unsigned 64-bit seeds, as clients draw them. (seed + index) mod 2^63:
+    deterministic and distinct for the choices of one request; seeds 2^63 apart sample alike, so a
+    negative seed samples as its unsigned two's complement does (-1 as 2^64 - 1)."""
+    return (seed + index) % ENGINE_SEEDS
+
+
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams):
         self.client = client
@@ -54,7 +65,7 @@ class Generation:
         self.hold = max((len(x) for x in params.stop), default=1) - 1
 
     def _sub_params(self, index: int) -> SamplingParams:
-        seed = None if self.params.seed is None else (self.params.seed + index) % 2**63
+        seed = None if self.params.seed is None else engine_seed(self.params.seed, index)
         return dataclasses.replace(self.params, n=1, seed=seed)
 
     async def start(self) -> None:

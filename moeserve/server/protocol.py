@@ -6,20 +6,47 @@ Range checks live in SamplingParams; this module checks JSON shapes and the fiel
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-from typing import Annotated, Any, Literal, Union
+import typing
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
-from moeserve.server.api_errors import ApiError, bad_request
+from moeserve.server.api_errors import ApiError, bad_request, clip
 
 _MAX_INT = 2**63 - 1
 _Int = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)  # msgpack and torch both need 64-bit ints
 
 
 class _Strict(BaseModel):
+    """`null` for a field that has a default and no null value of its own means that default: OpenAI
+    types its optional fields "X or null" and vLLM its extensions Optional[X], and SDKs that serialize
+    every unset field send null (`max_tokens: null`, which means "the rest of the context", keeps it)."""
+
     model_config = ConfigDict(strict=True, extra="ignore")
+    # the prompt's or a field's accepted shapes, said when a value has none of them (param -> message)
+    shape_hints: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        names = _defaulted_on_null(cls)
+        if isinstance(data, dict) and any(data.get(k, 0) is None for k in names):
+            data = {k: v for k, v in data.items() if not (v is None and k in names)}
+        return data
+
+
+@functools.cache
+def _defaulted_on_null(model: type[BaseModel]) -> frozenset[str]:
+    """The optional fields of `model` whose type has no null: for them null means the default."""
+    return frozenset(name for name, f in model.model_fields.items()
+                     if not f.is_required() and f.default is not None and not _accepts_none(f.annotation))
+
+
+def _accepts_none(annotation: Any) -> bool:
+    return annotation is Any or annotation is type(None) or type(None) in typing.get_args(annotation)
 
 
 class StreamOptions(_Strict):
@@ -31,20 +58,14 @@ class ResponseFormat(_Strict):
     type: str
 
 
-# OpenAI types these "X or null": null means the default (clients that serialize unset fields send it)
-_NULL_MEANS_DEFAULT = ("n", "stream", "echo", "logprobs")
-
-
 class _Sampling(_Strict):
     """Fields shared by both endpoints."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_nulls(cls, data: Any) -> Any:
-        if isinstance(data, dict) and any(data.get(k, 0) is None for k in _NULL_MEANS_DEFAULT):
-            data = {k: v for k, v in data.items() if not (v is None and k in _NULL_MEANS_DEFAULT)}
-        return data
-
+    shape_hints: ClassVar[dict[str, str]] = {
+        "prompt": "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists",
+        "stop": "stop must be a string or a list of strings",
+        "messages": "messages must be a non-empty list of {role, content} objects",
+    }
     model: str | None = None
     n: int = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
     temperature: float | None = None
@@ -52,7 +73,8 @@ class _Sampling(_Strict):
     top_k: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stop: str | list[str] | None = None
     stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
-    seed: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)  # negative too, as OpenAI and vLLM take
+    # signed or unsigned 64-bit, as clients draw them; Generation maps it into the engine's range
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**64 - 1)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extensions from here
@@ -71,18 +93,19 @@ class _Sampling(_Strict):
 
 def _prompt_shape(value: Any) -> str | None:
     """Which shape a prompt has, from its first item: pydantic then validates that shape alone (a
-    plain union tried list[str] on every id of a 1.7M-id prompt first, 12x slower)."""
+    plain union tried list[str] on every id of a 1.7M-id prompt first, 12x slower). The tags are
+    pydantic's own names of union branches, which error locations leave out (`_is_union_tag`)."""
     if isinstance(value, str):
-        return "text"
+        return "str"
     if not isinstance(value, list):
         return None
     first = value[0] if value else ""
-    return {str: "texts", list: "id_lists"}.get(type(first), "ids")
+    return {str: "list[str]", list: "list[list[int]]"}.get(type(first), "list[int]")
 
 
 Prompt = Annotated[
-    Union[Annotated[str, Tag("text")], Annotated[list[str], Tag("texts")], Annotated[list[int], Tag("ids")],
-          Annotated[list[list[int]], Tag("id_lists")]],
+    Union[Annotated[str, Tag("str")], Annotated[list[str], Tag("list[str]")], Annotated[list[int], Tag("list[int]")],
+          Annotated[list[list[int]], Tag("list[list[int]]")]],
     Discriminator(_prompt_shape),
 ]
 
@@ -97,21 +120,38 @@ class CompletionRequest(_Sampling):
 
 
 class ContentPart(_Strict):
-    """A content part of a chat message; only "text" parts are served (chat.py refuses the others
-    by name, so an image part gets "not supported" rather than a type error)."""
+    """A content part of a chat message; "text" parts, and "refusal" parts of assistant messages, are
+    served (chat.py refuses the others by name, so an image part gets "not supported" rather than a
+    type error)."""
 
     model_config = ConfigDict(strict=True, extra="allow")
     type: str
     text: str | None = None
+    refusal: str | None = None
+
+
+def _content_shape(value: Any) -> str | None:
+    return "str" if isinstance(value, str) else "list[ContentPart]" if isinstance(value, list) else None
+
+
+# told apart by type, so a bad part is reported at its own location, not as "not a string"
+Content = Annotated[
+    Union[Annotated[str, Tag("str")], Annotated[list[ContentPart], Tag("list[ContentPart]")]],
+    Discriminator(_content_shape),
+]
 
 
 class ChatMessage(_Strict):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
+    content: Content | None = None
     name: str | None = None
 
 
+_CHAT_HINTS = {"messages.*.content": "must be a string or a list of content parts"}
+
+
 class ChatCompletionRequest(_Sampling):
+    shape_hints: ClassVar[dict[str, str]] = {**_Sampling.shape_hints, **_CHAT_HINTS}
     messages: list[ChatMessage] = Field(min_length=1)
     echo: bool = False  # vLLM's: the content starts with the last message's when it is the assistant's
     max_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
@@ -127,6 +167,9 @@ class ChatCompletionRequest(_Sampling):
 class TokenizeRequest(_Strict):
     """POST /tokenize with a prompt (vLLM's extension): the ids /v1/completions would serve."""
 
+    shape_hints: ClassVar[dict[str, str]] = {
+        "prompt": "prompt must be a string: /tokenize takes one text prompt (or messages, rendered as chat)"}
+
     model: str | None = None
     prompt: str
     add_special_tokens: bool = True
@@ -135,6 +178,8 @@ class TokenizeRequest(_Strict):
 
 class TokenizeChatRequest(_Strict):
     """POST /tokenize with messages: the ids /v1/chat/completions would serve."""
+
+    shape_hints: ClassVar[dict[str, str]] = {"messages": _Sampling.shape_hints["messages"], **_CHAT_HINTS}
 
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
@@ -187,13 +232,6 @@ def _json_error(e: ValueError) -> str:
     return str(e)
 
 
-_SHAPE_HINTS = {
-    "prompt": "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists",
-    "stop": "stop must be a string or a list of strings",
-    "messages": "messages must be a non-empty list of {role, content} objects",
-}
-
-
 # Fields of OpenAI's or vLLM's API that change what is generated and that moeserve does not serve:
 # refused by name (unknown fields are otherwise ignored), unless they carry their "off" value.
 UNSERVED_FIELDS = {
@@ -219,21 +257,48 @@ def validate(model: type[_Strict], data: dict[str, Any]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise _validation_error(e) from None
+        raise _validation_error(model, e) from None
 
 
-def _validation_error(e: ValidationError) -> ApiError:
+def _validation_error(model: type[_Strict], e: ValidationError) -> ApiError:
     err = e.errors(include_url=False, include_input=False, include_context=False)[0]
-    loc = [str(part) for part in err["loc"]]
-    param = loc[0] if loc else None
+    path = [part for part in err["loc"] if not _is_union_tag(part)]
+    param = _param(model, path) or None
+    where = ".".join(clip(part) for part in path)
     if err["type"] == "missing":
-        return bad_request(f"'{'.'.join(loc)}' is required", param=param, code="missing_required_parameter")
-    if param in ("prompt", "stop") or (param == "messages" and len(loc) <= 2):
-        return bad_request(_SHAPE_HINTS[param], param=param)
-    where = ".".join(p for p in loc if not _is_union_tag(p))
+        return bad_request(f"'{where}' is required", param=param, code="missing_required_parameter")
+    pattern = re.sub(r"\.\d+(?=\.|$)", ".*", param or "")
+    if pattern in model.shape_hints:
+        hint = model.shape_hints[pattern]
+        return bad_request(hint if pattern == param else f"{param} {hint}", param=param)
     return bad_request(f"invalid value for '{where}': {err['msg']}", param=param)
 
 
-def _is_union_tag(part: str) -> bool:
+def _param(model: type[BaseModel], path: list[str | int]) -> str:
+    """The dotted location of the field at fault, through nested objects ("messages.0.content.1.type");
+    list indices and dict keys past that field are left out, so a bad stop_token_ids item or logit_bias
+    value names its field, as the semantic checks do."""
+    kept, fields = 0, model.model_fields
+    for i, part in enumerate(path):
+        if isinstance(part, int):
+            continue
+        if part not in fields:
+            break
+        kept, fields = i + 1, _object_fields(fields[part].annotation)
+    return ".".join(str(part) for part in path[:kept])
+
+
+def _object_fields(annotation: Any) -> dict[str, Any]:
+    """The fields of the object type a field holds, directly or as list items; {} for scalars."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation.model_fields
+    for arg in typing.get_args(annotation):
+        fields = _object_fields(arg)
+        if fields:
+            return fields
+    return {}
+
+
+def _is_union_tag(part: str | int) -> bool:
     """pydantic names union branches in error locations ("list[int]"); users never wrote those."""
-    return "[" in part or part in ("str", "int", "float", "bool", "function-after", "literal")
+    return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool", "function-after", "literal"))

@@ -26,7 +26,8 @@ def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> l
 
 async def tokenize(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    req = await common.read_request(request, state, lambda data: TokenizeChatRequest if "messages" in data else TokenizeRequest)
+    req = await common.read_request(
+        request, state, lambda data: TokenizeRequest if data.get("messages") is None else TokenizeChatRequest)
     common.check_model(state, req.model)
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)

@@ -64,6 +64,10 @@ CASES = [
     ("chat stop is the empty string", "POST", CHAT, js(messages=OK_CHAT, stop=""), {}, 400, "stop"),
     ("chat stop list with an empty string", "POST", CHAT, js(messages=OK_CHAT, stop=["x", ""]), {}, 400, "stop"),
     ("seed beyond 64 bits", "POST", C, js(prompt="hi", seed=-(2**64)), {}, 400, "seed"),
+    ("seed below the signed 64-bit range", "POST", C, js(prompt="hi", seed=-(2**63) - 1), {}, 400, "seed"),
+    ("seed beyond the unsigned 64-bit range", "POST", C, js(prompt="hi", seed=2**64), {}, 400, "seed"),
+    ("stream_options.include_usage a string", "POST", C, js(prompt="hi", stream=True, stream_options={"include_usage": "y"}),
+     {}, 400, "stream_options.include_usage"),
     ("seed string", "POST", C, js(prompt="hi", seed="x"), {}, 400, "seed"),
     ("stream string", "POST", C, js(prompt="hi", stream="yes"), {}, 400, "stream"),
     ("stream_options wrong type", "POST", C, js(prompt="hi", stream=True, stream_options=3), {}, 400, "stream_options"),
@@ -77,8 +81,21 @@ CASES = [
     ("unknown model", "POST", C, js(model="gpt-17", prompt="hi"), {}, 404, "model"),
     ("chat no messages", "POST", CHAT, js(max_tokens=3), {}, 400, "messages"),
     ("chat empty messages", "POST", CHAT, js(messages=[]), {}, 400, "messages"),
-    ("chat bad role", "POST", CHAT, js(messages=[{"role": "wizard", "content": "hi"}]), {}, 400, "messages"),
-    ("chat content number", "POST", CHAT, js(messages=[{"role": "user", "content": 5}]), {}, 400, "messages"),
+    ("chat bad role", "POST", CHAT, js(messages=[{"role": "wizard", "content": "hi"}]), {}, 400, "messages.0.role"),
+    ("chat content number", "POST", CHAT, js(messages=[{"role": "user", "content": 5}]), {}, 400, "messages.0.content"),
+    ("chat part without a type", "POST", CHAT, js(messages=[{"role": "user", "content": [{"text": "hi"}]}]), {}, 400,
+     "messages.0.content.0.type"),
+    ("chat text part with a number", "POST", CHAT,
+     js(messages=[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": 5}]}]), {}, 400,
+     "messages.0.content.1.text"),
+    ("chat text part without text", "POST", CHAT, js(messages=[{"role": "user", "content": [{"type": "text"}]}]), {},
+     400, "messages.0.content.0.text"),
+    ("chat refusal part on a user message", "POST", CHAT,
+     js(messages=[{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]), {}, 400,
+     "messages.0.content.0.type"),
+    ("chat refusal part without its refusal", "POST", CHAT,
+     js(messages=OK_CHAT + [{"role": "assistant", "content": [{"type": "refusal"}]}]), {}, 400,
+     "messages.1.content.0.refusal"),
     ("chat message not object", "POST", CHAT, js(messages=["hi"]), {}, 400, "messages"),
     ("chat tools", "POST", CHAT, js(messages=OK_CHAT, tools=[{"type": "function"}]), {}, 400, "tools"),
     ("chat user turn without content", "POST", CHAT, js(messages=[{"role": "user"}]), {}, 400, "messages.0.content"),
@@ -97,7 +114,7 @@ CASES = [
      "max_completion_tokens"),
     ("chat image part", "POST", CHAT,
      js(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]), {},
-     400, "messages.0.content"),
+     400, "messages.0.content.0.type"),
     ("guided decoding", "POST", CHAT, js(messages=OK_CHAT, guided_json={"type": "object"}), {}, 400, "guided_json"),
     ("allowed_token_ids", "POST", C, js(prompt="hi", allowed_token_ids=[1, 2]), {}, 400, "allowed_token_ids"),
     ("beam search", "POST", C, js(prompt="hi", use_beam_search=True), {}, 400, "use_beam_search"),
@@ -116,6 +133,8 @@ CASES = [
     ("body over the limit", "POST", C, js(prompt="a" * 70000), {}, 413, None),
     ("missing api key", "POST", C, js(prompt="hi"), {"Authorization": ""}, 401, None),
     ("wrong api key", "POST", C, js(prompt="hi"), {"Authorization": "Bearer sk-wrong"}, 401, None),
+    ("key glued to Bearer", "POST", C, js(prompt="hi"), {"Authorization": f"Bearer{API_KEY}"}, 401, None),
+    ("key followed by more text", "POST", C, js(prompt="hi"), {"Authorization": f"Bearer {API_KEY} x"}, 401, None),
     ("key without Bearer", "GET", "/v1/models", b"", {"Authorization": API_KEY}, 401, None),
     ("metrics without key", "GET", "/metrics", b"", {"Authorization": ""}, 401, None),
     ("trace start without --record-trace-dir", "POST", "/v1/trace/start", b"", {}, 400, None),
@@ -193,6 +212,37 @@ def test_n_limits_name_the_limits_their_checks_use(http):
     assert message({"prompt": "hi", "n": 2000}) == str(own.value)
     too_wide = message({"prompt": ["hi"] * 9, "n": 128})
     assert str(MAX_CHOICES) in too_wide and "1152" in too_wide, too_wide
+
+
+def test_wrong_method_names_the_allowed_ones(http):
+    """A 405 keeps starlette's Allow header (RFC 9110 requires it), in the OpenAI error shape."""
+    r = http.get(C, headers=AUTH)
+    check_error(r, 405, None)
+    assert r.headers["allow"] == "POST"
+    r = http.post("/v1/models", headers=AUTH)
+    check_error(r, 405, None)
+    assert "GET" in r.headers["allow"]
+
+
+def test_error_messages_quote_client_values_clipped(http):
+    """A client's value quoted in a message (a model name, a part type, a logit_bias key) is cut to a
+    few dozen characters: a 60 KB model name must not come back as a 60 KB message."""
+    from moeserve.server.api_errors import MAX_ECHO_CHARS
+
+    long = "m" * 60000
+    bodies = [
+        (C, 404, "model", {"model": long, "prompt": "hi"}),
+        ("/tokenize", 404, "model", {"model": long, "prompt": "hi"}),
+        (CHAT, 400, "messages.0.content.0.type", {"messages": [{"role": "user", "content": [{"type": long}]}]}),
+        (C, 400, "logit_bias", {"prompt": "hi", "logit_bias": {long: "x"}}),
+        (C, 400, "logit_bias", {"prompt": "hi", "logit_bias": {"9" * 4000: 1}}),
+    ]
+    for path, status, param, body in bodies:
+        r = http.post(path, json=body, headers=AUTH)
+        check_error(r, status, param)
+        message = r.json()["error"]["message"]
+        assert len(message) < 400 and "m" * MAX_ECHO_CHARS not in message and "9" * 400 not in message, message[:500]
+    assert "'" + "m" * (MAX_ECHO_CHARS - 3) + "...'" in http.post(C, json=bodies[0][3], headers=AUTH).json()["error"]["message"]
 
 
 def test_queue_full_and_retry_after_shape():

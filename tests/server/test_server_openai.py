@@ -35,6 +35,11 @@ def test_models_and_version(client, server):
     assert r.status_code == 200 and r.json()["version"]
     r = httpx.get(server.url + "/version", headers={"Authorization": f"bearer {API_KEY}"})  # case-insensitive scheme
     assert r.status_code == 200
+    for spacing in ("  ", "\t", " \t "):  # RFC 9110: one or more spaces or tabs after the scheme
+        r = httpx.get(server.url + "/version", headers={"Authorization": f"Bearer{spacing}{API_KEY}"})
+        assert r.status_code == 200, repr(spacing)
+    listed = httpx.get(server.url + "/v1/models/", headers={"Authorization": f"Bearer {API_KEY}"})  # trailing slash
+    assert listed.status_code == 200 and [m["id"] for m in listed.json()["data"]] == [server.model]
 
 
 def test_completions_greedy_matches_python_api(client, server, reference):

@@ -31,6 +31,64 @@ def test_null_means_the_default_for_nullable_openai_fields(server):
     assert chat.json()["choices"][0]["logprobs"] is None
 
 
+# vLLM's extensions are Optional[bool] there: null is their default, as for OpenAI's nullable fields
+_NULLABLE_EXTENSIONS = ("return_token_ids", "ignore_eos", "skip_special_tokens", "include_stop_str_in_output")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_null_means_the_default_for_vllm_extensions(server, stream):
+    base = {"prompt": "Hello", "max_tokens": 4, "temperature": 0, "stream": stream}
+    if stream:
+        base["stream_options"] = {"include_usage": True}
+    nulls = dict(base, **dict.fromkeys(_NULLABLE_EXTENSIONS), seed=None, max_tokens=4)
+    if stream:
+        nulls["stream_options"] = {"include_usage": None, "continuous_usage_stats": None}
+    plain, with_nulls = post(server, C, base), post(server, C, nulls)
+    assert with_nulls.status_code == 200, with_nulls.text
+    if stream:  # include_usage: null is false, so no usage chunk and no usage key
+        events = [json.loads(line[6:]) for line in with_nulls.text.splitlines() if line.startswith("data: {")]
+        assert all("usage" not in e and "token_ids" not in e["choices"][0] for e in events)
+        text = "".join(e["choices"][0]["text"] for e in events)
+        assert text == "".join(json.loads(line[6:])["choices"][0]["text"] for line in plain.text.splitlines()
+                               if line.startswith("data: {") and json.loads(line[6:])["choices"])
+    else:
+        assert with_nulls.json()["choices"][0]["text"] == plain.json()["choices"][0]["text"]
+        assert "token_ids" not in with_nulls.json()["choices"][0]
+    msgs = [{"role": "user", "content": "Tell me"}, {"role": "assistant", "content": "Once upon"}]
+    chat_nulls = {"add_generation_prompt": None, "continue_final_message": None, **dict.fromkeys(_NULLABLE_EXTENSIONS)}
+    chat = post(server, CHAT, {"messages": msgs, "max_tokens": 2, "temperature": 0, "stream": stream, **chat_nulls})
+    assert chat.status_code == 200, chat.text
+    assert _prompt_ids(server, {"messages": msgs, "add_generation_prompt": None, "continue_final_message": None}) == \
+        _prompt_ids(server, {"messages": msgs})
+
+
+@pytest.mark.parametrize("seed", [-(2**63), -1, 0, 2**63 - 1, 2**63, 2**64 - 1])
+def test_seeds_cover_signed_and_unsigned_64_bits(server, seed):
+    """Any seed in [-2^63, 2^64) is served and reproducible, n > 1 included (choice i samples with
+    (seed + i) mod 2^63, so the choices of 2^64 - 1 wrap around to 0)."""
+    body = {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1.0, "ignore_eos": True, "seed": seed, "n": 2,
+            "return_token_ids": True}
+    first, again = post(server, C, body), post(server, C, body)
+    assert first.status_code == 200, first.text
+    ids = [c["token_ids"] for c in sorted(first.json()["choices"], key=lambda c: c["index"])]
+    assert ids == [c["token_ids"] for c in sorted(again.json()["choices"], key=lambda c: c["index"])]
+
+
+def test_a_negative_seed_samples_as_its_unsigned_twos_complement(server):
+    body = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.0, "ignore_eos": True, "return_token_ids": True}
+    ids = {seed: post(server, C, dict(body, seed=seed)).json()["choices"][0]["token_ids"] for seed in (-1, 2**64 - 1, 7)}
+    assert ids[-1] == ids[2**64 - 1] != ids[7]
+
+
+def test_engine_seeds_stay_in_the_signed_64_bit_range():
+    from moeserve.server.generation import engine_seed
+
+    for seed in (-(2**63), -1, 0, 2**63 - 1, 2**63, 2**64 - 1):
+        for index in (0, 1, 127):
+            assert 0 <= engine_seed(seed, index) < 2**63
+    assert engine_seed(2**64 - 1, 1) == 0 and engine_seed(-1, 0) == engine_seed(2**64 - 1, 0) == 2**63 - 1
+
+
 def _prompt_ids(server, body: dict) -> list[int]:
     r = post(server, CHAT, dict(body, max_tokens=1, return_token_ids=True))
     assert r.status_code == 200, r.text
@@ -81,6 +139,19 @@ def test_logprobs_stay_valid_json_when_every_token_is_a_stop_id(server, llm, str
     else:
         values = r.json()["choices"][0]["logprobs"]["token_logprobs"]
     assert values and all(math.isfinite(v) for v in values)
+
+
+def test_assistant_refusal_parts_read_as_their_text(server):
+    """OpenAI's schema allows `refusal` parts on assistant messages (vLLM reads them as text): the prompt
+    is the one with the refusal's text as that part's text. Other roles get a 400 (bad-requests table)."""
+    user = {"role": "user", "content": "Tell me"}
+    refused = [{"type": "text", "text": "I am sorry."}, {"type": "refusal", "refusal": "I cannot help with that."}]
+    as_parts = _prompt_ids(server, {"messages": [user, {"role": "assistant", "content": refused}]})
+    as_text = _prompt_ids(server, {"messages": [user, {"role": "assistant",
+                                                       "content": "I am sorry.\nI cannot help with that."}]})
+    assert as_parts == as_text
+    tokenized = post(server, "/tokenize", {"messages": [user, {"role": "assistant", "content": refused}]})
+    assert tokenized.status_code == 200 and tokenized.json()["tokens"] == as_text, tokenized.text
 
 
 def _stream_deltas(server, body: dict) -> list[dict]:

@@ -53,7 +53,8 @@ def test_detokenize_inverts_tokenize(server):
     ("/tokenize", {"prompt": 5}, 400, "prompt"),
     ("/tokenize", {}, 400, "prompt"),
     ("/tokenize", {"messages": []}, 400, "messages"),
-    ("/tokenize", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "messages.0.content"),
+    ("/tokenize", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "messages.0.content.0.type"),
+    ("/tokenize", {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}, 400, "messages.0.content.0.type"),
     ("/detokenize", {"tokens": [1, 10**9]}, 400, "tokens"),
     ("/detokenize", {"tokens": [-1]}, 400, "tokens"),
     ("/detokenize", {"tokens": "abc"}, 400, "tokens"),
@@ -63,6 +64,25 @@ def test_bad_tokenize_requests_get_openai_errors(server, path, body, status, par
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["message"] and err["type"]
+
+
+def test_tokenize_refuses_prompt_shapes_it_does_not_take_by_naming_the_one_it_does(server):
+    """/tokenize takes a text prompt only (as vLLM's): its message must not offer completions' shapes."""
+    for prompt in ([1, 2], ["a", "b"], [[1, 2]]):
+        r = post(server, "/tokenize", {"prompt": prompt})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+        message = r.json()["error"]["message"]
+        assert "must be a string" in message and "token id" not in message and "list" not in message, message
+
+
+def test_tokenize_takes_null_for_its_defaulted_fields(server):
+    plain = post(server, "/tokenize", {"prompt": "hi"}).json()
+    nulls = post(server, "/tokenize", {"prompt": "hi", "add_special_tokens": None, "return_token_strs": None,
+                                       "messages": None})
+    assert nulls.status_code == 200 and nulls.json() == plain, nulls.text
+    chat = post(server, "/tokenize", {"messages": MESSAGES, "add_generation_prompt": None, "continue_final_message": None,
+                                      "return_token_strs": None})
+    assert chat.status_code == 200 and chat.json() == post(server, "/tokenize", {"messages": MESSAGES}).json(), chat.text
 
 
 def test_tokenize_routes_need_the_api_key(server):
