@@ -17,6 +17,8 @@ BUILTIN_NAME = "moeserve-tiny-moe"
 _SEED = 20261122
 _VOCAB_SIZE = 2048
 _SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# generation ends at either (generation_config.json), as ChatML models' do: a chat reply at its end of turn
+_END_TOKENS = ("<|endoftext|>", "<|im_end|>")
 # Documented default chat format (ChatML-like); also used by the server when a checkpoint has none.
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -51,7 +53,7 @@ def _corpus_path() -> Path:
 
 def _fingerprint() -> str:
     h = hashlib.sha256(repr(sorted(_MODEL_SHAPE.items())).encode())
-    h.update(f"{_SEED}-{_VOCAB_SIZE}-{CHAT_TEMPLATE}".encode())
+    h.update(f"{_SEED}-{_VOCAB_SIZE}-{CHAT_TEMPLATE}-{_END_TOKENS}".encode())
     h.update(_corpus_path().read_bytes())
     return h.hexdigest()[:12]
 
@@ -116,7 +118,7 @@ def _write_checkpoint(path: Path) -> None:
     with torch.random.fork_rng():
         torch.manual_seed(_SEED)
         model = MixtralForCausalLM(config).to(torch.float32).eval()
-    model.generation_config.eos_token_id = eos
+    model.generation_config.eos_token_id = [tokenizer.convert_tokens_to_ids(t) for t in _END_TOKENS]
     model.generation_config.pad_token_id = eos
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)

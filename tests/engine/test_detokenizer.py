@@ -73,3 +73,16 @@ def test_a_request_ending_on_such_a_token_keeps_its_complete_characters():
         assert out.text == llm.tokenizer.decode([odd]).rstrip("\ufffd") != ""
     finally:
         llm.shutdown()
+
+
+def test_the_builtin_model_ends_generation_at_its_chat_end_of_turn():
+    # its chat template closes every turn with <|im_end|>: a reply ends there, as ChatML models' do
+    from moeserve import LLM, SamplingParams
+
+    llm = LLM(max_model_len=64, kv_cache_blocks=16)
+    try:
+        im_end = llm.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        out = llm.generate(["Hello"], SamplingParams(temperature=0.0, max_tokens=4, logit_bias={im_end: 100.0}))[0]
+        assert out.token_ids == [im_end] and out.finish_reason == "stop" and out.text == ""
+    finally:
+        llm.shutdown()
