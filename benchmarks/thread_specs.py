@@ -10,6 +10,10 @@
     auto:auto:nopanel:noattn  neither kernel
     auto:auto:nobind   a server whose engine is not pinned to the cores left after --reserved-cores
                        (engine/cpu_binding.py); the Python API never pins, so offline runs ignore it
+    auto:auto:nosplit  a server that does not spread bursts of prompts over steps
+                       (--no-split-prefill-bursts, core/prefill_split.py); offline engines never do
+    auto:auto:budget128  a server (or engine) with --max-num-batched-tokens 128: prefill bursts cut
+                       into steps of at most 128 tokens
 """
 from __future__ import annotations
 
@@ -34,19 +38,28 @@ def peer_env(**extra: str) -> dict:
 # spec switch -> the environment variable that turns the same kernel (or the core pinning) off in a
 # server process
 SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION", "nobind": "MOESERVE_CPU_BIND"}
+# spec switch -> the `moeserve serve` flag it adds
+FLAG_SWITCHES = {"nosplit": "--no-split-prefill-bursts"}
+
+
+def _budget(switch: str) -> int | None:
+    """"budgetN" -> N (the step token budget, --max-num-batched-tokens); None for other switches."""
+    if switch.startswith("budget") and switch[6:].isdigit() and int(switch[6:]) > 0:
+        return int(switch[6:])
+    return None
 
 
 def parse_run(spec: str) -> tuple[int | None, int | None]:
     """"N:E[:SWITCH...]" -> (num_threads, expert_threads), None for `auto`."""
     try:
         num, expert, *switches = spec.split(":")
-        if any(s not in SWITCHES for s in switches):
+        if any(s not in SWITCHES and s not in FLAG_SWITCHES and _budget(s) is None for s in switches):
             raise ValueError(spec)
         return tuple(None if v == "auto" else int(v) for v in (num, expert))  # type: ignore[return-value]
     except ValueError:
         raise SystemExit(
             f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS[:SWITCH...], each a number or auto, "
-            f"switches from {sorted(SWITCHES)}") from None
+            f"switches from {sorted(SWITCHES) + sorted(FLAG_SWITCHES)} or budgetN") from None
 
 
 def switches(spec: str) -> set[str]:
@@ -60,7 +73,7 @@ def uses_panels(spec: str) -> bool:
 
 def server_env(spec: str, env: dict) -> dict:
     """`env` with the spec's kernels switched off (a server's kernels are switched per process)."""
-    return dict(env, **{SWITCHES[s]: "0" for s in switches(spec)})
+    return dict(env, **{SWITCHES[s]: "0" for s in switches(spec) if s in SWITCHES})
 
 
 def apply_switches(spec: str, model) -> None:
@@ -84,9 +97,19 @@ def drop_panels(model) -> int:
     return count
 
 
+def token_budget(spec: str) -> int | None:
+    """The spec's --max-num-batched-tokens (None: the default)."""
+    budgets = [b for b in map(_budget, switches(spec)) if b is not None]
+    return budgets[-1] if budgets else None
+
+
 def cli_flags(spec: str) -> list[str]:
     """The `moeserve serve` flags of a spec."""
     num, expert = parse_run(spec)
-    return (["--num-threads", str(num)] if num is not None else []) + (
-        ["--expert-threads", str(expert)] if expert is not None else []
+    budget = token_budget(spec)
+    return (
+        (["--num-threads", str(num)] if num is not None else [])
+        + (["--expert-threads", str(expert)] if expert is not None else [])
+        + (["--max-num-batched-tokens", str(budget)] if budget is not None else [])
+        + [FLAG_SWITCHES[s] for s in sorted(switches(spec)) if s in FLAG_SWITCHES]
     )

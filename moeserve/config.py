@@ -58,6 +58,9 @@ class SchedulerConfig:
     max_num_seqs: int = 128  # per attention group
     max_num_batched_tokens: int = 2048  # per attention group per step
     max_queued_requests: int = 4096
+    # spread a burst of waiting prompts over a few steps when that brings their first tokens sooner
+    # on average (core/prefill_split.py); `moeserve serve` turns it on, the offline LLM keeps it off
+    split_prefill_bursts: bool = False
 
     def validate(self) -> None:
         if self.max_num_seqs < 1:

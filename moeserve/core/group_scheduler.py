@@ -5,7 +5,9 @@ One step, under a token budget (`max_num_batched_tokens`) and `max_num_seqs`:
   2. partial prefills: running requests still computing prompt (or recompute) tokens get the
      next chunk, in admission order;
   3. admission: waiting requests, FIFO, take prefix-cache hits and a first chunk, unless this step
-     preempted someone (admitting then would only thrash).
+     preempted someone (admitting then would only thrash). With `split_prefill_bursts` and a known
+     step cost, a burst of waiting prompts may be spread over a few steps, cut between prompts, so
+     its first prompts get their first token sooner (`core/prefill_split.py`).
 A request that cannot get a block preempts the most recently admitted request not yet scheduled
 this step (itself, if it is the newest): its blocks are freed and it goes back to the front of
 the queue to recompute its tokens later. A request that holds the whole pool alone and still
@@ -22,8 +24,10 @@ from dataclasses import dataclass, field
 
 from moeserve.config import SchedulerConfig
 from moeserve.core.block_manager import BlockManager
+from moeserve.core.prefill_split import burst_step_tokens
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
+from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import NewRequest, ScheduledSeq
 
 
@@ -46,10 +50,11 @@ def _wants_prompt_logprobs(req: Request) -> bool:
 
 
 class GroupScheduler:
-    def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig):
+    def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig, step_cost: StepCostModel | None = None):
         self.group = group
         self.blocks = blocks
         self.cfg = cfg
+        self.step_cost = step_cost  # read for burst splitting; the engine core feeds it
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order: the tail is preempted first
         self.load_tokens = 0  # tokens of all live requests here, for routing new requests
@@ -107,11 +112,15 @@ class GroupScheduler:
             self._emit(req, n, step)
 
     def _admit_waiting(self, step: GroupStep) -> None:
+        cap = self._burst_cap(step)
+        admitted = 0
         while self.waiting and step.tokens_left > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
             hits = self._prefix_hits(req)
             cached = len(hits) * self.blocks.block_size
             n = min(req.num_tokens - cached, step.tokens_left)
+            if cap is not None and admitted and admitted + n > cap:
+                return  # the rest of the burst goes next step
             if not self.blocks.can_allocate(hits, cached + n):
                 if self.running:
                     return  # FIFO: later requests wait for this one
@@ -123,6 +132,21 @@ class GroupScheduler:
                     continue
             self.waiting.popleft()
             self._admit(req, hits, cached, n, step)
+            admitted += n
+
+    def _burst_cap(self, step: GroupStep) -> int | None:
+        """Prompt tokens this step may admit (None: as many as the budget takes). The burst is the
+        waiting prompts this step could take: FIFO, within the seat and token budgets."""
+        if not self.cfg.split_prefill_bursts or self.step_cost is None or len(self.waiting) < 2:
+            return None
+        burst: list[int] = []
+        seats, tokens = self.cfg.max_num_seqs - len(self.running), step.tokens_left
+        for req in self.waiting:
+            if len(burst) == seats or tokens <= 0:
+                break
+            burst.append(min(req.num_tokens, tokens))
+            tokens -= burst[-1]
+        return burst_step_tokens(burst, self.step_cost.estimate())
 
     # ---- helpers ------------------------------------------------------------------------------
     def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:

@@ -5,6 +5,7 @@
     reqs = scheduler.update(plan, result)  # requests that got a token; engine checks stop conditions
     scheduler.finish_request(rid, "stop")  # engine's decision; frees blocks, tells workers next plan
     failed = scheduler.take_failed()       # (request, message): ended by the scheduler with an error
+    scheduler.observe_step(plan, seconds)  # the engine core's measured step time: the step-cost model
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to the least-loaded group, validates limits users can hit (RequestError / QueueFullError),
@@ -20,6 +21,7 @@ from moeserve.core.block_manager import BlockManager
 from moeserve.core.group_scheduler import GroupScheduler
 from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
 from moeserve.core.request import Request, RequestStatus
+from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
 from moeserve.errors import QueueFullError, RequestError
 
@@ -41,8 +43,11 @@ class Scheduler:
         self.block_size = cache_cfg.block_size
         self.num_blocks = num_blocks
         self.max_model_len = max_model_len
+        self.step_cost = StepCostModel()  # what a step costs, for splitting prefill bursts
         self.groups = [
-            GroupScheduler(g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg)
+            GroupScheduler(
+                g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg, self.step_cost
+            )
             for g in range(num_groups)
         ]
         self.requests: dict[str, Request] = {}
@@ -128,6 +133,11 @@ class Scheduler:
                     group.load_tokens += 1
                     got_token.append(req)
         return got_token
+
+    def observe_step(self, plan: StepPlan, seconds: float) -> None:
+        """How long `plan` took to execute. The groups run side by side, so the step's size is its
+        largest group's."""
+        self.step_cost.observe(plan.max_group_tokens, seconds)
 
     def _publish_full_blocks(self, req: Request, blocks: BlockManager) -> None:
         full = req.num_computed_tokens // self.block_size

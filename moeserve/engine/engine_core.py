@@ -162,7 +162,9 @@ class EngineCore:
         if plan.num_tokens or plan.new_requests or plan.finished_request_ids:
             if self.placement is not None:
                 self.placement.before(plan)  # may ask for routing counts or ship a new expert placement
+            started = time.perf_counter()
             result = self.executor.execute(plan)
+            self.scheduler.observe_step(plan, time.perf_counter() - started)
             outputs += self._update(plan, result)
             if self.placement is not None:
                 self.placement.after(plan)

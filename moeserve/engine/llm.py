@@ -35,6 +35,7 @@ class LLM:
         max_model_len: int | None = None,
         max_num_seqs: int = 256,
         max_num_batched_tokens: int = 4096,
+        split_prefill_bursts: bool = False,
         kv_cache_blocks: int | None = None,
         block_size: int = 16,
         enable_prefix_caching: bool = True,
@@ -48,7 +49,11 @@ class LLM:
         config = EngineConfig(
             model=ModelConfig(model=model, dtype=dtype, max_model_len=max_model_len),
             cache=CacheConfig(block_size=block_size, num_blocks=kv_cache_blocks, enable_prefix_caching=enable_prefix_caching),
-            scheduler=SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens),
+            scheduler=SchedulerConfig(
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                split_prefill_bursts=split_prefill_bursts,
+            ),
             parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch, num_threads=num_threads, expert_threads=expert_threads),
             placement=placement,
             placement_runtime=PlacementRuntimeConfig(

@@ -19,6 +19,9 @@ from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 # cores `moeserve serve` leaves to its front end unless --reserved-cores says otherwise
 SERVE_RESERVED_CORES = 1
+# a server splits bursts of prompts for time to first token unless told not to; the offline LLM
+# (throughput) does not (docs/core.md)
+SERVE_SPLIT_PREFILL_BURSTS = True
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ FLAGS: list[Flag] = [
     Flag("max_num_seqs", "scheduler.max_num_seqs", int, "most running requests per attention group"),
     Flag("max_num_batched_tokens", "scheduler.max_num_batched_tokens", int, "token budget of one step per attention group"),
     Flag("max_queued_requests", "scheduler.max_queued_requests", int, "waiting-queue bound; beyond it requests get 429"),
+    Flag("split_prefill_bursts", "scheduler.split_prefill_bursts", bool, "spread a burst of waiting prompts over a few steps, cut between prompts, when the engine's measured step cost says their first tokens then come sooner on average (default: on for serve; the Python LLM keeps it off for throughput)"),
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
@@ -177,6 +181,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerCon
     values.update(given)
     if values.get("reserved_cores") is None:
         values["reserved_cores"] = SERVE_RESERVED_CORES
+    if values.get("split_prefill_bursts") is None:
+        values["split_prefill_bursts"] = SERVE_SPLIT_PREFILL_BURSTS
     return build_configs(values)
 
 

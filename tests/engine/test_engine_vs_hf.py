@@ -41,8 +41,12 @@ def case(request, tmp_path_factory):
     return path, prompts, _hf_greedy(hf, prompts)
 
 
-def _generate(path, prompts, **kw) -> list[list[int]]:
-    llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=24, **kw)
+def _generate(path, prompts, cost=None, **kw) -> list[list[int]]:
+    kw.setdefault("max_num_batched_tokens", 24)
+    llm = LLM(model=str(path), block_size=4, **kw)
+    if cost is not None:  # a known step cost, so bursts are split from the first step
+        for group in llm.engine.scheduler.groups:
+            group.step_cost = cost
     params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
     outs = llm.generate(prompts, params)
     assert all(o.finish_reason == "length" for o in outs)
@@ -69,6 +73,21 @@ def test_experts_split_over_threads_change_nothing(case):
     # the tests run torch with 1 thread, so the default leaves the split off: force three chunks
     path, prompts, expected = case
     got, _ = _generate(path, prompts, expert_threads=3)
+    assert got == expected
+
+
+class _CostlyPrefill:
+    """Prompt tokens 20x a step's overhead: the 8-prompt burst is spread over steps."""
+
+    def estimate(self):
+        from moeserve.core.step_cost import StepCost
+
+        return StepCost(overhead_s=0.001, per_token_s=0.02)
+
+
+def test_bursts_split_over_steps_change_nothing(case):
+    path, prompts, expected = case
+    got, stats = _generate(path, prompts, cost=_CostlyPrefill(), split_prefill_bursts=True, max_num_batched_tokens=4096)
     assert got == expected
 
 
