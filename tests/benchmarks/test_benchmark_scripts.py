@@ -48,7 +48,9 @@ def test_run_specs_name_their_kernel_switches():
     assert thread_specs.server_env("1:1:nopanel:noattn", {"A": "1"}) == {
         "A": "1", "MOESERVE_PANEL_GEMM": "0", "MOESERVE_DECODE_ATTENTION": "0"}
     assert thread_specs.uses_panels("1:1:noattn") and not thread_specs.uses_panels("1:1:nopanel")
-    for bad in ("1", "1:1:fast", "x:1"):
+    assert thread_specs.cli_flags("auto:auto:budget96:nosplit") == ["--max-num-batched-tokens", "96", "--no-split-prefill-bursts"]
+    assert thread_specs.server_env("auto:auto:budget96:nosplit:nobind", {}) == {"MOESERVE_CPU_BIND": "0"}
+    for bad in ("1", "1:1:fast", "x:1", "1:1:budget0", "1:1:budgetx"):
         try:
             thread_specs.parse_run(bad)
         except SystemExit as exc:
