@@ -35,10 +35,11 @@ def render_messages(state: ServerState, req: Any) -> list[int]:
     add_generation_prompt and continue_final_message (a chat or a /tokenize request)."""
     from jinja2 import TemplateError
 
+    tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
     turns = [{"role": m.role, "content": _content(m)} for m in req.messages]
-    template = getattr(state.tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    template = getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
     try:
-        text = state.tokenizer.apply_chat_template(
+        text = tokenizer.apply_chat_template(
             turns, chat_template=template, add_generation_prompt=req.add_generation_prompt,
             continue_final_message=req.continue_final_message, tokenize=False)
     except TemplateError as e:
@@ -48,7 +49,7 @@ def render_messages(state: ServerState, req: Any) -> list[int]:
             raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
                               param="continue_final_message") from None
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
-    ids = state.tokenizer.encode(text, add_special_tokens=False)
+    ids = tokenizer.encode(text, add_special_tokens=False)
     if not ids:
         raise bad_request("the messages render to an empty prompt", param="messages")
     return ids

@@ -198,6 +198,15 @@ def token_ids_fields(req: Any, gen: Generation, choice: Any, token_ids: list[int
     return fields
 
 
+def require_tokenizer(state: ServerState, what: str, param: str | None, hint: str = "") -> Any:
+    """The checkpoint's tokenizer, or a 400 saying `what` needs one (a checkpoint may ship without:
+    it then serves token-id prompts only, as the Python API does)."""
+    if state.tokenizer is None:
+        raise bad_request(f"{what} needs a tokenizer and this checkpoint has none" + (f": {hint}" if hint else ""),
+                          param=param, code="no_tokenizer")
+    return state.tokenizer
+
+
 def token_decoder(state: ServerState) -> Callable[[list[int]], str]:
     """The text of token ids for logprobs; a checkpoint without a tokenizer names each token as vLLM's
     --return-tokens-as-token-ids does ("token_id:123")."""

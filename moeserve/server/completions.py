@@ -25,6 +25,8 @@ def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
     prompt = _prompt_list(prompt)
     if not prompt or any(p == "" for p in prompt):
         raise bad_request("prompt must not be empty", param="prompt")
+    if any(isinstance(p, str) for p in prompt):
+        common.require_tokenizer(state, "a text prompt", "prompt", hint="send token ids instead")
     ids = [state.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompt]
     if any(not p for p in ids):
         raise bad_request("prompt must not be empty", param="prompt")
@@ -34,7 +36,8 @@ def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
 
 
 def _decode_all(state: ServerState, prompts: list[list[int]]) -> list[str]:
-    return [state.tokenizer.decode(p) for p in prompts]
+    decode = common.token_decoder(state)  # without a tokenizer: "token_id:N" names, as logprobs give
+    return [decode(p) for p in prompts]
 
 
 def _refuse_unsupported(req: CompletionRequest) -> None:

@@ -21,7 +21,7 @@ from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, Tok
 def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
     if isinstance(req, TokenizeChatRequest):
         return render_messages(state, req)
-    return state.tokenizer.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+    return common.require_tokenizer(state, "/tokenize", "prompt").encode(req.prompt, add_special_tokens=req.add_special_tokens)
 
 
 async def tokenize(request: Request) -> Any:
@@ -29,6 +29,7 @@ async def tokenize(request: Request) -> Any:
     req = await common.read_request(
         request, state, lambda data: TokenizeRequest if data.get("messages") is None else TokenizeChatRequest)
     common.check_model(state, req.model)
+    common.require_tokenizer(state, "/tokenize", "messages" if isinstance(req, TokenizeChatRequest) else "prompt")
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)
     ids = await common.tokenize(state, _encode, state, req)
@@ -41,4 +42,5 @@ async def detokenize(request: Request) -> Any:
     req = await common.read_request(request, state, DetokenizeRequest)
     common.check_model(state, req.model)
     common.check_token_ids(state, req.tokens, "tokens")
-    return {"prompt": await common.tokenize(state, state.tokenizer.decode, req.tokens)}
+    tokenizer = common.require_tokenizer(state, "/detokenize", "tokens")
+    return {"prompt": await common.tokenize(state, tokenizer.decode, req.tokens)}

@@ -22,3 +22,41 @@ def test_without_a_tokenizer_tokens_are_named_by_id():
 def test_with_a_tokenizer_its_decode_is_used():
     state = SimpleNamespace(tokenizer=SimpleNamespace(decode=lambda ids: "".join(chr(97 + t) for t in ids)))
     assert common.token_decoder(state)([0, 1]) == "ab"
+
+
+# ---- a checkpoint without a tokenizer serves token ids; what needs text is a 400 -----------------
+# (an independent check got 500s from echo, text prompts, chat, /tokenize and /detokenize)
+def _no_tokenizer():
+    return SimpleNamespace(tokenizer=None, vocab_size=100)
+
+
+def _refused(fn, *args):
+    import pytest
+
+    from moeserve.server.api_errors import ApiError
+
+    with pytest.raises(ApiError) as e:
+        fn(*args)
+    assert e.value.status == 400 and e.value.code == "no_tokenizer"
+    assert "needs a tokenizer and this checkpoint has none" in e.value.message
+    return e.value
+
+
+def test_without_a_tokenizer_token_id_prompts_are_served_and_echoed_by_id():
+    state = _no_tokenizer()
+    assert completions._prompts(state, [[5, 6, 7]]) == [[5, 6, 7]]
+    assert completions._decode_all(state, [[5, 6]]) == ["token_id:5token_id:6"]
+
+
+def test_without_a_tokenizer_text_prompts_chat_and_tokenize_are_refused():
+    from moeserve.server import tokenize_routes
+    from moeserve.server.protocol import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
+
+    state = _no_tokenizer()
+    assert _refused(completions._prompts, state, "hello").param == "prompt"
+    assert _refused(completions._prompts, state, [[1, 2], "mixed"]).param == "prompt"
+    chat_req = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}]})
+    assert _refused(chat.render_messages, state, chat_req).param == "messages"
+    assert _refused(tokenize_routes._encode, state, TokenizeRequest.model_validate({"prompt": "hi"})).param == "prompt"
+    assert DetokenizeRequest.model_validate({"tokens": [1]}).tokens == [1]
+    assert _refused(common.require_tokenizer, state, "/detokenize", "tokens").param == "tokens"
