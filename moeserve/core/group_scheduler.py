@@ -163,6 +163,10 @@ class GroupScheduler:
         self.running.append(req)
         self._emit(req, n, step)
 
+    def cached_prefix_tokens(self, req: Request) -> int:
+        """Prompt tokens of `req` this group's prefix cache holds now (a pure lookup: for routing)."""
+        return len(self._prefix_hits(req)) * self.blocks.block_size
+
     def _prefix_hits(self, req: Request) -> list[int]:
         if not self.blocks.enable_prefix_caching or _wants_prompt_logprobs(req):
             return []  # prompt logprobs need the logits of every prompt position: no cached prefix

@@ -8,7 +8,8 @@
     scheduler.observe_step(plan, seconds)  # the engine core's measured step time: the step-cost model
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
-request to the least-loaded group, validates limits users can hit (RequestError / QueueFullError),
+request to a group (the least-loaded, unless another holds more of its prompt in its prefix cache
+than it carries in extra load), validates limits users can hit (RequestError / QueueFullError),
 and turns step results into request state. It never runs a model, never decides stop conditions
 and never touches a block pool except through the group schedulers and `BlockManager` verbs.
 """
@@ -57,14 +58,14 @@ class Scheduler:
 
     # ---- requests in ------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
-        """Validate and enqueue `req` on the least-loaded attention group."""
+        """Validate and enqueue `req` on an attention group (`_route`)."""
         self._validate(req)
         if self.num_waiting >= self.cfg.max_queued_requests:
             raise QueueFullError(
                 f"the waiting queue holds {self.num_waiting} requests (--max-queued-requests): retry later",
                 code="queue_full",
             )
-        group = min(self.groups, key=lambda g: (g.load_tokens, g.num_requests, g.group))
+        group = self._route(req)
         max_tokens = req.sampling.max_tokens
         req.max_output_tokens = max_tokens if max_tokens is not None else self.max_model_len - req.num_prompt_tokens
         req.group = group.group
@@ -72,6 +73,22 @@ class Scheduler:
         self.requests[req.request_id] = req
         group.waiting.append(req)
         group.load_tokens += req.num_tokens
+
+    def _route(self, req: Request) -> GroupScheduler:
+        """The group that serves `req`: the least-loaded (fewest live tokens, then requests), unless
+        another group's prefix cache holds more of the prompt than that group's extra load. A cached
+        token is prefill not recomputed; a token of load is KV read by every step of a running
+        request or prefill still queued, so the trade is counted in tokens, one for one. With one
+        group, or prefix caching off, there is nothing to weigh."""
+        least = min(self.groups, key=lambda g: (g.load_tokens, g.num_requests, g.group))
+        if len(self.groups) == 1 or not least.blocks.enable_prefix_caching:
+            return least
+        best, best_gain = least, 0
+        for g in self.groups:
+            gain = g.cached_prefix_tokens(req) - (g.load_tokens - least.load_tokens)
+            if gain > best_gain:
+                best, best_gain = g, gain
+        return best
 
     def _validate(self, req: Request) -> None:
         if req.request_id in self.requests:

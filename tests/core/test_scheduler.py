@@ -183,6 +183,43 @@ def test_requests_go_to_the_least_loaded_group():
     assert len(eng.finished) == 4
 
 
+def _cached_in_group_0(busy_tokens: int):
+    """Request "a" (40 tokens) computed and cached in group 0, then a running request of
+    `busy_tokens` there; returns the engine."""
+    eng = FakeEngine(make_scheduler(num_groups=2, block_size=4))
+    s = eng.scheduler
+    s.add_request(make_request("a", list(range(40)), max_tokens=4))
+    eng.run()
+    assert s.groups[0].blocks.num_cached >= 10
+    s.add_request(make_request("busy", list(range(500, 500 + busy_tokens)), max_tokens=50))
+    assert s.requests["busy"].group == 0  # both idle: the tie goes to group 0
+    return eng
+
+
+def test_a_follow_up_goes_to_the_group_that_caches_its_prefix():
+    # an independent check: a follow-up extending an earlier prompt got 140 cached tokens at ep 1
+    # and none at ep 2, because it went to the other (less loaded) group
+    eng = _cached_in_group_0(busy_tokens=8)
+    s = eng.scheduler
+    s.add_request(make_request("b", list(range(40)) + [900, 901, 902, 903, 904], max_tokens=2))
+    assert s.requests["b"].group == 0  # 40 cached tokens outweigh 8 tokens of extra load
+    eng.step()
+    assert s.requests["b"].num_cached_prompt_tokens == 40
+    eng.run()
+    assert len(eng.finished) == 3
+
+
+def test_load_outweighs_a_small_cached_prefix():
+    eng = _cached_in_group_0(busy_tokens=100)
+    s = eng.scheduler
+    s.add_request(make_request("b", list(range(40)) + [900], max_tokens=2))
+    assert s.requests["b"].group == 1  # 100 tokens of extra load against 40 cached
+    s.add_request(make_request("c", list(range(300, 310)), max_tokens=2))
+    assert s.requests["c"].group == 1  # nothing cached anywhere: the least loaded
+    eng.run()
+    assert len(eng.finished) == 4
+
+
 def test_prompt_logprobs_request_skips_prefix_hits_and_gets_its_targets_per_chunk():
     from moeserve.core.request import Request
     from moeserve.sampling_params import SamplingParams
