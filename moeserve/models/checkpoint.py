@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from tqdm import tqdm
+
+
+logger = logging.getLogger(__name__)
 
 
 class CheckpointError(ValueError):
@@ -26,7 +31,33 @@ def load_hf_config(model_dir: str | Path):
 
     if not (Path(model_dir) / "config.json").exists():
         raise CheckpointError(f"{model_dir} has no config.json: is it a Hugging Face checkpoint directory?")
-    return AutoConfig.from_pretrained(str(model_dir))
+    cfg = AutoConfig.from_pretrained(str(model_dir))
+    _moe_layers_as_saved(cfg, model_dir)
+    return cfg
+
+
+def _moe_layers_as_saved(cfg: Any, model_dir: str | Path) -> None:
+    """DeepSeek's own code makes layer i an MoE layer when i >= first_k_dense_replace and
+    i % moe_layer_freq == 0; transformers ignores moe_layer_freq (every layer from
+    first_k_dense_replace on is MoE) and saves its checkpoints so. When a checkpoint with
+    moe_layer_freq > 1 holds a router on a layer DeepSeek's rule calls dense, it was written the
+    transformers way, and is read that way (moe_layer_freq taken as 1), as transformers, the
+    oracle, reads it."""
+    freq = getattr(cfg, "moe_layer_freq", 1) or 1
+    if freq == 1 or not getattr(cfg, "n_routed_experts", 0):
+        return
+    try:
+        names = set(CheckpointReader(model_dir, progress=False).names())
+    except CheckpointError:
+        return  # no weights to look at: the loader says what is missing
+    first = getattr(cfg, "first_k_dense_replace", 0) or 0
+    routed_off_rule = [i for i in range(first, cfg.num_hidden_layers)
+                       if i % freq and f"model.layers.{i}.mlp.gate.weight" in names]
+    if routed_off_rule:
+        logger.info("%s: moe_layer_freq is %d but layers %s hold routers (a checkpoint saved by transformers, "
+                    "which ignores the field): every layer from first_k_dense_replace on is MoE",
+                    model_dir, freq, routed_off_rule[:4])
+        cfg.moe_layer_freq = 1
 
 
 class CheckpointReader:

@@ -1,8 +1,8 @@
 """DeepSeek-V2 and DeepSeek-V3: MLA attention, shared + routed experts, DeepSeek routing.
 
 Layer i is an MoE layer when i >= first_k_dense_replace and i % moe_layer_freq == 0 (transformers
-5.23 has no moe_layer_freq and behaves as 1, which every released checkpoint uses); the others are
-dense gated MLPs. V2 and V3 differ in routing (moe/deepseek_router.py) and in the rope layout:
+ignores moe_layer_freq and behaves as 1, which every released checkpoint uses; a checkpoint it saved
+with another value is read its way, see `checkpoint.load_hf_config`); the others are dense gated MLPs. V2 and V3 differ in routing (moe/deepseek_router.py) and in the rope layout:
 V2 is always pairwise-interleaved, V3 follows `rope_interleave` (default True).
 
 Checkpoint names follow transformers' `save_pretrained` (and DeepSeek's own releases):

@@ -6,6 +6,8 @@ logits at every new token must match transformers' forward over the same prefix 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from tiny_models import save_checkpoint
@@ -278,3 +280,25 @@ def test_dense_and_moe_layer_pattern():
     model = DeepseekV2ForCausalLM(cfg, SINGLE, torch.float32)
     assert [isinstance(layer.mlp, MoELayer) for layer in model.layers] == [False, False, True, False, True, False]
     assert model.kv_cache_shape(3, 4) == [(3, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)]
+
+
+def test_a_transformers_checkpoint_with_moe_layer_freq_is_read_as_transformers_wrote_it(tmp_path):
+    # transformers ignores moe_layer_freq (every layer from first_k_dense_replace on is MoE) and saves
+    # so; such a checkpoint used to fail to load ("no tensor model.layers.1.mlp.gate_proj.weight")
+    from moeserve import LLM, SamplingParams
+
+    hf = _make_checkpoint("v2-greedy", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(moe_layer_freq=2)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    prompt = [5, 9, 17, 3, 12]
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        want = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                           pad_token_id=0, eos_token_id=None)[0, len(prompt):].tolist()
+    llm = LLM(model=str(tmp_path), block_size=4, kv_cache_blocks=32)
+    try:
+        out = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))[0]
+        assert out.token_ids == want
+    finally:
+        llm.shutdown()
