@@ -136,7 +136,8 @@ class GroupScheduler:
 
     def _burst_cap(self, step: GroupStep) -> int | None:
         """Prompt tokens this step may admit (None: as many as the budget takes). The burst is the
-        waiting prompts this step could take: FIFO, within the seat and token budgets."""
+        waiting prompts this step could take: FIFO, within the seat and token budgets, each counted
+        by the tokens it must compute (a prefix already cached costs nothing), as admission counts."""
         if not self.cfg.split_prefill_bursts or self.step_cost is None or len(self.waiting) < 2:
             return None
         burst: list[int] = []
@@ -144,7 +145,7 @@ class GroupScheduler:
         for req in self.waiting:
             if len(burst) == seats or tokens <= 0:
                 break
-            burst.append(min(req.num_tokens, tokens))
+            burst.append(min(req.num_tokens - self.cached_prefix_tokens(req), tokens))
             tokens -= burst[-1]
         return burst_step_tokens(burst, self.step_cost.estimate())
 

@@ -159,6 +159,25 @@ def test_a_long_prompt_first_in_the_queue_still_runs_whole_under_the_budget():
     assert len(eng.finished) == 4
 
 
+def test_a_cached_prefix_does_not_count_as_burst_work():
+    # four prompts with a cached 32-token prefix and 8 tokens to compute, four fresh 40-token ones:
+    # 192 tokens of work (b W < 6 a: one step), not 320 (two steps, cut after the seventh prompt)
+    s = _scheduler(split=True)
+    s.groups[0].step_cost = None  # while the prefix is computed: no split
+    eng = FakeEngine(s)
+    shared = list(range(100, 148))
+    s.add_request(make_request("first", shared, max_tokens=2))
+    eng.run()
+    s.groups[0].step_cost = FixedCost(TINY_MIXTRAL)
+    for i in range(4):
+        s.add_request(make_request(f"c{i}", shared[:32] + [i + 1] * 8, max_tokens=2))
+    for i in range(4):
+        s.add_request(make_request(f"f{i}", [i + 200] * 40, max_tokens=2))
+    plan = eng.step()
+    assert len(plan.new_requests) == 8
+    assert all(s.requests[f"c{i}"].num_cached_prompt_tokens == 32 for i in range(4))
+
+
 def test_the_seat_and_token_budgets_bound_the_burst_the_rule_sees():
     # 4 seats: the burst is the first 4 prompts (b W < 4 a for 128 tokens on tiny-mixtral): one step
     eng = FakeEngine(_scheduler(split=True, seqs=4))
