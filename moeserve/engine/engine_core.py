@@ -164,7 +164,8 @@ class EngineCore:
                 self.placement.before(plan)  # may ask for routing counts or ship a new expert placement
             started = time.perf_counter()
             result = self.executor.execute(plan)
-            self.scheduler.observe_step(plan, time.perf_counter() - started)
+            if plan.rebalance is None:  # a step that also moves experts says nothing of step cost
+                self.scheduler.observe_step(plan, time.perf_counter() - started)
             outputs += self._update(plan, result)
             if self.placement is not None:
                 self.placement.after(plan)
