@@ -27,16 +27,11 @@ class IncrementalDetokenizer:
         self.token_ids.extend(new_ids)
         if self.tokenizer is None:  # a checkpoint without a tokenizer produces ids only
             return ""
-        decode = self.tokenizer.decode
-        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=self.skip_special_tokens)
-        full = decode(self.token_ids[self._prefix_offset :], skip_special_tokens=self.skip_special_tokens)
+        end = len(self.token_ids)
+        prefix, full = self._decode_window(end)
         if full.endswith("\ufffd"):
             return ""
-        delta = full[len(prefix) :]
-        self._read_offset = len(self.token_ids)
-        self._prefix_offset = max(0, self._read_offset - _WINDOW)
-        self.text += delta
-        return delta
+        return self._advance(end, full[len(prefix) :])
 
     def flush(self, hidden_tail: int = 0) -> str:
         """The request ended: appends and returns the complete characters of tokens held back for an
@@ -45,11 +40,19 @@ class IncrementalDetokenizer:
         end = len(self.token_ids) - hidden_tail
         if self.tokenizer is None or end <= self._read_offset:
             return ""
-        decode = self.tokenizer.decode
-        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=self.skip_special_tokens)
-        full = decode(self.token_ids[self._prefix_offset : end], skip_special_tokens=self.skip_special_tokens)
-        delta = full[len(prefix) :].rstrip("\ufffd")
+        prefix, full = self._decode_window(end)
+        return self._advance(end, full[len(prefix) :].rstrip("\ufffd"))
+
+    def _decode_window(self, end: int) -> tuple[str, str]:
+        """The window's text up to the tokens not yet read, and up to token `end`."""
+        decode, skip = self.tokenizer.decode, self.skip_special_tokens
+        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=skip)
+        return prefix, decode(self.token_ids[self._prefix_offset : end], skip_special_tokens=skip)
+
+    def _advance(self, end: int, delta: str) -> str:
+        """Tokens up to `end` are read and gave `delta`."""
         self._read_offset = end
+        self._prefix_offset = max(0, end - _WINDOW)
         self.text += delta
         return delta
 
