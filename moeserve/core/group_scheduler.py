@@ -140,6 +140,9 @@ class GroupScheduler:
         by the tokens it must compute (a prefix already cached costs nothing), as admission counts."""
         if not self.cfg.split_prefill_bursts or self.step_cost is None or len(self.waiting) < 2:
             return None
+        cost = self.step_cost.estimate()
+        if cost is None:  # nothing known of the step cost yet: no split, and no prefix lookups for it
+            return None
         burst: list[int] = []
         seats, tokens = self.cfg.max_num_seqs - len(self.running), step.tokens_left
         for req in self.waiting:
@@ -147,7 +150,7 @@ class GroupScheduler:
                 break
             burst.append(min(req.num_tokens - self.cached_prefix_tokens(req), tokens))
             tokens -= burst[-1]
-        return burst_step_tokens(burst, self.step_cost.estimate())
+        return burst_step_tokens(burst, cost)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:
