@@ -166,12 +166,16 @@ EXPERTS_WITHOUT_KERNEL = """
     from moeserve.dense import panel_gemm
     from moeserve.dispatch.base import ExpertBatch
     from moeserve.moe.experts import GroupedExperts, experts_reference
+    torch.manual_seed(0)
     e = GroupedExperts(4, 16, 8, torch.float32)
     e.w13.data.normal_(); e.w2.data.normal_()
     assert e.pack() and e.panels is None and not panel_gemm.available()
     counts = torch.tensor([2, 0, 1, 3]); x = torch.randn(6, 16)
     got = e(ExpertBatch(hidden=x, counts=counts, offsets=counts.cumsum(0).to(torch.int32)))
-    torch.testing.assert_close(got, experts_reference(x, counts, e.w13, e.w2, e.act), rtol=1e-5, atol=1e-5)
+    want = experts_reference(x, counts, e.w13, e.w2, e.act)
+    # oneDNN and the reference sum in different orders; outputs near zero after cancellation
+    # differ by rounding of the large terms, so the absolute tolerance scales with the output
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
     print("OK")
 """
 
