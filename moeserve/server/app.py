@@ -169,4 +169,14 @@ def build_app(state: ServerState) -> Any:
     _routes(app, state)
     _error_handlers(app, state)
     fixed = {route.path for route in app.routes if "{" not in getattr(route, "path", "{")}
-    return Gate(app, state, fixed)
+    gated = Gate(app, state, fixed)
+    origins = state.config.allowed_origins
+    if not origins:
+        return gated
+    from starlette.middleware.cors import CORSMiddleware
+
+    # outside the gate: a browser's preflight carries no Authorization header, so it is answered
+    # before the key check; every other response, a 401 included, gets the CORS headers, so a web
+    # page can read the error. Bearer keys, not cookies: no credentials mode.
+    return CORSMiddleware(gated, allow_origins=list(origins), allow_methods=["GET", "POST"], allow_headers=["*"],
+                          expose_headers=["Retry-After"], max_age=600)

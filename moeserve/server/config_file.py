@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ SERVE_RESERVED_CORES = 1
 # a server splits bursts of prompts for time to first token unless told not to; the offline LLM
 # (throughput) does not (docs/core.md)
 SERVE_SPLIT_PREFILL_BURSTS = True
+# what a browser sends as Origin: scheme://host[:port], no path (docs/server.md, CORS)
+_ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#]+")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class ServerConfig:
     health_timeout_s: float = 60.0  # no heartbeat for this long: the engine is stuck, /health 503
     startup_timeout_s: float = 1800.0  # model loading
     log_level: str = "info"
+    # browser origins allowed to call the API (CORS); empty = no CORS headers, as a server that binds
+    # loopback should be: "*" would let any web page the user visits read this server's answers
+    allowed_origins: tuple[str, ...] = ()
 
     def validate(self) -> "ServerConfig":
         if not 0 <= self.port <= 65535:
@@ -47,6 +53,10 @@ class ServerConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"--log-level must be one of debug, info, warning, error, got {self.log_level}")
+        for origin in self.allowed_origins:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ConfigError(f"--allowed-origins: {origin!r} is not an origin; write scheme://host[:port] with no "
+                                  "path or trailing slash (what browsers send), e.g. http://localhost:3000, or *")
         return self
 
 
@@ -54,7 +64,7 @@ class ServerConfig:
 class Flag:
     key: str  # YAML key; the flag is "--" + key with "-" for "_"
     target: str  # "<section>.<field>": an EngineConfig part, "engine" (its own fields) or "server"
-    type: type
+    type: type  # bool, int, float, str, or tuple: a list (comma-separated on the command line)
     help: str
 
     @property
@@ -99,6 +109,7 @@ FLAGS: list[Flag] = [
     Flag("health_timeout_s", "server.health_timeout_s", float, "seconds without an engine heartbeat before /health says 503"),
     Flag("startup_timeout_s", "server.startup_timeout_s", float, "seconds the engine may take to load"),
     Flag("log_level", "server.log_level", str, "debug, info, warning or error"),
+    Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 _BY_KEY = {f.key: f for f in FLAGS}
 _SECTIONS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig, "parallel": ParallelConfig,
@@ -124,14 +135,26 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                 "--no-" + f.flag[2:].removeprefix("enable-"), dest=f.key, action="store_false",
                 default=argparse.SUPPRESS, help=f"turn {f.flag} off",
             )
+        elif f.type is tuple:
+            parser.add_argument(f.flag, dest=f.key, type=_comma_list, default=argparse.SUPPRESS, metavar="A,B", help=help_text)
         else:
             parser.add_argument(f.flag, dest=f.key, type=f.type, default=argparse.SUPPRESS, metavar=f.key.upper(), help=help_text)
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _check_type(key: str, value: Any, origin: str) -> Any:
     flag = _BY_KEY[key]
     if value is None:
         return None
+    if flag.type is tuple:
+        if isinstance(value, str):
+            return _comma_list(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ConfigError(f"{origin}: {key} must be a list of strings (or one comma-separated string), got {value!r}")
     ok = {
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),
