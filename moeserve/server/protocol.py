@@ -1,6 +1,7 @@
 """OpenAI request bodies: parsing and validation into pydantic models (strict types).
 
-Strict mode: "5" is not an integer and true is not a number, as in OpenAI's API. Unknown fields are
+Strict mode: "5" is not an integer and true is not a number, as in OpenAI's API; a float with an
+integral value (4.0) counts as an integer, as in vLLM. Unknown fields are
 ignored (clients add their own). Fields we cannot honour are refused, never silently dropped.
 Range checks live in SamplingParams; this module checks JSON shapes and the fields it owns.
 """
@@ -12,12 +13,23 @@ import re
 import typing
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from moeserve.server.api_errors import ApiError, bad_request, clip
 
 _MAX_INT = 2**63 - 1
-_Int = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)  # msgpack and torch both need 64-bit ints
+
+
+def _whole(value: Any) -> Any:
+    """3.0 is 3: JSON has one number type, some serializers write every number with a point, and
+    vLLM (lax models) accepts it. 3.5, "3" and true stay errors."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# a count or seed field: an integer, or a float with an integral value
+WholeInt = Annotated[int, BeforeValidator(_whole)]
 
 
 class _Strict(BaseModel):
@@ -67,19 +79,19 @@ class _Sampling(_Strict):
         "messages": "messages must be a non-empty list of {role, content} objects",
     }
     model: str | None = None
-    n: int = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
+    n: WholeInt = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    top_k: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stop: str | list[str] | None = None
     stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
     # signed or unsigned 64-bit, as clients draw them; Generation maps it into the engine's range
-    seed: int | None = Field(default=None, ge=-(2**63), le=2**64 - 1)
+    seed: WholeInt | None = Field(default=None, ge=-(2**63), le=2**64 - 1)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extensions from here
     min_p: float | None = None
-    min_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    min_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
@@ -112,10 +124,10 @@ Prompt = Annotated[
 
 class CompletionRequest(_Sampling):
     prompt: Prompt
-    max_tokens: int | None = Field(default=16, ge=-_MAX_INT, le=_MAX_INT)
-    logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_tokens: WholeInt | None = Field(default=16, ge=-_MAX_INT, le=_MAX_INT)
+    logprobs: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     echo: bool = False
-    best_of: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    best_of: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     suffix: str | None = None
 
 
@@ -154,10 +166,10 @@ class ChatCompletionRequest(_Sampling):
     shape_hints: ClassVar[dict[str, str]] = {**_Sampling.shape_hints, **_CHAT_HINTS}
     messages: list[ChatMessage] = Field(min_length=1)
     echo: bool = False  # vLLM's: the content starts with the last message's when it is the assistant's
-    max_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
-    max_completion_tokens: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_completion_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    top_logprobs: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     tools: list[Any] | None = None
     tool_choice: Any = None
     add_generation_prompt: bool = True  # vLLM's: end the prompt with the assistant turn's opening

@@ -41,6 +41,8 @@ CASES = [
     ("max_tokens negative", "POST", C, js(prompt="hi", max_tokens=-5), {}, 400, "max_tokens"),
     ("max_tokens string", "POST", C, js(prompt="hi", max_tokens="10"), {}, 400, "max_tokens"),
     ("max_tokens bool", "POST", C, js(prompt="hi", max_tokens=True), {}, 400, "max_tokens"),
+    ("max_tokens 2.5", "POST", C, js(prompt="hi", max_tokens=2.5), {}, 400, "max_tokens"),
+    ("n 1.5", "POST", C, js(prompt="hi", n=1.5), {}, 400, "n"),
     ("max_tokens 1e30", "POST", C, js(prompt="hi", max_tokens=10**30), {}, 400, "max_tokens"),
     ("prompt + max_tokens > max_model_len", "POST", C, js(prompt="hi", max_tokens=300), {}, 400, "max_tokens"),
     ("prompt alone > max_model_len", "POST", C, js(prompt=[5] * 300, max_tokens=1), {}, 400, "max_tokens"),

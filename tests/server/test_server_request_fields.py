@@ -31,6 +31,20 @@ def test_null_means_the_default_for_nullable_openai_fields(server):
     assert chat.json()["choices"][0]["logprobs"] is None
 
 
+def test_whole_floats_count_as_integers(server):
+    """JSON has one number type: 4.0 is 4 (vLLM accepts it too); 2.5 stays a 400 (the bad-request table)."""
+    base = {"prompt": "Hello", "max_tokens": 4, "temperature": 0, "logprobs": 1, "n": 1, "seed": 7}
+    ints = post(server, C, base)
+    floats = post(server, C, dict(base, max_tokens=4.0, logprobs=1.0, n=1.0, seed=7.0))
+    assert floats.status_code == 200, floats.text
+    assert floats.json()["choices"] == ints.json()["choices"]
+    assert floats.json()["usage"]["completion_tokens"] == 4
+    chat = post(server, CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 2.0,
+                               "logprobs": True, "top_logprobs": 2.0})
+    assert chat.status_code == 200, chat.text
+    assert len(chat.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 2
+
+
 # vLLM's extensions are Optional[bool] there: null is their default, as for OpenAI's nullable fields
 _NULLABLE_EXTENSIONS = ("return_token_ids", "ignore_eos", "skip_special_tokens", "include_stop_str_in_output")
 
