@@ -14,6 +14,10 @@
                        (--no-split-prefill-bursts, core/prefill_split.py); offline engines never do
     auto:auto:budget128  a server (or engine) with --max-num-batched-tokens 128: prefill bursts cut
                        into steps of at most 128 tokens
+    auto:auto:h11      a server on asyncio's event loop and h11's pure-Python HTTP parser instead of uvloop
+                       and httptools (MOESERVE_FAST_HTTP=0; server/cli.py)
+    auto:auto:reserved0  a server with --reserved-cores 0: no core left to the front end, the engine
+                       unpinned on every core
 """
 from __future__ import annotations
 
@@ -37,9 +41,17 @@ def peer_env(**extra: str) -> dict:
 
 # spec switch -> the environment variable that turns the same kernel (or the core pinning) off in a
 # server process
-SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION", "nobind": "MOESERVE_CPU_BIND"}
+SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION", "nobind": "MOESERVE_CPU_BIND",
+            "h11": "MOESERVE_FAST_HTTP"}
 # spec switch -> the `moeserve serve` flag it adds
 FLAG_SWITCHES = {"nosplit": "--no-split-prefill-bursts"}
+
+
+def _reserved(switch: str) -> int | None:
+    """"reservedN" -> N (--reserved-cores); None for other switches."""
+    if switch.startswith("reserved") and switch[8:].isdigit():
+        return int(switch[8:])
+    return None
 
 
 def _budget(switch: str) -> int | None:
@@ -53,13 +65,14 @@ def parse_run(spec: str) -> tuple[int | None, int | None]:
     """"N:E[:SWITCH...]" -> (num_threads, expert_threads), None for `auto`."""
     try:
         num, expert, *switches = spec.split(":")
-        if any(s not in SWITCHES and s not in FLAG_SWITCHES and _budget(s) is None for s in switches):
+        if any(s not in SWITCHES and s not in FLAG_SWITCHES and _budget(s) is None and _reserved(s) is None
+               for s in switches):
             raise ValueError(spec)
         return tuple(None if v == "auto" else int(v) for v in (num, expert))  # type: ignore[return-value]
     except ValueError:
         raise SystemExit(
             f"bad run spec {spec!r}: want NUM_THREADS:EXPERT_THREADS[:SWITCH...], each a number or auto, "
-            f"switches from {sorted(SWITCHES) + sorted(FLAG_SWITCHES)} or budgetN") from None
+            f"switches from {sorted(SWITCHES) + sorted(FLAG_SWITCHES)}, budgetN or reservedN") from None
 
 
 def switches(spec: str) -> set[str]:
@@ -112,4 +125,5 @@ def cli_flags(spec: str) -> list[str]:
         + (["--expert-threads", str(expert)] if expert is not None else [])
         + (["--max-num-batched-tokens", str(budget)] if budget is not None else [])
         + [FLAG_SWITCHES[s] for s in sorted(switches(spec)) if s in FLAG_SWITCHES]
+        + [f for s in sorted(switches(spec)) if _reserved(s) is not None for f in ("--reserved-cores", str(_reserved(s)))]
     )

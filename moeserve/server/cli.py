@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -46,7 +47,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"moeserve serve: error: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(engine_config, server_config))
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(serve(engine_config, server_config))
+
+
+def fast_http() -> bool:
+    """uvloop's event loop and httptools' HTTP parser (C, as vLLM's front end runs them), unless
+    MOESERVE_FAST_HTTP=0 or either is not installed: then asyncio's loop and h11 (pure Python)."""
+    if os.environ.get("MOESERVE_FAST_HTTP", "1").lower() in ("0", "false", "off", "no"):
+        return False
+    try:
+        import httptools  # noqa: F401
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _loop_factory():
+    if not fast_http():
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
 
 
 def _cannot_listen(server_config: ServerConfig) -> str | None:
@@ -81,6 +104,7 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
                     logger.info("moeserve is serving %s on http://%s:%d (OpenAI API under /v1)", model_name, host, port)
 
     config = uvicorn.Config(app, host=server_config.host, port=server_config.port, log_level=server_config.log_level,
+                            http="httptools" if fast_http() else "h11",
                             access_log=server_config.log_level == "debug", timeout_graceful_shutdown=5, lifespan="off")
     return Server(config)
 
@@ -112,6 +136,8 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, ready.vocab_size,
                         ServerMetrics(lambda: client.stats, lambda: client.healthy),
                         max_queued_requests=engine_config.scheduler.max_queued_requests)
+    logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
+                "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")
     uv = _make_server(build_app(state), server_config, ready.model_name)
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -49,8 +49,8 @@ def alive(pid: int) -> bool:
 
 
 class ServerProcess:
-    def __init__(self, *args: str, startup_timeout_s: float = 300.0):
-        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    def __init__(self, *args: str, startup_timeout_s: float = 300.0, env: dict[str, str] | None = None):
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
         cmd = [sys.executable, "-m", "moeserve.cli", "serve", "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
