@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -50,15 +50,22 @@ def new_id(prefix: str) -> str:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refusing (413) anything over `limit` bytes before reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    # httptools keeps a header value's trailing spaces and tabs (h11 strips them; RFC 9110 says
+    # they are not part of the value)
+    declared = (request.headers.get("content-length") or "").strip(" \t")
+    if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # nobody is left to read an answer; counted as nginx counts it (499), not logged as our error
+        raise ApiError(499, "the client closed the connection before sending the whole body",
+                       code="client_disconnected") from None
     return b"".join(chunks)
 
 

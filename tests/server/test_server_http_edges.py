@@ -1,0 +1,93 @@
+"""HTTP details under the C stack (httptools): a header value's trailing whitespace is not part of
+it, and a client that leaves mid-body is not the server's error. In-process, fake engine."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from server_fakes import FakeEngine, make_app
+
+from moeserve.server.config_file import ServerConfig
+
+
+def asgi_call(app, method: str, path: str, headers: list[tuple[bytes, bytes]], messages: list[dict]) -> tuple[int, dict]:
+    """One raw ASGI request whose body arrives as `messages`; -> (status, JSON body)."""
+    sent: list[dict] = []
+    queue = list(messages)
+
+    async def receive() -> dict:
+        if queue:
+            return queue.pop(0)
+        await asyncio.sleep(3600)  # nothing more is coming
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000)}
+
+    async def call():
+        await asyncio.wait_for(app(scope, receive, send), 30)
+
+    return scope, sent, call
+
+
+def run(config: ServerConfig, body):
+    async def main():
+        http, client, _ = await make_app(FakeEngine(), config=config)
+        try:
+            return await body(http._transport.app, http)
+        finally:
+            await http.aclose()
+            await client.shutdown()
+
+    return asyncio.run(main())
+
+
+def _status(sent: list[dict]) -> tuple[int, dict]:
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], json.loads(data)
+
+
+def test_trailing_spaces_and_tabs_after_the_key_are_not_part_of_it():
+    async def body(app, http):
+        out = []
+        for value in (b"Bearer sk-1 ", b"Bearer sk-1\t", b"Bearer sk-1 \t ", b"Bearer sk-1", b"Bearer sk-1x "):
+            _, sent, call = asgi_call(app, "GET", "/v1/models", [(b"authorization", value)], [])
+            await call()
+            out.append(_status(sent)[0])
+        return out
+
+    assert run(ServerConfig(api_key="sk-1"), body) == [200, 200, 200, 200, 401]
+
+
+def test_a_declared_size_with_trailing_whitespace_is_still_refused_before_reading():
+    async def body(app, http):
+        headers = [(b"content-length", b"100000 "), (b"content-type", b"application/json")]
+        _, sent, call = asgi_call(app, "POST", "/v1/completions", headers, [])  # no body ever comes
+        await call()
+        return _status(sent)
+
+    status, err = run(ServerConfig(max_body_bytes=65536), body)
+    assert status == 413 and err["error"]["code"] == "request_too_large"
+
+
+def test_a_client_leaving_mid_body_is_a_499_not_a_logged_500(caplog):
+    caplog.set_level(logging.WARNING, logger="moeserve.server")
+
+    async def body(app, http):
+        headers = [(b"content-length", b"200"), (b"content-type", b"application/json")]
+        _, sent, call = asgi_call(app, "POST", "/v1/completions", headers,
+                                  [{"type": "http.request", "body": b'{"prompt": [1, 2', "more_body": True},
+                                   {"type": "http.disconnect"}])
+        await call()
+        metrics = (await http.get("/metrics")).text
+        return _status(sent), metrics
+
+    (status, err), metrics = run(ServerConfig(), body)
+    assert status == 499 and err["error"]["code"] == "client_disconnected"
+    assert 'moeserve_http_responses_total{route="/v1/completions",status="499"} 1.0' in metrics
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
