@@ -64,6 +64,14 @@ def fast_http() -> bool:
     return True
 
 
+def _http_protocol():
+    if not fast_http():
+        return "h11"
+    from moeserve.server.http_protocol import BoundedHttpToolsProtocol
+
+    return BoundedHttpToolsProtocol
+
+
 def _loop_factory():
     if not fast_http():
         return None
@@ -104,7 +112,7 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
                     logger.info("moeserve is serving %s on http://%s:%d (OpenAI API under /v1)", model_name, host, port)
 
     config = uvicorn.Config(app, host=server_config.host, port=server_config.port, log_level=server_config.log_level,
-                            http="httptools" if fast_http() else "h11",
+                            http=_http_protocol(),
                             access_log=server_config.log_level == "debug", timeout_graceful_shutdown=5, lifespan="off")
     return Server(config)
 

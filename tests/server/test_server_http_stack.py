@@ -41,3 +41,47 @@ def test_the_pure_python_fallback_gives_the_same_answers(server):
             assert big.status_code == 413 and "error" in big.json()
     finally:
         slow.kill()
+
+
+def raw(url: str, data: bytes, chunk: int = 0) -> bytes:
+    """Sends `data` on a fresh connection (in `chunk`-byte writes when given); -> all it got back."""
+    import socket
+    import time
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        try:
+            for i in range(0, len(data), chunk or len(data)):
+                sock.sendall(data[i:i + (chunk or len(data))])
+                if chunk:
+                    time.sleep(0.001)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before the rest was sent
+        got = b""
+        try:
+            while piece := sock.recv(65536):
+                got += piece
+        except ConnectionResetError:
+            pass
+        return got
+
+
+def test_a_head_over_the_limit_is_a_431_and_the_server_stays_up(server):
+    from moeserve.server.http_protocol import HEAD_LIMIT_BYTES
+
+    big = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (4 * HEAD_LIMIT_BYTES) + b"\r\n\r\n"
+    for chunk in (0, 8192):  # one write, and many: the head is counted as it arrives
+        got = raw(server.url, big, chunk)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431"), got[:200]
+        assert json.loads(body)["error"]["code"] == "request_headers_too_large"
+    # under the limit, headers and bodies alike are untouched
+    ok = raw(server.url, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + b"a" * (HEAD_LIMIT_BYTES // 2)
+             + b"\r\n\r\n", 4096)
+    assert ok.startswith(b"HTTP/1.1 200"), ok[:200]
+    body = json.dumps({"prompt": "x" * 60000, "max_tokens": 1}).encode()
+    post = (b"POST /tokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: " + str(len(body)).encode()
+            + b"\r\n\r\n" + body)
+    assert raw(server.url, post, 4096).startswith(b"HTTP/1.1 200")
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200
