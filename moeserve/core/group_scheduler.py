@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from moeserve.config import SchedulerConfig
 from moeserve.core.block_manager import BlockManager
-from moeserve.core.prefill_split import burst_step_tokens
+from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.step_cost import StepCostModel
@@ -59,6 +59,9 @@ class GroupScheduler:
         self.running: list[Request] = []  # admission order: the tail is preempted first
         self.load_tokens = 0  # tokens of all live requests here, for routing new requests
         self.num_preemptions = 0
+        # a burst being spread over steps: its requests still waiting, and the steps left to it
+        self._burst_rest: set[str] = set()
+        self._burst_steps_left = 0
 
     @property
     def num_requests(self) -> int:
@@ -137,20 +140,53 @@ class GroupScheduler:
     def _burst_cap(self, step: GroupStep) -> int | None:
         """Prompt tokens this step may admit (None: as many as the budget takes). The burst is the
         waiting prompts this step could take: FIFO, within the seat and token budgets, each counted
-        by the tokens it must compute (a prefix already cached costs nothing), as admission counts."""
-        if not self.cfg.split_prefill_bursts or self.step_cost is None or len(self.waiting) < 2:
+        by the tokens it must compute (a prefix already cached costs nothing), as admission counts.
+
+        A burst's plan holds for its rest: its k steps share its tokens, and the rest is not cut
+        again unless new arrivals make a fresh plan allow more. (Planned afresh each step, cut
+        between prompts, 7 prompts went as 3, 2 and 2 where the rule said two steps: the rest of a
+        first cut holds more than half the tokens, and so was cut again, one more overhead for the
+        burst's last prompts; docs/core.md.) Arrivals behind the rest join its step when they fit
+        under its cap, or when a fresh plan of all that waits says one step."""
+        if not self.cfg.split_prefill_bursts or self.step_cost is None:
+            return None
+        fresh = self._plan_burst(step)
+        if self._burst_steps_left > 1 and self.waiting and self.waiting[0].request_id in self._burst_rest:
+            self._burst_steps_left -= 1
+            rest = [self._uncached_tokens(r) for r in self.waiting if r.request_id in self._burst_rest]
+            planned = -(-sum(rest) // self._burst_steps_left)
+            if fresh is not None and fresh[0] <= planned:
+                return planned  # the plan holds (later arrivals may still fit under its cap)
+        # a new burst, or one the latest arrivals make worth taking whole or cut afresh
+        if fresh is None:
+            self._burst_rest, self._burst_steps_left = set(), 0
+            return None
+        cap, self._burst_rest, self._burst_steps_left = fresh
+        return cap
+
+    def _plan_burst(self, step: GroupStep) -> tuple[int, set[str], int] | None:
+        """(token cap for this step, the burst's request ids, its steps) for the waiting prompts as
+        they are now, or None: one step takes them all (or nothing is known of the step cost)."""
+        if len(self.waiting) < 2:
             return None
         cost = self.step_cost.estimate()
         if cost is None:  # nothing known of the step cost yet: no split, and no prefix lookups for it
             return None
-        burst: list[int] = []
+        burst: list[tuple[str, int]] = []
         seats, tokens = self.cfg.max_num_seqs - len(self.running), step.tokens_left
         for req in self.waiting:
             if len(burst) == seats or tokens <= 0:
                 break
-            burst.append(min(req.num_tokens - self.cached_prefix_tokens(req), tokens))
-            tokens -= burst[-1]
-        return burst_step_tokens(burst, cost)
+            burst.append((req.request_id, min(self._uncached_tokens(req), tokens)))
+            tokens -= burst[-1][1]
+        total = sum(n for _, n in burst)
+        k = burst_steps(total, len(burst), cost)
+        if k == 1:
+            return None
+        return -(-total // k), {rid for rid, _ in burst}, k
+
+    def _uncached_tokens(self, req: Request) -> int:
+        return req.num_tokens - self.cached_prefix_tokens(req)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:

@@ -1,7 +1,7 @@
 """How much of a burst of waiting prompts to prefill in one step, so the burst's time to first token
 is least on average.
 
-    cap = burst_step_tokens([32] * 8, StepCost(overhead_s=0.005, per_token_s=0.000134))   # -> 128
+    k = burst_steps(8 * 32, 8, StepCost(overhead_s=0.005, per_token_s=0.000134))   # -> 2 steps
 
 A step costs a + b * tokens (`StepCost`). Prefilling n waiting prompts of W tokens in all, in one step,
 gives every one of them its first token after a + b W. Cutting them into k steps of W / k tokens
@@ -17,7 +17,8 @@ p50 fell below vLLM's but throughput fell to vLLM's, docs/performance.md.) k nev
 falls between prompts, never inside one, so a single long prompt is not chunked by this (its first
 token comes only after all of it).
 
-Policy only: the scheduler asks, the engine core measures the cost (`core/step_cost.py`).
+Policy only: the scheduler asks, once per burst (`GroupScheduler._burst_cap` keeps the plan for the
+burst's rest), and the engine core measures the cost (`core/step_cost.py`).
 """
 from __future__ import annotations
 
@@ -33,13 +34,3 @@ def burst_steps(total_tokens: int, num_prompts: int, cost: StepCost) -> int:
     ratio = cost.per_token_s * total_tokens / cost.overhead_s  # b W / a
     k = math.floor((1.0 + math.sqrt(1.0 + 4.0 * ratio / 3.0)) / 2.0)  # the largest k with 3 k (k - 1) <= b W / a
     return max(1, min(num_prompts, k))
-
-
-def burst_step_tokens(prompt_tokens: list[int], cost: StepCost | None) -> int | None:
-    """Prompt tokens to admit this step out of the waiting prompts `prompt_tokens` (FIFO order), or
-    None for no cap (one step takes them all, or nothing is known of the step cost yet)."""
-    if cost is None:
-        return None
-    total = sum(prompt_tokens)
-    k = burst_steps(total, len(prompt_tokens), cost)
-    return None if k == 1 else -(-total // k)

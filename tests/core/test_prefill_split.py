@@ -8,7 +8,7 @@ import pytest
 from core_fakes import FakeEngine, make_request
 
 from moeserve.config import CacheConfig, SchedulerConfig
-from moeserve.core.prefill_split import burst_step_tokens, burst_steps
+from moeserve.core.prefill_split import burst_steps
 from moeserve.core.scheduler import Scheduler
 from moeserve.core.step_cost import StepCost, StepCostModel
 
@@ -83,14 +83,13 @@ def test_a_further_step_is_taken_only_when_it_saves_more_than_its_overhead():
 
 
 def test_a_short_burst_or_a_single_prompt_is_not_split():
-    assert burst_step_tokens([32, 32], TINY_MIXTRAL) is None  # b W < 4 a: one step
-    assert burst_step_tokens([4000], TINY_MIXTRAL) is None  # a cut inside one prompt brings nothing sooner
-    assert burst_step_tokens([32] * 8, None) is None  # no cost known yet
+    assert burst_steps(64, 2, TINY_MIXTRAL) == 1  # b W < 4 a: one step
+    assert burst_steps(4000, 1, TINY_MIXTRAL) == 1  # a cut inside one prompt brings nothing sooner
     assert burst_steps(10_000, 3, TINY_MIXTRAL) == 3  # never more steps than prompts
 
 
-def test_eight_short_prompts_on_tiny_mixtral_go_as_two_steps_of_four():
-    assert burst_step_tokens([32] * 8, TINY_MIXTRAL) == 128
+def test_eight_short_prompts_on_tiny_mixtral_go_as_two_steps():
+    assert burst_steps(8 * 32, 8, TINY_MIXTRAL) == 2
 
 
 # ---- the scheduler --------------------------------------------------------------------------------
@@ -127,6 +126,27 @@ def test_a_burst_is_admitted_over_steps_in_fifo_order_and_every_request_finishes
     eng.run()
     assert sorted(eng.finished) == [f"r{i}" for i in range(8)]
     assert all(r.finish_reason == "length" and len(r.output_token_ids) == 4 for r in eng.finished.values())
+
+
+def test_a_burst_is_planned_once_and_its_rest_is_not_cut_again():
+    # a = 3 ms, b = 0.15 ms: 7 x 32 tokens -> two steps (b W = 11 a). The first takes 3 prompts
+    # (96 of its 112 tokens; a 4th would pass it), and the 4 left, 128 tokens, would be two steps
+    # again if planned afresh (b W = 6.4 a): 3, 2, 2. Planned once, the rest is one step.
+    eng = FakeEngine(_scheduler(split=True, cost=StepCost(overhead_s=0.003, per_token_s=0.00015)))
+    for i in range(7):
+        eng.scheduler.add_request(make_request(f"r{i}", [i + 1] * 32, max_tokens=4))
+    assert burst_steps(4 * 32, 4, StepCost(overhead_s=0.003, per_token_s=0.00015)) == 2
+    assert _admitted_per_step(eng, 3) == [["r0", "r1", "r2"], ["r3", "r4", "r5", "r6"], []]
+
+
+def test_later_arrivals_join_the_rest_of_a_burst_when_one_step_suits_them_all():
+    eng = FakeEngine(_scheduler(split=True))
+    for i in range(8):
+        eng.scheduler.add_request(make_request(f"r{i}", [i + 1] * 32, max_tokens=8))
+    assert len(eng.step().new_requests) == 4
+    for i in range(8, 10):  # 6 x 32 tokens wait now: b W < 6 a on tiny-mixtral, one step
+        eng.scheduler.add_request(make_request(f"r{i}", [i + 1] * 32, max_tokens=8))
+    assert _admitted_per_step(eng, 1) == [["r4", "r5", "r6", "r7", "r8", "r9"]]
 
 
 def test_the_rest_of_a_burst_decodes_alongside_the_first_part():
