@@ -30,12 +30,16 @@ def test_offline_benchmark_runs_every_spec_and_checks_tokens():
 
 
 def test_serving_benchmark_runs_rounds_against_each_server():
-    rounds = run_script("serve_vs_vllm.py", "--num-requests", "4", "--concurrency", "2", "--input-len", "8",
-                        "--output-len", "4", "--rounds", "2", "--runs", "1:1")
-    runs = rounds["moeserve[1:1]"]
-    assert len(runs) == 2
-    assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
-    assert all(r["cpu_s"]["engine"] > 0 for r in runs)
+    result = run_script("serve_vs_vllm.py", "--num-requests", "4", "--concurrency", "2", "--input-len", "8",
+                        "--output-len", "4", "--rounds", "2", "--runs", "1:1", "1:1:nosplit:h11")
+    for name in ("moeserve[1:1]", "moeserve[1:1:nosplit:h11]"):
+        runs = result["rounds"][name]
+        assert len(runs) == 2
+        assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
+        assert all(r["cpu_s"]["engine"] > 0 for r in runs)
+    # the greedy completions compared across servers (against vLLM's when it runs)
+    texts = result["greedy_texts"]
+    assert len(texts["moeserve[1:1]"]) == 4 and texts["moeserve[1:1]"] == texts["moeserve[1:1:nosplit:h11]"]
 
 
 def test_run_specs_name_their_kernel_switches():
@@ -48,6 +52,8 @@ def test_run_specs_name_their_kernel_switches():
     assert thread_specs.server_env("1:1:nopanel:noattn", {"A": "1"}) == {
         "A": "1", "MOESERVE_PANEL_GEMM": "0", "MOESERVE_DECODE_ATTENTION": "0"}
     assert thread_specs.uses_panels("1:1:noattn") and not thread_specs.uses_panels("1:1:nopanel")
+    assert thread_specs.server_env("auto:auto:h11", {}) == {"MOESERVE_FAST_HTTP": "0"}
+    assert thread_specs.cli_flags("auto:auto:reserved0:nosplit") == ["--no-split-prefill-bursts", "--reserved-cores", "0"]
     assert thread_specs.cli_flags("auto:auto:budget96:nosplit") == ["--max-num-batched-tokens", "96", "--no-split-prefill-bursts"]
     assert thread_specs.server_env("auto:auto:budget96:nosplit:nobind", {}) == {"MOESERVE_CPU_BIND": "0"}
     for bad in ("1", "1:1:fast", "x:1", "1:1:budget0", "1:1:budgetx"):
