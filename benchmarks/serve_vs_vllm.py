@@ -117,9 +117,12 @@ def bench(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int)
     return summarize(records, duration, None, None)
 
 
-def greedy_texts(url: str, model: str, args: argparse.Namespace, vocab: int) -> list[str]:
-    """Greedy completions (ignore_eos, output-len tokens) of prompt set 0, 8 at a time: compared
-    across servers, they show the engines produce the same tokens under this load's batching."""
+def greedy_token_ids(url: str, model: str, args: argparse.Namespace, vocab: int) -> list[list[int]]:
+    """Token ids of greedy completions (ignore_eos, output-len tokens) of prompt set 0, `concurrency`
+    at a time (vLLM's `return_token_ids`, which moeserve answers too): compared across servers, they
+    show the engines produce the same tokens under this load's batching. Ids, not text: tiny-mixtral's
+    vocabulary is padded past its tokenizer's 741 tokens, and vLLM's text of a completion with such
+    ids carries some prompt text in front (16 of 64 in session 13) while its ids agree."""
     import random
 
     from moeserve.server import bench as mbench
@@ -131,16 +134,16 @@ def greedy_texts(url: str, model: str, args: argparse.Namespace, vocab: int) -> 
                           "--vocab-size", str(vocab), "--seed", "0"])
     items = mbench._random_items(bargs, random.Random(bargs.seed))
 
-    async def run() -> list[str]:
+    async def run() -> list[list[int]]:
         gate = asyncio.Semaphore(args.concurrency)
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-            async def one(item) -> str:
+            async def one(item) -> list[int]:
                 async with gate:
                     r = await http.post("/v1/completions", json={
                         "model": model, "prompt": item.prompt, "max_tokens": item.output_len, "temperature": 0,
-                        "ignore_eos": True})
+                        "ignore_eos": True, "return_token_ids": True})
                     r.raise_for_status()
-                    return r.json()["choices"][0]["text"]
+                    return r.json()["choices"][0]["token_ids"]
             return list(await asyncio.gather(*(one(item) for item in items)))
 
     return asyncio.run(run())
@@ -226,12 +229,12 @@ def main() -> None:
                                          "engine": round(total - own_cpu_seconds(pid) + front0, 2)}
                                         if name != "vllm" else {}) | {"total": round(total, 2)}
                 rounds[name].append(summary)
-        texts = {name: greedy_texts(url, "tiny-mixtral", args, vocab) for name, url in urls.items()}
+        token_ids = {name: greedy_token_ids(url, "tiny-mixtral", args, vocab) for name, url in urls.items()}
     finally:
         for server in servers.values():
             server.stop()
     if args.json:
-        print(json.dumps({"rounds": rounds, "greedy_texts": texts}, indent=2))
+        print(json.dumps({"rounds": rounds, "greedy_token_ids": token_ids}, indent=2))
         return
     print(f"{'server, round':<24} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9}    ok  CPU-s")
     for r in range(args.rounds):
@@ -242,11 +245,11 @@ def main() -> None:
     for name, runs in rounds.items():
         print(f"  {name}: {median([s['output_throughput'] for s in runs]):.1f} tok/s, TTFT p50 "
               f"{median([s['ttft_ms']['p50'] for s in runs]):.1f} ms, TPOT p50 {median([s['tpot_ms']['p50'] for s in runs]):.2f} ms")
-    if "vllm" in texts:
-        for name, got in texts.items():
+    if "vllm" in token_ids:
+        for name, got in token_ids.items():
             if name != "vllm":
-                same = sum(a == b for a, b in zip(got, texts["vllm"]))
-                print(f"greedy completions of prompt set 0 identical to vLLM's: {name} {same}/{len(got)}")
+                same = sum(a == b for a, b in zip(got, token_ids["vllm"]))
+                print(f"greedy token ids of prompt set 0 identical to vLLM's: {name} {same}/{len(got)}")
     if "vllm" in rounds:
         for name, runs in rounds.items():
             if name != "vllm":

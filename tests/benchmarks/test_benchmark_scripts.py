@@ -38,8 +38,8 @@ def test_serving_benchmark_runs_rounds_against_each_server():
         assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
         assert all(r["cpu_s"]["engine"] > 0 for r in runs)
     # the greedy completions compared across servers (against vLLM's when it runs)
-    texts = result["greedy_texts"]
-    assert len(texts["moeserve[1:1]"]) == 4 and texts["moeserve[1:1]"] == texts["moeserve[1:1:nosplit:h11]"]
+    ids = result["greedy_token_ids"]
+    assert [len(t) for t in ids["moeserve[1:1]"]] == [4] * 4 and ids["moeserve[1:1]"] == ids["moeserve[1:1:nosplit:h11]"]
 
 
 def test_run_specs_name_their_kernel_switches():
