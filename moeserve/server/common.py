@@ -26,6 +26,9 @@ from moeserve.server.protocol import parse_json, validate
 
 MAX_CHOICES = 1024  # prompts x n of one HTTP request
 OFF_LOOP_BODY_BYTES = 64 * 1024  # a larger body is parsed and validated on a worker thread
+# a body from which nothing arrives for this long is abandoned (408): neither uvicorn stack times out
+# a body, and a client that declares bytes it never sends would hold its connection forever
+BODY_IDLE_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -56,8 +59,16 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
     chunks, size = [], 0
+    stream = request.stream()
     try:
-        async for chunk in request.stream():
+        while True:
+            try:
+                chunk = await asyncio.wait_for(anext(stream), BODY_IDLE_TIMEOUT_S)
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                raise ApiError(408, f"the request body stopped arriving: nothing for {BODY_IDLE_TIMEOUT_S:g} s",
+                               code="request_timeout", headers={"Connection": "close"}) from None
             size += len(chunk)
             if size > limit:
                 raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")

@@ -91,3 +91,24 @@ def test_a_client_leaving_mid_body_is_a_499_not_a_logged_500(caplog):
     assert status == 499 and err["error"]["code"] == "client_disconnected"
     assert 'moeserve_http_responses_total{route="/v1/completions",status="499"} 1.0' in metrics
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_body_that_stops_arriving_is_a_408_that_closes_the_connection(monkeypatch):
+    from moeserve.server import common
+
+    monkeypatch.setattr(common, "BODY_IDLE_TIMEOUT_S", 0.3)
+
+    async def body(app, http):
+        headers = [(b"content-length", b"200"), (b"content-type", b"application/json")]
+        _, sent, call = asgi_call(app, "POST", "/v1/completions", headers,
+                                  [{"type": "http.request", "body": b'{"prompt": [1, 2', "more_body": True}])
+        await call()  # the rest never comes
+        ok = await http.post("/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 2})
+        return sent, ok
+
+    sent, ok = run(ServerConfig(), body)
+    status, err = _status(sent)
+    assert status == 408 and err["error"]["code"] == "request_timeout"
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert (b"connection", b"close") in start["headers"]
+    assert ok.status_code == 200  # nothing else is touched
