@@ -100,9 +100,11 @@ def own_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int) -> dict:
+def _load(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int) -> tuple[argparse.Namespace, list]:
+    """`moeserve bench`'s arguments for this script's load, and prompt set `seed` (seed r: round r)."""
+    import random
+
     from moeserve.server import bench as mbench
-    from moeserve.server.bench_stats import summarize
 
     p = argparse.ArgumentParser()
     mbench.add_arguments(p)
@@ -110,9 +112,14 @@ def bench(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int)
                           "--concurrency", str(args.concurrency), "--input-len", str(args.input_len),
                           "--output-len", str(args.output_len), "--vocab-size", str(vocab), "--warmup", "4",
                           "--seed", str(seed)])
-    import random
+    return bargs, mbench._random_items(bargs, random.Random(bargs.seed))
 
-    items = mbench._random_items(bargs, random.Random(bargs.seed))
+
+def bench(url: str, model: str, args: argparse.Namespace, vocab: int, seed: int) -> dict:
+    from moeserve.server import bench as mbench
+    from moeserve.server.bench_stats import summarize
+
+    bargs, items = _load(url, model, args, vocab, seed)
     records, duration = asyncio.run(mbench.run_load(bargs, items))
     return summarize(records, duration, None, None)
 
@@ -123,16 +130,7 @@ def greedy_token_ids(url: str, model: str, args: argparse.Namespace, vocab: int)
     show the engines produce the same tokens under this load's batching. Ids, not text: tiny-mixtral's
     vocabulary is padded past its tokenizer's 741 tokens, and vLLM's text of a completion with such
     ids carries some prompt text in front (16 of 64 in session 13) while its ids agree."""
-    import random
-
-    from moeserve.server import bench as mbench
-
-    p = argparse.ArgumentParser()
-    mbench.add_arguments(p)
-    bargs = p.parse_args(["--base-url", url, "--model", model, "--num-requests", str(args.num_requests),
-                          "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-                          "--vocab-size", str(vocab), "--seed", "0"])
-    items = mbench._random_items(bargs, random.Random(bargs.seed))
+    _, items = _load(url, model, args, vocab, seed=0)
 
     async def run() -> list[list[int]]:
         gate = asyncio.Semaphore(args.concurrency)
