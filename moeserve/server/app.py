@@ -82,8 +82,7 @@ class Gate:
                 given = value
         # RFC 9110: the scheme is case-insensitive and one or more spaces or tabs end it; the key is
         # compared in constant time
-        # httptools keeps a value's trailing spaces and tabs, which RFC 9110 leaves out of it
-        credentials = _CREDENTIALS.fullmatch(given.rstrip(b" \t"))
+        credentials = _CREDENTIALS.fullmatch(given)
         scheme, token = credentials.groups() if credentials else (b"", given)
         return hmac.compare_digest(token, self.expected) and scheme.lower() == b"bearer"
 

@@ -1,4 +1,10 @@
-"""uvicorn's httptools protocol with a bound on a request's head (request line + headers).
+"""uvicorn's httptools protocol with a bound on a request's head (request line + headers), and
+header values without trailing whitespace.
+
+httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
+and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
+early size check (an independent raw-socket check, session 13). Stripped here, every header the
+application reads is what h11 would have given it.
 
 httptools buffers a header until its end, with no limit: 32 MB of one header value reached the
 application before this bound (measured, session 13), and the head is read before any API-key
@@ -46,6 +52,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         self.in_head, self.head_began, self.head_bytes = True, True, 0
         super().on_message_begin()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value.rstrip(b" \t"))
 
     def on_headers_complete(self) -> None:
         self.in_head = False

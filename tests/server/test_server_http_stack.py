@@ -1,5 +1,7 @@
 """The front end runs on uvloop + httptools (C), as vLLM's uvicorn does; MOESERVE_FAST_HTTP=0 (or
-either missing) falls back to asyncio + h11 (pure Python) with the same answers."""
+either missing) falls back to asyncio + h11 (pure Python) with the same answers. What httptools
+alone gets wrong is mended in server/http_protocol.py: a request head's size, header values' trailing
+whitespace."""
 from __future__ import annotations
 
 import json
@@ -85,3 +87,25 @@ def test_a_head_over_the_limit_is_a_431_and_the_server_stays_up(server):
             + b"\r\n\r\n" + body)
     assert raw(server.url, post, 4096).startswith(b"HTTP/1.1 200")
     assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+
+
+def test_trailing_spaces_and_tabs_after_a_header_value_are_not_part_of_it(server):
+    """httptools keeps them (h11 strips them, and RFC 9110 leaves them out of the value)."""
+    def models_status(value: bytes) -> int:
+        got = raw(server.url, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " + value
+                  + b"\r\n\r\n")
+        return int(got.split(b" ", 2)[1])
+
+    key = API_KEY.encode()
+    values = (b"Bearer " + key + b" ", b"Bearer " + key + b"\t", b"Bearer " + key + b" \t ", b"Bearer " + key,
+              b"Bearer " + key + b"x ")
+    assert [models_status(v) for v in values] == [200, 200, 200, 200, 401]
+
+
+def test_a_declared_size_with_trailing_whitespace_is_still_refused_before_reading(server):
+    # no body ever comes: the size alone is refused (max-body-bytes is 65536 here)
+    got = raw(server.url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
+              + API_KEY.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: 100000 \r\n\r\n")
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), got[:200]
+    assert json.loads(body)["error"]["code"] == "request_too_large"
