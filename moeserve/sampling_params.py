@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_STOP_STRINGS = 16
 MAX_LOGIT_BIAS = 100.0  # OpenAI's range for a logit_bias value: [-100, 100]
 MAX_N = 128  # choices one request may ask for (`n`)
 
@@ -110,8 +111,12 @@ class SamplingParams:
             bad("min_tokens", f"min_tokens must be an integer >= 0, got {self.min_tokens!r}")
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
             bad("min_tokens", f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
-        if len(self.stop) > 16 or any(not isinstance(s, str) or s == "" for s in self.stop):
-            bad("stop", "stop must be at most 16 non-empty strings")
+        if any(not isinstance(s, str) for s in self.stop):
+            bad("stop", "stop must be a string or a list of strings")
+        if "" in self.stop:
+            bad("stop", "stop cannot contain an empty string")
+        if len(self.stop) > MAX_STOP_STRINGS:  # each is matched against every new token's text
+            bad("stop", f"stop takes at most {MAX_STOP_STRINGS} strings, got {len(self.stop)}")
         if self.stop and not self.detokenize:
             bad("stop", "stop strings need detokenize=True")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):

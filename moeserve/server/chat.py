@@ -36,23 +36,56 @@ def render_messages(state: ServerState, req: Any) -> list[int]:
     from jinja2 import TemplateError
 
     tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
-    turns = [{"role": m.role, "content": _content(m)} for m in req.messages]
+    turns = [_turn(m) for m in req.messages]
     template = getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    extra = dict(_template_kwargs(req.chat_template_kwargs))
+    if req.documents is not None:
+        extra["documents"] = req.documents
     try:
         text = tokenizer.apply_chat_template(
             turns, chat_template=template, add_generation_prompt=req.add_generation_prompt,
-            continue_final_message=req.continue_final_message, tokenize=False)
-    except TemplateError as e:
+            continue_final_message=req.continue_final_message, tokenize=False, **extra)
+    except (TemplateError, TypeError) as e:  # TypeError: a template doing arithmetic on a request's value
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
     except ValueError as e:  # e.g. continue_final_message on a template that does not end the turn with its content
         if req.continue_final_message:
             raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
                               param="continue_final_message") from None
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = tokenizer.encode(text, add_special_tokens=req.add_special_tokens)
     if not ids:
         raise bad_request("the messages render to an empty prompt", param="messages")
     return ids
+
+
+def _turn(message: ChatMessage) -> dict[str, Any]:
+    """A message as the template sees it: role and content, and whichever of name, tool_calls,
+    tool_call_id and function_call it carries (a template that renders tool history needs them)."""
+    turn: dict[str, Any] = {"role": message.role, "content": _content(message)}
+    for key in ("name", "tool_calls", "tool_call_id", "function_call"):
+        value = getattr(message, key)
+        if value is not None:
+            turn[key] = value
+    return turn
+
+
+# apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
+# (the request has fields for the ones a client may choose; the template itself is the checkpoint's)
+_RESERVED_TEMPLATE_KWARGS = frozenset({
+    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
+    "return_assistant_tokens_mask", "tokenizer_kwargs",
+})
+
+
+def _template_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    for key in kwargs or {}:
+        if key in ("add_generation_prompt", "continue_final_message", "documents"):
+            raise bad_request(f"set {key} as a request field, not in chat_template_kwargs", param="chat_template_kwargs")
+        if key in _RESERVED_TEMPLATE_KWARGS:
+            raise bad_request(f"chat_template_kwargs may only add template variables; '{clip(key)}' is an argument of "
+                              "the template call", param="chat_template_kwargs")
+    return kwargs or {}
 
 
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
@@ -154,10 +187,11 @@ async def create_chat_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = await common.read_request(request, state, ChatCompletionRequest)
     common.check_model(state, req.model)
-    common.check_request_fields(req)
+    common.check_request_fields(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, 1)
     prompt = await common.tokenize(state, render_messages, state, req)
+    prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens)[0]
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None

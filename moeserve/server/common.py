@@ -125,8 +125,21 @@ async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any) -> An
     return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, fn, *args)
 
 
-def check_request_fields(req: Any) -> None:
+def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | None) -> list[list[int]]:
+    """vLLM's truncate_prompt_tokens: each prompt's last `keep` tokens (-1: the last max_model_len;
+    None: untouched). Its range is checked by check_request_fields."""
+    if keep is None:
+        return prompts
+    keep = state.max_model_len if keep == -1 else keep
+    return [p[-keep:] for p in prompts]
+
+
+def check_request_fields(req: Any, state: ServerState) -> None:
     """Refusals both endpoints share: fields we cannot honour, options that need another field."""
+    keep = getattr(req, "truncate_prompt_tokens", None)
+    if keep is not None and not (keep == -1 or 1 <= keep <= state.max_model_len):
+        raise bad_request(f"truncate_prompt_tokens must be -1 (the model's context, {state.max_model_len}) or in "
+                          f"[1, {state.max_model_len}], got {keep}", param="truncate_prompt_tokens")
     if req.response_format is not None and req.response_format.type != "text":
         raise bad_request("only response_format type 'text' is supported", param="response_format")
     if req.stream_options is not None and not req.stream:

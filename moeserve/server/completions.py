@@ -20,14 +20,15 @@ def _prompt_list(prompt: Any) -> list[Any]:
     return [prompt] if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)) else prompt
 
 
-def _prompts(state: ServerState, prompt: Any) -> list[list[int]]:
+def _prompts(state: ServerState, prompt: Any, add_special_tokens: bool = True) -> list[list[int]]:
     """Every accepted prompt shape -> token-id lists (tokenized like the Python API's LLM.generate)."""
     prompt = _prompt_list(prompt)
     if not prompt or any(p == "" for p in prompt):
         raise bad_request("prompt must not be empty", param="prompt")
     if any(isinstance(p, str) for p in prompt):
         common.require_tokenizer(state, "a text prompt", "prompt", hint="send token ids instead")
-    ids = [state.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompt]
+    ids = [state.tokenizer.encode(p, add_special_tokens=add_special_tokens) if isinstance(p, str) else list(p)
+           for p in prompt]
     if any(not p for p in ids):
         raise bad_request("prompt must not be empty", param="prompt")
     for p in ids:
@@ -153,12 +154,16 @@ async def create_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = await common.read_request(request, state, CompletionRequest)
     common.check_model(state, req.model)
-    common.check_request_fields(req)
+    common.check_request_fields(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, len(_prompt_list(req.prompt)))
     has_text = isinstance(req.prompt, str) or any(isinstance(p, str) for p in req.prompt)
     # token-id prompts skip the tokenizer thread, so they never queue behind someone's long text
-    prompts = await common.tokenize(state, _prompts, state, req.prompt) if has_text else _prompts(state, req.prompt)
+    if has_text:
+        prompts = await common.tokenize(state, _prompts, state, req.prompt, req.add_special_tokens)
+    else:
+        prompts = _prompts(state, req.prompt)
+    prompts = common.truncate_prompts(state, prompts, req.truncate_prompt_tokens)
     max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
     if _echo_only(req):
         if max(len(p) for p in prompts) >= state.max_model_len:

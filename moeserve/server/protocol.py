@@ -13,7 +13,10 @@ import re
 import typing
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from moeserve.server.api_errors import ApiError, bad_request, clip
 
@@ -30,6 +33,17 @@ def _whole(value: Any) -> Any:
 
 # a count or seed field: an integer, or a float with an integral value
 WholeInt = Annotated[int, BeforeValidator(_whole)]
+
+
+def _seed_range(value: int) -> int:
+    """Signed or unsigned 64-bit, as clients draw seeds (pydantic's own message would print 2**64 - 1
+    as a float, a bound above the value it refuses)."""
+    if not -(2**63) <= value <= 2**64 - 1:
+        raise PydanticCustomError("seed_range", "seed must be an integer in [-2**63, 2**64 - 1]")
+    return value
+
+
+Seed = Annotated[int, BeforeValidator(_whole), AfterValidator(_seed_range)]
 
 
 class _Strict(BaseModel):
@@ -86,7 +100,7 @@ class _Sampling(_Strict):
     stop: str | list[str] | None = None
     stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
     # signed or unsigned 64-bit, as clients draw them; Generation maps it into the engine's range
-    seed: WholeInt | None = Field(default=None, ge=-(2**63), le=2**64 - 1)
+    seed: Seed | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extensions from here
@@ -101,6 +115,8 @@ class _Sampling(_Strict):
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
     response_format: ResponseFormat | None = None
+    # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
+    truncate_prompt_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
 
 
 def _prompt_shape(value: Any) -> str | None:
@@ -129,6 +145,7 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     best_of: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
     suffix: str | None = None
+    add_special_tokens: bool = True  # vLLM's: text prompts get the tokenizer's special tokens (BOS)
 
 
 class ContentPart(_Strict):
@@ -154,9 +171,15 @@ Content = Annotated[
 
 
 class ChatMessage(_Strict):
+    """Every field reaches the chat template (chat.py), which renders what it knows: a history's tool
+    calls and their results are the template's to show, not ours to drop."""
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Content | None = None
     name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant turn's calls (OpenAI's shape, passed as is)
+    tool_call_id: str | None = None  # a tool turn: the call it answers
+    function_call: dict[str, Any] | None = None  # the older single-call form of tool_calls
 
 
 _CHAT_HINTS = {"messages.*.content": "must be a string or a list of content parts"}
@@ -174,6 +197,9 @@ class ChatCompletionRequest(_Sampling):
     tool_choice: Any = None
     add_generation_prompt: bool = True  # vLLM's: end the prompt with the assistant turn's opening
     continue_final_message: bool = False  # vLLM's: leave the last (assistant) message open and continue it
+    add_special_tokens: bool = False  # vLLM's: the template writes its own special tokens
+    chat_template_kwargs: dict[str, Any] | None = None  # vLLM's: more variables for the template
+    documents: list[dict[str, Any]] | None = None  # vLLM's: for templates that render retrieved documents
 
 
 class TokenizeRequest(_Strict):
@@ -197,6 +223,9 @@ class TokenizeChatRequest(_Strict):
     messages: list[ChatMessage] = Field(min_length=1)
     add_generation_prompt: bool = True
     continue_final_message: bool = False
+    add_special_tokens: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: list[dict[str, Any]] | None = None
     return_token_strs: bool = False
 
 
@@ -252,12 +281,17 @@ UNSERVED_FIELDS = {
     "guided_choice": "guided decoding", "guided_grammar": "guided decoding", "structured_outputs": "guided decoding",
     "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
     "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
+    "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
+    # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
+    "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
 }
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
 
 
-def refuse_unserved(data: dict[str, Any]) -> None:
+def refuse_unserved(data: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
     for name, what in UNSERVED_FIELDS.items():
+        if names is not None and name not in names:
+            continue
         if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in _OFF_VALUES):
             raise bad_request(f"{name} is not supported by this server ({what})", param=name)
 
@@ -266,6 +300,8 @@ def validate(model: type[_Strict], data: dict[str, Any]) -> Any:
     """Validates `data` against `model`; the first problem becomes a 400 naming the field."""
     if issubclass(model, _Sampling):
         refuse_unserved(data)
+    elif model is TokenizeChatRequest:  # /tokenize renders what the chat endpoint would
+        refuse_unserved(data, ("chat_template",))
     try:
         return model.model_validate(data)
     except ValidationError as e:

@@ -194,3 +194,95 @@ def test_chat_echo_prefixes_the_continued_assistant_message(server):
     no_echo = post(server, CHAT, user_last).json()["choices"][0]["message"]["content"]
     assert post(server, CHAT, dict(user_last, echo=True)).json()["choices"][0]["message"]["content"] == no_echo
     assert "".join(d.get("content", "") for d in _stream_deltas(server, dict(user_last, echo=True))) == no_echo
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(server):
+    """vLLM's truncate_prompt_tokens: the prompt's last k tokens are served, as if only they were sent."""
+    prompt = [101, 102, 103, 104, 105, 106]
+    body = {"max_tokens": 4, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    cut = post(server, C, dict(body, prompt=prompt, truncate_prompt_tokens=2))
+    assert cut.status_code == 200, cut.text
+    assert cut.json()["usage"]["prompt_tokens"] == 2
+    assert cut.json()["choices"][0]["prompt_token_ids"] == prompt[-2:]
+    alone = post(server, C, dict(body, prompt=prompt[-2:]))
+    assert cut.json()["choices"][0]["token_ids"] == alone.json()["choices"][0]["token_ids"]
+    whole = post(server, C, dict(body, prompt=prompt, truncate_prompt_tokens=-1))  # -1: the model's context
+    assert whole.json()["usage"]["prompt_tokens"] == len(prompt)
+    chat = post(server, CHAT, {"messages": [{"role": "user", "content": "a long enough question"}], "max_tokens": 1,
+                               "truncate_prompt_tokens": 3, "return_token_ids": True})
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["usage"]["prompt_tokens"] == 3
+
+
+def test_chat_template_kwargs_add_variables_but_not_the_template(server):
+    msgs = [{"role": "user", "content": "hi"}]
+    same = post(server, CHAT, {"messages": msgs, "max_tokens": 1, "chat_template_kwargs": {"enable_thinking": False},
+                               "chat_template": None, "return_token_ids": True})
+    assert same.status_code == 200, same.text
+    assert same.json()["choices"][0]["prompt_token_ids"] == _prompt_ids(server, {"messages": msgs})
+    moved = post(server, CHAT, {"messages": msgs, "max_tokens": 1, "chat_template_kwargs": {"add_generation_prompt": False}})
+    assert moved.status_code == 400 and "request field" in moved.json()["error"]["message"]
+
+
+def test_tool_history_reaches_the_template(server):
+    """A history's tool calls and results are not dropped: a template that renders them gets them (the
+    built-in one shows content only, so the check renders with a template that prints every field)."""
+    from types import SimpleNamespace
+
+    from moeserve.engine.builtin_model import build_tokenizer
+    from moeserve.server.chat import render_messages
+    from moeserve.server.protocol import ChatCompletionRequest, validate
+
+    tok = build_tokenizer()
+    tok.chat_template = ("{% for m in messages %}<{{ m.role }}|{{ m.name or '' }}|{{ m.tool_call_id or '' }}|"
+                         "{{ (m.tool_calls or []) | map(attribute='function') | map(attribute='name') | join(',') }}>"
+                         "{{ m.content }}{% endfor %}[{{ flavour }}]{% for d in documents or [] %}({{ d.title }}){% endfor %}")
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    req = validate(ChatCompletionRequest, {
+        "messages": [{"role": "user", "content": "q", "name": "ann"},
+                     {"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "content": "42", "tool_call_id": "c1"}],
+        "chat_template_kwargs": {"flavour": "plain"}, "documents": [{"title": "doc1", "text": "t"}],
+        "add_generation_prompt": False})
+    text = tok.decode(render_messages(SimpleNamespace(tokenizer=tok), req))
+    assert text == "<user|ann||>q<assistant|||lookup><tool||c1|>42[plain](doc1)"
+
+
+def test_add_special_tokens_reaches_the_tokenizer():
+    """vLLM's defaults: completions' text prompts get the tokenizer's special tokens, a rendered chat not."""
+    from types import SimpleNamespace
+
+    from moeserve.engine.builtin_model import build_tokenizer
+    from moeserve.server.chat import render_messages
+    from moeserve.server.completions import _prompts
+    from moeserve.server.protocol import ChatCompletionRequest, validate
+
+    tok = build_tokenizer()
+    seen = []
+    encode = tok.encode
+
+    def recording(text, add_special_tokens=True):
+        seen.append(add_special_tokens)
+        return encode(text, add_special_tokens=add_special_tokens)
+
+    tok.encode = recording
+    state = SimpleNamespace(tokenizer=tok, vocab_size=len(tok))
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    render_messages(state, validate(ChatCompletionRequest, chat))
+    render_messages(state, validate(ChatCompletionRequest, dict(chat, add_special_tokens=True)))
+    _prompts(state, "hello")
+    _prompts(state, "hello", False)
+    assert seen == [False, True, True, False]
+
+
+def test_seed_out_of_range_names_its_bounds(server):
+    r = post(server, C, {"prompt": "hi", "max_tokens": 1, "seed": 2**64})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "seed"
+    assert "2**64 - 1" in r.json()["error"]["message"] and "18446744073709552000" not in r.json()["error"]["message"]
+
+
+def test_stop_messages_say_what_is_wrong(server):
+    empty = post(server, C, {"prompt": "hi", "max_tokens": 1, "stop": ["a", ""]})
+    many = post(server, C, {"prompt": "hi", "max_tokens": 1, "stop": [f"s{i}" for i in range(17)]})
+    assert "empty string" in empty.json()["error"]["message"]
+    assert "at most 16" in many.json()["error"]["message"] and "got 17" in many.json()["error"]["message"]
