@@ -109,8 +109,6 @@ def _is_token_chunk(choice: dict[str, Any]) -> bool:
 
 async def _one(http: Any, base_url: str, args: argparse.Namespace, item: Item) -> RequestRecord:
     """One streamed request on the aiohttp session `http`; every failure is a failed record."""
-    import aiohttp
-
     path, body = _payload(args, item)
     rec = RequestRecord(ok=False, input_tokens=item.input_len)
     start = time.perf_counter()

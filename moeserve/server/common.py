@@ -136,7 +136,7 @@ def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | N
 
 def check_request_fields(req: Any, state: ServerState) -> None:
     """Refusals both endpoints share: fields we cannot honour, options that need another field."""
-    keep = getattr(req, "truncate_prompt_tokens", None)
+    keep = req.truncate_prompt_tokens
     if keep is not None and not (keep == -1 or 1 <= keep <= state.max_model_len):
         raise bad_request(f"truncate_prompt_tokens must be -1 (the model's context, {state.max_model_len}) or in "
                           f"[1, {state.max_model_len}], got {keep}", param="truncate_prompt_tokens")

@@ -31,8 +31,8 @@ def _whole(value: Any) -> Any:
     return value
 
 
-# a count or seed field: an integer, or a float with an integral value
-WholeInt = Annotated[int, BeforeValidator(_whole)]
+# a count field: an integer, or a float with an integral value, in 64 bits (msgpack and torch hold them)
+WholeInt = Annotated[int, BeforeValidator(_whole), Field(ge=-_MAX_INT, le=_MAX_INT)]
 
 
 def _seed_range(value: int) -> int:
@@ -46,6 +46,21 @@ def _seed_range(value: int) -> int:
 Seed = Annotated[int, BeforeValidator(_whole), AfterValidator(_seed_range)]
 
 
+# Fields of OpenAI's or vLLM's API that change what is generated and that moeserve does not serve:
+# refused by name (unknown fields are otherwise ignored), unless they carry their "off" value.
+UNSERVED_FIELDS = {
+    "functions": "function calling", "function_call": "function calling", "audio": "audio output",
+    "modalities": "text is the only output", "guided_json": "guided decoding", "guided_regex": "guided decoding",
+    "guided_choice": "guided decoding", "guided_grammar": "guided decoding", "structured_outputs": "guided decoding",
+    "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
+    "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
+    "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
+    # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
+    "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
+}
+_OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
+
+
 class _Strict(BaseModel):
     """`null` for a field that has a default and no null value of its own means that default: OpenAI
     types its optional fields "X or null" and vLLM its extensions Optional[X], and SDKs that serialize
@@ -54,6 +69,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
     # the prompt's or a field's accepted shapes, said when a value has none of them (param -> message)
     shape_hints: ClassVar[dict[str, str]] = {}
+    # the UNSERVED_FIELDS this body refuses by name (validate)
+    unserved: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -87,16 +104,17 @@ class ResponseFormat(_Strict):
 class _Sampling(_Strict):
     """Fields shared by both endpoints."""
 
+    unserved: ClassVar[tuple[str, ...]] = tuple(UNSERVED_FIELDS)
     shape_hints: ClassVar[dict[str, str]] = {
         "prompt": "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists",
         "stop": "stop must be a string or a list of strings",
         "messages": "messages must be a non-empty list of {role, content} objects",
     }
     model: str | None = None
-    n: WholeInt = Field(default=1, ge=-_MAX_INT, le=_MAX_INT)
+    n: WholeInt = 1
     temperature: float | None = None
     top_p: float | None = None
-    top_k: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    top_k: WholeInt | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None
     # signed or unsigned 64-bit, as clients draw them; Generation maps it into the engine's range
@@ -105,7 +123,7 @@ class _Sampling(_Strict):
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's extensions from here
     min_p: float | None = None
-    min_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    min_tokens: WholeInt | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
@@ -116,7 +134,7 @@ class _Sampling(_Strict):
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
     response_format: ResponseFormat | None = None
     # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
-    truncate_prompt_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    truncate_prompt_tokens: WholeInt | None = None
 
 
 def _prompt_shape(value: Any) -> str | None:
@@ -140,10 +158,10 @@ Prompt = Annotated[
 
 class CompletionRequest(_Sampling):
     prompt: Prompt
-    max_tokens: WholeInt | None = Field(default=16, ge=-_MAX_INT, le=_MAX_INT)
-    logprobs: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_tokens: WholeInt | None = 16
+    logprobs: WholeInt | None = None
     echo: bool = False
-    best_of: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    best_of: WholeInt | None = None
     suffix: str | None = None
     add_special_tokens: bool = True  # vLLM's: text prompts get the tokenizer's special tokens (BOS)
 
@@ -189,10 +207,10 @@ class ChatCompletionRequest(_Sampling):
     shape_hints: ClassVar[dict[str, str]] = {**_Sampling.shape_hints, **_CHAT_HINTS}
     messages: list[ChatMessage] = Field(min_length=1)
     echo: bool = False  # vLLM's: the content starts with the last message's when it is the assistant's
-    max_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
-    max_completion_tokens: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    max_tokens: WholeInt | None = None
+    max_completion_tokens: WholeInt | None = None
     logprobs: bool = False
-    top_logprobs: WholeInt | None = Field(default=None, ge=-_MAX_INT, le=_MAX_INT)
+    top_logprobs: WholeInt | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
     add_generation_prompt: bool = True  # vLLM's: end the prompt with the assistant turn's opening
@@ -217,6 +235,7 @@ class TokenizeRequest(_Strict):
 class TokenizeChatRequest(_Strict):
     """POST /tokenize with messages: the ids /v1/chat/completions would serve."""
 
+    unserved: ClassVar[tuple[str, ...]] = ("chat_template",)  # it renders what the chat endpoint would
     shape_hints: ClassVar[dict[str, str]] = {"messages": _Sampling.shape_hints["messages"], **_CHAT_HINTS}
 
     model: str | None = None
@@ -273,35 +292,15 @@ def _json_error(e: ValueError) -> str:
     return str(e)
 
 
-# Fields of OpenAI's or vLLM's API that change what is generated and that moeserve does not serve:
-# refused by name (unknown fields are otherwise ignored), unless they carry their "off" value.
-UNSERVED_FIELDS = {
-    "functions": "function calling", "function_call": "function calling", "audio": "audio output",
-    "modalities": "text is the only output", "guided_json": "guided decoding", "guided_regex": "guided decoding",
-    "guided_choice": "guided decoding", "guided_grammar": "guided decoding", "structured_outputs": "guided decoding",
-    "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
-    "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
-    "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
-    # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
-    "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
-}
-_OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
-
-
-def refuse_unserved(data: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
-    for name, what in UNSERVED_FIELDS.items():
-        if names is not None and name not in names:
-            continue
+def refuse_unserved(data: dict[str, Any], names: tuple[str, ...]) -> None:
+    for name in names:
         if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in _OFF_VALUES):
-            raise bad_request(f"{name} is not supported by this server ({what})", param=name)
+            raise bad_request(f"{name} is not supported by this server ({UNSERVED_FIELDS[name]})", param=name)
 
 
 def validate(model: type[_Strict], data: dict[str, Any]) -> Any:
     """Validates `data` against `model`; the first problem becomes a 400 naming the field."""
-    if issubclass(model, _Sampling):
-        refuse_unserved(data)
-    elif model is TokenizeChatRequest:  # /tokenize renders what the chat endpoint would
-        refuse_unserved(data, ("chat_template",))
+    refuse_unserved(data, model.unserved)
     try:
         return model.model_validate(data)
     except ValidationError as e:
