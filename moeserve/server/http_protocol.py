@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with a bound on a request's head (request line + headers), and
-header values without trailing whitespace.
+"""uvicorn's httptools protocol with a bound on a request's head (request line + headers), header
+values without trailing whitespace, and HTTP/1.0 responses without chunked encoding.
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
 and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
@@ -17,12 +17,20 @@ which began in an earlier chunk is all head bytes; a chunk in which a head begin
 since the parser does not say where in it the head began (after a body, on a pipelined connection,
 most of it may be body). So nothing but head bytes is ever counted, and the memory held is at most
 the limit plus two reads.
+
+HTTP/1.0 has no chunked transfer coding (RFC 9112 section 6.1: a server must not send
+Transfer-Encoding unless the request says HTTP/1.1 or later), yet uvicorn's httptools cycle chunks
+every response that declares no length, streams included, whatever the request's version; an
+HTTP/1.0 client (`curl --http1.0`, a proxy that speaks 1.0 to its upstream) then reads the chunk
+sizes as body text. h11 does what the RFC
+says: no coding, and the end of the body is the connection's close. So does `_CloseDelimitedCycle`
+for a 1.0 request (uvicorn already closes every 1.0 connection after its response).
 """
 from __future__ import annotations
 
 import json
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 HEAD_LIMIT_BYTES = 64 * 1024
 
@@ -59,3 +67,37 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.in_head = False
         super().on_headers_complete()
+        if self.cycle is not None and self.scope.get("http_version") == "1.0":
+            # the cycle was made just now and its task has not run yet: same state, other `send`
+            self.cycle.__class__ = _CloseDelimitedCycle
+
+
+class _CloseDelimitedCycle(RequestResponseCycle):
+    """A response to an HTTP/1.0 request: one that declares no length goes out as it comes, without
+    chunked coding, and ends when the connection closes."""
+
+    close_delimited = False
+
+    async def send(self, message) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            names = {name.lower() for name, _ in message.get("headers", [])}
+            if (b"content-length" not in names and self.scope["method"] != "HEAD"
+                    and message["status"] not in (204, 304)):
+                self.close_delimited = True
+                self.chunked_encoding = False  # uvicorn chunks only while this is None
+                message = {**message, "headers": [(n, v) for n, v in message.get("headers", [])
+                                                  if n.lower() != b"transfer-encoding"]}
+            await super().send(message)
+        elif self.close_delimited and message["type"] == "http.response.body" and not self.response_complete:
+            if self.flow.write_paused and not self.disconnected:
+                await self.flow.drain()
+            if self.disconnected:
+                return
+            self.transport.write(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.response_complete = True
+                self.message_event.set()
+                self.transport.close()  # the end of a close-delimited body
+                self.on_response()
+        else:
+            await super().send(message)

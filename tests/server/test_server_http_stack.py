@@ -1,7 +1,7 @@
 """The front end runs on uvloop + httptools (C), as vLLM's uvicorn does; MOESERVE_FAST_HTTP=0 (or
 either missing) falls back to asyncio + h11 (pure Python) with the same answers. What httptools
 alone gets wrong is mended in server/http_protocol.py: a request head's size, header values' trailing
-whitespace."""
+whitespace, chunked responses to HTTP/1.0 requests."""
 from __future__ import annotations
 
 import json
@@ -109,3 +109,25 @@ def test_a_declared_size_with_trailing_whitespace_is_still_refused_before_readin
     head, _, body = got.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413"), got[:200]
     assert json.loads(body)["error"]["code"] == "request_too_large"
+
+
+def test_an_http10_client_gets_its_stream_without_chunked_coding(server):
+    """RFC 9112 6.1: no Transfer-Encoding to a 1.0 request; the body ends with the connection. uvicorn's
+    httptools cycle chunked it (h11 did not)."""
+    body = json.dumps({**BODY, "prompt": "The experts"}).encode()
+    head = (b"POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer "
+            + API_KEY.encode() + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    got = raw(server.url, head + body)  # returns once the server closes the connection
+    status, _, rest = got.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200"), got[:300]
+    assert b"transfer-encoding" not in status.lower() and b"connection: close" in status.lower()
+    events = [line[6:] for line in rest.decode().split("\n") if line.startswith("data: ")]
+    assert rest.decode().startswith("data: ") and events[-1] == "[DONE]"  # no chunk-size lines in the body
+    text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1] if json.loads(e)["choices"])
+    assert text == streamed_text(server.url)  # the same stream a 1.1 client gets chunked
+    # a response with a length is untouched, and 1.1 streams are still chunked
+    plain = raw(server.url, b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
+    assert plain.startswith(b"HTTP/1.1 200") and b"content-length" in plain.lower()
+    chunked = raw(server.url, head.replace(b"HTTP/1.0", b"HTTP/1.1").replace(b"Host: x", b"Host: x\r\nConnection: close")
+                  + body)
+    assert b"transfer-encoding: chunked" in chunked.partition(b"\r\n\r\n")[0].lower()
