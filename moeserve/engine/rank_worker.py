@@ -15,6 +15,7 @@ import threading
 import time
 
 from moeserve.config import EngineConfig, config_from_dict
+from moeserve.engine.gc_heap import freeze_startup_objects
 
 log = logging.getLogger("moeserve.rank")
 
@@ -51,6 +52,7 @@ def run_rank(config: EngineConfig) -> int:
 
     worker = Worker(config, groups.ctx, group=groups.group)
     dist.barrier(group=groups.plan_group)  # every rank has loaded its weights
+    freeze_startup_objects()  # a full collection must not walk the model's objects mid-step (a stall every rank waits on)
     while True:
         plan = decode_plan(broadcast_bytes(None, groups.plan_group))
         if plan is None:

@@ -15,6 +15,7 @@ import sys
 import time
 
 from moeserve.config import ConfigError, EngineConfig
+from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import EngineDeadError
 from moeserve.server.config_file import ServerConfig, add_flags, configs_from_args
 
@@ -147,6 +148,7 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
                 "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")
     uv = _make_server(build_app(state), server_config, ready.model_name)
+    freeze_startup_objects()  # a full collection must not walk start-up's objects while requests stream
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, drain.on_signal)

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from moeserve.config import ConfigError, EngineConfig
 from moeserve.engine.cpu_binding import bind_engine_process
+from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import RequestError
 from moeserve.sampling_params import SamplingParamsError
 from moeserve.server import ipc
@@ -195,6 +196,7 @@ def run_engine_process(
         channel.send(ipc.Fatal(f"engine failed to load: {_describe(e)}"))
         return 1
     try:
+        freeze_startup_objects()  # a full collection must not walk the model's objects mid-step
         channel.send(_ready(engine))
         EngineLoop(engine, channel, heartbeat_s).run()
         return 0
