@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import sys
@@ -166,7 +167,21 @@ async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[Re
     The client is aiohttp, as vLLM's `bench serve` uses: on the 2-core machines the load generator
     shares a core with the server's front end, and httpx's pure-Python streaming cost ~3x more CPU
     per request (0.35-0.52 s of client CPU for 64 requests of 32 tokens, against 0.12-0.20 s), which
-    showed up in every server's time to first token (docs/server.md)."""
+    showed up in every server's time to first token (docs/server.md).
+
+    The generator's own heap is frozen while it times (`gc.freeze`): in
+    a process that has imported torch and transformers, as the benchmarks' has, a full collection
+    walked a million start-up objects for 160-180 ms, during which no request was sent and no chunk
+    read, and that pause landed on whichever server was being measured."""
+    gc.collect()
+    gc.freeze()
+    try:
+        return await _timed_load(args, items)
+    finally:
+        gc.unfreeze()
+
+
+async def _timed_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[RequestRecord], float]:
     import aiohttp
 
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}

@@ -37,6 +37,8 @@ def test_serving_benchmark_runs_rounds_against_each_server():
         assert len(runs) == 2
         assert all(r["completed"] == 4 and r["output_throughput"] > 0 for r in runs)
         assert all(r["cpu_s"]["engine"] > 0 for r in runs)
+        pool = result["pooled"][name]  # every request of both rounds
+        assert pool["num_requests"] == 8 and pool["ttft_ms"]["max"] >= pool["ttft_ms"]["p99"] >= pool["ttft_ms"]["p50"] > 0
     # the greedy completions compared across servers (against vLLM's when it runs)
     ids = result["greedy_token_ids"]
     assert [len(t) for t in ids["moeserve[1:1]"]] == [4] * 4 and ids["moeserve[1:1]"] == ids["moeserve[1:1:nosplit:h11]"]
