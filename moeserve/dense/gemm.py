@@ -21,7 +21,9 @@ Shape legend: T rows, I in features, O out features.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -29,14 +31,17 @@ from torch import nn
 
 from moeserve.dense import panel_gemm
 
+logger = logging.getLogger(__name__)
+
 # oneDNN picks its blocked layout for a typical row count; any row count works with any layout
 ROWS_HINT = 64
 
 # oneDNN keeps one JIT-built kernel per (layout, row count, thread count) in an LRU cache of 1024 by
-# default. Every row count 1..64 of every weight shape (warm_up), and again at a second thread count
+# default. Every row count 1..256 of every weight shape (warm_up), and again at a second thread count
 # (engine/step_threads.py), exceed that, and then steps rebuild kernels they had (measured: the wide
 # way's steps ran 1.6x slower than with one pinned thread count). Read once, at oneDNN's first use.
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "4096")
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "8192")
+WARM_UP_BUDGET_S = 5.0  # start-up seconds the GEMM warm-up may take (`warm_up`)
 
 
 def packing_enabled() -> bool:
@@ -70,28 +75,41 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
 
 
-def warm_up(model: nn.Module, max_rows: int | None = None) -> int:
-    """Run every distinct packed weight shape once at each row count 1..max_rows.
+def warm_up(model: nn.Module, max_rows: int | None = None, limits: dict[int, int] | None = None,
+            budget_s: float = WARM_UP_BUDGET_S) -> int:
+    """Run every distinct packed weight shape once at each row count 1..max_rows (at most
+    limits[id(packed)] rows for a weight, where given), every shape at a count before the next count,
+    until `budget_s` seconds have passed.
 
     oneDNN builds (JIT-compiles) one kernel per (weight layout, row count) the first time it sees
     it, ~0.25 ms each at tiny-mixtral's shapes; a server that has not yet met a row count pays that
     inside a request's step (measured: TTFT p50 29.6 ms on a fresh server vs 20.0 ms warm, same load).
-    Decode steps meet small row counts (rows per expert), so those are built at start-up, as vLLM
-    does with its warm-up runs. max_rows: MOESERVE_GEMM_WARMUP_ROWS, default 64 (0 = off: the tests).
-    Returns the number of calls made."""
+    Decode steps meet small row counts (rows per expert, sequences sampled) and prefill steps of a few
+    short prompts meet up to a few hundred (every token of the step goes through the dense weights):
+    with kernels built to 64 rows only, a fresh server's first prefill steps of 65-101 tokens ran
+    15-25% slower than the same steps a round later (session 15). So they are built at start-up, as
+    vLLM does with its warm-up runs; the budget bounds the start-up of a model whose GEMMs are large.
+    max_rows: MOESERVE_GEMM_WARMUP_ROWS, default 256 (0 = off: the tests). Returns the calls made."""
     if max_rows is None:
         max_rows = warm_up_rows()
+    shapes = [(in_features, packed, (limits or {}).get(id(packed), max_rows))
+              for (_, in_features, _), packed in distinct_packed(model).items()]
     calls = 0
+    deadline = time.monotonic() + budget_s
     with torch.inference_mode():
-        for (_, in_features, _), packed in distinct_packed(model).items():
-            for rows in range(1, max_rows + 1):
-                packed_linear(torch.zeros(rows, in_features), packed)
-                calls += 1
+        for rows in range(1, max_rows + 1):
+            if time.monotonic() > deadline:
+                logger.info("GEMM warm-up stopped at %d rows: its %.1f s budget is spent", rows - 1, budget_s)
+                break
+            for in_features, packed, limit in shapes:
+                if rows <= limit:
+                    packed_linear(torch.zeros(rows, in_features), packed)
+                    calls += 1
     return calls
 
 
 def warm_up_rows() -> int:
-    return int(os.environ.get("MOESERVE_GEMM_WARMUP_ROWS", "64"))
+    return int(os.environ.get("MOESERVE_GEMM_WARMUP_ROWS", "256"))
 
 
 def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:

@@ -18,7 +18,7 @@ from moeserve.config import EXPERT_THREADS_ENV, NUM_THREADS_ENV, ConfigError, En
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.blocked import ELEMENTWISE_GRAIN
-from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up
+from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up, warm_up_rows
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
@@ -197,7 +197,11 @@ class ModelRunner:
                 module.warm_up()  # compile the expert loop now, not inside the first request
             elif isinstance(module, PackedWeight):
                 module.enable_split(self.expert_threads)  # column blocks where they give the same bits
-        warm_up(self.model)  # build the small-row GEMM kernels now, not inside the first requests
+        # build the GEMM kernels of the row counts that decode and short prefill steps meet now, not
+        # inside the first requests; the LM head sees only the sampled rows (prompt logprobs aside)
+        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
+        warm_up(self.model, min(warm_up_rows(), engine_config.scheduler.max_num_batched_tokens),
+                {id(lm_head): min(64, engine_config.scheduler.max_num_seqs)} if lm_head is not None else None)
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)

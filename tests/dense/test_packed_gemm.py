@@ -117,3 +117,6 @@ def test_warm_up_runs_each_distinct_packed_shape_at_each_row_count():
     # shapes: [8, 16] (three layers, one shape), [16, 8], experts' [24, 16] and [16, 12]
     assert gemm.warm_up(layers, max_rows=5) == 4 * 5
     assert gemm.warm_up(layers, max_rows=0) == 0
+    # a weight with a limit (the LM head: only the sampled rows) stops early; a spent budget stops all
+    assert gemm.warm_up(layers, max_rows=5, limits={id(layers[3].packed): 2}) == 3 * 5 + 2
+    assert gemm.warm_up(layers, max_rows=5, budget_s=-1.0) == 0
