@@ -12,7 +12,10 @@ All servers are started first; then `--rounds` rounds each run the load against 
 to back (in an order rotated each round), and the ratio reported is the median of the per-round ratios (the shared machines swing
 1.5x within minutes: only a comparison taken under one machine state means anything). Round r sends
 prompt set r to every server: no round hits the prefix cache an earlier round filled (until session
-10 every round sent set 0, so rounds after the first measured mostly cached prefills).
+10 every round sent set 0, so rounds after the first measured mostly cached prefills). Before them,
+`--warmup-rounds` untimed rounds run against every server (session 15: the first concurrent load
+this process sent ran slower on the client's side, and it always fell on moeserve, first in round 1:
+its first-round TTFT p99 was 53.6-64.6 ms against 48.4-52.6 after one untimed round, same servers).
 """
 from __future__ import annotations
 
@@ -195,6 +198,10 @@ def main() -> None:
                     help="one moeserve server per NUM_THREADS:EXPERT_THREADS spec, each a number or auto (default: "
                          "auto:auto 1:1; benchmarks/thread_specs.py); vLLM binds its own threads")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the load against every server, interleaved")
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="untimed rounds of the load against every server before the timed ones: the first "
+                         "concurrent load this process sends ran slower on its own side (client-side first-time "
+                         "costs), and without this it always fell on the first server of round 1")
     ap.add_argument("--gap", type=float, default=2.0,
                     help="seconds of quiet before each server's load: a server (vLLM's worker) may keep polling for "
                          "a while after its load ends, and a load started inside that tail measures the overlap")
@@ -224,6 +231,9 @@ def main() -> None:
         records: dict[str, list] = {name: [] for name in urls}
         seconds: dict[str, float] = {name: 0.0 for name in urls}
         names = list(urls)
+        for w in range(args.warmup_rounds):  # prompt sets 10**6 + w: never a timed round's
+            for name in names:
+                bench(urls[name], "tiny-mixtral", args, vocab, seed=10**6 + w)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:  # rotate: no server always goes first
                 time.sleep(args.gap)
