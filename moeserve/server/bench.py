@@ -171,8 +171,8 @@ async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[Re
 
     The generator's own heap is frozen while it times (`gc.freeze`): in
     a process that has imported torch and transformers, as the benchmarks' has, a full collection
-    walked a million start-up objects for 160-180 ms, during which no request was sent and no chunk
-    read, and that pause landed on whichever server was being measured."""
+    walked a million start-up objects for 160-180 ms, during which no request is sent and no chunk
+    read: inside a round, that pause would land on whichever server was being measured."""
     gc.collect()
     gc.freeze()
     try:
