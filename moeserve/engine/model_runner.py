@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 # long prompt chunk never holds a [chunk, V] logits tensor
 PROMPT_LOGITS_ROWS = 256
 
+# the LM head's GEMM runs on the sampled rows, one per sequence: its kernels are built at start-up up
+# to this many (a decode batch); a larger batch builds each new count once, ~0.5 ms
+LM_HEAD_WARM_UP_ROWS = 64
+
 
 def resolve_model_dir(engine_config: EngineConfig) -> Path:
     """The checkpoint directory; None means the built-in model (made on first use)."""
@@ -200,8 +204,9 @@ class ModelRunner:
         # build the GEMM kernels of the row counts that decode and short prefill steps meet now, not
         # inside the first requests; the LM head sees only the sampled rows (prompt logprobs aside)
         lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
+        lm_rows = min(LM_HEAD_WARM_UP_ROWS, engine_config.scheduler.max_num_seqs)
         warm_up(self.model, min(warm_up_rows(), engine_config.scheduler.max_num_batched_tokens),
-                {id(lm_head): min(64, engine_config.scheduler.max_num_seqs)} if lm_head is not None else None)
+                {id(lm_head): lm_rows} if lm_head is not None else None)
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)

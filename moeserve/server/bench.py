@@ -169,10 +169,10 @@ async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[Re
     per request (0.35-0.52 s of client CPU for 64 requests of 32 tokens, against 0.12-0.20 s), which
     showed up in every server's time to first token (docs/server.md).
 
-    The generator's own heap is frozen while it times (`gc.freeze`): in
-    a process that has imported torch and transformers, as the benchmarks' has, a full collection
-    walked a million start-up objects for 160-180 ms, during which no request is sent and no chunk
-    read: inside a round, that pause would land on whichever server was being measured."""
+    The generator's own heap is frozen while it times (`gc.freeze`): in a process that has imported
+    torch and transformers, as the benchmarks' has, a full collection walked a million start-up
+    objects for 160-180 ms, during which no request is sent and no chunk read: inside a round, that
+    pause would land on whichever server was being measured."""
     gc.collect()
     gc.freeze()
     try:
