@@ -18,13 +18,13 @@ since the parser does not say where in it the head began (after a body, on a pip
 most of it may be body). So nothing but head bytes is ever counted, and the memory held is at most
 the limit plus two reads.
 
-HTTP/1.0 has no chunked transfer coding (RFC 9112 section 6.1: a server must not send Transfer-
-Encoding unless the request says HTTP/1.1 or later), yet uvicorn's httptools cycle chunks every
-response that declares no length, streams included, whatever the request's version; an HTTP/1.0
-client (`curl --http1.0`, a proxy that speaks 1.0 to its upstream) then reads the chunk sizes as
-body text. h11 does what the RFC says: no coding, and the end of the body is the connection's close.
-So does `_CloseDelimitedCycle` for a 1.0 request (uvicorn already closes every 1.0 connection after
-its response).
+HTTP/1.0 has no chunked transfer coding (RFC 9112 section 6.1: a server must not send
+Transfer-Encoding unless the request says HTTP/1.1 or later), yet uvicorn's httptools cycle chunks
+every response that declares no length, streams included, whatever the request's version; an
+HTTP/1.0 client (`curl --http1.0`, a proxy that speaks 1.0 to its upstream) then reads the chunk
+sizes as body text. h11 does what the RFC says: no coding, and the end of the body is the
+connection's close. So does `_CloseDelimitedCycle` for a 1.0 request (uvicorn already closes every
+1.0 connection after its response).
 """
 from __future__ import annotations
 
