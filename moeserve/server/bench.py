@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
 import sys
 import time
@@ -43,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--range-ratio", type=float, default=0.0, help="random lengths vary uniformly by this fraction")
     p.add_argument("--dataset", default=None, help='JSONL file: {"prompt": str or [ids], "output_len": N} per line')
     p.add_argument("--tokenizer", default=None, help="checkpoint dir whose vocabulary random prompts draw from")
-    p.add_argument("--vocab-size", type=int, default=1000, help="random token ids are drawn from [10, this) without --tokenizer")
+    p.add_argument("--vocab-size", type=int, default=500,
+                   help="random token ids are drawn from [10, this) without --tokenizer (the default fits any model "
+                        "with 500 tokens or more, the built-in one's 741 included)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature sent with each request")
     p.add_argument("--seed", type=int, default=0, help="seeds prompts and arrival times")
     p.add_argument("--warmup", type=int, default=1, help="untimed requests sent first")
@@ -53,12 +56,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON to PATH ('-' = stdout, no table)")
 
 
+class BenchInputError(Exception):
+    """Input the load generator cannot use (a dataset, a tokenizer): one line for the user, no traceback."""
+
+
 def _random_items(args: argparse.Namespace, rng: random.Random) -> list[Item]:
     low, high, banned = 10, args.vocab_size, set()
     if args.tokenizer:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(args.tokenizer)
+        try:
+            tok = AutoTokenizer.from_pretrained(args.tokenizer)
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad directory
+            raise BenchInputError(f"cannot load a tokenizer from {args.tokenizer!r}: {type(e).__name__}") from None
         low, high, banned = 0, len(tok), set(tok.all_special_ids)
 
     def length(mean: int) -> int:
@@ -77,24 +87,44 @@ def _random_items(args: argparse.Namespace, rng: random.Random) -> list[Item]:
 
 
 def _dataset_items(args: argparse.Namespace) -> list[Item]:
-    rows = [json.loads(line) for line in open(args.dataset) if line.strip()]
-    if not rows:
-        raise SystemExit(f"moeserve bench: {args.dataset} has no requests")
-    items = []
-    for i in range(args.num_requests):
-        row = rows[i % len(rows)]
-        prompt = row["prompt"]
-        out = int(row.get("output_len", row.get("max_tokens", args.output_len)))
-        items.append(Item(prompt, len(prompt) if isinstance(prompt, list) else len(prompt.split()), out))
-    return items
+    """The requests of a JSONL file, one object per line: "prompt" (text, or a list of token ids) and
+    "output_len" (or "max_tokens"; default --output-len). Any line it cannot use is an error that
+    names the line, before anything is sent."""
+    try:
+        with open(args.dataset, encoding="utf-8") as f:
+            lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise BenchInputError(f"cannot read --dataset {args.dataset!r}: {getattr(e, 'strerror', None) or e}") from None
+    if not lines:
+        raise BenchInputError(f"--dataset {args.dataset!r} has no requests")
+    rows = [_dataset_row(args, n, line) for n, line in lines]
+    return [rows[i % len(rows)] for i in range(args.num_requests)]
+
+
+def _dataset_row(args: argparse.Namespace, n: int, line: str) -> Item:
+    where = f"--dataset {args.dataset!r}, line {n}"
+    try:
+        row = json.loads(line)
+    except ValueError:
+        raise BenchInputError(f"{where}: not valid JSON") from None
+    if not isinstance(row, dict):
+        raise BenchInputError(f'{where}: want an object like {{"prompt": "...", "output_len": 32}}')
+    prompt = row.get("prompt")
+    is_ids = isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    if not (isinstance(prompt, str) or is_ids) or not prompt:
+        raise BenchInputError(f'{where}: "prompt" must be a non-empty string or list of token ids')
+    out = row.get("output_len", row.get("max_tokens", args.output_len))
+    if not isinstance(out, int) or isinstance(out, bool) or out < 1:
+        raise BenchInputError(f'{where}: "output_len" must be a whole number >= 1, got {json.dumps(out)[:40]}')
+    if args.endpoint == "chat" and not isinstance(prompt, str):
+        raise BenchInputError(f"{where}: --endpoint chat needs text prompts")
+    return Item(prompt, len(prompt) if is_ids else len(prompt.split()), out)
 
 
 def _payload(args: argparse.Namespace, item: Item) -> tuple[str, dict[str, Any]]:
     common = {"model": args.model, "max_tokens": item.output_len, "temperature": args.temperature,
               "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
-    if args.endpoint == "chat":
-        if not isinstance(item.prompt, str):
-            raise SystemExit("moeserve bench: --endpoint chat needs text prompts (--dataset with strings)")
+    if args.endpoint == "chat":  # text prompts only: run() refuses token-id prompts for chat first
         return "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": item.prompt}])
     return "/v1/completions", dict(common, prompt=item.prompt)
 
@@ -220,16 +250,31 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--request-rate must be > 0"
     if args.input_len < 1 or args.output_len < 1 or not 0 <= args.range_ratio < 1:
         return "--input-len and --output-len must be >= 1 and --range-ratio in [0, 1)"
+    if not args.dataset and not args.tokenizer and args.vocab_size <= 10:
+        return "--vocab-size must be > 10 (random token ids are drawn from [10, vocab-size))"
+    if args.warmup < 0:
+        return "--warmup must be >= 0"
+    if not args.timeout_s > 0:
+        return "--timeout-s must be > 0"
+    if any(v is not None and not v > 0 for v in (args.slo_ttft_ms, args.slo_tpot_ms)):
+        return "--slo-ttft-ms and --slo-tpot-ms must be > 0"
+    if args.json not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        return f"--json {args.json!r}: its directory does not exist"
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     problem = _check(args)
-    if problem:
-        print(f"moeserve bench: error: {problem}", file=sys.stderr)
+    try:
+        if problem:
+            raise BenchInputError(problem)
+        rng = random.Random(args.seed)
+        items = _dataset_items(args) if args.dataset else _random_items(args, rng)
+        if args.endpoint == "chat" and not all(isinstance(item.prompt, str) for item in items):
+            raise BenchInputError("--endpoint chat needs text prompts (--dataset with strings)")
+    except BenchInputError as e:
+        print(f"moeserve bench: error: {e}", file=sys.stderr)
         return 2
-    rng = random.Random(args.seed)
-    items = _dataset_items(args) if args.dataset else _random_items(args, rng)
     records, duration = asyncio.run(run_load(args, items))
     summary = summarize(records, duration, args.slo_ttft_ms, args.slo_tpot_ms)
     summary["config"] = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "api_key"}

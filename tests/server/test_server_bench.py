@@ -45,7 +45,7 @@ def test_bench_against_the_server(server, tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = parse(["--base-url", server.url, "--model", server.model, "--api-key", API_KEY, "--num-requests", "6",
                   "--concurrency", "3", "--input-len", "12", "--output-len", "8", "--slo-ttft-ms", "60000",
-                  "--vocab-size", "500", "--json", str(out)])
+                  "--json", str(out)])  # the default --vocab-size fits the built-in model (741 tokens)
     assert bench.run(args) == 0
     assert gc.get_freeze_count() == 0  # the heap is frozen only while the load is timed
     table = capsys.readouterr().out
@@ -74,3 +74,51 @@ def test_bench_counts_refusals_as_failures(server, capsys):
     assert bench.run(args) == 1
     s = json.loads(capsys.readouterr().out)
     assert s["failed"] == 2 and any("HTTP 404" in e for e in s["errors"])
+
+
+BAD_DATASETS = {  # file content -> what the error names
+    "missing": (None, "cannot read"),
+    "truncated JSON": ('{"prompt": "a", "output_len": 4}\n{"prompt": "b", "outp', "line 2: not valid JSON"),
+    "not an object": ("[1, 2]\n", "line 1: want an object"),
+    "prompt a number": ('{"prompt": 5, "output_len": 4}\n', '"prompt" must be'),
+    "empty prompt": ('{"prompt": [], "output_len": 4}\n', '"prompt" must be'),
+    "output_len huge": ('{"prompt": "a", "output_len": 1e400}\n', '"output_len" must be'),
+    "output_len negative": ('{"prompt": "a", "output_len": -4}\n', '"output_len" must be'),
+    "no requests": ("\n\n", "has no requests"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DATASETS))
+def test_bench_refuses_a_dataset_it_cannot_use_before_sending_anything(case, tmp_path, capsys):
+    content, expected = BAD_DATASETS[case]
+    data = tmp_path / "prompts.jsonl"
+    if content is not None:
+        data.write_text(content)
+    # an unreachable server: nothing may be sent, the dataset is refused first
+    args = parse(["--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(data)])
+    assert bench.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moeserve bench: error: ") and expected in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--vocab-size", "5"], "--vocab-size must be > 10"),
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--timeout-s", "0"], "--timeout-s must be > 0"),
+    (["--slo-ttft-ms", "-5"], "must be > 0"),
+    (["--json", "/no/such/dir/x.json"], "its directory does not exist"),
+    (["--tokenizer", "/no/such/checkpoint"], "cannot load a tokenizer"),
+    (["--endpoint", "chat"], "--endpoint chat needs text prompts"),
+])
+def test_bench_refuses_bad_arguments_with_one_line(argv, expected, capsys):
+    args = parse(["--base-url", "http://127.0.0.1:9", "--model", "m", *argv])
+    assert bench.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moeserve bench: error: ") and expected in err and "Traceback" not in err
+
+
+def test_a_non_utf8_dataset_is_refused(tmp_path, capsys):
+    data = tmp_path / "prompts.jsonl"
+    data.write_bytes(b"\xff\xfe{\"prompt\": \"a\"}\n")
+    assert bench.run(parse(["--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(data)])) == 2
+    assert "cannot read" in capsys.readouterr().err
