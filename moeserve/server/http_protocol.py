@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with a bound on a request's head (request line + headers), header
-values without trailing whitespace, and HTTP/1.0 responses without chunked encoding.
+"""uvicorn's httptools protocol with a bound on a request's head (request line + headers) in size
+and in time, header values without trailing whitespace, and HTTP/1.0 answered as HTTP/1.0 allows.
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
 and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
@@ -18,13 +18,23 @@ since the parser does not say where in it the head began (after a body, on a pip
 most of it may be body). So nothing but head bytes is ever counted, and the memory held is at most
 the limit plus two reads.
 
+Neither uvicorn stack times out a head: a connection that sends nothing, or a request line and some
+headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
+of them exhaust the server's sockets (the slowloris attack). A head must now complete within
+HEAD_TIMEOUT_S of the connection opening or of its first byte (a request after a kept-alive one): a
+partial head is answered 408 and closed, an idle connection closed. nginx waits 60 s for a head
+(`client_header_timeout`); a head that takes 30 s on loopback or a LAN is not a client at work. The
+body has its own timeout (`common.BODY_IDLE_TIMEOUT_S`).
+
 HTTP/1.0 has no chunked transfer coding (RFC 9112 section 6.1: a server must not send
 Transfer-Encoding unless the request says HTTP/1.1 or later), yet uvicorn's httptools cycle chunks
 every response that declares no length, streams included, whatever the request's version; an
 HTTP/1.0 client (`curl --http1.0`, a proxy that speaks 1.0 to its upstream) then reads the chunk
 sizes as body text. h11 does what the RFC says: no coding, and the end of the body is the
 connection's close. So does `_CloseDelimitedCycle` for a 1.0 request (uvicorn already closes every
-1.0 connection after its response).
+1.0 connection after its response). And an `Expect: 100-continue` of a 1.0 request is ignored, as
+RFC 9110 10.1.1 says it must be: uvicorn answered it with an interim `100 Continue`, a 1xx response
+that section 15.2 forbids sending to a 1.0 client.
 """
 from __future__ import annotations
 
@@ -33,18 +43,50 @@ import json
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 HEAD_LIMIT_BYTES = 64 * 1024
+HEAD_TIMEOUT_S = 30.0  # read when a head's clock starts
 
 _BODY = json.dumps({"error": {"message": f"the request line and headers exceed {HEAD_LIMIT_BYTES} bytes",
                               "type": "invalid_request_error", "param": None,
                               "code": "request_headers_too_large"}}).encode()
 _RESPONSE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
              b"content-length: " + str(len(_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _BODY)
+_SLOW_BODY = json.dumps({"error": {"message": "the request line and headers did not arrive in time",
+                                   "type": "invalid_request_error", "param": None, "code": "request_timeout"}}).encode()
+_SLOW_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: "
+                  + str(len(_SLOW_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _SLOW_BODY)
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     head_bytes = 0  # counted bytes of the head being read
     in_head = False  # between a message's first byte and its end of headers
     head_began = False  # a head began in the chunk being fed
+    head_timer = None  # closes the connection unless a head completes first
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._start_head_clock()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
+    def _start_head_clock(self) -> None:
+        self._stop_head_clock()
+        self.head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_too_slow)
+
+    def _stop_head_clock(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self.head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.in_head:  # part of a head came: say why it is closed
+            self.logger.warning("a request's head was not complete after %g s: answered 408 and closed", HEAD_TIMEOUT_S)
+            self.transport.write(_SLOW_RESPONSE)
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         self.head_began = False
@@ -59,6 +101,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self.in_head, self.head_began, self.head_bytes = True, True, 0
+        if self.head_timer is None:  # a request after a kept-alive one: its head's clock starts now
+            self._start_head_clock()
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -66,6 +110,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        self._stop_head_clock()
+        if self.parser.get_http_version() == "1.0":
+            self.expect_100_continue = False  # RFC 9110 10.1.1: ignored in a 1.0 request
         super().on_headers_complete()
         if self.cycle is not None and self.scope.get("http_version") == "1.0":
             # the cycle was made just now and its task has not run yet: same state, other `send`

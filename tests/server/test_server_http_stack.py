@@ -1,7 +1,7 @@
 """The front end runs on uvloop + httptools (C), as vLLM's uvicorn does; MOESERVE_FAST_HTTP=0 (or
 either missing) falls back to asyncio + h11 (pure Python) with the same answers. What httptools
 alone gets wrong is mended in server/http_protocol.py: a request head's size, header values' trailing
-whitespace, chunked responses to HTTP/1.0 requests."""
+whitespace, a head that never completes, chunked responses and interim 100s to HTTP/1.0 requests."""
 from __future__ import annotations
 
 import json
@@ -131,3 +131,75 @@ def test_an_http10_client_gets_its_stream_without_chunked_coding(server):
     chunked = raw(server.url, head.replace(b"HTTP/1.0", b"HTTP/1.1").replace(b"Host: x", b"Host: x\r\nConnection: close")
                   + body)
     assert b"transfer-encoding: chunked" in chunked.partition(b"\r\n\r\n")[0].lower()
+
+
+def test_an_http10_request_expecting_100_continue_gets_no_interim_response(server):
+    """RFC 9110 10.1.1: a server must ignore 100-continue in an HTTP/1.0 request (15.2: no 1xx to a 1.0
+    client); uvicorn's httptools cycle sent `100 Continue` first."""
+    body = json.dumps({"prompt": "The experts", "max_tokens": 2, "temperature": 0}).encode()
+    request = (b"POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+               b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: " + str(len(body)).encode()
+               + b"\r\n\r\n" + body)
+    got = raw(server.url, request)
+    assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    assert b" 100 " not in got.partition(b"\r\n\r\n")[0]
+    # a 1.1 request still gets its interim response (and then the answer)
+    got11 = raw(server.url, request.replace(b"HTTP/1.0", b"HTTP/1.1").replace(b"Host: x", b"Host: x\r\nConnection: close"))
+    assert got11.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200" in got11
+
+
+def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkeypatch):
+    """Slowloris: neither uvicorn stack times out a head. Here on an in-process uvicorn with the
+    protocol and a short limit; the served app is beside the point."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from moeserve.server import http_protocol
+
+    monkeypatch.setattr(http_protocol, "HEAD_TIMEOUT_S", 0.5)
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http=http_protocol.BoundedHttpToolsProtocol,
+                                       loop="asyncio", lifespan="off", log_level="error"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not uv.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as idle:
+            assert idle.recv(4096) == b""  # sent nothing: closed, without an answer
+        partial = raw(url, b"GET / HTTP/1.1\r\nHost: x\r\n")  # no end of headers
+        waited = time.monotonic() - started
+        head, _, body = partial.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408") and json.loads(body)["error"]["code"] == "request_timeout"
+        assert waited < 10  # both were closed by the limit, not by the test's own socket timeout
+        # a head that completes is served, and a kept-alive connection's next head gets its own clock
+        def response(sock: socket.socket) -> bytes:
+            got = b""
+            while not got.endswith(b"\r\n\r\nok"):
+                piece = sock.recv(4096)
+                assert piece, got
+                got += piece
+            return got
+
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert response(sock).startswith(b"HTTP/1.1 200")
+            time.sleep(0.8)  # idle longer than the head limit between requests: uvicorn's keep-alive (5 s) rules
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert response(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        uv.should_exit = True
+        thread.join(30)
