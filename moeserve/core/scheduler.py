@@ -101,7 +101,7 @@ class Scheduler:
             raise RequestError(
                 f"this model's maximum context length is {self.max_model_len} tokens, but {n + max_tokens} were "
                 f"requested ({n} in the prompt, {max_tokens} for the completion): shorten the prompt or lower max_tokens",
-                param="max_tokens",
+                param="max_tokens" if n < self.max_model_len else "prompt",  # no max_tokens fits a prompt this long
                 code="context_length_exceeded",
             )
         need = -(-n // self.block_size)

@@ -140,7 +140,7 @@ class EngineCore:
                 f"this model's maximum context length is {self.max_model_len} tokens; the prompt has "
                 f"{len(prompt)} tokens and max_tokens asks for {params.max_tokens or 1} more ({wanted}): "
                 "shorten the prompt or lower max_tokens",
-                param="max_tokens" if params.max_tokens else "prompt",
+                param="max_tokens" if params.max_tokens and len(prompt) < self.max_model_len else "prompt",
             )
 
     def abort_request(self, request_id: str) -> None:

@@ -107,12 +107,17 @@ def check_token_ids(state: ServerState, ids: list[int], param: str) -> None:
 def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: int | None, param: str, prompt_param: str) -> int:
     """max_tokens, defaulting to what is left of the context; 400 if a prompt cannot fit."""
     longest = max(prompt_lens)
+
+    def no_room() -> ApiError:
+        return bad_request(f"this model's maximum context length is {state.max_model_len} tokens and the prompt has "
+                           f"{longest}, which leaves no room for a completion: shorten the prompt", param=prompt_param)
+
     if max_tokens is None:
         max_tokens = state.max_model_len - longest
         if max_tokens < 1:
-            raise bad_request(
-                f"this model's maximum context length is {state.max_model_len} tokens and the prompt has {longest}: "
-                "shorten the prompt", param=prompt_param)
+            raise no_room()
+    elif max_tokens >= 1 and longest >= state.max_model_len:
+        raise no_room()  # no max_tokens could help (OpenAI's completions default of 16 was never the problem)
     elif max_tokens >= 1 and longest + max_tokens > state.max_model_len:
         raise bad_request(
             f"this model's maximum context length is {state.max_model_len} tokens; the prompt has {longest} tokens "

@@ -122,8 +122,12 @@ def test_add_request_rejects_what_can_never_run():
     s = make_scheduler(num_blocks=4, block_size=4, max_model_len=64)
     with pytest.raises(RequestError, match="KV cache has 4 blocks"):
         s.add_request(make_request("a", list(range(17)), max_tokens=1))
-    with pytest.raises(RequestError, match="maximum context length is 64"):
+    with pytest.raises(RequestError, match="maximum context length is 64") as e:
         s.add_request(make_request("b", list(range(10)), max_tokens=55))
+    assert e.value.param == "max_tokens"  # fewer would fit
+    with pytest.raises(RequestError, match="maximum context length is 64") as e:
+        s.add_request(make_request("b", list(range(64)), max_tokens=1))
+    assert e.value.param == "prompt"  # no max_tokens would
     with pytest.raises(RequestError, match="empty"):
         s.add_request(make_request("c", [], max_tokens=1))
     s.add_request(make_request("d", [1, 2], max_tokens=1))
