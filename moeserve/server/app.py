@@ -87,33 +87,38 @@ class Gate:
         return hmac.compare_digest(token, self.expected) and scheme.lower() == b"bearer"
 
 
+# RFC 9110 9.1: a general-purpose server supports HEAD wherever it supports GET (uvicorn sends the
+# head without the body); FastAPI's @app.get routes answered HEAD 405 (vLLM's do too)
+READ_METHODS = ["GET", "HEAD"]
+
+
 def _routes(app: FastAPI, state: ServerState) -> None:
     started = int(time.time())
 
-    @app.get("/health")
+    @app.api_route("/health", methods=READ_METHODS)
     async def health() -> Any:
         if not state.client.healthy:
             return unavailable(f"the engine is not available: {state.client.dead_reason or 'no heartbeat'}").response()
         return JSONResponse({"status": "ok"})
 
-    @app.get("/version")
+    @app.api_route("/version", methods=READ_METHODS)
     async def version() -> Any:
         return {"version": __version__}
 
     card = {"id": state.model_name, "object": "model", "created": started, "owned_by": "moeserve",
             "root": state.model_name, "max_model_len": state.max_model_len}
 
-    @app.get("/v1/models")
-    @app.get("/v1/models/")  # the list too, not a lookup of the model named ""
+    @app.api_route("/v1/models", methods=READ_METHODS)
+    @app.api_route("/v1/models/", methods=READ_METHODS)  # the list too, not a lookup of the model named ""
     async def models() -> Any:
         return {"object": "list", "data": [card]}
 
-    @app.get("/v1/models/{model_id:path}")
+    @app.api_route("/v1/models/{model_id:path}", methods=READ_METHODS)
     async def model(model_id: str) -> Any:
         check_model(state, model_id)
         return card
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=READ_METHODS)
     async def metrics() -> Any:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 

@@ -235,7 +235,18 @@ def test_wrong_method_names_the_allowed_ones(http):
     assert r.headers["allow"] == "POST"
     r = http.post("/v1/models", headers=AUTH)
     check_error(r, 405, None)
-    assert "GET" in r.headers["allow"]
+    assert "GET" in r.headers["allow"] and "HEAD" in r.headers["allow"]
+
+
+def test_head_is_answered_wherever_get_is(http):
+    """RFC 9110 9.1: a general-purpose server supports HEAD; the head is GET's, without a body, and the
+    API key still guards every route but /health."""
+    for path in ("/health", "/version", "/v1/models", "/metrics"):
+        got, head = http.get(path, headers=AUTH), http.head(path, headers=AUTH)
+        assert head.status_code == got.status_code == 200 and head.content == b"", path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+    assert http.head("/v1/models").status_code == 401 and http.head("/health").status_code == 200
+    assert http.head("/v1/models/no-such-model", headers=AUTH).status_code == 404
 
 
 def test_error_messages_quote_client_values_clipped(http):
