@@ -1,5 +1,6 @@
 """uvicorn's httptools protocol with a bound on a request's head (request line + headers) in size
-and in time, header values without trailing whitespace, and HTTP/1.0 answered as HTTP/1.0 allows.
+and in time, header values without trailing whitespace, HTTP/1.0 answered as HTTP/1.0 allows, and
+a request it cannot parse answered in the OpenAI error shape.
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
 and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
@@ -50,6 +51,8 @@ _BODY = json.dumps({"error": {"message": f"the request line and headers exceed {
                               "code": "request_headers_too_large"}}).encode()
 _RESPONSE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
              b"content-length: " + str(len(_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _BODY)
+_BAD_BODY = json.dumps({"error": {"message": "the request line or headers could not be parsed as HTTP/1.x",
+                                  "type": "invalid_request_error", "param": None, "code": "bad_http_request"}}).encode()
 _SLOW_BODY = json.dumps({"error": {"message": "the request line and headers did not arrive in time",
                                    "type": "invalid_request_error", "param": None, "code": "request_timeout"}}).encode()
 _SLOW_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: "
@@ -98,6 +101,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
             self.transport.write(_RESPONSE)
             self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """What httptools cannot parse (a bad request line, conflicting lengths) is answered in the
+        OpenAI error shape like every other 400, not uvicorn's plain text."""
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
+        head.append(b"content-type: application/json\r\ncontent-length: " + str(len(_BAD_BODY)).encode()
+                    + b"\r\nconnection: close\r\n\r\n")
+        self.transport.write(b"".join(head) + _BAD_BODY)
+        self.transport.close()
 
     def on_message_begin(self) -> None:
         self.in_head, self.head_began, self.head_bytes = True, True, 0

@@ -203,3 +203,13 @@ def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkey
     finally:
         uv.should_exit = True
         thread.join(30)
+
+
+def test_a_request_httptools_cannot_parse_gets_a_400_in_the_error_shape(server):
+    for bad in (b"GARBAGE\r\n\r\n",
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}"):
+        head, _, body = raw(server.url, bad).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head, head
+        assert json.loads(body)["error"]["code"] == "bad_http_request"
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200
