@@ -14,10 +14,13 @@ Python fallback, refuses heads over 16 KiB on its own. nginx allows 4 x 8 KiB by
 HEAD_LIMIT_BYTES in all and answer a larger head 431, in the OpenAI error shape, then close.
 
 Counting: the check runs after the parser has taken a chunk. A chunk that ends inside a head
-which began in an earlier chunk is all head bytes; a chunk in which a head begins is not counted,
-since the parser does not say where in it the head began (after a body, on a pipelined connection,
-most of it may be body). So nothing but head bytes is ever counted, and the memory held is at most
-the limit plus two reads.
+which began in an earlier chunk is all head bytes, and so is a connection's first chunk when the
+head it began is still open (the head began at its first byte). A later chunk in which a head begins
+is not counted, since the parser does not say where in it the head began (after a body, on a
+pipelined connection, most of it may be body). So nothing but head bytes is ever counted, and the
+memory held is at most the limit plus two reads. A head that completes inside one read is measured
+exactly instead, from its URL and headers as the parser hands them over (until session 15 it was not
+measured, and a 120,000-byte head sent in one write was served: an independent check).
 
 Neither uvicorn stack times out a head: a connection that sends nothing, or a request line and some
 headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
@@ -64,6 +67,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     in_head = False  # between a message's first byte and its end of headers
     head_began = False  # a head began in the chunk being fed
     head_timer = None  # closes the connection unless a head completes first
+    fed = False  # the connection has had data before the chunk being fed
+    head_fields = 0  # bytes of the URL and headers the parser has handed over for this head
+    head_too_large = False
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -93,8 +99,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self.head_began = False
+        first, self.fed = not self.fed, True
         super().data_received(data)
-        if not self.in_head or self.head_began or self.transport.is_closing():
+        if not self.in_head or (self.head_began and not first) or self.transport.is_closing():
             return
         self.head_bytes += len(data)
         if self.head_bytes > HEAD_LIMIT_BYTES:
@@ -102,9 +109,24 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.write(_RESPONSE)
             self.transport.close()
 
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def _count_head(self, n: int) -> None:
+        self.head_fields += n
+        if self.head_fields > HEAD_LIMIT_BYTES:
+            self.head_too_large = True
+            raise ValueError("head too large")  # the parser stops; uvicorn calls send_400_response
+
     def send_400_response(self, msg: str) -> None:
         """What httptools cannot parse (a bad request line, conflicting lengths) is answered in the
-        OpenAI error shape like every other 400, not uvicorn's plain text."""
+        OpenAI error shape like every other 400, not uvicorn's plain text; a head over the limit, 431."""
+        if self.head_too_large:
+            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
+            self.transport.write(_RESPONSE)
+            self.transport.close()
+            return
         head = [b"HTTP/1.1 400 Bad Request\r\n"]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
         head.append(b"content-type: application/json\r\ncontent-length: " + str(len(_BAD_BODY)).encode()
@@ -113,12 +135,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def on_message_begin(self) -> None:
-        self.in_head, self.head_began, self.head_bytes = True, True, 0
+        self.in_head, self.head_began, self.head_bytes, self.head_fields = True, True, 0, 0
         if self.head_timer is None:  # a request after a kept-alive one: its head's clock starts now
             self._start_head_clock()
         super().on_message_begin()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
         super().on_header(name, value.rstrip(b" \t"))
 
     def on_headers_complete(self) -> None:
