@@ -105,9 +105,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         self.head_bytes += len(data)
         if self.head_bytes > HEAD_LIMIT_BYTES:
-            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
-            self.transport.write(_RESPONSE)
-            self.transport.close()
+            self._refuse_large_head()
+
+    def _refuse_large_head(self) -> None:
+        self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
+        self.transport.write(_RESPONSE)
+        self.transport.close()
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -123,9 +126,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """What httptools cannot parse (a bad request line, conflicting lengths) is answered in the
         OpenAI error shape like every other 400, not uvicorn's plain text; a head over the limit, 431."""
         if self.head_too_large:
-            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
-            self.transport.write(_RESPONSE)
-            self.transport.close()
+            self._refuse_large_head()
             return
         head = [b"HTTP/1.1 400 Bad Request\r\n"]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
