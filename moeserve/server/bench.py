@@ -116,8 +116,6 @@ def _dataset_row(args: argparse.Namespace, n: int, line: str) -> Item:
     out = row.get("output_len", row.get("max_tokens", args.output_len))
     if not isinstance(out, int) or isinstance(out, bool) or out < 1:
         raise BenchInputError(f'{where}: "output_len" must be a whole number >= 1, got {json.dumps(out)[:40]}')
-    if args.endpoint == "chat" and not isinstance(prompt, str):
-        raise BenchInputError(f"{where}: --endpoint chat needs text prompts")
     return Item(prompt, len(prompt) if is_ids else len(prompt.split()), out)
 
 

@@ -116,9 +116,9 @@ def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: i
         max_tokens = state.max_model_len - longest
         if max_tokens < 1:
             raise no_room()
-    elif max_tokens >= 1 and longest >= state.max_model_len:
-        raise no_room()  # no max_tokens could help (OpenAI's completions default of 16 was never the problem)
     elif max_tokens >= 1 and longest + max_tokens > state.max_model_len:
+        if longest >= state.max_model_len:
+            raise no_room()  # no max_tokens could help (OpenAI's completions default of 16 was never the problem)
         raise bad_request(
             f"this model's maximum context length is {state.max_model_len} tokens; the prompt has {longest} tokens "
             f"and {param} asks for {max_tokens} more: shorten the prompt or lower {param}", param=param)

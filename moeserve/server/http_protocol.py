@@ -13,14 +13,14 @@ check, so anyone who can reach the port could make the front end hold gigabytes.
 Python fallback, refuses heads over 16 KiB on its own. nginx allows 4 x 8 KiB by default; we allow
 HEAD_LIMIT_BYTES in all and answer a larger head 431, in the OpenAI error shape, then close.
 
-Counting: the check runs after the parser has taken a chunk. A chunk that ends inside a head
-which began in an earlier chunk is all head bytes, and so is a connection's first chunk when the
-head it began is still open (the head began at its first byte). A later chunk in which a head begins
-is not counted, since the parser does not say where in it the head began (after a body, on a
-pipelined connection, most of it may be body). So nothing but head bytes is ever counted, and the
-memory held is at most the limit plus two reads. A head that completes inside one read is measured
-exactly instead, from its URL and headers as the parser hands them over (until session 15 it was not
-measured, and a 120,000-byte head sent in one write was served: an independent check).
+Counting: a head that completes is measured exactly, from its URL and headers as the parser hands
+them over (until session 15 only the chunk arithmetic below ran, and a 120,000-byte head sent in one
+write, complete in one read, was served: an independent check). A head still open, which httptools
+buffers, is bounded after each chunk the parser takes: a chunk that ends inside a head which began
+in an earlier chunk is all head bytes; a chunk in which a head begins is not counted, since the
+parser does not say where in it the head began (after a body, on a pipelined connection, most of it
+may be body). So nothing but head bytes is ever counted, and the memory held is at most the limit
+plus two reads.
 
 Neither uvicorn stack times out a head: a connection that sends nothing, or a request line and some
 headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
@@ -49,17 +49,20 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 HEAD_LIMIT_BYTES = 64 * 1024
 HEAD_TIMEOUT_S = 30.0  # read when a head's clock starts
 
-_BODY = json.dumps({"error": {"message": f"the request line and headers exceed {HEAD_LIMIT_BYTES} bytes",
-                              "type": "invalid_request_error", "param": None,
-                              "code": "request_headers_too_large"}}).encode()
-_RESPONSE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-             b"content-length: " + str(len(_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _BODY)
-_BAD_BODY = json.dumps({"error": {"message": "the request line or headers could not be parsed as HTTP/1.x",
-                                  "type": "invalid_request_error", "param": None, "code": "bad_http_request"}}).encode()
-_SLOW_BODY = json.dumps({"error": {"message": "the request line and headers did not arrive in time",
-                                   "type": "invalid_request_error", "param": None, "code": "request_timeout"}}).encode()
-_SLOW_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: "
-                  + str(len(_SLOW_BODY)).encode() + b"\r\nconnection: close\r\n\r\n" + _SLOW_BODY)
+
+def _error_response(status: bytes, message: str, code: str, headers: bytes = b"") -> bytes:
+    """A whole HTTP response, written before the application sees the request: the OpenAI error
+    shape, then the connection closes."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                 "code": code}}).encode()
+    return (b"HTTP/1.1 " + status + b"\r\n" + headers + b"content-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+
+
+_TOO_LARGE = _error_response(b"431 Request Header Fields Too Large",
+                             f"the request line and headers exceed {HEAD_LIMIT_BYTES} bytes", "request_headers_too_large")
+_TOO_SLOW = _error_response(b"408 Request Timeout", "the request line and headers did not arrive in time",
+                            "request_timeout")
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -67,7 +70,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     in_head = False  # between a message's first byte and its end of headers
     head_began = False  # a head began in the chunk being fed
     head_timer = None  # closes the connection unless a head completes first
-    fed = False  # the connection has had data before the chunk being fed
     head_fields = 0  # bytes of the URL and headers the parser has handed over for this head
     head_too_large = False
 
@@ -94,14 +96,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self.in_head:  # part of a head came: say why it is closed
             self.logger.warning("a request's head was not complete after %g s: answered 408 and closed", HEAD_TIMEOUT_S)
-            self.transport.write(_SLOW_RESPONSE)
+            self.transport.write(_TOO_SLOW)
         self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         self.head_began = False
-        first, self.fed = not self.fed, True
         super().data_received(data)
-        if not self.in_head or (self.head_began and not first) or self.transport.is_closing():
+        if not self.in_head or self.head_began or self.transport.is_closing():
             return
         self.head_bytes += len(data)
         if self.head_bytes > HEAD_LIMIT_BYTES:
@@ -109,7 +110,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse_large_head(self) -> None:
         self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
-        self.transport.write(_RESPONSE)
+        self.transport.write(_TOO_LARGE)
         self.transport.close()
 
     def on_url(self, url: bytes) -> None:
@@ -128,11 +129,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self.head_too_large:
             self._refuse_large_head()
             return
-        head = [b"HTTP/1.1 400 Bad Request\r\n"]
-        head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
-        head.append(b"content-type: application/json\r\ncontent-length: " + str(len(_BAD_BODY)).encode()
-                    + b"\r\nconnection: close\r\n\r\n")
-        self.transport.write(b"".join(head) + _BAD_BODY)
+        headers = b"".join(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers)
+        self.transport.write(_error_response(b"400 Bad Request", "the request line or headers could not be parsed as "
+                                             "HTTP/1.x", "bad_http_request", headers))
         self.transport.close()
 
     def on_message_begin(self) -> None:
