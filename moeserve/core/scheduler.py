@@ -96,12 +96,19 @@ class Scheduler:
         n = req.num_prompt_tokens
         if n == 0:
             raise RequestError("the prompt is empty", param="prompt")
-        max_tokens = req.sampling.max_tokens or 1
-        if n + max_tokens > self.max_model_len:
+        if n >= self.max_model_len:  # no max_tokens fits a prompt this long
             raise RequestError(
-                f"this model's maximum context length is {self.max_model_len} tokens, but {n + max_tokens} were "
-                f"requested ({n} in the prompt, {max_tokens} for the completion): shorten the prompt or lower max_tokens",
-                param="max_tokens" if n < self.max_model_len else "prompt",  # no max_tokens fits a prompt this long
+                f"this model's maximum context length is {self.max_model_len} tokens and the prompt has {n}, which "
+                "leaves no room for a completion: shorten the prompt",
+                param="prompt",
+                code="context_length_exceeded",
+            )
+        max_tokens = req.sampling.max_tokens
+        if max_tokens is not None and n + max_tokens > self.max_model_len:
+            raise RequestError(
+                f"this model's maximum context length is {self.max_model_len} tokens; the prompt has {n} tokens and "
+                f"max_tokens asks for {max_tokens} more: shorten the prompt or lower max_tokens",
+                param="max_tokens",
                 code="context_length_exceeded",
             )
         need = -(-n // self.block_size)

@@ -109,12 +109,12 @@ class EngineCore:
         if request_id in self._tracked:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._check_prompt(prompt_token_ids, params)
-        if params.max_tokens is None:
-            params = dataclasses.replace(params, max_tokens=self.max_model_len - len(prompt_token_ids))
         if params.min_tokens:  # the sampler masks these until min_tokens are out
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
         request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params)
-        self.scheduler.add_request(request)
+        self.scheduler.add_request(request)  # the empty-prompt and context-length checks; resolves max_tokens
+        if params.max_tokens is None:
+            params = dataclasses.replace(params, max_tokens=request.max_output_tokens)
         self._tracked[request_id] = _Tracked(
             params=params,
             prompt_token_ids=list(prompt_token_ids),
@@ -124,24 +124,15 @@ class EngineCore:
         )
 
     def _check_prompt(self, prompt: list[int], params: SamplingParams) -> None:
-        if not prompt:
-            raise RequestError("the prompt is empty", param="prompt")
+        """What only the engine knows (vocabulary, tokenizer); the scheduler checks the prompt's length."""
         if params.stop and self.tokenizer is None:
             raise RequestError("stop strings need a tokenizer and this checkpoint has none", param="stop")
-        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+        if prompt and (min(prompt) < 0 or max(prompt) >= self.vocab_size):
             raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
         if params.stop_token_ids and max(params.stop_token_ids) >= self.vocab_size:
             raise RequestError(f"stop_token_ids must lie in [0, {self.vocab_size})", param="stop_token_ids")
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
-        wanted = len(prompt) + (params.max_tokens or 1)
-        if wanted > self.max_model_len:
-            raise RequestError(
-                f"this model's maximum context length is {self.max_model_len} tokens; the prompt has "
-                f"{len(prompt)} tokens and max_tokens asks for {params.max_tokens or 1} more ({wanted}): "
-                "shorten the prompt or lower max_tokens",
-                param="max_tokens" if params.max_tokens and len(prompt) < self.max_model_len else "prompt",
-            )
 
     def abort_request(self, request_id: str) -> None:
         """Frees the request's blocks now; its final output (finish_reason "abort") comes with the next step."""

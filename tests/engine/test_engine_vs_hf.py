@@ -103,5 +103,10 @@ def test_max_model_len_is_capped_to_what_the_kv_cache_holds(tmp_path):
             llm.generate([list(range(3, 23))], SamplingParams(temperature=0, max_tokens=13))
         out = llm.generate([list(range(3, 23))], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True))
         assert len(out[0].token_ids) == 12 and out[0].finish_reason == "length"
+        with pytest.raises(RequestError, match="no room for a completion") as e:  # no max_tokens would fit
+            llm.generate([list(range(3, 35))], SamplingParams(temperature=0, max_tokens=None))
+        assert e.value.param == "prompt"
+        out = llm.generate([list(range(3, 23))], SamplingParams(temperature=0, max_tokens=None, ignore_eos=True))  # what is left
+        assert len(out[0].token_ids) == 12 and out[0].finish_reason == "length"
     finally:
         llm.shutdown()
