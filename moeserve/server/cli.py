@@ -66,11 +66,9 @@ def fast_http() -> bool:
 
 
 def _http_protocol():
-    if not fast_http():
-        return "h11"
-    from moeserve.server.http_protocol import BoundedHttpToolsProtocol
+    from moeserve.server.http_protocol import BoundedH11Protocol, BoundedHttpToolsProtocol
 
-    return BoundedHttpToolsProtocol
+    return BoundedHttpToolsProtocol if fast_http() else BoundedH11Protocol
 
 
 def _loop_factory():
@@ -112,8 +110,10 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
                     host, port = sock.getsockname()[:2]
                     logger.info("moeserve is serving %s on http://%s:%d (OpenAI API under /v1)", model_name, host, port)
 
+    from moeserve.server.http_protocol import HEAD_LIMIT_BYTES
+
     config = uvicorn.Config(app, host=server_config.host, port=server_config.port, log_level=server_config.log_level,
-                            http=_http_protocol(),
+                            http=_http_protocol(), h11_max_incomplete_event_size=HEAD_LIMIT_BYTES,
                             access_log=server_config.log_level == "debug", timeout_graceful_shutdown=5, lifespan="off")
     return Server(config)
 

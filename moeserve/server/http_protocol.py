@@ -1,6 +1,7 @@
 """uvicorn's httptools protocol with a bound on a request's head (request line + headers) in size
 and in time, header values without trailing whitespace, HTTP/1.0 answered as HTTP/1.0 allows, and
-a request it cannot parse answered in the OpenAI error shape.
+a request it cannot parse answered in the OpenAI error shape; and uvicorn's h11 protocol, the pure
+Python fallback (`MOESERVE_FAST_HTTP=0`), with the same time bound and error answers.
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
 and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
@@ -10,7 +11,8 @@ application reads is what h11 would have given it.
 httptools buffers a header until its end, with no limit: 32 MB of one header value reached the
 application before this bound (measured, session 13), and the head is read before any API-key
 check, so anyone who can reach the port could make the front end hold gigabytes. h11, the pure
-Python fallback, refuses heads over 16 KiB on its own. nginx allows 4 x 8 KiB by default; we allow
+Python fallback, refuses heads over its `max_incomplete_event_size` on its own (set to the same
+limit by the server, answered 431 here). nginx allows 4 x 8 KiB by default; we allow
 HEAD_LIMIT_BYTES in all and answer a larger head 431, in the OpenAI error shape, then close.
 
 Counting: a head that completes is measured exactly, from its URL and headers as the parser hands
@@ -26,7 +28,7 @@ Neither uvicorn stack times out a head: a connection that sends nothing, or a re
 headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
 of them exhaust the server's sockets (the slowloris attack). A head must now complete within
 HEAD_TIMEOUT_S of the connection opening or of its first byte (a request after a kept-alive one): a
-partial head is answered 408 and closed, an idle connection closed. nginx waits 60 s for a head
+partial head is answered 408 and closed, an idle connection closed. Both stacks (`_HeadClock`). nginx waits 60 s for a head
 (`client_header_timeout`); a head that takes 30 s on loopback or a LAN is not a client at work. The
 body has its own timeout (`common.BODY_IDLE_TIMEOUT_S`).
 
@@ -44,6 +46,8 @@ from __future__ import annotations
 
 import json
 
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 HEAD_LIMIT_BYTES = 64 * 1024
@@ -65,21 +69,17 @@ _TOO_SLOW = _error_response(b"408 Request Timeout", "the request line and header
                             "request_timeout")
 
 
-class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    head_bytes = 0  # counted bytes of the head being read
-    in_head = False  # between a message's first byte and its end of headers
-    head_began = False  # a head began in the chunk being fed
+def _bad_request(default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    headers = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
+    return _error_response(b"400 Bad Request", "the request line or headers could not be parsed as HTTP/1.x",
+                           "bad_http_request", headers)
+
+
+class _HeadClock:
+    """Closes a connection whose head does not complete within HEAD_TIMEOUT_S: 408 when part of one
+    came (`_head_is_partial`), silently when nothing did."""
+
     head_timer = None  # closes the connection unless a head completes first
-    head_fields = 0  # bytes of the URL and headers the parser has handed over for this head
-    head_too_large = False
-
-    def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._start_head_clock()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_clock()
-        super().connection_lost(exc)
 
     def _start_head_clock(self) -> None:
         self._stop_head_clock()
@@ -94,10 +94,32 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.head_timer = None
         if self.transport.is_closing():
             return
-        if self.in_head:  # part of a head came: say why it is closed
+        if self._head_is_partial():  # say why it is closed
             self.logger.warning("a request's head was not complete after %g s: answered 408 and closed", HEAD_TIMEOUT_S)
             self.transport.write(_TOO_SLOW)
         self.transport.close()
+
+    def _head_is_partial(self) -> bool:
+        raise NotImplementedError
+
+
+class BoundedHttpToolsProtocol(_HeadClock, HttpToolsProtocol):
+    head_bytes = 0  # counted bytes of the head being read
+    in_head = False  # between a message's first byte and its end of headers
+    head_began = False  # a head began in the chunk being fed
+    head_fields = 0  # bytes of the URL and headers the parser has handed over for this head
+    head_too_large = False
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._start_head_clock()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
+    def _head_is_partial(self) -> bool:
+        return self.in_head
 
     def data_received(self, data: bytes) -> None:
         self.head_began = False
@@ -129,9 +151,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self.head_too_large:
             self._refuse_large_head()
             return
-        headers = b"".join(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers)
-        self.transport.write(_error_response(b"400 Bad Request", "the request line or headers could not be parsed as "
-                                             "HTTP/1.x", "bad_http_request", headers))
+        self.transport.write(_bad_request(self.server_state.default_headers))
         self.transport.close()
 
     def on_message_begin(self) -> None:
@@ -184,3 +204,40 @@ class _CloseDelimitedCycle(RequestResponseCycle):
                 self.on_response()
         else:
             await super().send(message)
+
+
+class BoundedH11Protocol(_HeadClock, H11Protocol):
+    """The fallback stack: h11 bounds a head's size itself (431 here, as on httptools) and strips
+    header whitespace; the clock runs while h11 waits for a head, from the connection's opening or,
+    on a kept-alive connection, from the next head's first byte (before it, uvicorn's keep-alive
+    timeout closes an idle connection)."""
+
+    served = False  # a request's head has completed on this connection
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._start_head_clock()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
+    def _head_is_partial(self) -> bool:
+        return bool(self.conn.trailing_data[0])
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            self.served = self.served or self.conn.their_state is not h11.ERROR
+            self._stop_head_clock()
+        elif (not self.served or self._head_is_partial()) and self.head_timer is None:
+            self._start_head_clock()
+
+    def send_400_response(self, msg: str) -> None:
+        """h11 refused the head: too large (its buffer is past the limit) or unparseable."""
+        if len(self.conn.trailing_data[0]) > HEAD_LIMIT_BYTES:
+            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
+            self.transport.write(_TOO_LARGE)
+        else:
+            self.transport.write(_bad_request(self.server_state.default_headers))
+        self.transport.close()

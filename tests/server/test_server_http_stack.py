@@ -1,12 +1,15 @@
 """The front end runs on uvloop + httptools (C), as vLLM's uvicorn does; MOESERVE_FAST_HTTP=0 (or
 either missing) falls back to asyncio + h11 (pure Python) with the same answers. What httptools
 alone gets wrong is mended in server/http_protocol.py: a request head's size, header values' trailing
-whitespace, a head that never completes, chunked responses and interim 100s to HTTP/1.0 requests."""
+whitespace, chunked responses and interim 100s to HTTP/1.0 requests; and what both stacks lack: a
+time limit on a head, answers in the OpenAI error shape to what the parser refuses."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 import httpx
+import pytest
 from conftest import API_KEY, SERVER_ARGS
 from server_harness import ServerProcess
 
@@ -149,18 +152,17 @@ def test_an_http10_request_expecting_100_continue_gets_no_interim_response(serve
     assert got11.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200" in got11
 
 
-def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkeypatch):
-    """Slowloris: neither uvicorn stack times out a head. Here on an in-process uvicorn with the
-    protocol and a short limit; the served app is beside the point."""
+@contextlib.contextmanager
+def in_process_uvicorn(protocol):
+    """uvicorn with `protocol` on a free loopback port, serving a 2-byte answer (the app is beside the
+    point); -> its port."""
     import socket
     import threading
     import time
 
     import uvicorn
 
-    from moeserve.server import http_protocol
-
-    monkeypatch.setattr(http_protocol, "HEAD_TIMEOUT_S", 0.5)
+    from moeserve.server.http_protocol import HEAD_LIMIT_BYTES
 
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
@@ -169,14 +171,32 @@ def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkey
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http=http_protocol.BoundedHttpToolsProtocol,
-                                       loop="asyncio", lifespan="off", log_level="error"))
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http=protocol, loop="asyncio", lifespan="off",
+                                       log_level="error", h11_max_incomplete_event_size=HEAD_LIMIT_BYTES))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 30
         while not uv.started and time.monotonic() < deadline:
             time.sleep(0.05)
+        yield port
+    finally:
+        uv.should_exit = True
+        thread.join(30)
+
+
+@pytest.mark.parametrize("stack", ["httptools", "h11"])
+def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkeypatch, stack):
+    """Slowloris: neither uvicorn stack times out a head. Here on an in-process uvicorn with each of
+    our protocols and a short limit."""
+    import socket
+    import time
+
+    from moeserve.server import http_protocol
+
+    monkeypatch.setattr(http_protocol, "HEAD_TIMEOUT_S", 0.5)
+    protocol = {"httptools": http_protocol.BoundedHttpToolsProtocol, "h11": http_protocol.BoundedH11Protocol}[stack]
+    with in_process_uvicorn(protocol) as port:
         url = f"http://127.0.0.1:{port}"
         started = time.monotonic()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as idle:
@@ -199,11 +219,35 @@ def test_a_head_that_does_not_complete_in_time_is_answered_408_and_closed(monkey
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             assert response(sock).startswith(b"HTTP/1.1 200")
             time.sleep(0.8)  # idle longer than the head limit between requests: uvicorn's keep-alive (5 s) rules
-            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.2)  # a head that comes in pieces, within the limit
+            sock.sendall(b"Connection: close\r\n\r\n")
             assert response(sock).startswith(b"HTTP/1.1 200")
-    finally:
-        uv.should_exit = True
-        thread.join(30)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert response(sock).startswith(b"HTTP/1.1 200")
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # the next head stalls: its own clock ends it
+            rest = b""
+            while piece := sock.recv(4096):
+                rest += piece
+            assert rest.startswith(b"HTTP/1.1 408"), rest[:200]
+
+
+def test_the_h11_fallback_answers_what_it_refuses_in_the_error_shape():
+    """h11 refuses a head past its buffer limit (set to ours) and what it cannot parse; uvicorn answered
+    both with a plain-text 400."""
+    from moeserve.server.http_protocol import HEAD_LIMIT_BYTES, BoundedH11Protocol
+
+    with in_process_uvicorn(BoundedH11Protocol) as port:
+        url = f"http://127.0.0.1:{port}"
+        big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (2 * HEAD_LIMIT_BYTES) + b"\r\n\r\n"
+        head, _, body = raw(url, big, 8192).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 431") and json.loads(body)["error"]["code"] == "request_headers_too_large"
+        head, _, body = raw(url, b"GARBAGE\r\n\r\n").partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and json.loads(body)["error"]["code"] == "bad_http_request"
+        ok = raw(url, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + b"a" * (HEAD_LIMIT_BYTES // 2)
+                 + b"\r\n\r\n", 4096)
+        assert ok.startswith(b"HTTP/1.1 200"), ok[:200]
 
 
 def test_a_request_httptools_cannot_parse_gets_a_400_in_the_error_shape(server):
