@@ -81,6 +81,14 @@ class _HeadClock:
 
     head_timer = None  # closes the connection unless a head completes first
 
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._start_head_clock()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
     def _start_head_clock(self) -> None:
         self._stop_head_clock()
         self.head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_too_slow)
@@ -109,14 +117,6 @@ class BoundedHttpToolsProtocol(_HeadClock, HttpToolsProtocol):
     head_began = False  # a head began in the chunk being fed
     head_fields = 0  # bytes of the URL and headers the parser has handed over for this head
     head_too_large = False
-
-    def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._start_head_clock()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_clock()
-        super().connection_lost(exc)
 
     def _head_is_partial(self) -> bool:
         return self.in_head
@@ -213,14 +213,6 @@ class BoundedH11Protocol(_HeadClock, H11Protocol):
     timeout closes an idle connection)."""
 
     served = False  # a request's head has completed on this connection
-
-    def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._start_head_clock()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_clock()
-        super().connection_lost(exc)
 
     def _head_is_partial(self) -> bool:
         return bool(self.conn.trailing_data[0])
