@@ -22,7 +22,7 @@ from typing import List, Optional, Union
 import torch
 
 from moeserve.dense import gemm
-from moeserve.dense.split_chooser import Scripted, SplitChooser
+from moeserve.dense.split_chooser import Scripted, SplitChooser, take
 
 MIN_BLOCK = 128  # out features per block: below this the split's overhead outweighs the streaming
 MAX_ROWS = 64  # decode sizes: larger calls (prefill) run whole; every row count up to this is checked
@@ -33,12 +33,25 @@ def _block(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) 
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", none, "")
 
 
+def _block_if_free(claims: torch.Tensor, i: int, x: torch.Tensor, packed: torch.Tensor,
+                   bias: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    if not take(claims, i):
+        return None
+    return _block(x, packed, bias)
+
+
 def _blocks(x: torch.Tensor, packed: List[torch.Tensor], biases: List[Optional[torch.Tensor]]) -> torch.Tensor:
-    """Block 0 on this thread, the others forked; concatenated in column order -> [T, O]."""
-    futures = [torch.jit.fork(_block, x, packed[i], biases[i]) for i in range(1, len(packed))]
+    """Block 0 on this thread, the others forked; then this thread runs every forked block no
+    thread has started (split_chooser.take) and waits for the rest; concatenated in column order
+    -> [T, O]."""
+    claims = torch.zeros(len(packed), dtype=torch.int8)
+    futures = [torch.jit.fork(_block_if_free, claims, i, x, packed[i], biases[i]) for i in range(1, len(packed))]
     outs = [_block(x, packed[0], biases[0])]
-    for future in futures:
-        outs.append(torch.jit.wait(future))
+    mine = [take(claims, i) for i in range(1, len(packed))]
+    for i in range(1, len(packed)):
+        out = _block(x, packed[i], biases[i]) if mine[i - 1] else torch.jit.wait(futures[i - 1])
+        assert out is not None  # a fork that ran found its block untaken
+        outs.append(out)
     return torch.cat(outs, -1)
 
 

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from moeserve.dense import panel_gemm
-from moeserve.dense.split_chooser import Scripted
+from moeserve.dense.split_chooser import Scripted, take
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
 # (measured at tiny-mixtral's shapes: ~200 us fixed, ~10 us a row, both GEMMs together)
@@ -101,15 +101,43 @@ def _split(
     Il: int,
     act: str,
 ) -> torch.Tensor:
-    """Chunk i = slots [cuts[i], cuts[i + 1]); chunks 1.. forked, chunk 0 on this thread."""
+    """Chunk i = slots [cuts[i], cuts[i + 1]); chunks 1.. forked, chunk 0 on this thread, which then
+    runs every forked chunk no thread has started (split_chooser.take) and waits for the rest."""
+    claims = torch.zeros(len(cuts) - 1, dtype=torch.int8)
     futures = [
-        torch.jit.fork(_slots, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
+        torch.jit.fork(_slots_if_free, claims, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
         for i in range(1, len(cuts) - 1)
     ]
     outs = _slots(x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act)
-    for future in futures:
-        outs.extend(torch.jit.wait(future))
+    mine = [take(claims, i) for i in range(1, len(cuts) - 1)]
+    for i in range(1, len(cuts) - 1):
+        if mine[i - 1]:
+            outs.extend(_slots(x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act))
+        else:
+            outs.extend(torch.jit.wait(futures[i - 1]))
     return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
+def _slots_if_free(
+    claims: torch.Tensor,
+    i: int,
+    x: torch.Tensor,
+    counts: List[int],
+    starts: List[int],
+    p13: List[torch.Tensor],
+    p2: List[torch.Tensor],
+    q13: List[torch.Tensor],
+    q2: List[torch.Tensor],
+    small: int,
+    lo: int,
+    hi: int,
+    Il: int,
+    act: str,
+) -> List[torch.Tensor]:
+    """_slots of chunk i, unless another thread took it first (then nothing)."""
+    if not take(claims, i):
+        return []
+    return _slots(x, counts, starts, p13, p2, q13, q2, small, lo, hi, Il, act)
 
 
 _split_scripted = Scripted(_split, "the expert loop")

@@ -3,6 +3,8 @@ count, every activation, the reference loop to fp32 rounding, and chunks that co
 
 from __future__ import annotations
 
+from typing import List
+
 import pytest
 import torch
 
@@ -171,3 +173,43 @@ def test_grouped_experts_time_both_ways_only_when_given_threads():
         assert torch.equal(experts(batch), ref)
     calls, serial, split = experts.chooser.stats[(6).bit_length()]
     assert calls == 2 * SplitChooser.PROBES + 1 and serial > 0 and split > 0
+
+
+def _occupy(w: torch.Tensor, n: int) -> torch.Tensor:
+    y = w
+    for _ in range(n):
+        y = torch.tanh(y @ w)
+    return y
+
+
+@torch.jit.script
+def _occupy_pool(w: torch.Tensor, n: int, k: int) -> List[torch.jit.Future[torch.Tensor]]:
+    """k forks of a long loop onto the inter-op pool (a fork from eager Python would run in place)."""
+    return [torch.jit.fork(_occupy, w, n) for _ in range(k)]
+
+
+@needs_packing
+def test_a_chunk_whose_thread_is_busy_is_run_by_the_caller_instead_of_waited_for():
+    """Every inter-op thread busy (as a lent helper is while its core runs the front end): the forked
+    chunks are taken back by the calling thread, the call returns before the pool frees up, and the
+    bits are those of the serial loop. Both forked loops: the experts and the column-split linears."""
+    from moeserve.dense.split_linear import SplitLinear
+
+    experts = packed_experts(8, 64, 32)
+    x = torch.randn(40, 64)
+    counts = [5] * 8
+    serial = run_packed(x, counts, experts.packed13, experts.packed2, 32, "silu", threads=1)
+    weight = torch.randn(512, 64)
+    split = SplitLinear.create(weight, None, gemm.pack_weight(weight), 4)
+    assert split is not None
+    rows = torch.randn(8, 64)
+    whole = gemm.linear(rows, weight, None, gemm.pack_weight(weight))
+    w = torch.randn(256, 256) / 16
+    busy = _occupy_pool(w, 4000, torch.get_num_interop_threads())
+    got = run_packed(x, counts, experts.packed13, experts.packed2, 32, "silu", threads=4)
+    got_split = split.run(rows, None)
+    still_busy = not any(f.done() for f in busy)
+    for f in busy:
+        f.wait()  # (torch.jit.wait from eager Python blocks for good on a pending future)
+    assert still_busy  # no forked chunk was waited for: every pool thread was still on its long loop
+    assert torch.equal(got, serial) and torch.equal(got_split, whole)
