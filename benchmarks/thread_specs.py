@@ -16,6 +16,8 @@
                        into steps of at most 128 tokens
     auto:auto:h11      a server on asyncio's event loop and h11's pure-Python HTTP parser instead of uvloop
                        and httptools (MOESERVE_FAST_HTTP=0; server/cli.py)
+    auto:auto:noidle   a server whose engine does not lend the front end's core at idle priority
+                       (MOESERVE_IDLE_HELPERS=0; engine/cpu_binding.py)
     auto:auto:reserved0  a server with --reserved-cores 0: no core left to the front end, the engine
                        unpinned on every core
 """
@@ -42,7 +44,7 @@ def peer_env(**extra: str) -> dict:
 # spec switch -> the environment variable that turns the same kernel (or the core pinning) off in a
 # server process
 SWITCHES = {"nopanel": "MOESERVE_PANEL_GEMM", "noattn": "MOESERVE_DECODE_ATTENTION", "nobind": "MOESERVE_CPU_BIND",
-            "h11": "MOESERVE_FAST_HTTP"}
+            "h11": "MOESERVE_FAST_HTTP", "noidle": "MOESERVE_IDLE_HELPERS"}
 # spec switch -> the `moeserve serve` flag it adds
 FLAG_SWITCHES = {"nosplit": "--no-split-prefill-bursts"}
 

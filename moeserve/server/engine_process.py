@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable
 
 from moeserve.config import ConfigError, EngineConfig
-from moeserve.engine.cpu_binding import bind_engine_process
+from moeserve.engine.cpu_binding import bind_engine_process, lend_idle_cores
 from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import RequestError
 from moeserve.sampling_params import SamplingParamsError
@@ -246,9 +246,16 @@ def pinned(config: EngineConfig) -> EngineConfig:
     """Pins this process to the cores the front end does not keep (engine/cpu_binding.py); the
     reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
     parallel = config.parallel
-    if bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads()) is None:
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads())
+    if cores is None:
         return config
-    return dataclasses.replace(config, parallel=dataclasses.replace(parallel, reserved_cores=0))
+    parallel = dataclasses.replace(parallel, reserved_cores=0)
+    if os.environ.get("MOESERVE_IDLE_HELPERS", "1") != "0" and parallel.expert_threads is None:
+        helpers = lend_idle_cores([c for c in available if c not in cores])
+        if helpers:
+            parallel = dataclasses.replace(parallel, expert_threads=len(cores) + helpers)
+    return dataclasses.replace(config, parallel=parallel)
 
 
 if __name__ == "__main__":

@@ -71,3 +71,31 @@ def test_serve_leaves_an_engine_asked_for_more_threads_than_its_cores_unpinned(m
     monkeypatch.setenv("MOESERVE_EXPERT_THREADS", "3")
     engine_process.pinned(EngineConfig(parallel=ParallelConfig(reserved_cores=1)))
     assert calls == [(1, 1, 2), (1, 1, 3)]
+
+
+def _lend_and_report(queue):
+    import torch
+
+    from moeserve.engine.cpu_binding import lend_idle_cores
+
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # the engine's core
+    others = sorted(set(range(os.cpu_count())) - os.sched_getaffinity(0))[:1]
+    before = set(os.listdir("/proc/self/task"))
+    helpers = lend_idle_cores(others)
+    new = [int(t) for t in set(os.listdir("/proc/self/task")) - before]
+    again = lend_idle_cores(others)  # the pool exists now: nothing more to lend
+    queue.put((others, helpers, again, [(sorted(os.sched_getaffinity(t)), os.sched_getscheduler(t)) for t in new],
+               sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), torch.get_num_interop_threads()))
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two cores")
+def test_the_front_ends_core_is_lent_to_one_helper_thread_at_idle_priority():
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_lend_and_report, args=(queue,))
+    proc.start()
+    others, helpers, again, threads, main_affinity, main_policy, interop = queue.get(timeout=120)
+    proc.join(60)
+    assert helpers == 1 and again == 0 and interop == 1
+    assert threads == [(others, os.SCHED_IDLE)]  # exactly the pool's thread, on the lent core, lowest priority
+    assert main_affinity != others and main_policy == os.SCHED_OTHER  # the engine's own thread is untouched

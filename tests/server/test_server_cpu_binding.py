@@ -28,3 +28,21 @@ def test_engine_keeps_the_cores_the_front_end_does_not(server):
     assert allowed_cpus(engines[0]) == set(available[1:])  # --reserved-cores defaults to 1
     assert allowed_cpus(server.proc.pid) == set(available)
     assert any("engine pinned to cores" in line for line in server.lines)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+def test_the_engine_borrows_the_front_ends_core_only_at_idle_priority(server):
+    """One engine thread runs on the reserved core, at SCHED_IDLE; every other engine thread stays
+    on the engine's cores at normal priority (engine/cpu_binding.py lend_idle_cores)."""
+    available = sorted(os.sched_getaffinity(0))
+    engine = child_pids(server.proc.pid)[0]
+    on_reserved = []
+    for tid in map(int, os.listdir(f"/proc/{engine}/task")):
+        cores, policy = os.sched_getaffinity(tid), os.sched_getscheduler(tid)
+        if cores & set(available[:1]):
+            on_reserved.append((sorted(cores), policy))
+        else:
+            assert policy == os.SCHED_OTHER
+    assert on_reserved == [(available[:1], os.SCHED_IDLE)]
+    assert any("lends idle time of cores" in line for line in server.lines)
