@@ -3,29 +3,39 @@
 Decoding the whole output every step is quadratic; instead a short window of tokens before the new
 ones is decoded twice (with and without the new tokens) and the difference is the new text. A
 window that ends inside a multi-byte character decodes to U+FFFD: that text is held back until the
-character completes, or until the request ends (`flush`), when the complete characters of the
-held-back tokens are kept and only an unfinished character at the very end is dropped.
+character completes, or until the request ends (`flush`), when the held-back tokens' text is what
+`decode` gives them: their complete characters, and U+FFFD for bytes that never formed one (as
+`tokenizer.decode(output_ids)` and `/detokenize` write them; vLLM leaves such a tail out).
+
+The window starts in the prompt: the first output token is decoded after the prompt's last tokens,
+so its text is what it adds to the prompt's text, as vLLM and OpenAI return it. Alone, a
+SentencePiece token's leading space is dropped (`decode(["▁Par"])` is "Par"), and a completion of
+"The capital of France is" came back as "Par Par", with echo "...isPar Par" (an independent check,
+session 16). A prompt whose last token ends inside a character gives no such context.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 _WINDOW = 6  # tokens of left context; enough for byte-level BPE to merge across the boundary
 
 
-@dataclass
 class IncrementalDetokenizer:
-    tokenizer: object
-    skip_special_tokens: bool = True
-    token_ids: list[int] = field(default_factory=list)
-    text: str = ""
-    _prefix_offset: int = 0
-    _read_offset: int = 0
+    def __init__(self, tokenizer: object, skip_special_tokens: bool = True, prompt_ids: list[int] | None = None):
+        self.tokenizer = tokenizer  # None: a checkpoint without a tokenizer produces ids only
+        self.skip_special_tokens = skip_special_tokens
+        # the prompt's last tokens (the context), then the output's; text holds the output's text only
+        self.token_ids: list[int] = []
+        self.text = ""
+        if tokenizer is not None and prompt_ids:
+            context = list(prompt_ids[-_WINDOW:])
+            if not self._decode(context).endswith("\ufffd"):
+                self.token_ids = context
+        self._prefix_offset = 0
+        self._read_offset = len(self.token_ids)
 
     def add(self, new_ids: list[int]) -> str:
         """Appends tokens; returns the newly completed text (possibly empty)."""
         self.token_ids.extend(new_ids)
-        if self.tokenizer is None:  # a checkpoint without a tokenizer produces ids only
+        if self.tokenizer is None:
             return ""
         end = len(self.token_ids)
         prefix, full = self._decode_window(end)
@@ -34,20 +44,22 @@ class IncrementalDetokenizer:
         return self._advance(end, full[len(prefix) :])
 
     def flush(self, hidden_tail: int = 0) -> str:
-        """The request ended: appends and returns the complete characters of tokens held back for an
-        unfinished multi-byte character, leaving out the last `hidden_tail` tokens (an end-of-sequence
-        or stop token the text does not show) and the unfinished character itself."""
+        """The request ended: appends and returns the text of tokens held back for an unfinished
+        multi-byte character, as `decode` gives it, leaving out the last `hidden_tail` tokens (an
+        end-of-sequence or stop token the text does not show)."""
         end = len(self.token_ids) - hidden_tail
         if self.tokenizer is None or end <= self._read_offset:
             return ""
         prefix, full = self._decode_window(end)
-        return self._advance(end, full[len(prefix) :].rstrip("\ufffd"))
+        return self._advance(end, full[len(prefix) :])
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
 
     def _decode_window(self, end: int) -> tuple[str, str]:
         """The window's text up to the tokens not yet read, and up to token `end`."""
-        decode, skip = self.tokenizer.decode, self.skip_special_tokens
-        prefix = decode(self.token_ids[self._prefix_offset : self._read_offset], skip_special_tokens=skip)
-        return prefix, decode(self.token_ids[self._prefix_offset : end], skip_special_tokens=skip)
+        return (self._decode(self.token_ids[self._prefix_offset : self._read_offset]),
+                self._decode(self.token_ids[self._prefix_offset : end]))
 
     def _advance(self, end: int, delta: str) -> str:
         """Tokens up to `end` are read and gave `delta`."""

@@ -118,7 +118,8 @@ class EngineCore:
         self._tracked[request_id] = _Tracked(
             params=params,
             prompt_token_ids=list(prompt_token_ids),
-            detok=IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens),
+            detok=IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens,
+                                         prompt_token_ids),
             logprobs=[] if params.logprobs is not None else None,
             prompt_logprobs=[None] * len(prompt_token_ids) if params.prompt_logprobs is not None else None,
         )
