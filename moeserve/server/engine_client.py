@@ -160,7 +160,7 @@ class EngineClient:
             self._writer.close()
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-        self._mark_dead("the server is shutting down")
+        self._mark_dead("the server is shutting down", log=False)
 
     async def _wait_exit(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -244,7 +244,22 @@ class EngineClient:
         except Exception as e:  # a bug here must fail requests, not hang them
             logger.exception("engine reader failed")
             reason = f"engine connection failed: {type(e).__name__}"
+        if self.dead_reason is None and reason == "the engine process exited":  # its status says why
+            for _ in range(20):
+                if self._exited():
+                    reason = self._exit_reason()
+                    break
+                await asyncio.sleep(0.05)
         self._mark_dead(reason)
+
+    def _exit_reason(self) -> str:
+        status = self._proc.returncode
+        if status is not None and status < 0:
+            try:
+                return f"the engine process was killed by {signal.Signals(-status).name} (status {status})"
+            except ValueError:
+                pass
+        return f"the engine process exited with status {status}"
 
     def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, ipc.Outputs):
@@ -265,7 +280,6 @@ class EngineClient:
         elif isinstance(msg, ipc.Heartbeat):
             self.stats, self.last_heartbeat = msg.stats, time.monotonic()
         elif isinstance(msg, ipc.Fatal):
-            logger.error("engine failed: %s", msg.message)
             self._mark_dead(msg.message)
 
     def _route_output(self, out: ipc.OutputDelta) -> None:
@@ -280,7 +294,7 @@ class EngineClient:
         while self.dead_reason is None:
             await asyncio.sleep(0.5)
             if self._exited():
-                self._mark_dead(f"the engine process exited with status {self._proc.returncode}")
+                self._mark_dead(self._exit_reason())
             elif time.monotonic() - self.last_heartbeat > self.health_timeout_s:
                 self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:g} s")
                 if self._proc is not None:
@@ -288,10 +302,13 @@ class EngineClient:
         while self._proc is not None and not self._exited():  # reap it: no zombie while we answer 503
             await asyncio.sleep(0.5)
 
-    def _mark_dead(self, reason: str) -> None:
+    def _mark_dead(self, reason: str, log: bool = True) -> None:
         if self.dead_reason is not None:
             return
         self.dead_reason = reason
+        if log:  # an OOM kill must leave a trace in the log, not only in 503 bodies
+            logger.error("the engine is dead: %s; /health answers 503 and %d pending request(s) get errors",
+                         reason, len(self._routes))
         error = EngineDeadError(reason)
         for route in self._routes.values():
             if not route.added.done():

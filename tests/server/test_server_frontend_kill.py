@@ -49,3 +49,25 @@ def test_sigterm_with_a_stopped_engine_escalates_and_exits_cleanly():
         for pid in engines:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(300)
+def test_an_engine_killed_by_a_signal_is_named_in_the_log_and_the_errors():
+    """An OOM kill of the engine must leave a trace: the front end's log says the engine is dead and
+    what ended it, and so do the 503s (before, only "the engine process exited", in no log line)."""
+    import httpx
+
+    srv = ServerProcess("--max-model-len", "256")
+    engines = descendants(srv.proc.pid)
+    try:
+        assert engines
+        os.kill(engines[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while httpx.get(srv.url + "/health", timeout=10).status_code != 503:
+            assert time.monotonic() < deadline, srv.log_tail()
+            time.sleep(0.2)
+        r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=30)
+        assert r.status_code == 503 and "killed by SIGKILL" in r.json()["error"]["message"], r.text
+        assert any("the engine is dead" in line and "SIGKILL" in line for line in srv.lines), srv.log_tail()
+    finally:
+        srv.kill()
