@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from moeserve.config import EngineConfig
+from moeserve.config import ConfigError, EngineConfig
 from moeserve.models.registry import check_layout
 
 
@@ -31,7 +31,65 @@ def config_fields(model: str | None) -> SimpleNamespace | None:
 
 def check_model_layout(config: EngineConfig) -> None:
     """Raises ConfigError naming each model size (config.json field and value) that does not split
-    over --tp / --ep, and the flag to change."""
+    over --tp / --ep, and the flag to change; and a --placement plan that cannot be read or does not
+    fit the model and layout (before, a missing file, or a plan for other ranks, failed inside the
+    engine or every rank, with tracebacks)."""
+    plan = load_plan(config.placement) if config.placement is not None else None
     fields = config_fields(config.model.model)
     if fields is not None:
-        check_layout(fields, config.parallel.tp, config.parallel.ep)
+        check_layout(fields, config.parallel.tp, config.parallel.ep, plan, f"--placement {config.placement}")
+        check_context_length(fields, config.model.max_model_len)
+
+
+ALLOW_LONG_ENV = "MOESERVE_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def trained_context(fields) -> int | None:
+    """The longest context the checkpoint's positions were trained (or rope-scaled) for:
+    max_position_embeddings, or, with linear, dynamic or YaRN rope scaling that does not already
+    count it, the original length times the factor. None when config.json does not say."""
+    longest = getattr(fields, "max_position_embeddings", None)
+    if not isinstance(longest, int) or longest <= 0:
+        return None
+    scaling = getattr(fields, "rope_scaling", None) or getattr(fields, "rope_parameters", None)
+    if isinstance(scaling, dict) and isinstance(scaling.get("factor"), (int, float)) and scaling["factor"] > 1:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        original = scaling.get("original_max_position_embeddings")
+        if kind == "yarn" and isinstance(original, int) and original > 0:
+            return max(longest, int(original * scaling["factor"]))
+        if kind in ("linear", "dynamic") or (kind == "yarn" and original is None):
+            return int(longest * scaling["factor"])
+    return longest
+
+
+def check_context_length(fields, max_model_len: int | None) -> None:
+    """A --max-model-len past what the checkpoint's positions cover is refused (its outputs there
+    would be silently wrong), unless MOESERVE_ALLOW_LONG_MAX_MODEL_LEN=1 says the user knows: then a
+    warning. vLLM does the same (VLLM_ALLOW_LONG_MAX_MODEL_LEN); an independent check served 100000
+    tokens on a model trained for 4096 without a word."""
+    import logging
+    import os
+
+    trained = trained_context(fields)
+    if max_model_len is None or trained is None or max_model_len <= trained:
+        return
+    message = (f"--max-model-len {max_model_len} is longer than the {trained} positions the checkpoint covers "
+               f"(config.json max_position_embeddings{' and rope scaling' if trained != fields.max_position_embeddings else ''})")
+    if os.environ.get(ALLOW_LONG_ENV, "0").lower() in ("1", "true", "yes", "on"):
+        logging.getLogger(__name__).warning("%s; %s=1 allows it: outputs past %d tokens may be wrong",
+                                            message, ALLOW_LONG_ENV, trained)
+        return
+    raise ConfigError(f"{message}: lower --max-model-len, or set {ALLOW_LONG_ENV}=1 if you know the model "
+                      "handles longer contexts")
+
+
+def load_plan(path: str):
+    """The placement plan at `path`, or ConfigError saying why it cannot be used."""
+    from moeserve.placement.plan import PlacementPlan
+
+    try:
+        return PlacementPlan.load(path)
+    except OSError as e:
+        raise ConfigError(f"cannot read --placement {path}: {e.strerror or e}") from None
+    except ValueError as e:  # PlanError included: a broken invariant, named
+        raise ConfigError(f"--placement {path}: {e}") from None

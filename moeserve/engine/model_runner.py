@@ -24,6 +24,7 @@ from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
+from moeserve.engine.layout_check import load_plan
 from moeserve.models.registry import check_layout, model_class
 from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
@@ -66,19 +67,15 @@ def empty_metadata(block_size: int) -> AttentionMetadata:
     )
 
 
-def apply_placement(model, plan_path: str, ctx: ParallelContext) -> None:
-    """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading."""
-    from moeserve.placement.plan import PlacementPlan
+def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
+    """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading.
+    The plan's experts and ranks were checked against the model with its layout (`check_layout`)."""
     from moeserve.placement.routing import ReplicaTable
     from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
 
-    plan = PlacementPlan.load(plan_path)
     layers = list(model.moe_layers().values())
-    if plan.num_layers != len(layers) or plan.num_ranks != ctx.ep_size:
-        raise ValueError(
-            f"placement {plan_path} is for {plan.num_layers} MoE layers on {plan.num_ranks} ranks; "
-            f"this model has {len(layers)} MoE layers on --ep {ctx.ep_size}"
-        )
+    if plan.num_layers != len(layers):
+        raise ValueError(f"placement {plan_path} is for {plan.num_layers} MoE layers; this model has {len(layers)}")
     if plan.layer_ids is not None and list(plan.layer_ids) != list(model.moe_layers()):
         raise ValueError(
             f"placement {plan_path} is for MoE layers {list(plan.layer_ids)}, the model's are {list(model.moe_layers())}"
@@ -177,7 +174,8 @@ class ModelRunner:
         self.hf_config = load_hf_config(model_dir)
         # EngineConfig.validate's check on config.json, again on the config as loaded: a rank's config
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
-        check_layout(self.hf_config, ctx.tp_size, ctx.ep_size)
+        plan = load_plan(engine_config.placement) if engine_config.placement is not None else None
+        check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")
         parallel = engine_config.parallel
         share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
         current = min(torch.get_num_threads(), share)
@@ -188,8 +186,8 @@ class ModelRunner:
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
-        if engine_config.placement is not None:
-            apply_placement(self.model, engine_config.placement, ctx)
+        if plan is not None:
+            apply_placement(self.model, plan, engine_config.placement, ctx)
         self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx))
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))

@@ -8,8 +8,9 @@ fails with the same message). The layers keep their own checks for code that bui
 What a layout cuts (docs/models.md, "Parallel layout inside the model"):
 - query heads over --tp; KV heads over --tp, or, when there are fewer KV heads than TP ranks, each is
   replicated on tp / kv_heads ranks, so --tp must then be a multiple of them;
-- routed experts over --ep when --ep > 1 (MoELayer starts from one slot per expert, with or without
-  a --placement plan);
+- routed experts over --ep when --ep > 1: one slot per expert, or, with a --placement plan, the
+  plan's slots (its replicas let experts that do not split over --ep be served: 6 experts and 2
+  replicas make 8 slots for --ep 4), after the plan is checked against the model (`with_plan`);
 - each routed expert along its intermediate size over --tp when --ep is 1 (whole experts otherwise);
 - shared experts and dense MLP layers along their intermediate size over --tp, at any --ep.
 
@@ -69,6 +70,21 @@ def misfit(cut: Cut, tp: int, ep: int) -> str | None:
         return (f"{name} is not a multiple of --tp {tp}: the {cut.part} are split over the TP ranks{how}; "
                 f"use a --tp that divides {cut.size}")
     return None
+
+
+def with_plan(cuts: list[Cut], plan: Any, ep: int, where: str) -> list[Cut]:
+    """The cuts with a placement plan's slots for the routed experts, once the plan is found to fit:
+    as many experts as the model routes to, and --ep ranks. `plan` needs num_experts, num_slots and
+    num_ranks (placement/plan.py); `where` names it in the message. A plan for 5 experts on a model
+    with 6 was accepted and failed the first request, the engine dead (an independent check)."""
+    problems = [f"{where} is for {plan.num_experts} experts; this model has {c.field} {c.size}"
+                for c in cuts if c.kind == EXPERTS and c.size != plan.num_experts]
+    if plan.num_ranks != ep:
+        problems.append(f"{where} places experts on {plan.num_ranks} ranks; this layout has --ep {ep}")
+    if problems:
+        raise ConfigError("; ".join(problems) + ": plan again with `moeserve place` for this model and --ep")
+    return [Cut(EXPERTS, f"{where}'s slots", plan.num_slots, "expert slots") if c.kind == EXPERTS else c
+            for c in cuts]
 
 
 def check_cuts(cuts: list[Cut], tp: int, ep: int) -> None:

@@ -39,14 +39,18 @@ def model_class(architecture: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def check_layout(hf_config: Any, tp: int, ep: int) -> None:
+def check_layout(hf_config: Any, tp: int, ep: int, plan: Any = None, plan_name: str = "the placement plan") -> None:
     """Raises ConfigError naming each size of the model that does not split over --tp / --ep
     (models/layout.py), and an architecture moeserve does not serve, naming the ones it does (before any
-    rank starts, so `--ep 4` on such a checkpoint fails as fast as `--ep 1`). A config without
-    `architectures` is left to the loader."""
+    rank starts, so `--ep 4` on such a checkpoint fails as fast as `--ep 1`); with a placement `plan`,
+    also where the plan does not fit the model, and its slots in place of the experts. A config
+    without `architectures` is left to the loader."""
     architecture = architecture_of(hf_config)
     if architecture is None:
         return
     if architecture not in _ARCHITECTURES:
         raise ConfigError(_unsupported(architecture))
-    layout.check_cuts(_ARCHITECTURES[architecture][1](hf_config), tp, ep)
+    cuts = _ARCHITECTURES[architecture][1](hf_config)
+    if plan is not None:
+        cuts = layout.with_plan(cuts, plan, ep, plan_name)
+    layout.check_cuts(cuts, tp, ep)

@@ -60,7 +60,10 @@ class MoELayer(nn.Module):
         self.shared_expert, self.shared_expert_gate = shared_expert, shared_expert_gate
         # observer of each step's logical top-k ids [T, k] (the placement recorder); None = off
         self.on_route: Callable[[torch.Tensor], None] | None = None
-        self.set_placement(list(range(num_experts)), None)
+        if num_experts % ctx.ep_size == 0:  # one slot per expert until a placement says otherwise
+            self.set_placement(list(range(num_experts)), None)
+        else:  # only a --placement plan's slots split over --ep (checked before the model is built)
+            self.experts = None
 
     @property
     def intermediate_local(self) -> int:

@@ -168,8 +168,9 @@ def test_the_rule_accepts_exactly_the_layouts_the_layers_build(hf_config, tmp_pa
     verdicts = set()
     for tp, ep in GRID:
         try:
-            cls(hf_config, ParallelContext(tp_size=tp, ep_size=ep), torch.float32)
-            built = True
+            model = cls(hf_config, ParallelContext(tp_size=tp, ep_size=ep), torch.float32)
+            # experts that do not split over ep wait for a --placement plan's slots (MoELayer)
+            built = all(moe.experts is not None for moe in model.moe_layers().values())
         except ValueError:
             built = False
         for cfg in (hf_config, fields):  # what a rank loads, and what the parent reads
@@ -190,3 +191,59 @@ def test_a_rank_applies_the_same_rule_to_the_config_it_loads(checkpoints):
     config = EngineConfig(model=ModelConfig(model=checkpoints["shared_expert_over_tp"]))
     with pytest.raises(ConfigError, match=re.escape(CASES["shared_expert_over_tp"][3])):
         ModelRunner(config, ParallelContext(tp_size=2))
+
+
+def _plan(path, experts: int, slots_row: list[int], ranks: int, layers: int = 2) -> str:
+    import numpy as np
+
+    from moeserve.placement.plan import PlacementPlan
+
+    PlacementPlan.from_phy2log(np.array([slots_row] * layers), experts, ranks).validate().save(str(path))
+    return str(path)
+
+
+def test_a_placement_plan_that_does_not_fit_is_refused_before_anything_starts(checkpoints, tmp_path, no_spawning):
+    """Found by an independent check: a plan for 5 experts on a model with 8 (the plan's own checks
+    pass) started, and the first request killed the engine; a missing plan file and a plan for other
+    ranks failed inside the engine or every rank, with tracebacks."""
+    model = checkpoints["routed_experts_over_ep"]  # mixtral, 8 experts, 2 layers
+    fewer = _plan(tmp_path / "fewer.json", 5, [0, 1, 2, 3, 4, 0], 2)
+    with pytest.raises(ConfigError, match=r"is for 5 experts; this model has num_local_experts 8"):
+        LLM(model=model, ep=2, placement=fewer)
+    other_ranks = _plan(tmp_path / "ranks.json", 8, list(range(8)), 4)
+    with pytest.raises(ConfigError, match=r"places experts on 4 ranks; this layout has --ep 2"):
+        LLM(model=model, ep=2, placement=other_ranks)
+    with pytest.raises(ConfigError, match=r"cannot read --placement .*missing\.json"):
+        LLM(model=model, ep=2, placement=str(tmp_path / "missing.json"))
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"--placement .*broken\.json.*not valid JSON"):
+        LLM(model=model, ep=2, placement=str(tmp_path / "broken.json"))
+
+
+def test_a_plans_slots_split_over_ep_where_the_experts_do_not(checkpoints, tmp_path):
+    """8 experts do not split over --ep 3; a plan with one replica makes 9 slots, which do."""
+    model = checkpoints["routed_experts_over_ep"]
+    with pytest.raises(ConfigError, match="num_local_experts 8 is not a multiple of --ep 3"):
+        EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3)).validate()
+    plan = _plan(tmp_path / "nine.json", 8, list(range(8)) + [0], 3)
+    EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3), placement=plan).validate()
+
+
+def test_a_context_longer_than_the_checkpoints_positions_is_refused_unless_allowed(monkeypatch, no_spawning):
+    from moeserve.engine.layout_check import ALLOW_LONG_ENV, trained_context
+
+    monkeypatch.delenv(ALLOW_LONG_ENV, raising=False)
+    long = EngineConfig(model=ModelConfig(max_model_len=100000))  # the built-in model covers 4096
+    with pytest.raises(ConfigError, match="--max-model-len 100000 is longer than the 4096 positions"):
+        long.validate()
+    EngineConfig(model=ModelConfig(max_model_len=4096)).validate()
+    monkeypatch.setenv(ALLOW_LONG_ENV, "1")
+    long.validate()  # the user says the model handles it: a warning
+    fields = SimpleNamespace
+    assert trained_context(fields(max_position_embeddings=40960, rope_scaling={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})) == 131072
+    assert trained_context(fields(max_position_embeddings=163840, rope_scaling={  # DeepSeek-V3 counts it already
+        "type": "yarn", "factor": 40, "original_max_position_embeddings": 4096})) == 163840
+    assert trained_context(fields(max_position_embeddings=2048, rope_parameters={"rope_type": "linear", "factor": 2})) == 4096
+    assert trained_context(fields(max_position_embeddings=2048, rope_parameters={"rope_type": "default"})) == 2048
+    assert trained_context(fields()) is None

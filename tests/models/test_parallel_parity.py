@@ -60,9 +60,9 @@ def close(got: torch.Tensor, ref: torch.Tensor) -> bool:
     return got.shape == ref.shape and (ref.numel() == 0 or float((got - ref).abs().max() / ref.abs().max()) <= 1e-4)
 
 
-def write_plan(path, phy2log_row: list[int], ranks: int) -> str:
+def write_plan(path, phy2log_row: list[int], ranks: int, experts: int = 8) -> str:
     """The same slots in both MoE layers of qwen2_moe, reversed in the second."""
-    PlacementPlan.from_phy2log(np.array([phy2log_row, phy2log_row[::-1]]), 8, ranks).validate().save(str(path))
+    PlacementPlan.from_phy2log(np.array([phy2log_row, phy2log_row[::-1]]), experts, ranks).validate().save(str(path))
     return str(path)
 
 
@@ -81,12 +81,13 @@ def _ep_rank(rank: int, world: int, model_dir: str, dispatches, tp: int, plan: s
     return out
 
 
-def _world2(rank: int, world: int, tp_dirs: list[str], ep_dir: str, plan: str) -> dict:
+def _world2(rank: int, world: int, tp_dirs: list[str], ep_dir: str, plan: str, odd: tuple[str, str]) -> dict:
     import torch.distributed as dist
 
     tp_ctx = ParallelContext(tp_size=world, tp_rank=rank, tp_group=dist.group.WORLD)
     tp = [[t.numpy() for t in run_steps(d, tp_ctx, STEPS[0])] for d in tp_dirs]
-    return {"tp": tp, "ep": _ep_rank(rank, world, ep_dir, EP_DISPATCHES, 1, plan)}
+    return {"tp": tp, "ep": _ep_rank(rank, world, ep_dir, EP_DISPATCHES, 1, plan),
+            "odd": _ep_rank(rank, world, odd[0], [("a2a", False)], 1, odd[1])}
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +101,14 @@ def world2(tmp_path_factory, qwen2_dir):
     tp_dirs = [str(save_checkpoint(make_hf_model(a, **kw), root / a)) for a, kw in TP_VARIANTS.items()]
     # 10 slots, 5 per rank: experts 3 and 0 have a replica on the other rank
     plan = write_plan(root / "plan.json", [0, 1, 2, 3, 7, 4, 5, 6, 3, 0], 2)
-    return tp_dirs, run_ranks(_world2, 2, (tp_dirs, qwen2_dir, plan))
+    # 5 experts do not split over 2 ranks; with a replica of expert 2 the plan's 6 slots do
+    odd_dir = str(save_checkpoint(make_hf_model("qwen2_moe", num_experts=5), root / "qwen2_moe_5"))
+    odd = (odd_dir, write_plan(root / "odd.json", [0, 1, 2, 3, 4, 2], 2, experts=5))
+    return tp_dirs, run_ranks(_world2, 2, (tp_dirs, qwen2_dir, plan, odd)), odd_dir
 
 
 def test_tp2_logits_match_tp1(world2):
-    tp_dirs, out = world2
+    tp_dirs, out, _ = world2
     for i, path in enumerate(tp_dirs):
         for step, ref in enumerate(run_steps(path, SINGLE, STEPS[0])):
             for rank in (0, 1):
@@ -112,12 +116,22 @@ def test_tp2_logits_match_tp1(world2):
 
 
 def test_ep2_with_replicas_matches_single_rank(world2, qwen2_dir):
-    _, out = world2
+    _, out, _ = world2
     for rank in (0, 1):
         expected = run_steps(qwen2_dir, SINGLE, STEPS[rank])
         for d, dispatch in enumerate(EP_DISPATCHES):
             for got, ref in zip(out[rank]["ep"][d], expected, strict=True):
                 assert close(torch.from_numpy(got), ref), (dispatch, rank)
+
+
+def test_experts_that_do_not_split_over_ep_are_served_through_a_plans_replicas(world2):
+    """An independent check: `moeserve place` planned 6 experts + 2 replicas for --ep 4, and serving
+    refused it (the experts, not the plan's slots, had to split over --ep)."""
+    _, out, odd_dir = world2
+    for rank in (0, 1):
+        expected = run_steps(odd_dir, SINGLE, STEPS[rank])
+        for got, ref in zip(out[rank]["odd"][0], expected, strict=True):
+            assert close(torch.from_numpy(got), ref), rank
 
 
 def test_single_rank_placement_with_replicas(qwen2_dir, tmp_path):
