@@ -163,9 +163,11 @@ class EngineConfig:
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
             part.validate()
         # the model's sizes against --tp / --ep, read from config.json before any rank starts
+        from moeserve.engine.launch_check import check_launch
         from moeserve.engine.layout_check import check_model_layout
 
         check_model_layout(self)
+        check_launch(self.parallel)  # what torchrun / deepspeed / the machine give the layout
         return self
 
 

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from moeserve.config import ConfigError, EngineConfig, config_to_dict
+from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
 from moeserve.dense import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
@@ -56,11 +56,7 @@ class MultiprocExecutor:
         self.num_probes = 0
         self._procs: list[subprocess.Popen] = []
         env = RankEnv.from_environ()
-        if env is None:
-            if parallel.nodes > 1:
-                raise ConfigError(
-                    f"--nodes {parallel.nodes} needs a launcher that starts the ranks on every node (torchrun or "
-                    "deepspeed: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT unset here); without one, drop --nodes")
+        if env is None:  # one node, ours to spawn (--nodes > 1 needs a launcher: engine/launch_check.py)
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
             cpu_kernels.load()  # build the C++ kernels here once, not in every rank at the same moment
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]

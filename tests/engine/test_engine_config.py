@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from moeserve.config import ConfigError, EngineConfig, ParallelConfig, config_from_dict, config_to_dict
@@ -46,15 +48,36 @@ def test_config_round_trips_through_plain_dict():
     assert config_from_dict(config_to_dict(config)) == config
 
 
-def test_nodes_without_a_launcher_is_refused_before_anything_starts(monkeypatch):
-    from moeserve.engine.multiproc_executor import MultiprocExecutor
+LAUNCH_CASES = {  # id: (environment, parallel flags, what the one-line error says)
+    "nodes_without_a_launcher": ({}, dict(ep=2, nodes=2), "--nodes 2 needs a launcher .* drop --nodes"),
+    "launcher_world_too_small": ({"RANK": "0", "WORLD_SIZE": "4"}, dict(ep=8, tp=2),
+                                 "the launcher started 4 ranks but --ep 8 --tp 2 needs 8"),
+    "nccl_without_gpus": ({}, dict(ep=2, backend="nccl"), "--backend nccl needs CUDA GPUs"),
+}
 
+
+@pytest.mark.parametrize("case", LAUNCH_CASES)
+def test_what_the_launch_cannot_give_is_refused_before_anything_starts(monkeypatch, capsys, case):
+    """An independent check found these failing inside the engine or every rank, with tracebacks."""
+    import torch
+
+    from moeserve import cli
+
+    env, flags, message = LAUNCH_CASES[case]
+    if case == "nccl_without_gpus" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)
-    config = EngineConfig(parallel=ParallelConfig(ep=2, nodes=2))
-    config.parallel.validate()  # a valid mesh: only the missing launcher is wrong
-    with pytest.raises(ConfigError, match="--nodes 2 needs a launcher .* drop --nodes"):
-        MultiprocExecutor(config)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    parallel = ParallelConfig(**flags)
+    parallel.validate()  # a valid mesh: only the launch is wrong
+    with pytest.raises(ConfigError, match=message):
+        EngineConfig(parallel=parallel).validate()
+    argv = ["serve", "--port", "0", *[a for k, v in flags.items() for a in (f"--{k}", str(v))]]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("configured,share,intra,env,expected", [

@@ -37,12 +37,15 @@ def test_every_engine_setting_has_a_flag():
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
-def test_shipped_configs_have_every_key_commented_and_valid(path):
+def test_shipped_configs_have_every_key_commented_and_valid(path, monkeypatch):
     values = load_yaml(str(path))
     assert set(values) == {f.key for f in FLAGS}, "a deployment file lists every setting"
     for line in path.read_text().splitlines():
         if line and not line.startswith("#"):
             assert "#" in line, f"uncommented key: {line}"
+    if values["nodes"] > 1:  # runs under a launcher, as its header says: rank 0 of the whole world
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", str(values["ep"] if values["ep"] > 1 else values["tp"]))
     configs_from_args(parse(["--config", str(path)]))
 
 
@@ -87,8 +90,12 @@ def test_bad_config_exits_before_spawning_anything(capsys):
     assert "--ep 6 is not a multiple of --tp 4" in capsys.readouterr().err
 
 
-def test_config_round_trips_through_json_dict():
-    engine, _ = configs_from_args(parse(["--tp", "2", "--ep", "4", "--kv-cache-blocks", "9", "--placement", "p.json"]))
+def test_config_round_trips_through_json_dict(tmp_path):
+    from moeserve.placement.plan import PlacementPlan
+
+    plan = str(tmp_path / "p.json")
+    PlacementPlan.contiguous(2, 16, 4).save(plan)  # the built-in model's 16 experts on 4 ranks
+    engine, _ = configs_from_args(parse(["--tp", "2", "--ep", "4", "--kv-cache-blocks", "9", "--placement", plan]))
     assert config_from_dict(config_to_dict(engine)) == engine
 
 
