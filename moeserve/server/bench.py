@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json != "-":
         print(format_table(summary))
     if args.json:
-        text = json.dumps(summary, indent=2)
+        text = json.dumps(summary, indent=2, allow_nan=False)
         if args.json == "-":
             print(text)
         else:

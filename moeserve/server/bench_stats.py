@@ -37,8 +37,12 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def _dist_ms(values: list[float]) -> dict[str, float]:
-    out = {"mean": 1000.0 * sum(values) / len(values) if values else float("nan")}
+def _dist_ms(values: list[float]) -> dict[str, float | None]:
+    """Mean and percentiles in ms; None where there is nothing to measure (TPOT and ITL of one-token
+    outputs): JSON has no NaN, and a NaN there broke strict readers (an independent check)."""
+    if not values:
+        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
+    out = {"mean": 1000.0 * sum(values) / len(values)}
     out.update({f"p{q}": 1000.0 * percentile(values, q) for q in PERCENTILES})
     return out
 
@@ -96,7 +100,8 @@ def format_table(s: dict[str, Any]) -> str:
                  f"{s['goodput']:.2f} ({100 * s['goodput_fraction']:.0f}%)"))
     for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E")):
         d = s[key]
-        rows.append((f"{label} ms mean / p50 / p90 / p99", " / ".join(f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))))
+        rows.append((f"{label} ms mean / p50 / p90 / p99",
+                     " / ".join("n/a" if d[k] is None else f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))))
     for error, count in s["errors"].items():
         rows.append((f"error x{count}", error[:60]))
     width = max(len(k) for k, _ in rows)

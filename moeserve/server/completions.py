@@ -88,6 +88,14 @@ def _echo_only_finish(reason: str | None) -> str | None:
     return "length" if reason in ("stop", "length") else reason
 
 
+def _text_end(logprobs: dict[str, Any] | None) -> int:
+    """Where the generated tokens' text offsets start after echoed prompt `logprobs`: one running sum
+    of token texts through prompt and output, as vLLM counts. The prompt's own text can be shorter
+    (each byte of a split character is one "\ufffd" alone), and offsets that restarted at its length
+    went backwards (an independent check)."""
+    return sum(len(t) for t in logprobs["tokens"]) if logprobs is not None else 0
+
+
 def _concat(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return {k: first[k] + second[k] for k in first}
 
@@ -100,9 +108,10 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
         generated = ([], "", []) if echo_only else (c.logprobs, c.text, c.token_ids)
         logprobs = None
         if req.logprobs is not None:
-            logprobs = _logprobs(state, generated[0], len(prefix))
-            if req.echo:
-                logprobs = _concat(_logprobs(state, c.prompt_logprobs or [], 0), logprobs)
+            scored = _logprobs(state, c.prompt_logprobs or [], 0) if req.echo else None
+            logprobs = _logprobs(state, generated[0], _text_end(scored))
+            if scored is not None:
+                logprobs = _concat(scored, logprobs)
         finish = _echo_only_finish(c.finish_reason) if echo_only else c.finish_reason
         choices.append({"index": c.index, "text": prefix + generated[1], "logprobs": logprobs,
                         "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
@@ -131,8 +140,9 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
         if req.echo and choice.index not in echoed:  # the first output of a choice carries its prompt logprobs
             echoed.add(choice.index)
             prompt_text = prompt_texts[choice.prompt_index]
-            yield chunk(choice, prompt_text, _logprobs(state, choice.prompt_logprobs or [], 0))
-            offsets[choice.index] = len(prompt_text)
+            prompt_logprobs = _logprobs(state, choice.prompt_logprobs or [], 0)
+            yield chunk(choice, prompt_text, prompt_logprobs)
+            offsets[choice.index] = _text_end(prompt_logprobs)
         if echo_only:
             if out.finish_reason is not None:
                 yield chunk(choice, "", None, _echo_only_finish(out.finish_reason))

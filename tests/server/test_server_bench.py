@@ -35,6 +35,16 @@ def test_summary_throughput_tpot_and_goodput():
     assert s["itl_ms"]["mean"] == pytest.approx(60.0)
 
 
+def test_one_token_outputs_have_no_tpot_and_the_json_stays_valid():
+    """TPOT and ITL need two tokens; their mean was NaN, which strict JSON readers refuse."""
+    from moeserve.server.bench_stats import format_table
+
+    s = summarize([RequestRecord(ok=True, input_tokens=4, output_tokens=1, ttft=0.1, e2e=0.1, itls=[])], 1.0, None, None)
+    assert s["tpot_ms"] == {k: None for k in s["tpot_ms"]} and s["itl_ms"]["mean"] is None
+    assert json.loads(json.dumps(s, allow_nan=False))["ttft_ms"]["p50"] == pytest.approx(100.0)
+    assert "n/a / n/a / n/a / n/a" in format_table(s)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
