@@ -12,7 +12,10 @@ contiguous chunks of similar cost, all but the first forked onto torch's inter-o
 (`torch.jit.fork`, native threads: no GIL hand-offs; Python threads collapsed 20x under a loaded CPU,
 the inter-op pool did not). Expert time at 8 sequences: ~1.8x faster on 2 idle cores; with two
 CPU burners on the same cores 1.25-1.45x faster at 8-64 sequences but 12% slower at 4, so each layer
-times both ways and keeps the faster (`SplitChooser`).
+times both ways and keeps the faster (`SplitChooser`). A forked chunk that no thread has started by
+the time this thread is done with its own is taken back and run here (`split_chooser.take`): a
+helper thread whose core is busy (the engine's lent helper runs at idle priority,
+engine/cpu_binding.py) costs the layer a fork, not a wait.
 
 Contract: `run_packed(...)` returns the same rows, bit for bit, for any `threads` (1 = the serial
 loop): each slot runs the same ops on the same rows; only which thread runs it changes, and the
@@ -38,6 +41,8 @@ ACTIVATION_NAMES = ("silu", "gelu", "gelu_pytorch_tanh", "relu")
 
 
 def _slots(
+    claims: Optional[torch.Tensor],
+    chunk: int,
     x: torch.Tensor,
     counts: List[int],
     starts: List[int],
@@ -51,10 +56,13 @@ def _slots(
     Il: int,
     act: str,
 ) -> List[torch.Tensor]:
-    """Outputs of the non-empty slots in [lo, hi), in slot order. A slot with at most `small` rows
-    runs the panel kernel on q13/q2 (dense/panel_gemm.py), others oneDNN on p13/p2."""
-    none: List[Optional[Union[float, int, complex]]] = []
+    """Outputs of the non-empty slots in [lo, hi), in slot order; nothing when `claims` is given and
+    another thread has taken chunk `chunk` (a forked call: split_chooser.take). A slot with at most
+    `small` rows runs the panel kernel on q13/q2 (dense/panel_gemm.py), others oneDNN on p13/p2."""
     outs: List[torch.Tensor] = []
+    if claims is not None and not take(claims, chunk):
+        return outs
+    none: List[Optional[Union[float, int, complex]]] = []
     H = x.shape[1]
     for s in range(lo, hi):
         n = counts[s]
@@ -105,39 +113,18 @@ def _split(
     runs every forked chunk no thread has started (split_chooser.take) and waits for the rest."""
     claims = torch.zeros(len(cuts) - 1, dtype=torch.int8)
     futures = [
-        torch.jit.fork(_slots_if_free, claims, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
+        torch.jit.fork(_slots, claims, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
         for i in range(1, len(cuts) - 1)
     ]
-    outs = _slots(x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act)
+    outs = _slots(None, 0, x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act)
     mine = [take(claims, i) for i in range(1, len(cuts) - 1)]
     for i in range(1, len(cuts) - 1):
         if mine[i - 1]:
-            outs.extend(_slots(x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act))
+            outs.extend(_slots(None, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act))
         else:
             outs.extend(torch.jit.wait(futures[i - 1]))
     return outs[0] if len(outs) == 1 else torch.cat(outs)
 
-
-def _slots_if_free(
-    claims: torch.Tensor,
-    i: int,
-    x: torch.Tensor,
-    counts: List[int],
-    starts: List[int],
-    p13: List[torch.Tensor],
-    p2: List[torch.Tensor],
-    q13: List[torch.Tensor],
-    q2: List[torch.Tensor],
-    small: int,
-    lo: int,
-    hi: int,
-    Il: int,
-    act: str,
-) -> List[torch.Tensor]:
-    """_slots of chunk i, unless another thread took it first (then nothing)."""
-    if not take(claims, i):
-        return []
-    return _slots(x, counts, starts, p13, p2, q13, q2, small, lo, hi, Il, act)
 
 
 _split_scripted = Scripted(_split, "the expert loop")
