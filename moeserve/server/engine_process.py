@@ -187,7 +187,11 @@ def run_engine_process(
 ) -> int:
     """Connects to the front end at `socket_path`, loads the engine, serves until told to stop."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(socket_path)
+    try:
+        sock.connect(socket_path)
+    except (ConnectionRefusedError, FileNotFoundError):  # stopped (SIGTERM) before the engine got here
+        logger.info("the front end is gone before the engine started: exiting")
+        return 0
     channel = Channel(sock)
     try:
         engine = engine_factory(config)

@@ -107,3 +107,29 @@ def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
     assert long.finish == "abort" and long.tokens < 3900
     wait_until(lambda: not any(alive(p) for p in engine_pids), 10)
     assert any("serving" in line and "http://127.0.0.1:" in line for line in small_server.lines)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_while_the_engine_starts_exits_cleanly():
+    """SIGTERM before the engine has connected: the front end exits 0 and the engine, finding no one
+    to connect to, exits quietly (it printed a ConnectionRefusedError traceback: an independent check)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "moeserve.cli", "serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "starting the engine process" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        lines += proc.stdout.readlines()  # to the end of both processes' output
+        assert proc.wait(60) == 0, "".join(lines)
+        assert "Traceback" not in "".join(lines), "".join(lines)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
