@@ -43,7 +43,7 @@ def engine_cores(available: list[int], reserved: int, ranks_per_node: int, threa
 def bind_engine_process(reserved: int, ranks_per_node: int, threads: int = 1) -> list[int] | None:
     """Pins the calling process (its threads to come) to `engine_cores`; returns them, or None when
     it did not pin. Call before torch creates its thread pools."""
-    if os.environ.get("MOESERVE_CPU_BIND", "1").lower() in ("0", "false", "off", "no"):
+    if _switched_off("MOESERVE_CPU_BIND"):
         return None
     try:
         available = sorted(os.sched_getaffinity(0))
@@ -66,13 +66,13 @@ def lend_idle_cores(cores: list[int]) -> int:
     """Starts torch's inter-op pool with one thread per core of `cores` (cores the engine is not
     pinned to: the front end's), each pinned to its core at SCHED_IDLE, the kernel's lowest
     priority: it runs only what the core's own processes leave idle. The expert loop and the
-    column-split GEMMs fork their second chunk onto it (torch.jit.fork); `SplitChooser` times each
-    layer both ways, so a helper whose core is busy is not waited on for long. Returns how many
-    helpers run (0: none, the pool already existed or the kernel refused). Call before anything
-    forks."""
+    column-split GEMMs fork their second chunk onto it (torch.jit.fork) and take the chunk back if
+    it has not started when their own is done (dense/split_chooser.take). Returns how many helpers
+    run (0: none: MOESERVE_IDLE_HELPERS=0, the pool already existed, or the kernel refused). Call
+    before anything forks."""
     import torch
 
-    if not cores or not hasattr(os, "SCHED_IDLE"):
+    if not cores or not hasattr(os, "SCHED_IDLE") or _switched_off("MOESERVE_IDLE_HELPERS"):
         return 0
     try:
         torch.set_num_interop_threads(len(cores))
@@ -100,3 +100,7 @@ def _start_interop_pool(x):
         return torch.jit.wait(torch.jit.fork(torch.neg, x))
 
     return touch(x)
+
+
+def _switched_off(variable: str) -> bool:
+    return os.environ.get(variable, "1").lower() in ("0", "false", "off", "no")

@@ -255,7 +255,7 @@ def pinned(config: EngineConfig) -> EngineConfig:
     if cores is None:
         return config
     parallel = dataclasses.replace(parallel, reserved_cores=0)
-    if os.environ.get("MOESERVE_IDLE_HELPERS", "1") != "0" and parallel.expert_threads is None:
+    if parallel.expert_threads is None:  # --expert-threads given: the user's count, on the engine's cores
         helpers = lend_idle_cores([c for c in available if c not in cores])
         if helpers:
             parallel = dataclasses.replace(parallel, expert_threads=len(cores) + helpers)

@@ -99,3 +99,10 @@ def test_the_front_ends_core_is_lent_to_one_helper_thread_at_idle_priority():
     assert helpers == 1 and again == 0 and interop == 1
     assert threads == [(others, os.SCHED_IDLE)]  # exactly the pool's thread, on the lent core, lowest priority
     assert main_affinity != others and main_policy == os.SCHED_OTHER  # the engine's own thread is untouched
+
+
+def test_lending_is_switched_off_by_its_variable(monkeypatch):
+    from moeserve.engine.cpu_binding import lend_idle_cores
+
+    monkeypatch.setenv("MOESERVE_IDLE_HELPERS", "0")
+    assert lend_idle_cores([0]) == 0  # and nothing done: a pool it had started would say "1 helper"
