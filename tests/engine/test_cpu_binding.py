@@ -101,8 +101,23 @@ def test_the_front_ends_core_is_lent_to_one_helper_thread_at_idle_priority():
     assert main_affinity != others and main_policy == os.SCHED_OTHER  # the engine's own thread is untouched
 
 
-def test_lending_is_switched_off_by_its_variable(monkeypatch):
+
+def _lend_switched_off(queue):
+    os.environ["MOESERVE_IDLE_HELPERS"] = "0"
     from moeserve.engine.cpu_binding import lend_idle_cores
 
-    monkeypatch.setenv("MOESERVE_IDLE_HELPERS", "0")
-    assert lend_idle_cores([0]) == 0  # and nothing done: a pool it had started would say "1 helper"
+    queue.put(lend_idle_cores([0]))
+    import torch
+
+    torch.set_num_interop_threads(3)  # raises if lend_idle_cores had set up the pool
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="needs Linux")
+def test_lending_is_switched_off_by_its_variable():
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_lend_switched_off, args=(queue,))
+    proc.start()
+    assert queue.get(timeout=120) == 0
+    proc.join(60)
+    assert proc.exitcode == 0  # the pool was untouched: its size could still be set
