@@ -105,18 +105,18 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     async def version() -> Any:
         return {"version": __version__}
 
-    card = {"id": state.model_name, "object": "model", "created": started, "owned_by": "moeserve",
-            "root": state.model_name, "max_model_len": state.max_model_len}
+    cards = [{"id": name, "object": "model", "created": started, "owned_by": "moeserve", "root": state.model_name,
+              "max_model_len": state.max_model_len} for name in state.model_names]
 
     @app.api_route("/v1/models", methods=READ_METHODS)
     @app.api_route("/v1/models/", methods=READ_METHODS)  # the list too, not a lookup of the model named ""
     async def models() -> Any:
-        return {"object": "list", "data": [card]}
+        return {"object": "list", "data": cards}
 
     @app.api_route("/v1/models/{model_id:path}", methods=READ_METHODS)
     async def model(model_id: str) -> Any:
         check_model(state, model_id)
-        return card
+        return cards[state.model_names.index(model_id)]
 
     @app.api_route("/metrics", methods=READ_METHODS)
     async def metrics() -> Any:

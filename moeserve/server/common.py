@@ -46,6 +46,11 @@ class ServerState:
     # a fast tokenizer's encode mutates its truncation state and must not run concurrently
     tokenize_pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tokenize"))
 
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """Every name clients may pass as `model`: the engine's first, then --served-model-name's others."""
+        return (self.model_name, *(n for n in self.config.served_model_aliases if n != self.model_name))
+
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
@@ -94,8 +99,10 @@ def _parse(body: bytes, model: type | Callable[[dict[str, Any]], type]) -> Any:
 
 
 def check_model(state: ServerState, model: str | None) -> None:
-    if model is not None and model != state.model_name:
-        raise ApiError(404, f"the model '{clip(model)}' does not exist; this server serves '{state.model_name}'",
+    names = state.model_names
+    if model is not None and model not in names:
+        served = ", ".join(f"'{n}'" for n in names)
+        raise ApiError(404, f"the model '{clip(model)}' does not exist; this server serves {served}",
                        param="model", code="model_not_found")
 
 

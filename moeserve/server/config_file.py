@@ -40,6 +40,9 @@ class ServerConfig:
     # browser origins allowed to call the API (CORS); empty = no CORS headers, as a server that binds
     # loopback should be: "*" would let any web page the user visits read this server's answers
     allowed_origins: tuple[str, ...] = ()
+    # further names clients may pass as `model` (--served-model-name's second and later); the first is
+    # the engine's model name, which responses carry
+    served_model_aliases: tuple[str, ...] = ()
 
     def validate(self) -> "ServerConfig":
         if not 0 <= self.port <= 65535:
@@ -74,7 +77,7 @@ class Flag:
 
 FLAGS: list[Flag] = [
     Flag("model", "model.model", str, "Hugging Face checkpoint directory; omit to serve the built-in tiny MoE"),
-    Flag("served_model_name", "model.served_model_name", str, "name clients pass as `model` (default: derived from --model)"),
+    Flag("served_model_name", "model.served_model_name", tuple, "name(s) clients pass as `model`, space-separated on the command line (a list in YAML): any of them is accepted, /v1/models lists each, and responses carry the first, as vLLM's (default: derived from --model)"),
     Flag("dtype", "model.dtype", str, "weight and activation dtype: float32, bfloat16 or float16"),
     Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
     Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
@@ -125,6 +128,9 @@ def _default(flag: Flag) -> Any:
     return getattr(_SECTIONS[section](), name)
 
 
+SPACE_SEPARATED = {"served_model_name"}  # lists given as several words, as vLLM's flag takes them
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Adds every flag with default SUPPRESS, so `vars(args)` holds only what the user typed."""
     for f in FLAGS:
@@ -135,6 +141,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                 "--no-" + f.flag[2:].removeprefix("enable-"), dest=f.key, action="store_false",
                 default=argparse.SUPPRESS, help=f"turn {f.flag} off",
             )
+        elif f.key in SPACE_SEPARATED:
+            parser.add_argument(f.flag, dest=f.key, nargs="+", default=argparse.SUPPRESS, metavar="NAME", help=help_text)
         elif f.type is tuple:
             parser.add_argument(f.flag, dest=f.key, type=_comma_list, default=argparse.SUPPRESS, metavar="A,B", help=help_text)
         else:
@@ -188,6 +196,12 @@ def load_yaml(path: str) -> dict[str, Any]:
 def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
     """values: YAML keys -> values (already merged, CLI over file). Validates both configs."""
     parts: dict[str, dict[str, Any]] = {s: {} for s in (*_SECTIONS, "engine", "server")}
+    names = values.get("served_model_name")
+    if names is not None:  # the engine knows the first name; the front end also answers to the rest
+        if not names or any(not n for n in names):
+            raise ConfigError(f"--served-model-name needs one or more non-empty names, got {list(names)}")
+        values = {**values, "served_model_name": names[0]}
+        parts["server"]["served_model_aliases"] = tuple(names[1:])
     for key, value in values.items():
         section, name = _BY_KEY[key].target.split(".")
         parts[section][name] = value

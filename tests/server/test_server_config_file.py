@@ -127,3 +127,19 @@ def test_a_taken_port_fails_before_loading(capsys):
         port = taken.getsockname()[1]
         assert cli.run(parse(["--port", str(port)])) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_several_served_model_names_as_vllm_takes_them(tmp_path):
+    """`--served-model-name a b` (space-separated, as vLLM's): the engine is named by the first; the
+    front end also answers to the rest. In YAML a list or one name. It was an argparse error."""
+    engine, server = configs_from_args(parse(["--served-model-name", "tiny", "tiny-alias", "gpt-x"]))
+    assert engine.model.served_model_name == "tiny" and server.served_model_aliases == ("tiny-alias", "gpt-x")
+    f = tmp_path / "c.yaml"
+    f.write_text("served_model_name: [a, b]\n")
+    engine, server = configs_from_args(parse(["--config", str(f)]))
+    assert engine.model.served_model_name == "a" and server.served_model_aliases == ("b",)
+    f.write_text("served_model_name: solo\n")
+    engine, server = configs_from_args(parse(["--config", str(f)]))
+    assert engine.model.served_model_name == "solo" and server.served_model_aliases == ()
+    with pytest.raises(ConfigError, match="non-empty names"):
+        configs_from_args(parse(["--served-model-name", ""]))

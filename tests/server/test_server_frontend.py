@@ -171,3 +171,22 @@ def test_stuck_engine_turns_health_503_and_fails_pending():
     r, health = asyncio.run(main())
     assert r.status_code == 503 and "heartbeat" in r.json()["error"]["message"]
     assert health.status_code == 503
+
+
+def test_every_served_name_is_listed_and_accepted_and_answers_carry_the_first():
+    from moeserve.server.config_file import ServerConfig
+
+    async def main():
+        http, client, _ = await make_app(FakeEngine(), config=ServerConfig(served_model_aliases=("alias", "fake")))
+        listed = (await http.get("/v1/models")).json()["data"]
+        one = await http.get("/v1/models/alias")
+        ok = await http.post("/v1/completions", json={"model": "alias", "prompt": [1], "max_tokens": 2})
+        unknown = await http.post("/v1/completions", json={"model": "other", "prompt": [1], "max_tokens": 2})
+        await client.shutdown(1.0)
+        return listed, one, ok, unknown
+
+    listed, one, ok, unknown = asyncio.run(main())
+    assert [c["id"] for c in listed] == ["fake", "alias"] and {c["root"] for c in listed} == {"fake"}  # no duplicate
+    assert one.status_code == 200 and one.json()["id"] == "alias"
+    assert ok.status_code == 200 and ok.json()["model"] == "fake"  # responses carry the first name, as vLLM's
+    assert unknown.status_code == 404 and "'fake', 'alias'" in unknown.json()["error"]["message"]
