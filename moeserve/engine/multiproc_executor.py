@@ -95,12 +95,30 @@ class MultiprocExecutor:
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
     def _exited_rank(self) -> str | None:
-        """'rank N exited with code C' for the first spawned rank that has exited, else None."""
+        """'rank N exited with code C' for the first spawned rank that has exited, else None; a
+        stopped rank is named first, since its peers exit only because it stalled them."""
         for rank, proc in enumerate(self._procs, start=1):
             code = proc.poll()
             if code is not None:
-                return f"rank {rank} exited with code {code}"
+                return self._stopped_first(f"rank {rank} exited with code {code}")
         return None
+
+    def _stopped_first(self, failure: str) -> str:
+        """`failure`, after the spawned ranks the kernel has stopped (SIGSTOP, a debugger), if any: a
+        stopped rank stalls every collective until its peers time out, and they, not it, exit (an
+        independent check found the errors naming the peer)."""
+        stopped = []
+        for rank, proc in enumerate(self._procs, start=1):
+            try:
+                with open(f"/proc/{proc.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state in ("T", "t"):
+                stopped.append(str(rank))
+        if not stopped:
+            return failure
+        return f"rank {', '.join(stopped)} is stopped (SIGSTOP or a debugger) and stalled the world; {failure}"
 
     def _note_exited_ranks(self, wait_s: float) -> None:
         """Sets `dead` to the first spawned rank found exited within wait_s (none spawned: no wait)."""
@@ -152,7 +170,7 @@ class MultiprocExecutor:
             # dead first (a second interrupt during the wait below must still find the world dead);
             # then a rank that raised and exited (rank_worker) names the failure better than the
             # "connection closed" our collective saw
-            fallback = f"step {plan.step} failed: {type(exc).__name__}: {exc}"
+            fallback = self._stopped_first(f"step {plan.step} failed: {type(exc).__name__}: {exc}")
             try:
                 self._note_exited_ranks(wait_s=0.5)
             finally:

@@ -115,9 +115,10 @@ def test_stopped_rank_times_out_and_no_process_outlives_the_server():
         stopped_at = time.monotonic()
         t.join(timeout=120)
         assert results and results[0] != 200
-        while httpx.get(srv.url + "/health", timeout=5).status_code != 503:
+        while (health := httpx.get(srv.url + "/health", timeout=5)).status_code != 503:
             assert time.monotonic() - stopped_at < 30, "/health still 200 30 s after a rank stopped"
             time.sleep(0.5)
+        assert "rank 1 is stopped" in health.json()["error"]["message"], health.text  # not a peer's exit
         srv.terminate()
         srv.wait(60)
         deadline = time.monotonic() + 20
