@@ -15,7 +15,7 @@ session 16). A prompt whose last token ends inside a character gives no such con
 """
 from __future__ import annotations
 
-_WINDOW = 6  # tokens of left context; enough for byte-level BPE to merge across the boundary
+_WINDOW = 6  # prompt tokens of left context for the first output token
 
 
 class IncrementalDetokenizer:
@@ -62,9 +62,14 @@ class IncrementalDetokenizer:
                 self._decode(self.token_ids[self._prefix_offset : end]))
 
     def _advance(self, end: int, delta: str) -> str:
-        """Tokens up to `end` are read and gave `delta`."""
+        """Tokens up to `end` are read and gave `delta`; the next window starts where this read began,
+        a character boundary (its text did not end inside one), as vLLM's does. A window cut at a
+        fixed token count could start inside a character: a byte-fallback tokenizer (`<0xF0>` tokens,
+        Mixtral's and Llama's) then decodes the whole byte run to U+FFFD, every later window ended in
+        U+FFFD and was held back, and a run of emoji came back as one emoji and a row of U+FFFD (an
+        independent check)."""
+        self._prefix_offset = self._read_offset
         self._read_offset = end
-        self._prefix_offset = max(0, end - _WINDOW)
         self.text += delta
         return delta
 

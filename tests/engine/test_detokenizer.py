@@ -121,3 +121,29 @@ def test_the_builtin_model_ends_generation_at_its_chat_end_of_turn():
         assert out.token_ids == [im_end] and out.finish_reason == "stop" and out.text == ""
     finally:
         llm.shutdown()
+
+
+def byte_fallback_tokenizer():
+    """A Llama/Mixtral-style tokenizer: words as "▁"-pieces, other text as <0xNN> byte tokens that the
+    ByteFallback decoder joins (and turns into U+FFFD, the whole run, when any byte is invalid)."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"<0x{b:02X}>": 3 + b for b in range(256)}, "▁Hello": 259, "▁": 260}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def test_a_run_of_byte_token_characters_decodes_as_decode_does():
+    """Emoji as byte tokens, one at a time: a window starting inside a character made the whole byte
+    run U+FFFD, held back for good ("😀" and then 20 "\\ufffd" for six emoji; an independent check)."""
+    tok = byte_fallback_tokenizer()
+    emoji = [3 + b for b in "😀".encode()] * 6 + [3 + b for b in "é".encode()] + [3 + b for b in "語".encode()] * 2
+    prompt = [259, 260] + [3 + b for b in "😀".encode()]  # "Hello 😀"
+    detok = IncrementalDetokenizer(tok, prompt_ids=prompt)
+    pieces = [detok.add([i]) for i in emoji]
+    full = tok.decode(prompt + emoji)
+    assert "".join(pieces) == detok.text == full[len(tok.decode(prompt)):] == "😀" * 6 + "é" + "語語"
+    assert detok.flush() == ""
