@@ -72,13 +72,17 @@ def misfit(cut: Cut, tp: int, ep: int) -> str | None:
     return None
 
 
-def with_plan(cuts: list[Cut], plan: Any, ep: int, where: str) -> list[Cut]:
+def with_plan(cuts: list[Cut], plan: Any, ep: int, where: str, moe_layers: int | None = None) -> list[Cut]:
     """The cuts with a placement plan's slots for the routed experts, once the plan is found to fit:
-    as many experts as the model routes to, and --ep ranks. `plan` needs num_experts, num_slots and
-    num_ranks (placement/plan.py); `where` names it in the message. A plan for 5 experts on a model
-    with 6 was accepted and failed the first request, the engine dead (an independent check)."""
+    as many experts as the model routes to, as many MoE layers (`moe_layers`, when config.json says),
+    and --ep ranks. `plan` needs num_experts, num_layers, num_slots and num_ranks (placement/plan.py);
+    `where` names it in the message. A plan for 5 experts on a model with 6 was accepted and failed
+    the first request, the engine dead; one for 3 MoE layers on a model with 2 failed in the engine
+    (independent checks)."""
     problems = [f"{where} is for {plan.num_experts} experts; this model has {c.field} {c.size}"
                 for c in cuts if c.kind == EXPERTS and c.size != plan.num_experts]
+    if moe_layers is not None and plan.num_layers != moe_layers:
+        problems.append(f"{where} places {plan.num_layers} MoE layers; this model has {moe_layers}")
     if plan.num_ranks != ep:
         problems.append(f"{where} places experts on {plan.num_ranks} ranks; this layout has --ep {ep}")
     if problems:
@@ -95,6 +99,11 @@ def check_cuts(cuts: list[Cut], tp: int, ep: int) -> None:
 
 
 # --- which layers are MoE (the adapters build their layers from these) ---------------------------
+def every_layer(cfg: Any, i: int) -> bool:
+    """Mixtral, OLMoE: every decoder layer is MoE."""
+    return True
+
+
 def qwen_moe_layer(cfg: Any, i: int) -> bool:
     """Qwen2/3-MoE: MoE unless listed in mlp_only_layers or off every decoder_sparse_step-th layer."""
     mlp_only = getattr(cfg, "mlp_only_layers", None) or []

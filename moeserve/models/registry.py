@@ -8,14 +8,16 @@ from typing import Any, Callable
 from moeserve.config import ConfigError
 from moeserve.models import layout
 
-# name -> ("module:Class", the architecture's cuts from its config)
-_ARCHITECTURES: dict[str, tuple[str, Callable[[Any], list[layout.Cut]]]] = {
-    "MixtralForCausalLM": ("moeserve.models.mixtral:MixtralForCausalLM", layout.mixtral_cuts),
-    "Qwen2MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen2MoeForCausalLM", layout.qwen2_moe_cuts),
-    "Qwen3MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen3MoeForCausalLM", layout.qwen3_moe_cuts),
-    "OlmoeForCausalLM": ("moeserve.models.olmoe:OlmoeForCausalLM", layout.olmoe_cuts),
-    "DeepseekV2ForCausalLM": ("moeserve.models.deepseek:DeepseekV2ForCausalLM", layout.deepseek_cuts),
-    "DeepseekV3ForCausalLM": ("moeserve.models.deepseek:DeepseekV3ForCausalLM", layout.deepseek_cuts),
+# name -> ("module:Class", the architecture's cuts from its config, whether decoder layer i is MoE)
+_ARCHITECTURES: dict[str, tuple[str, Callable[[Any], list[layout.Cut]], Callable[[Any, int], bool]]] = {
+    "MixtralForCausalLM": ("moeserve.models.mixtral:MixtralForCausalLM", layout.mixtral_cuts, layout.every_layer),
+    "Qwen2MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen2MoeForCausalLM", layout.qwen2_moe_cuts, layout.qwen_moe_layer),
+    "Qwen3MoeForCausalLM": ("moeserve.models.qwen_moe:Qwen3MoeForCausalLM", layout.qwen3_moe_cuts, layout.qwen_moe_layer),
+    "OlmoeForCausalLM": ("moeserve.models.olmoe:OlmoeForCausalLM", layout.olmoe_cuts, layout.every_layer),
+    "DeepseekV2ForCausalLM": ("moeserve.models.deepseek:DeepseekV2ForCausalLM", layout.deepseek_cuts,
+                              layout.deepseek_moe_layer),
+    "DeepseekV3ForCausalLM": ("moeserve.models.deepseek:DeepseekV3ForCausalLM", layout.deepseek_cuts,
+                              layout.deepseek_moe_layer),
 }
 
 
@@ -50,7 +52,10 @@ def check_layout(hf_config: Any, tp: int, ep: int, plan: Any = None, plan_name: 
         return
     if architecture not in _ARCHITECTURES:
         raise ConfigError(_unsupported(architecture))
-    cuts = _ARCHITECTURES[architecture][1](hf_config)
+    _, cuts_of, is_moe = _ARCHITECTURES[architecture]
+    cuts = cuts_of(hf_config)
     if plan is not None:
-        cuts = layout.with_plan(cuts, plan, ep, plan_name)
+        layers = getattr(hf_config, "num_hidden_layers", None)
+        moe_layers = sum(is_moe(hf_config, i) for i in range(layers)) if isinstance(layers, int) else None
+        cuts = layout.with_plan(cuts, plan, ep, plan_name, moe_layers)
     layout.check_cuts(cuts, tp, ep)

@@ -138,7 +138,9 @@ class PlacementPlan:
         if int(obj.get("version", 1)) > PLAN_VERSION:
             raise PlanError(f"plan version {obj['version']} is newer than this reader ({PLAN_VERSION})")
         phy2log = np.asarray(obj["phy2log"], dtype=np.int64)
-        num_experts = int(obj.get("num_experts") or phy2log.max() + 1)
+        num_experts = obj.get("num_experts", int(phy2log.max(initial=-1)) + 1)  # absent: what the slots hold
+        if not isinstance(num_experts, int) or isinstance(num_experts, bool) or num_experts < 1:
+            raise PlanError(f"num_experts must be a whole number >= 1, got {num_experts!r}")
         plan = cls.from_phy2log(phy2log, num_experts, obj["num_ranks"], obj.get("num_nodes", 1), obj.get("layer_ids"))
         return plan.validate()
 

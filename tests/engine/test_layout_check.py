@@ -213,6 +213,13 @@ def test_a_placement_plan_that_does_not_fit_is_refused_before_anything_starts(ch
     other_ranks = _plan(tmp_path / "ranks.json", 8, list(range(8)), 4)
     with pytest.raises(ConfigError, match=r"places experts on 4 ranks; this layout has --ep 2"):
         LLM(model=model, ep=2, placement=other_ranks)
+    more_layers = _plan(tmp_path / "layers.json", 8, list(range(8)), 2, layers=3)
+    with pytest.raises(ConfigError, match=r"places 3 MoE layers; this model has 2"):
+        LLM(model=model, ep=2, placement=more_layers)
+    typed = json.loads(open(more_layers).read()) | {"num_experts": "8"}
+    (tmp_path / "typed.json").write_text(json.dumps(typed))
+    with pytest.raises(ConfigError, match=r"num_experts must be a whole number"):
+        LLM(model=model, ep=2, placement=str(tmp_path / "typed.json"))
     with pytest.raises(ConfigError, match=r"cannot read --placement .*missing\.json"):
         LLM(model=model, ep=2, placement=str(tmp_path / "missing.json"))
     (tmp_path / "broken.json").write_text("{not json")
