@@ -133,3 +133,30 @@ def test_sigterm_while_the_engine_starts_exits_cleanly():
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+
+def test_sigterm_before_the_server_has_its_handlers_exits_0(monkeypatch):
+    """Within the first second (imports, config checks) SIGTERM ended `moeserve serve` with 143, the
+    default action, which a supervisor reads as a failure (an independent check). Here the signal
+    arrives while the sub-command's parser is built, in process."""
+    import os
+    import signal
+
+    from moeserve import cli
+
+    def build_parser_and_get_stopped(only=None):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("the signal did not stop it")
+
+    def left_to_the_default(signum, frame):  # stands in for the default action, which would end pytest
+        raise AssertionError("SIGTERM took its default action (status 143)")
+
+    previous = signal.signal(signal.SIGTERM, left_to_the_default)
+    monkeypatch.setattr(cli, "build_parser", build_parser_and_get_stopped)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["serve", "--port", "0"])
+        assert stopped.value.code == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
