@@ -94,7 +94,7 @@ def test_config_round_trips_through_json_dict(tmp_path):
     from moeserve.placement.plan import PlacementPlan
 
     plan = str(tmp_path / "p.json")
-    PlacementPlan.contiguous(2, 16, 4).save(plan)  # the built-in model's 16 experts on 4 ranks
+    PlacementPlan.contiguous(4, 16, 4).save(plan)  # the built-in model: 4 MoE layers of 16 experts, on 4 ranks
     engine, _ = configs_from_args(parse(["--tp", "2", "--ep", "4", "--kv-cache-blocks", "9", "--placement", plan]))
     assert config_from_dict(config_to_dict(engine)) == engine
 
