@@ -24,7 +24,7 @@ from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
-from moeserve.errors import QueueFullError, RequestError
+from moeserve.errors import QueueFullError, RequestError, context_length_error
 
 
 @dataclass(frozen=True)
@@ -96,21 +96,9 @@ class Scheduler:
         n = req.num_prompt_tokens
         if n == 0:
             raise RequestError("the prompt is empty", param="prompt")
-        if n >= self.max_model_len:  # no max_tokens fits a prompt this long
-            raise RequestError(
-                f"this model's maximum context length is {self.max_model_len} tokens and the prompt has {n}, which "
-                "leaves no room for a completion: shorten the prompt",
-                param="prompt",
-                code="context_length_exceeded",
-            )
-        max_tokens = req.sampling.max_tokens
-        if max_tokens is not None and n + max_tokens > self.max_model_len:
-            raise RequestError(
-                f"this model's maximum context length is {self.max_model_len} tokens; the prompt has {n} tokens and "
-                f"max_tokens asks for {max_tokens} more: shorten the prompt or lower max_tokens",
-                param="max_tokens",
-                code="context_length_exceeded",
-            )
+        too_long = context_length_error(self.max_model_len, n, req.sampling.max_tokens)
+        if too_long is not None:
+            raise too_long
         need = -(-n // self.block_size)
         if need > self.num_blocks:
             raise RequestError(

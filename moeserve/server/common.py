@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from moeserve.errors import context_length_error
 from moeserve.sampling_params import SamplingParams, SamplingParamsError
 from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
 from moeserve.server.config_file import ServerConfig
@@ -114,22 +115,11 @@ def check_token_ids(state: ServerState, ids: list[int], param: str) -> None:
 def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: int | None, param: str, prompt_param: str) -> int:
     """max_tokens, defaulting to what is left of the context; 400 if a prompt cannot fit."""
     longest = max(prompt_lens)
-
-    def no_room() -> ApiError:
-        return bad_request(f"this model's maximum context length is {state.max_model_len} tokens and the prompt has "
-                           f"{longest}, which leaves no room for a completion: shorten the prompt", param=prompt_param)
-
-    if max_tokens is None:
-        max_tokens = state.max_model_len - longest
-        if max_tokens < 1:
-            raise no_room()
-    elif max_tokens >= 1 and longest + max_tokens > state.max_model_len:
-        if longest >= state.max_model_len:
-            raise no_room()  # no max_tokens could help (OpenAI's completions default of 16 was never the problem)
-        raise bad_request(
-            f"this model's maximum context length is {state.max_model_len} tokens; the prompt has {longest} tokens "
-            f"and {param} asks for {max_tokens} more: shorten the prompt or lower {param}", param=param)
-    return max_tokens
+    if max_tokens is None or max_tokens >= 1:  # 0: echo scoring only, which the engine checks
+        too_long = context_length_error(state.max_model_len, longest, max_tokens, param, prompt_param)
+        if too_long is not None:
+            raise bad_request(too_long.message, param=too_long.param)
+    return state.max_model_len - longest if max_tokens is None else max_tokens
 
 
 async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any) -> Any:
