@@ -21,6 +21,12 @@ def threads_from_env(variable: str) -> int | None:
     return int(value) if value else None
 
 
+def switched_off(variable: str) -> bool:
+    """An on-by-default switch (MOESERVE_CPU_BIND, MOESERVE_IDLE_HELPERS, MOESERVE_FAST_HTTP) set to
+    0, false, off or no."""
+    return os.environ.get(variable, "1").lower() in ("0", "false", "off", "no")
+
+
 class ConfigError(ValueError):
     """A user-facing configuration mistake; the message says what to change."""
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import os
 
+from moeserve.config import switched_off
+
 logger = logging.getLogger(__name__)
 
 
@@ -43,7 +45,7 @@ def engine_cores(available: list[int], reserved: int, ranks_per_node: int, threa
 def bind_engine_process(reserved: int, ranks_per_node: int, threads: int = 1) -> list[int] | None:
     """Pins the calling process (its threads to come) to `engine_cores`; returns them, or None when
     it did not pin. Call before torch creates its thread pools."""
-    if _switched_off("MOESERVE_CPU_BIND"):
+    if switched_off("MOESERVE_CPU_BIND"):
         return None
     try:
         available = sorted(os.sched_getaffinity(0))
@@ -72,7 +74,7 @@ def lend_idle_cores(cores: list[int]) -> int:
     before anything forks."""
     import torch
 
-    if not cores or not hasattr(os, "SCHED_IDLE") or _switched_off("MOESERVE_IDLE_HELPERS"):
+    if not cores or not hasattr(os, "SCHED_IDLE") or switched_off("MOESERVE_IDLE_HELPERS"):
         return 0
     try:
         torch.set_num_interop_threads(len(cores))
@@ -100,7 +102,3 @@ def _start_interop_pool(x):
         return torch.jit.wait(torch.jit.fork(torch.neg, x))
 
     return touch(x)
-
-
-def _switched_off(variable: str) -> bool:
-    return os.environ.get(variable, "1").lower() in ("0", "false", "off", "no")

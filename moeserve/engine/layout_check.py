@@ -34,7 +34,7 @@ def check_model_layout(config: EngineConfig) -> None:
     over --tp / --ep, and the flag to change; and a --placement plan that cannot be read or does not
     fit the model and layout (before, a missing file, or a plan for other ranks, failed inside the
     engine or every rank, with tracebacks)."""
-    plan = load_plan(config.placement) if config.placement is not None else None
+    plan = load_plan(config.placement)
     fields = config_fields(config.model.model)
     if fields is not None:
         check_layout(fields, config.parallel.tp, config.parallel.ep, plan, f"--placement {config.placement}")
@@ -83,10 +83,12 @@ def check_context_length(fields, max_model_len: int | None) -> None:
                       "handles longer contexts")
 
 
-def load_plan(path: str):
-    """The placement plan at `path`, or ConfigError saying why it cannot be used."""
+def load_plan(path: str | None):
+    """The placement plan at `path` (None: no plan), or ConfigError saying why it cannot be used."""
     from moeserve.placement.plan import PlacementPlan
 
+    if path is None:
+        return None
     try:
         return PlacementPlan.load(path)
     except OSError as e:

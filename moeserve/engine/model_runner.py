@@ -21,10 +21,10 @@ from moeserve.dense.blocked import ELEMENTWISE_GRAIN
 from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up, warm_up_rows
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
+from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
-from moeserve.engine.layout_check import load_plan
 from moeserve.models.registry import check_layout, model_class
 from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
@@ -69,13 +69,12 @@ def empty_metadata(block_size: int) -> AttentionMetadata:
 
 def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
     """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading.
-    The plan's experts and ranks were checked against the model with its layout (`check_layout`)."""
+    The plan's experts, MoE layers and ranks were checked against the model with its layout
+    (`check_layout`)."""
     from moeserve.placement.routing import ReplicaTable
     from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
 
     layers = list(model.moe_layers().values())
-    if plan.num_layers != len(layers):
-        raise ValueError(f"placement {plan_path} is for {plan.num_layers} MoE layers; this model has {len(layers)}")
     if plan.layer_ids is not None and list(plan.layer_ids) != list(model.moe_layers()):
         raise ValueError(
             f"placement {plan_path} is for MoE layers {list(plan.layer_ids)}, the model's are {list(model.moe_layers())}"
@@ -174,7 +173,7 @@ class ModelRunner:
         self.hf_config = load_hf_config(model_dir)
         # EngineConfig.validate's check on config.json, again on the config as loaded: a rank's config
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
-        plan = load_plan(engine_config.placement) if engine_config.placement is not None else None
+        plan = load_plan(engine_config.placement)
         check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")
         parallel = engine_config.parallel
         share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)

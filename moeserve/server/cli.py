@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 import time
 
-from moeserve.config import ConfigError, EngineConfig
+from moeserve.config import ConfigError, EngineConfig, switched_off
 from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import EngineDeadError
 from moeserve.server.config_file import ServerConfig, add_flags, configs_from_args
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 def fast_http() -> bool:
     """uvloop's event loop and httptools' HTTP parser (C, as vLLM's front end runs them), unless
     MOESERVE_FAST_HTTP=0 or either is not installed: then asyncio's loop and h11 (pure Python)."""
-    if os.environ.get("MOESERVE_FAST_HTTP", "1").lower() in ("0", "false", "off", "no"):
+    if switched_off("MOESERVE_FAST_HTTP"):
         return False
     try:
         import httptools  # noqa: F401

@@ -122,7 +122,7 @@ class EngineClient:
         try:
             while not task.done():
                 if self._exited():
-                    raise EngineDeadError(f"the engine process exited with status {self._proc.returncode} while starting")
+                    raise EngineDeadError(f"{self._exit_reason()} while starting")
                 if time.monotonic() > deadline:
                     raise EngineDeadError("the engine did not start within --startup-timeout-s")
                 await asyncio.wait({task}, timeout=0.2)
