@@ -28,7 +28,7 @@ Neither uvicorn stack times out a head: a connection that sends nothing, or a re
 headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
 of them exhaust the server's sockets (the slowloris attack). A head must now complete within
 HEAD_TIMEOUT_S of the connection opening or of its first byte (a request after a kept-alive one): a
-partial head is answered 408 and closed, an idle connection closed. Both stacks (`_HeadClock`). nginx waits 60 s for a head
+partial head is answered 408 and closed, an idle connection closed. Both stacks (`_HeadGuard`). nginx waits 60 s for a head
 (`client_header_timeout`); a head that takes 30 s on loopback or a LAN is not a client at work. The
 body has its own timeout (`common.BODY_IDLE_TIMEOUT_S`).
 
@@ -75,9 +75,10 @@ def _bad_request(default_headers: list[tuple[bytes, bytes]]) -> bytes:
                            "bad_http_request", headers)
 
 
-class _HeadClock:
-    """Closes a connection whose head does not complete within HEAD_TIMEOUT_S: 408 when part of one
-    came (`_head_is_partial`), silently when nothing did."""
+class _HeadGuard:
+    """Both stacks' bounds on a request's head: closes a connection whose head does not complete
+    within HEAD_TIMEOUT_S (408 when part of one came, `_head_is_partial`; silently when nothing did),
+    and answers a head the parser refused, 431 or 400, in the OpenAI error shape (`_refuse_head`)."""
 
     head_timer = None  # closes the connection unless a head completes first
 
@@ -110,8 +111,17 @@ class _HeadClock:
     def _head_is_partial(self) -> bool:
         raise NotImplementedError
 
+    def _refuse_head(self, too_large: bool) -> None:
+        """431 for a head over HEAD_LIMIT_BYTES, else 400 (unparseable); then the connection closes."""
+        if too_large:
+            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
+            self.transport.write(_TOO_LARGE)
+        else:
+            self.transport.write(_bad_request(self.server_state.default_headers))
+        self.transport.close()
 
-class BoundedHttpToolsProtocol(_HeadClock, HttpToolsProtocol):
+
+class BoundedHttpToolsProtocol(_HeadGuard, HttpToolsProtocol):
     head_bytes = 0  # counted bytes of the head being read
     in_head = False  # between a message's first byte and its end of headers
     head_began = False  # a head began in the chunk being fed
@@ -128,12 +138,7 @@ class BoundedHttpToolsProtocol(_HeadClock, HttpToolsProtocol):
             return
         self.head_bytes += len(data)
         if self.head_bytes > HEAD_LIMIT_BYTES:
-            self._refuse_large_head()
-
-    def _refuse_large_head(self) -> None:
-        self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
-        self.transport.write(_TOO_LARGE)
-        self.transport.close()
+            self._refuse_head(too_large=True)
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -148,11 +153,7 @@ class BoundedHttpToolsProtocol(_HeadClock, HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         """What httptools cannot parse (a bad request line, conflicting lengths) is answered in the
         OpenAI error shape like every other 400, not uvicorn's plain text; a head over the limit, 431."""
-        if self.head_too_large:
-            self._refuse_large_head()
-            return
-        self.transport.write(_bad_request(self.server_state.default_headers))
-        self.transport.close()
+        self._refuse_head(self.head_too_large)
 
     def on_message_begin(self) -> None:
         self.in_head, self.head_began, self.head_bytes, self.head_fields = True, True, 0, 0
@@ -206,7 +207,7 @@ class _CloseDelimitedCycle(RequestResponseCycle):
             await super().send(message)
 
 
-class BoundedH11Protocol(_HeadClock, H11Protocol):
+class BoundedH11Protocol(_HeadGuard, H11Protocol):
     """The fallback stack: h11 bounds a head's size itself (431 here, as on httptools) and strips
     header whitespace; the clock runs while h11 waits for a head, from the connection's opening or,
     on a kept-alive connection, from the next head's first byte (before it, uvicorn's keep-alive
@@ -227,9 +228,4 @@ class BoundedH11Protocol(_HeadClock, H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """h11 refused the head: too large (its buffer is past the limit) or unparseable."""
-        if len(self.conn.trailing_data[0]) > HEAD_LIMIT_BYTES:
-            self.logger.warning("a request's head exceeded %d bytes: answered 431 and closed", HEAD_LIMIT_BYTES)
-            self.transport.write(_TOO_LARGE)
-        else:
-            self.transport.write(_bad_request(self.server_state.default_headers))
-        self.transport.close()
+        self._refuse_head(len(self.conn.trailing_data[0]) > HEAD_LIMIT_BYTES)
