@@ -1,0 +1,101 @@
+"""The fit calculator: memory per GPU of a deployment, and how many KV tokens fit beside the weights.
+
+All sizes in bytes per GPU. KV per token: MLA keeps one latent + rope key per layer (kv_lora_rank +
+qk_rope_dim values), replicated on every TP rank of a group; GQA keeps 2 x kv_heads x head_dim values
+per layer, split over TP ranks by KV head (a rank holds at least one head).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.model_spec import ModelSpec
+
+GB = 1e9
+# DeepEP's normal-mode kernels move big batches in chunks through fixed buffers (1 GB NVLink + 1 GB
+# RDMA by default), so a prefill step's dispatch memory stops growing there
+DISPATCH_BUFFER_CAP = 2 * GB
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    weights: float
+    kv_per_token: float  # bytes one token's KV takes on one GPU (all layers)
+    kv_tokens: int  # tokens the KV space of one GPU holds
+    kv_needed: float  # bytes of KV the workload keeps on one GPU
+    activations: float
+    dispatch_buffers: float
+    budget: float  # memory_fraction x HBM
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_needed + self.activations + self.dispatch_buffers
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.budget
+
+    def as_dict(self) -> dict:
+        return {"weights_gb": self.weights / GB, "kv_gb": self.kv_needed / GB, "kv_bytes_per_token": self.kv_per_token,
+                "kv_tokens_capacity": self.kv_tokens, "activations_gb": self.activations / GB,
+                "dispatch_buffers_gb": self.dispatch_buffers / GB, "total_gb": self.total / GB,
+                "budget_gb": self.budget / GB}
+
+
+def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
+    """KV bytes one token takes on one GPU of its attention group, all layers."""
+    if model.is_mla:
+        per_layer = model.kv_values_per_token_layer
+    else:
+        per_layer = 2 * max(1, model.num_kv_heads // layout.tp) * model.head_dim
+    return per_layer * model.num_layers * prec.kv_bytes
+
+
+def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False) -> float:
+    """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts
+    over EP (slots_per_rank of them, replicas included) or over TP when ep is 1, embeddings and LM
+    head vocabulary-parallel over TP, routers replicated."""
+    tp, wb = layout.tp, prec.weight_bytes
+    routed = model.expert_params * layout.slots_per_rank(model.num_experts) * wb
+    if layout.ep == 1:
+        routed /= tp
+    per_moe = routed + model.shared_params * wb / tp + model.router_params * prec.act_bytes
+    layers = (model.num_layers * model.attention_params * wb / tp + model.num_dense_layers * model.dense_mlp_params * wb / tp
+              + model.num_moe_layers * per_moe)
+    extra = 0.0
+    if mtp and model.mtp_layers:
+        # each MTP module: one decoder layer with an MoE block and a 2H x H input projection
+        extra = model.mtp_layers * (model.attention_params * wb / tp + per_moe + 2 * model.hidden ** 2 * prec.act_bytes / tp)
+    return layers + extra + model.embedding_params * prec.act_bytes / tp
+
+
+def activation_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_per_gpu: int) -> float:
+    """Peak working memory of one step (estimate): the group's tokens through the widest layer (the
+    expert up-projections of top_k experts, or the dense MLP) plus residual stream copies and logits."""
+    group_tokens = tokens_per_gpu * layout.tp
+    widest = max(model.top_k * 2 * model.expert_intermediate, 2 * model.dense_intermediate // layout.tp,
+                 model.num_heads * (model.qk_nope_dim + model.qk_rope_dim + model.v_head_dim or 3 * model.head_dim) // layout.tp)
+    per_token = (4 * model.hidden + widest) * prec.act_bytes
+    return group_tokens * per_token + tokens_per_gpu * model.vocab / layout.tp * 4
+
+
+def dispatch_buffer_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_per_gpu: int) -> float:
+    """Send and receive space of dispatch and combine for one step, double-buffered: every token's
+    top_k rows in the dispatch format one way and the activation format back."""
+    if layout.ep == 1:
+        return 0.0
+    rows = tokens_per_gpu * model.top_k
+    return min(DISPATCH_BUFFER_CAP, 2 * rows * model.hidden * (prec.dispatch_bytes + prec.act_bytes))
+
+
+def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: int,
+                  kv_tokens_needed: int, memory_fraction: float = 0.9, mtp: bool = False) -> MemoryReport:
+    """tokens_per_step: tokens one GPU runs in a step; kv_tokens_needed: tokens whose KV one GPU keeps
+    (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks)."""
+    budget = memory_fraction * hbm_gb * GB
+    weights = weight_bytes(model, layout, prec, mtp)
+    act = activation_bytes(model, layout, prec, tokens_per_step)
+    buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
+    per_token = kv_bytes_per_token(model, layout, prec)
+    free = max(0.0, budget - weights - act - buffers)
+    return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget)

@@ -1,0 +1,179 @@
+"""A model's shape, read from a Hugging Face config.json: what memory and step time depend on.
+
+Architectures read: DeepSeek-V2/V3/R1 (MLA, shared experts, dense first layers, MTP layers),
+Qwen3-MoE, Qwen2-MoE (one shared expert of its own width), Mixtral and OLMoE (GQA, no shared expert).
+Parameter counts are per layer and exclude norms and biases (under 0.01% of the weights).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+_SHIPPED = Path(__file__).with_name("models")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hidden: int
+    num_layers: int
+    vocab: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # GQA: per-head width of q, k and v
+    num_experts: int  # routed experts per MoE layer
+    top_k: int
+    expert_intermediate: int
+    num_moe_layers: int  # the other layers have a dense MLP of dense_intermediate
+    dense_intermediate: int = 0
+    shared_intermediate: int = 0  # total width of the shared expert(s); 0 = none
+    # MLA (DeepSeek): 0 kv_lora_rank means GQA
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+    topk_groups: int = 0  # group-limited routing: a token reaches experts of at most this many groups
+    num_groups: int = 0
+    mtp_layers: int = 0  # DeepSeek's multi-token-prediction modules (one decoder layer each)
+    tie_embeddings: bool = False
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    # --- parameters (counts, not bytes) ------------------------------------------------------------
+    @property
+    def attention_params(self) -> int:
+        """Projection weights of one attention layer (MLA: q down/up, kv down/up, output)."""
+        h = self.hidden
+        if self.is_mla:
+            qk = self.qk_nope_dim + self.qk_rope_dim
+            q = h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk if self.q_lora_rank else h * self.num_heads * qk
+            kv = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank * self.num_heads * (self.qk_nope_dim + self.v_head_dim)
+            return q + kv + self.num_heads * self.v_head_dim * h
+        return h * self.head_dim * (2 * self.num_heads + 2 * self.num_kv_heads)
+
+    @property
+    def expert_params(self) -> int:
+        return 3 * self.hidden * self.expert_intermediate  # gate, up, down
+
+    @property
+    def shared_params(self) -> int:
+        return 3 * self.hidden * self.shared_intermediate
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden * self.dense_intermediate
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden * self.num_experts
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
+
+    @property
+    def total_params(self) -> int:
+        per_moe = self.num_experts * self.expert_params + self.shared_params + self.router_params
+        return (self.num_layers * self.attention_params + self.num_dense_layers * self.dense_mlp_params
+                + self.num_moe_layers * per_moe + self.embedding_params)
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token multiplies (embedding lookup excluded, LM head included)."""
+        per_moe = self.top_k * self.expert_params + self.shared_params + self.router_params
+        return (self.num_layers * self.attention_params + self.num_dense_layers * self.dense_mlp_params
+                + self.num_moe_layers * per_moe + self.vocab * self.hidden)
+
+    # --- KV cache ------------------------------------------------------------------------------------
+    @property
+    def kv_values_per_token_layer(self) -> int:
+        """Values cached per token and layer: MLA the latent + rope key, GQA 2 x kv heads x head dim."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    # --- attention FLOPs per (query token, cached token) pair, one layer -----------------------------
+    def attention_flops_per_pair(self, absorbed: bool) -> int:
+        """2 x heads x (score width + value width). Absorbed MLA (decode) scores against the latent
+        (kv_lora + rope) and sums latents (kv_lora); prefill MLA works on expanded heads."""
+        if self.is_mla:
+            if absorbed:
+                return 2 * self.num_heads * (2 * self.kv_lora_rank + self.qk_rope_dim)
+            return 2 * self.num_heads * (self.qk_nope_dim + self.qk_rope_dim + self.v_head_dim)
+        return 2 * self.num_heads * 2 * self.head_dim
+
+
+def _moe_layers_qwen(cfg: dict, layers: int) -> int:
+    step = cfg.get("decoder_sparse_step", 1) or 1
+    only_mlp = set(cfg.get("mlp_only_layers") or [])
+    return sum(1 for i in range(layers) if i not in only_mlp and (i + 1) % step == 0)
+
+
+def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
+    """ModelSpec from a config.json dict; raises ValueError for an architecture it cannot read."""
+    kind = cfg.get("model_type", "")
+    layers, hidden, heads = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
+    common = dict(name=name, hidden=hidden, num_layers=layers, vocab=cfg["vocab_size"], num_heads=heads,
+                  num_kv_heads=cfg.get("num_key_value_heads") or heads,
+                  head_dim=cfg.get("head_dim") or hidden // heads, top_k=cfg["num_experts_per_tok"],
+                  tie_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+    if kind.startswith("deepseek") or "kv_lora_rank" in cfg:
+        first_dense = cfg.get("first_k_dense_replace", 0)
+        freq = cfg.get("moe_layer_freq", 1) or 1
+        moe_layers = sum(1 for i in range(first_dense, layers) if i % freq == 0)
+        return ModelSpec(**common, num_experts=cfg["n_routed_experts"], expert_intermediate=cfg["moe_intermediate_size"],
+                         num_moe_layers=moe_layers, dense_intermediate=cfg["intermediate_size"],
+                         shared_intermediate=(cfg.get("n_shared_experts") or 0) * cfg["moe_intermediate_size"],
+                         q_lora_rank=cfg.get("q_lora_rank") or 0, kv_lora_rank=cfg["kv_lora_rank"],
+                         qk_nope_dim=cfg["qk_nope_head_dim"], qk_rope_dim=cfg["qk_rope_head_dim"],
+                         v_head_dim=cfg["v_head_dim"], topk_groups=cfg.get("topk_group") or 0,
+                         num_groups=cfg.get("n_group") or 0, mtp_layers=cfg.get("num_nextn_predict_layers") or 0)
+    if kind in ("qwen3_moe", "qwen2_moe"):
+        return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["moe_intermediate_size"],
+                         num_moe_layers=_moe_layers_qwen(cfg, layers), dense_intermediate=cfg.get("intermediate_size", 0),
+                         shared_intermediate=cfg.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0)
+    if kind == "mixtral" or "num_local_experts" in cfg:
+        return ModelSpec(**common, num_experts=cfg["num_local_experts"], expert_intermediate=cfg["intermediate_size"],
+                         num_moe_layers=layers)
+    if kind == "olmoe":
+        return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["intermediate_size"],
+                         num_moe_layers=layers)
+    raise ValueError(f"cannot read model_type {kind!r}: moeserve configure knows deepseek_v2/v3, qwen3_moe, "
+                     "qwen2_moe, mixtral and olmoe")
+
+
+def shipped_models() -> list[str]:
+    return sorted(p.stem for p in _SHIPPED.glob("*.json"))
+
+
+def load_model(source: str | None) -> ModelSpec:
+    """A checkpoint directory, a config.json path, a shipped name (deepseek-v3, ...), or None: the built-in model."""
+    if source is None:
+        from moeserve.engine.builtin_model import BUILTIN_NAME, builtin_config_fields
+
+        return from_hf_config({"model_type": "mixtral", "vocab_size": 2048, **builtin_config_fields()}, BUILTIN_NAME)
+    path = Path(source)
+    if path.is_dir():
+        path = path / "config.json"
+    elif not path.exists() and (_SHIPPED / f"{source.lower()}.json").exists():
+        path = _SHIPPED / f"{source.lower()}.json"
+    if not path.exists():
+        raise ValueError(f"--model {source}: no such directory, config.json or shipped model "
+                         f"(shipped: {', '.join(shipped_models())})")
+    try:
+        cfg = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--model {source}: {path} is not valid JSON: {e}") from None
+    try:
+        name = path.stem if path.parent == _SHIPPED else cfg.get("_name_or_path") or path.parent.name
+        return from_hf_config(cfg, name)
+    except KeyError as e:
+        raise ValueError(f"--model {source}: config.json lacks {e.args[0]!r}") from None

@@ -1,0 +1,94 @@
+"""The fit calculator on hand-worked cases: KV bytes per token (MLA and GQA), weights, tokens that fit."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.memory import kv_bytes_per_token, memory_report, weight_bytes
+from moeserve.capacity.model_spec import from_hf_config, load_model
+
+
+def test_mla_kv_bytes_per_token_is_the_latent_plus_rope_key():
+    m = load_model("deepseek-v3")
+    # (kv_lora_rank 512 + qk_rope_head_dim 64) values x 61 layers x 2 bytes (bf16)
+    assert kv_bytes_per_token(m, Layout(), Precision(kv="bf16")) == 576 * 61 * 2 == 70_272
+    # every TP rank of a group keeps the whole latent: TP does not shrink it
+    assert kv_bytes_per_token(m, Layout(tp=8), Precision(kv="bf16")) == 70_272
+
+
+def test_gqa_kv_bytes_per_token_split_by_kv_head():
+    m = load_model("mixtral-8x7b")
+    # K and V x 8 KV heads x head_dim 128 x 32 layers x 2 bytes
+    assert kv_bytes_per_token(m, Layout(), Precision(kv="bf16")) == 2 * 8 * 128 * 32 * 2 == 131_072
+    assert kv_bytes_per_token(m, Layout(tp=2), Precision(kv="bf16")) == 65_536
+    # past 8 ranks a rank still holds one whole KV head
+    assert kv_bytes_per_token(m, Layout(tp=16), Precision(kv="bf16")) == 2 * 1 * 128 * 32 * 2
+
+
+def test_parameter_counts_match_the_published_sizes():
+    ds, mx, qw = load_model("deepseek-v3"), load_model("mixtral-8x7b"), load_model("qwen3-235b-a22b")
+    assert ds.total_params == pytest.approx(671e9, rel=0.002) and ds.active_params == pytest.approx(37e9, rel=0.02)
+    assert mx.total_params == pytest.approx(46.7e9, rel=0.002) and mx.active_params == pytest.approx(12.9e9, rel=0.02)
+    assert qw.total_params == pytest.approx(235e9, rel=0.002) and qw.active_params == pytest.approx(22e9, rel=0.03)
+    assert ds.num_dense_layers == 3 and ds.num_moe_layers == 58 and ds.shared_intermediate == 2048
+
+
+def test_mixtral_tp2_bf16_fit_by_hand():
+    m = load_model("mixtral-8x7b")
+    attention = 4096 * 128 * (2 * 32 + 2 * 8)  # q, o: 32 heads; k, v: 8 heads; of 128
+    experts = 8 * 3 * 4096 * 14336
+    router = 4096 * 8
+    by_hand = 32 * (attention + experts) / 2 * 2 + 32 * router * 2 + 2 * 32000 * 4096 * 2 / 2
+    prec = Precision(weights="bf16", kv="bf16")
+    assert weight_bytes(m, Layout(tp=2), prec) == pytest.approx(by_hand)
+    r = memory_report(m, Layout(tp=2), prec, 80, tokens_per_step=1, kv_tokens_needed=1000)
+    assert r.kv_tokens == int((0.9 * 80e9 - by_hand - r.activations) // 65_536)
+    assert r.fits and r.kv_needed == 1000 * 65_536
+    one_gpu = memory_report(m, Layout(), prec, 80, tokens_per_step=1, kv_tokens_needed=1)
+    assert not one_gpu.fits and one_gpu.kv_tokens == 0  # 93 GB of weights on an 80 GB GPU
+
+
+def test_experts_shard_over_ep_with_replicas():
+    m = load_model("deepseek-v3")
+    prec = Precision(weights="fp8")
+    base = weight_bytes(m, Layout(ep=32), prec)
+    # 32 redundant slots over 32 ranks: one more expert per rank per MoE layer
+    extra = weight_bytes(m, Layout(ep=32, redundant=32), prec) - base
+    assert extra == pytest.approx(58 * 3 * 7168 * 2048 * prec.weight_bytes)
+    # ep 8 keeps 32 experts per rank: 4x the routed weights of ep 32 (no replicas)
+    routed32 = 58 * 8 * 3 * 7168 * 2048 * prec.weight_bytes
+    assert weight_bytes(m, Layout(ep=8), prec) - base == pytest.approx(3 * routed32)
+
+
+def test_fp4_and_fp8_weights_take_their_bytes():
+    m = load_model("deepseek-v3")
+    fp8 = weight_bytes(m, Layout(ep=8), Precision(weights="fp8"))
+    fp4 = weight_bytes(m, Layout(ep=8), Precision(weights="fp4"))
+    assert fp4 / fp8 == pytest.approx(0.5625, rel=0.03)  # 4 bits + one fp8 scale per 16 values
+
+
+def test_layout_mistakes_are_clear():
+    with pytest.raises(ValueError, match="not a multiple"):
+        Layout(tp=4, ep=6).validate(256)
+    with pytest.raises(ValueError, match="split evenly"):
+        Layout(ep=32, redundant=5).validate(256)
+
+
+def test_architectures_read_from_config_json(tmp_path):
+    qwen2 = {"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16,
+             "num_key_value_heads": 16, "vocab_size": 151936, "num_experts": 60, "num_experts_per_tok": 4,
+             "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "intermediate_size": 5632,
+             "decoder_sparse_step": 1, "mlp_only_layers": []}
+    (tmp_path / "config.json").write_text(json.dumps(qwen2))
+    m = load_model(str(tmp_path))
+    assert m.shared_intermediate == 5632 and m.num_moe_layers == 24 and m.head_dim == 128
+    assert m.total_params == pytest.approx(14.3e9, rel=0.02)  # Qwen1.5-MoE-A2.7B: 14.3B
+    olmoe = {"model_type": "olmoe", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
+             "vocab_size": 50304, "num_experts": 64, "num_experts_per_tok": 8, "intermediate_size": 1024}
+    assert from_hf_config(olmoe).total_params == pytest.approx(6.9e9, rel=0.02)  # OLMoE-1B-7B: 6.9B
+    with pytest.raises(ValueError, match="cannot read model_type"):
+        from_hf_config({**olmoe, "model_type": "llama"})
+    with pytest.raises(ValueError, match="shipped"):
+        load_model(str(tmp_path / "nope"))
