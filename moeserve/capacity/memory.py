@@ -26,6 +26,7 @@ class MemoryReport:
     activations: float
     dispatch_buffers: float
     budget: float  # memory_fraction x HBM
+    mla: bool = False
 
     @property
     def total(self) -> float:
@@ -39,7 +40,7 @@ class MemoryReport:
         return {"weights_gb": self.weights / GB, "kv_gb": self.kv_needed / GB, "kv_bytes_per_token": self.kv_per_token,
                 "kv_tokens_capacity": self.kv_tokens, "activations_gb": self.activations / GB,
                 "dispatch_buffers_gb": self.dispatch_buffers / GB, "total_gb": self.total / GB,
-                "budget_gb": self.budget / GB}
+                "budget_gb": self.budget / GB, "mla": self.mla}
 
 
 def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
@@ -98,4 +99,4 @@ def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: flo
     buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
     per_token = kv_bytes_per_token(model, layout, prec)
     free = max(0.0, budget - weights - act - buffers)
-    return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget)
+    return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget, model.is_mla)

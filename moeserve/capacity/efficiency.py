@@ -1,0 +1,41 @@
+"""The efficiency factors of the step-time model: few, named, one set for every hardware profile.
+
+Each is the fraction of a profile's peak that a kind of kernel reaches in a serving engine, or a
+fixed behaviour the roofline leaves out. The values were fitted, within the ranges kernel authors
+publish (quoted per factor), to the published deployments of the validation table in
+docs/capacity.md (moeserve/capacity/validation.py); tests/capacity checks that this one set still
+lands within 15% of each of them. Change a factor only together with that table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    # GEMMs (dense and grouped, FP8 with per-block scales) at serving shapes: share of dense
+    # tensor-core peak (DeepGEMM README: 1,550 of 1,979 TFLOPS at its best shapes on H800, a few
+    # hundred at small ones; serving mixes both plus quantization and routing kernels between them)
+    gemm: float = 0.39
+    # attention kernels (prefill MLA/FlashAttention-3 with causal masking; FlashMLA decode reaches
+    # 660 of 989 BF16 TFLOPS on H800 compute-bound)
+    attention: float = 0.39
+    # HBM reads by GEMMs streaming weights (DeepGEMM README: 1.5-2.7 of 3.35 TB/s on H800)
+    weight_stream: float = 0.78
+    # HBM reads by attention streaming the KV cache (FlashMLA README: 3,000 of 3,350 GB/s)
+    kv_stream: float = 0.80
+    # dispatch/combine and all-reduce: share of link bandwidth (DeepEP README: 153-158 of H800's
+    # 200 GB/s NVLink; 43-58 GB/s of 50 GB/s InfiniBand per GPU as it counts)
+    network: float = 0.88
+    # share of the shorter of compute and communication that two-batch overlap hides
+    overlap: float = 0.66
+
+    def with_overrides(self, **kw) -> "Efficiency":
+        known = {f.name for f in fields(self)}
+        bad = sorted(set(kw) - known)
+        if bad:
+            raise ValueError(f"unknown efficiency factors {bad}; known: {', '.join(sorted(known))}")
+        return replace(self, **kw)
+
+
+DEFAULT = Efficiency()

@@ -1,0 +1,159 @@
+"""One deployment's predicted latency and throughput: decode, prefill, colocated or P/D split.
+
+Definitions. Decode: `batch` sequences per GPU; a step advances each by `mtp_accept` tokens on
+average (1 without MTP), so TPOT = step / mtp_accept and output tokens/s per GPU = batch x
+mtp_accept / step. Prefill: `batch` tokens per GPU per step; input tokens/s per GPU counts prefix
+cache hits as input (as DeepSeek's published figure does) though only the missed part is computed;
+TTFT = half a step of waiting + the steps the prompt takes. Colocated: each GPU interleaves prefill
+chunks with decode steps; the share of time prefill takes slows decode (TPOT) and bounds throughput.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from moeserve.capacity.efficiency import DEFAULT, Efficiency
+from moeserve.capacity.hardware import Hardware
+from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.memory import memory_report
+from moeserve.capacity.model_spec import ModelSpec
+from moeserve.capacity.step_time import StepInput, StepModel
+
+
+@dataclass(frozen=True)
+class Workload:
+    isl: int  # input tokens per request
+    osl: int  # output tokens per request
+    cache_hit: float = 0.0  # share of input tokens served from the prefix cache
+    # spread of prompt lengths (std / mean; 0 = all prompts isl long, as benchmarks send): a prefill
+    # token attends on average to E[L^2] / (2 E[L]) = (1 + cv^2) isl / 2 earlier tokens, so long
+    # prompts dominate attention work
+    isl_cv: float = 0.0
+    ttft_slo_ms: float | None = None
+    tpot_slo_ms: float | None = None
+
+    @property
+    def computed_input(self) -> int:
+        return max(1, round(self.isl * (1 - self.cache_hit)))
+
+    @property
+    def decode_context(self) -> float:
+        """Mean KV length a decode step attends to: the prompt plus half the output."""
+        return self.isl + self.osl / 2
+
+
+@dataclass(frozen=True)
+class Options:
+    mtp_accept: float = 1.0  # mean tokens a decode step yields per sequence (MTP: 1 + accepted drafts)
+    tbo: bool = False
+    cuda_graphs: bool = True
+    balancedness: float = 1.0
+    memory_fraction: float = 0.9
+    decode_context: float | None = None  # mean KV length at decode, when known (else from the workload)
+
+    @property
+    def draft_tokens(self) -> int:
+        return math.ceil(self.mtp_accept - 1 - 1e-9) if self.mtp_accept > 1 else 0
+
+
+@dataclass
+class Prediction:
+    phase: str
+    layout: Layout
+    batch: float  # decode: sequences per GPU; prefill: tokens per GPU per step
+    step_ms: float
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    input_tokens_per_s_per_gpu: float = 0.0
+    output_tokens_per_s_per_gpu: float = 0.0
+    memory: dict = field(default_factory=dict)
+    fits: bool = True
+    breakdown_ms: dict = field(default_factory=dict)
+    prefill_gpus: int = 0  # P/D: GPUs of the prefill side
+    decode_gpus: int = 0
+    sides: tuple = ()  # P/D: (prefill Prediction, decode Prediction)
+
+    def meets(self, w: Workload) -> bool:
+        ok_ttft = w.ttft_slo_ms is None or (self.ttft_ms is not None and self.ttft_ms <= w.ttft_slo_ms)
+        ok_tpot = w.tpot_slo_ms is None or (self.tpot_ms is not None and self.tpot_ms <= w.tpot_slo_ms)
+        return self.fits and ok_ttft and ok_tpot
+
+    def goodput(self, w: Workload) -> float:
+        """Output tokens/s per GPU that meet the SLOs: all of them, or none if the layout misses one."""
+        return self.output_tokens_per_s_per_gpu if self.meets(w) else 0.0
+
+
+class Predictor:
+    def __init__(self, model: ModelSpec, hw: Hardware, prec: Precision, eff: Efficiency = DEFAULT):
+        self.model, self.hw, self.prec, self.eff = model, hw, prec, eff
+
+    def decode(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
+        ctx = o.decode_context or w.decode_context
+        tokens = batch * (1 + o.draft_tokens)
+        s = StepInput("decode", tokens, ctx, batch, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs)
+        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens)
+        mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
+                            kv_tokens_needed=math.ceil(batch * layout.tp * (w.isl + w.osl)),
+                            memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0)
+        return Prediction("decode", layout, batch, st.total * 1e3, tpot_ms=st.total * 1e3 / o.mtp_accept,
+                          output_tokens_per_s_per_gpu=batch * o.mtp_accept / st.total, memory=mem.as_dict(),
+                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})
+
+    def prefill(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
+        """batch: computed tokens per GPU per step (whole prompts when they fit)."""
+        new = w.computed_input
+        seqs = max(batch / new, 1e-9)
+        prefix = w.isl - new
+        context = (prefix + min(new, batch) / 2) * (1 + w.isl_cv ** 2)
+        s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
+                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs)
+        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
+        mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
+                            kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction)
+        steps = math.ceil(new / batch)
+        return Prediction("prefill", layout, batch, st.total * 1e3, ttft_ms=(steps + 0.5) * st.total * 1e3,
+                          input_tokens_per_s_per_gpu=batch / st.total * w.isl / new, memory=mem.as_dict(),
+                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})
+
+    def colocated(self, layout: Layout, batch: float, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
+        """batch sequences per GPU decoding; prompts are prefilled in chunks of `chunk` tokens between
+        steps. Attention groups step in lockstep (every MoE layer spans them all), so a prefill chunk in
+        any group stalls every group: with g groups each spending share f of its time in prefill, the
+        time lost is 1 - (1 - f)^g (prefills land in independent steps)."""
+        d = self.decode(layout, batch, w, o)
+        p = self.prefill(layout, chunk, w, o)
+        prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
+        dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
+        out = dec
+        for _ in range(100):  # fixed point: out = dec x (1 - stalled share at out)
+            share = min(1.0, out / w.osl / prompts_per_s)
+            out = dec * (1 - share) ** groups if groups > 1 else dec * (1 - share)
+        stalled = 1 - out / dec
+        return Prediction("colocated", layout, batch, d.step_ms, ttft_ms=p.ttft_ms / max(1e-9, 1 - stalled),
+                          tpot_ms=d.tpot_ms / max(1e-9, 1 - stalled), input_tokens_per_s_per_gpu=out * w.isl / w.osl,
+                          output_tokens_per_s_per_gpu=out, memory=dict(d.memory), fits=d.fits and p.fits,
+                          breakdown_ms=d.breakdown_ms)
+
+    def disaggregated(self, pre: Prediction, dec: Prediction, gpus: int, w: Workload) -> Prediction:
+        """Split `gpus` between prefill (pre's layout) and decode (dec's) in whole instances, in the
+        ratio that balances prompts prefilled and prompts decoded per second; best split wins."""
+        p_size, d_size = pre.layout.world, dec.layout.world
+        best = None
+        for n_p in range(p_size, gpus, p_size):
+            n_d = (gpus - n_p) // d_size * d_size
+            if n_d <= 0:
+                continue
+            prompts = min(n_p * pre.input_tokens_per_s_per_gpu / w.isl, n_d * dec.output_tokens_per_s_per_gpu / w.osl)
+            if best is None or prompts > best[0]:
+                best = (prompts, n_p, n_d)
+        if best is None:
+            raise ValueError(f"{gpus} GPUs cannot hold a prefill instance of {p_size} and a decode instance of {d_size}")
+        prompts, n_p, n_d = best
+        used = n_p + n_d
+        transfer_ms = w.isl * dec.memory.get("kv_bytes_per_token", 0) / (self.hw.scaleout_gbs * 1e9) * 1e3
+        return Prediction("disaggregated", dec.layout, dec.batch, dec.step_ms, ttft_ms=pre.ttft_ms + transfer_ms,
+                          tpot_ms=dec.tpot_ms, input_tokens_per_s_per_gpu=prompts * w.isl / used,
+                          output_tokens_per_s_per_gpu=prompts * w.osl / used,
+                          memory={"prefill": pre.memory, "decode": dec.memory}, fits=pre.fits and dec.fits,
+                          breakdown_ms={"prefill": pre.breakdown_ms, "decode": dec.breakdown_ms},
+                          prefill_gpus=n_p, decode_gpus=n_d, sides=(pre, dec))
