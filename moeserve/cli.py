@@ -13,6 +13,7 @@ _COMMANDS = {
     "bench": ("moeserve.server.bench", "load-test any OpenAI-compatible server"),
     "place": ("moeserve.placement.cli_place", "plan or evaluate an expert placement from routing traces"),
     "trace": ("moeserve.placement.cli_trace", "inspect routing traces"),
+    "configure": ("moeserve.capacity.cli", "plan a deployment: memory, step times and tokens/s per GPU (docs/capacity.md)"),
 }
 
 
