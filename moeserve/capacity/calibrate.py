@@ -4,9 +4,11 @@ Imports torch (only this module of moeserve.capacity does, and only when --calib
 short measurements, one torch thread each (what a moeserve rank of a small model runs with
 --num-threads 1): an fp32 GEMM (FLOP/s), a large copy (memory bandwidth), one decoder layer of
 the built-in MoE at one token (the fixed cost of a layer beyond its roofline time), and decode
-steps of the built-in model in moeserve's engine at 1 and 16 sequences (the fixed and per-sequence
-cost of a step beyond its layers).
-About a minute on an idle 2-core machine.
+steps of the built-in model in moeserve's engine at 1, 2, 4, 16 and 32 sequences (the fixed, per-sequence
+and per-active-expert cost of a step beyond its roofline).
+About a minute on an idle 2-core machine. Times are CPU seconds of this process
+(time.process_time): with one thread and no helpers that is what an idle core takes, and it stays
+put when other jobs share the machine, where wall-clock time does not.
 """
 from __future__ import annotations
 
@@ -16,14 +18,15 @@ import platform
 import time
 
 THREADS = 1
+clock = time.process_time
 
 
 def _best(fn, reps: int) -> float:
     best = float("inf")
     for _ in range(reps):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, clock() - t)
     return best
 
 
@@ -78,17 +81,18 @@ def layer_seconds() -> float:
         layer()
     times = []
     for _ in range(200):
-        t = time.perf_counter()
+        t = clock()
         layer()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
     return sorted(times)[len(times) // 2]
 
 
-def engine_decode_step_seconds(batches=(1, 16)) -> dict:
+def engine_decode_step_seconds(batches=(1, 2, 4, 16, 32)) -> dict:
     """Seconds per decode step of the built-in model in moeserve's engine at each batch: the
     difference of two runs (8 and 40 new tokens) cancels the prefill and the first token."""
     from moeserve import LLM, SamplingParams
 
+    os.environ["MOESERVE_IDLE_HELPERS"] = "0"  # one thread, nothing borrowed: CPU time is the step's cost
     llm = LLM(num_threads=THREADS, expert_threads=1)
     out = {}
     for b in batches:
@@ -137,6 +141,7 @@ def measure() -> dict:
         "graph_layer_overhead_us": {"value": 0, "source": "set below from the layer measurement"},
         "step_overhead_ms": {"value": 0, "source": "set below from the engine measurement"},
         "seq_overhead_us": {"value": 0, "source": "set below from the engine measurement"},
+        "expert_overhead_us": {"value": 0, "source": "set below from the engine measurement"},
         "gemm_tile_rows": {"value": 1, "source": "CPU GEMM libraries (oneDNN, MKL) have no tensor-core tile: a row costs a row"},
     }
     model = load_model(None)
@@ -153,16 +158,36 @@ def measure() -> dict:
     data["graph_layer_overhead_us"] = {"value": round(layer_fixed * 1e6, 1), "source": (
         f"{src}: one built-in MoE decoder layer at 1 token took {layer_s * 1e6:.0f} us (median of 200); this is "
         "that minus its roofline time: Python and operator dispatch")}
-    (b1, t1), (b2, t2) = sorted(steps.items())
-    rest1 = t1 - modeled(data, StepInput("decode", b1, 24, b1), True)
-    rest2 = t2 - modeled(data, StepInput("decode", b2, 24, b2), True)
-    per_seq = max(0.0, (rest2 - rest1) / (b2 - b1))
-    fixed = max(0.0, rest1 - b1 * per_seq)
-    note = (f"{src}: decode steps of the built-in model in moeserve's engine took {t1 * 1e3:.2f} ms at {b1} and "
-            f"{t2 * 1e3:.2f} ms at {b2} sequences (40- minus 8-token runs); what the modeled layers leave, fitted as fixed + per sequence")
-    data["step_overhead_ms"] = {"value": round(fixed * 1e3, 3), "source": note}
-    data["seq_overhead_us"] = {"value": round(per_seq * 1e6, 1), "source": note}
+    # what the modeled layers leave of each measured step = fixed + per sequence + per active expert
+    import numpy as np
+
+    rows, rest = [], []
+    for b, t in sorted(steps.items()):
+        rest.append(t - modeled(data, StepInput("decode", b, 24, b), True))
+        active = model.num_experts * (1 - (1 - 1 / model.num_experts) ** (b * model.top_k)) * model.num_moe_layers
+        rows.append([1.0, b, active])
+    coef = _nonnegative_fit(np.array(rows), np.array(rest))
+    note = (f"{src}: decode steps of the built-in model in moeserve's engine took "
+            + ", ".join(f"{t * 1e3:.2f} ms at {b}" for b, t in sorted(steps.items()))
+            + " sequences (40- minus 8-token runs); what the modeled layers leave, fitted as fixed + per sequence + per active expert")
+    data["step_overhead_ms"] = {"value": round(float(coef[0]) * 1e3, 3), "source": note}
+    data["seq_overhead_us"] = {"value": round(float(coef[1]) * 1e6, 1), "source": note}
+    data["expert_overhead_us"] = {"value": round(float(coef[2]) * 1e6, 1), "source": note}
     return data
+
+
+def _nonnegative_fit(a, y):
+    """Least squares a @ x = y with x >= 0: drop the most negative coefficient until none is."""
+    import numpy as np
+
+    keep = list(range(a.shape[1]))
+    while True:
+        x, *_ = np.linalg.lstsq(a[:, keep], y, rcond=None)
+        if (x >= 0).all() or len(keep) == 1:
+            out = np.zeros(a.shape[1])
+            out[keep] = np.maximum(x, 0)
+            return out
+        keep.pop(int(np.argmin(x)))
 
 
 def write_profile(path: str) -> str:
@@ -175,4 +200,5 @@ def write_profile(path: str) -> str:
         f.write(header + yaml.safe_dump(data, sort_keys=False, width=200))
     return (f"wrote {path}: fp32 GEMM {data['tflops']['fp32']['source'].split(' at ')[1].split(' (')[0]}, "
             f"layer fixed cost {data['graph_layer_overhead_us']['value']} us, step fixed cost "
-            f"{data['step_overhead_ms']['value']} ms + {data['seq_overhead_us']['value']} us per sequence")
+            f"{data['step_overhead_ms']['value']} ms + {data['seq_overhead_us']['value']} us per sequence + "
+            f"{data['expert_overhead_us']['value']} us per active expert")

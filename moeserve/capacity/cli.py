@@ -12,10 +12,9 @@ from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision
-from moeserve.capacity.memory import GB
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
-from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
 from moeserve.capacity import planner
+from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
 
@@ -169,21 +168,26 @@ def _row(p: Prediction, w: Workload, balance) -> dict:
         "memory_per_gpu_gb": mem.get("total_gb", 0.0), "memory": p.memory, "fits": p.fits, "breakdown_ms": p.breakdown_ms,
     }
     if p.phase == "disaggregated":
-        row.update(prefill_gpus=p.prefill_gpus, decode_gpus=p.decode_gpus, pd_ratio=f"{p.prefill_gpus}:{p.decode_gpus}")
+        pre = p.sides[0].layout
+        row.update(prefill_gpus=p.prefill_gpus, decode_gpus=p.decode_gpus, pd_ratio=f"{p.prefill_gpus}:{p.decode_gpus}",
+                   prefill={"tp": pre.tp, "ep": pre.ep, "redundant_experts": pre.redundant,
+                            "batch_tokens_per_gpu": p.sides[0].batch, "ttft_ms": p.sides[0].ttft_ms})
     return row
 
 
 def _table(rows: list[dict], model: ModelSpec, hw, w: Workload) -> str:
     head = (f"{model.name} on {hw.name}: isl {w.isl}, osl {w.osl}"
             + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else ""))
-    cols = ("#  deployment            tp  ep  dp  red  batch  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  "
+    cols = ("#  deployment (decode)   tp  ep  dp  red  batch  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  "
             "GB/GPU (weights+kv+act+buf)")
     lines = [head, cols]
     for i, r in enumerate(rows, 1):
         mem = r["memory"].get("decode", r["memory"])
-        kind = f"P/D {r['pd_ratio']}" if r["phase"] == "disaggregated" else r["phase"]
+        kind = r["phase"]
+        if kind == "disaggregated":
+            kind = f"P/D {r['pd_ratio']} p:tp{r['prefill']['tp']}ep{r['prefill']['ep']}"
         fmt = lambda v: "-" if v is None else f"{v:8.1f}"  # noqa: E731
-        lines.append(f"{i:<2} {kind:<20} {r['tp']:>3} {r['ep']:>3} {r['attention_dp']:>3} {r['redundant_experts']:>4} "
+        lines.append(f"{i:<2} {kind:<22}{r['tp']:>3} {r['ep']:>3} {r['attention_dp']:>3} {r['redundant_experts']:>4} "
                      f"{r['batch_per_gpu']:>6g} {fmt(r['ttft_ms'])} {fmt(r['tpot_ms'])} {r['input_tokens_per_s_per_gpu']:>13.0f} "
                      f"{r['output_tokens_per_s_per_gpu']:>14.0f} {r['goodput_tokens_per_s_per_gpu']:>8.0f}  "
                      f"{mem['total_gb']:.1f} ({mem['weights_gb']:.1f}+{mem['kv_gb']:.1f}+{mem['activations_gb']:.1f}"

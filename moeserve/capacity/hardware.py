@@ -12,7 +12,7 @@ from pathlib import Path
 _DIR = Path(__file__).with_name("hardware")
 _NUMBERS = ("memory_gb", "memory_bandwidth_gbs", "gpus_per_node", "scaleup_gbs", "scaleup_latency_us",
             "scaleout_gbs", "scaleout_latency_us", "layer_overhead_us", "graph_layer_overhead_us", "step_overhead_ms",
-            "seq_overhead_us", "gemm_tile_rows")
+            "seq_overhead_us", "expert_overhead_us", "gemm_tile_rows")
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Hardware:
     graph_layer_overhead_us: float  # the same, replayed from a CUDA graph
     step_overhead_ms: float  # per engine step: scheduling, sampling, host-device copies
     seq_overhead_us: float  # per sequence in a step: the host work that grows with the batch
+    expert_overhead_us: float  # per expert with work in a MoE layer: calls the grouped GEMM does not fuse
     gemm_tile_rows: int  # a GEMM of M rows costs the FLOPs of at least this many (tensor-core tile height)
     sources: dict  # field -> source text
 

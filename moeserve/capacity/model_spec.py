@@ -150,6 +150,18 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
                      "qwen2_moe, mixtral and olmoe")
 
 
+def _builtin() -> ModelSpec:
+    """The built-in model; its vocabulary is its trained tokenizer's, read from the cached checkpoint
+    when one exists (else the tokenizer's target size, an upper bound)."""
+    from moeserve.engine import builtin_model as bm
+
+    vocab = bm._VOCAB_SIZE
+    cached = bm.cache_root() / f"{bm.BUILTIN_NAME}-{bm._fingerprint()}" / "config.json"
+    if cached.exists():
+        vocab = json.loads(cached.read_text()).get("vocab_size", vocab)
+    return from_hf_config({"model_type": "mixtral", "vocab_size": vocab, **bm.builtin_config_fields()}, bm.BUILTIN_NAME)
+
+
 def shipped_models() -> list[str]:
     return sorted(p.stem for p in _SHIPPED.glob("*.json"))
 
@@ -157,9 +169,7 @@ def shipped_models() -> list[str]:
 def load_model(source: str | None) -> ModelSpec:
     """A checkpoint directory, a config.json path, a shipped name (deepseek-v3, ...), or None: the built-in model."""
     if source is None:
-        from moeserve.engine.builtin_model import BUILTIN_NAME, builtin_config_fields
-
-        return from_hf_config({"model_type": "mixtral", "vocab_size": 2048, **builtin_config_fields()}, BUILTIN_NAME)
+        return _builtin()
     path = Path(source)
     if path.is_dir():
         path = path / "config.json"

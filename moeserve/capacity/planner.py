@@ -18,11 +18,13 @@ PREFILL_BATCHES = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 TP_CHOICES = (1, 2, 4, 8)
 
 
-def layouts(num_experts: int, gpus: int, gpus_per_node: int, max_world: int | None = None) -> list[Layout]:
-    """Valid layouts whose world divides `gpus` (at most max_world ranks)."""
+def layouts(num_experts: int, gpus: int, gpus_per_node: int, split: bool = False) -> list[Layout]:
+    """Valid layouts whose world divides `gpus`; with `split`, also those of fewer ranks in whole
+    nodes (one side of a prefill/decode split)."""
     out = []
     for world in range(1, gpus + 1):
-        if gpus % world or (max_world and world > max_world):
+        whole_nodes = world % gpus_per_node == 0
+        if (gpus % world and not (split and whole_nodes)) or (split and world == gpus):
             continue
         for tp in TP_CHOICES:
             if tp > min(world, gpus_per_node) or world % tp:
@@ -30,7 +32,8 @@ def layouts(num_experts: int, gpus: int, gpus_per_node: int, max_world: int | No
             if world == tp and world <= gpus_per_node:
                 out.append(Layout(tp=tp, ep=1))
             if world > 1:
-                for redundant in (0, world, 2 * world):
+                fill = -num_experts % world  # fewest extra slots that make the experts split evenly
+                for redundant in sorted({0, fill, world, 2 * world}):
                     if (num_experts + redundant) % world == 0 and redundant <= num_experts:
                         out.append(Layout(tp=tp, ep=world, redundant=redundant))
     return out
@@ -70,13 +73,14 @@ def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[
         c = best_batch(lambda b: pred.colocated(lay, b, w, opts), DECODE_BATCHES, w)
         if c is not None:
             colocated.append(c)
-        if lay.world < gpus:
-            d = best_batch(lambda b: pred.decode(lay, b, w, opts), DECODE_BATCHES, w)
-            if d is not None and d.meets(w):
-                decodes.append(d)
-            p = best_prefill(pred, lay, w, opts)
-            if p is not None:
-                prefills.append(p)
+    for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, split=True):
+        opts = replace(o, balancedness=balance(lay))
+        d = best_batch(lambda b: pred.decode(lay, b, w, opts), DECODE_BATCHES, w)
+        if d is not None and d.meets(w):
+            decodes.append(d)
+        p = best_prefill(pred, lay, w, opts)
+        if p is not None:
+            prefills.append(p)
     split = []
     prefills = sorted(prefills, key=lambda p: -p.input_tokens_per_s_per_gpu)[:4]
     decodes = sorted(decodes, key=lambda p: -p.output_tokens_per_s_per_gpu)[:4]

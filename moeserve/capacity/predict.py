@@ -74,13 +74,14 @@ class Prediction:
     sides: tuple = ()  # P/D: (prefill Prediction, decode Prediction)
 
     def meets(self, w: Workload) -> bool:
-        ok_ttft = w.ttft_slo_ms is None or (self.ttft_ms is not None and self.ttft_ms <= w.ttft_slo_ms)
-        ok_tpot = w.tpot_slo_ms is None or (self.tpot_ms is not None and self.tpot_ms <= w.tpot_slo_ms)
+        """Fits and meets the SLOs that apply (a decode side has no TTFT, a prefill side no TPOT)."""
+        ok_ttft = w.ttft_slo_ms is None or self.ttft_ms is None or self.ttft_ms <= w.ttft_slo_ms
+        ok_tpot = w.tpot_slo_ms is None or self.tpot_ms is None or self.tpot_ms <= w.tpot_slo_ms
         return self.fits and ok_ttft and ok_tpot
 
     def goodput(self, w: Workload) -> float:
-        """Output tokens/s per GPU that meet the SLOs: all of them, or none if the layout misses one."""
-        return self.output_tokens_per_s_per_gpu if self.meets(w) else 0.0
+        """Tokens/s per GPU that meet the SLOs (output; input for a prefill side): all, or none if one is missed."""
+        return (self.output_tokens_per_s_per_gpu or self.input_tokens_per_s_per_gpu) if self.meets(w) else 0.0
 
 
 class Predictor:
@@ -124,15 +125,30 @@ class Predictor:
         p = self.prefill(layout, chunk, w, o)
         prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
-        out = dec
-        for _ in range(100):  # fixed point: out = dec x (1 - stalled share at out)
+        lo, hi = 0.0, dec  # out = dec x (1 - share(out))^groups: the left side rises, the right falls
+        for _ in range(60):
+            out = (lo + hi) / 2
             share = min(1.0, out / w.osl / prompts_per_s)
-            out = dec * (1 - share) ** groups if groups > 1 else dec * (1 - share)
+            lo, hi = (out, hi) if out < dec * (1 - share) ** groups else (lo, out)
+        out = lo
         stalled = 1 - out / dec
         return Prediction("colocated", layout, batch, d.step_ms, ttft_ms=p.ttft_ms / max(1e-9, 1 - stalled),
                           tpot_ms=d.tpot_ms / max(1e-9, 1 - stalled), input_tokens_per_s_per_gpu=out * w.isl / w.osl,
                           output_tokens_per_s_per_gpu=out, memory=dict(d.memory), fits=d.fits and p.fits,
                           breakdown_ms=d.breakdown_ms)
+
+    def offline(self, layout: Layout, prompts: int, w: Workload, o: Options, chunk: int = 4096) -> tuple[float, float]:
+        """(seconds, decode step seconds) for `prompts` prompts submitted at once, as the offline `LLM`
+        runs them: prefill in steps of `chunk` tokens (the first token of each comes out of its
+        prefill), then osl - 1 decode steps of all of them."""
+        total = prompts * w.computed_input
+        seconds = 0.0
+        while total > 0:
+            tokens = min(chunk, total)
+            seconds += self.prefill(layout, tokens, w, o).step_ms / 1e3
+            total -= tokens
+        step = self.decode(layout, prompts, w, o).step_ms / 1e3
+        return seconds + (w.osl - 1) * step, step
 
     def disaggregated(self, pre: Prediction, dec: Prediction, gpus: int, w: Workload) -> Prediction:
         """Split `gpus` between prefill (pre's layout) and decode (dec's) in whole instances, in the

@@ -92,7 +92,8 @@ class StepModel:
         rows = assignments / active
         flops = 2 * active * max(rows, self.hw.gemm_tile_rows) * params
         nbytes = active * params * self.p.weight_bytes + 3 * assignments * m.hidden * self.p.act_bytes
-        return self.roofline(flops, nbytes, COMPUTE[self.p.weights], self.eff.gemm, self.eff.weight_stream)
+        fixed = active * self.hw.expert_overhead_us * 1e-6
+        return self.roofline(flops, nbytes, COMPUTE[self.p.weights], self.eff.gemm, self.eff.weight_stream) + fixed
 
     # --- communication ---------------------------------------------------------------------------
     def dispatch_combine(self, s: StepInput) -> float:

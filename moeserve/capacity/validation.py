@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import load_hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import load_model
-from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.predict import Options, Predictor, Workload
 
 
@@ -80,3 +80,16 @@ CASES = [
          "in-flight batching of prefill and decode on the same GPUs (trtllm-bench); FP8 KV cache; no MTP; no "
          "redundant experts", Precision(kv="fp8")),
 ]
+
+
+def table() -> str:
+    """The validation table of docs/capacity.md, as markdown rows."""
+    rows = ["| deployment | hardware | published | predicted | error |", "|---|---|---:|---:|---:|"]
+    for c in CASES:
+        p = predict_case(c)
+        rows.append(f"| {c.name} | {c.hardware} | {c.published:,.0f} | {p:,.0f} | {p / c.published - 1:+.1%} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())
