@@ -102,7 +102,8 @@ class OneSidedDispatcher:
         T, k = topk_ids.shape
         W, S, me = self.ctx.ep_size, self.num_local_slots, self.ctx.ep_rank
         origin = hidden.device
-        hidden, topk_ids, topk_weights = (t.to(self.device) for t in (hidden, topk_ids, topk_weights))
+        if origin != self.device:  # e.g. GPU ranks over the host heap: staged through host memory
+            hidden, topk_ids, topk_weights = (t.to(self.device) for t in (hidden, topk_ids, topk_weights))
         if max_tokens is None:
             agreed = torch.tensor([T], dtype=torch.int64)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
@@ -117,7 +118,7 @@ class OneSidedDispatcher:
         plan = plan_sends(topk_ids, S, W) if err is None else None
         send_counts = plan.send_counts.tolist() if plan is not None else [0] * W
         if plan is not None:
-            weights = topk_weights.to(w_dtype)
+            weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
             for d in _ring(me, W):
                 n, a = send_counts[d], sum(send_counts[:d])
                 if n:
@@ -162,7 +163,8 @@ class OneSidedDispatcher:
         assert self.layout is not None and handle.epoch == self.epoch, "combine must follow its own dispatch"
         W, me, layout = self.ctx.ep_size, self.ctx.ep_rank, self.layout
         epoch, p = handle.epoch, handle.epoch % 2
-        expert_out = expert_out.to(self.device)
+        if expert_out.device != self.device:
+            expert_out = expert_out.to(self.device)
         partial = weighted_sum_fixed_order(expert_out, handle.row_pos, handle.recv_weights, torch.float32)  # [Mr, H]
         for s in _ring(me, W):
             n, a = handle.recv_counts[s], sum(handle.recv_counts[:s])
@@ -173,7 +175,7 @@ class OneSidedDispatcher:
         back = self._blocks[p][me].partial.view(-1, layout.hidden).index_select(0, self._index(handle.send_counts))
         k = handle.recv_weights.shape[1]
         out = sum_in_position_order(back, handle.send_pos, handle.num_tokens, k, handle.out_dtype)
-        return out.to(handle.device)
+        return out if handle.device == self.device else out.to(handle.device)
 
     def close(self) -> None:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
