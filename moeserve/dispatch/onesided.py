@@ -86,7 +86,8 @@ class OneSidedDispatcher:
         self.epoch = 0
         self.heap: SymmetricHeap | None = None
         self.layout: Layout | None = None
-        self._blocks: list[list[Blocks]] = []  # [parity][rank]
+        self._blocks: list[list[Blocks]] = []  # [parity][rank]: [W, M, width] views of each rank's region
+        self._outbox: list[list[Blocks]] = []  # [parity][rank]: [M, width] views of this source's blocks there
         self._arange = torch.empty(0, dtype=torch.int64)
 
     def dispatch(
@@ -123,9 +124,9 @@ class OneSidedDispatcher:
                 n, a = send_counts[d], sum(send_counts[:d])
                 if n:
                     idx = plan.token_idx[a : a + n]
-                    dst = self._blocks[p][d]
+                    dst = self._outbox[p][d]
                     self.puts.rows(
-                        [dst.hidden[me], dst.slots[me], dst.weights[me]],
+                        [dst.hidden, dst.slots, dst.weights],
                         [hidden, plan.local_slots[a : a + n], weights],
                         [idx, None, idx],
                     )
@@ -169,7 +170,7 @@ class OneSidedDispatcher:
         for s in _ring(me, W):
             n, a = handle.recv_counts[s], sum(handle.recv_counts[:s])
             if n:
-                self.puts.rows([self._blocks[p][s].partial[me]], [partial[a : a + n]], [None])
+                self.puts.rows([self._outbox[p][s].partial], [partial[a : a + n]], [None])
         self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch) for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
         back = self._blocks[p][me].partial.view(-1, layout.hidden).index_select(0, self._index(handle.send_counts))
@@ -180,7 +181,7 @@ class OneSidedDispatcher:
     def close(self) -> None:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
-            self._blocks = []
+            self._blocks, self._outbox = [], []
             self.heap.close()
             self.heap, self.layout = None, None
 
@@ -197,6 +198,8 @@ class OneSidedDispatcher:
         self.heap = self.heap_factory(layout.nbytes)
         self.layout = layout
         self._blocks = [[layout.blocks(self.heap.region(r), p) for r in range(W)] for p in (0, 1)]
+        me = self.ctx.ep_rank  # this rank's blocks in every peer's region: [M, width] views
+        self._outbox = [[Blocks(*(v[me] for v in vars(b).values())) for b in row] for row in self._blocks]
         self._arange = torch.arange(W * rows, device=self.device)
         return layout
 
