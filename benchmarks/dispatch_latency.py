@@ -52,16 +52,19 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
             ids = torch.rand(tokens, args.experts, generator=gen).argsort(dim=1)[:, : args.top_k]  # distinct experts
             w = torch.rand(tokens, args.top_k, generator=gen)
             times: dict[str, list[float]] = {name: [] for name in BACKENDS}
+            cpu: dict[str, list[float]] = {name: [] for name in BACKENDS}
             for it in range(args.warmup + args.iters):
                 for name, backend in backends.items():
                     dist.barrier()
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
                     backend.combine(batch.hidden, handle)
                     if it >= args.warmup:
                         times[name].append(time.perf_counter() - t)
+                        cpu[name].append(time.process_time() - c)
             results.append({"hidden": hidden, "tokens": tokens,
-                            **{name: statistics.median(v) * 1e3 for name, v in times.items()}})
+                            **{name: statistics.median(v) * 1e3 for name, v in times.items()},
+                            **{name + "_cpu": statistics.median(v) * 1e3 for name, v in cpu.items()}})
     out.put((rank, results))
     dist.destroy_process_group()
 
@@ -92,8 +95,12 @@ def run(args: argparse.Namespace) -> list[dict]:
         merged = {"ep": args.world, "hidden": row["hidden"], "tokens": row["tokens"]}
         for name in BACKENDS:
             merged[name + "_ms"] = round(max(per_rank[r][i][name] for r in per_rank), 3)
+            # CPU time of the process (all its threads, gloo's included), summed over ranks: what a
+            # call costs when nothing else competes for the cores (a loaded machine inflates wall time)
+            merged[name + "_cpu_ms"] = round(sum(per_rank[r][i][name + "_cpu"] for r in per_rank), 3)
         merged["agrs_over_a2a"] = round(merged["agrs_ms"] / merged["a2a_ms"], 2)
         merged["gloo_over_shm"] = round(min(merged["a2a_ms"], merged["agrs_ms"]) / merged["shm_ms"], 1)
+        merged["gloo_over_shm_cpu"] = round(min(merged["a2a_cpu_ms"], merged["agrs_cpu_ms"]) / merged["shm_cpu_ms"], 1)
         rows.append(merged)
     return rows
 
@@ -119,10 +126,12 @@ def main() -> None:
         print(json.dumps(rows))
         return
     print(f"{'ep':>3} {'hidden':>6} {'tokens':>6} {'a2a ms':>8} {'agrs ms':>8} {'shm ms':>8} {'agrs/a2a':>8} "
-          f"{'best gloo/shm':>13}")
+          f"{'best gloo/shm':>13} {'cpu ms a2a/agrs/shm':>22} {'cpu best gloo/shm':>17}")
     for r in rows:
+        cpu = f"{r['a2a_cpu_ms']:.2f}/{r['agrs_cpu_ms']:.2f}/{r['shm_cpu_ms']:.2f}"
         print(f"{r['ep']:>3} {r['hidden']:>6} {r['tokens']:>6} {r['a2a_ms']:>8.3f} {r['agrs_ms']:>8.3f} "
-              f"{r['shm_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f} {r['gloo_over_shm']:>13.1f}")
+              f"{r['shm_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f} {r['gloo_over_shm']:>13.1f} {cpu:>22} "
+              f"{r['gloo_over_shm_cpu']:>17.1f}")
 
 
 if __name__ == "__main__":
