@@ -2,7 +2,7 @@
 
 `auto` decides once at construction, from facts every rank of the ep group has exchanged:
     ep_size == 1                                              -> local
-    every rank on one host (same boot id and /dev/shm), x86-64 -> shm (one-sided, onesided.py)
+    every rank on one host (same boot id and /dev/shm), x86-64, gloo -> shm (one-sided, onesided.py)
 otherwise (several hosts) it decides per call from values identical on every rank, never from the
 local batch, because ranks that picked different backends would enter different collectives and hang:
     max_tokens given, <= tiny_tokens, ep_size <= agrs_max_ranks -> agrs (tiny step: 2 collectives, not 3)
@@ -111,6 +111,9 @@ def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> 
     from moeserve.dispatch.shm_heap import ShmHeap
 
     _need_ranks("shm", ctx)
+    if not _host_group(ctx):
+        raise ValueError("dispatch 'shm' sets its heap up over a gloo ep group (CPU ranks); this group is "
+                         f"{dist.get_backend(ctx.ep_group)}: use a2a on GPUs (docs/dispatch.md, GPU ranks)")
     if not _store_order_is_program_order():
         raise ValueError(f"dispatch 'shm' relies on x86-64's store order; this is {platform.machine()}: use a2a")
 
@@ -141,9 +144,14 @@ def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any)
 def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: bool = True, **opts: Any) -> Dispatcher:
     if ctx.ep_size == 1:
         return LocalDispatcher(num_slots)
-    if one_sided and _store_order_is_program_order() and _one_host(ctx):
+    if one_sided and _host_group(ctx) and _store_order_is_program_order() and _one_host(ctx):
         return _shm(num_slots, ctx, bounds)
     return AutoDispatcher(num_slots, ctx, **opts)
+
+
+def _host_group(ctx: ParallelContext) -> bool:
+    """Whether the ep group moves host tensors (gloo): the shm heap's set-up and staging need it."""
+    return dist.get_backend(ctx.ep_group) == "gloo"
 
 
 def _store_order_is_program_order() -> bool:
