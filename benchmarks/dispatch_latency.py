@@ -1,15 +1,15 @@
-"""Wall time of dispatch + combine per MoE layer call, `a2a` against `agrs`, on real gloo ranks.
+"""Wall time of dispatch + combine per MoE layer call, one-sided `shm` against gloo's `a2a` and `agrs`,
+on real ranks.
 
-The `auto` backend takes `agrs` when a step's global token bound is at most `tiny_tokens`
-(moeserve/dispatch/registry.py): this measures where that crossover lies, so the threshold is a
-measured number. Each rank routes `tokens` random tokens to `experts` experts (top-k), then runs
+It measures how much the one-sided backend saves over the faster gloo backend (and, across hosts,
+where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry.py). Each rank routes `tokens` random tokens to `experts` experts (top-k), then runs
 dispatch and combine with no expert compute in between (the expert output is the dispatched rows
 themselves), `--iters` times per backend, the backends interleaved in rounds so that load changes
 on a shared machine hit both alike. Every rank reports its median; the slowest rank's median is the
 layer's time (the collectives make every rank wait for the slowest). Not run by CI; numbers go to
 docs/dispatch.md.
 
-    python benchmarks/dispatch_latency.py --ep 2 4 --tokens 1 2 4 8 16 32 64 128 256 --hidden 256 4096
+    python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096
 """
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from moeserve.dispatch import make_dispatcher
+from moeserve.dispatch import StepBounds, make_dispatcher
 from moeserve.parallel_state import ParallelContext
 
-BACKENDS = ("a2a", "agrs")
+BACKENDS = ("a2a", "agrs", "shm")
 
 
 def _free_port() -> int:
@@ -42,7 +42,8 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     ctx = ParallelContext(ep_size=args.world, ep_rank=rank, ep_group=dist.group.WORLD)
-    backends = {name: make_dispatcher(name, args.experts, ctx) for name in BACKENDS}
+    bounds = StepBounds(max_tokens=max(args.tokens))  # the heap is sized once, as the engine does
+    backends = {name: make_dispatcher(name, args.experts, ctx, bounds) for name in BACKENDS}
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
@@ -51,16 +52,19 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
             ids = torch.rand(tokens, args.experts, generator=gen).argsort(dim=1)[:, : args.top_k]  # distinct experts
             w = torch.rand(tokens, args.top_k, generator=gen)
             times: dict[str, list[float]] = {name: [] for name in BACKENDS}
+            cpu: dict[str, list[float]] = {name: [] for name in BACKENDS}
             for it in range(args.warmup + args.iters):
                 for name, backend in backends.items():
                     dist.barrier()
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
                     backend.combine(batch.hidden, handle)
                     if it >= args.warmup:
                         times[name].append(time.perf_counter() - t)
+                        cpu[name].append(time.process_time() - c)
             results.append({"hidden": hidden, "tokens": tokens,
-                            **{name: statistics.median(v) * 1e3 for name, v in times.items()}})
+                            **{name: statistics.median(v) * 1e3 for name, v in times.items()},
+                            **{name + "_cpu": statistics.median(v) * 1e3 for name, v in cpu.items()}})
     out.put((rank, results))
     dist.destroy_process_group()
 
@@ -91,15 +95,20 @@ def run(args: argparse.Namespace) -> list[dict]:
         merged = {"ep": args.world, "hidden": row["hidden"], "tokens": row["tokens"]}
         for name in BACKENDS:
             merged[name + "_ms"] = round(max(per_rank[r][i][name] for r in per_rank), 3)
+            # CPU time of the process (all its threads, gloo's included), summed over ranks: what a
+            # call costs when nothing else competes for the cores (a loaded machine inflates wall time)
+            merged[name + "_cpu_ms"] = round(sum(per_rank[r][i][name + "_cpu"] for r in per_rank), 3)
         merged["agrs_over_a2a"] = round(merged["agrs_ms"] / merged["a2a_ms"], 2)
+        merged["gloo_over_shm"] = round(min(merged["a2a_ms"], merged["agrs_ms"]) / merged["shm_ms"], 1)
+        merged["gloo_over_shm_cpu"] = round(min(merged["a2a_cpu_ms"], merged["agrs_cpu_ms"]) / merged["shm_cpu_ms"], 1)
         rows.append(merged)
     return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ep", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+    ap.add_argument("--ep", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--tokens", type=int, nargs="+", default=[1, 4, 16, 64, 256],
                     help="tokens per rank per call (= the step's global bound: every rank has this many)")
     ap.add_argument("--hidden", type=int, nargs="+", default=[256, 4096])
     ap.add_argument("--experts", type=int, default=8)
@@ -116,9 +125,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows))
         return
-    print(f"{'ep':>3} {'hidden':>6} {'tokens':>6} {'a2a ms':>8} {'agrs ms':>8} {'agrs/a2a':>8}")
+    print(f"{'ep':>3} {'hidden':>6} {'tokens':>6} {'a2a ms':>8} {'agrs ms':>8} {'shm ms':>8} {'agrs/a2a':>8} "
+          f"{'best gloo/shm':>13} {'cpu ms a2a/agrs/shm':>22} {'cpu best gloo/shm':>17}")
     for r in rows:
-        print(f"{r['ep']:>3} {r['hidden']:>6} {r['tokens']:>6} {r['a2a_ms']:>8.3f} {r['agrs_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f}")
+        cpu = f"{r['a2a_cpu_ms']:.2f}/{r['agrs_cpu_ms']:.2f}/{r['shm_cpu_ms']:.2f}"
+        print(f"{r['ep']:>3} {r['hidden']:>6} {r['tokens']:>6} {r['a2a_ms']:>8.3f} {r['agrs_ms']:>8.3f} "
+              f"{r['shm_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f} {r['gloo_over_shm']:>13.1f} {cpu:>22} "
+              f"{r['gloo_over_shm_cpu']:>17.1f}")
 
 
 if __name__ == "__main__":

@@ -140,11 +140,12 @@ class ParallelConfig:
             )
         if self.dispatch not in DISPATCH_BACKENDS:
             raise ConfigError(f"--dispatch {self.dispatch!r} is not a backend; choose one of {', '.join(DISPATCH_BACKENDS)}")
-        if self.ep == 1 and self.dispatch in ("a2a", "agrs"):
+        if self.ep == 1 and self.dispatch in MULTI_RANK_DISPATCH:
             raise ConfigError(f"--dispatch {self.dispatch} moves tokens between expert ranks and needs --ep > 1 "
                               "(with --ep 1 every rank holds every expert: use local or auto)")
         if self.ep > 1 and self.dispatch == "local":
             raise ConfigError(f"--dispatch local keeps every expert on one rank; --ep is {self.ep}: use a2a, agrs or auto")
+        check_dispatch_host(self.dispatch, self.nodes)
         if self.backend not in ("auto", "gloo", "nccl"):
             raise ConfigError(f"--backend {self.backend!r} is not supported; choose auto, gloo or nccl")
         if not 0 < self.step_timeout_s < float("inf"):
@@ -152,7 +153,22 @@ class ParallelConfig:
 
 
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
-DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs")
+DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs", "shm", "nvshmem")
+MULTI_RANK_DISPATCH = ("a2a", "agrs", "shm", "nvshmem")
+NVSHMEM_EMULATE_ENV = "MOESERVE_NVSHMEM_EMULATE"  # 1: `nvshmem` runs its Triton kernels over the shm heap
+
+
+def check_dispatch_host(dispatch: str, nodes: int) -> None:
+    """The one-sided backends' needs that a config can see (docs/dispatch.md): shm maps one node's
+    shared memory; nvshmem needs nvshmem4py (or MOESERVE_NVSHMEM_EMULATE=1, which is shm underneath)."""
+    import importlib.util
+
+    emulated = os.environ.get(NVSHMEM_EMULATE_ENV, "0").lower() in ("1", "true", "on", "yes")
+    if nodes > 1 and (dispatch == "shm" or (dispatch == "nvshmem" and emulated)):
+        raise ConfigError(f"--dispatch shm maps one node's shared memory; --nodes is {nodes}: use nvshmem, a2a or auto")
+    if dispatch == "nvshmem" and not emulated and importlib.util.find_spec("nvshmem") is None:
+        raise ConfigError("--dispatch nvshmem needs nvshmem4py: pip install 'moeserve[nvshmem]' "
+                          f"(or set {NVSHMEM_EMULATE_ENV}=1 to run its kernels over shared memory)")
 
 
 @dataclass(frozen=True)

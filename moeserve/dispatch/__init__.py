@@ -3,7 +3,8 @@ from moeserve.dispatch.a2a import A2ADispatcher, A2AHandle
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
 from moeserve.dispatch.local import LocalDispatcher, LocalHandle
-from moeserve.dispatch.registry import AutoDispatcher, dispatcher_names, make_dispatcher
+from moeserve.dispatch.onesided import OneSidedDispatcher, OneSidedHandle
+from moeserve.dispatch.registry import AutoDispatcher, StepBounds, dispatcher_names, make_dispatcher
 
 __all__ = [
     "A2ADispatcher",
@@ -16,6 +17,9 @@ __all__ = [
     "Handle",
     "LocalDispatcher",
     "LocalHandle",
+    "OneSidedDispatcher",
+    "OneSidedHandle",
+    "StepBounds",
     "dispatcher_names",
     "make_dispatcher",
 ]

@@ -1,8 +1,10 @@
-"""Dispatch backends by name (`--dispatch`): local, a2a, agrs, auto.
+"""Dispatch backends by name (`--dispatch`): local, a2a, agrs, shm, nvshmem, auto.
 
-`auto` decides per call from values identical on every rank, never from the local batch, because
-ranks that picked different backends would enter different collectives and hang:
+`auto` decides once at construction, from facts every rank of the ep group has exchanged:
     ep_size == 1                                              -> local
+    every rank on one host (same boot id and /dev/shm), x86-64, gloo -> shm (one-sided, onesided.py)
+otherwise (several hosts) it decides per call from values identical on every rank, never from the
+local batch, because ranks that picked different backends would enter different collectives and hang:
     max_tokens given, <= tiny_tokens, ep_size <= agrs_max_ranks -> agrs (tiny step: 2 collectives, not 3)
     otherwise                                                 -> a2a  (one row per (token, destination rank))
 max_tokens is the per-step global bound the caller passes to `dispatch` (StepPlan.max_group_tokens).
@@ -12,16 +14,23 @@ a2a and agrs"): agrs is 5-25% faster up to 32 tokens at ep 2, and slower everywh
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import platform
+import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
-from moeserve.config import DISPATCH_BACKENDS
+from moeserve.config import DISPATCH_BACKENDS, NVSHMEM_EMULATE_ENV, check_dispatch_host
 from moeserve.dispatch.a2a import A2ADispatcher
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
 from moeserve.dispatch.local import LocalDispatcher
+from moeserve.dispatch.onesided import OneSidedDispatcher
 from moeserve.parallel_state import ParallelContext
 
 DEFAULT_TINY_TOKENS = 32
@@ -69,31 +78,107 @@ class AutoDispatcher:
         return backend.combine(expert_out, handle)
 
 
-def _local(num_slots: int, ctx: ParallelContext, **_: Any) -> Dispatcher:
+@dataclass(frozen=True)
+class StepBounds:
+    """What the one-sided backends take from the engine: the step timeout (a peer's flag missing for
+    longer is an error naming it) and the step's token bound (sizes the heap once)."""
+
+    timeout_s: float = 60.0
+    max_tokens: int = 0
+
+
+def _local(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> Dispatcher:
     if ctx.ep_size != 1:
         raise ValueError(f"dispatch 'local' keeps every expert on one rank; ep_size is {ctx.ep_size}: use a2a, agrs or auto")
     return LocalDispatcher(num_slots)
 
 
 def _multi_rank(cls: Callable[..., Dispatcher], name: str) -> Callable[..., Dispatcher]:
-    def build(num_slots: int, ctx: ParallelContext, **opts: Any) -> Dispatcher:
-        if ctx.ep_size == 1:
-            raise ValueError(f"dispatch {name!r} needs ep_size > 1; with one expert rank use 'local' or 'auto'")
+    def build(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **opts: Any) -> Dispatcher:
+        _need_ranks(name, ctx)
         return cls(num_slots, ctx, **opts)
 
     return build
 
 
-def _auto(num_slots: int, ctx: ParallelContext, **opts: Any) -> Dispatcher:
+def _need_ranks(name: str, ctx: ParallelContext) -> None:
+    if ctx.ep_size == 1:
+        raise ValueError(f"dispatch {name!r} needs ep_size > 1; with one expert rank use 'local' or 'auto'")
+
+
+def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> Dispatcher:
+    from moeserve.dispatch.puts import TorchPuts
+    from moeserve.dispatch.shm_heap import ShmHeap
+
+    _need_ranks("shm", ctx)
+    if not _host_group(ctx):
+        raise ValueError("dispatch 'shm' sets its heap up over a gloo ep group (CPU ranks); this group is "
+                         f"{dist.get_backend(ctx.ep_group)}: use a2a on GPUs (docs/dispatch.md, GPU ranks)")
+    if not _store_order_is_program_order():
+        raise ValueError(f"dispatch 'shm' relies on x86-64's store order; this is {platform.machine()}: use a2a")
+
+    def heap(nbytes: int) -> ShmHeap:
+        return ShmHeap.create(nbytes, ctx.ep_rank, ctx.ep_size, ctx.ep_group)
+
+    return OneSidedDispatcher(num_slots, ctx, heap, TorchPuts(), bounds.timeout_s, bounds.max_tokens)
+
+
+def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> Dispatcher:
+    _need_ranks("nvshmem", ctx)
+    check_dispatch_host("nvshmem", 1)  # the one-line error where nvshmem4py is missing
+    from moeserve.dispatch.put_kernels import TritonPuts
+
+    if os.environ.get(NVSHMEM_EMULATE_ENV, "0").lower() in ("1", "true", "on", "yes"):
+        from moeserve.dispatch.shm_heap import ShmHeap as heap_cls
+        device = "cpu"
+    else:
+        from moeserve.dispatch.nvshmem_heap import NvshmemHeap as heap_cls  # type: ignore[assignment]
+        device = "cuda"
+
+    def heap(nbytes: int):
+        return heap_cls.create(nbytes, ctx.ep_rank, ctx.ep_size, ctx.ep_group)
+
+    return OneSidedDispatcher(num_slots, ctx, heap, TritonPuts(), bounds.timeout_s, bounds.max_tokens, device)
+
+
+def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: bool = True, **opts: Any) -> Dispatcher:
     if ctx.ep_size == 1:
         return LocalDispatcher(num_slots)
+    if one_sided and _host_group(ctx) and _store_order_is_program_order() and _one_host(ctx):
+        return _shm(num_slots, ctx, bounds)
     return AutoDispatcher(num_slots, ctx, **opts)
+
+
+def _host_group(ctx: ParallelContext) -> bool:
+    """Whether the ep group moves host tensors (gloo): the shm heap's set-up and staging need it."""
+    return dist.get_backend(ctx.ep_group) == "gloo"
+
+
+def _store_order_is_program_order() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _one_host(ctx: ParallelContext) -> bool:
+    """Whether every rank of the ep group runs on this host and sees this /dev/shm (a collective)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        st = os.stat("/dev/shm")
+        key = f"{boot}:{socket.gethostname()}:{st.st_dev}:{st.st_ino}"
+    except OSError:
+        key = f"no-shm:{os.getpid()}"  # unique: never matches a peer
+    mine = torch.tensor([int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little", signed=True)])
+    every = [torch.empty_like(mine) for _ in range(ctx.ep_size)]
+    dist.all_gather(every, mine, group=ctx.ep_group)
+    return all(bool(t == mine) for t in every)
 
 
 _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
     "local": _local,
     "a2a": _multi_rank(A2ADispatcher, "a2a"),
     "agrs": _multi_rank(AgrsDispatcher, "agrs"),
+    "shm": _shm,
+    "nvshmem": _nvshmem,
     "auto": _auto,
 }
 
@@ -105,11 +190,16 @@ def dispatcher_names() -> list[str]:
     return list(_BACKENDS)
 
 
-def make_dispatcher(name: str, num_slots: int, ctx: ParallelContext, **opts: Any) -> Dispatcher:
+def make_dispatcher(
+    name: str, num_slots: int, ctx: ParallelContext, bounds: StepBounds | None = None, **opts: Any
+) -> Dispatcher:
     """The backend called `name` for num_slots physical slots split evenly over ctx.ep_size ranks.
 
-    opts go to the backend: a2a takes combine_dtype, auto takes tiny_tokens and agrs_max_ranks.
+    bounds: the step timeout and token bound (shm, nvshmem, and auto when it picks shm).
+    opts go to the backend: a2a takes combine_dtype; auto takes tiny_tokens and agrs_max_ranks (its
+    multi-host rule) and one_sided=False (never shm). shm, nvshmem and auto (on one host) are
+    collectives over ctx.ep_group: every rank builds them together.
     """
     if name not in _BACKENDS:
         raise ValueError(f"unknown dispatch backend {name!r}; valid: {', '.join(_BACKENDS)}")
-    return _BACKENDS[name](num_slots, ctx, **opts)
+    return _BACKENDS[name](num_slots, ctx, bounds or StepBounds(), **opts)

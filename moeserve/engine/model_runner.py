@@ -97,9 +97,12 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     num_slots = slots.pop()
     if ctx.ep_size == 1:
         return LocalDispatcher(num_slots)
-    from moeserve.dispatch.registry import make_dispatcher
+    from moeserve.dispatch.registry import StepBounds, make_dispatcher
 
-    return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx)
+    # the MoE layer splits a group's tokens over its tp ranks before dispatch (moe/layer.py)
+    step_tokens = -(-engine_config.scheduler.max_num_batched_tokens // ctx.tp_size)
+    bounds = StepBounds(timeout_s=engine_config.parallel.step_timeout_s, max_tokens=step_tokens)
+    return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx, bounds)
 
 
 def intra_op_threads(hidden_size: int, current: int, configured: int | None = None) -> int:

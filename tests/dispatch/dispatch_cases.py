@@ -14,7 +14,7 @@ H = 32  # hidden size of every case
 @dataclass(frozen=True)
 class Case:
     name: str
-    backend: str  # a2a | agrs | auto
+    backend: str  # a2a | agrs | shm | nvshmem | auto | auto-gloo (auto without its one-sided choice)
     world: int
     slots_per_rank: int
     top_k: int
@@ -85,6 +85,8 @@ def exact_tokens(case: Case, ids: torch.Tensor, backend: str) -> torch.Tensor:
     singles = (per_rank <= 1).all(1)
     if backend == "agrs":  # fp32 reduce over ranks in the backend's order: two terms commute
         return (contributors <= 1) | (singles & (contributors <= 2))
+    if backend == "onesided":  # shm / nvshmem: fp32 partials whatever the payload dtype
+        return (contributors <= 1) | singles
     if case.dtype == torch.bfloat16:  # a2a partial sums travel as bf16: one extra rounding each
         return contributors <= 1
     return (contributors <= 1) | singles

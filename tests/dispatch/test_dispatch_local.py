@@ -83,12 +83,15 @@ def test_sum_in_position_order_follows_positions() -> None:
 
 
 def test_registry_names_and_errors() -> None:
-    assert dispatcher_names() == ["local", "a2a", "agrs", "auto"]
-    with pytest.raises(ValueError, match="local, a2a, agrs, auto"):
+    assert dispatcher_names() == ["local", "a2a", "agrs", "shm", "nvshmem", "auto"]
+    with pytest.raises(ValueError, match="local, a2a, agrs, shm, nvshmem, auto"):
         make_dispatcher("nccl-magic", 4, ParallelContext())
     assert isinstance(make_dispatcher("auto", 4, ParallelContext()), LocalDispatcher)
     with pytest.raises(ValueError, match="ep_size > 1"):
         make_dispatcher("a2a", 4, ParallelContext())
+    for one_sided in ("shm", "nvshmem"):
+        with pytest.raises(ValueError, match="ep_size > 1"):
+            make_dispatcher(one_sided, 4, ParallelContext())
     with pytest.raises(ValueError, match="ep_size is 2"):
         make_dispatcher("local", 4, ParallelContext(ep_size=2))
     with pytest.raises(ValueError, match="split evenly"):
@@ -96,15 +99,16 @@ def test_registry_names_and_errors() -> None:
 
 
 def test_auto_rule_uses_only_global_values() -> None:
-    auto = make_dispatcher("auto", 16, ParallelContext(ep_size=2), tiny_tokens=8)
+    """auto's rule across hosts (one_sided=False: on one host it builds shm, test_dispatch_multirank)."""
+    auto = make_dispatcher("auto", 16, ParallelContext(ep_size=2), tiny_tokens=8, one_sided=False)
     assert isinstance(auto, AutoDispatcher)
     assert auto.choose(top_k=2, max_tokens=8) is auto.agrs  # tiny step on two ranks
     assert auto.choose(top_k=2, max_tokens=9) is auto.a2a
     assert auto.choose(top_k=2, max_tokens=None) is auto.a2a  # no global bound: never guess
     assert auto.choose(top_k=8, max_tokens=1000) is auto.a2a  # ep <= top_k no longer implies agrs
-    wide = make_dispatcher("auto", 16, ParallelContext(ep_size=4))
+    wide = make_dispatcher("auto", 16, ParallelContext(ep_size=4), one_sided=False)
     assert wide.choose(top_k=2, max_tokens=1) is wide.a2a  # a2a measured faster at every size on 4 ranks
-    opened = make_dispatcher("auto", 16, ParallelContext(ep_size=4), agrs_max_ranks=4)
+    opened = make_dispatcher("auto", 16, ParallelContext(ep_size=4), agrs_max_ranks=4, one_sided=False)
     assert opened.choose(top_k=2, max_tokens=1) is opened.agrs
 
 

@@ -1,9 +1,12 @@
 """Every multi-rank backend equals `local` run on the full routing in one process.
 
 One gloo world of 4 ranks runs every case (ep groups of 2, 3 and 4 ranks are sub-groups of it), so
-the processes start once; a hard timeout turns a hang into a failure.
+the processes start once; a hard timeout turns a hang into a failure. `nvshmem` runs its Triton
+kernels under TRITON_INTERPRET=1 over the shared-memory heap (MOESERVE_NVSHMEM_EMULATE=1).
 """
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -19,7 +22,7 @@ BF16 = torch.bfloat16
 
 def _cases() -> list[Case]:
     cases = []
-    for backend in ("a2a", "agrs"):
+    for backend in ("a2a", "agrs", "shm", "nvshmem"):
         for w in (2, 3, 4):
             cases += [
                 Case(f"{backend}-w{w}-random", backend, w, 2, 2, tuple(range(3, 3 + w)), seed=w),
@@ -41,9 +44,17 @@ def _cases() -> list[Case]:
         Case("agrs-w4-no-max-tokens", "agrs", 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=5),
         Case("agrs-w3-slack", "agrs", 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=6),
         Case("agrs-w2-too-many-tokens", "agrs", 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=7),
-        Case("auto-w4-tiny", "auto", 4, 2, 2, (1, 2, 0, 1), seed=8),
-        Case("auto-w4-large", "auto", 4, 2, 2, (20, 17, 0, 25), seed=9),
-        Case("auto-w2-top2", "auto", 2, 2, 2, (20, 30), seed=10),
+        Case("auto-gloo-w4-tiny", "auto-gloo", 4, 2, 2, (1, 2, 0, 1), seed=8),
+        Case("auto-gloo-w4-large", "auto-gloo", 4, 2, 2, (20, 17, 0, 25), seed=9),
+        Case("auto-gloo-w2-top2", "auto-gloo", 2, 2, 2, (20, 30), seed=10),
+        Case("auto-w3-one-host", "auto", 3, 2, 2, (4, 0, 9), seed=11),
+    ]
+    for backend in ("shm", "nvshmem"):
+        cases += [
+            Case(f"{backend}-w4-no-max-tokens", backend, 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=12),
+            Case(f"{backend}-w3-slack", backend, 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=13),
+            Case(f"{backend}-w2-too-many-tokens", backend, 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=14),
+            Case(f"{backend}-w4-wide-slots", backend, 4, 130, 2, (6, 3, 0, 5), seed=15),  # int16 slot ids
     ]
     return cases
 
@@ -54,7 +65,10 @@ CASES = _cases()
 def _run_case(case: Case, rank: int, group: object) -> str | None:
     """None when this rank's result is right, else what went wrong."""
     ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
-    disp = make_dispatcher(case.backend, case.num_slots, ctx)
+    if case.backend == "auto-gloo":
+        disp = make_dispatcher("auto", case.num_slots, ctx, one_sided=False)
+    else:
+        disp = make_dispatcher(case.backend, case.num_slots, ctx)
     hidden, ids, weights = full_inputs(case)
     sl = rank_slice(case, rank)
     ids = ids[sl].clone()
@@ -70,6 +84,8 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         return "expected every rank to raise on bad routing"
     out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
     backend = type(handle).__name__.removesuffix("Handle").lower()
+    if case.backend in ("shm", "nvshmem", "auto") and backend != "onesided":
+        return f"{case.backend} dispatched with {backend}"
     try:
         check_rank(case, rank, batch, out, backend)
     except AssertionError as e:
@@ -78,6 +94,7 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
 
 
 def _all_cases(rank: int, world: int) -> dict[str, str | None]:
+    os.environ.update(TRITON_INTERPRET="1", MOESERVE_NVSHMEM_EMULATE="1")  # before put_kernels is imported
     groups = {w: dist.new_group(list(range(w))) for w in (2, 3)}  # every rank takes part in new_group
     groups[4] = dist.group.WORLD
     results = {}
@@ -89,7 +106,7 @@ def _all_cases(rank: int, world: int) -> dict[str, str | None]:
 
 @pytest.fixture(scope="module")
 def world_results() -> list[dict[str, str | None]]:
-    return run_world(_all_cases, world=4, timeout_s=240)
+    return run_world(_all_cases, world=4, timeout_s=600)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -27,7 +27,7 @@ def _completion(url: str, model: str, prompt: str, max_tokens: int = 12) -> list
 
 @pytest.mark.timeout(900)
 def test_ep16_tp4_serves_the_same_greedy_tokens_as_one_rank(llm):
-    srv = ServerProcess("--ep", "16", "--tp", "4", "--kv-cache-blocks", "96", "--max-model-len", "256",
+    srv = ServerProcess("--ep", "16", "--tp", "4", "--dispatch", "shm", "--kv-cache-blocks", "96", "--max-model-len", "256",
                         startup_timeout_s=800)
     try:
         ranks = descendants(srv.proc.pid)

@@ -1,0 +1,60 @@
+"""How the one-sided protocol writes into peers' regions: rows, then counts and flags.
+
+`TorchPuts` (the `shm` backend) are torch copies into views of the peers' regions; `TritonPuts`
+(put_kernels.py, the `nvshmem` backend) do the same with Triton kernels. Both keep the protocol's
+one ordering rule: every row and count store of a step lands before any flag store of that step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from moeserve.dispatch.heap import SymmetricHeap
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One flag for one destination: its meta words (if any) at byte `meta` of its region, then the
+    epoch at byte `flag`."""
+
+    dest: int
+    meta: int | None
+    values: tuple[int, ...]
+    flag: int
+    epoch: int
+
+
+class Puts(Protocol):
+    def rows(self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], index: list[torch.Tensor | None]) -> None:
+        """dsts[i][:n] = srcs[i][index[i]] (index None: srcs[i] is already the n rows), every i.
+        dsts [M, w_i] views of a peer's region; srcs [*, w_i] of the same dtype."""
+        ...
+
+    def signal(self, heap: SymmetricHeap, signals: list[Signal]) -> None:
+        """Meta words, then (after every earlier store of this step) the flags."""
+        ...
+
+
+class TorchPuts:
+    """Plain torch copies (CPU ranks; the destination views are the peers' shared memory)."""
+
+    def rows(self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], index: list[torch.Tensor | None]) -> None:
+        for dst, src, idx in zip(dsts, srcs, index):
+            if idx is None:
+                dst[: src.shape[0]].copy_(src)
+            else:
+                torch.index_select(src, 0, idx, out=dst[: idx.shape[0]])
+
+    def signal(self, heap: SymmetricHeap, signals: list[Signal]) -> None:
+        for s in signals:
+            if s.meta is not None:
+                for i, v in enumerate(s.values):
+                    heap.store_word(s.dest, s.meta + 8 * i, v)
+        # x86-64 keeps plain stores in program order; the fence also orders non-temporal stores (a
+        # large memcpy) and stores made by torch's worker threads (joined before this line) before
+        # the flags
+        heap.fence()
+        for s in signals:
+            heap.store_word(s.dest, s.flag, s.epoch)

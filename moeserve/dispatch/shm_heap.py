@@ -1,0 +1,154 @@
+"""The symmetric heap in POSIX shared memory: one named segment that every rank of the expert-parallel
+group maps (one node only).
+
+Lifecycle (`ShmHeap.create`, a collective over the ep group):
+  1. ep rank 0 creates `/dev/shm/moeserve-<pid>-<random>` (O_EXCL, mode 0600) of world x region bytes;
+  2. it broadcasts the name on the ep group; every rank opens and maps it and writes its pid into
+     its own region's header;
+  3. one all_reduce says every rank has mapped it (or that one could not: every rank raises);
+  4. every rank unlinks the name at once (whoever comes first wins; the rest find it gone).
+From step 4 on the segment has no name: the kernel frees it when the last mapping goes, so nothing is
+left in /dev/shm after a normal exit, an exception, or a `kill -9` of any rank. Before step 4 (a few
+milliseconds at start-up) a failure of the set-up collective still unlinks it on every rank that
+knows the name; only a `kill -9` of rank 0 between its create and its broadcast can leave a file.
+
+Each rank's region starts with a 64-byte heap header [pid, process start time] that `dead_peers`
+checks against /proc (a pid that exited, is a zombie, or was reused by another process).
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import threading
+
+import torch
+import torch.distributed as dist
+
+from moeserve.dispatch.heap import ALIGN, HeapError, align
+
+SHM_DIR = "/dev/shm"
+NAME_BYTES = 64
+_HEADER = ALIGN  # bytes at the start of every rank's region kept by the heap itself
+
+# A locked read-modify-write (CPython's lock is a futex/semaphore built on lock-prefixed atomics):
+# on x86-64 it orders every earlier store, non-temporal ones included, before every later store.
+_FENCE_LOCK = threading.Lock()
+
+
+def _start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None when the process is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+class ShmHeap:
+    """Regions of `nbytes` per rank in one shared mapping. Writes through `region(peer)` land in the
+    peer's memory; nothing here waits or orders anything beyond `fence`."""
+
+    def __init__(self, mm: mmap.mmap, rank: int, world: int, nbytes: int, name: str):
+        self._mm = mm
+        self.rank, self.world, self.nbytes, self.name = rank, world, nbytes, name
+        self._stride = _HEADER + nbytes
+        self._all = torch.frombuffer(mm, dtype=torch.uint8)  # [world * stride]
+        self._words = memoryview(mm).cast("q")  # int64 words of the whole mapping, for flags
+        self._regions = [self._all[r * self._stride + _HEADER : (r + 1) * self._stride] for r in range(world)]
+
+    @staticmethod
+    def region_bytes(nbytes: int) -> int:
+        return _HEADER + align(nbytes)
+
+    @classmethod
+    def create(cls, nbytes: int, rank: int, world: int, group) -> "ShmHeap":
+        """Collective over `group` (every rank of the ep group calls it with the same nbytes)."""
+        nbytes = align(nbytes)
+        stride = _HEADER + nbytes
+        name, error = "", ""
+        fd = -1
+        if rank == 0:
+            name = f"moeserve-{os.getpid()}-{secrets.token_hex(6)}"
+            try:
+                fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+                os.ftruncate(fd, world * stride)
+            except OSError as e:
+                error, name = f"rank 0 could not create {SHM_DIR}/{name}: {e}", ""
+        try:
+            name = _broadcast_name(name, group)
+            mm = None
+            if name:
+                try:
+                    if fd < 0:
+                        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+                    mm = mmap.mmap(fd, world * stride)
+                except OSError as e:
+                    error = f"rank {rank} could not map {SHM_DIR}/{name}: {e}"
+            if mm is not None:
+                header = memoryview(mm).cast("q")
+                base = rank * stride // 8
+                header[base], header[base + 1] = os.getpid(), _start_time(os.getpid()) or 0
+                header.release()
+            ok = torch.tensor([int(mm is not None)], dtype=torch.int64)
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=group)  # every rank has mapped it
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            _unlink_quietly(name)
+        if not int(ok):
+            raise HeapError(error or f"some rank could not map the shared-memory heap {name or '(not created)'}; "
+                            f"is {SHM_DIR} shared by every rank of the ep group (one node)?")
+        return cls(mm, rank, world, nbytes, name)
+
+    def region(self, rank: int) -> torch.Tensor:
+        return self._regions[rank]
+
+    def load_words(self, offset: int, count: int) -> list[int]:
+        base = (self.rank * self._stride + _HEADER + offset) // 8
+        return self._words[base : base + count].tolist()
+
+    def store_word(self, rank: int, offset: int, value: int) -> None:
+        self._words[(rank * self._stride + _HEADER + offset) // 8] = value
+
+    def fence(self) -> None:
+        with _FENCE_LOCK:
+            pass
+
+    def dead_peers(self) -> list[int]:
+        dead = []
+        for r in range(self.world):
+            base = r * self._stride // 8
+            pid, started = self._words[base], self._words[base + 1]
+            if r != self.rank and _start_time(pid) != started:
+                dead.append(r)
+        return dead
+
+    def close(self) -> None:
+        self._regions, self._all = [], None  # type: ignore[assignment]
+        self._words.release()
+        try:
+            self._mm.close()
+        except BufferError:  # a tensor view still alive (a handle kept by a caller): unmapped with it
+            pass
+
+
+def _broadcast_name(name: str, group) -> str:
+    """ep rank 0's segment name (empty: it could not create one) on every rank of `group`."""
+    buf = torch.zeros(NAME_BYTES, dtype=torch.uint8)
+    raw = name.encode()
+    assert len(raw) < NAME_BYTES
+    buf[: len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    dist.broadcast(buf, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    return bytes(buf.tolist()).rstrip(b"\0").decode()
+
+
+def _unlink_quietly(name: str) -> None:
+    if name:
+        try:
+            os.unlink(os.path.join(SHM_DIR, name))
+        except FileNotFoundError:
+            pass
