@@ -13,7 +13,7 @@ import pytest
 from tiny_models import make_checkpoint
 
 from moeserve import LLM, SamplingParams
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "placement_runtime"))
 from runtime_plans import cycling_planner, random_plan  # noqa: E402
