@@ -10,8 +10,7 @@ character completes, or until the request ends (`flush`), when the held-back tok
 The window starts in the prompt: the first output token is decoded after the prompt's last tokens,
 so its text is what it adds to the prompt's text, as vLLM and OpenAI return it. Alone, a
 SentencePiece token's leading space is dropped (`decode(["▁Par"])` is "Par"), and a completion of
-"The capital of France is" came back as "Par Par", with echo "...isPar Par" (an independent check,
-session 16). A prompt whose last token ends inside a character gives no such context.
+"The capital of France is" came back as "Par Par", with echo "...isPar Par". A prompt whose last token ends inside a character gives no such context.
 """
 from __future__ import annotations
 

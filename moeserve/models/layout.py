@@ -1,7 +1,7 @@
 """The sizes of a model that a parallel layout cuts, and the one check that they cut evenly.
 
 Torch-free, so it runs on config.json alone in the process that reads the flags
-(`EngineConfig.validate`: `moeserve serve` and `LLM(...)` fail before any rank starts) and on the
+(engine/startup_checks.py: `moeserve serve` and `LLM(...)` fail before any rank starts) and on the
 loaded config in every rank before the model is built (`ModelRunner`: a world started by torchrun
 fails with the same message). The layers keep their own checks for code that builds them directly.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.config import ConfigError
+from moeserve.errors import ConfigError
 
 # what a Cut splits
 HEADS = "heads"  # over --tp
