@@ -30,6 +30,7 @@ def _recorded_total(llm, path) -> np.ndarray:
     return load_trace(llm.engine.recorder_dump(str(path))).counts.sum(axis=0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_replicas_and_twenty_rebalances_at_ep4_keep_greedy_tokens(tmp_path):
     _, path = make_checkpoint("qwen3_moe", tmp_path / "ckpt")
