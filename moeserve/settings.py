@@ -16,9 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from moeserve.config import EngineConfig
 from moeserve.errors import ConfigError
-from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,9 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("eplb_num_groups", "placement_runtime.eplb_num_groups", int, "expert groups handed to the placement optimizer"),
 ]
 
-SECTIONS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig, "parallel": ParallelConfig,
-            "placement_runtime": PlacementRuntimeConfig}
+# EngineConfig's parts, by field name (a part added to EngineConfig is found here without an edit)
+SECTIONS = {f.name: type(f.default_factory()) for f in dataclasses.fields(EngineConfig)
+            if f.default_factory is not dataclasses.MISSING}
 ENGINE_KEYS = {f.key: f for f in ENGINE_FLAGS}
 
 
