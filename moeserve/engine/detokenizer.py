@@ -65,8 +65,7 @@ class IncrementalDetokenizer:
         a character boundary (its text did not end inside one), as vLLM's does. A window cut at a
         fixed token count could start inside a character: a byte-fallback tokenizer (`<0xF0>` tokens,
         Mixtral's and Llama's) then decodes the whole byte run to U+FFFD, every later window ended in
-        U+FFFD and was held back, and a run of emoji came back as one emoji and a row of U+FFFD (an
-        independent check)."""
+        U+FFFD and was held back, and a run of emoji came back as one emoji and a row of U+FFFD."""
         self._prefix_offset = self._read_offset
         self._read_offset = end
         self.text += delta

@@ -106,8 +106,8 @@ class MultiprocExecutor:
 
     def _stopped_first(self, failure: str) -> str:
         """`failure`, after the spawned ranks the kernel has stopped (SIGSTOP, a debugger), if any: a
-        stopped rank stalls every collective until its peers time out, and they, not it, exit (an
-        independent check found the errors naming the peer)."""
+        stopped rank stalls every collective until its peers time out, and they, not it, exit (the
+        errors would otherwise name a peer)."""
         stopped = []
         for rank, proc in enumerate(self._procs, start=1):
             try:

@@ -77,8 +77,7 @@ def with_plan(cuts: list[Cut], plan: Any, ep: int, where: str, moe_layers: int |
     as many experts as the model routes to, as many MoE layers (`moe_layers`, when config.json says),
     and --ep ranks. `plan` needs num_experts, num_layers, num_slots and num_ranks (placement/plan.py);
     `where` names it in the message. A plan for 5 experts on a model with 6 was accepted and failed
-    the first request, the engine dead; one for 3 MoE layers on a model with 2 failed in the engine
-    (independent checks)."""
+    the first request, the engine dead; one for 3 MoE layers on a model with 2 failed in the engine."""
     problems = [f"{where} is for {plan.num_experts} experts; this model has {c.field} {c.size}"
                 for c in cuts if c.kind == EXPERTS and c.size != plan.num_experts]
     if moe_layers is not None and plan.num_layers != moe_layers:

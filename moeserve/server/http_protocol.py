@@ -25,7 +25,7 @@ may be body). So nothing but head bytes is ever counted, and the memory held is 
 plus two reads.
 
 Neither uvicorn stack times out a head: a connection that sends nothing, or a request line and some
-headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
+headers and then nothing, stayed open for good (held 180 s in a test), and enough
 of them exhaust the server's sockets (the slowloris attack). A head must now complete within
 HEAD_TIMEOUT_S of the connection opening or of its first byte (a request after a kept-alive one): a
 partial head is answered 408 and closed, an idle connection closed. Both stacks (`_HeadGuard`). nginx waits 60 s for a head
