@@ -85,9 +85,9 @@ class ParallelConfig:
     # dense/split_linear.py
     expert_threads: int | None = None
     # cores of this node left to other processes (the HTTP front end, its clients): the ranks share the
-    # rest. None = 0 in the Python API; `moeserve serve` makes it 1, as vLLM's CPU backend reserves one
-    # core for its front end (on 2 cores its engine then runs one thread: docs/performance.md)
-    reserved_cores: int | None = None
+    # rest. `moeserve serve` starts from 1 (settings.py: serve_default), as vLLM's CPU backend reserves
+    # one core for its front end (on 2 cores its engine then runs one thread: docs/performance.md)
+    reserved_cores: int = 0
 
     @property
     def world_size(self) -> int:
@@ -113,7 +113,7 @@ class ParallelConfig:
             raise ConfigError(f"--num-threads must be >= 1, got {self.num_threads}")
         if self.expert_threads is not None and self.expert_threads < 1:
             raise ConfigError(f"--expert-threads must be >= 1, got {self.expert_threads}")
-        if self.reserved_cores is not None and self.reserved_cores < 0:
+        if self.reserved_cores < 0:
             raise ConfigError(f"--reserved-cores must be >= 0, got {self.reserved_cores}")
         if self.tp < 1 or self.ep < 1 or self.nodes < 1:
             raise ConfigError(f"--tp, --ep and --nodes must be >= 1, got tp={self.tp} ep={self.ep} nodes={self.nodes}")

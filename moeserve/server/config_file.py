@@ -147,10 +147,13 @@ def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerCon
 def flags_markdown() -> str:
     """The docs table of every setting (docs/configuration.md; tests/test_docs.py keeps it in sync)."""
     rows = ["| YAML key / `LLM` keyword | flag | default | what it sets |", "|---|---|---|---|"]
+    def shown(value: Any) -> Any:
+        return "unset" if value is None else "none" if value == () else value
+
     for f in FLAGS:
-        default = {None: "unset", (): "none"}.get(_default(f), _default(f)) if not isinstance(_default(f), (bool, int, float)) else _default(f)
+        default = shown(_default(f))
         if f.serve_default is not None:
-            default = f"{f.serve_default} (`LLM`: {config_default(f)})"
+            default = f"{f.serve_default} (`LLM`: {shown(config_default(f))})"
         where = " (serve only)" if f.target.startswith("server.") else ""
         rows.append(f"| `{f.key}`{where} | `{f.flag}` | {default} | {f.help.replace('|', '/')} |")
     return "\n".join(rows)
