@@ -2,10 +2,9 @@
 combine) vs DeepSpeed's `deepspeed.moe.layer.MoE`, same experts, hidden size and routing, timed in
 one run and reported as a ratio. Not run by CI; numbers go to docs/dispatch.md.
 
-DeepSpeed lives in its own venv (never a moeserve dependency); see /work/shared/PEERS.md:
-    python -m venv --system-site-packages /work/venv-ds && /work/venv-ds/bin/pip install deepspeed
-    TORCH_EXTENSIONS_DIR=/work/ds_ext PYTHONPATH=/work/main \\
-        /work/venv-ds/bin/python benchmarks/moe_layer_vs_deepspeed.py --tokens 128 256 512
+DeepSpeed lives in its own venv (never a moeserve dependency), run from the repository root:
+    python -m venv --system-site-packages VENV && VENV/bin/pip install deepspeed
+    TORCH_EXTENSIONS_DIR=SCRATCH PYTHONPATH=. VENV/bin/python benchmarks/moe_layer_vs_deepspeed.py --tokens 128 256 512
 The first DeepSpeed start compiles a shared-memory op (~2.5 min); later starts take seconds.
 
 Routing is made identical: DeepSpeed's top-2 gate without 2nd-expert sampling, random token
@@ -18,7 +17,7 @@ Where the routing comes from:
 - default: random hidden states through a random gate (near-even expert load);
 - `--skew s`: s * a fixed random direction added to every hidden state (a few experts run hot);
 - `--mixtral-trace PATH [PATH ...]`: real per-token top-2 routing of Mixtral-8x7B
-  (/work/shared/traces/mixtral_per_token/*.jsonl, records of several files pooled). One layer's
+  (the mixtral_per_token/*.jsonl dumps, records of several files pooled). One layer's
   recorded (experts, gating_probs) pairs are shuffled once (fixed seed) and tiled cyclically to
   ep * tokens rows; rank r takes rows [r * tokens, (r + 1) * tokens). `--trace-layer median`
   (default) takes the layer whose hottest/mean expert load is the median of the 32 (a typical

@@ -2,7 +2,7 @@
 
     python benchmarks/offline_throughput.py [--model DIR] [--vllm-python VENV/bin/python] [--repeats 5]
 
-Default model: tiny-mixtral (made on first use). Workload (engine-core issue): 64 prompts of 5-40
+Default model: tiny-mixtral (made on first use). Workload: 64 prompts of 5-40
 random tokens, 32 new tokens each, greedy, ignore_eos, all submitted at once. transformers runs
 `generate` one prompt at a time (its natural unpadded path, the token oracle).
 The engines run in `--repeats` rounds; in round r every engine (each moeserve spec and vLLM, a

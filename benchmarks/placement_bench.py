@@ -17,7 +17,8 @@ from moeserve.placement.baselines import eplb_global, eplb_hierarchical
 from moeserve.placement.evaluate import experts_moved, home_share, score
 from moeserve.placement.optimizer import PlacementSpec, normalize, optimize
 from moeserve.placement.plan import PlacementPlan
-from moeserve.placement.trace import load_trace, merge_traces
+from moeserve.placement.importers import load_trace
+from moeserve.placement.trace import merge_traces
 
 G, N, R, K = 32, 4, 32, 8  # the reference setup: 32 GPUs, 4 nodes, 32 redundant slots, 8 groups
 

@@ -11,11 +11,11 @@ case this script starts `vllm serve` itself. Nothing is compared when neither is
 All servers are started first; then `--rounds` rounds each run the load against every server back
 to back (in an order rotated each round), and the ratio reported is the median of the per-round ratios (the shared machines swing
 1.5x within minutes: only a comparison taken under one machine state means anything). Round r sends
-prompt set r to every server: no round hits the prefix cache an earlier round filled (until session
-10 every round sent set 0, so rounds after the first measured mostly cached prefills). Before them,
-`--warmup-rounds` untimed rounds run against every server (session 15: the first concurrent load
-this process sent ran slower on the client's side, and it always fell on moeserve, first in round 1:
-its first-round TTFT p99 was 53.6-64.6 ms against 48.4-52.6 after one untimed round, same servers).
+prompt set r to every server: no round hits the prefix cache an earlier round filled (a repeated
+prompt set measures cached prefills after the first round). Before them, `--warmup-rounds` untimed
+rounds run against every server: the first concurrent load this process sends runs slower on the
+client's side, and it would always fall on the first server of the first round (its TTFT p99 was
+53.6-64.6 ms against 48.4-52.6 after one untimed round, same servers).
 """
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def greedy_token_ids(url: str, model: str, args: argparse.Namespace, vocab: int)
     at a time (vLLM's `return_token_ids`, which moeserve answers too): compared across servers, they
     show the engines produce the same tokens under this load's batching. Ids, not text: tiny-mixtral's
     vocabulary is padded past its tokenizer's 741 tokens, and vLLM's text of a completion with such
-    ids carries some prompt text in front (16 of 64 in session 13) while its ids agree."""
+    ids carries some prompt text in front (16 of 64 in one run) while its ids agree."""
     _, items = _load(url, model, args, vocab, seed=0)
 
     async def run() -> list[list[int]]:
@@ -201,7 +201,7 @@ def main() -> None:
     ap.add_argument("--warmup-rounds", type=int, default=1,
                     help="untimed rounds of the load against every server before the timed ones: the first "
                          "concurrent load this process sends ran slower on its own side (client-side first-time "
-                         "costs), and without this it always fell on the first server of round 1")
+                         "costs), and without this it always fell on the first server of the first round")
     ap.add_argument("--gap", type=float, default=2.0,
                     help="seconds of quiet before each server's load: a server (vLLM's worker) may keep polling for "
                          "a while after its load ends, and a load started inside that tail measures the overlap")

@@ -19,7 +19,7 @@ TINY_MIXTRAL = dict(
 
 
 def make_tiny_mixtral(path: str | Path, seed: int = 0) -> Path:
-    """The `tiny-mixtral` of the engine-core issue, with the built-in tokenizer (vocab padded to 4096)."""
+    """The `tiny-mixtral` of the engine benchmarks, with the built-in tokenizer (vocab padded to 4096)."""
     import torch
     from transformers import MixtralConfig, MixtralForCausalLM
 

@@ -1,34 +1,21 @@
 """Frozen configuration, composed per concern and validated once at start-up.
 
 Nothing mutates a config after construction; derived values are properties. Every field is also a
-CLI flag (see cli.py) and a YAML key (see configs/), with the CLI overriding the file.
+CLI flag, a YAML key and an `LLM(...)` keyword (one table: settings.py). `validate()` checks fields
+alone; the checks that read files or the environment are engine/startup_checks.py.
 """
 from __future__ import annotations
 
-import os
+import dataclasses
 from dataclasses import dataclass, field
 
+from moeserve import envs
+from moeserve.errors import ConfigError
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
+__all__ = ["ConfigError"]  # re-exported: defined in errors.py, imported from here by older code
+
 VALID_DTYPES = ("float32", "bfloat16", "float16")
-NUM_THREADS_ENV = "MOESERVE_NUM_THREADS"
-EXPERT_THREADS_ENV = "MOESERVE_EXPERT_THREADS"
-
-
-def threads_from_env(variable: str) -> int | None:
-    """A thread-count variable (NUM_THREADS_ENV, EXPERT_THREADS_ENV) as an int; None when unset or empty."""
-    value = os.environ.get(variable)
-    return int(value) if value else None
-
-
-def switched_off(variable: str) -> bool:
-    """An on-by-default switch (MOESERVE_CPU_BIND, MOESERVE_IDLE_HELPERS, MOESERVE_FAST_HTTP) set to
-    0, false, off or no."""
-    return os.environ.get(variable, "1").lower() in ("0", "false", "off", "no")
-
-
-class ConfigError(ValueError):
-    """A user-facing configuration mistake; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +85,9 @@ class ParallelConfig:
     # dense/split_linear.py
     expert_threads: int | None = None
     # cores of this node left to other processes (the HTTP front end, its clients): the ranks share the
-    # rest. None = 0 in the Python API; `moeserve serve` makes it 1, as vLLM's CPU backend reserves one
-    # core for its front end (on 2 cores its engine then runs one thread: docs/performance.md)
-    reserved_cores: int | None = None
+    # rest. `moeserve serve` starts from 1 (settings.py: serve_default), as vLLM's CPU backend reserves
+    # one core for its front end (on 2 cores its engine then runs one thread: docs/performance.md)
+    reserved_cores: int = 0
 
     @property
     def world_size(self) -> int:
@@ -109,8 +96,8 @@ class ParallelConfig:
     def asked_threads(self) -> int:
         """The most threads --num-threads / --expert-threads (or, unset, their environment variables)
         ask a rank for; 1 when none does."""
-        asked = (self.num_threads if self.num_threads is not None else threads_from_env(NUM_THREADS_ENV),
-                 self.expert_threads if self.expert_threads is not None else threads_from_env(EXPERT_THREADS_ENV))
+        asked = (self.num_threads if self.num_threads is not None else envs.NUM_THREADS.get(),
+                 self.expert_threads if self.expert_threads is not None else envs.EXPERT_THREADS.get())
         return max([1, *(n for n in asked if n)])
 
     @property
@@ -126,7 +113,7 @@ class ParallelConfig:
             raise ConfigError(f"--num-threads must be >= 1, got {self.num_threads}")
         if self.expert_threads is not None and self.expert_threads < 1:
             raise ConfigError(f"--expert-threads must be >= 1, got {self.expert_threads}")
-        if self.reserved_cores is not None and self.reserved_cores < 0:
+        if self.reserved_cores < 0:
             raise ConfigError(f"--reserved-cores must be >= 0, got {self.reserved_cores}")
         if self.tp < 1 or self.ep < 1 or self.nodes < 1:
             raise ConfigError(f"--tp, --ep and --nodes must be >= 1, got tp={self.tp} ep={self.ep} nodes={self.nodes}")
@@ -182,31 +169,23 @@ class EngineConfig:
     seed: int = 0
 
     def validate(self) -> "EngineConfig":
+        """Field checks of every part; what needs files or the environment (the model's sizes, the
+        --placement plan, the launcher) is engine/startup_checks.py."""
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
             part.validate()
-        # the model's sizes against --tp / --ep, read from config.json before any rank starts
-        from moeserve.engine.launch_check import check_launch
-        from moeserve.engine.layout_check import check_model_layout
-
-        check_model_layout(self)
-        check_launch(self.parallel)  # what torchrun / deepspeed / the machine give the layout
         return self
 
 
 def config_to_dict(config: EngineConfig) -> dict:
     """Plain JSON-able dict (for handing the config to rank processes without pickle)."""
-    import dataclasses
-
     return dataclasses.asdict(config)
 
 
 def config_from_dict(data: dict) -> EngineConfig:
-    return EngineConfig(
-        model=ModelConfig(**data["model"]),
-        cache=CacheConfig(**data["cache"]),
-        scheduler=SchedulerConfig(**data["scheduler"]),
-        parallel=ParallelConfig(**data["parallel"]),
-        placement=data.get("placement"),
-        placement_runtime=PlacementRuntimeConfig(**data.get("placement_runtime", {})),
-        seed=data.get("seed", 0),
-    )
+    """Inverse of config_to_dict; a section left out keeps its defaults."""
+    kwargs = {}
+    for f in dataclasses.fields(EngineConfig):
+        if f.name in data:
+            factory = f.default_factory
+            kwargs[f.name] = factory().__class__(**data[f.name]) if factory is not dataclasses.MISSING else data[f.name]
+    return EngineConfig(**kwargs)

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 
+class ConfigError(ValueError):
+    """A user-facing configuration mistake; the message says what to change."""
+
+
 class RequestError(ValueError):
     """A request the engine refuses; nothing else is affected. Maps to an OpenAI-shaped 4xx."""
 

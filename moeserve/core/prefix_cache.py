@@ -50,7 +50,3 @@ class PrefixCacheStats:
         self.queries += 1
         self.query_tokens += query_tokens
         self.hit_tokens += hit_tokens
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0

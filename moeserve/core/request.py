@@ -75,10 +75,6 @@ class Request:
     def num_uncomputed_tokens(self) -> int:
         return len(self.all_token_ids) - self.num_computed_tokens
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status is RequestStatus.FINISHED
-
     def append_output_token(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
         self.all_token_ids.append(token_id)

@@ -109,5 +109,4 @@ class PromptLogprobs:
 class StepResult:
     step: int
     sampled: list[SampledToken] = field(default_factory=list)
-    error: str | None = None
     prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)

@@ -3,7 +3,7 @@
 `moeserve serve` leaves `--reserved-cores` (default 1) to the HTTP front end and its clients. Left
 unpinned, the kernel's scheduler now and then runs the engine on the same core as a busy front end
 or client while the other core idles: a prefill step that takes 36 ms alone took a median 44-72 ms
-next to one busy process (docs/performance.md, session 11). Pinned, the engine keeps its cores and
+next to one busy process (docs/performance.md). Pinned, the engine keeps its cores and
 the scheduler moves the others away. vLLM's CPU backend binds its worker the same way
 (`VLLM_CPU_OMP_THREADS_BIND`).
 
@@ -19,15 +19,15 @@ there at SCHED_IDLE, the kernel's lowest priority, which runs only what the core
 leave. The expert loop and the column-split GEMMs fork their second chunk onto it, and take it back
 if it has not started when they are done with their own (`dense/split_chooser.take`): a busy front
 end costs a step a fork, never a wait. Serving tiny-mixtral against vLLM, it cut the TTFT p50 from
-40 to 32 ms without the prompt split, and the per-round TTFT p99 from 47 to 41 with it
-(docs/performance.md, session 16). MOESERVE_IDLE_HELPERS=0 turns it off.
+40 to 32 ms without the prompt split, and the per-round TTFT p99 from 50.6 to 47.2 with it
+(docs/performance.md). MOESERVE_IDLE_HELPERS=0 turns it off.
 """
 from __future__ import annotations
 
 import logging
 import os
 
-from moeserve.config import switched_off
+from moeserve import envs
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def engine_cores(available: list[int], reserved: int, ranks_per_node: int, threa
 def bind_engine_process(reserved: int, ranks_per_node: int, threads: int = 1) -> list[int] | None:
     """Pins the calling process (its threads to come) to `engine_cores`; returns them, or None when
     it did not pin. Call before torch creates its thread pools."""
-    if switched_off("MOESERVE_CPU_BIND"):
+    if not envs.CPU_BIND.get():
         return None
     try:
         available = sorted(os.sched_getaffinity(0))
@@ -74,7 +74,7 @@ def lend_idle_cores(cores: list[int]) -> int:
     before anything forks."""
     import torch
 
-    if not cores or not hasattr(os, "SCHED_IDLE") or switched_off("MOESERVE_IDLE_HELPERS"):
+    if not cores or not hasattr(os, "SCHED_IDLE") or not envs.IDLE_HELPERS.get():
         return 0
     try:
         torch.set_num_interop_threads(len(cores))

@@ -10,8 +10,7 @@ character completes, or until the request ends (`flush`), when the held-back tok
 The window starts in the prompt: the first output token is decoded after the prompt's last tokens,
 so its text is what it adds to the prompt's text, as vLLM and OpenAI return it. Alone, a
 SentencePiece token's leading space is dropped (`decode(["▁Par"])` is "Par"), and a completion of
-"The capital of France is" came back as "Par Par", with echo "...isPar Par" (an independent check,
-session 16). A prompt whose last token ends inside a character gives no such context.
+"The capital of France is" came back as "Par Par", with echo "...isPar Par". A prompt whose last token ends inside a character gives no such context.
 """
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class IncrementalDetokenizer:
         a character boundary (its text did not end inside one), as vLLM's does. A window cut at a
         fixed token count could start inside a character: a byte-fallback tokenizer (`<0xF0>` tokens,
         Mixtral's and Llama's) then decodes the whole byte run to U+FFFD, every later window ended in
-        U+FFFD and was held back, and a run of emoji came back as one emoji and a row of U+FFFD (an
-        independent check)."""
+        U+FFFD and was held back, and a run of emoji came back as one emoji and a row of U+FFFD."""
         self._prefix_offset = self._read_offset
         self._read_offset = end
         self.text += delta

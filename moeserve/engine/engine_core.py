@@ -16,7 +16,8 @@ from moeserve.core.request import Request
 from moeserve.core.scheduler import Scheduler
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 from moeserve.engine.executor import Executor, make_executor
-from moeserve.errors import EngineDeadError, RequestError
+from moeserve.engine.startup_checks import check_startup
+from moeserve.errors import RequestError
 from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
 
@@ -80,7 +81,7 @@ def _eos_ids(model_dir: str, tokenizer) -> set[int]:
 
 class EngineCore:
     def __init__(self, config: EngineConfig, executor: Executor | None = None):
-        config = resolve_model(config.validate())
+        config = resolve_model(check_startup(config))
         self.config = config
         model_dir = config.model.model
         self.model_name = config.model.served_model_name or model_dir.rstrip("/").split("/")[-1]
@@ -181,8 +182,6 @@ class EngineCore:
         return outputs
 
     def _update(self, plan, result) -> list[RequestOutput]:
-        if result.error:
-            raise EngineDeadError(result.error)
         by_id = {s.request_id: s for s in result.sampled}
         for part in result.prompt_logprobs:  # before the first token's output, which reports them
             tracked = self._tracked.get(part.request_id)

@@ -1,19 +1,20 @@
 """What the launch environment must give a layout, checked before any rank starts (by
-`EngineConfig.validate`, in every process that reads the flags: under torchrun each rank says it
+engine/startup_checks.py, in every process that reads the flags: under torchrun each rank says it
 once and exits 2, instead of a traceback from inside `init_process_group`).
 
 - `--nodes N > 1` needs a launcher that starts the ranks on every node (RANK and WORLD_SIZE set).
 - Under a launcher, WORLD_SIZE must be the layout's world (`--ep`, or `--tp` when `--ep` is 1).
 - `--backend nccl` needs CUDA GPUs and a torch built with NCCL (auto picks gloo without them).
 
-Before this (an independent check, session 16), the first two failed inside the engine process or
-every rank with a traceback, the third with a 59-line one from `init_process_group`.
+Unchecked, the first two fail inside the engine process or every rank with a traceback, the third
+with a 59-line one from `init_process_group`.
 """
 from __future__ import annotations
 
 import os
 
-from moeserve.config import ConfigError, ParallelConfig
+from moeserve.config import ParallelConfig
+from moeserve.errors import ConfigError
 
 
 def check_launch(parallel: ParallelConfig) -> None:

@@ -1,6 +1,6 @@
 """The model's sizes against --tp / --ep, from config.json alone: no torch, no weights.
 
-`EngineConfig.validate` runs it, so `moeserve serve` and `LLM(...)` refuse a layout the model cannot
+engine/startup_checks.py runs it, so `moeserve serve` and `LLM(...)` refuse a layout the model cannot
 split before any process or rank starts (in ~0.1 s, instead of from inside a rank 10-30 s later).
 The rule is models/layout.py; every rank applies it again to its loaded config (`ModelRunner`), which
 covers ranks started by torchrun or deepspeed.
@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from moeserve.config import ConfigError, EngineConfig
+from moeserve import envs
+from moeserve.config import EngineConfig
+from moeserve.errors import ConfigError
 from moeserve.models.registry import check_layout
 
 
@@ -41,7 +43,7 @@ def check_model_layout(config: EngineConfig) -> None:
         check_context_length(fields, config.model.max_model_len)
 
 
-ALLOW_LONG_ENV = "MOESERVE_ALLOW_LONG_MAX_MODEL_LEN"
+ALLOW_LONG_ENV = envs.ALLOW_LONG_MAX_MODEL_LEN.name
 
 
 def trained_context(fields) -> int | None:
@@ -65,17 +67,16 @@ def trained_context(fields) -> int | None:
 def check_context_length(fields, max_model_len: int | None) -> None:
     """A --max-model-len past what the checkpoint's positions cover is refused (its outputs there
     would be silently wrong), unless MOESERVE_ALLOW_LONG_MAX_MODEL_LEN=1 says the user knows: then a
-    warning. vLLM does the same (VLLM_ALLOW_LONG_MAX_MODEL_LEN); an independent check served 100000
-    tokens on a model trained for 4096 without a word."""
+    warning. vLLM does the same (VLLM_ALLOW_LONG_MAX_MODEL_LEN); unchecked, 100000 tokens were
+    served on a model trained for 4096 without a word."""
     import logging
-    import os
 
     trained = trained_context(fields)
     if max_model_len is None or trained is None or max_model_len <= trained:
         return
     message = (f"--max-model-len {max_model_len} is longer than the {trained} positions the checkpoint covers "
                f"(config.json max_position_embeddings{' and rope scaling' if trained != fields.max_position_embeddings else ''})")
-    if os.environ.get(ALLOW_LONG_ENV, "0").lower() in ("1", "true", "yes", "on"):
+    if envs.ALLOW_LONG_MAX_MODEL_LEN.get():
         logging.getLogger(__name__).warning("%s; %s=1 allows it: outputs past %d tokens may be wrong",
                                             message, ALLOW_LONG_ENV, trained)
         return

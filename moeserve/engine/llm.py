@@ -5,12 +5,12 @@ import itertools
 import logging
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
-from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from moeserve.engine.engine_core import EngineCore
 from moeserve.outputs import RequestOutput
-from moeserve.placement.runtime_config import PlacementRuntimeConfig
 from moeserve.sampling_params import SamplingParams
+from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
 
 log = logging.getLogger(__name__)
 
@@ -20,50 +20,17 @@ Prompt = str | Sequence[int]
 class LLM:
     """Runs an engine in this process (rank 0; other ranks, if any, are spawned by the executor).
 
-    model: checkpoint directory, or None for the built-in model. tp / ep: see DESIGN.md section 2.
+    `LLM(model=DIR, tp=2, ep=4, ...)`: every keyword is a `moeserve serve` setting of the same name
+    and default (moeserve/settings.py); model None serves the built-in model. tp / ep: DESIGN.md
+    section 2. The settings:
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        dtype: str = "float32",
-        tp: int = 1,
-        ep: int = 1,
-        dispatch: str = "auto",
-        num_threads: int | None = None,
-        expert_threads: int | None = None,
-        max_model_len: int | None = None,
-        max_num_seqs: int = 256,
-        max_num_batched_tokens: int = 4096,
-        split_prefill_bursts: bool = False,
-        kv_cache_blocks: int | None = None,
-        block_size: int = 16,
-        enable_prefix_caching: bool = True,
-        placement: str | None = None,
-        record_trace_dir: str | None = None,
-        record_window_steps: int = 100,
-        eplb_interval: int = 0,
-        eplb_window: int = 0,
-        seed: int = 0,
-    ):
-        config = EngineConfig(
-            model=ModelConfig(model=model, dtype=dtype, max_model_len=max_model_len),
-            cache=CacheConfig(block_size=block_size, num_blocks=kv_cache_blocks, enable_prefix_caching=enable_prefix_caching),
-            scheduler=SchedulerConfig(
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=max_num_batched_tokens,
-                split_prefill_bursts=split_prefill_bursts,
-            ),
-            parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch, num_threads=num_threads, expert_threads=expert_threads),
-            placement=placement,
-            placement_runtime=PlacementRuntimeConfig(
-                record_trace_dir=record_trace_dir,
-                record_window_steps=record_window_steps,
-                eplb_interval=eplb_interval,
-                eplb_window=eplb_window,
-            ),
-            seed=seed,
-        )
+    def __init__(self, model: str | None = None, **settings: Any):
+        unknown = sorted(set(settings) - set(ENGINE_KEYS))
+        if unknown:
+            raise TypeError(f"LLM() got unknown settings {', '.join(unknown)}; valid settings: {', '.join(ENGINE_KEYS)}")
+        values = {k: check_value(ENGINE_KEYS[k], v, "LLM()") for k, v in {"model": model, **settings}.items()}
+        config = engine_config(values)
         self.engine = EngineCore(config)
         self.tokenizer = self.engine.tokenizer
         self._ids = itertools.count()
@@ -115,3 +82,6 @@ class LLM:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+LLM.__doc__ = LLM.__doc__.rstrip() + "\n" + describe(ENGINE_FLAGS) + "\n"

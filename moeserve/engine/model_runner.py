@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from moeserve.config import EXPERT_THREADS_ENV, NUM_THREADS_ENV, ConfigError, EngineConfig, threads_from_env
+from moeserve import envs
+from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
 from moeserve.dense.blocked import ELEMENTWISE_GRAIN
@@ -24,6 +25,7 @@ from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
+from moeserve.errors import ConfigError
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import check_layout, model_class
 from moeserve.moe.experts import GroupedExperts
@@ -71,8 +73,7 @@ def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
     """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading.
     The plan's experts, MoE layers and ranks were checked against the model with its layout
     (`check_layout`)."""
-    from moeserve.placement.routing import ReplicaTable
-    from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
+    from moeserve.placement.routing_torch import slot_map_for
 
     layers = list(model.moe_layers().values())
     if plan.layer_ids is not None and list(plan.layer_ids) != list(model.moe_layers()):
@@ -80,13 +81,7 @@ def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
             f"placement {plan_path} is for MoE layers {list(plan.layer_ids)}, the model's are {list(model.moe_layers())}"
         )
     for index, moe in enumerate(layers):
-        table = TorchReplicaTable(ReplicaTable.from_plan(plan, index))
-
-        def slot_map(topk_ids: torch.Tensor, table: TorchReplicaTable = table) -> torch.Tensor:
-            src = torch.full((topk_ids.shape[0],), ctx.ep_rank, dtype=torch.int64)
-            return choose_slots(table, topk_ids, src)
-
-        moe.set_placement(plan.phy2log[index].tolist(), slot_map)
+        moe.set_placement(plan.phy2log[index].tolist(), slot_map_for(plan, index, ctx.ep_rank))
 
 
 def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext) -> Dispatcher:
@@ -118,7 +113,7 @@ def intra_op_threads(hidden_size: int, current: int, configured: int | None = No
     """
     if configured is not None:  # --num-threads
         return configured
-    forced = threads_from_env(NUM_THREADS_ENV)
+    forced = envs.NUM_THREADS.get()
     if forced is not None:
         return max(1, forced)
     return max(1, min(current, hidden_size // 1024))
@@ -133,7 +128,7 @@ def step_threads(
     fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
     above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
     narrow = torch.get_num_threads()
-    if configured is not None or threads_from_env(NUM_THREADS_ENV) is not None or ctx.world_size > 1 or share <= narrow:
+    if configured is not None or envs.NUM_THREADS.get() is not None or ctx.world_size > 1 or share <= narrow:
         return None
     if not distinct_packed(model) or any(
         isinstance(m, GroupedExperts) and m.intermediate >= ELEMENTWISE_GRAIN for m in model.modules()
@@ -161,7 +156,7 @@ def expert_threads(share: int, intra_op: int, configured: int | None = None) -> 
     SplitChooser measures and falls back from (docs/performance.md)."""
     if configured is not None:
         return configured
-    forced = threads_from_env(EXPERT_THREADS_ENV)
+    forced = envs.EXPERT_THREADS.get()
     if forced is not None:
         return forced
     return max(1, share // max(1, intra_op))
@@ -174,7 +169,7 @@ class ModelRunner:
         self.ctx = ctx
         model_dir = resolve_model_dir(engine_config)
         self.hf_config = load_hf_config(model_dir)
-        # EngineConfig.validate's check on config.json, again on the config as loaded: a rank's config
+        # the start-up check on config.json (engine/startup_checks.py), again on the config as loaded: a rank's config
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
         plan = load_plan(engine_config.placement)
         check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")

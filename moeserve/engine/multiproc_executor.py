@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
 from moeserve.dense import cpu_kernels
@@ -89,9 +90,9 @@ class MultiprocExecutor:
             LOCAL_RANK=str(rank),
             MASTER_ADDR=env.master_addr,
             MASTER_PORT=str(env.master_port),
-            MOESERVE_PARENT_PID=str(os.getpid()),
-            MOESERVE_ENGINE_CONFIG=json.dumps(config_to_dict(config)),
         )
+        child_env[envs.PARENT_PID.name] = str(os.getpid())
+        child_env[envs.ENGINE_CONFIG.name] = json.dumps(config_to_dict(config))
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
     def _exited_rank(self) -> str | None:
@@ -105,8 +106,8 @@ class MultiprocExecutor:
 
     def _stopped_first(self, failure: str) -> str:
         """`failure`, after the spawned ranks the kernel has stopped (SIGSTOP, a debugger), if any: a
-        stopped rank stalls every collective until its peers time out, and they, not it, exit (an
-        independent check found the errors naming the peer)."""
+        stopped rank stalls every collective until its peers time out, and they, not it, exit (the
+        errors would otherwise name a peer)."""
         stopped = []
         for rank, proc in enumerate(self._procs, start=1):
             try:
@@ -163,7 +164,7 @@ class MultiprocExecutor:
         try:
             broadcast_bytes(encode_plan(plan), self.groups.plan_group)
             own = self.worker.execute(plan)
-            payloads = gather_bytes(encode_sampled(own.sampled, None, own.prompt_logprobs), self.groups.result_group)
+            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs), self.groups.result_group)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 log.exception("step %d failed on rank 0", plan.step)
@@ -179,7 +180,7 @@ class MultiprocExecutor:
                 raise EngineDeadError(self.dead) from exc
             raise
         merged = StepResult(step=plan.step)
-        for payload in payloads:  # ranks send no error: a failing rank exits instead (rank_worker)
+        for payload in payloads:
             part = decode_result(payload)
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)

@@ -47,22 +47,15 @@ def decode_plan(data: bytes) -> StepPlan | None:
     )
 
 
-def encode_sampled(
-    sampled: list[SampledToken], error: str | None = None, prompt_logprobs: list[PromptLogprobs] | None = None
-) -> bytes:
-    """One rank's share of a StepResult: its sampled tokens, its error and its prompt logprobs."""
+def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogprobs] | None = None) -> bytes:
+    """One rank's share of a StepResult: its sampled tokens and its prompt logprobs. A failing rank
+    sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
     return msgpack.packb(
         {
-            "error": error,
             "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
             "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
         }
     )
-
-
-def decode_sampled(data: bytes) -> tuple[list[SampledToken], str | None]:
-    result = decode_result(data)
-    return result.sampled, result.error
 
 
 def decode_result(data: bytes) -> StepResult:
@@ -76,4 +69,4 @@ def decode_result(data: bytes) -> StepResult:
         PromptLogprobs(rid, start, [(lp, [tuple(x) for x in top]) for lp, top in entries])
         for rid, start, entries in raw.get("prompt", ())
     ]
-    return StepResult(step=-1, sampled=sampled, error=raw["error"], prompt_logprobs=prompt)
+    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt)

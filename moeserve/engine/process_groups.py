@@ -52,10 +52,6 @@ class RankGroups:
     plan_group: object
     result_group: object
 
-    @property
-    def is_group_leader(self) -> bool:
-        return self.ctx.tp_rank == 0
-
 
 def data_backend(parallel: ParallelConfig) -> str:
     if parallel.backend != "auto":

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from moeserve import envs
 from moeserve.config import EngineConfig, config_from_dict
 from moeserve.engine.gc_heap import freeze_startup_objects
 
@@ -66,20 +67,20 @@ def run_rank(config: EngineConfig) -> int:
             log.exception("rank %d failed in step %d; exiting", env.rank, plan.step)
             logging.shutdown()
             os._exit(1)  # no interpreter teardown: a gloo group torn down mid-step may block
-        gather_bytes(encode_sampled(result.sampled, None, result.prompt_logprobs), groups.result_group)
+        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs), groups.result_group)
     dist.destroy_process_group()
     return 0
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s rank%(process)d %(levelname)s %(message)s")
-    parent = os.environ.get("MOESERVE_PARENT_PID")
+    parent = envs.PARENT_PID.get()
     if parent:
-        _exit_when_parent_dies(int(parent))
+        _exit_when_parent_dies(parent)
         # a terminal's Ctrl-C reaches the whole foreground group: the engine that spawned us decides
         # (it ends the world and kills us), so the failure reads as the interrupt, not "rank N exited"
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    config = config_from_dict(json.loads(os.environ["MOESERVE_ENGINE_CONFIG"]))
+    config = config_from_dict(json.loads(envs.ENGINE_CONFIG.get()))
     return run_rank(config)
 
 

@@ -26,19 +26,7 @@ from moeserve.moe.layer import MoELayer
 from moeserve.parallel_state import ParallelContext
 from moeserve.placement.plan import PlacementPlan
 from moeserve.placement.rebalancer import Transfer, plan_transfers
-from moeserve.placement.routing import ReplicaTable
-from moeserve.placement.routing_torch import TorchReplicaTable, choose_slots
-
-
-def slot_map_for(plan: PlacementPlan, layer: int, ep_rank: int, device: torch.device):
-    """The replica choice of one layer: logical ids [T, k] int64 -> physical slots [T, k] int64."""
-    table = TorchReplicaTable(ReplicaTable.from_plan(plan, layer), device)
-
-    def slot_map(topk_ids: torch.Tensor) -> torch.Tensor:
-        src = torch.full((topk_ids.shape[0],), ep_rank, dtype=torch.int64, device=topk_ids.device)
-        return choose_slots(table, topk_ids, src)
-
-    return slot_map
+from moeserve.placement.routing_torch import slot_map_for
 
 
 class RankPlacement:
@@ -168,9 +156,7 @@ class EnginePlacement:
         from moeserve.core.step_plan import GroupBatch, StepPlan
 
         groups = [GroupBatch(g) for g in range(self.executor.num_groups)]
-        result = self.executor.execute(StepPlan(step=-1, groups=groups, collect_routing=True))
-        if result.error:
-            raise RuntimeError(result.error)
+        self.executor.execute(StepPlan(step=-1, groups=groups, collect_routing=True))
         counts = self.rank0.take_collected()
         if counts is not None:
             self.controller.take_counts(counts)

@@ -1,7 +1,7 @@
 """The sizes of a model that a parallel layout cuts, and the one check that they cut evenly.
 
 Torch-free, so it runs on config.json alone in the process that reads the flags
-(`EngineConfig.validate`: `moeserve serve` and `LLM(...)` fail before any rank starts) and on the
+(engine/startup_checks.py: `moeserve serve` and `LLM(...)` fail before any rank starts) and on the
 loaded config in every rank before the model is built (`ModelRunner`: a world started by torchrun
 fails with the same message). The layers keep their own checks for code that builds them directly.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.config import ConfigError
+from moeserve.errors import ConfigError
 
 # what a Cut splits
 HEADS = "heads"  # over --tp
@@ -77,8 +77,7 @@ def with_plan(cuts: list[Cut], plan: Any, ep: int, where: str, moe_layers: int |
     as many experts as the model routes to, as many MoE layers (`moe_layers`, when config.json says),
     and --ep ranks. `plan` needs num_experts, num_layers, num_slots and num_ranks (placement/plan.py);
     `where` names it in the message. A plan for 5 experts on a model with 6 was accepted and failed
-    the first request, the engine dead; one for 3 MoE layers on a model with 2 failed in the engine
-    (independent checks)."""
+    the first request, the engine dead; one for 3 MoE layers on a model with 2 failed in the engine."""
     problems = [f"{where} is for {plan.num_experts} experts; this model has {c.field} {c.size}"
                 for c in cuts if c.kind == EXPERTS and c.size != plan.num_experts]
     if moe_layers is not None and plan.num_layers != moe_layers:

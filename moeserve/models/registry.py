@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from moeserve.config import ConfigError
+from moeserve.errors import ConfigError
 from moeserve.models import layout
 
 # name -> ("module:Class", the architecture's cuts from its config, whether decoder layer i is MoE)

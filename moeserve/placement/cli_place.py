@@ -11,7 +11,8 @@ import numpy as np
 from moeserve.placement import evaluate, policies
 from moeserve.placement.optimizer import PlacementSpec
 from moeserve.placement.plan import PlacementPlan
-from moeserve.placement.trace import Trace, load_trace, merge_traces
+from moeserve.placement.importers import load_trace
+from moeserve.placement.trace import Trace, merge_traces
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from moeserve.placement.trace import Trace, load_trace, save_trace
+from moeserve.placement.importers import load_trace
+from moeserve.placement.trace import Trace, save_trace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

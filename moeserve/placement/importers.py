@@ -1,4 +1,4 @@
-"""Readers for other engines' routing dumps, detected from the content.
+"""`load_trace`: any supported trace file, with readers for other engines' routing dumps, detected from the content.
 
 - SGLang expert-distribution counts (DeepSeek): one JSON object `{"logical_count": [[E] x layers]}`.
   All-zero layers (the dense layers in front of the MoE layers) are dropped; `layer_ids` keeps the
@@ -9,11 +9,31 @@
 """
 from __future__ import annotations
 
+import io
 import json
+import os
+import zipfile
 
 import numpy as np
 
-from moeserve.placement.trace import TokenSample, Trace, TraceFormatError, default_meta
+from moeserve.placement.trace import TokenSample, Trace, TraceFormatError, default_meta, read_npz
+
+
+def load_trace(path: str) -> Trace:
+    """Read any supported trace file, choosing the reader from the content, not the file name."""
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.path.splitext(os.path.basename(path))[0]
+    if data[:4] == b"PK\x03\x04" and zipfile.is_zipfile(io.BytesIO(data)):
+        trace = read_npz(data)
+    else:
+        trace = parse_text(data.decode("utf-8"), path)
+    if "name" not in trace.meta:
+        trace = trace.with_meta(name=name)
+    if trace.meta.get("phase") is None and name.startswith(("prefill", "decode")):
+        trace = trace.with_meta(phase=name.split("_")[0])  # SGLang dumps name the phase only in the file name
+    return trace
+
 
 _FORMATS = "moeserve .npz, SGLang counts JSON ({'logical_count': [[...]]}), per-token JSONL"
 

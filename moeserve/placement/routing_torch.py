@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from moeserve.placement.plan import PlacementPlan
 from moeserve.placement.routing import ReplicaTable
 
 
@@ -40,3 +41,15 @@ def choose_slots(table: TorchReplicaTable, topk: torch.Tensor, src_rank: torch.T
     replica = (occ + src.clamp(min=0)) % table.replicas[e0]
     slots = torch.where(local >= 0, local, table.log2phy[e0, replica])
     return torch.where(valid, slots, torch.full_like(slots, -1)).reshape(t, k)
+
+
+def slot_map_for(plan: PlacementPlan, layer: int, ep_rank: int, device: torch.device | str = "cpu"):
+    """The replica choice of MoE layer `layer` on expert rank `ep_rank`, as the MoE layer takes it:
+    logical ids [T, k] int64 -> physical slots [T, k] int64 (every token counts as this rank's)."""
+    table = TorchReplicaTable(ReplicaTable.from_plan(plan, layer), device)
+
+    def slot_map(topk_ids: torch.Tensor) -> torch.Tensor:
+        src = torch.full((topk_ids.shape[0],), ep_rank, dtype=torch.int64, device=topk_ids.device)
+        return choose_slots(table, topk_ids, src)
+
+    return slot_map

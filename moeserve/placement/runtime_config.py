@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moeserve.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class PlacementRuntimeConfig:
@@ -21,8 +23,6 @@ class PlacementRuntimeConfig:
         return self.eplb_window or self.eplb_interval
 
     def validate(self) -> None:
-        from moeserve.config import ConfigError
-
         if self.record_window_steps < 1:
             raise ConfigError(f"--record-window-steps must be >= 1, got {self.record_window_steps}")
         if self.eplb_interval < 0 or self.eplb_window < 0:

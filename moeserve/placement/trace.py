@@ -11,14 +11,12 @@ sample of per-token choices. On disk it is one `.npz` file (see traces/README.md
     token_id      int64   [N]         (optional) token key, equal across layers for one token, -1 = unknown
     placement     int32   [L, P]      (optional) phy2log of the placement in force while recording
 
-Other engines' dumps are read by `importers.py`; `load_trace` picks the reader from the content.
+Other engines' dumps are read by `importers.py`, whose `load_trace` picks the reader from the content.
 """
 from __future__ import annotations
 
 import io
 import json
-import os
-import zipfile
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -44,10 +42,6 @@ class TokenSample:
     def __post_init__(self) -> None:
         n = len(self.layer)
         assert self.topk.ndim == 2 and len(self.topk) == n and len(self.rank) == n and len(self.token_id) == n
-
-    def for_layer(self, layer: int) -> np.ndarray:
-        """Top-k ids [n_l, k] of the records of one MoE layer."""
-        return self.topk[self.layer == layer]
 
     def coactivation(self, num_layers: int, num_experts: int) -> np.ndarray:
         """Pair counts [L, E, E] (symmetric, zero diagonal): how often two experts serve one token."""
@@ -130,7 +124,8 @@ def save_trace(trace: Trace, path: str) -> None:
         np.savez(f, **arrays)
 
 
-def _read_npz(data: bytes) -> Trace:
+def read_npz(data: bytes) -> Trace:
+    """A version-1 `.npz` trace from its bytes."""
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         if meta.get("format") != FORMAT_NAME:
@@ -143,24 +138,6 @@ def _read_npz(data: bytes) -> Trace:
             tokens = TokenSample(layer.astype(np.int32), topk.astype(np.int32), rank.astype(np.int32), tid.astype(np.int64))
         placement = z["placement"].astype(np.int32) if "placement" in z else None
         return Trace(z["counts"].astype(np.float64), meta, tokens, placement)
-
-
-def load_trace(path: str) -> Trace:
-    """Read any supported trace file, choosing the reader from the content, not the file name."""
-    from moeserve.placement import importers
-
-    with open(path, "rb") as f:
-        data = f.read()
-    name = os.path.splitext(os.path.basename(path))[0]
-    if data[:4] == b"PK\x03\x04" and zipfile.is_zipfile(io.BytesIO(data)):
-        trace = _read_npz(data)
-    else:
-        trace = importers.parse_text(data.decode("utf-8"), path)
-    if "name" not in trace.meta:
-        trace = trace.with_meta(name=name)
-    if trace.meta.get("phase") is None and name.startswith(("prefill", "decode")):
-        trace = trace.with_meta(phase=name.split("_")[0])  # SGLang dumps name the phase only in the file name
-    return trace
 
 
 def merge_traces(traces: list[Trace]) -> Trace:

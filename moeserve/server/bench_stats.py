@@ -39,7 +39,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def _dist_ms(values: list[float]) -> dict[str, float | None]:
     """Mean and percentiles in ms; None where there is nothing to measure (TPOT and ITL of one-token
-    outputs): JSON has no NaN, and a NaN there broke strict readers (an independent check)."""
+    outputs): JSON has no NaN, and a NaN there broke strict readers."""
     if not values:
         return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
     out = {"mean": 1000.0 * sum(values) / len(values)}

@@ -13,9 +13,10 @@ import signal
 import sys
 import time
 
-from moeserve.config import ConfigError, EngineConfig, switched_off
+from moeserve import envs
+from moeserve.config import EngineConfig
 from moeserve.engine.gc_heap import freeze_startup_objects
-from moeserve.errors import EngineDeadError
+from moeserve.errors import ConfigError, EngineDeadError
 from moeserve.server.config_file import ServerConfig, add_flags, configs_from_args
 
 logger = logging.getLogger("moeserve.server")
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def fast_http() -> bool:
     """uvloop's event loop and httptools' HTTP parser (C, as vLLM's front end runs them), unless
     MOESERVE_FAST_HTTP=0 or either is not installed: then asyncio's loop and h11 (pure Python)."""
-    if switched_off("MOESERVE_FAST_HTTP"):
+    if not envs.FAST_HTTP.get():
         return False
     try:
         import httptools  # noqa: F401

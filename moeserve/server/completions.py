@@ -92,7 +92,7 @@ def _text_end(logprobs: dict[str, Any] | None) -> int:
     """Where the generated tokens' text offsets start after echoed prompt `logprobs`: one running sum
     of token texts through prompt and output, as vLLM counts. The prompt's own text can be shorter
     (each byte of a split character is one "\ufffd" alone), and offsets that restarted at its length
-    went backwards (an independent check)."""
+    went backwards."""
     return sum(len(t) for t in logprobs["tokens"]) if logprobs is not None else 0
 
 

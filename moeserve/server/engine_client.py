@@ -22,11 +22,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.config import EngineConfig
+from moeserve.config import EngineConfig, config_to_dict
 from moeserve.errors import EngineDeadError, RequestError
 from moeserve.sampling_params import SamplingParams
 from moeserve.server import ipc
-from moeserve.server.config_file import config_to_dict
 
 logger = logging.getLogger("moeserve.server")
 

@@ -24,13 +24,12 @@ import sys
 import time
 from typing import Any, Callable
 
-from moeserve.config import ConfigError, EngineConfig
+from moeserve.config import EngineConfig, config_from_dict
 from moeserve.engine.cpu_binding import bind_engine_process, lend_idle_cores
 from moeserve.engine.gc_heap import freeze_startup_objects
-from moeserve.errors import RequestError
+from moeserve.errors import ConfigError, RequestError
 from moeserve.sampling_params import SamplingParamsError
 from moeserve.server import ipc
-from moeserve.server.config_file import config_from_dict
 
 logger = logging.getLogger("moeserve.engine_process")
 

@@ -5,19 +5,19 @@ Python fallback (`MOESERVE_FAST_HTTP=0`), with the same time bound and error ans
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
 and h11 strips: `Authorization: Bearer KEY ` got a 401, and `Content-Length: N ` slipped past the
-early size check (an independent raw-socket check, session 13). Stripped here, every header the
+early size check (found by a raw-socket check). Stripped here, every header the
 application reads is what h11 would have given it.
 
 httptools buffers a header until its end, with no limit: 32 MB of one header value reached the
-application before this bound (measured, session 13), and the head is read before any API-key
+application before this bound (measured), and the head is read before any API-key
 check, so anyone who can reach the port could make the front end hold gigabytes. h11, the pure
 Python fallback, refuses heads over its `max_incomplete_event_size` on its own (set to the same
 limit by the server, answered 431 here). nginx allows 4 x 8 KiB by default; we allow
 HEAD_LIMIT_BYTES in all and answer a larger head 431, in the OpenAI error shape, then close.
 
 Counting: a head that completes is measured exactly, from its URL and headers as the parser hands
-them over (until session 15 only the chunk arithmetic below ran, and a 120,000-byte head sent in one
-write, complete in one read, was served: an independent check). A head still open, which httptools
+them over (the chunk arithmetic below alone let a 120,000-byte head sent in one write, complete in
+one read, be served). A head still open, which httptools
 buffers, is bounded after each chunk the parser takes: a chunk that ends inside a head which began
 in an earlier chunk is all head bytes; a chunk in which a head begins is not counted, since the
 parser does not say where in it the head began (after a body, on a pipelined connection, most of it
@@ -25,7 +25,7 @@ may be body). So nothing but head bytes is ever counted, and the memory held is 
 plus two reads.
 
 Neither uvicorn stack times out a head: a connection that sends nothing, or a request line and some
-headers and then nothing, stayed open for good (an independent check held them 180 s), and enough
+headers and then nothing, stayed open for good (held 180 s in a test), and enough
 of them exhaust the server's sockets (the slowloris attack). A head must now complete within
 HEAD_TIMEOUT_S of the connection opening or of its first byte (a request after a kept-alive one): a
 partial head is answered 408 and closed, an idle connection closed. Both stacks (`_HeadGuard`). nginx waits 60 s for a head

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -19,6 +21,7 @@ def run_script(name: str, *args: str, timeout: float = 600) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1] if name == "offline_throughput.py" else proc.stdout)
 
 
+@pytest.mark.slow
 def test_offline_benchmark_runs_every_spec_and_checks_tokens():
     result = run_script("offline_throughput.py", "--prompts", "4", "--new-tokens", "4", "--repeats", "2",
                         "--hf-prompts", "2", "--runs", "1:1", "1:2", "1:1:nopanel:noattn")
@@ -29,6 +32,7 @@ def test_offline_benchmark_runs_every_spec_and_checks_tokens():
     assert result["1:1_tok_s_best"] > 0
 
 
+@pytest.mark.slow
 def test_serving_benchmark_runs_rounds_against_each_server():
     result = run_script("serve_vs_vllm.py", "--num-requests", "4", "--concurrency", "2", "--input-len", "8",
                         "--output-len", "4", "--rounds", "2", "--runs", "1:1", "1:1:nosplit:h11")

@@ -12,7 +12,7 @@ from moeserve.core.prefill_split import burst_steps
 from moeserve.core.scheduler import Scheduler
 from moeserve.core.step_cost import StepCost, StepCostModel
 
-TINY_MIXTRAL = StepCost(overhead_s=0.0052, per_token_s=0.000134)  # in-process fit, session 12
+TINY_MIXTRAL = StepCost(overhead_s=0.0052, per_token_s=0.000134)  # fitted in process to tiny-mixtral's steps
 
 
 # ---- the cost model -------------------------------------------------------------------------------

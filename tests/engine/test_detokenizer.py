@@ -28,9 +28,8 @@ def _token_ending_inside_a_character(tok) -> int:
 
 
 def test_flush_gives_held_back_tokens_the_text_decode_gives_them():
-    # an independent check (session 14) found "モ" lost along with the unfinished character after
-    # it; another (session 16) found bytes that never form a character dropped, where decode and
-    # /detokenize write U+FFFD
+    # "モ" was once lost along with the unfinished character after it, and bytes that never form a
+    # character dropped, where decode and /detokenize write U+FFFD
     tok = build_tokenizer()
     odd = _token_ending_inside_a_character(tok)
     ids = tok.encode("Hello there")

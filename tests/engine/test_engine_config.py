@@ -3,6 +3,7 @@ import re
 import pytest
 
 from moeserve.config import ConfigError, EngineConfig, ParallelConfig, config_from_dict, config_to_dict
+from moeserve.engine.startup_checks import check_startup
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,7 @@ def test_what_the_launch_cannot_give_is_refused_before_anything_starts(monkeypat
     parallel = ParallelConfig(**flags)
     parallel.validate()  # a valid mesh: only the launch is wrong
     with pytest.raises(ConfigError, match=message):
-        EngineConfig(parallel=parallel).validate()
+        check_startup(EngineConfig(parallel=parallel))
     argv = ["serve", "--port", "0", *[a for k, v in flags.items() for a in (f"--{k}", str(v))]]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err

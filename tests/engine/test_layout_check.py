@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +17,7 @@ from moeserve import LLM, cli
 from moeserve.config import ConfigError, EngineConfig, ModelConfig, ParallelConfig
 from moeserve.engine import engine_core
 from moeserve.engine.multiproc_executor import MultiprocExecutor
+from moeserve.engine.startup_checks import check_startup
 from moeserve.models.registry import check_layout, model_class
 from moeserve.parallel_state import ParallelContext
 from tiny_models import make_checkpoint, tiny_config
@@ -69,10 +69,8 @@ def _flags(flags: dict[str, int]) -> list[str]:
 @pytest.mark.parametrize("case", CASES)
 def test_python_api_refuses_the_layout_before_spawning_a_rank(case, checkpoints, no_spawning):
     _, _, flags, message = CASES[case]
-    start = time.monotonic()
     with pytest.raises(ConfigError, match=re.escape(message)):
-        LLM(model=checkpoints[case], **flags)
-    assert time.monotonic() - start < 2
+        LLM(model=checkpoints[case], **flags)  # no_spawning: a rank or executor started would raise instead
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -86,12 +84,10 @@ def test_serve_refuses_the_layout_before_starting_the_engine(case, checkpoints, 
 def test_serve_command_exits_at_once_with_the_message(case, checkpoints):
     _, _, flags, message = CASES[case]
     argv = [sys.executable, "-m", "moeserve.cli", "serve", "--model", checkpoints[case], *_flags(flags), "--port", "0"]
-    start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr
     assert f"moeserve serve: error: {message}" in proc.stderr
-    assert elapsed < 10  # an interpreter start and a config.json read; the ranks took 5-30 s to say it
+    assert "starting the engine process" not in proc.stderr  # refused by the flags' process, before the engine
 
 
 def test_builtin_model_is_checked_without_building_it(no_spawning, monkeypatch):
@@ -99,20 +95,20 @@ def test_builtin_model_is_checked_without_building_it(no_spawning, monkeypatch):
 
     monkeypatch.setattr(builtin_model, "builtin_model_dir", lambda: pytest.fail("built the built-in model"))
     with pytest.raises(ConfigError, match="num_local_experts 16 is not a multiple of --ep 3"):
-        EngineConfig(parallel=ParallelConfig(ep=3)).validate()
-    EngineConfig(parallel=ParallelConfig(ep=16, tp=4)).validate()
+        check_startup(EngineConfig(parallel=ParallelConfig(ep=3)))
+    check_startup(EngineConfig(parallel=ParallelConfig(ep=16, tp=4)))
 
 
 def test_a_directory_without_config_json_is_left_to_the_loader(tmp_path):
-    EngineConfig(model=ModelConfig(model=str(tmp_path)), parallel=ParallelConfig(ep=3)).validate()
+    check_startup(EngineConfig(model=ModelConfig(model=str(tmp_path)), parallel=ParallelConfig(ep=3)))
     (tmp_path / "config.json").write_text("{not json")
-    EngineConfig(model=ModelConfig(model=str(tmp_path)), parallel=ParallelConfig(ep=3)).validate()
+    check_startup(EngineConfig(model=ModelConfig(model=str(tmp_path)), parallel=ParallelConfig(ep=3)))
 
 
 def test_every_problem_is_named_at_once(checkpoints):
     model = ModelConfig(model=checkpoints["attention_heads_over_tp"])
     with pytest.raises(ConfigError) as e:
-        EngineConfig(model=model, parallel=ParallelConfig(tp=5)).validate()
+        check_startup(EngineConfig(model=model, parallel=ParallelConfig(tp=5)))
     for field in ("num_attention_heads 4", "num_key_value_heads 2", "intermediate_size 48"):
         assert f"{field} " in str(e.value)
 
@@ -231,9 +227,9 @@ def test_a_plans_slots_split_over_ep_where_the_experts_do_not(checkpoints, tmp_p
     """8 experts do not split over --ep 3; a plan with one replica makes 9 slots, which do."""
     model = checkpoints["routed_experts_over_ep"]
     with pytest.raises(ConfigError, match="num_local_experts 8 is not a multiple of --ep 3"):
-        EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3)).validate()
+        check_startup(EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3)))
     plan = _plan(tmp_path / "nine.json", 8, list(range(8)) + [0], 3)
-    EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3), placement=plan).validate()
+    check_startup(EngineConfig(model=ModelConfig(model=model), parallel=ParallelConfig(ep=3), placement=plan))
 
 
 def test_a_context_longer_than_the_checkpoints_positions_is_refused_unless_allowed(monkeypatch, no_spawning):
@@ -242,10 +238,10 @@ def test_a_context_longer_than_the_checkpoints_positions_is_refused_unless_allow
     monkeypatch.delenv(ALLOW_LONG_ENV, raising=False)
     long = EngineConfig(model=ModelConfig(max_model_len=100000))  # the built-in model covers 4096
     with pytest.raises(ConfigError, match="--max-model-len 100000 is longer than the 4096 positions"):
-        long.validate()
-    EngineConfig(model=ModelConfig(max_model_len=4096)).validate()
+        check_startup(long)
+    check_startup(EngineConfig(model=ModelConfig(max_model_len=4096)))
     monkeypatch.setenv(ALLOW_LONG_ENV, "1")
-    long.validate()  # the user says the model handles it: a warning
+    check_startup(long)  # the user says the model handles it: a warning
     fields = SimpleNamespace
     assert trained_context(fields(max_position_embeddings=40960, rope_scaling={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})) == 131072

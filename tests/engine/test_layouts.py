@@ -42,6 +42,7 @@ def _assert_same(got, want):
             assert abs(lp_g - lp_w) <= 1e-4 * max(1.0, abs(lp_w))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_layouts_do_not_change_outputs(reference):
     arch, path, prompts, want = reference
@@ -49,6 +50,7 @@ def test_layouts_do_not_change_outputs(reference):
         _assert_same(_run(path, prompts, ep=ep, tp=tp), want)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["a2a", "agrs"])
 def test_dispatch_backends_do_not_change_outputs(backend, tmp_path):

@@ -1,5 +1,5 @@
 from moeserve.core.step_plan import GroupBatch, NewRequest, PromptLogprobs, SampledToken, ScheduledSeq, StepPlan
-from moeserve.engine.plan_codec import decode_plan, decode_result, decode_sampled, encode_plan, encode_sampled
+from moeserve.engine.plan_codec import decode_plan, decode_result, encode_plan, encode_sampled
 from moeserve.sampling_params import SamplingParams
 
 
@@ -18,12 +18,12 @@ def test_plan_round_trips_without_pickle():
 
 def test_sampled_round_trip():
     sampled = [SampledToken("a", 5, -0.25, [(5, -0.25), (7, -1.5)]), SampledToken("b", 1)]
-    assert decode_sampled(encode_sampled(sampled, None)) == (sampled, None)
-    assert decode_sampled(encode_sampled([], "rank 3 failed"))[1] == "rank 3 failed"
+    assert decode_result(encode_sampled(sampled)).sampled == sampled
+    assert decode_result(encode_sampled([])).sampled == []
 
 
 def test_prompt_logprobs_round_trip():
     prompt = [PromptLogprobs("p", 1, [(-0.5, [(5, -0.5)]), (-2.25, [(3, -0.75)])])]
-    result = decode_result(encode_sampled([SampledToken("p", 9)], None, prompt))
-    assert result.prompt_logprobs == prompt and result.sampled == [SampledToken("p", 9)] and result.error is None
-    assert decode_result(encode_sampled([], None)).prompt_logprobs == []
+    result = decode_result(encode_sampled([SampledToken("p", 9)], prompt))
+    assert result.prompt_logprobs == prompt and result.sampled == [SampledToken("p", 9)]
+    assert decode_result(encode_sampled([])).prompt_logprobs == []

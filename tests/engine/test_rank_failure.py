@@ -18,6 +18,7 @@ def tiny(tmp_path_factory):
     return make_checkpoint("mixtral", tmp_path_factory.mktemp("mixtral"), max_position_embeddings=2048)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_1000_decode_steps_with_one_idle_group(tiny):
     llm = LLM(model=str(tiny), ep=2, tp=1)  # two attention groups, one request: group 1 idles
@@ -63,6 +64,7 @@ def test_a_rank_that_raises_ends_the_step_at_once(tiny, monkeypatch):
     assert all(p.poll() is not None for p in procs)
 
 
+@pytest.mark.slow
 def test_generate_after_a_refused_prompt_serves_only_its_own_requests(tiny):
     """A refused prompt aborts the prompts of the same call that were already added: the next call
     neither waits for them nor mistakes their outputs for its own."""
@@ -79,6 +81,7 @@ def test_generate_after_a_refused_prompt_serves_only_its_own_requests(tiny):
         llm.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_dropping_an_llm_stops_its_ranks_and_another_can_start(tiny):
     import gc

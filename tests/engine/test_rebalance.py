@@ -13,7 +13,7 @@ import pytest
 from tiny_models import make_checkpoint
 
 from moeserve import LLM, SamplingParams
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "placement_runtime"))
 from runtime_plans import cycling_planner, random_plan  # noqa: E402
@@ -30,6 +30,7 @@ def _recorded_total(llm, path) -> np.ndarray:
     return load_trace(llm.engine.recorder_dump(str(path))).counts.sum(axis=0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_replicas_and_twenty_rebalances_at_ep4_keep_greedy_tokens(tmp_path):
     _, path = make_checkpoint("qwen3_moe", tmp_path / "ckpt")

@@ -7,8 +7,6 @@ split their group's tokens before dispatch."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -143,7 +141,6 @@ def test_single_rank_placement_with_replicas(qwen2_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MOESERVE_SLOW") != "1", reason="4 processes; set MOESERVE_SLOW=1")
 def test_ep4_tp2_matches_single_rank(qwen2_dir):
     out = run_ranks(_ep_rank, 4, (qwen2_dir, [("a2a", False), ("agrs", True)], 2, None), timeout_s=500)
     for rank in range(4):

@@ -1,12 +1,13 @@
 """Where the third-party traces live: ../shared/traces beside the repo (CI machines have it)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(os.environ.get("MOESERVE_SHARED_TRACES", Path(__file__).resolve().parents[2].parent / "shared" / "traces"))
+from moeserve import envs
+
+SHARED_TRACES = envs.SHARED_TRACES.get() or Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 DEEPSEEK = SHARED_TRACES / "deepseek_sglang_counts"
 MIXTRAL = SHARED_TRACES / "mixtral_per_token"
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from moeserve.placement.recorder import RoutingRecorder
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 
 def test_windows_counts_and_files(tmp_path):

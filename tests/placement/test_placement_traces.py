@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from placement_shared import DEEPSEEK, MIXTRAL, needs_shared
 
-from moeserve.placement.trace import TokenSample, Trace, TraceFormatError, default_meta, load_trace, merge_traces, save_trace
+from moeserve.placement.importers import load_trace
+from moeserve.placement.trace import TokenSample, Trace, TraceFormatError, default_meta, merge_traces, save_trace
 
 
 @needs_shared

@@ -12,7 +12,7 @@ from tiny_models import make_checkpoint
 
 from moeserve import LLM, SamplingParams
 from moeserve.cli import main
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=44, ignore_eos=True)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from moeserve.config import ConfigError, EngineConfig
+from moeserve.config import ConfigError, EngineConfig, config_from_dict, config_to_dict
 from moeserve.server import cli
-from moeserve.server.config_file import FLAGS, config_from_dict, config_to_dict, configs_from_args, load_yaml
+from moeserve.server.config_file import FLAGS, configs_from_args, load_yaml
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -33,7 +33,7 @@ def engine_fields() -> set[str]:
 def test_every_engine_setting_has_a_flag():
     targets = {f.target for f in FLAGS}
     missing = {t for t in engine_fields() if t not in targets}
-    assert not missing, f"add flags for {sorted(missing)} in moeserve/server/config_file.py"
+    assert not missing, f"add flags for {sorted(missing)} in moeserve/settings.py"
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)

@@ -14,6 +14,8 @@ from server_harness import ServerProcess, alive, child_pids, descendants
 
 from moeserve import SamplingParams
 
+pytestmark = pytest.mark.slow  # 16 ranks behind a server, and rank failures
+
 PROMPTS = ["Hello, world!", "Experts are placed on ranks", "The quick brown fox jumps"]
 
 

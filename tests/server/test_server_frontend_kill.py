@@ -8,6 +8,8 @@ import time
 import pytest
 from server_harness import ServerProcess, alive, descendants
 
+pytestmark = pytest.mark.slow  # each test starts, stops or kills a whole server
+
 
 @pytest.mark.timeout(300)
 def test_sigkilled_front_end_leaves_no_process():

@@ -34,6 +34,7 @@ def test_the_default_stack_is_uvloop_and_httptools(server, monkeypatch):
     assert not fast_http()
 
 
+@pytest.mark.slow
 def test_the_pure_python_fallback_gives_the_same_answers(server):
     slow = ServerProcess(*SERVER_ARGS, env={"MOESERVE_FAST_HTTP": "0"})
     try:

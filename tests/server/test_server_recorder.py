@@ -11,7 +11,7 @@ from conftest import API_KEY
 from server_harness import ServerProcess
 
 from moeserve import SamplingParams
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 PROMPTS = ["Hello, world!", "Experts are placed on ranks"]
 

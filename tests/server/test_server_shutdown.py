@@ -109,6 +109,7 @@ def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
     assert any("serving" in line and "http://127.0.0.1:" in line for line in small_server.lines)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigterm_while_the_engine_starts_exits_cleanly():
     """SIGTERM before the engine has connected: the front end exits 0 and the engine, finding no one

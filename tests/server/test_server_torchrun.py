@@ -19,6 +19,8 @@ from server_harness import REPO, alive, descendants
 
 from moeserve import SamplingParams
 
+pytestmark = pytest.mark.slow  # two torchrun launches of a whole server
+
 _LISTENING = re.compile(r"serving (\S+) on (http://[\d.]+:\d+)")
 PROMPT = "Experts are placed on ranks"
 

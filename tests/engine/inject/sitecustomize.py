@@ -2,7 +2,9 @@
 named by MOESERVE_TEST_RAISE_AT="rank:step" raises in that step, before the step's collectives."""
 import os
 
-_spec = os.environ.get("MOESERVE_TEST_RAISE_AT")
+from moeserve import envs
+
+_spec = envs.TEST_RAISE_AT.get()
 if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
     import moeserve.engine.worker as _worker
 

@@ -1,6 +1,6 @@
-"""Measure online-rebalance weight moves across CPU ranks on gloo (not a test; run by hand):
+"""Measure online-rebalance weight moves across CPU ranks on gloo (not run by CI):
 
-    python tests/placement_runtime/bench_moves.py --ranks 4 --layers 4 --experts 32 --redundant 8 --hidden 1024 --inter 512
+    python benchmarks/rebalance_moves.py --ranks 4 --layers 4 --experts 32 --redundant 8 --hidden 1024 --inter 512
 
 Each rank holds stand-in MoE layers (the attributes RankPlacement uses); one move = one random new
 placement per layer (about every slot changes). Prints per-move seconds and bytes crossing ranks.
@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "placement_runtime"))  # random_plan
 
 
 class StandIn:

@@ -1,0 +1,22 @@
+"""The checks a configuration passes before any rank starts, beyond its own field checks.
+
+`EngineConfig.validate()` checks each field alone (no I/O, no environment). What needs the model's
+config.json, a --placement file or the launcher's environment is checked here, once per process
+that reads the flags: by `moeserve serve` (server/config_file.py) and by the engine
+(`EngineCore`, which the Python `LLM` and the server's engine process build).
+"""
+from __future__ import annotations
+
+from moeserve.config import EngineConfig
+from moeserve.engine.launch_check import check_launch
+from moeserve.engine.layout_check import check_model_layout
+
+
+def check_startup(config: EngineConfig) -> EngineConfig:
+    """`config` after its field checks, the model's sizes against --tp / --ep (config.json, before any
+    weight is read), the --placement plan, and what the launcher gives the layout; ConfigError
+    saying what to change otherwise."""
+    config.validate()
+    check_model_layout(config)
+    check_launch(config.parallel)  # what torchrun / deepspeed / the machine give the layout
+    return config

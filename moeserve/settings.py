@@ -1,0 +1,133 @@
+"""The engine's settings, one table: each is a `moeserve serve` flag, a YAML key and an `LLM(...)` keyword.
+
+`ENGINE_FLAGS` maps a key (`max_num_seqs`; the flag is `--max-num-seqs`) to one field of the frozen
+`EngineConfig` (config.py). The config dataclasses hold the one set of defaults; `engine_config`
+builds an `EngineConfig` from any mapping of keys, so a field added to a config dataclass and to
+this table is at once a flag, a YAML key (server/config_file.py) and an `LLM` keyword
+(engine/llm.py) with the same default.
+
+Where `moeserve serve` deliberately starts from another value than the Python API, the flag says so
+in `serve_default`, with the reason in its comment; nothing else differs between the two.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from moeserve.config import EngineConfig
+from moeserve.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Flag:
+    key: str  # YAML key and LLM keyword; the flag is "--" + key with "-" for "_"
+    target: str  # "<section>.<field>": an EngineConfig part, "engine" (its own fields) or "server"
+    type: type  # bool, int, float, str, or tuple: a list (comma-separated on the command line)
+    help: str
+    # what `moeserve serve` uses when neither the command line nor the YAML file sets the key; None:
+    # the config's default, as in the Python API
+    serve_default: Any = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+ENGINE_FLAGS: list[Flag] = [
+    Flag("model", "model.model", str, "Hugging Face checkpoint directory; omit to serve the built-in tiny MoE"),
+    Flag("served_model_name", "model.served_model_name", tuple, "name(s) clients pass as `model`, space-separated on the command line (a list in YAML): any of them is accepted, /v1/models lists each, and responses carry the first, as vLLM's (default: derived from --model)"),
+    Flag("dtype", "model.dtype", str, "weight and activation dtype: float32, bfloat16 or float16"),
+    Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
+    Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
+    Flag("kv_cache_blocks", "cache.num_blocks", int, "KV-cache blocks per attention group (overrides --kv-cache-memory-mb)"),
+    Flag("kv_cache_memory_mb", "cache.kv_cache_memory_mb", int, "KV-cache memory per rank in MiB, when --kv-cache-blocks is unset"),
+    Flag("enable_prefix_caching", "cache.enable_prefix_caching", bool, "reuse KV blocks of shared prompt prefixes"),
+    Flag("max_num_seqs", "scheduler.max_num_seqs", int, "most running requests per attention group"),
+    Flag("max_num_batched_tokens", "scheduler.max_num_batched_tokens", int, "token budget of one step per attention group"),
+    Flag("max_queued_requests", "scheduler.max_queued_requests", int, "waiting-queue bound; beyond it requests get 429"),
+    # a server answers requests that arrive in bursts and is judged by time to first token; the offline
+    # LLM submits all its prompts at once and is judged by throughput, which splitting only costs
+    Flag("split_prefill_bursts", "scheduler.split_prefill_bursts", bool, "spread a burst of waiting prompts over a few steps, cut between prompts, when the engine's measured step cost says their first tokens then come sooner on average; the burst's last prompts pay one step overhead more, so the median TTFT falls and the p99 rises (default: on for serve; the Python LLM keeps it off for throughput)", serve_default=True),
+    Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
+    Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
+    Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1; agrs for steps of <= 32 tokens on <= 2 ranks; else a2a; docs/dispatch.md)"),
+    Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
+    Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
+    Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
+    Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts (and, by output columns, its large dense GEMMs) over, where timing shows it pays (default: the rank's cores over --num-threads; any value gives the same tokens)"),
+    # the server's HTTP front end and its clients need a core of their own (as vLLM's CPU backend
+    # reserves one); the offline LLM has no front end, so its engine takes every core
+    Flag("reserved_cores", "parallel.reserved_cores", int, "cores of this node left to the HTTP front end and its clients; the ranks share the rest (default 1 for serve, as vLLM's CPU backend reserves; 0 in the Python LLM, which has no front end, and 0 gives the engine every core); a single-rank engine still borrows their idle time at the lowest priority (MOESERVE_IDLE_HELPERS=0 turns that off)", serve_default=1),
+    Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
+    Flag("seed", "engine.seed", int, "global random seed"),
+    Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),
+    Flag("record_window_steps", "placement_runtime.record_window_steps", int, "engine steps per recorded routing window"),
+    Flag("eplb_interval", "placement_runtime.eplb_interval", int, "re-plan and move experts every this many steps; 0 = never"),
+    Flag("eplb_window", "placement_runtime.eplb_window", int, "steps of routing counts each re-plan uses; 0 = --eplb-interval"),
+    Flag("eplb_num_groups", "placement_runtime.eplb_num_groups", int, "expert groups handed to the placement optimizer"),
+]
+
+# EngineConfig's parts, by field name (a part added to EngineConfig is found here without an edit)
+SECTIONS = {f.name: type(f.default_factory()) for f in dataclasses.fields(EngineConfig)
+            if f.default_factory is not dataclasses.MISSING}
+ENGINE_KEYS = {f.key: f for f in ENGINE_FLAGS}
+
+
+def config_default(flag: Flag) -> Any:
+    """The flag's default in the config dataclasses (what `LLM(...)` uses)."""
+    section, name = flag.target.split(".")
+    owner = EngineConfig if section == "engine" else SECTIONS[section]
+    return next(f for f in dataclasses.fields(owner) if f.name == name).default
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def check_value(flag: Flag, value: Any, origin: str) -> Any:
+    """`value` as the flag's type (a path-like as str, a comma-separated string as a list), or
+    ConfigError naming `origin` (the YAML file, `LLM(...)`) and the key."""
+    if value is None:
+        return None
+    if flag.type is tuple:
+        if isinstance(value, str):
+            return comma_list(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ConfigError(f"{origin}: {flag.key} must be a list of strings (or one comma-separated string), got {value!r}")
+    if flag.type is str and isinstance(value, os.PathLike):
+        return os.fspath(value)
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        str: isinstance(value, (str, int, float)) and not isinstance(value, bool),
+    }[flag.type]
+    if not ok:
+        raise ConfigError(f"{origin}: {flag.key} must be a {flag.type.__name__}, got {value!r}")
+    return flag.type(value)
+
+
+def engine_config(values: dict[str, Any]) -> EngineConfig:
+    """An EngineConfig (not yet validated) from ENGINE_FLAGS keys -> values of the flag's type; a key
+    left out or None keeps the config's default. `served_model_name` may hold several names: the
+    engine takes the first (the server answers to the others)."""
+    parts: dict[str, dict[str, Any]] = {s: {} for s in (*SECTIONS, "engine")}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key == "served_model_name" and not isinstance(value, str):
+            if not value or any(not n for n in value):
+                raise ConfigError(f"--served-model-name needs one or more non-empty names, got {list(value)}")
+            value = value[0]
+        section, name = ENGINE_KEYS[key].target.split(".")
+        parts[section][name] = value
+    return EngineConfig(**{s: cls(**parts[s]) for s, cls in SECTIONS.items()}, **parts["engine"])
+
+
+def describe(flags: list[Flag]) -> str:
+    """One line per setting (key, type, default, help) for docstrings and docs."""
+    return "\n".join(f"    {f.key} ({f.type.__name__}, default {config_default(f)!r}): {f.help}" for f in flags)

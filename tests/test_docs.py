@@ -1,0 +1,72 @@
+"""The docs' generated tables match the code they are generated from; no file carries lab-notebook
+labels or paths of one machine."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from moeserve.envs import markdown_table
+from moeserve.server.config_file import flags_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGURATION = REPO / "docs" / "configuration.md"
+
+
+def _block(text: str, name: str) -> str:
+    match = re.search(rf"<!-- {name}:[^\n]*-->\n(.*?)\n<!-- end {name} -->", text, re.S)
+    assert match, f"docs/configuration.md has no {name} block"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name, render, source", [
+    ("env-table", markdown_table, "python -m moeserve.envs"),
+    ("settings-table", flags_markdown, "moeserve.server.config_file.flags_markdown()"),
+])
+def test_generated_tables_are_in_sync(name, render, source):
+    assert _block(CONFIGURATION.read_text(), name) == render(), (
+        f"docs/configuration.md's {name} is out of date: replace it with the output of {source}")
+
+
+# Results are labelled by date, machine and command; history lives in git. No file names numbered
+# work rounds, run letters, who else used the machine, or an absolute path of one machine.
+_LABELS = [
+    (re.compile(r"\b[Ss]essions? [0-9]+"), "a numbered work session"),
+    (re.compile(r"\bruns? [A-Z]{2}\b"), "a run letter"),
+    (re.compile(r"\bruns? [A-Z]\b(?!\s*[+*])"), "a run letter"),
+    (re.compile(r"\bround [0-9]+\b"), "a numbered round"),
+    (re.compile(r"\bengineers?\b"), "who else worked on the machine"),
+    (re.compile(r"/(?:work|root|home)/[a-z]"), "an absolute path of one machine"),
+]
+# files being rewritten on other branches; the lead removes these when they merge
+_PENDING = {
+    "docs/dispatch.md",  # the dispatch docs rewrite
+    "moeserve/dense/gemm.py",  # the kernel reorganisation
+}
+
+
+def _tracked(*patterns: str) -> list[str]:
+    return subprocess.run(["git", "ls-files", *patterns], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_no_file_labels_results_by_work_rounds_or_names_a_machine_path():
+    me = Path(__file__).resolve().relative_to(REPO).as_posix()
+    found = []
+    for name in _tracked("*.md", "*.py", "*.yaml"):
+        if name == me or name in _PENDING or not (REPO / name).is_file():
+            continue
+        for number, line in enumerate((REPO / name).read_text(errors="replace").splitlines(), 1):
+            found += [f"{name}:{number}: {why}: {line.strip()[:120]}" for pattern, why in _LABELS if pattern.search(line)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("text, bad", [
+    ("measured in session 12", True), ("run AM gave", True), ("runs K and O", True), ("round 3 of 5", True),
+    ("another engineer's tests", True), ("see /work/shared/PEERS.md", True),
+    ("every rank runs E * capacity rows", False), ("a run U+FFFD", False), ("rounds of the load", False),
+])
+def test_the_label_patterns(text, bad):
+    assert any(pattern.search(text) for pattern, _ in _LABELS) is bad
