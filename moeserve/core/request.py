@@ -34,6 +34,9 @@ class Request:
     prompt_token_ids: list[int]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     arrival_time: float = field(default_factory=time.monotonic)
+    # the client request this sequence belongs to (the n choices of one HTTP request share it): the
+    # unit of fairness (core/fair_share.py); None means the sequence is a request of its own
+    owner: str | None = None
 
     output_token_ids: list[int] = field(default_factory=list, init=False)
     all_token_ids: list[int] = field(init=False)
@@ -58,6 +61,10 @@ class Request:
     @property
     def sampling_params(self) -> SamplingParams:
         return self.sampling
+
+    @property
+    def fair_owner(self) -> str:
+        return self.owner if self.owner is not None else self.request_id
 
     @property
     def num_tokens(self) -> int:

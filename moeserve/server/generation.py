@@ -72,7 +72,8 @@ class Generation:
         """Admits every engine request or none: on any refusal the admitted ones are aborted."""
         results = await asyncio.gather(
             *(
-                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue)
+                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue,
+                                owner=self.request_id)
                 for rid, c in self.choices.items()
             ),
             return_exceptions=True,

@@ -37,7 +37,7 @@ class FakeEngine:
         self.steps = 0
         self.shut = False
 
-    def add_request(self, request_id, prompt_token_ids, params) -> None:
+    def add_request(self, request_id, prompt_token_ids, params, owner=None) -> None:
         if len(prompt_token_ids) + params.max_tokens > self.max_model_len:
             raise RequestError("too long", param="max_tokens")
         if len(self.requests) >= self.max_waiting:
