@@ -87,6 +87,7 @@ FLAGS: list[Flag] = [
     Flag("max_num_seqs", "scheduler.max_num_seqs", int, "most running requests per attention group"),
     Flag("max_num_batched_tokens", "scheduler.max_num_batched_tokens", int, "token budget of one step per attention group"),
     Flag("max_queued_requests", "scheduler.max_queued_requests", int, "waiting-queue bound; beyond it requests get 429"),
+    Flag("max_n", "scheduler.max_n", int, "most choices (n, best_of) one request may ask for; above it a 400 (docs/limits.md)"),
     Flag("split_prefill_bursts", "scheduler.split_prefill_bursts", bool, "spread a burst of waiting prompts over a few steps, cut between prompts, when the engine's measured step cost says their first tokens then come sooner on average; the burst's last prompts pay one step overhead more, so the median TTFT falls and the p99 rises (default: on for serve; the Python LLM keeps it off for throughput)"),
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
