@@ -59,6 +59,9 @@ UNSERVED_FIELDS = {
     "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
 }
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
+# guided decoding has no "off" value but null: `guided_json: {}` is the schema that allows any JSON
+# value, a constraint we would silently not apply (vLLM applies it)
+_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
 
 
 class _Strict(BaseModel):
@@ -322,7 +325,8 @@ def _json_error(e: ValueError) -> str:
 
 def refuse_unserved(data: dict[str, Any], names: tuple[str, ...]) -> None:
     for name in names:
-        if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in _OFF_VALUES):
+        offs = (None,) if name in _NULL_ONLY else _OFF_VALUES
+        if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in offs):
             raise bad_request(f"{name} is not supported by this server ({UNSERVED_FIELDS[name]})", param=name)
 
 
