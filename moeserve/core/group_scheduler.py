@@ -103,8 +103,8 @@ class GroupScheduler:
             return
         seats = fair_share.seats_by_owner(self.running)
         owners = set(seats) | {r.fair_owner for r in self.waiting}
-        if len(owners) < 2:
-            return
+        if len(owners) < 2 or len(owners) == len(self.running) + len(self.waiting):
+            return  # one owner, or every sequence its own (FIFO is fair then): nothing to share out
         share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
         held = fair_share.blocks_by_owner(self.running)
         free_seats = self.cfg.max_num_seqs - len(self.running)
