@@ -63,7 +63,8 @@ class ServerState:
 
     @property
     def long_lane(self) -> "ServerState":
-        """What the long lane's functions see: this state with a tokenizer of its own."""
+        """What the long lane's functions see: this state with a tokenizer of its own, copied on the
+        lane's thread at its first use (a large tokenizer takes a while to copy: not on the loop)."""
         if self._long_lane is None:
             lane = copy.copy(self)
             lane.tokenizer = copy.deepcopy(self.tokenizer)
@@ -149,8 +150,12 @@ async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any, text_
     """fn(lane state, *args) on a tokenizer lane, off the event loop, so a huge prompt never stalls
     other requests or /health: text over LONG_TEXT_BYTES on the long lane, the rest on the other."""
     if text_bytes > LONG_TEXT_BYTES:
-        return await asyncio.get_running_loop().run_in_executor(state.long_tokenize_pool, fn, state.long_lane, *args)
+        return await asyncio.get_running_loop().run_in_executor(state.long_tokenize_pool, _on_long_lane, fn, state, *args)
     return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, fn, state, *args)
+
+
+def _on_long_lane(fn: Callable[..., Any], state: ServerState, *args: Any) -> Any:
+    return fn(state.long_lane, *args)
 
 
 def refuse_unfittable(state: ServerState, text_bytes: int, max_tokens: int | None, param: str, prompt_param: str) -> None:
