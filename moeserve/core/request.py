@@ -53,18 +53,16 @@ class Request:
     max_output_tokens: int = field(default=0, init=False)
     finish_reason: str | None = field(default=None, init=False)
     error: str | None = field(default=None, init=False)
+    fair_owner: str = field(default="", init=False)  # owner, or the request itself (read every step)
 
     def __post_init__(self) -> None:
         self.prompt_token_ids = list(self.prompt_token_ids)
         self.all_token_ids = list(self.prompt_token_ids)
+        self.fair_owner = self.owner if self.owner is not None else self.request_id
 
     @property
     def sampling_params(self) -> SamplingParams:
         return self.sampling
-
-    @property
-    def fair_owner(self) -> str:
-        return self.owner if self.owner is not None else self.request_id
 
     @property
     def num_tokens(self) -> int:
