@@ -108,7 +108,7 @@ class GroupScheduler:
         share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
         held = fair_share.blocks_by_owner(self.running)
         free_seats = self.cfg.max_num_seqs - len(self.running)
-        for req in list(self.waiting):  # FIFO: every owner met here is below its share
+        for req in list(self.waiting):  # FIFO, passing over owners at or above a share
             owner = req.fair_owner
             if seats[owner] >= share.seats or held[owner] >= share.blocks:
                 continue
