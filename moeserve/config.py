@@ -54,8 +54,14 @@ class SchedulerConfig:
     # spread a burst of waiting prompts over a few steps when that brings their first tokens sooner
     # on average (core/prefill_split.py); `moeserve serve` turns it on, the offline LLM keeps it off
     split_prefill_bursts: bool = False
+    # choices (`n`, and best_of) one HTTP request may ask for: a 400 above it (docs/limits.md)
+    max_n: int = 128
 
     def validate(self) -> None:
+        from moeserve.sampling_params import MAX_N
+
+        if not 1 <= self.max_n <= MAX_N:
+            raise ConfigError(f"--max-n must be in [1, {MAX_N}], got {self.max_n}")
         if self.max_num_seqs < 1:
             raise ConfigError(f"--max-num-seqs must be >= 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens < 1:

@@ -47,13 +47,14 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("max_num_seqs", "scheduler.max_num_seqs", int, "most running requests per attention group"),
     Flag("max_num_batched_tokens", "scheduler.max_num_batched_tokens", int, "token budget of one step per attention group"),
     Flag("max_queued_requests", "scheduler.max_queued_requests", int, "waiting-queue bound; beyond it requests get 429"),
+    Flag("max_n", "scheduler.max_n", int, "most choices (n, best_of) one request may ask for; above it a 400 (docs/limits.md)"),
     # a server answers requests that arrive in bursts and is judged by time to first token; the offline
     # LLM submits all its prompts at once and is judged by throughput, which splitting only costs
     Flag("split_prefill_bursts", "scheduler.split_prefill_bursts", bool, "spread a burst of waiting prompts over a few steps, cut between prompts, when the engine's measured step cost says their first tokens then come sooner on average; the burst's last prompts pay one step overhead more, so the median TTFT falls and the p99 rises (default: on for serve; the Python LLM keeps it off for throughput)", serve_default=True),
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
-    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs (auto: local at ep 1; agrs for steps of <= 32 tokens on <= 2 ranks; else a2a; docs/dispatch.md)"),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs, shm, nvshmem (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)"),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),

@@ -12,6 +12,10 @@ A request that cannot get a block preempts the most recently admitted request no
 this step (itself, if it is the newest): its blocks are freed and it goes back to the front of
 the queue to recompute its tokens later. A request that holds the whole pool alone and still
 needs more can never fit: it fails with an error instead of looping.
+Requests, not sequences, share the group fairly (`core/fair_share.py`): before the three passes,
+sequences of a client request above its fair share of seats or blocks are preempted for a waiting
+request below its own, admission serves owners with fewer seats first, and a block is taken first
+from the owner furthest above its block share.
 
 Mutates its queues, the requests it schedules (status, blocks, num_computed_tokens) and its
 block pool. Never advances num_computed_tokens (that happens in `Scheduler.update` once the step
@@ -23,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from moeserve.config import SchedulerConfig
+from moeserve.core import fair_share
 from moeserve.core.block_manager import BlockManager
 from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
@@ -41,6 +46,10 @@ class GroupStep:
     failed: list[Request] = field(default_factory=list)  # removed from the group; caller finishes them
     scheduled: set[str] = field(default_factory=set)
     preempted: bool = False
+
+
+def _num_blocks(req: Request) -> int:
+    return len(req.block_ids)
 
 
 def _wants_prompt_logprobs(req: Request) -> bool:
@@ -69,6 +78,7 @@ class GroupScheduler:
 
     def schedule(self) -> GroupStep:
         step = GroupStep(tokens_left=self.cfg.max_num_batched_tokens)
+        self._rebalance(step)
         self._schedule_decodes(step)
         self._schedule_partial_prefills(step)
         if not step.preempted:
@@ -83,6 +93,57 @@ class GroupScheduler:
             self.waiting.remove(req)
         self.blocks.free(req.block_ids)
         req.block_ids = []
+
+    # ---- fair shares (core/fair_share.py) -------------------------------------------------------
+    def _rebalance(self, step: GroupStep) -> None:
+        """Preempt sequences of owners above their fair share until the waiting sequences of owners
+        below theirs have a seat and the blocks of a first chunk; then order the queue so that owners
+        holding fewer seats are admitted first. Runs before anything is scheduled this step."""
+        if not self.waiting or not self.running:
+            return
+        seats = fair_share.seats_by_owner(self.running)
+        owners = set(seats) | {r.fair_owner for r in self.waiting}
+        if len(owners) < 2 or len(owners) == len(self.running) + len(self.waiting):
+            return  # one owner, or every sequence its own (FIFO is fair then): nothing to share out
+        share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
+        held = fair_share.blocks_by_owner(self.running)
+        free_seats = self.cfg.max_num_seqs - len(self.running)
+        for req in list(self.waiting):  # FIFO, passing over owners at or above a share
+            owner = req.fair_owner
+            if seats[owner] >= share.seats or held[owner] >= share.blocks:
+                continue
+            need = self.blocks.blocks_for(min(req.num_tokens, self.cfg.max_num_batched_tokens))
+            while free_seats < 1 or self.blocks.num_available < need:
+                if free_seats < 1:
+                    victim = fair_share.pick_victim(self.running, seats, share.seats, seats)
+                else:
+                    victim = fair_share.pick_victim(self.running, held, share.blocks, seats, _num_blocks)
+                if victim is None:
+                    break
+                seats[victim.fair_owner] -= 1
+                held[victim.fair_owner] -= len(victim.block_ids)
+                self._preempt(victim, step, for_fairness=True)
+                free_seats += 1
+            else:
+                free_seats -= 1
+                seats[owner] += 1
+                held[owner] += need
+                continue
+            break  # no one above their share is left to make room
+        self.waiting = deque(fair_share.fair_order(list(self.waiting), fair_share.seats_by_owner(self.running)))
+
+    def _victim(self, step: GroupStep) -> Request:
+        """Whom to preempt for a block: the newest sequence not scheduled this step of the owner
+        furthest above its block share, if any owner is; else the newest sequence."""
+        newest = self.running[-1]
+        candidates = [r for r in self.running if r.request_id not in step.scheduled]
+        owners = {r.fair_owner for r in self.running} | {r.fair_owner for r in self.waiting}
+        if len(owners) < 2 or not candidates:
+            return newest
+        share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
+        victim = fair_share.pick_victim(candidates, fair_share.blocks_by_owner(self.running), share.blocks,
+                                        fair_share.seats_by_owner(self.running), _num_blocks)
+        return victim if victim is not None else newest
 
     # ---- the three passes ---------------------------------------------------------------------
     def _schedule_decodes(self, step: GroupStep) -> None:
@@ -219,7 +280,7 @@ class GroupScheduler:
         False when `req` cannot run this step (it may itself have been preempted or failed)."""
         target = req.num_computed_tokens + 1
         while not self.blocks.can_append_slots(req.block_ids, target):
-            victim = self.running[-1]
+            victim = self._victim(step)
             if victim.request_id in step.scheduled:
                 return False  # the newest requests already run this step; wait for them
             if victim is not req:
@@ -232,7 +293,9 @@ class GroupScheduler:
             return False
         return True
 
-    def _preempt(self, req: Request, step: GroupStep) -> None:
+    def _preempt(self, req: Request, step: GroupStep, for_fairness: bool = False) -> None:
+        """Back to the queue's front to recompute later. A preemption for fairness makes room for a
+        waiting request, so it does not stop this step's admission as one under block pressure does."""
         self.running.remove(req)
         self.blocks.free(req.block_ids)
         req.block_ids = []
@@ -242,7 +305,7 @@ class GroupScheduler:
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
-        step.preempted = True
+        step.preempted = step.preempted or not for_fairness
 
     def _fail(self, req: Request, step: GroupStep) -> None:
         pool = self.blocks.num_blocks

@@ -34,6 +34,9 @@ class Request:
     prompt_token_ids: list[int]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     arrival_time: float = field(default_factory=time.monotonic)
+    # the client request this sequence belongs to (the n choices of one HTTP request share it): the
+    # unit of fairness (core/fair_share.py); None means the sequence is a request of its own
+    owner: str | None = None
 
     output_token_ids: list[int] = field(default_factory=list, init=False)
     all_token_ids: list[int] = field(init=False)
@@ -50,10 +53,12 @@ class Request:
     max_output_tokens: int = field(default=0, init=False)
     finish_reason: str | None = field(default=None, init=False)
     error: str | None = field(default=None, init=False)
+    fair_owner: str = field(default="", init=False)  # owner, or the request itself (read every step)
 
     def __post_init__(self) -> None:
         self.prompt_token_ids = list(self.prompt_token_ids)
         self.all_token_ids = list(self.prompt_token_ids)
+        self.fair_owner = self.owner if self.owner is not None else self.request_id
 
     @property
     def sampling_params(self) -> SamplingParams:

@@ -105,14 +105,17 @@ class EngineCore:
         self.num_steps = 0
 
     # -- requests ---------------------------------------------------------------------------------
-    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
-        """Admits a request or raises RequestError / QueueFullError; a refused request takes nothing."""
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
+                    owner: str | None = None) -> None:
+        """Admits a request or raises RequestError / QueueFullError; a refused request takes nothing.
+        `owner` names the client request it belongs to (the n choices of one HTTP request share it):
+        the scheduler shares seats and KV blocks fairly between owners (core/fair_share.py)."""
         if request_id in self._tracked:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._check_prompt(prompt_token_ids, params)
         if params.min_tokens:  # the sampler masks these until min_tokens are out
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
-        request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params)
+        request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params, owner=owner)
         self.scheduler.add_request(request)  # the empty-prompt and context-length checks; resolves max_tokens
         if params.max_tokens is None:
             params = dataclasses.replace(params, max_tokens=request.max_output_tokens)

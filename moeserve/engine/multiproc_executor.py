@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -29,18 +28,17 @@ from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
 from moeserve.dense import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
-from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
+from moeserve.engine.process_groups import (
+    RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
+)
 from moeserve.errors import EngineDeadError
 
 log = logging.getLogger("moeserve.executor")
 
 PROBE_IDLE_S = 5.0  # idle this long: check_health runs an empty step through every collective
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# a spawned rank stopped by SIGSTOP this long is a dead world: its peers would otherwise wait out the
+# step timeout (60 s by default) inside a collective, with no heartbeat, before anyone named it
+STOPPED_RANK_S = 5.0
 
 
 class MultiprocExecutor:
@@ -57,20 +55,25 @@ class MultiprocExecutor:
         self.num_probes = 0
         self._procs: list[subprocess.Popen] = []
         env = RankEnv.from_environ()
+        store_socket = None
         if env is None:  # one node, ours to spawn (--nodes > 1 needs a launcher: engine/launch_check.py)
-            env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
+            store_socket = store_listener()  # every socket of the world on loopback (docs/limits.md)
+            os.environ.update(loopback_only_env())
+            env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", store_socket.getsockname()[1])
             cpu_kernels.load()  # build the C++ kernels here once, not in every rank at the same moment
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")
         set_rank_threads(parallel.ranks_per_node, parallel.reserved_cores or 0)
         try:
-            self.groups = init_rank(env, parallel)
+            self.groups = init_rank(env, parallel, store_socket)
             self.worker = Worker(config, self.groups.ctx, group=0)
             import torch.distributed as dist
 
             dist.barrier(group=self.groups.plan_group)
         except Exception:
+            if store_socket is not None and store_socket.fileno() >= 0:
+                store_socket.close()
             self._kill_children()
             self._leave_group()  # a later engine in this process must be able to start its own
             raise
@@ -108,6 +111,14 @@ class MultiprocExecutor:
         """`failure`, after the spawned ranks the kernel has stopped (SIGSTOP, a debugger), if any: a
         stopped rank stalls every collective until its peers time out, and they, not it, exit (the
         errors would otherwise name a peer)."""
+        stopped = self._stopped_ranks(("T", "t"))
+        if not stopped:
+            return failure
+        return f"rank {', '.join(map(str, stopped))} is stopped (SIGSTOP or a debugger) and stalled the world; {failure}"
+
+    def _stopped_ranks(self, states: tuple[str, ...]) -> list[int]:
+        """Spawned ranks whose process is in one of `states` (/proc: "T" stopped by a signal, "t"
+        stopped by a debugger)."""
         stopped = []
         for rank, proc in enumerate(self._procs, start=1):
             try:
@@ -115,11 +126,9 @@ class MultiprocExecutor:
                     state = f.read().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if state in ("T", "t"):
-                stopped.append(str(rank))
-        if not stopped:
-            return failure
-        return f"rank {', '.join(stopped)} is stopped (SIGSTOP or a debugger) and stalled the world; {failure}"
+            if state in states:
+                stopped.append(rank)
+        return stopped
 
     def _note_exited_ranks(self, wait_s: float) -> None:
         """Sets `dead` to the first spawned rank found exited within wait_s (none spawned: no wait)."""
@@ -136,14 +145,28 @@ class MultiprocExecutor:
     def _watch_children(self) -> None:
         """A dead rank kills the rest of the world, so whatever rank 0 is blocked on fails at once
         instead of waiting for the step timeout; the next (or current) step raises EngineDeadError."""
+        stopped_since: dict[int, float] = {}
         while self.dead is None and not self._stopping:
-            exited = self._exited_rank()
-            if exited is not None and not self._stopping:
-                self.dead = exited
+            failure = self._exited_rank() or self._stopped_too_long(stopped_since)
+            if failure is not None and not self._stopping:
+                self.dead = failure
                 log.error("%s; stopping every rank", self.dead)
                 self._kill_children()
                 return
             time.sleep(0.2)
+
+    def _stopped_too_long(self, since: dict[int, float]) -> str | None:
+        """A rank SIGSTOPped for STOPPED_RANK_S stalls every collective: named, it ends the world now.
+        A rank a debugger holds ("t") is left alone: someone is looking at it."""
+        now = time.monotonic()
+        stopped = self._stopped_ranks(("T",))
+        for rank in list(since):
+            if rank not in stopped:
+                del since[rank]
+        for rank in stopped:
+            if now - since.setdefault(rank, now) >= STOPPED_RANK_S:
+                return f"rank {rank} is stopped (SIGSTOP) for {STOPPED_RANK_S:g} s and stalls every collective"
+        return None
 
     def check_health(self) -> None:
         """Raises EngineDeadError once any rank is known dead; when idle, probes the world first."""

@@ -9,6 +9,7 @@ so a dead or stuck rank turns into an error on rank 0).
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -59,8 +60,29 @@ def data_backend(parallel: ParallelConfig) -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def init_rank(env: RankEnv, parallel: ParallelConfig) -> RankGroups:
-    """Joins the world and builds every group. All ranks create all groups in the same order."""
+def store_listener() -> socket.socket:
+    """A listening socket on loopback for the rendezvous store of a world spawned on one node.
+    torch's TCPStore binds every interface, IPv4 and IPv6, whatever host it is given (an independent
+    check found rank 0's store open to the network, unauthenticated); handed this socket
+    (`master_listen_fd`), it listens on 127.0.0.1 only. Holding it from before the ranks are spawned
+    also ends the race of a free port found, closed, and taken by someone else."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    return listener
+
+
+def loopback_only_env() -> dict[str, str]:
+    """Environment that keeps one node's gloo and NCCL bootstrap sockets on loopback (they otherwise
+    bind the address the host name resolves to, or the first interface they like). What the user
+    set is kept."""
+    return {name: os.environ.get(name, "lo") for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+
+
+def init_rank(env: RankEnv, parallel: ParallelConfig, store_socket: socket.socket | None = None) -> RankGroups:
+    """Joins the world and builds every group. All ranks create all groups in the same order.
+    `store_socket`: rank 0 of a world spawned on one node hosts the rendezvous store on it
+    (`store_listener`); otherwise the store is the launcher's (env://) or rank 0's (tcp://)."""
     if env.world_size != parallel.world_size:
         raise RuntimeError(
             f"the launcher started {env.world_size} ranks but --ep {parallel.ep} --tp {parallel.tp} needs {parallel.world_size}"
@@ -70,14 +92,23 @@ def init_rank(env: RankEnv, parallel: ParallelConfig) -> RankGroups:
     # The default group only sets things up (ranks may take minutes to import and load weights);
     # every collective of a step runs on a group bounded by the step timeout.
     # Under torchrun the rendezvous store already listens on MASTER_PORT: join it through env://.
-    launched = os.environ.get("RANK") is not None
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://" if launched else f"tcp://{env.master_addr}:{env.master_port}",
-        rank=env.rank,
-        world_size=env.world_size,
-        timeout=_STARTUP_TIMEOUT,
-    )
+    # Ranks rank 0 spawned (they know its pid) join its store as it is, no prefix added on either side.
+    spawned = store_socket is not None or os.environ.get("MOESERVE_PARENT_PID") is not None
+    if spawned:
+        master = store_socket is not None  # the store then owns the socket's descriptor
+        store = dist.TCPStore(env.master_addr, env.master_port, env.world_size, master, timeout=_STARTUP_TIMEOUT,
+                              master_listen_fd=store_socket.detach() if master else None)
+        dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
+                                timeout=_STARTUP_TIMEOUT)
+    else:
+        launched = os.environ.get("RANK") is not None
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://" if launched else f"tcp://{env.master_addr}:{env.master_port}",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=_STARTUP_TIMEOUT,
+        )
     data_group = dist.new_group(backend=backend, timeout=step_timeout)
     plan_group = dist.new_group(backend="gloo", timeout=_IDLE_TIMEOUT)
     result_group = dist.new_group(backend="gloo", timeout=step_timeout)

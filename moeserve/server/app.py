@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from moeserve import __version__
 from moeserve.errors import EngineDeadError
-from moeserve.server.api_errors import ApiError, internal_error, public_reason, unavailable
+from moeserve.server.api_errors import ApiError, clip, internal_error, public_reason, unavailable
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
@@ -55,10 +55,10 @@ class Gate:
             await send(message)
 
         try:
-            error = None
-            if self.expected is not None and path not in _OPEN_PATHS and not self._authorized(scope):
-                error = ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
-            elif self.state.draining and path not in ("/metrics",):
+            error = _refused_coding(scope)
+            if error is None and self.expected is not None and path not in _OPEN_PATHS:
+                error = self._refused_key(scope)
+            if error is None and self.state.draining and path not in ("/metrics",):
                 error = unavailable("the server is shutting down")
             if error is None:
                 return await self.app(scope, receive, counted)
@@ -75,6 +75,14 @@ class Gate:
             return path
         return "/v1/models/{model}" if path.startswith("/v1/models/") else "other"
 
+    def _refused_key(self, scope: Scope) -> ApiError | None:
+        if _count_header(scope, b"authorization") > 1:
+            # which to believe? servers and proxies disagree (the last one won here), so neither
+            return ApiError(400, "more than one Authorization header: send one", code="invalid_api_key")
+        if not self._authorized(scope):
+            return ApiError(401, "missing or incorrect API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+        return None
+
     def _authorized(self, scope: Scope) -> bool:
         given = b""
         for name, value in scope.get("headers", []):
@@ -85,6 +93,31 @@ class Gate:
         credentials = _CREDENTIALS.fullmatch(given)
         scheme, token = credentials.groups() if credentials else (b"", given)
         return hmac.compare_digest(token, self.expected) and scheme.lower() == b"bearer"
+
+
+def _count_header(scope: Scope, name: bytes) -> int:
+    return sum(1 for key, _ in scope.get("headers", []) if key == name)
+
+
+def _codings(scope: Scope, name: bytes) -> list[str]:
+    return [c.strip().lower() for key, value in scope.get("headers", []) if key == name
+            for c in value.decode("latin-1").split(",") if c.strip()]
+
+
+def _refused_coding(scope: Scope) -> ApiError | None:
+    """A body in a coding we do not decode: read as it came, `Transfer-Encoding: gzip, chunked` with a
+    plain JSON body was served as if it were uncompressed. RFC 9112 6.1: a transfer coding the server
+    does not understand is a 501 (h11, the fallback stack, refuses it itself: a 400 there); RFC 9110
+    8.4: an unsupported content coding is a 415."""
+    transfer = [c for c in _codings(scope, b"transfer-encoding") if c != "chunked"]
+    if transfer:
+        return ApiError(501, f"Transfer-Encoding '{clip(transfer[0])}' is not supported: send the body as is or chunked",
+                        code="unsupported_transfer_encoding")
+    content = [c for c in _codings(scope, b"content-encoding") if c != "identity"]
+    if content:
+        return ApiError(415, f"Content-Encoding '{clip(content[0])}' is not supported: send the body uncompressed",
+                        code="unsupported_content_encoding")
+    return None
 
 
 # RFC 9110 9.1: a general-purpose server supports HEAD wherever it supports GET (uvicorn sends the

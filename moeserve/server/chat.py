@@ -7,7 +7,7 @@ the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE, ChatML-like
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -30,9 +30,10 @@ def _content(message: ChatMessage) -> str:
     return "\n".join((part.refusal if part.type == "refusal" else part.text) or "" for part in message.content)
 
 
-def render_messages(state: ServerState, req: Any) -> list[int]:
+def render_messages(state: ServerState, req: Any, check: Callable[[str], None] | None = None) -> list[int]:
     """The chat template applied to req.messages (checked by `check_messages`), tokenized; req has
-    add_generation_prompt and continue_final_message (a chat or a /tokenize request)."""
+    add_generation_prompt and continue_final_message (a chat or a /tokenize request). `check` sees the
+    rendered text before it is tokenized (and may refuse it)."""
     from jinja2 import TemplateError
 
     tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
@@ -52,10 +53,17 @@ def render_messages(state: ServerState, req: Any) -> list[int]:
             raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
                               param="continue_final_message") from None
         raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
+    if check is not None:
+        check(text)
     ids = tokenizer.encode(text, add_special_tokens=req.add_special_tokens)
     if not ids:
         raise bad_request("the messages render to an empty prompt", param="messages")
     return ids
+
+
+def message_bytes(req: Any) -> int:
+    """About how much text the messages hold (which tokenizer lane renders them: common.tokenize)."""
+    return sum(len(_content(m)) for m in req.messages)
 
 
 def _turn(message: ChatMessage) -> dict[str, Any]:
@@ -190,13 +198,19 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_request_fields(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, 1)
-    prompt = await common.tokenize(state, render_messages, state, req)
-    prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens)[0]
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
+
+    def refuse_unfittable(text: str) -> None:  # before the rendered text is tokenized
+        if req.truncate_prompt_tokens is None:
+            common.refuse_unfittable(state, len(text.encode()), wanted, param, "messages")
+
+    prompt = await common.tokenize(state, render_messages, req, refuse_unfittable, text_bytes=message_bytes(req))
+    prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens)[0]
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param)
-    gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params)
+    gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
+                     buffer_limit=state.config.max_stream_buffer_bytes)
     await gen.start()
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req), gen)

@@ -3,6 +3,7 @@ checks, sampling parameters, disconnect watching and the SSE response."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 import uuid
@@ -23,6 +24,7 @@ from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
 from moeserve.server.metrics import ServerMetrics
+from moeserve.server.prompt_bound import PromptBound
 from moeserve.server.protocol import parse_json, validate
 
 MAX_CHOICES = 1024  # prompts x n of one HTTP request
@@ -30,6 +32,8 @@ OFF_LOOP_BODY_BYTES = 64 * 1024  # a larger body is parsed and validated on a wo
 # a body from which nothing arrives for this long is abandoned (408): neither uvicorn stack times out
 # a body, and a client that declares bytes it never sends would hold its connection forever
 BODY_IDLE_TIMEOUT_S = 30.0
+# text longer than this is tokenized on a lane of its own, so that normal prompts never queue behind it
+LONG_TEXT_BYTES = 32 * 1024
 
 
 @dataclass
@@ -43,9 +47,29 @@ class ServerState:
     metrics: ServerMetrics
     max_queued_requests: int | None = None  # the engine's waiting-queue bound: a request fanning out wider never fits
     draining: bool = False
-    # tokenization runs here, off the event loop (a multi-MB prompt takes seconds); one worker because
-    # a fast tokenizer's encode mutates its truncation state and must not run concurrently
+    # tokenization runs on two lanes off the event loop (a multi-MB prompt takes seconds): text over
+    # LONG_TEXT_BYTES on one, the rest on the other, so a normal prompt never waits behind a huge one.
+    # One worker each, each with its own tokenizer: a fast tokenizer's encode mutates its truncation
+    # state and must not run concurrently on one object
     tokenize_pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tokenize"))
+    long_tokenize_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tokenize-long"))
+    # the fewest tokens a text of so many bytes has: a prompt that cannot fit is refused untokenized
+    prompt_bound: PromptBound | None = field(default=None, init=False)
+    _long_lane: "ServerState | None" = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.prompt_bound = PromptBound.of(self.tokenizer)
+
+    @property
+    def long_lane(self) -> "ServerState":
+        """What the long lane's functions see: this state with a tokenizer of its own, copied on the
+        lane's thread at its first use (a large tokenizer takes a while to copy: not on the loop)."""
+        if self._long_lane is None:
+            lane = copy.copy(self)
+            lane.tokenizer = copy.deepcopy(self.tokenizer)
+            self._long_lane = lane
+        return self._long_lane
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -122,9 +146,33 @@ def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: i
     return state.max_model_len - longest if max_tokens is None else max_tokens
 
 
-async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(*args) on the tokenizer thread, so a huge prompt never stalls other requests or /health."""
-    return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, fn, *args)
+async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any, text_bytes: int = 0) -> Any:
+    """fn(lane state, *args) on a tokenizer lane, off the event loop, so a huge prompt never stalls
+    other requests or /health: text over LONG_TEXT_BYTES on the long lane, the rest on the other."""
+    if text_bytes > LONG_TEXT_BYTES:
+        return await asyncio.get_running_loop().run_in_executor(state.long_tokenize_pool, _on_long_lane, fn, state, *args)
+    return await asyncio.get_running_loop().run_in_executor(state.tokenize_pool, fn, state, *args)
+
+
+def _on_long_lane(fn: Callable[..., Any], state: ServerState, *args: Any) -> Any:
+    return fn(state.long_lane, *args)
+
+
+def refuse_unfittable(state: ServerState, text_bytes: int, max_tokens: int | None, param: str, prompt_param: str) -> None:
+    """A 400 for a text that has too many tokens for the context whatever they are, told from its
+    length in bytes (`prompt_bound`) before it is tokenized: tokenizing 8 MB took seconds only to
+    refuse the prompt afterwards."""
+    bound = state.prompt_bound
+    if bound is None:
+        return
+    least = bound.min_tokens(text_bytes)
+    if context_length_error(state.max_model_len, least, max_tokens or None, param, prompt_param) is None:
+        return
+    asked = f" and {param} asks for {max_tokens} more" if max_tokens and least < state.max_model_len else ""
+    raise bad_request(
+        f"this model's maximum context length is {state.max_model_len} tokens; the prompt's {text_bytes} bytes are at "
+        f"least {least} tokens (no token of this tokenizer stands for more than {bound.max_token_bytes} bytes){asked}: "
+        f"shorten the prompt", param=param if asked else prompt_param, code="context_length_exceeded")
 
 
 def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | None) -> list[list[int]]:
@@ -155,6 +203,9 @@ def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
         SamplingParams(n=n)
     except SamplingParamsError as e:
         raise bad_request(str(e), param="n") from None
+    max_n = state.client.config.scheduler.max_n
+    if n > max_n:
+        raise bad_request(f"n (and best_of) may be at most {max_n} on this server (--max-n), got {n}", param="n")
     choices = n * num_prompts
     if choices > MAX_CHOICES:
         raise bad_request(f"prompts x n is {choices}; one request may hold at most {MAX_CHOICES} choices", param="n")

@@ -170,7 +170,10 @@ async def create_completion(request: Request) -> Any:
     has_text = isinstance(req.prompt, str) or any(isinstance(p, str) for p in req.prompt)
     # token-id prompts skip the tokenizer thread, so they never queue behind someone's long text
     if has_text:
-        prompts = await common.tokenize(state, _prompts, state, req.prompt, req.add_special_tokens)
+        text_bytes = [len(p.encode()) for p in _prompt_list(req.prompt) if isinstance(p, str)]
+        if req.truncate_prompt_tokens is None:  # truncation keeps a tail of any prompt: nothing is refused early
+            common.refuse_unfittable(state, max(text_bytes), req.max_tokens, "max_tokens", "prompt")
+        prompts = await common.tokenize(state, _prompts, req.prompt, req.add_special_tokens, text_bytes=sum(text_bytes))
     else:
         prompts = _prompts(state, req.prompt)
     prompts = common.truncate_prompts(state, prompts, req.truncate_prompt_tokens)
@@ -184,8 +187,9 @@ async def create_completion(request: Request) -> Any:
     params = common.sampling_params(req, max_tokens, req.logprobs)
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
-    prompt_texts = await common.tokenize(state, _decode_all, state, prompts) if req.echo else []
-    gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params)
+    prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
+    gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params,
+                     buffer_limit=state.config.max_stream_buffer_bytes)
     await gen.start()
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req, prompt_texts), gen)

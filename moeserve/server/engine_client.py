@@ -28,6 +28,7 @@ from moeserve.sampling_params import SamplingParams
 from moeserve.server import ipc
 
 logger = logging.getLogger("moeserve.server")
+STOPPED_ENGINE_S = 5.0  # the engine process SIGSTOPped this long is dead (multiproc_executor.STOPPED_RANK_S)
 
 
 class EngineRejected(RequestError):
@@ -79,6 +80,10 @@ class EngineClient:
             conn, _ = await self._until(asyncio.get_running_loop().sock_accept(listener), deadline)
         finally:
             listener.close()
+            # connected (or given up): the path is needed no more, so nothing is left behind even if
+            # this process is SIGKILLed later
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
         return await self.attach(conn, deadline)
 
     async def attach(self, conn: socket.socket, deadline: float = float("inf")) -> ipc.Ready:
@@ -172,12 +177,14 @@ class EngineClient:
     def healthy(self) -> bool:
         return self.dead_reason is None and time.monotonic() - self.last_heartbeat < self.health_timeout_s
 
-    async def add(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, queue: asyncio.Queue) -> None:
-        """Admits one request whose outputs go to `queue`; raises EngineRejected or EngineDeadError."""
+    async def add(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, queue: asyncio.Queue,
+                  owner: str | None = None) -> None:
+        """Admits one request whose outputs go to `queue`; raises EngineRejected or EngineDeadError.
+        `owner`: the HTTP request it is a choice of (the engine shares fairly between owners)."""
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         route = _Route(queue, asyncio.get_running_loop().create_future())
-        message = ipc.encode(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params)))
+        message = ipc.encode(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params), owner))
         self._routes[request_id] = route
         self._write(message)
         try:
@@ -285,21 +292,37 @@ class EngineClient:
         route = self._routes.get(out.request_id)
         if route is None:
             return  # aborted by us: its late outputs have no reader
-        route.queue.put_nowait(out)
+        route.queue.put_nowait(out)  # may abort the request (a client that stopped reading), routes and all
         if out.finish_reason is not None:
-            del self._routes[out.request_id]
+            self._routes.pop(out.request_id, None)
 
     async def _watchdog(self) -> None:
+        stopped_since = None
         while self.dead_reason is None:
             await asyncio.sleep(0.5)
+            stopped_since = (stopped_since or time.monotonic()) if self._stopped() else None
             if self._exited():
                 self._mark_dead(self._exit_reason())
+            elif stopped_since is not None and time.monotonic() - stopped_since >= STOPPED_ENGINE_S:
+                # it would answer nothing until --health-timeout-s, and SIGTERM waits on a stopped process
+                self._mark_dead(f"the engine process is stopped (SIGSTOP) for {STOPPED_ENGINE_S:g} s")
+                self._proc.kill()
             elif time.monotonic() - self.last_heartbeat > self.health_timeout_s:
                 self._mark_dead(f"the engine sent no heartbeat for {self.health_timeout_s:g} s")
                 if self._proc is not None:
                     self._proc.terminate()
         while self._proc is not None and not self._exited():  # reap it: no zombie while we answer 503
             await asyncio.sleep(0.5)
+
+    def _stopped(self) -> bool:
+        """The engine process is stopped by a signal (/proc state "T"; a debugger's "t" is left alone)."""
+        if self._proc is None:
+            return False
+        try:
+            with open(f"/proc/{self._proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except (OSError, IndexError):
+            return False
 
     def _mark_dead(self, reason: str, log: bool = True) -> None:
         if self.dead_reason is not None:

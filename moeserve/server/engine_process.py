@@ -115,7 +115,7 @@ class EngineLoop:
             if isinstance(msg, ipc.AddRequest):
                 try:
                     params = ipc.params_from_wire(msg.params)
-                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params)
+                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner)
                     accepted.append(msg.request_id)
                 except Exception as e:  # one bad request never stops the loop
                     rejected.append(_rejection(msg.request_id, e))

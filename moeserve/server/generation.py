@@ -2,13 +2,20 @@
 
 Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`; with a seed, choice i samples with
 `engine_seed(seed, i)` so that n > 1 gives n different samples that are still reproducible.
+
+Outputs wait in an `OutputQueue` until the response takes them. A stream's response takes the next
+only once the previous chunk is written, so a client that stops reading left them piling up without
+end (n 128, max_tokens 4000, logprobs 20: the front end grew by half a gigabyte in two minutes, an
+independent check). The queue counts what it holds; past `--max-stream-buffer-bytes` the request is
+aborted, its engine requests freed and the queue emptied, with a warning in the log.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +24,57 @@ from moeserve.sampling_params import SamplingParams
 from moeserve.server import ipc
 from moeserve.server.api_errors import ApiError, engine_error, from_request_error, unavailable
 from moeserve.server.engine_client import EngineClient, EngineRejected
+
+logger = logging.getLogger("moeserve.server")
+DEFAULT_BUFFER_LIMIT = 16 * 1024 * 1024  # ServerConfig.max_stream_buffer_bytes
+
+
+def output_bytes(item: object) -> int:
+    """About what an output costs to hold (Python objects: ids, text, logprob entries)."""
+    if not isinstance(item, ipc.OutputDelta):
+        return 0
+    size = 200 + 2 * len(item.delta_text) + 32 * len(item.new_token_ids) + (2 * len(item.text) if item.text else 0)
+    for entries in (item.new_logprobs or [], item.prompt_logprobs or []):
+        size += sum(64 + 64 * len(e[1]) for e in entries if e is not None)
+    return size
+
+
+class OutputQueue:
+    """A Generation's outputs not yet taken by its response, and their size (`output_bytes`). The
+    first put that takes it past `limit` calls `on_overflow`; `bytes` goes into `gauge` (all requests)."""
+
+    def __init__(self, limit: int, on_overflow: Callable[[int], None], gauge: Any = None, peak: Any = None):
+        self.limit = limit
+        self.on_overflow = on_overflow
+        self.gauge, self.peak = gauge, peak
+        self.bytes = 0
+        self.overflowed = False
+        self._items: asyncio.Queue = asyncio.Queue()
+
+    def put_nowait(self, item: Any) -> None:
+        size = output_bytes(item)
+        self._items.put_nowait((item, size))
+        self._count(size)
+        if self.bytes > self.limit and not self.overflowed:
+            self.overflowed = True
+            self.on_overflow(self.bytes)
+
+    async def get(self) -> Any:
+        item, size = await self._items.get()
+        self._count(-size)
+        return item
+
+    def clear(self) -> None:
+        """Drops everything waiting: the memory comes back now, not when the client reads."""
+        while not self._items.empty():
+            self._count(-self._items.get_nowait()[1])
+
+    def _count(self, delta: int) -> None:
+        self.bytes += delta
+        if self.gauge is not None:
+            self.gauge.inc(delta)
+        if self.peak is not None and delta > 0 and self.bytes > self.peak._value.get():
+            self.peak.set(self.bytes)
 
 
 @dataclass
@@ -47,14 +105,16 @@ def engine_seed(seed: int, index: int) -> int:
 
 
 class Generation:
-    def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams):
+    def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
+                 buffer_limit: int = DEFAULT_BUFFER_LIMIT):
         self.client = client
         self.metrics = metrics
         self.request_id = request_id
         self.prompts = prompts
         self.params = params
         self.arrival = time.monotonic()
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self.queue = OutputQueue(buffer_limit, self._not_read, getattr(metrics, "stream_buffered", None),
+                                 getattr(metrics, "stream_buffered_peak", None))
         n = params.n
         self.choices: dict[str, Choice] = {
             f"{request_id}-{p * n + i}": Choice(index=p * n + i, prompt_index=p) for p in range(len(prompts)) for i in range(n)
@@ -72,7 +132,8 @@ class Generation:
         """Admits every engine request or none: on any refusal the admitted ones are aborted."""
         results = await asyncio.gather(
             *(
-                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue)
+                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue,
+                                owner=self.request_id)
                 for rid, c in self.choices.items()
             ),
             return_exceptions=True,
@@ -139,6 +200,20 @@ class Generation:
     def abort(self, notify: bool = True) -> None:
         """Stops every unfinished choice; with notify, events() sees finish_reason "abort" for each."""
         self.client.abort(self.unfinished(), notify=notify)
+
+    def _not_read(self, buffered: int) -> None:
+        """The client has let more than the bound pile up: abort what is left and drop the backlog."""
+        left = self.unfinished()
+        logger.warning("request %s: its client stopped reading; %d bytes of output were waiting "
+                       "(--max-stream-buffer-bytes %d): aborting its %d unfinished choice(s)",
+                       self.request_id, buffered, self.queue.limit, len(left))
+        if getattr(self.metrics, "slow_client_aborts", None) is not None:
+            self.metrics.slow_client_aborts.inc()
+        self.client.abort(left)
+        self.queue.clear()
+        self.queue.put_nowait(ApiError(
+            429, f"the client did not read its stream: more than {self.queue.limit} bytes of output were waiting "
+                 "(--max-stream-buffer-bytes); the request was aborted", code="stream_not_read"))
 
     def on_disconnect(self) -> None:
         self.disconnected = True

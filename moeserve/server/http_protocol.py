@@ -1,6 +1,7 @@
 """uvicorn's httptools protocol with a bound on a request's head (request line + headers) in size
 and in time, header values without trailing whitespace, HTTP/1.0 answered as HTTP/1.0 allows, and
-a request it cannot parse answered in the OpenAI error shape; and uvicorn's h11 protocol, the pure
+a request it cannot parse answered in the OpenAI error shape (a request line without an HTTP version
+included: llhttp reads it as HTTP/0.9 and uvicorn served it); and uvicorn's h11 protocol, the pure
 Python fallback (`MOESERVE_FAST_HTTP=0`), with the same time bound and error answers.
 
 httptools keeps a header value's trailing spaces and tabs, which RFC 9110 leaves out of the value
@@ -168,6 +169,8 @@ class BoundedHttpToolsProtocol(_HeadGuard, HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.in_head = False
         self._stop_head_clock()
+        if self.parser.get_http_version() == "0.9":  # a request line without a version: h11 refuses it too
+            raise ValueError("no HTTP version")  # the parser stops; uvicorn calls send_400_response
         if self.parser.get_http_version() == "1.0":
             self.expect_100_continue = False  # RFC 9110 10.1.1: ignored in a 1.0 request
         super().on_headers_complete()

@@ -28,6 +28,7 @@ class AddRequest:
     request_id: str
     prompt_token_ids: list[int]
     params: dict[str, Any]  # params_to_plain(SamplingParams): plain fields only
+    owner: str | None = None  # the HTTP request it is a choice of: the scheduler's unit of fairness
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -78,6 +78,9 @@ class ServerMetrics:
         self.tpot = Histogram(_PREFIX + "time_per_output_token_seconds", "mean gap between output tokens of a request", buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram(_PREFIX + "e2e_request_latency_seconds", "arrival to last token", buckets=_LATENCY_BUCKETS, registry=r)
         self.http = Counter(_PREFIX + "http_responses", "HTTP responses by route and status", ["route", "status"], registry=r)
+        self.stream_buffered = Gauge(_PREFIX + "stream_buffered_bytes", "output bytes (estimated) waiting for their clients to read them, all requests", registry=r)
+        self.stream_buffered_peak = Gauge(_PREFIX + "stream_buffered_bytes_peak", "the most output bytes one request has had waiting for its client", registry=r)
+        self.slow_client_aborts = Counter(_PREFIX + "slow_client_aborts", "requests aborted because their client stopped reading (--max-stream-buffer-bytes)", registry=r)
         r.register(EngineStatsCollector(stats, healthy))
 
     def on_admitted(self, prompt_tokens: int) -> None:

@@ -59,6 +59,9 @@ UNSERVED_FIELDS = {
     "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
 }
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
+# guided decoding has no "off" value but null: `guided_json: {}` is the schema that allows any JSON
+# value, a constraint we would silently not apply (vLLM applies it)
+_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
 
 
 class _Strict(BaseModel):
@@ -253,6 +256,32 @@ class DetokenizeRequest(_Strict):
     tokens: list[Annotated[int, Field(ge=-_MAX_INT, le=_MAX_INT)]]
 
 
+# Nesting allowed in a request body. json.loads itself stops near 1,000 levels, but what reads the
+# parsed body may recurse once per level with frames of its own: a chat template rendering 490 levels
+# of `chat_template_kwargs`, `tool_calls` or `documents` raised RecursionError (a 500, an independent
+# check). OpenAI's own bodies nest a few levels (a tool call's arguments are a string).
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deeply `value` nests lists and objects (a scalar is 0; counting stops past `limit`).
+    Level by level, never recursing (the check must not fail on what it guards against), and a list
+    of scalars is told from its item types in C (a 5 MB body of token ids is 1.7 million of them)."""
+    depth, level = 0, [value] if type(value) in _CONTAINERS else []
+    while level and depth <= limit:
+        depth += 1
+        deeper = []
+        for node in level:
+            items = node.values() if type(node) is dict else node
+            if not _CONTAINERS.isdisjoint(set(map(type, items))):
+                deeper.extend(v for v in items if type(v) in _CONTAINERS)
+        level = deeper
+    return depth
+
+
+_CONTAINERS = frozenset({list, dict})
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -271,6 +300,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise bad_request(f"the request body is not valid JSON: {_json_error(e)}") from None
     if not isinstance(data, dict):
         raise bad_request("the request body must be a JSON object")
+    if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and json_depth(data) > MAX_JSON_DEPTH:
+        raise bad_request(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     # JSON escapes can smuggle in lone surrogates, which no tokenizer or encoder accepts; valid UTF-8
     # holds none, so only a body with a surrogate escape needs the (slow) full check
     if _SURROGATE_ESCAPE.search(text):
@@ -294,7 +325,8 @@ def _json_error(e: ValueError) -> str:
 
 def refuse_unserved(data: dict[str, Any], names: tuple[str, ...]) -> None:
     for name in names:
-        if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in _OFF_VALUES):
+        offs = (None,) if name in _NULL_ONLY else _OFF_VALUES
+        if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in offs):
             raise bad_request(f"{name} is not supported by this server ({UNSERVED_FIELDS[name]})", param=name)
 
 

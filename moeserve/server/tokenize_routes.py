@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from moeserve.server import common
-from moeserve.server.chat import check_messages, render_messages
+from moeserve.server.chat import check_messages, message_bytes, render_messages
 from moeserve.server.common import ServerState
 from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest
 
@@ -32,7 +32,8 @@ async def tokenize(request: Request) -> Any:
     common.require_tokenizer(state, "/tokenize", "messages" if isinstance(req, TokenizeChatRequest) else "prompt")
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)
-    ids = await common.tokenize(state, _encode, state, req)
+    ids = await common.tokenize(state, _encode, req, text_bytes=message_bytes(req) if isinstance(req, TokenizeChatRequest)
+                                else len(req.prompt))
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None
     return {"count": len(ids), "max_model_len": state.max_model_len, "tokens": ids, "token_strs": strs}
 
@@ -43,4 +44,5 @@ async def detokenize(request: Request) -> Any:
     common.check_model(state, req.model)
     common.check_token_ids(state, req.tokens, "tokens")
     tokenizer = common.require_tokenizer(state, "/detokenize", "tokens")
-    return {"prompt": await common.tokenize(state, tokenizer.decode, req.tokens)}
+    return {"prompt": await common.tokenize(state, lambda lane, ids: lane.tokenizer.decode(ids), req.tokens,
+                                            text_bytes=4 * len(req.tokens))}

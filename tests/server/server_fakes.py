@@ -37,7 +37,7 @@ class FakeEngine:
         self.steps = 0
         self.shut = False
 
-    def add_request(self, request_id, prompt_token_ids, params) -> None:
+    def add_request(self, request_id, prompt_token_ids, params, owner=None) -> None:
         if len(prompt_token_ids) + params.max_tokens > self.max_model_len:
             raise RequestError("too long", param="max_tokens")
         if len(self.requests) >= self.max_waiting:
@@ -114,11 +114,11 @@ def start_fake_engine(engine: FakeEngine) -> tuple[socket.socket, socket.socket]
 
 
 async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queued_requests: int | None = None,
-                   tokenizer=None, config: ServerConfig | None = None):
+                   tokenizer=None, config: ServerConfig | None = None, engine_config: EngineConfig | None = None):
     """The real front end (ASGI, in-process) talking ipc to `engine`'s loop over a socket pair:
     (httpx client, EngineClient, the engine side's socket; close it and the engine is gone)."""
     ours, theirs = start_fake_engine(engine)
-    client = EngineClient(EngineConfig(), health_timeout_s=health_timeout_s)
+    client = EngineClient(engine_config or EngineConfig(), health_timeout_s=health_timeout_s)
     ready = await client.attach(ours)
     state = ServerState(client, config or ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
                         ServerMetrics(lambda: client.stats, lambda: client.healthy), max_queued_requests)
