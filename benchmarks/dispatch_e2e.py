@@ -55,7 +55,7 @@ def main() -> None:
 def _rounds(engines: dict, params, args) -> dict[str, list[float]]:
     names = list(engines)
     rates: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.repeats + 1):  # round 0 warms both engines up and is not counted
+    for r in range(args.repeats + 1):  # the first pass warms both engines up and is not counted
         rng = random.Random(r)
         prompts = [[rng.randrange(3, 4096) for _ in range(rng.randint(5, 40))] for _ in range(args.prompts)]
         tokens = {}

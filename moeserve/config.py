@@ -148,7 +148,6 @@ class ParallelConfig:
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
 DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs", "shm", "nvshmem")
 MULTI_RANK_DISPATCH = ("a2a", "agrs", "shm", "nvshmem")
-NVSHMEM_EMULATE_ENV = "MOESERVE_NVSHMEM_EMULATE"  # 1: `nvshmem` runs its Triton kernels over the shm heap
 
 
 def check_dispatch_host(dispatch: str, nodes: int) -> None:
@@ -156,12 +155,12 @@ def check_dispatch_host(dispatch: str, nodes: int) -> None:
     shared memory; nvshmem needs nvshmem4py (or MOESERVE_NVSHMEM_EMULATE=1, which is shm underneath)."""
     import importlib.util
 
-    emulated = os.environ.get(NVSHMEM_EMULATE_ENV, "0").lower() in ("1", "true", "on", "yes")
+    emulated = envs.NVSHMEM_EMULATE.get()
     if nodes > 1 and (dispatch == "shm" or (dispatch == "nvshmem" and emulated)):
         raise ConfigError(f"--dispatch shm maps one node's shared memory; --nodes is {nodes}: use nvshmem, a2a or auto")
     if dispatch == "nvshmem" and not emulated and importlib.util.find_spec("nvshmem") is None:
         raise ConfigError("--dispatch nvshmem needs nvshmem4py: pip install 'moeserve[nvshmem]' "
-                          f"(or set {NVSHMEM_EMULATE_ENV}=1 to run its kernels over shared memory)")
+                          f"(or set {envs.NVSHMEM_EMULATE.name}=1 to run its kernels over shared memory)")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ def balancedness_from(trace_paths: list[str], plan_path: str | None, ep: int, re
     from moeserve.placement import evaluate, policies
     from moeserve.placement.optimizer import PlacementSpec
     from moeserve.placement.plan import PlacementPlan
-    from moeserve.placement.trace import load_trace, merge_traces
+    from moeserve.placement.importers import load_trace
+    from moeserve.placement.trace import merge_traces
 
     trace = merge_traces([load_trace(p) for p in trace_paths])
     if plan_path:

@@ -17,6 +17,8 @@ import os
 import platform
 import time
 
+from moeserve import envs
+
 THREADS = 1
 clock = time.process_time
 
@@ -92,7 +94,7 @@ def engine_decode_step_seconds(batches=(1, 2, 4, 16, 32)) -> dict:
     difference of two runs (8 and 40 new tokens) cancels the prefill and the first token."""
     from moeserve import LLM, SamplingParams
 
-    os.environ["MOESERVE_IDLE_HELPERS"] = "0"  # one thread, nothing borrowed: CPU time is the step's cost
+    os.environ[envs.IDLE_HELPERS.name] = "0"  # one thread, nothing borrowed: CPU time is the step's cost
     llm = LLM(num_threads=THREADS, expert_threads=1)
     out = {}
     for b in batches:

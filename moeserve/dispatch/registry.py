@@ -25,7 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from moeserve.config import DISPATCH_BACKENDS, NVSHMEM_EMULATE_ENV, check_dispatch_host
+from moeserve import envs
+from moeserve.config import DISPATCH_BACKENDS, check_dispatch_host
 from moeserve.dispatch.a2a import A2ADispatcher
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
@@ -128,7 +129,7 @@ def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any)
     check_dispatch_host("nvshmem", 1)  # the one-line error where nvshmem4py is missing
     from moeserve.dispatch.put_kernels import TritonPuts
 
-    if os.environ.get(NVSHMEM_EMULATE_ENV, "0").lower() in ("1", "true", "on", "yes"):
+    if envs.NVSHMEM_EMULATE.get():
         from moeserve.dispatch.shm_heap import ShmHeap as heap_cls
         device = "cpu"
     else:

@@ -16,6 +16,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from moeserve import envs
 from moeserve.config import ParallelConfig
 from moeserve.parallel_state import ParallelContext
 
@@ -93,7 +94,7 @@ def init_rank(env: RankEnv, parallel: ParallelConfig, store_socket: socket.socke
     # every collective of a step runs on a group bounded by the step timeout.
     # Under torchrun the rendezvous store already listens on MASTER_PORT: join it through env://.
     # Ranks rank 0 spawned (they know its pid) join its store as it is, no prefix added on either side.
-    spawned = store_socket is not None or os.environ.get("MOESERVE_PARENT_PID") is not None
+    spawned = store_socket is not None or envs.PARENT_PID.get() is not None
     if spawned:
         master = store_socket is not None  # the store then owns the socket's descriptor
         store = dist.TCPStore(env.master_addr, env.master_port, env.world_size, master, timeout=_STARTUP_TIMEOUT,

@@ -30,6 +30,8 @@ class ServerConfig:
     port: int = 8000
     api_key: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
+    # output one request may have waiting for its client to read; past it the request is aborted
+    max_stream_buffer_bytes: int = 16 * 1024 * 1024
     shutdown_timeout_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
     health_timeout_s: float = 60.0  # no heartbeat for this long: the engine is stuck, /health 503
     startup_timeout_s: float = 1800.0  # model loading
@@ -48,6 +50,8 @@ class ServerConfig:
             raise ConfigError("--api-key must not be empty")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"--max-body-bytes must be >= 1024, got {self.max_body_bytes}")
+        if self.max_stream_buffer_bytes < 64 * 1024:
+            raise ConfigError(f"--max-stream-buffer-bytes must be >= 65536, got {self.max_stream_buffer_bytes}")
         for name in ("shutdown_timeout_s", "health_timeout_s", "startup_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
@@ -65,6 +69,7 @@ SERVER_FLAGS: list[Flag] = [
     Flag("port", "server.port", int, "TCP port to listen on (0 = any free port)"),
     Flag("api_key", "server.api_key", str, "require `Authorization: Bearer KEY` on every route but /health"),
     Flag("max_body_bytes", "server.max_body_bytes", int, "largest request body; larger ones get 413"),
+    Flag("max_stream_buffer_bytes", "server.max_stream_buffer_bytes", int, "output one request may have waiting for a client that does not read it; past it the request is aborted, logged (docs/limits.md)"),
     Flag("shutdown_timeout_s", "server.shutdown_timeout_s", float, "on SIGTERM, seconds in-flight requests may take before they are aborted"),
     Flag("health_timeout_s", "server.health_timeout_s", float, "seconds without an engine heartbeat before /health says 503"),
     Flag("startup_timeout_s", "server.startup_timeout_s", float, "seconds the engine may take to load"),

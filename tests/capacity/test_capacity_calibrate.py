@@ -1,8 +1,6 @@
-"""`moeserve configure --calibrate`: the host-cost fit, and (MOESERVE_SLOW=1) a whole calibration
+"""`moeserve configure --calibrate`: the host-cost fit, and (marked slow) a whole calibration
 whose profile loads and drives the model."""
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
@@ -28,7 +26,6 @@ def test_configure_help_renders(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MOESERVE_SLOW") != "1", reason="a minute or more of timing; set MOESERVE_SLOW=1")
 def test_calibration_writes_a_profile_the_model_uses(tmp_path, capsys):
     out = tmp_path / "cpu-here.yaml"
     assert main(["--calibrate", str(out)]) == 0
