@@ -23,7 +23,7 @@ from moeserve.server.api_errors import ApiError, clip, internal_error, public_re
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
-from moeserve.server.tokenize_routes import detokenize, tokenize
+from moeserve.server.tokenize_routes import detokenize, tokenize, tokenizer_info
 
 _OPEN_PATHS = ("/health",)  # answered without an API key
 _CREDENTIALS = re.compile(rb"([^ \t]+)[ \t]+(.*)", re.DOTALL)  # Authorization: <scheme> <token>
@@ -162,6 +162,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     app.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
     app.add_api_route("/tokenize", tokenize, methods=["POST"])
     app.add_api_route("/detokenize", detokenize, methods=["POST"])
+    app.add_api_route("/tokenizer_info", tokenizer_info, methods=READ_METHODS)
 
 
 def _trace_route(state: ServerState, action: str):

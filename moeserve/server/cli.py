@@ -118,6 +118,18 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
     return Server(config)
 
 
+def _builtin_description() -> str:
+    from moeserve.engine.builtin_model import BUILTIN_NAME, builtin_model_dir
+
+    return f"built-in {BUILTIN_NAME}, files in {builtin_model_dir()}"
+
+
+def _tokenizer_description(tokenizer, model_dir: str) -> str:
+    if tokenizer is None:
+        return f"none in {model_dir} (token-id prompts only)"
+    return f"{type(tokenizer).__name__}, {len(tokenizer)} tokens, from {model_dir} (also at GET /tokenizer_info)"
+
+
 async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int:
     from moeserve.engine.engine_core import load_tokenizer
     from moeserve.server.app import build_app
@@ -131,9 +143,10 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, starting.cancel)  # a signal while loading: stop the engine and leave
     try:
-        logger.info("starting the engine process (model: %s)", engine_config.model.model or "built-in")
+        logger.info("starting the engine process (model: %s)", engine_config.model.model or _builtin_description())
         ready = await client.start(server_config.startup_timeout_s)
         tokenizer = await asyncio.to_thread(load_tokenizer, ready.model_dir)
+        logger.info("tokenizer: %s", _tokenizer_description(tokenizer, ready.model_dir))
     except asyncio.CancelledError:
         await client.shutdown()
         return 0

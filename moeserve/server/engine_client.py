@@ -53,6 +53,7 @@ class EngineClient:
         self.ready: ipc.Ready | None = None
         self.stats: dict[str, Any] = {}
         self.dead_reason: str | None = None
+        self.stopping = False  # shutdown() asked the engine to stop: its exit is then no error
         self.last_heartbeat = 0.0
         self._routes: dict[str, _Route] = {}
         self._proc: subprocess.Popen | None = None
@@ -147,6 +148,7 @@ class EngineClient:
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Asks the engine to stop, waits, then escalates to SIGTERM and SIGKILL. Idempotent."""
+        self.stopping = True
         self._send(ipc.Shutdown())
         proc = self._proc
         # a stopped or stuck engine ignores Shutdown (and a stopped one SIGTERM): escalate to SIGKILL
@@ -328,7 +330,9 @@ class EngineClient:
         if self.dead_reason is not None:
             return
         self.dead_reason = reason
-        if log:  # an OOM kill must leave a trace in the log, not only in 503 bodies
+        if log and self.stopping:  # the reader or watchdog saw the exit that shutdown() asked for
+            logger.info("the engine stopped: %s", reason)
+        elif log:  # an OOM kill must leave a trace in the log, not only in 503 bodies
             logger.error("the engine is dead: %s; /health answers 503 and %d pending request(s) get errors",
                          reason, len(self._routes))
         error = EngineDeadError(reason)

@@ -5,6 +5,10 @@ the generation endpoints will, without generating.
                 {"messages": [...], "add_generation_prompt": true}     as /v1/chat/completions renders
                 -> {"count", "max_model_len", "tokens", "token_strs" (null unless return_token_strs)}
     /detokenize {"tokens": [int, ...]} -> {"prompt": str}
+    GET /tokenizer_info -> the tokenizer's configuration as vLLM serves it: "tokenizer_class", its
+                {eos,bos,pad,unk}_token, "chat_template" (the one the chat route renders), the other
+                tokenizer_config.json fields, and "added_tokens_decoder"; no file paths. lm-eval's
+                local-completions finds it (with /tokenize and /detokenize) and needs no tokenizer name.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
 from moeserve.server.chat import check_messages, message_bytes, render_messages
 from moeserve.server.common import ServerState
@@ -43,6 +48,41 @@ async def detokenize(request: Request) -> Any:
     req = await common.read_request(request, state, DetokenizeRequest)
     common.check_model(state, req.model)
     common.check_token_ids(state, req.tokens, "tokens")
-    tokenizer = common.require_tokenizer(state, "/detokenize", "tokens")
+    common.require_tokenizer(state, "/detokenize", "tokens")
     return {"prompt": await common.tokenize(state, lambda lane, ids: lane.tokenizer.decode(ids), req.tokens,
                                             text_bytes=4 * len(req.tokens))}
+
+
+# tokenizer_config.json fields that are paths on the server's disk or loader switches, not the tokenizer
+_NOT_SERVED = frozenset({"vocab_file", "merges_file", "tokenizer_file", "name_or_path", "trust_remote_code",
+                         "cache_dir", "local_files_only", "_commit_hash", "token", "revision", "is_local"})
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able copy: AddedToken -> its text, containers recursed, anything else its str()."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return getattr(value, "content", None) or str(value)
+
+
+def tokenizer_info_of(tokenizer: Any, max_model_len: int) -> dict[str, Any]:
+    """What GET /tokenizer_info answers for `tokenizer` (a transformers tokenizer) on a server whose
+    context is max_model_len tokens (model_max_length says the smaller of the two)."""
+    info = {k: _plain(v) for k, v in (getattr(tokenizer, "init_kwargs", None) or {}).items() if k not in _NOT_SERVED}
+    for name in ("eos_token", "bos_token", "pad_token", "unk_token"):
+        info[name] = _plain(getattr(tokenizer, name, None))
+    info["added_tokens_decoder"] = {str(i): {"content": t.content, "special": t.special}
+                                    for i, t in tokenizer.added_tokens_decoder.items()}
+    info["chat_template"] = getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    info["model_max_length"] = min(int(getattr(tokenizer, "model_max_length", None) or max_model_len), max_model_len)
+    info["tokenizer_class"] = type(tokenizer).__name__
+    return info
+
+
+async def tokenizer_info(request: Request) -> Any:
+    state: ServerState = request.app.state.server
+    return tokenizer_info_of(common.require_tokenizer(state, "/tokenizer_info", None), state.max_model_len)

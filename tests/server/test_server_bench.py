@@ -55,7 +55,7 @@ def test_bench_against_the_server(server, tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = parse(["--base-url", server.url, "--model", server.model, "--api-key", API_KEY, "--num-requests", "6",
                   "--concurrency", "3", "--input-len", "12", "--output-len", "8", "--slo-ttft-ms", "60000",
-                  "--json", str(out)])  # the default --vocab-size fits the built-in model (741 tokens)
+                  "--json", str(out)])  # the default --vocab-size fits the built-in model (4,096 tokens)
     assert bench.run(args) == 0
     assert gc.get_freeze_count() == 0  # the heap is frozen only while the load is timed
     table = capsys.readouterr().out
