@@ -8,7 +8,7 @@ import torch
 pytest.importorskip("triton")
 pytestmark = pytest.mark.usefixtures("interpret")
 
-from moeserve.kernels.triton.fused_moe import ACTIVATION_IDS, fused_experts, fused_experts_reference  # noqa: E402
+from moeserve.kernels.triton.fused_moe import ACTIVATION_IDS, Tiles, fused_experts, fused_experts_reference  # noqa: E402
 from moeserve.kernels.triton.launch import tile_table  # noqa: E402
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3)}
@@ -25,9 +25,12 @@ def make(counts: list[int], H: int, I: int, dtype: torch.dtype, seed: int = 0):
     return x, offsets, w13, w2
 
 
-def check(counts, H, I, dtype, activation="silu", **blocks):
+SMALL = Tiles(16, 16, 16, 4, 1)  # many tiles and K steps at test sizes
+
+
+def check(counts, H, I, dtype, activation="silu", tiles=SMALL):
     x, offsets, w13, w2 = make(counts, H, I, dtype)
-    out = fused_experts(x, offsets, w13, w2, activation, **blocks)
+    out = fused_experts(x, offsets, w13, w2, activation, tiles)
     ref = fused_experts_reference(x, offsets, w13, w2, activation)
     assert out.dtype == dtype and out.shape == ref.shape
     torch.testing.assert_close(out, ref, **TOL[dtype])
@@ -36,17 +39,18 @@ def check(counts, H, I, dtype, activation="silu", **blocks):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_slots_with_zero_one_and_many_rows_at_odd_sizes(dtype):
     # H = 40, I = 24: neither is a multiple of the 16-wide blocks; 37 rows span three 16-row tiles
-    check([0, 1, 37, 0, 5], H=40, I=24, dtype=dtype, block_m=16, block_n=16, block_k=16)
+    check([0, 1, 37, 0, 5], H=40, I=24, dtype=dtype)
 
 
 @pytest.mark.parametrize("activation", sorted(ACTIVATION_IDS))
 def test_every_activation(activation):
-    check([3, 0, 18], H=24, I=20, dtype=torch.float32, activation=activation, block_m=16, block_n=16, block_k=16)
+    check([3, 0, 18], H=24, I=20, dtype=torch.float32, activation=activation)
 
 
 def test_one_token_and_default_blocks():
-    check([0, 0, 1, 0], H=48, I=40, dtype=torch.float16)
-    check([9, 30, 2], H=72, I=80, dtype=torch.float32)  # default tiles: 64-wide, H and I not multiples
+    check([0, 0, 1, 0], H=48, I=40, dtype=torch.float16, tiles=None)
+    check([9, 30, 2], H=72, I=80, dtype=torch.float32, tiles=None)  # the shape's tiles: H, I not multiples
+    check([70, 90], H=40, I=136, dtype=torch.float16, tiles=None)  # prefill tiles, 128 wide
 
 
 def test_no_rows():
@@ -58,7 +62,7 @@ def test_strided_input_rows():
     x, offsets, w13, w2 = make([4, 6], H=32, I=16, dtype=torch.float32)
     wide = torch.zeros(x.shape[0], 2 * 32)
     wide[:, 5:37] = x  # a view whose rows are 64 apart
-    out = fused_experts(wide[:, 5:37], offsets, w13, w2, block_m=16, block_n=16, block_k=16)
+    out = fused_experts(wide[:, 5:37], offsets, w13, w2, tiles=SMALL)
     torch.testing.assert_close(out, fused_experts_reference(x, offsets, w13, w2), **TOL[torch.float32])
 
 

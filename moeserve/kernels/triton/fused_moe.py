@@ -19,6 +19,8 @@ HBM once and from L2 by its other tiles.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 import triton.language as tl
@@ -112,11 +114,31 @@ gate_up_kernel = Kernel(_gate_up_kernel)
 down_kernel = Kernel(_down_kernel)
 
 
-def block_m_for(rows: int, slots: int) -> int:
-    """Rows per tile from the average rows per slot (host shapes only, no sync): decode batches
-    (a few rows per slot) waste less of a 16-row tile, prefill batches reuse weights over 64 rows."""
+@dataclass(frozen=True)
+class Tiles:
+    """One launch configuration of both GEMMs (tuning knobs: any values give the same result up to
+    fp32 summation order; block_m >= 16 for the tensor cores)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+
+def tiles_for(rows: int, slots: int) -> Tiles:
+    """Tiles from the average rows per slot (host shapes only, no sync). Decode batches (a few rows
+    per slot) are weight-bandwidth bound: 16-row tiles waste least, wide K keeps loads in flight.
+    Prefill batches are compute bound: large tiles reuse each weight tile over more rows. Starting
+    points from the usual Triton grouped-GEMM configurations, not yet tuned on a GPU (docs/kernels.md)."""
     per_slot = rows / max(slots, 1)
-    return 16 if per_slot <= 16 else 32 if per_slot <= 32 else 64
+    if per_slot <= 16:
+        return Tiles(16, 64, 128, 4, 4)
+    if per_slot <= 32:
+        return Tiles(32, 64, 128, 4, 4)
+    if per_slot <= 128:
+        return Tiles(64, 128, 64, 8, 3)
+    return Tiles(128, 128, 64, 8, 3)
 
 
 def fused_experts(
@@ -125,15 +147,10 @@ def fused_experts(
     w13: torch.Tensor,
     w2: torch.Tensor,
     activation: str = "silu",
-    block_m: int | None = None,
-    block_n: int = 64,
-    block_k: int = 64,
-    num_warps: int = 4,
-    num_stages: int = 3,
+    tiles: Tiles | None = None,
 ) -> torch.Tensor:
     """x [R, H]; offsets [S] int32 cumulative end rows; w13 [S, 2I, H]; w2 [S, H, I] -> out [R, H] in x's
-    dtype (rows past offsets[-1] are not written). Block sizes: tuning knobs, any values give the same
-    result up to fp32 summation order (block_m >= 16 for the tensor cores)."""
+    dtype (rows past offsets[-1] are not written). tiles: None = `tiles_for` the batch's shape."""
     if activation not in ACTIVATION_IDS:
         raise ValueError(f"activation {activation!r} is not supported; choose one of {', '.join(ACTIVATION_IDS)}")
     (R, H), (S, two_i, _) = x.shape, w13.shape
@@ -142,18 +159,19 @@ def fused_experts(
     if R == 0:
         return out
     assert w2.shape == (S, H, I) and offsets.shape == (S,), "weights and offsets disagree on slots or sizes"
-    block_m = block_m or block_m_for(R, S)
-    tile_slot, tile_row = tile_table(offsets, block_m, R // block_m + S)
+    t = tiles or tiles_for(R, S)
+    tile_slot, tile_row = tile_table(offsets, t.block_m, R // t.block_m + S)
     ends = offsets.to(torch.int32)
     h = torch.empty(R, I, dtype=x.dtype, device=x.device)
     cast = upcast(x.dtype)
-    tuning = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages)
-    gate_up_kernel[(tile_slot.shape[0], -(-I // block_n))](
+    tuning = dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, num_warps=t.num_warps,
+                  num_stages=t.num_stages)  # fmt: skip
+    gate_up_kernel[(tile_slot.shape[0], -(-I // t.block_n))](
         x, w13, h, tile_slot, tile_row, ends, H, I,
         x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), h.stride(0),
         ACT=ACTIVATION_IDS[activation], UPCAST=cast, **tuning,
     )  # fmt: skip
-    down_kernel[(tile_slot.shape[0], -(-H // block_n))](
+    down_kernel[(tile_slot.shape[0], -(-H // t.block_n))](
         h, w2, out, tile_slot, tile_row, ends, I, H,
         h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), out.stride(0),
         UPCAST=cast, **tuning,
