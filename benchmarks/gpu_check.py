@@ -52,7 +52,8 @@ MODELS = {
                          moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill"))),  # fmt: skip
 }
 TINY = dict(hidden=64, inter=48, local_experts=4, heads=4, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
-            moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24, norm_rows=(2, 8))  # fmt: skip
+            moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
+            norm_rows=(2, 8))  # fmt: skip
 FULL = dict(context=4096, batch=64, prefill=2048, norm_rows=(64, 4096))
 TARGETS = {"moe-decode": ("bandwidth", 0.70), "moe-prefill": ("compute", 0.60), "attn-decode-4k": ("bandwidth", 0.70)}
 
@@ -139,7 +140,8 @@ def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
             "paged_decode", model, f"decode, context {L}", f"B={B} hq={hq} hk={hk} D={D}",
             2 * (2 * B * L * hk * D + 2 * B * hq * D), 4 * B * hq * L * D,
             lambda q=q, k=k_cache, v=v_cache, t=tables, n=lens: paged_decode(q, k, v, t, n, scale),
-            lambda q=q, k=keys, v=values: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True),
+            lambda q=q, k=keys, v=values: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale,
+                                                                         enable_gqa=True),
             "SDPA, dense K/V", "attn-decode-4k" if L == 4096 else None,
         ))  # fmt: skip
     n, prefix = d["prefill"], d["prefill"] * 3  # a chunk of n new tokens after 3n cached
@@ -292,8 +294,10 @@ def serve_and_bench(timeout_s: float) -> dict:
     env.pop("TRITON_INTERPRET", None)
     if subprocess.run(moeserve("bench", "--help"), env=env, capture_output=True, timeout=120).returncode != 0:
         return {"status": "no `moeserve bench` command"}
-    serve_help = subprocess.run(moeserve("serve", "--help"), env=env, capture_output=True, text=True, timeout=120).stdout
-    flags = [f for flag, value in (("--device", "cuda"), ("--kernels", "triton")) if flag in serve_help for f in (flag, value)]
+    serve_help = subprocess.run(moeserve("serve", "--help"), env=env, capture_output=True, text=True,
+                                timeout=120).stdout  # fmt: skip
+    wanted = (("--device", "cuda"), ("--kernels", "triton"))
+    flags = [word for flag, value in wanted if flag in serve_help for word in (flag, value)]
     proc = subprocess.Popen(moeserve("serve", "--port", "0", *flags), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines: list[str] = []
@@ -328,7 +332,8 @@ def wait_for_server(proc, lines: list[str], deadline: float) -> tuple[str, str]:
         for line in list(lines):
             m = re.search(r"serving (\S+) on (http://[\d.]+:\d+)", line)
             if m:
-                return m.group(2), json.load(urllib.request.urlopen(m.group(2) + "/v1/models", timeout=10))["data"][0]["id"]
+                models = json.load(urllib.request.urlopen(m.group(2) + "/v1/models", timeout=10))
+                return m.group(2), models["data"][0]["id"]
         time.sleep(0.5)
     raise RuntimeError("no 'serving ... on' line in time")
 
@@ -338,7 +343,8 @@ def fmt(v, spec: str = ".1f") -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = "| kernel | model | phase | shape | Triton us | torch us | torch op | speed-up | roofline us | of roofline | bound | target |"
+    head = ("| kernel | model | phase | shape | Triton us | torch us | torch op | speed-up | roofline us | of roofline "
+            "| bound | target |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         speedup = r.torch_us / r.triton_us if r.torch_us else None
@@ -359,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="also write the results: .json as JSON, anything else as markdown")
     p.add_argument("--dry-run", "--interpret", action="store_true", dest="dry_run",
-                   help="tiny shapes on the CPU under TRITON_INTERPRET=1: checks the harness, measures nothing")  # fmt: skip
+                   help="tiny shapes on the CPU under TRITON_INTERPRET=1: the harness, no measurement")  # fmt: skip
     p.add_argument("--peak-tbps", type=float, help="HBM bandwidth in TB/s (overrides the card table)")
     p.add_argument("--peak-tflops", type=float, help="dense bf16 TFLOP/s (overrides the card table)")
     p.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")

@@ -8,7 +8,12 @@ import torch
 pytest.importorskip("triton")
 pytestmark = pytest.mark.usefixtures("interpret")
 
-from moeserve.kernels.triton.fused_moe import ACTIVATION_IDS, Tiles, fused_experts, fused_experts_reference  # noqa: E402
+from moeserve.kernels.triton.fused_moe import (  # noqa: E402
+    ACTIVATION_IDS,
+    Tiles,
+    fused_experts,
+    fused_experts_reference,
+)
 from moeserve.kernels.triton.launch import tile_table  # noqa: E402
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3)}

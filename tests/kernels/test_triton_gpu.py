@@ -36,7 +36,8 @@ def compiled(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("counts", [[0, 1, 3, 0, 60, 2, 0, 9], [200, 0, 513, 77, 1, 0, 130, 64]], ids=["decode", "prefill"])
+@pytest.mark.parametrize("counts", [[0, 1, 3, 0, 60, 2, 0, 9], [200, 0, 513, 77, 1, 0, 130, 64]],
+                         ids=["decode", "prefill"])  # fmt: skip
 def test_fused_moe_on_gpu(dtype, counts):
     S, H, I = len(counts), 1024, 352  # I not a multiple of 64
     x = randn(sum(counts), H, dtype=dtype)
@@ -92,7 +93,8 @@ def test_mla_decode_on_gpu(dtype):
     q_rope = randn(3, 128, 64, dtype=dtype, scale=0.05, seed=8)
     seq_lens = torch.tensor(lens, device=DEV)
     out = mla_decode(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
-    torch.testing.assert_close(out, mla_decode_reference(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5), **TOL[dtype])
+    ref = mla_decode_reference(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -74,5 +74,6 @@ def test_reference_equals_mqa_sdpa_on_the_dense_context():
         q = torch.cat([q_latent[b], q_rope[b]], dim=-1)[None, :, None, :]  # [1, h, 1, R + r]
         k, v = rows[None, None], rows[None, None, :, :R]  # one KV head
         expected = F.scaled_dot_product_attention(q, k.expand(1, 3, -1, -1), v.expand(1, 3, -1, -1), scale=SCALE)
-        got = mla_decode_reference(q_latent[b : b + 1], q_rope[b : b + 1], cache, tables[b : b + 1], seq_lens[b : b + 1], SCALE)
+        one = slice(b, b + 1)
+        got = mla_decode_reference(q_latent[one], q_rope[one], cache, tables[one], seq_lens[one], SCALE)
         torch.testing.assert_close(got[0], expected[0, :, 0])

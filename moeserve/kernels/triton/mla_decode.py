@@ -43,8 +43,10 @@ def _mla_decode_kernel(
     c_ok = c < R
     cr = tl.arange(0, BLOCK_RR)
     cr_ok = cr < RR
-    ql = tl.load(ql_ptr + b * sl_b + heads[:, None] * sl_h + c[None, :], mask=h_ok[:, None] & c_ok[None, :], other=0.0)
-    qr = tl.load(qr_ptr + b * sr_b + heads[:, None] * sr_h + cr[None, :], mask=h_ok[:, None] & cr_ok[None, :], other=0.0)
+    ql = tl.load(ql_ptr + b * sl_b + heads[:, None] * sl_h + c[None, :], mask=h_ok[:, None] & c_ok[None, :],
+                 other=0.0)  # fmt: skip
+    qr = tl.load(qr_ptr + b * sr_b + heads[:, None] * sr_h + cr[None, :], mask=h_ok[:, None] & cr_ok[None, :],
+                 other=0.0)  # fmt: skip
     if UPCAST:
         ql = ql.to(tl.float32)
         qr = qr.to(tl.float32)
@@ -57,8 +59,8 @@ def _mla_decode_kernel(
         ok = pos < stop
         block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
         rows = cache_ptr + block * sc_nb + (pos % BS).to(tl.int64) * sc_bs  # [BLOCK_N]
-        kv = tl.load(rows[:, None] + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)  # [BLOCK_N, BLOCK_R]
-        kr = tl.load(rows[None, :] + R + cr[:, None], mask=ok[None, :] & cr_ok[:, None], other=0.0)  # [BLOCK_RR, BLOCK_N]
+        kv = tl.load(rows[:, None] + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)  # [N, R]
+        kr = tl.load(rows[None, :] + R + cr[:, None], mask=ok[None, :] & cr_ok[:, None], other=0.0)  # [r, N]
         if UPCAST:
             kv = kv.to(tl.float32)
             s = tl.dot(ql, tl.trans(kv), input_precision="ieee")
@@ -122,8 +124,8 @@ def mla_decode(
         q_latent.stride(0), q_latent.stride(1), q_rope.stride(0), q_rope.stride(1), cache.stride(0), cache.stride(1),
         block_tables.stride(0), out.stride(0), out.stride(1),
         acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2),
-        P=P, UPCAST=upcast(cache.dtype) or q_latent.dtype != cache.dtype, BLOCK_H=block_h, BLOCK_N=block_n, BLOCK_R=pow2(R, 16),
-        BLOCK_RR=pow2(r, 16), num_warps=num_warps,
+        P=P, UPCAST=upcast(cache.dtype) or q_latent.dtype != cache.dtype, BLOCK_H=block_h, BLOCK_N=block_n,
+        BLOCK_R=pow2(R, 16), BLOCK_RR=pow2(r, 16), num_warps=num_warps,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out
 

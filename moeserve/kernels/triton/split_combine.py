@@ -52,7 +52,9 @@ def combine(acc: torch.Tensor, ml: torch.Tensor, out: torch.Tensor) -> torch.Ten
     return out
 
 
-def num_splits(programs: int, max_tokens: int, split: int | None = None, min_tokens: int = 256, target: int = 264) -> int:
+def num_splits(
+    programs: int, max_tokens: int, split: int | None = None, min_tokens: int = 256, target: int = 264
+) -> int:
     """How many parts to split each context into, from host shapes only (no sync): enough programs
     to fill the device (`target`, ~2 per SM of an H100) without parts under `min_tokens` keys.
     programs: (sequence, head group) programs of one split; max_tokens: the longest context the
