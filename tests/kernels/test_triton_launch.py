@@ -48,7 +48,8 @@ def test_kernels_run_when_triton_is_imported_under_the_interpreter():
             "x, w13, w2 = torch.randn(5, 16), torch.randn(2, 32, 16), torch.randn(2, 16, 16)\n"
             "offsets = torch.tensor([2, 5], dtype=torch.int32)\n"
             "out = fused_experts(x, offsets, w13, w2, tiles=Tiles(16, 16, 16, 4, 1))\n"
-            "torch.testing.assert_close(out, fused_experts_reference(x, offsets, w13, w2), atol=1e-4, rtol=1e-4)\n")  # fmt: skip
+            "ref = fused_experts_reference(x, offsets, w13, w2)\n"
+            "torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)\n")  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
