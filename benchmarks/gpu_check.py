@@ -10,6 +10,8 @@
 3. serves the built-in model (`moeserve serve`, on the GPU with the Triton kernels where the CLI has
    --device / --kernels) and load-tests it with `moeserve bench`;
 4. prints one markdown table (and writes it, or JSON, with --out). About 3-6 minutes on an H100.
+--tune also times the fused MoE at each of a few candidate tile shapes and prints the fastest against
+the default (fused_moe.tiles_for): the numbers to retune `tiles_for` from.
 Without CUDA it exits with one line. --dry-run runs steps 2 and 4 at tiny shapes on the CPU under
 TRITON_INTERPRET=1: the harness, not the numbers (tests/kernels/test_triton_gpu_check.py).
 """
@@ -85,6 +87,7 @@ class Case:
     torch: Callable[[], Any] | None
     torch_op: str
     target: str | None = None  # a TARGETS key
+    tune: tuple[int, int, Callable[[Any], Any]] | None = None  # fused MoE: rows, slots, the call with given Tiles
 
 
 def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
@@ -110,7 +113,7 @@ def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
             "fused_moe", model, f"{phase}, {per_slot} rows/expert",
             f"R={R} S={S} H={H} I={I}", 2 * (3 * S * H * I + 2 * R * H + 2 * R * I), 2 * R * H * 3 * I,
             lambda x=x, offsets=offsets: fused_experts(x, offsets, w13, w2), grouped, "F.grouped_mm (cuBLAS)",
-            f"moe-{phase}",
+            f"moe-{phase}", (R, S, lambda tiles, x=x, offsets=offsets: fused_experts(x, offsets, w13, w2, tiles=tiles)),
         ))  # fmt: skip
     return cases
 
@@ -262,6 +265,38 @@ def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None) -> li
     return rows
 
 
+def tune(cases: list[Case], time_us, dry_run: bool) -> list[dict]:
+    """Each fused MoE case at every candidate tile shape: the fastest against the shape's default
+    (fused_moe.tiles_for). Candidates that do not fit the card (shared memory) are skipped."""
+    from moeserve.kernels.triton.fused_moe import Tiles, tiles_for
+
+    candidates = [Tiles(16, 64, 128, 4, 4), Tiles(16, 128, 128, 4, 4), Tiles(16, 64, 256, 4, 3),
+                  Tiles(32, 64, 128, 4, 4), Tiles(64, 64, 64, 4, 3), Tiles(64, 128, 64, 8, 3),
+                  Tiles(64, 128, 64, 4, 4), Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3)]  # fmt: skip
+    out = []
+    for c in cases:
+        if c.tune is None or (dry_run and not c.phase.startswith("prefill")):
+            continue
+        R, S, call = c.tune
+        default, times = tiles_for(R, S), {}
+        for tiles in [default] + (candidates[:1] if dry_run else candidates):
+            try:
+                times[tiles] = time_us(lambda: call(tiles))
+            except Exception as e:  # noqa: BLE001 - a candidate the card cannot run (out of resources)
+                print(f"  {tiles}: {type(e).__name__}", file=sys.stderr)
+        best = min(times, key=times.get)
+        out.append({"model": c.model, "phase": c.phase, "default": str(default), "default_us": times[default],
+                    "best": str(best), "best_us": times[best], "gain": times[default] / times[best]})  # fmt: skip
+    return out
+
+
+def tuning_table(rows: list[dict]) -> str:
+    lines = ["| model | phase | default tiles | us | best tiles | us | gain |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['phase']} | {r['default']} | {r['default_us']:.1f} | {r['best']} | "
+              f"{r['best_us']:.1f} | {r['gain']:.2f} |" for r in rows]  # fmt: skip
+    return "\n".join(lines)
+
+
 def card_peaks(name: str, tbps: float | None, tflops: float | None) -> tuple[tuple[float, float] | None, str]:
     if tbps and tflops:
         return (tbps, tflops), "given by --peak-tbps / --peak-tflops"
@@ -358,6 +393,8 @@ def report(result: dict) -> str:
     lines = [f"## GPU check: {result['device']}, {result['date']}", "", f"Peaks: {result['peaks_source']}", "",
              table([Row(**r) for r in result["kernels"]]), "", f"GPU tests (pytest -m gpu): {result['gpu_tests']}",
              f"moeserve bench on the built-in model: {result['serve_bench']}"]  # fmt: skip
+    if result.get("tuning"):
+        lines += ["", "Fused MoE tiles (--tune):", "", tuning_table(result["tuning"])]
     return "\n".join(lines)
 
 
@@ -370,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peak-tflops", type=float, help="dense bf16 TFLOP/s (overrides the card table)")
     p.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
     p.add_argument("--skip-serve", action="store_true", help="do not serve and bench the built-in model")
+    p.add_argument("--tune", action="store_true", help="also time the fused MoE at candidate tile shapes")
     args = p.parse_args(argv)
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -389,16 +427,20 @@ def main(argv: list[str] | None = None) -> int:
     result["gpu_tests"] = skip if args.dry_run or args.skip_tests else gpu_tests(300)
     dtype = torch.float32 if args.dry_run else torch.bfloat16  # the interpreter's bf16 arithmetic is not bf16's
     torch.manual_seed(0)
-    rows = []
+    rows, tuning, time_us = [], [], timer(dev)
     with torch.inference_mode():
         for model, dims in MODELS.items():
             d = {**dims, **(TINY if args.dry_run else FULL)}
             builders = (moe_cases, mla_cases, norm_cases) if model == "DeepSeek-V3" else (moe_cases, attention_cases)
             for build in builders:
-                rows += measure(build(model, d, dev, dtype), timer(dev), peaks)
+                cases = build(model, d, dev, dtype)
+                rows += measure(cases, time_us, peaks)
+                tuning += tune(cases, time_us, args.dry_run) if args.tune else []
+                del cases
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
     result["kernels"] = [asdict(r) for r in rows]
+    result["tuning"] = tuning
     result["serve_bench"] = skip if args.dry_run or args.skip_serve else serve_and_bench(300)
     text = report(result)
     print(text)

@@ -23,7 +23,7 @@ def gpu_check(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
-    proc = gpu_check("--dry-run", "--out", str(tmp_path / "check.json"))
+    proc = gpu_check("--dry-run", "--tune", "--out", str(tmp_path / "check.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "check.json").read_text())
     rows = result["kernels"]
@@ -33,6 +33,8 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     assert all(r["triton_us"] > 0 and r["torch_us"] > 0 and r["roofline_us"] > 0 for r in rows)
     assert {r["phase"].split(",")[0] for r in rows if r["kernel"] == "fused_moe"} == {"decode", "prefill"}
     assert "| fused_moe | DeepSeek-V3 |" in proc.stdout  # the printed table
+    assert [t["model"] for t in result["tuning"]] == ["DeepSeek-V3", "Mixtral-8x7B"]  # prefill shapes only here
+    assert all(t["best_us"] <= t["default_us"] for t in result["tuning"])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

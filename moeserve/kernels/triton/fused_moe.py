@@ -125,6 +125,9 @@ class Tiles:
     num_warps: int
     num_stages: int
 
+    def __str__(self) -> str:
+        return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
+
 
 def tiles_for(rows: int, slots: int) -> Tiles:
     """Tiles from the average rows per slot (host shapes only, no sync). Decode batches (a few rows
