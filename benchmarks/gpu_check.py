@@ -66,7 +66,7 @@ class Row:
     model: str
     phase: str
     shape: str
-    triton_us: float
+    triton_us: float | None
     torch_us: float | None
     torch_op: str
     roofline_us: float | None = None
@@ -145,7 +145,7 @@ def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
             lambda q=q, k=k_cache, v=v_cache, t=tables, n=lens: paged_decode(q, k, v, t, n, scale),
             lambda q=q, k=keys, v=values: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale,
                                                                          enable_gqa=True),
-            "SDPA, dense K/V", "attn-decode-4k" if L == 4096 else None,
+            "SDPA, dense K/V", "attn-decode-4k" if L == 4096 and B > 1 else None,
         ))  # fmt: skip
     n, prefix = d["prefill"], d["prefill"] * 3  # a chunk of n new tokens after 3n cached
     k_cache, v_cache, tables, lens = paged_cache(1, n + prefix, BS, hk, D, dev, dtype)
@@ -245,11 +245,19 @@ def timer(dev) -> Callable[[Callable[[], Any]], float]:
 def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None) -> list[Row]:
     rows = []
     for c in cases:
-        row = Row(c.kernel, c.model, c.phase, c.shape, time_us(c.triton), None, c.torch_op)
+        row = Row(c.kernel, c.model, c.phase, c.shape, None, None, c.torch_op)
+        try:  # a kernel that fails on this card is a row of the table, not the end of the check
+            row.triton_us = time_us(c.triton)
+        except Exception as e:  # noqa: BLE001
+            row.target = f"Triton FAILED: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
         try:
             row.torch_us = time_us(c.torch) if c.torch else None
         except (RuntimeError, NotImplementedError) as e:  # e.g. grouped_mm on a card or dtype it lacks
             row.torch_op += f" (failed: {str(e).splitlines()[0][:60]})"
+        print(f"  {c.kernel:18} {c.model:13} {c.phase:34} {fmt(row.triton_us):>10} us", file=sys.stderr, flush=True)
+        rows.append(row)
+        if row.triton_us is None:
+            continue
         if peaks:
             memory_us, compute_us = c.bytes / (peaks[0] * 1e12) * 1e6, c.flops / (peaks[1] * 1e12) * 1e6
             row.roofline_us = max(memory_us, compute_us)
@@ -260,8 +268,6 @@ def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None) -> li
             bound_us = memory_us if kind == "bandwidth" else compute_us
             got = bound_us / row.triton_us
             row.target = f">= {share:.0%} of {kind}: {got:.0%} {'met' if got >= share else 'MISSED'}"
-        rows.append(row)
-        print(f"  {c.kernel:18} {c.model:13} {c.phase:34} {row.triton_us:10.1f} us", file=sys.stderr, flush=True)
     return rows
 
 
@@ -382,7 +388,7 @@ def table(rows: list[Row]) -> str:
             "| bound | target |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        speedup = r.torch_us / r.triton_us if r.torch_us else None
+        speedup = r.torch_us / r.triton_us if r.torch_us and r.triton_us else None
         lines.append(f"| {r.kernel} | {r.model} | {r.phase} | {r.shape} | {fmt(r.triton_us)} | {fmt(r.torch_us)} | "
                      f"{r.torch_op} | {fmt(speedup, '.2f')} | {fmt(r.roofline_us)} | {fmt(r.of_roofline, '.0%')} | "
                      f"{r.bound} | {r.target} |")  # fmt: skip
