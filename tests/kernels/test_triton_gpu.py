@@ -21,7 +21,7 @@ from moeserve.kernels.triton.paged_attention import (  # noqa: E402
 
 DTYPES = [torch.bfloat16, torch.float16]
 # bf16 keeps 8 bits of mantissa: the kernels round p to bf16 before P @ V and the intermediate to bf16
-TOL = {torch.bfloat16: dict(atol=3e-2, rtol=3e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
+TOL = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
 DEV = "cuda"
 
 
@@ -65,7 +65,7 @@ def paged(lens, BS, hk, D, dtype):
 @pytest.mark.parametrize("window", [None, 1000])
 def test_paged_decode_on_gpu(dtype, window):
     k_cache, v_cache, tables, seq_lens = paged([4096, 1, 700, 2049], BS=16, hk=8, D=128, dtype=dtype)
-    q = randn(4, 32, 128, dtype=dtype, seed=4)
+    q = randn(4, 32, 128, dtype=dtype, scale=4.0, seed=4)  # peaked attention: outputs O(1), not a flat average
     ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, 128**-0.5, window)
     for splits in (None, 1):
         out = paged_decode(q, k_cache, v_cache, tables, seq_lens, 128**-0.5, window, splits=splits)
@@ -77,7 +77,7 @@ def test_paged_decode_on_gpu(dtype, window):
 def test_paged_prefill_on_gpu(dtype, window):
     qlens, lens = [700, 1, 300], [700, 900, 1333]
     k_cache, v_cache, tables, seq_lens = paged(lens, BS=16, hk=8, D=128, dtype=dtype)
-    q = randn(sum(qlens), 32, 128, dtype=dtype, seed=5)
+    q = randn(sum(qlens), 32, 128, dtype=dtype, scale=4.0, seed=5)
     query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
     out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
     ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
@@ -89,8 +89,8 @@ def test_mla_decode_on_gpu(dtype):
     lens = [4096, 3, 1500]
     cache = randn(3 * 64 + 5, 64, 576, dtype=dtype, seed=6)  # 64 blocks of 64 hold 4096 tokens
     tables = torch.randperm(cache.shape[0], device=DEV)[: 3 * 64].view(3, 64)
-    q_latent = randn(3, 128, 512, dtype=dtype, scale=0.05, seed=7)
-    q_rope = randn(3, 128, 64, dtype=dtype, scale=0.05, seed=8)
+    q_latent = randn(3, 128, 512, dtype=dtype, scale=1.5, seed=7)  # score std ~2.6: peaked, outputs O(1)
+    q_rope = randn(3, 128, 64, dtype=dtype, scale=1.5, seed=8)
     seq_lens = torch.tensor(lens, device=DEV)
     out = mla_decode(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
     ref = mla_decode_reference(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
