@@ -90,12 +90,12 @@ class ParallelConfig:
     step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
     # never more than the rank's share of the node's cores; a single-rank engine then also times
-    # each step size on all of its cores and keeps the faster way): engine/model_runner.py,
-    # engine/step_threads.py
+    # each step size on all of its cores and keeps the faster way): kernels/cpu/threads.py,
+    # kernels/cpu/step_threads.py
     num_threads: int | None = None
     # threads the packed expert loop (and the column-split dense GEMMs) may split over; None = auto
-    # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): moe/expert_threads.py,
-    # dense/split_linear.py
+    # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): kernels/cpu/expert_threads.py,
+    # kernels/cpu/split_linear.py
     expert_threads: int | None = None
     # cores of this node left to other processes (the HTTP front end, its clients): the ranks share the
     # rest. None = 0 in the Python API; `moeserve serve` makes it 1, as vLLM's CPU backend reserves one
@@ -153,6 +153,27 @@ class ParallelConfig:
 
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
 DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs")
+DEVICES = ("auto", "cpu", "cuda")
+# the names moeserve.kernels.registry builds, and auto
+KERNEL_SET_NAMES = ("auto", "torch", "cpu", "triton")
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """--device and --kernels (docs/kernels.md). device auto = cuda when torch.cuda.is_available(),
+    else cpu; kernels auto = triton on cuda, cpu on cpu (moeserve.kernels.registry.resolve)."""
+
+    device: str = "auto"
+    kernels: str = "auto"
+    gpu_memory_utilization: float = 0.9  # share of a GPU's memory weights + KV cache may take (vLLM's)
+
+    def validate(self) -> None:
+        if self.device not in DEVICES:
+            raise ConfigError(f"--device {self.device!r} is not one of {', '.join(DEVICES)}")
+        if self.kernels not in KERNEL_SET_NAMES:
+            raise ConfigError(f"--kernels {self.kernels!r} is not a kernel set; choose one of {', '.join(KERNEL_SET_NAMES)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
 
 @dataclass(frozen=True)
@@ -161,19 +182,21 @@ class EngineConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    device: DeviceConfig = field(default_factory=DeviceConfig)
     placement: str | None = None  # path of a placement plan JSON
     placement_runtime: PlacementRuntimeConfig = field(default_factory=PlacementRuntimeConfig)
     seed: int = 0
 
     def validate(self) -> "EngineConfig":
-        for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
+        for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime):
             part.validate()
         # the model's sizes against --tp / --ep, read from config.json before any rank starts
-        from moeserve.engine.launch_check import check_launch
+        from moeserve.engine.launch_check import check_device, check_launch
         from moeserve.engine.layout_check import check_model_layout
 
         check_model_layout(self)
         check_launch(self.parallel)  # what torchrun / deepspeed / the machine give the layout
+        check_device(self.device)  # --device cuda on a machine without CUDA, and kernels that need one
         return self
 
 
@@ -190,6 +213,7 @@ def config_from_dict(data: dict) -> EngineConfig:
         cache=CacheConfig(**data["cache"]),
         scheduler=SchedulerConfig(**data["scheduler"]),
         parallel=ParallelConfig(**data["parallel"]),
+        device=DeviceConfig(**data.get("device", {})),
         placement=data.get("placement"),
         placement_runtime=PlacementRuntimeConfig(**data.get("placement_runtime", {})),
         seed=data.get("seed", 0),

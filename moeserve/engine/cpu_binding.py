@@ -17,7 +17,7 @@ is prefilled, the front end has handed them over and waits for their first token
 engine also lends their idle time (`lend_idle_cores`): one inter-op thread per reserved core, pinned
 there at SCHED_IDLE, the kernel's lowest priority, which runs only what the core's own processes
 leave. The expert loop and the column-split GEMMs fork their second chunk onto it, and take it back
-if it has not started when they are done with their own (`dense/split_chooser.take`): a busy front
+if it has not started when they are done with their own (`kernels/cpu/split_chooser.take`): a busy front
 end costs a step a fork, never a wait. Serving tiny-mixtral against vLLM, it cut the TTFT p50 from
 40 to 32 ms without the prompt split, and the per-round TTFT p99 from 47 to 41 with it
 (docs/performance.md, session 16). MOESERVE_IDLE_HELPERS=0 turns it off.
@@ -69,7 +69,7 @@ def lend_idle_cores(cores: list[int]) -> int:
     pinned to: the front end's), each pinned to its core at SCHED_IDLE, the kernel's lowest
     priority: it runs only what the core's own processes leave idle. The expert loop and the
     column-split GEMMs fork their second chunk onto it (torch.jit.fork) and take the chunk back if
-    it has not started when their own is done (dense/split_chooser.take). Returns how many helpers
+    it has not started when their own is done (kernels/cpu/split_chooser.take). Returns how many helpers
     run (0: none: MOESERVE_IDLE_HELPERS=0, the pool already existed, or the kernel refused). Call
     before anything forks."""
     import torch

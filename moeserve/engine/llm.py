@@ -6,7 +6,7 @@ import logging
 import weakref
 from collections.abc import Sequence
 
-from moeserve.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from moeserve.config import CacheConfig, DeviceConfig, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from moeserve.engine.engine_core import EngineCore
 from moeserve.outputs import RequestOutput
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
@@ -21,6 +21,7 @@ class LLM:
     """Runs an engine in this process (rank 0; other ranks, if any, are spawned by the executor).
 
     model: checkpoint directory, or None for the built-in model. tp / ep: see DESIGN.md section 2.
+    device: auto | cpu | cuda; kernels: auto | torch | cpu | triton (docs/kernels.md).
     """
 
     def __init__(
@@ -45,6 +46,9 @@ class LLM:
         eplb_interval: int = 0,
         eplb_window: int = 0,
         seed: int = 0,
+        device: str = "auto",
+        kernels: str = "auto",
+        gpu_memory_utilization: float = 0.9,
     ):
         config = EngineConfig(
             model=ModelConfig(model=model, dtype=dtype, max_model_len=max_model_len),
@@ -55,6 +59,7 @@ class LLM:
                 split_prefill_bursts=split_prefill_bursts,
             ),
             parallel=ParallelConfig(tp=tp, ep=ep, dispatch=dispatch, num_threads=num_threads, expert_threads=expert_threads),
+            device=DeviceConfig(device=device, kernels=kernels, gpu_memory_utilization=gpu_memory_utilization),
             placement=placement,
             placement_runtime=PlacementRuntimeConfig(
                 record_trace_dir=record_trace_dir,

@@ -5,28 +5,23 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from moeserve.config import EXPERT_THREADS_ENV, NUM_THREADS_ENV, ConfigError, EngineConfig, threads_from_env
+from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN
-from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up, warm_up_rows
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
-from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
+from moeserve.kernels.registry import make_kernel_set, resolve
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import check_layout, model_class
-from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
 
 logger = logging.getLogger(__name__)
@@ -34,10 +29,6 @@ logger = logging.getLogger(__name__)
 # prompt logprobs: logits of at most this many prompt positions exist at once ([rows, V] fp32), so a
 # long prompt chunk never holds a [chunk, V] logits tensor
 PROMPT_LOGITS_ROWS = 256
-
-# the LM head's GEMM runs on the sampled rows, one per sequence: its kernels are built at start-up up
-# to this many (a decode batch); a larger batch builds each new count once, ~0.5 ms
-LM_HEAD_WARM_UP_ROWS = 64
 
 
 def resolve_model_dir(engine_config: EngineConfig) -> Path:
@@ -102,68 +93,6 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx)
 
 
-def intra_op_threads(hidden_size: int, current: int, configured: int | None = None) -> int:
-    """Threads for torch's intra-op pool: `configured` (--num-threads) if set, else MOESERVE_NUM_THREADS,
-    else at most one per 1024 hidden.
-
-    A step of a small model is hundreds of ops of tens of microseconds each; every op forks and
-    joins the OpenMP pool, and when the cores are shared (other ranks, other processes) a join
-    waits for a descheduled thread. tiny-mixtral (hidden 256) ran 5-10x faster with 1 thread than
-    with 2 on a loaded 2-core machine (docs/performance.md). Never raises `current` (rank workers
-    already split the cores between the ranks of a node). On a quiet machine more threads do pay:
-    tiny-mixtral offline ran ~25% faster with 2 threads on 2 idle cores, at twice the CPU time.
-    """
-    if configured is not None:  # --num-threads
-        return configured
-    forced = threads_from_env(NUM_THREADS_ENV)
-    if forced is not None:
-        return max(1, forced)
-    return max(1, min(current, hidden_size // 1024))
-
-
-def step_threads(
-    share: int, configured: int | None, ctx: ParallelContext, model: torch.nn.Module, max_tokens: int = MAX_WIDE_TOKENS
-) -> StepThreads | None:
-    """A per-step chooser between the intra-op threads set now (with the expert forks) and all of the
-    rank's `share` of cores (engine/step_threads.py), or None: the count is pinned (--num-threads,
-    MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, the model has no
-    fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
-    above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
-    narrow = torch.get_num_threads()
-    if configured is not None or threads_from_env(NUM_THREADS_ENV) is not None or ctx.world_size > 1 or share <= narrow:
-        return None
-    if not distinct_packed(model) or any(
-        isinstance(m, GroupedExperts) and m.intermediate >= ELEMENTWISE_GRAIN for m in model.modules()
-    ):
-        return None
-    return StepThreads(narrow, share, min(max_tokens, MAX_WIDE_TOKENS))
-
-
-def cores_per_rank(ranks_per_node: int, reserved: int = 0) -> int:
-    """This rank's share of the cores this process may run on (its CPU affinity), after `reserved`
-    (--reserved-cores) are left to other processes of the node."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, max(1, cores - reserved) // max(1, ranks_per_node))
-
-
-def expert_threads(share: int, intra_op: int, configured: int | None = None) -> int:
-    """At most how many threads the packed expert loop splits a layer's experts over
-    (moe/expert_threads.py): `configured` (--expert-threads) if set, else MOESERVE_EXPERT_THREADS,
-    else the rank's core `share` divided by its intra-op threads (each forked chunk runs its GEMMs
-    with that many OpenMP threads). Unlike a second OpenMP thread, a second expert thread pays at
-    decode sizes on small models; when the cores are busy it can lose, which the layer's
-    SplitChooser measures and falls back from (docs/performance.md)."""
-    if configured is not None:
-        return configured
-    forced = threads_from_env(EXPERT_THREADS_ENV)
-    if forced is not None:
-        return forced
-    return max(1, share // max(1, intra_op))
-
-
 class ModelRunner:
     """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
 
@@ -175,13 +104,9 @@ class ModelRunner:
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
         plan = load_plan(engine_config.placement)
         check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")
-        parallel = engine_config.parallel
-        share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
-        current = min(torch.get_num_threads(), share)
-        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, current, parallel.num_threads))
-        self.expert_threads = expert_threads(share, torch.get_num_threads(), parallel.expert_threads)
-        if self.expert_threads < 1:
-            raise ConfigError(f"MOESERVE_EXPERT_THREADS must be >= 1, got {self.expert_threads}")
+        # the rank's kernel set, chosen once (kernels/registry.py); a CPU set sets torch's threads here
+        device, kernels = resolve(engine_config.device.device, engine_config.device.kernels)
+        self.kernels = make_kernel_set(kernels, device, engine_config, ctx, self.hf_config.hidden_size)
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = getattr(torch, engine_config.model.dtype)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
@@ -191,19 +116,7 @@ class ModelRunner:
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()
-        pack_weights(self.model)  # oneDNN-packed GEMM weights on CPU (dense/gemm.py)
-        for module in self.model.modules():
-            if isinstance(module, GroupedExperts):
-                module.threads = self.expert_threads
-                module.warm_up()  # compile the expert loop now, not inside the first request
-            elif isinstance(module, PackedWeight):
-                module.enable_split(self.expert_threads)  # column blocks where they give the same bits
-        # build the GEMM kernels of the row counts that decode and short prefill steps meet now, not
-        # inside the first requests; the LM head sees only the sampled rows (prompt logprobs aside)
-        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
-        lm_rows = min(LM_HEAD_WARM_UP_ROWS, engine_config.scheduler.max_num_seqs)
-        warm_up(self.model, min(warm_up_rows(), engine_config.scheduler.max_num_batched_tokens),
-                {id(lm_head): lm_rows} if lm_head is not None else None)
+        self.kernels.prepare_model(self.model, engine_config)  # bind, and the set's copies of the weights
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
         self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
@@ -224,11 +137,7 @@ class ModelRunner:
             for _ in range(self.hf_config.num_hidden_layers)
         ]
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
-        self.step_threads = step_threads(
-            share, parallel.num_threads, ctx, self.model, engine_config.scheduler.max_num_batched_tokens
-        )
-        if self.step_threads is not None:
-            self.step_threads.verify(self._thread_checks)  # also builds the wide kernels now
+        self.kernels.start_steps(self.sample_forwards)
 
     def _blocks_for(self, memory_mb: int) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
@@ -262,8 +171,7 @@ class ModelRunner:
         logprobs; the others return [].
         """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
-        threads = self.step_threads.step(batch.num_tokens) if self.step_threads else contextlib.nullcontext()
-        with threads:
+        with self.kernels.step(batch.num_tokens):
             hidden, meta = self._forward(batch, max_tokens)
             logits = self.model.compute_logits(hidden[meta.sample_index])
         prompt: list[PromptLogprobs] = []
@@ -287,15 +195,15 @@ class ModelRunner:
         meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
         return self.model(meta, self.kv_caches, max_tokens), meta
 
-    def _thread_checks(self) -> list[Callable[[], torch.Tensor]]:
-        """What StepThreads.verify runs both ways: logits of a prefill of a few sequences (odd lengths:
-        partial blocks, uneven rows per expert), of a decode step over them, and of one prefill as
-        large as a wide step may be; then every packed GEMM at each row count a wide step may give
-        it. Uses the first KV blocks; nothing is scheduled yet, and the scheduler hands out blocks
+    def sample_forwards(self, max_tokens: int) -> tuple[list[Callable[[], torch.Tensor]], int]:
+        """Callables each running one forward on this rank's cache -> logits: a prefill of a few
+        sequences (odd lengths: partial blocks, uneven rows per expert), a decode step over them, and
+        one prefill of up to `max_tokens` tokens; and the largest step they cover (what the KV pool
+        holds). A kernel set runs them to check a way of running steps (kernels/cpu/step_threads.py).
+        They use the first KV blocks; nothing is scheduled yet, and the scheduler hands out blocks
         that are written before they are read."""
         gen = torch.Generator().manual_seed(0)
         limit = min(self.max_model_len, self.num_blocks * self.block_size)
-        max_tokens = self.step_threads.max_tokens
 
         def seqs_of(lengths: tuple[int, ...]) -> list[tuple[str, list[int], list[int]]]:
             seqs, block = [], 0
@@ -316,11 +224,10 @@ class ModelRunner:
 
             return run
 
-        checks = []
-        # the wide way runs no step larger than the largest forward checked (what the KV pool holds)
-        max_tokens = self.step_threads.max_tokens = max(0, min(max_tokens, limit - 1))
-        if max_tokens < 1:  # no room for a check: no step is small enough to run wide
-            return []
+        checks: list[Callable[[], torch.Tensor]] = []
+        max_tokens = max(0, min(max_tokens, limit - 1))
+        if max_tokens < 1:  # no room for a check
+            return checks, 0
         few = seqs_of(tuple(n for n in (37, 11, 3, 1) if n <= max_tokens) or (max_tokens,))
         if few:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in few])))
@@ -328,7 +235,4 @@ class ModelRunner:
         largest = seqs_of((max_tokens,))
         if largest:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in largest])))
-        # the LM head sees only the sampled rows inside the chosen region (prompt logprobs run outside)
-        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
-        limits = {id(lm_head): self.max_num_seqs} if lm_head is not None else {}
-        return checks + row_checks(self.model, sweep_rows(max_tokens), limits)
+        return checks, max_tokens

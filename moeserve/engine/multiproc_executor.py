@@ -26,7 +26,7 @@ import time
 
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
-from moeserve.dense import cpu_kernels
+from moeserve.kernels.cpu import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
 from moeserve.errors import EngineDeadError

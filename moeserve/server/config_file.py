@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moeserve.config import CacheConfig, ConfigError, EngineConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from moeserve.config import (CacheConfig, ConfigError, DeviceConfig, EngineConfig, ModelConfig, ParallelConfig,
+                             SchedulerConfig)
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 
@@ -97,6 +98,9 @@ FLAGS: list[Flag] = [
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
     Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts (and, by output columns, its large dense GEMMs) over, where timing shows it pays (default: the rank's cores over --num-threads; any value gives the same tokens)"),
     Flag("reserved_cores", "parallel.reserved_cores", int, "cores of this node left to the HTTP front end and its clients; the ranks share the rest (default 1, as vLLM's CPU backend reserves; 0 gives the engine every core); a single-rank engine still borrows their idle time at the lowest priority (MOESERVE_IDLE_HELPERS=0 turns that off)"),
+    Flag("device", "device.device", str, "where the ranks run: auto (cuda when torch sees a GPU, else cpu), cpu, or cuda (each rank on cuda:LOCAL_RANK; NCCL between ranks)"),
+    Flag("kernels", "device.kernels", str, "kernel set of the hot operations: auto (triton on cuda, cpu on cpu), torch (plain torch reference, any device), cpu, triton (docs/kernels.md)"),
+    Flag("gpu_memory_utilization", "device.gpu_memory_utilization", float, "share of each GPU's memory the weights and KV cache may take; the KV cache is sized from what is free of it after loading unless --kv-cache-blocks is given (CUDA only)"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),
     Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),
@@ -116,7 +120,7 @@ FLAGS: list[Flag] = [
 ]
 _BY_KEY = {f.key: f for f in FLAGS}
 _SECTIONS = {"model": ModelConfig, "cache": CacheConfig, "scheduler": SchedulerConfig, "parallel": ParallelConfig,
-             "placement_runtime": PlacementRuntimeConfig}
+             "device": DeviceConfig, "placement_runtime": PlacementRuntimeConfig}
 
 
 def _default(flag: Flag) -> Any:

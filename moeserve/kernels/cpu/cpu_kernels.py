@@ -1,7 +1,7 @@
 """moeserve's C++ CPU kernels (`csrc/*.cpp`), built on first use with the system compiler.
 
-What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, dense/panel_gemm.py) and
-`torch.ops.moeserve.decode_attention` (paged decode attention, dense/paged_decode.py), one shared
+What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, kernels/cpu/panel_gemm.py) and
+`torch.ops.moeserve.decode_attention` (paged decode attention, kernels/cpu/paged_decode.py), one shared
 library. Each caller has its own switch and falls back to torch (oneDNN, SDPA) when its op is not
 loaded.
 

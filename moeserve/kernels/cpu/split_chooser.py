@@ -1,6 +1,6 @@
 """Choosing, call by call, between running work on one thread or split over several, by timing both.
 
-Used by the packed expert loop (moe/expert_threads.py) and the column-split linears (dense/gemm.py).
+Used by the packed expert loop (kernels/cpu/expert_threads.py) and the column-split linears (kernels/cpu/gemm.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class SplitChooser:
     PROBES = 3
     ALPHA = 0.3  # weight of the newest timing in the average
     # process-wide: False while a step runs on more intra-op threads instead of forks
-    # (engine/step_threads.py); every call then runs serially and records nothing
+    # (kernels/cpu/step_threads.py); every call then runs serially and records nothing
     forks_enabled = True
 
     def __init__(self) -> None:
