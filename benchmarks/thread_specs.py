@@ -9,7 +9,7 @@
                        gather + SDPA at decode
     auto:auto:nopanel:noattn  neither kernel
     auto:auto:nobind   a server whose engine is not pinned to the cores left after --reserved-cores
-                       (engine/cpu_binding.py); the Python API never pins, so offline runs ignore it
+                       (kernels/cpu/cpu_binding.py); the Python API never pins, so offline runs ignore it
     auto:auto:nosplit  a server that does not spread bursts of prompts over steps
                        (--no-split-prefill-bursts, core/prefill_split.py); offline engines never do
     auto:auto:budget128  a server (or engine) with --max-num-batched-tokens 128: prefill bursts cut
@@ -17,7 +17,7 @@
     auto:auto:h11      a server on asyncio's event loop and h11's pure-Python HTTP parser instead of uvloop
                        and httptools (MOESERVE_FAST_HTTP=0; server/cli.py)
     auto:auto:noidle   a server whose engine does not lend the front end's core at idle priority
-                       (MOESERVE_IDLE_HELPERS=0; engine/cpu_binding.py)
+                       (MOESERVE_IDLE_HELPERS=0; kernels/cpu/cpu_binding.py)
     auto:auto:reserved0  a server with --reserved-cores 0: no core left to the front end, the engine
                        unpinned on every core
 """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
-VALID_DTYPES = ("float32", "bfloat16", "float16")
+VALID_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: bfloat16 on cuda, float32 on cpu
 NUM_THREADS_ENV = "MOESERVE_NUM_THREADS"
 EXPERT_THREADS_ENV = "MOESERVE_EXPERT_THREADS"
 
@@ -34,7 +34,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelConfig:
     model: str | None = None  # checkpoint directory; None = the built-in model
-    dtype: str = "float32"
+    dtype: str = "auto"
     served_model_name: str | None = None
     max_model_len: int | None = None  # None = the checkpoint's max_position_embeddings
 

@@ -27,7 +27,7 @@ class LLM:
     def __init__(
         self,
         model: str | None = None,
-        dtype: str = "float32",
+        dtype: str = "auto",
         tp: int = 1,
         ep: int = 1,
         dispatch: str = "auto",

@@ -19,7 +19,8 @@ from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
-from moeserve.kernels.registry import make_kernel_set, resolve
+from moeserve.engine.process_groups import RankEnv
+from moeserve.kernels.registry import make_kernel_set, rank_device, resolve, resolve_dtype
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import check_layout, model_class
 from moeserve.parallel_state import ParallelContext
@@ -40,9 +41,9 @@ def resolve_model_dir(engine_config: EngineConfig) -> Path:
     return Path(builtin_model_dir())
 
 
-def empty_metadata(block_size: int) -> AttentionMetadata:
+def empty_metadata(block_size: int, device: torch.device | None = None) -> AttentionMetadata:
     """Zero tokens, zero sequences (build_attention_metadata indexes key 0, which an empty batch lacks)."""
-    i64 = dict(dtype=torch.int64)
+    i64 = dict(dtype=torch.int64, device=device)
     return AttentionMetadata(
         input_ids=torch.zeros(0, **i64),
         positions=torch.zeros(0, **i64),
@@ -50,9 +51,9 @@ def empty_metadata(block_size: int) -> AttentionMetadata:
         query_start=torch.zeros(1, **i64),
         seq_lens=torch.zeros(0, **i64),
         context_slots=torch.zeros(0, 0, **i64),
-        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool),
+        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool, device=device),
         query_index=torch.zeros(0, 0, **i64),
-        query_valid=torch.zeros(0, 0, dtype=torch.bool),
+        query_valid=torch.zeros(0, 0, dtype=torch.bool, device=device),
         sample_index=torch.zeros(0, **i64),
         block_size=block_size,
     )
@@ -104,11 +105,14 @@ class ModelRunner:
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
         plan = load_plan(engine_config.placement)
         check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")
-        # the rank's kernel set, chosen once (kernels/registry.py); a CPU set sets torch's threads here
+        # the rank's device (cuda:LOCAL_RANK on GPUs) and kernel set, chosen once (kernels/registry.py);
+        # a CPU set sets torch's threads here
         device, kernels = resolve(engine_config.device.device, engine_config.device.kernels)
-        self.kernels = make_kernel_set(kernels, device, engine_config, ctx, self.hf_config.hidden_size)
+        env = RankEnv.from_environ()
+        self.device = rank_device(device, env.local_rank if env is not None else 0)
+        self.kernels = make_kernel_set(kernels, self.device, engine_config, ctx, self.hf_config.hidden_size)
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
-        self.dtype = getattr(torch, engine_config.model.dtype)
+        self.dtype = resolve_dtype(engine_config.model.dtype, device)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
         if plan is not None:
             apply_placement(self.model, plan, engine_config.placement, ctx)
@@ -116,10 +120,14 @@ class ModelRunner:
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()
+        self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        if self.device.type == "cuda":
+            self._to_device()
         self.kernels.prepare_model(self.model, engine_config)  # bind, and the set's copies of the weights
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
-        self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
+        self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb,
+                                                                             engine_config.device.gpu_memory_utilization)
         capacity = self.num_blocks * self.block_size
         if self.max_model_len > capacity:
             # a longer sequence could never finish; refusing it up front (a 400 before any block is
@@ -131,7 +139,7 @@ class ModelRunner:
             self.max_model_len = capacity
         self.kv_caches = [
             [
-                torch.zeros(shape, dtype=self.dtype)
+                torch.zeros(shape, dtype=self.dtype, device=self.device)
                 for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)
             ]
             for _ in range(self.hf_config.num_hidden_layers)
@@ -139,9 +147,34 @@ class ModelRunner:
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
         self.kernels.start_steps(self.sample_forwards)
 
-    def _blocks_for(self, memory_mb: int) -> int:
+    def _to_device(self) -> None:
+        """The loaded weights onto this rank's GPU; an out-of-memory start is one line."""
+        free, total = torch.cuda.mem_get_info(self.device)
+        try:
+            self.model.to(self.device)
+        except torch.cuda.OutOfMemoryError:
+            raise MemoryError(
+                f"out of GPU memory on {self.device}: the weights take {self.weight_bytes} bytes, {free} bytes were "
+                f"free of {total}; use more GPUs (--tp / --ep) or a smaller --dtype") from None
+
+    def _block_bytes(self) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
-        block_bytes = sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+        return sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+
+    def _blocks_for(self, memory_mb: int, utilization: float = 0.9) -> int:
+        """KV blocks of this rank: on a GPU what is free of `utilization` of its memory after the
+        weights (vLLM's --gpu-memory-utilization), else --kv-cache-memory-mb."""
+        block_bytes = self._block_bytes()
+        if self.device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(self.device)
+            budget = int(utilization * total) - (total - free)  # what others and our weights use is gone
+            blocks = max(0, budget) // block_bytes
+            if blocks < 1:
+                raise MemoryError(
+                    f"out of GPU memory on {self.device}: weights {self.weight_bytes} bytes, KV cache needs "
+                    f"{block_bytes} bytes a block, {free} bytes free of {total} with --gpu-memory-utilization "
+                    f"{utilization}: raise it, lower --max-model-len, or use more GPUs")
+            return int(blocks)
         blocks = memory_mb * 2**20 // block_bytes
         if blocks < 1:
             raise ValueError(
@@ -192,7 +225,10 @@ class ModelRunner:
 
     def _forward(self, batch: GroupBatch, max_tokens: int | None = None) -> tuple[torch.Tensor, AttentionMetadata]:
         """hidden [N, H] of the batch's tokens (their K/V written to the cache), and its metadata."""
-        meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
+        if batch.seqs:
+            meta = build_attention_metadata(batch, self.block_size).to(self.device)
+        else:
+            meta = empty_metadata(self.block_size, self.device)
         return self.model(meta, self.kv_caches, max_tokens), meta
 
     def sample_forwards(self, max_tokens: int) -> tuple[list[Callable[[], torch.Tensor]], int]:

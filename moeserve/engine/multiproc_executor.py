@@ -26,10 +26,10 @@ import time
 
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
-from moeserve.kernels.cpu import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
 from moeserve.errors import EngineDeadError
+from moeserve.kernels.registry import kernel_set_class, resolve
 
 log = logging.getLogger("moeserve.executor")
 
@@ -58,13 +58,13 @@ class MultiprocExecutor:
         env = RankEnv.from_environ()
         if env is None:  # one node, ours to spawn (--nodes > 1 needs a launcher: engine/launch_check.py)
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", free_port())
-            cpu_kernels.load()  # build the C++ kernels here once, not in every rank at the same moment
+            kernel_set_class(resolve(config.device.device, config.device.kernels)[1]).build()  # once, not per rank
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")
         set_rank_threads(parallel.ranks_per_node, parallel.reserved_cores or 0)
         try:
-            self.groups = init_rank(env, parallel)
+            self.groups = init_rank(env, parallel, resolve(config.device.device, config.device.kernels)[0])
             self.worker = Worker(config, self.groups.ctx, group=0)
             import torch.distributed as dist
 

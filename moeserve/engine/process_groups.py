@@ -57,20 +57,25 @@ class RankGroups:
         return self.ctx.tp_rank == 0
 
 
-def data_backend(parallel: ParallelConfig) -> str:
+def data_backend(parallel: ParallelConfig, device: str = "cpu") -> str:
+    """--backend, or for auto: NCCL for ranks on GPUs (--device cuda), gloo for ranks on CPUs."""
     if parallel.backend != "auto":
         return parallel.backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return "nccl" if device == "cuda" else "gloo"
 
 
-def init_rank(env: RankEnv, parallel: ParallelConfig) -> RankGroups:
-    """Joins the world and builds every group. All ranks create all groups in the same order."""
+def init_rank(env: RankEnv, parallel: ParallelConfig, device: str = "cpu") -> RankGroups:
+    """Joins the world and builds every group. All ranks create all groups in the same order.
+    device: the resolved --device; on cuda the rank takes cuda:LOCAL_RANK before NCCL starts, the data
+    groups (tp, ep) use NCCL and the control groups (plan, result) stay on gloo."""
     if env.world_size != parallel.world_size:
         raise RuntimeError(
             f"the launcher started {env.world_size} ranks but --ep {parallel.ep} --tp {parallel.tp} needs {parallel.world_size}"
         )
     step_timeout = timedelta(seconds=parallel.step_timeout_s)
-    backend = data_backend(parallel)
+    backend = data_backend(parallel, device)
+    if device == "cuda":
+        torch.cuda.set_device(env.local_rank)
     # The default group only sets things up (ranks may take minutes to import and load weights);
     # every collective of a step runs on a group bounded by the step timeout.
     # Under torchrun the rendezvous store already listens on MASTER_PORT: join it through env://.

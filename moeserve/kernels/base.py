@@ -47,6 +47,17 @@ class KernelSet:
 
     # ---- life cycle (a rank calls these in this order) ----------------------------------------
 
+    @classmethod
+    def tune_engine_process(cls, config: Any) -> Any:
+        """Tune the engine process that will run this set, before anything starts threads; -> the
+        EngineConfig to run (the cpu set pins it to cores: kernels/cpu/cpu_binding.py)."""
+        return config
+
+    @classmethod
+    def build(cls) -> None:
+        """Build what the set compiles ahead of time; a launcher calls it once before spawning ranks,
+        so they do not all build at the same moment."""
+
     def prepare_model(self, model: nn.Module, settings: Any = None) -> None:
         """After loading: bind this set to every layer of `model` and let each prepare its weights.
         settings: the EngineConfig (sets that tune themselves read it; None in tests)."""
@@ -81,7 +92,9 @@ class KernelSet:
         """batch: an ExpertBatch (hidden [R, H] slot-major, offsets [S] int32, counts [S] int64) ->
         [R, H] = w2 @ (act(gate) * up) per row with its slot's weights (see GroupedExperts)."""
         x = batch.hidden
-        if layer.use_grouped_mm and batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots:
+        # grouped_mm takes fp32 on CPU only (CUDA's runs bf16)
+        grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
+        if grouped and batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots:
             return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act)
         return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act)
 

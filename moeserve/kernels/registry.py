@@ -52,6 +52,13 @@ def kernels_available(name: str) -> bool:
     return name in KERNEL_SETS
 
 
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """--dtype, where `auto` is bfloat16 on cuda and float32 on cpu (the fp32 oracle of the tests)."""
+    if dtype == "auto":
+        return torch.bfloat16 if device == "cuda" else torch.float32
+    return getattr(torch, dtype)
+
+
 def rank_device(device: str, local_rank: int = 0) -> torch.device:
     """The torch.device a rank runs on: cuda:LOCAL_RANK for cuda, else cpu."""
     return torch.device("cuda", local_rank) if device == "cuda" else torch.device("cpu")

@@ -15,7 +15,7 @@ CPU burners on the same cores 1.25-1.45x faster at 8-64 sequences but 12% slower
 times both ways and keeps the faster (`SplitChooser`). A forked chunk that no thread has started by
 the time this thread is done with its own is taken back and run here (`split_chooser.take`): a
 helper thread whose core is busy (the engine's lent helper runs at idle priority,
-engine/cpu_binding.py) costs the layer a fork, not a wait.
+kernels/cpu/cpu_binding.py) costs the layer a fork, not a wait.
 
 Contract: `run_packed(...)` returns the same rows, bit for bit, for any `threads` (1 = the serial
 loop): each slot runs the same ops on the same rows; only which thread runs it changes, and the

@@ -20,7 +20,7 @@ from moeserve.config import ConfigError
 from moeserve.kernels.base import KernelSet, KernelWeight, bind_kernels
 from moeserve.kernels.cpu import attention as cpu_attention
 from moeserve.kernels.cpu import experts as cpu_experts
-from moeserve.kernels.cpu import gemm, threads
+from moeserve.kernels.cpu import cpu_binding, cpu_kernels, gemm, threads
 from moeserve.kernels.cpu import linear as cpu_linear
 from moeserve.kernels.cpu.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.parallel_state import SINGLE, ParallelContext
@@ -50,6 +50,14 @@ class CpuKernels(KernelSet):
         self.model: nn.Module | None = None
         self.step_threads: StepThreads | None = None
         self.max_num_seqs = self.max_batched_tokens = 0
+
+    @classmethod
+    def tune_engine_process(cls, config: Any) -> Any:
+        return cpu_binding.pinned(config)
+
+    @classmethod
+    def build(cls) -> None:
+        cpu_kernels.load()  # the C++ kernels (kernels/cpu/cpu_kernels.py); a failed build logs and falls back
 
     @classmethod
     def for_rank(cls, engine_config: Any, ctx: ParallelContext, hidden_size: int) -> CpuKernels:

@@ -67,7 +67,7 @@ def take(claims, i: int) -> bool:
     `claims` is an int8 tensor, one flag a chunk. A forked chunk runs only if its thread takes it
     first; the calling thread, done with its own chunk, takes every chunk no thread has started and
     runs it itself. So a fork whose thread is slow to start (its core busy: the lent helpers of
-    engine/cpu_binding.py run at idle priority) costs the call nothing but the fork, instead of a wait.
+    kernels/cpu/cpu_binding.py run at idle priority) costs the call nothing but the fork, instead of a wait.
     Without atomics two threads that look at once may both take a chunk; both compute the same bits,
     the caller keeps its own. TorchScript-compatible: the forked loops call it compiled."""
     if int(claims[i]) != 0:

@@ -24,8 +24,10 @@ end costs a step a fork, never a wait. Serving tiny-mixtral against vLLM, it cut
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from typing import Any
 
 from moeserve.config import switched_off
 
@@ -102,3 +104,19 @@ def _start_interop_pool(x):
         return torch.jit.wait(torch.jit.fork(torch.neg, x))
 
     return touch(x)
+
+
+def pinned(config: Any) -> Any:
+    """Pins this process to the cores the front end does not keep (below); the
+    reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
+    parallel = config.parallel
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads())
+    if cores is None:
+        return config
+    parallel = dataclasses.replace(parallel, reserved_cores=0)
+    if parallel.expert_threads is None:  # --expert-threads given: the user's count, on the engine's cores
+        helpers = lend_idle_cores([c for c in available if c not in cores])
+        if helpers:
+            parallel = dataclasses.replace(parallel, expert_threads=len(cores) + helpers)
+    return dataclasses.replace(config, parallel=parallel)
