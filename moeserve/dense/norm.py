@@ -21,9 +21,12 @@ class RMSNorm(nn.Module, UsesKernels):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., size] -> [..., size] (HF semantics, kernels.rms_norm)."""
-        return self.kernels.rms_norm(x, self.weight, self.eps)
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x [..., size] -> [..., size] (HF semantics, kernels.rms_norm); with residual [..., size]:
+        (norm(x + residual), x + residual), the residual add fused where the kernel set can."""
+        return self.kernels.rms_norm(x, self.weight, self.eps, residual)
 
     def load(self, reader: ShardReader, name: str) -> None:
         copy_param(self.weight, reader.read(name), name)

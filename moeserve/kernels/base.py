@@ -125,9 +125,15 @@ class KernelSet:
         block_tables [B, C] int64; seq_lens [B] int64 -> [B, h, R] (kernels/reference/mla.py)."""
         return reference_mla_decode(q_latent, q_rope, cache, block_tables, seq_lens, scale)
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    def rms_norm(
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x [..., H], weight [H] -> [..., H] in x's dtype (HF: normalise in fp32, cast back, scale).
+        With residual [..., H]: (rms_norm(x + residual), x + residual), the pre-norm block's add fused.
         fp32: torch's fused rms_norm, the same arithmetic in one op."""
+        if residual is not None:
+            h = x + residual
+            return self.rms_norm(h, weight, eps), h
         if x.dtype == torch.float32 and weight.dtype == torch.float32:
             return F.rms_norm(x, weight.shape, weight, eps)
         return rms_norm_reference(x, weight, eps)

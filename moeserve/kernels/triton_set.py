@@ -61,6 +61,6 @@ class TritonKernels(KernelSet):
             q_latent.contiguous(), q_rope.contiguous(), cache, block_tables, seq_lens, scale
         )
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        """x [..., H] -> [..., H] (HF semantics, as the torch set's)."""
-        return self._norm.rms_norm(x.contiguous(), weight, eps)
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
+        """x [..., H] -> [..., H], or with residual (norm(x + residual), x + residual) in one kernel."""
+        return self._norm.rms_norm(x.contiguous(), weight, eps, None if residual is None else residual.contiguous())
