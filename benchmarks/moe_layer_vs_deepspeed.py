@@ -81,7 +81,8 @@ def build_deepspeed(args: argparse.Namespace, rank: int) -> nn.Module:
 
 
 def build_moeserve(ds_moe: nn.Module, args: argparse.Namespace, rank: int, dispatch: str):
-    from moeserve.dense.gemm import pack_weights
+    from moeserve.kernels.base import bind_kernels
+    from moeserve.kernels.registry import make_kernel_set
     from moeserve.dispatch import make_dispatcher
     from moeserve.moe.layer import MoELayer
     from moeserve.moe.router import SoftmaxTopKRouter
@@ -95,7 +96,7 @@ def build_moeserve(ds_moe: nn.Module, args: argparse.Namespace, rank: int, dispa
     for i, expert in enumerate(ds_moe.deepspeed_moe.experts.deepspeed_experts):
         layer.experts.set_slot(i, expert.w1.weight.data, expert.w3.weight.data, expert.w2.weight.data)
     if args.packed:
-        pack_weights(layer)  # what ModelRunner does after loading: oneDNN-packed expert GEMMs on CPU
+        bind_kernels(layer, make_kernel_set("cpu"))  # what ModelRunner does after loading: oneDNN-packed expert GEMMs
     return layer, make_dispatcher(dispatch, args.experts, ctx)
 
 

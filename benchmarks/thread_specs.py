@@ -3,13 +3,13 @@
     auto:auto          what a user gets with no flag (intra-op threads by hidden size, expert threads = cores)
     1:1                strictly one core's worth of compute threads
     2:2                --num-threads 2 --expert-threads 2
-    auto:auto:nopanel  the default without the few-row panel GEMM kernel (dense/panel_gemm.py): oneDNN
+    auto:auto:nopanel  the default without the few-row panel GEMM kernel (kernels/cpu/panel_gemm.py): oneDNN
                        for every GEMM, to measure the kernel side by side
-    auto:auto:noattn   the default without the C++ decode attention (dense/paged_decode.py): torch's
+    auto:auto:noattn   the default without the C++ decode attention (kernels/cpu/paged_decode.py): torch's
                        gather + SDPA at decode
     auto:auto:nopanel:noattn  neither kernel
     auto:auto:nobind   a server whose engine is not pinned to the cores left after --reserved-cores
-                       (engine/cpu_binding.py); the Python API never pins, so offline runs ignore it
+                       (kernels/cpu/cpu_binding.py); the Python API never pins, so offline runs ignore it
     auto:auto:nosplit  a server that does not spread bursts of prompts over steps
                        (--no-split-prefill-bursts, core/prefill_split.py); offline engines never do
     auto:auto:budget128  a server (or engine) with --max-num-batched-tokens 128: prefill bursts cut
@@ -17,7 +17,7 @@
     auto:auto:h11      a server on asyncio's event loop and h11's pure-Python HTTP parser instead of uvloop
                        and httptools (MOESERVE_FAST_HTTP=0; server/cli.py)
     auto:auto:noidle   a server whose engine does not lend the front end's core at idle priority
-                       (MOESERVE_IDLE_HELPERS=0; engine/cpu_binding.py)
+                       (MOESERVE_IDLE_HELPERS=0; kernels/cpu/cpu_binding.py)
     auto:auto:reserved0  a server with --reserved-cores 0: no core left to the front end, the engine
                        unpinned on every core
 """
@@ -27,7 +27,7 @@ import os
 
 DEFAULT_RUNS = ["auto:auto", "1:1"]
 
-# moeserve raises oneDNN's kernel cache once imported (dense/gemm.py); the peer runs with what the
+# moeserve raises oneDNN's kernel cache once its CPU kernel set is made (kernels/cpu/gemm.py); the peer runs with what the
 # user's environment says, so a benchmark drops the setting from the peer's environment unless the
 # user set it (read here, before any moeserve import)
 _USER_ONEDNN_CACHE = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
@@ -96,9 +96,12 @@ def apply_switches(spec: str, model) -> None:
     if not uses_panels(spec):
         drop_panels(model)
     if "noattn" in switches(spec):
+        from moeserve.dense.attention import Attention
+        from moeserve.kernels.base import KernelSet
+
         for module in model.modules():
-            if hasattr(module, "decode_kernel"):
-                module.decode_kernel = False
+            if isinstance(module, Attention):  # the torch set's attention; its linears keep the CPU set
+                module.kernels = KernelSet()
 
 
 def drop_panels(model) -> int:
@@ -106,8 +109,9 @@ def drop_panels(model) -> int:
     kernel switch itself is process-wide); returns how many layers had them."""
     count = 0
     for module in model.modules():
-        if getattr(module, "panels", None) is not None:
-            module.panels = None
+        state = getattr(module, "kernel_state", None)
+        if getattr(state, "panels", None) is not None:
+            state.panels = None
             count += 1
     return count
 

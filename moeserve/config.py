@@ -15,13 +15,13 @@ from moeserve.placement.runtime_config import PlacementRuntimeConfig
 
 __all__ = ["ConfigError"]  # re-exported: defined in errors.py, imported from here by older code
 
-VALID_DTYPES = ("float32", "bfloat16", "float16")
+VALID_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: bfloat16 on cuda, float32 on cpu
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     model: str | None = None  # checkpoint directory; None = the built-in model
-    dtype: str = "float32"
+    dtype: str = "auto"
     served_model_name: str | None = None
     max_model_len: int | None = None  # None = the checkpoint's max_position_embeddings
 
@@ -83,12 +83,12 @@ class ParallelConfig:
     step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
     # never more than the rank's share of the node's cores; a single-rank engine then also times
-    # each step size on all of its cores and keeps the faster way): engine/model_runner.py,
-    # engine/step_threads.py
+    # each step size on all of its cores and keeps the faster way): kernels/cpu/threads.py,
+    # kernels/cpu/step_threads.py
     num_threads: int | None = None
     # threads the packed expert loop (and the column-split dense GEMMs) may split over; None = auto
-    # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): moe/expert_threads.py,
-    # dense/split_linear.py
+    # (MOESERVE_EXPERT_THREADS, else the rank's cores over its intra-op threads): kernels/cpu/expert_threads.py,
+    # kernels/cpu/split_linear.py
     expert_threads: int | None = None
     # cores of this node left to other processes (the HTTP front end, its clients): the ranks share the
     # rest. `moeserve serve` starts from 1 (settings.py: serve_default), as vLLM's CPU backend reserves
@@ -161,6 +161,27 @@ def check_dispatch_host(dispatch: str, nodes: int) -> None:
     if dispatch == "nvshmem" and not emulated and importlib.util.find_spec("nvshmem") is None:
         raise ConfigError("--dispatch nvshmem needs nvshmem4py: pip install 'moeserve[nvshmem]' "
                           f"(or set {envs.NVSHMEM_EMULATE.name}=1 to run its kernels over shared memory)")
+DEVICES = ("auto", "cpu", "cuda")
+# the names moeserve.kernels.registry builds, and auto
+KERNEL_SET_NAMES = ("auto", "torch", "cpu", "triton")
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """--device and --kernels (docs/kernels.md). device auto = cuda when torch.cuda.is_available(),
+    else cpu; kernels auto = triton on cuda, cpu on cpu (moeserve.kernels.registry.resolve)."""
+
+    device: str = "auto"
+    kernels: str = "auto"
+    gpu_memory_utilization: float = 0.9  # share of a GPU's memory weights + KV cache may take (vLLM's)
+
+    def validate(self) -> None:
+        if self.device not in DEVICES:
+            raise ConfigError(f"--device {self.device!r} is not one of {', '.join(DEVICES)}")
+        if self.kernels not in KERNEL_SET_NAMES:
+            raise ConfigError(f"--kernels {self.kernels!r} is not a kernel set; choose one of {', '.join(KERNEL_SET_NAMES)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
 
 @dataclass(frozen=True)
@@ -169,6 +190,7 @@ class EngineConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    device: DeviceConfig = field(default_factory=DeviceConfig)
     placement: str | None = None  # path of a placement plan JSON
     placement_runtime: PlacementRuntimeConfig = field(default_factory=PlacementRuntimeConfig)
     seed: int = 0
@@ -176,7 +198,7 @@ class EngineConfig:
     def validate(self) -> "EngineConfig":
         """Field checks of every part; what needs files or the environment (the model's sizes, the
         --placement plan, the launcher) is engine/startup_checks.py."""
-        for part in (self.model, self.cache, self.scheduler, self.parallel, self.placement_runtime):
+        for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime):
             part.validate()
         return self
 

@@ -62,7 +62,7 @@ NUM_THREADS = EnvVar("MOESERVE_NUM_THREADS", int, None,
 EXPERT_THREADS = EnvVar("MOESERVE_EXPERT_THREADS", int, None,
                         "threads the expert loop splits over when --expert-threads is not given (default: auto)")
 CPU_BIND = EnvVar("MOESERVE_CPU_BIND", bool, True,
-                  "pin the engine to the cores --reserved-cores leaves it (engine/cpu_binding.py)")
+                  "pin the engine to the cores --reserved-cores leaves it (kernels/cpu/cpu_binding.py)")
 IDLE_HELPERS = EnvVar("MOESERVE_IDLE_HELPERS", bool, True,
                       "let a single-rank engine borrow the reserved cores' idle time at the lowest priority")
 FAST_HTTP = EnvVar("MOESERVE_FAST_HTTP", bool, True,
@@ -70,15 +70,15 @@ FAST_HTTP = EnvVar("MOESERVE_FAST_HTTP", bool, True,
 ALLOW_LONG_MAX_MODEL_LEN = EnvVar("MOESERVE_ALLOW_LONG_MAX_MODEL_LEN", bool, False,
                                   "accept a --max-model-len past the checkpoint's trained positions (with a warning)")
 CPU_KERNELS = EnvVar("MOESERVE_CPU_KERNELS", bool, True,
-                     "build and use the C++ CPU kernels (dense/cpu_kernels.py); off: torch only")
+                     "build and use the C++ CPU kernels (kernels/cpu/cpu_kernels.py); off: torch only")
 DECODE_ATTENTION = EnvVar("MOESERVE_DECODE_ATTENTION", bool, True,
-                          "the C++ paged decode attention kernel (dense/paged_decode.py)")
+                          "the C++ paged decode attention kernel (kernels/cpu/paged_decode.py)")
 PANEL_GEMM = EnvVar("MOESERVE_PANEL_GEMM", bool, True,
-                    "the C++ panel GEMM for small-row fp32 linears (dense/panel_gemm.py); off: oneDNN")
+                    "the C++ panel GEMM for small-row fp32 linears (kernels/cpu/panel_gemm.py); off: oneDNN")
 PANEL_ISA = EnvVar("MOESERVE_PANEL_ISA", str, "",
                    "avx2 forces the panel GEMM's AVX2 path on an AVX-512 CPU (read by the C++ kernel)")
 PACKED_GEMM = EnvVar("MOESERVE_PACKED_GEMM", bool, True,
-                     "pack fp32 CPU weights for oneDNN once at load (dense/gemm.py); off: F.linear")
+                     "pack fp32 CPU weights for oneDNN once at load (kernels/cpu/gemm.py); off: F.linear")
 GEMM_WARMUP_ROWS = EnvVar("MOESERVE_GEMM_WARMUP_ROWS", int, 256,
                           "row counts up to which the packed GEMMs are warmed up at start-up; 0 = none")
 NVSHMEM_EMULATE = EnvVar("MOESERVE_NVSHMEM_EMULATE", bool, False,

@@ -38,7 +38,7 @@ class Flag:
 ENGINE_FLAGS: list[Flag] = [
     Flag("model", "model.model", str, "Hugging Face checkpoint directory; omit to serve the built-in tiny MoE"),
     Flag("served_model_name", "model.served_model_name", tuple, "name(s) clients pass as `model`, space-separated on the command line (a list in YAML): any of them is accepted, /v1/models lists each, and responses carry the first, as vLLM's (default: derived from --model)"),
-    Flag("dtype", "model.dtype", str, "weight and activation dtype: float32, bfloat16 or float16"),
+    Flag("dtype", "model.dtype", str, "weight and activation dtype: auto (bfloat16 on cuda, float32 on cpu), float32, bfloat16 or float16"),
     Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
     Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
     Flag("kv_cache_blocks", "cache.num_blocks", int, "KV-cache blocks per attention group (overrides --kv-cache-memory-mb)"),
@@ -56,6 +56,9 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
     Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs, shm, nvshmem (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)"),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
+    Flag("device", "device.device", str, "where the ranks run: auto (cuda when torch sees a GPU, else cpu), cpu, or cuda (each rank on cuda:LOCAL_RANK; NCCL between ranks)"),
+    Flag("kernels", "device.kernels", str, "kernel set of the hot operations: auto (triton on cuda, cpu on cpu), torch (plain torch reference, any device), cpu, triton (docs/kernels.md)"),
+    Flag("gpu_memory_utilization", "device.gpu_memory_utilization", float, "share of each GPU's memory the weights and KV cache may take; the KV cache is sized from what is free of it after loading unless --kv-cache-blocks is given (CUDA only)"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
     Flag("expert_threads", "parallel.expert_threads", int, "threads each rank splits its experts (and, by output columns, its large dense GEMMs) over, where timing shows it pays (default: the rank's cores over --num-threads; any value gives the same tokens)"),

@@ -13,3 +13,11 @@ os.environ.setdefault("MOESERVE_CACHE", str(Path(__file__).resolve().parents[1] 
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def pytest_runtest_setup(item):
+    """`@pytest.mark.gpu` tests need a CUDA GPU: skipped without one (CI runs on CPU)."""
+    if item.get_closest_marker("gpu") and not torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("needs a CUDA GPU")

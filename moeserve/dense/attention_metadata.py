@@ -6,6 +6,7 @@ Tokens are laid out sequence by sequence, in `GroupBatch.seqs` order.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,20 @@ class AttentionMetadata:
     decode_groups: list[tuple[torch.Tensor, int]] | None = None
     # per-step tensors every layer derives the same way (rotary cos/sin), computed by the first layer
     derived: dict = field(default_factory=dict, repr=False)
+
+    def to(self, device: torch.device) -> AttentionMetadata:
+        """This metadata on `device` (itself on the CPU): each host tensor is pinned and copied without
+        blocking the host, queued on the current stream ahead of the step's kernels."""
+        if device.type == "cpu":
+            return self
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.pin_memory().to(device, non_blocking=True)
+
+        tensors = {f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if isinstance(getattr(self, f.name), torch.Tensor)}
+        groups = [(move(index), c) for index, c in self.decode_groups] if self.decode_groups else self.decode_groups
+        return dataclasses.replace(self, **tensors, decode_groups=groups, derived={})
 
     @property
     def num_tokens(self) -> int:

@@ -5,7 +5,7 @@ Why: torch runs an elementwise op over more elements than its grain (32768; GELU
 16384) as contiguous ranges on OpenMP threads, and the elements at the end of each range take the
 scalar path instead of the vector one. For exp/erf/tanh/cos-based functions the two paths can
 differ in the last bit (seen: SiLU at 3 threads, GELU at 2), so a forward whose thread count changes
-between steps (engine/step_threads.py) could change a token. Each row block under the threshold runs
+between steps (kernels/cpu/step_threads.py) could change a token. Each row block under the threshold runs
 on one thread whatever the count, so the result has the same bits at any thread count. (Not
 necessarily the bits of the unblocked op: a block's last few elements may take the scalar path where
 the whole tensor took the vector one; the difference is fp32 rounding.) The blocks cost one `cat`
@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 # elementwise ops over fewer elements run on the calling thread alone (GELU's threshold, the lowest);
-# moe/expert_threads.py writes the number inline (TorchScript reads no globals), a test ties the two
+# kernels/cpu/expert_threads.py writes the number inline (TorchScript reads no globals), a test ties the two
 ELEMENTWISE_GRAIN = 16384
 
 

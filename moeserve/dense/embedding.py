@@ -11,8 +11,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from moeserve.dense import gemm
 from moeserve.dense.linear import ShardReader, copy_param
+from moeserve.kernels.base import KernelWeight
 from moeserve.parallel_state import ParallelContext
 
 
@@ -43,9 +43,9 @@ class VocabParallelEmbedding(_VocabShard):
         return out
 
 
-class ParallelLMHead(_VocabShard, gemm.PackedWeight):
+class ParallelLMHead(_VocabShard, KernelWeight):
     def load(self, reader: ShardReader, name: str) -> None:
-        self.unpack()  # the packed copies are snapshots of the old weight
+        self.unpack()  # the kernel set's copy is a snapshot of the old weight
         super().load(reader, name)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

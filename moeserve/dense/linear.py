@@ -13,7 +13,7 @@ from typing import Protocol, Sequence
 import torch
 from torch import nn
 
-from moeserve.dense import gemm
+from moeserve.kernels.base import KernelWeight
 from moeserve.parallel_state import ParallelContext
 
 
@@ -37,7 +37,7 @@ def copy_param(param: torch.Tensor, value: torch.Tensor, name: str) -> None:
     param.data.copy_(value)
 
 
-class ReplicatedLinear(nn.Module, gemm.PackedWeight):
+class ReplicatedLinear(nn.Module, KernelWeight):
     """Full weight on every rank (routers, tiny projections)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype):
@@ -56,7 +56,7 @@ class ReplicatedLinear(nn.Module, gemm.PackedWeight):
             copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
 
 
-class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
+class ColumnParallelLinear(nn.Module, KernelWeight):
     """Output features split over tp ranks; each rank returns its slice [T, O / tp] (no collective).
 
     `out_splits` lists the sizes of logically separate outputs fused into one matmul (e.g. gate and
@@ -91,7 +91,7 @@ class ColumnParallelLinear(nn.Module, gemm.PackedWeight):
             offset += size
 
 
-class QKVParallelLinear(nn.Module, gemm.PackedWeight):
+class QKVParallelLinear(nn.Module, KernelWeight):
     """Fused q/k/v projection with heads split over tp ranks.
 
     Query heads are split evenly. KV heads are split when num_kv_heads >= tp; otherwise each KV head
@@ -161,7 +161,7 @@ class QKVParallelLinear(nn.Module, gemm.PackedWeight):
             offset += size
 
 
-class RowParallelLinear(nn.Module, gemm.PackedWeight):
+class RowParallelLinear(nn.Module, KernelWeight):
     """Input features split over tp ranks; returns a partial sum [T, O] that the caller all-reduces.
 
     The bias (if any) is added on tp rank 0 only, so the all-reduced sum adds it once.

@@ -13,7 +13,9 @@ two mathematically equal paths, picked per step by their FLOP count on the padde
 - "absorb": W_uk is folded into the query (q_nope @ W_uk -> latent space) and W_uv is applied
   after attention, so attention is MQA with one shared key [latent | rope] of R + r dims and value
   = latent, read straight from the cache. Cheaper for decode (Q = 1), where expanding would cost
-  L x R x h(dn + dv) per token. See docs/deepseek.md for measured numbers.
+  L x R x h(dn + dv) per token. See docs/deepseek.md for measured numbers. Decode sequences on
+  this path attend through the rank's kernel set (`kernels.mla_decode`, reading the block tables in
+  place); the others through the padded batch here.
 Heads are split over tp: q/kv_b are column-parallel by head, o_proj row-parallel (all-reduce here).
 """
 
@@ -30,6 +32,8 @@ from moeserve.dense.attention_metadata import AttentionMetadata
 from moeserve.dense.linear import ColumnParallelLinear, ReplicatedLinear, RowParallelLinear, ShardReader, divide
 from moeserve.dense.norm import RMSNorm
 from moeserve.dense.yarn import MlaRotaryEmbedding
+from moeserve.kernels.base import UsesKernels
+from moeserve.kernels.reference.attention import block_tables
 from moeserve.parallel_state import ParallelContext
 
 MlaPath = Literal["auto", "expand", "absorb"]
@@ -73,7 +77,7 @@ class MlaDims:
 LATENT_NORM_EPS = 1e-6
 
 
-class MultiHeadLatentAttention(nn.Module):
+class MultiHeadLatentAttention(nn.Module, UsesKernels):
     def __init__(
         self,
         dims: MlaDims,
@@ -136,8 +140,12 @@ class MultiHeadLatentAttention(nn.Module):
 
         out = hidden.new_zeros(N, self.h, d.v_head_dim)
         for part in seq_slices(meta):
-            attend = self._attend_absorbed if self._use_absorb(part) else self._attend_expanded
-            out[part.tokens] = attend(q_nope, q_rope, flat, part)
+            if not self._use_absorb(part):
+                out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, part)
+            elif part.query_index.shape[1] == 1:
+                out[part.tokens] = self._decode_absorbed(q_nope, q_rope, cache, meta, part)
+            else:
+                out[part.tokens] = self._attend_absorbed(q_nope, q_rope, flat, part)
         y = self.o_proj(out.reshape(N, self.h * d.v_head_dim))
         if self.ctx.tp_size > 1:
             dist.all_reduce(y, group=self.ctx.tp_group)
@@ -183,6 +191,18 @@ class MultiHeadLatentAttention(nn.Module):
         out = torch.matmul(probs, v.transpose(1, 2))  # [B, h, Q, dv]
         return out.transpose(1, 2)[part.query_valid]
 
+    def _decode_absorbed(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
+    ) -> torch.Tensor:
+        """The absorbed path for a slice of decode sequences (one new token each), attending through
+        the kernel set on the paged cache [NB, BS, R + r] -> [b, h, dv] in `part.tokens` order."""
+        w_uk, w_uv = self._w_kv_b()
+        tokens = part.tokens
+        q_latent = torch.einsum("bhd,hdr->bhr", q_nope[tokens], w_uk)  # [b, h, R]
+        tables = block_tables(meta)[part.rows]
+        out_latent = self.kernels.mla_decode(q_latent, q_rope[tokens], cache, tables, meta.seq_lens[part.rows], self.scale)
+        return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
+
     def _attend_absorbed(
         self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, part: SeqSlice
     ) -> torch.Tensor:
@@ -212,6 +232,7 @@ class SeqSlice:
     query_valid: torch.Tensor  # [b, q] bool
     context_slots: torch.Tensor  # [b, l] int64
     attn_mask: torch.Tensor  # [b, 1, q, l] bool
+    rows: torch.Tensor  # [b] int64 the slice's sequences among the step's B
 
     @property
     def tokens(self) -> torch.Tensor:
@@ -233,6 +254,7 @@ def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
                     meta.query_valid[rows, :q],
                     meta.context_slots[rows, :l],
                     meta.attn_mask[rows, :, :q, :l],
+                    rows,
                 )
             )
     return parts

@@ -8,33 +8,25 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from moeserve.dense.linear import ShardReader, copy_param
+from moeserve.kernels.base import UsesKernels, rms_norm_reference
 from moeserve.parallel_state import ParallelContext
 
 
-def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """x [..., H], weight [H] -> [..., H] in x's dtype."""
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * xf.to(x.dtype)
-
-
-class RMSNorm(nn.Module):
+class RMSNorm(nn.Module, UsesKernels):
     def __init__(self, size: int, eps: float, dtype: torch.dtype):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., size] -> [..., size]. fp32: torch's fused rms_norm (one op instead of six; the
-        same fp32 arithmetic, bit-equal to the reference in tests/dense/test_norm.py). Other dtypes
-        keep HF's cast-back-before-scaling order through the reference."""
-        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        return rms_norm_reference(x, self.weight, self.eps)
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x [..., size] -> [..., size] (HF semantics, kernels.rms_norm); with residual [..., size]:
+        (norm(x + residual), x + residual), the residual add fused where the kernel set can."""
+        return self.kernels.rms_norm(x, self.weight, self.eps, residual)
 
     def load(self, reader: ShardReader, name: str) -> None:
         copy_param(self.weight, reader.read(name), name)

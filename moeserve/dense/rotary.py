@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from moeserve.dense.blocked import by_rows
+from moeserve.kernels.base import apply_rotary_reference
 
 
 def default_inv_freq(dim: int, theta: float) -> torch.Tensor:
@@ -51,11 +52,6 @@ def inv_freq_for(params: dict, dim: int, max_position_embeddings: int | None = N
     raise ValueError(f"rope_type {rope_type!r} is not supported here; supported: default, linear, yarn")
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 class RotaryEmbedding(nn.Module):
     def __init__(self, inv_freq: torch.Tensor, scaling: float = 1.0):
         super().__init__()
@@ -74,10 +70,6 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N]; q [N, hq, D]; k [N, hk, D] -> rotated q, k (same shapes and dtype)."""
         cos, sin = self.cos_sin(positions, q.dtype)
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        return apply_rotary_reference(q, cos, sin), apply_rotary_reference(k, cos, sin)
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [N, h, D]; cos, sin [N, D] -> x rotated, HF's order of operations (x * cos + rotate_half(x) * sin)."""
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    return x * cos + rotate_half(x) * sin

@@ -105,7 +105,7 @@ class A2ADispatcher:
         W, S, k = self.ctx.ep_size, self.num_local_slots, topk_ids.shape[1]
         err = routing_error(topk_ids, self.num_slots)
         plan = None if err else plan_sends(topk_ids, S, W)
-        header = torch.zeros(W, 2, dtype=torch.int64)
+        header = torch.zeros(W, 2, dtype=torch.int64, device=hidden.device)
         if plan is None:
             header[:, 1] = 1
         else:

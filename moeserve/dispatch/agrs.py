@@ -73,14 +73,14 @@ class AgrsDispatcher:
         T, k = topk_ids.shape
         W, S = self.ctx.ep_size, self.num_local_slots
         if max_tokens is None:
-            agreed = torch.tensor([T], dtype=torch.int64)
+            agreed = torch.tensor([T], dtype=torch.int64, device=hidden.device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
             max_tokens = int(agreed)
         err = routing_error(topk_ids, self.num_slots)
         if err is None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to agrs dispatch"
         rows = _padded_rows(hidden, topk_ids, topk_weights, max_tokens, ok=err is None)
-        header = torch.tensor([[T, int(err is not None)]], dtype=torch.int64)
+        header = torch.tensor([[T, int(err is not None)]], dtype=torch.int64, device=hidden.device)
         chunk = torch.cat([header.view(torch.uint8).reshape(-1), rows.reshape(-1)])
         gathered = chunk.new_empty(W * chunk.numel())
         dist.all_gather_single(gathered, chunk, group=self.ctx.ep_group)
@@ -120,8 +120,8 @@ def _padded_rows(
     # T tokens, M padded, k top-k, H hidden
     T, k = topk_ids.shape
     pad_hidden = hidden.new_zeros(max_tokens, hidden.shape[1])
-    pad_ids = torch.full((max_tokens, k), -1, dtype=torch.int32)
-    pad_weights = torch.zeros(max_tokens, k, dtype=weight_dtype(topk_weights))
+    pad_ids = torch.full((max_tokens, k), -1, dtype=torch.int32, device=hidden.device)
+    pad_weights = torch.zeros(max_tokens, k, dtype=weight_dtype(topk_weights), device=hidden.device)
     if ok:
         pad_hidden[:T] = hidden
         pad_ids[:T] = topk_ids

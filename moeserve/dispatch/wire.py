@@ -55,7 +55,7 @@ def unpack_rows(packed: torch.Tensor, columns: list[Column]) -> list[torch.Tenso
     """packed: uint8 [N, row_bytes(columns)] -> one [N, width] tensor per column, in its dtype."""
     assert packed.dtype == torch.uint8 and packed.shape[1] == row_bytes(columns), (packed.shape, columns)
     if packed.shape[0] == 0:
-        return [torch.empty(0, c.width, dtype=c.dtype) for c in columns]
+        return [torch.empty(0, c.width, dtype=c.dtype, device=packed.device) for c in columns]
     out, start = [], 0
     for c in columns:
         # a fresh 1-D copy: a column slice may keep odd strides or offsets that refuse a dtype view

@@ -5,30 +5,24 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from moeserve import envs
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN
-from moeserve.dense.gemm import PackedWeight, distinct_packed, pack_weights, row_checks, warm_up, warm_up_rows
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
-from moeserve.engine.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
-from moeserve.errors import ConfigError
+from moeserve.engine.process_groups import RankEnv
+from moeserve.kernels.registry import make_kernel_set, rank_device, resolve, resolve_dtype
 from moeserve.models.checkpoint import CheckpointReader, load_hf_config
 from moeserve.models.registry import check_layout, model_class
-from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
 
 logger = logging.getLogger(__name__)
@@ -36,10 +30,6 @@ logger = logging.getLogger(__name__)
 # prompt logprobs: logits of at most this many prompt positions exist at once ([rows, V] fp32), so a
 # long prompt chunk never holds a [chunk, V] logits tensor
 PROMPT_LOGITS_ROWS = 256
-
-# the LM head's GEMM runs on the sampled rows, one per sequence: its kernels are built at start-up up
-# to this many (a decode batch); a larger batch builds each new count once, ~0.5 ms
-LM_HEAD_WARM_UP_ROWS = 64
 
 
 def resolve_model_dir(engine_config: EngineConfig) -> Path:
@@ -51,9 +41,9 @@ def resolve_model_dir(engine_config: EngineConfig) -> Path:
     return Path(builtin_model_dir())
 
 
-def empty_metadata(block_size: int) -> AttentionMetadata:
+def empty_metadata(block_size: int, device: torch.device | None = None) -> AttentionMetadata:
     """Zero tokens, zero sequences (build_attention_metadata indexes key 0, which an empty batch lacks)."""
-    i64 = dict(dtype=torch.int64)
+    i64 = dict(dtype=torch.int64, device=device)
     return AttentionMetadata(
         input_ids=torch.zeros(0, **i64),
         positions=torch.zeros(0, **i64),
@@ -61,9 +51,9 @@ def empty_metadata(block_size: int) -> AttentionMetadata:
         query_start=torch.zeros(1, **i64),
         seq_lens=torch.zeros(0, **i64),
         context_slots=torch.zeros(0, 0, **i64),
-        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool),
+        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool, device=device),
         query_index=torch.zeros(0, 0, **i64),
-        query_valid=torch.zeros(0, 0, dtype=torch.bool),
+        query_valid=torch.zeros(0, 0, dtype=torch.bool, device=device),
         sample_index=torch.zeros(0, **i64),
         block_size=block_size,
     )
@@ -100,68 +90,6 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx, bounds)
 
 
-def intra_op_threads(hidden_size: int, current: int, configured: int | None = None) -> int:
-    """Threads for torch's intra-op pool: `configured` (--num-threads) if set, else MOESERVE_NUM_THREADS,
-    else at most one per 1024 hidden.
-
-    A step of a small model is hundreds of ops of tens of microseconds each; every op forks and
-    joins the OpenMP pool, and when the cores are shared (other ranks, other processes) a join
-    waits for a descheduled thread. tiny-mixtral (hidden 256) ran 5-10x faster with 1 thread than
-    with 2 on a loaded 2-core machine (docs/performance.md). Never raises `current` (rank workers
-    already split the cores between the ranks of a node). On a quiet machine more threads do pay:
-    tiny-mixtral offline ran ~25% faster with 2 threads on 2 idle cores, at twice the CPU time.
-    """
-    if configured is not None:  # --num-threads
-        return configured
-    forced = envs.NUM_THREADS.get()
-    if forced is not None:
-        return max(1, forced)
-    return max(1, min(current, hidden_size // 1024))
-
-
-def step_threads(
-    share: int, configured: int | None, ctx: ParallelContext, model: torch.nn.Module, max_tokens: int = MAX_WIDE_TOKENS
-) -> StepThreads | None:
-    """A per-step chooser between the intra-op threads set now (with the expert forks) and all of the
-    rank's `share` of cores (engine/step_threads.py), or None: the count is pinned (--num-threads,
-    MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, the model has no
-    fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
-    above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
-    narrow = torch.get_num_threads()
-    if configured is not None or envs.NUM_THREADS.get() is not None or ctx.world_size > 1 or share <= narrow:
-        return None
-    if not distinct_packed(model) or any(
-        isinstance(m, GroupedExperts) and m.intermediate >= ELEMENTWISE_GRAIN for m in model.modules()
-    ):
-        return None
-    return StepThreads(narrow, share, min(max_tokens, MAX_WIDE_TOKENS))
-
-
-def cores_per_rank(ranks_per_node: int, reserved: int = 0) -> int:
-    """This rank's share of the cores this process may run on (its CPU affinity), after `reserved`
-    (--reserved-cores) are left to other processes of the node."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, max(1, cores - reserved) // max(1, ranks_per_node))
-
-
-def expert_threads(share: int, intra_op: int, configured: int | None = None) -> int:
-    """At most how many threads the packed expert loop splits a layer's experts over
-    (moe/expert_threads.py): `configured` (--expert-threads) if set, else MOESERVE_EXPERT_THREADS,
-    else the rank's core `share` divided by its intra-op threads (each forked chunk runs its GEMMs
-    with that many OpenMP threads). Unlike a second OpenMP thread, a second expert thread pays at
-    decode sizes on small models; when the cores are busy it can lose, which the layer's
-    SplitChooser measures and falls back from (docs/performance.md)."""
-    if configured is not None:
-        return configured
-    forced = envs.EXPERT_THREADS.get()
-    if forced is not None:
-        return forced
-    return max(1, share // max(1, intra_op))
-
-
 class ModelRunner:
     """Mutates only its KV cache; the scheduler decides which blocks each sequence owns."""
 
@@ -173,15 +101,14 @@ class ModelRunner:
         # arrives unvalidated, and transformers fills in sizes that config.json may leave out
         plan = load_plan(engine_config.placement)
         check_layout(self.hf_config, ctx.tp_size, ctx.ep_size, plan, f"--placement {engine_config.placement}")
-        parallel = engine_config.parallel
-        share = cores_per_rank(parallel.ranks_per_node, parallel.reserved_cores or 0)
-        current = min(torch.get_num_threads(), share)
-        torch.set_num_threads(intra_op_threads(self.hf_config.hidden_size, current, parallel.num_threads))
-        self.expert_threads = expert_threads(share, torch.get_num_threads(), parallel.expert_threads)
-        if self.expert_threads < 1:
-            raise ConfigError(f"MOESERVE_EXPERT_THREADS must be >= 1, got {self.expert_threads}")
+        # the rank's device (cuda:LOCAL_RANK on GPUs) and kernel set, chosen once (kernels/registry.py);
+        # a CPU set sets torch's threads here
+        device, kernels = resolve(engine_config.device.device, engine_config.device.kernels)
+        env = RankEnv.from_environ()
+        self.device = rank_device(device, env.local_rank if env is not None else 0)
+        self.kernels = make_kernel_set(kernels, self.device, engine_config, ctx, self.hf_config.hidden_size)
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
-        self.dtype = getattr(torch, engine_config.model.dtype)
+        self.dtype = resolve_dtype(engine_config.model.dtype, device)
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
         if plan is not None:
             apply_placement(self.model, plan, engine_config.placement, ctx)
@@ -189,22 +116,14 @@ class ModelRunner:
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
         self.model.eval()
-        pack_weights(self.model)  # oneDNN-packed GEMM weights on CPU (dense/gemm.py)
-        for module in self.model.modules():
-            if isinstance(module, GroupedExperts):
-                module.threads = self.expert_threads
-                module.warm_up()  # compile the expert loop now, not inside the first request
-            elif isinstance(module, PackedWeight):
-                module.enable_split(self.expert_threads)  # column blocks where they give the same bits
-        # build the GEMM kernels of the row counts that decode and short prefill steps meet now, not
-        # inside the first requests; the LM head sees only the sampled rows (prompt logprobs aside)
-        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
-        lm_rows = min(LM_HEAD_WARM_UP_ROWS, engine_config.scheduler.max_num_seqs)
-        warm_up(self.model, min(warm_up_rows(), engine_config.scheduler.max_num_batched_tokens),
-                {id(lm_head): lm_rows} if lm_head is not None else None)
+        self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        if self.device.type == "cuda":
+            self._to_device()
+        self.kernels.prepare_model(self.model, engine_config)  # bind, and the set's copies of the weights
         self.block_size = engine_config.cache.block_size
         self.max_model_len = engine_config.model.max_model_len or self.hf_config.max_position_embeddings
-        self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb)
+        self.num_blocks = engine_config.cache.num_blocks or self._blocks_for(engine_config.cache.kv_cache_memory_mb,
+                                                                             engine_config.device.gpu_memory_utilization)
         capacity = self.num_blocks * self.block_size
         if self.max_model_len > capacity:
             # a longer sequence could never finish; refusing it up front (a 400 before any block is
@@ -216,21 +135,42 @@ class ModelRunner:
             self.max_model_len = capacity
         self.kv_caches = [
             [
-                torch.zeros(shape, dtype=self.dtype)
+                torch.zeros(shape, dtype=self.dtype, device=self.device)
                 for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
-        self.step_threads = step_threads(
-            share, parallel.num_threads, ctx, self.model, engine_config.scheduler.max_num_batched_tokens
-        )
-        if self.step_threads is not None:
-            self.step_threads.verify(self._thread_checks)  # also builds the wide kernels now
+        self.kernels.start_steps(self.sample_forwards)
 
-    def _blocks_for(self, memory_mb: int) -> int:
+    def _to_device(self) -> None:
+        """The loaded weights onto this rank's GPU; an out-of-memory start is one line."""
+        free, total = torch.cuda.mem_get_info(self.device)
+        try:
+            self.model.to(self.device)
+        except torch.cuda.OutOfMemoryError:
+            raise MemoryError(
+                f"out of GPU memory on {self.device}: the weights take {self.weight_bytes} bytes, {free} bytes were "
+                f"free of {total}; use more GPUs (--tp / --ep) or a smaller --dtype") from None
+
+    def _block_bytes(self) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
-        block_bytes = sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+        return sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+
+    def _blocks_for(self, memory_mb: int, utilization: float = 0.9) -> int:
+        """KV blocks of this rank: on a GPU what is free of `utilization` of its memory after the
+        weights (vLLM's --gpu-memory-utilization), else --kv-cache-memory-mb."""
+        block_bytes = self._block_bytes()
+        if self.device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(self.device)
+            budget = int(utilization * total) - (total - free)  # what others and our weights use is gone
+            blocks = max(0, budget) // block_bytes
+            if blocks < 1:
+                raise MemoryError(
+                    f"out of GPU memory on {self.device}: weights {self.weight_bytes} bytes, KV cache needs "
+                    f"{block_bytes} bytes a block, {free} bytes free of {total} with --gpu-memory-utilization "
+                    f"{utilization}: raise it, lower --max-model-len, or use more GPUs")
+            return int(blocks)
         blocks = memory_mb * 2**20 // block_bytes
         if blocks < 1:
             raise ValueError(
@@ -260,8 +200,7 @@ class ModelRunner:
         logprobs; the others return [].
         """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
-        threads = self.step_threads.step(batch.num_tokens) if self.step_threads else contextlib.nullcontext()
-        with threads:
+        with self.kernels.step(batch.num_tokens):
             hidden, meta = self._forward(batch, max_tokens)
             logits = self.model.compute_logits(hidden[meta.sample_index])
         prompt: list[PromptLogprobs] = []
@@ -282,18 +221,21 @@ class ModelRunner:
 
     def _forward(self, batch: GroupBatch, max_tokens: int | None = None) -> tuple[torch.Tensor, AttentionMetadata]:
         """hidden [N, H] of the batch's tokens (their K/V written to the cache), and its metadata."""
-        meta = build_attention_metadata(batch, self.block_size) if batch.seqs else empty_metadata(self.block_size)
+        if batch.seqs:
+            meta = build_attention_metadata(batch, self.block_size).to(self.device)
+        else:
+            meta = empty_metadata(self.block_size, self.device)
         return self.model(meta, self.kv_caches, max_tokens), meta
 
-    def _thread_checks(self) -> list[Callable[[], torch.Tensor]]:
-        """What StepThreads.verify runs both ways: logits of a prefill of a few sequences (odd lengths:
-        partial blocks, uneven rows per expert), of a decode step over them, and of one prefill as
-        large as a wide step may be; then every packed GEMM at each row count a wide step may give
-        it. Uses the first KV blocks; nothing is scheduled yet, and the scheduler hands out blocks
+    def sample_forwards(self, max_tokens: int) -> tuple[list[Callable[[], torch.Tensor]], int]:
+        """Callables each running one forward on this rank's cache -> logits: a prefill of a few
+        sequences (odd lengths: partial blocks, uneven rows per expert), a decode step over them, and
+        one prefill of up to `max_tokens` tokens; and the largest step they cover (what the KV pool
+        holds). A kernel set runs them to check a way of running steps (kernels/cpu/step_threads.py).
+        They use the first KV blocks; nothing is scheduled yet, and the scheduler hands out blocks
         that are written before they are read."""
         gen = torch.Generator().manual_seed(0)
         limit = min(self.max_model_len, self.num_blocks * self.block_size)
-        max_tokens = self.step_threads.max_tokens
 
         def seqs_of(lengths: tuple[int, ...]) -> list[tuple[str, list[int], list[int]]]:
             seqs, block = [], 0
@@ -314,11 +256,10 @@ class ModelRunner:
 
             return run
 
-        checks = []
-        # the wide way runs no step larger than the largest forward checked (what the KV pool holds)
-        max_tokens = self.step_threads.max_tokens = max(0, min(max_tokens, limit - 1))
-        if max_tokens < 1:  # no room for a check: no step is small enough to run wide
-            return []
+        checks: list[Callable[[], torch.Tensor]] = []
+        max_tokens = max(0, min(max_tokens, limit - 1))
+        if max_tokens < 1:  # no room for a check
+            return checks, 0
         few = seqs_of(tuple(n for n in (37, 11, 3, 1) if n <= max_tokens) or (max_tokens,))
         if few:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in few])))
@@ -326,7 +267,4 @@ class ModelRunner:
         largest = seqs_of((max_tokens,))
         if largest:
             checks.append(logits(GroupBatch(0, [ScheduledSeq(r, ids[:-1], 0, t, True) for r, ids, t in largest])))
-        # the LM head sees only the sampled rows inside the chosen region (prompt logprobs run outside)
-        lm_head = getattr(getattr(self.model, "lm_head", None), "packed", None)
-        limits = {id(lm_head): self.max_num_seqs} if lm_head is not None else {}
-        return checks + row_checks(self.model, sweep_rows(max_tokens), limits)
+        return checks, max_tokens

@@ -26,12 +26,12 @@ import time
 from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
-from moeserve.dense import cpu_kernels
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
 )
 from moeserve.errors import EngineDeadError
+from moeserve.kernels.registry import kernel_set_class, resolve
 
 log = logging.getLogger("moeserve.executor")
 
@@ -60,13 +60,13 @@ class MultiprocExecutor:
             store_socket = store_listener()  # every socket of the world on loopback (docs/limits.md)
             os.environ.update(loopback_only_env())
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", store_socket.getsockname()[1])
-            cpu_kernels.load()  # build the C++ kernels here once, not in every rank at the same moment
+            kernel_set_class(resolve(config.device.device, config.device.kernels)[1]).build()  # once, not per rank
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")
         set_rank_threads(parallel.ranks_per_node, parallel.reserved_cores or 0)
         try:
-            self.groups = init_rank(env, parallel, store_socket)
+            self.groups = init_rank(env, parallel, resolve(config.device.device, config.device.kernels)[0], store_socket)
             self.worker = Worker(config, self.groups.ctx, group=0)
             import torch.distributed as dist
 

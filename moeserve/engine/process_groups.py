@@ -55,16 +55,17 @@ class RankGroups:
     result_group: object
 
 
-def data_backend(parallel: ParallelConfig) -> str:
+def data_backend(parallel: ParallelConfig, device: str = "cpu") -> str:
+    """--backend, or for auto: NCCL for ranks on GPUs (--device cuda), gloo for ranks on CPUs."""
     if parallel.backend != "auto":
         return parallel.backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return "nccl" if device == "cuda" else "gloo"
 
 
 def store_listener() -> socket.socket:
     """A listening socket on loopback for the rendezvous store of a world spawned on one node.
-    torch's TCPStore binds every interface, IPv4 and IPv6, whatever host it is given (an independent
-    check found rank 0's store open to the network, unauthenticated); handed this socket
+    torch's TCPStore binds every interface, IPv4 and IPv6, whatever host it is given (rank 0's store
+    would be open to the network, unauthenticated); handed this socket
     (`master_listen_fd`), it listens on 127.0.0.1 only. Holding it from before the ranks are spawned
     also ends the race of a free port found, closed, and taken by someone else."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -80,16 +81,22 @@ def loopback_only_env() -> dict[str, str]:
     return {name: os.environ.get(name, "lo") for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
 
 
-def init_rank(env: RankEnv, parallel: ParallelConfig, store_socket: socket.socket | None = None) -> RankGroups:
+def init_rank(
+    env: RankEnv, parallel: ParallelConfig, device: str = "cpu", store_socket: socket.socket | None = None
+) -> RankGroups:
     """Joins the world and builds every group. All ranks create all groups in the same order.
     `store_socket`: rank 0 of a world spawned on one node hosts the rendezvous store on it
-    (`store_listener`); otherwise the store is the launcher's (env://) or rank 0's (tcp://)."""
+    (`store_listener`); otherwise the store is the launcher's (env://) or rank 0's (tcp://).
+    device: the resolved --device; on cuda the rank takes cuda:LOCAL_RANK before NCCL starts, the data
+    groups (tp, ep) use NCCL and the control groups (plan, result) stay on gloo."""
     if env.world_size != parallel.world_size:
         raise RuntimeError(
             f"the launcher started {env.world_size} ranks but --ep {parallel.ep} --tp {parallel.tp} needs {parallel.world_size}"
         )
     step_timeout = timedelta(seconds=parallel.step_timeout_s)
-    backend = data_backend(parallel)
+    backend = data_backend(parallel, device)
+    if device == "cuda":
+        torch.cuda.set_device(env.local_rank)
     # The default group only sets things up (ranks may take minutes to import and load weights);
     # every collective of a step runs on a group bounded by the step timeout.
     # Under torchrun the rendezvous store already listens on MASTER_PORT: join it through env://.

@@ -44,11 +44,12 @@ def run_rank(config: EngineConfig) -> int:
     from moeserve.engine.plan_codec import decode_plan, encode_sampled
     from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
     from moeserve.engine.worker import Worker
+    from moeserve.kernels.registry import resolve
 
     env = RankEnv.from_environ()
     assert env is not None and env.rank != 0, "rank_worker runs ranks other than 0"
     set_rank_threads(config.parallel.ranks_per_node, config.parallel.reserved_cores or 0)
-    groups = init_rank(env, config.parallel)
+    groups = init_rank(env, config.parallel, resolve(config.device.device, config.device.kernels)[0])
     import torch.distributed as dist
 
     worker = Worker(config, groups.ctx, group=groups.group)

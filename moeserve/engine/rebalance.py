@@ -130,8 +130,8 @@ class RankPlacement:
                 w13[local].copy_(flat[:split].view_as(w13[local]))
                 w2[local].copy_(flat[split:].view_as(w2[local]))
         written = [local for local, _ in staged if local is not None]
-        if written and moe.experts.packed13 is not None:
-            moe.experts.pack(written)  # the packed GEMM weights are a snapshot: retake the written slots
+        if written:
+            moe.experts.prepare(written)  # the kernel set's copy is a snapshot: retake the written slots
         return remote_bytes
 
 

@@ -8,15 +8,17 @@ that reads the flags: by `moeserve serve` (server/config_file.py) and by the eng
 from __future__ import annotations
 
 from moeserve.config import EngineConfig
-from moeserve.engine.launch_check import check_launch
+from moeserve.engine.launch_check import check_device, check_launch
 from moeserve.engine.layout_check import check_model_layout
 
 
 def check_startup(config: EngineConfig) -> EngineConfig:
     """`config` after its field checks, the model's sizes against --tp / --ep (config.json, before any
-    weight is read), the --placement plan, and what the launcher gives the layout; ConfigError
+    weight is read), the --placement plan, what the launcher gives the layout and what the machine
+    gives --device / --kernels; ConfigError
     saying what to change otherwise."""
     config.validate()
     check_model_layout(config)
     check_launch(config.parallel)  # what torchrun / deepspeed / the machine give the layout
+    check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run
     return config

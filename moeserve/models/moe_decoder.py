@@ -43,8 +43,7 @@ class DecoderLayer(nn.Module):
         max_tokens: int | None = None,
     ) -> torch.Tensor:
         """x [N, H] -> [N, H]. max_tokens: see MoELayer.forward."""
-        h = x + self.self_attn(self.input_layernorm(x), meta, kv_cache)
-        y = self.post_attention_layernorm(h)
+        y, h = self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), meta, kv_cache), residual=x)
         if isinstance(self.mlp, MoELayer):
             return h + self.mlp(y, dispatcher, max_tokens)
         out = self.mlp(y)

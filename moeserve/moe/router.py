@@ -50,5 +50,5 @@ def softmax_topk_reference(
         weights.append(w / w.sum() if renormalize else w)
     T = router_logits.shape[0]
     if T == 0:
-        return torch.zeros(0, top_k, dtype=torch.int64), torch.zeros(0, top_k)
+        return torch.zeros(0, top_k, dtype=torch.int64, device=router_logits.device), torch.zeros(0, top_k, device=router_logits.device)
     return torch.stack(ids), torch.stack(weights)

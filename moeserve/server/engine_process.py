@@ -13,7 +13,6 @@ The process also exits when the front end goes away (socket closed, or its paren
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -25,7 +24,6 @@ import time
 from typing import Any, Callable
 
 from moeserve.config import EngineConfig, config_from_dict
-from moeserve.engine.cpu_binding import bind_engine_process, lend_idle_cores
 from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import ConfigError, RequestError
 from moeserve.sampling_params import SamplingParamsError
@@ -246,19 +244,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def pinned(config: EngineConfig) -> EngineConfig:
-    """Pins this process to the cores the front end does not keep (engine/cpu_binding.py); the
-    reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
-    parallel = config.parallel
-    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    cores = bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads())
-    if cores is None:
-        return config
-    parallel = dataclasses.replace(parallel, reserved_cores=0)
-    if parallel.expert_threads is None:  # --expert-threads given: the user's count, on the engine's cores
-        helpers = lend_idle_cores([c for c in available if c not in cores])
-        if helpers:
-            parallel = dataclasses.replace(parallel, expert_threads=len(cores) + helpers)
-    return dataclasses.replace(config, parallel=parallel)
+    """This process tuned by the kernel set it will run (the cpu set pins it to the cores the front
+    end does not keep and lends it their idle time: kernels/cpu/cpu_binding.py); the config it runs."""
+    from moeserve.kernels.registry import kernel_set_class, resolve
+
+    return kernel_set_class(resolve(config.device.device, config.device.kernels)[1]).tune_engine_process(config)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def test_row_blocks_give_the_same_bits_at_any_thread_count(name, shape):
 def test_attention_gives_the_same_bits_at_any_thread_count(rows):
     """torch's CPU flash attention differs between 1 and more threads at 1 or 3 query rows per
     (sequence, head); `sdpa` pads those to an even count."""
-    from moeserve.dense.attention import sdpa
+    from moeserve.kernels.reference.attention import sdpa
 
     gen = torch.Generator().manual_seed(rows)
     q, k, v = (torch.randn(3, 2, n, 32, generator=gen) for n in (rows, 48, 48))

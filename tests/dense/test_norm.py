@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moeserve.dense.norm import RMSNorm, rms_norm_reference
+from moeserve.dense.norm import RMSNorm
+from moeserve.kernels.base import rms_norm_reference
 
 
 @pytest.mark.parametrize("shape", [(1, 256), (64, 256), (37, 8, 32), (0, 16)])

@@ -1,4 +1,4 @@
-"""The oneDNN-packed GEMM (dense/gemm.py) equals F.linear to fp32 rounding for every layer that uses
+"""The oneDNN-packed GEMM of the CPU kernel set (kernels/cpu/gemm.py) equals F.linear to fp32 rounding for every layer that uses
 it, falls back where it does not apply, and never serves a stale snapshot after a weight write."""
 
 from __future__ import annotations
@@ -7,14 +7,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense import gemm
+from moeserve.kernels.base import bind_kernels
+from moeserve.kernels.cpu import gemm
+from moeserve.kernels.cpu.kernel_set import CpuKernels
 from moeserve.dense.embedding import ParallelLMHead
 from moeserve.dense.linear import ColumnParallelLinear, QKVParallelLinear, ReplicatedLinear, RowParallelLinear
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.experts import GroupedExperts, experts_reference
+from moeserve.kernels.reference.experts import experts_reference
+from moeserve.moe.experts import GroupedExperts
 from moeserve.parallel_state import ParallelContext
 
 needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")
+
+
+def on_cpu_set(layer, threads: int = 1) -> bool:
+    """Bind the CPU kernel set to `layer` (as a rank does after loading) and let it pack."""
+    layer.kernels = CpuKernels(expert_threads=threads)
+    return layer.prepare()
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -65,9 +74,9 @@ def test_every_linear_layer_packs_and_load_drops_the_snapshot():
     for layer in layers:
         layer.weight.data.normal_(0, 0.1)
         plain = run(layer)
-        assert layer.pack() and layer.packed is not None
+        assert on_cpu_set(layer) and layer.kernel_state.packed is not None
         assert rel_err(run(layer), plain) < 1e-5
-    assert gemm.pack_weights(torch.nn.ModuleList(layers)) == len(layers)
+    assert bind_kernels(torch.nn.ModuleList(layers), CpuKernels()) == len(layers)
 
     class Reader:
         def read(self, name, shard_dim=None, start=0, end=None):
@@ -78,7 +87,7 @@ def test_every_linear_layer_packs_and_load_drops_the_snapshot():
 
     head = layers[0]
     head.load(Reader(), "x")  # a reload must not keep serving the old weights
-    assert head.packed is None
+    assert head.kernel_state is None
     assert torch.allclose(head(x), F.linear(x, torch.ones(40, 48), head.bias))
 
 
@@ -92,17 +101,17 @@ def test_packed_experts_equal_the_loop_and_set_slot_drops_the_snapshot():
     counts = torch.tensor([3, 0, 17, 1, 0, 9])
     batch = ExpertBatch(torch.randn(int(counts.sum()), H), torch.cumsum(counts, 0).to(torch.int32), counts)
     ref = experts_reference(batch.hidden, counts, experts.w13, experts.w2, F.silu)
-    assert experts.pack() and experts.packed13 is not None
+    assert on_cpu_set(experts) and experts.kernel_state.packed13 is not None
     assert rel_err(experts(batch), ref) < 1e-5
     empty = ExpertBatch(torch.zeros(0, H), torch.zeros(S, dtype=torch.int32), torch.zeros(S, dtype=torch.int64))
     assert experts(empty).shape == (0, H)
 
     new = [torch.randn(Il, H) * 0.1, torch.randn(Il, H) * 0.1, torch.randn(H, Il) * 0.1]
     experts.set_slot(2, *new)
-    assert experts.packed13 is None  # the snapshot of slot 2 is stale: dropped
+    assert experts.kernel_state is None  # the snapshot of slot 2 is stale: dropped
     ref2 = experts_reference(batch.hidden, counts, experts.w13, experts.w2, F.silu)
     assert rel_err(experts(batch), ref2) < 1e-5
-    experts.pack()
+    experts.prepare()
     assert rel_err(experts(batch), ref2) < 1e-5
 
 
@@ -113,10 +122,10 @@ def test_warm_up_runs_each_distinct_packed_shape_at_each_row_count():
     experts = GroupedExperts(2, 16, 12, torch.float32)
     layers.append(experts)
     for layer in layers:
-        layer.pack()
+        on_cpu_set(layer)
     # shapes: [8, 16] (three layers, one shape), [16, 8], experts' [24, 16] and [16, 12]
     assert gemm.warm_up(layers, max_rows=5) == 4 * 5
     assert gemm.warm_up(layers, max_rows=0) == 0
     # a weight with a limit (the LM head: only the sampled rows) stops early; a spent budget stops all
-    assert gemm.warm_up(layers, max_rows=5, limits={id(layers[3].packed): 2}) == 3 * 5 + 2
+    assert gemm.warm_up(layers, max_rows=5, limits={id(layers[3].kernel_state.packed): 2}) == 3 * 5 + 2
     assert gemm.warm_up(layers, max_rows=5, budget_s=-1.0) == 0

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-from moeserve.dense.attention import paged_attention, paged_attention_reference, write_kv
+from moeserve.dense.attention import write_kv
+from moeserve.kernels.reference.attention import paged_attention, paged_attention_reference
 from moeserve.dense.attention_metadata import build_attention_metadata
 
 BS, NB, HQ, HK, D = 4, 16, 4, 2, 8

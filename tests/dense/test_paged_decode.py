@@ -1,4 +1,4 @@
-"""The C++ decode-attention kernel (dense/paged_decode.py) against the per-head reference and torch's path."""
+"""The C++ decode-attention kernel (kernels/cpu/paged_decode.py, through the CPU set's paged attention) against the per-head reference and torch's path."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import pytest
 import torch
 
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-from moeserve.dense import paged_decode
-from moeserve.dense.attention import paged_attention, paged_attention_reference, write_kv
+from moeserve.dense.attention import write_kv
+from moeserve.kernels.cpu import paged_decode
+from moeserve.kernels.cpu.attention import paged_attention
+from moeserve.kernels.reference.attention import paged_attention as torch_paged_attention
+from moeserve.kernels.reference.attention import paged_attention_reference
 from moeserve.dense.attention_metadata import build_attention_metadata
 
 needs_kernel = pytest.mark.skipif(not paged_decode.available(), reason="C++ CPU kernels not available here")
@@ -36,7 +39,7 @@ def decode_step(lengths, hq, hk, D, BS, seed):
 def test_matches_the_reference(hq, hk, D, BS, window):
     q, k_cache, v_cache, meta = decode_step([0, 5, 40, 17, 3, 64], hq, hk, D, BS, seed=hq + D + BS)
     got = paged_attention(q, k_cache, v_cache, meta, D**-0.5, window)
-    torch_path = paged_attention(q, k_cache, v_cache, meta, D**-0.5, window, decode_kernel=False)
+    torch_path = torch_paged_attention(q, k_cache, v_cache, meta, D**-0.5, window)
     want = paged_attention_reference(q, k_cache, v_cache, meta, D**-0.5, window)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got, torch_path, rtol=1e-5, atol=1e-5)
@@ -82,7 +85,7 @@ def test_bf16_caches_are_widened_and_summed_in_fp32(D):
     # the same inputs widened to fp32: the kernel only rounds its output to bf16
     want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), meta, D**-0.5, None)
     torch.testing.assert_close(got.float(), want, rtol=8e-3, atol=8e-3)
-    torch_path = paged_attention(q, k_cache, v_cache, meta, D**-0.5, None, decode_kernel=False)
+    torch_path = torch_paged_attention(q, k_cache, v_cache, meta, D**-0.5, None)
     torch.testing.assert_close(got.float(), torch_path.float(), rtol=2e-2, atol=2e-2)
 
 
@@ -127,7 +130,7 @@ def test_a_mixed_steps_decoding_rows_take_the_kernel_with_the_bits_of_a_decode_s
     got = paged_attention(q, k_cache, v_cache, meta, 0.25, window)
     want = paged_attention_reference(q, k_cache, v_cache, meta, 0.25, window)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(got, paged_attention(q, k_cache, v_cache, meta, 0.25, window, decode_kernel=False),
+    torch.testing.assert_close(got, torch_paged_attention(q, k_cache, v_cache, meta, 0.25, window),
                                rtol=1e-5, atol=1e-5)
     for name, token in (("a", 0), ("c", 6), ("d", 7)):
         seq = next(s for s in mixed.seqs if s.request_id == name)
@@ -141,7 +144,7 @@ def test_a_nan_or_inf_query_gives_nan_as_torchs_path_does_not_zeros():
     q[0, 0, 3] = float("nan")  # heads 0 of sequence 0 (its KV head 0 serves query heads 0 and 1)
     q[1, 3] = float("inf")
     got = paged_attention(q, k_cache, v_cache, meta, 0.3)
-    want = paged_attention(q, k_cache, v_cache, meta, 0.3, decode_kernel=False)
+    want = torch_paged_attention(q, k_cache, v_cache, meta, 0.3)
     assert torch.equal(got.isnan(), want.isnan()) and got[0, 0].isnan().all() and got[1, 3].isnan().all()
     torch.testing.assert_close(got[0, 1:], want[0, 1:], rtol=1e-5, atol=1e-5)  # the other heads are untouched
     with pytest.raises(RuntimeError, match="integer"):

@@ -1,4 +1,4 @@
-"""The few-row panel GEMM kernel (dense/panel_gemm.py): values, bits, fallbacks, and its callers."""
+"""The few-row panel GEMM kernel (kernels/cpu/panel_gemm.py): values, bits, fallbacks, and its callers."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense import gemm, panel_gemm
+from moeserve.kernels.cpu import gemm, panel_gemm
 from moeserve.dense.linear import ReplicatedLinear
 from moeserve.dispatch.base import ExpertBatch
-from moeserve.moe.experts import GroupedExperts, experts_reference
+from moeserve.kernels.reference.experts import experts_reference
+from moeserve.moe.experts import GroupedExperts
+from moeserve.kernels.cpu.kernel_set import CpuKernels
 
 CAN_BUILD = (shutil.which("c++") or shutil.which("g++")) is not None and torch.backends.cpu.get_cpu_capability() in (
     "AVX2",
@@ -51,7 +53,7 @@ def test_the_avx512_path_gives_the_avx2_paths_bits(tmp_path):
     script = textwrap.dedent(
         """
         import sys, torch
-        from moeserve.dense import panel_gemm
+        from moeserve.kernels.cpu import panel_gemm
         torch.manual_seed(3)
         w, x = torch.randn(1000, 300), torch.randn(37, 300)
         panels = panel_gemm.pack(w)
@@ -121,14 +123,15 @@ def test_a_dense_layer_takes_the_panels_for_few_rows_only():
     layer = ReplicatedLinear(64, 100, True, torch.float32)
     layer.weight.data.normal_()
     layer.bias.data.normal_()
-    assert layer.pack() and layer.panels is not None
+    layer.kernels = CpuKernels()
+    assert layer.prepare() and layer.kernel_state.panels is not None
     for rows in (1, panel_gemm.small_rows(), panel_gemm.small_rows() + 1, 40):
         x = torch.randn(rows, 64)
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     x = torch.randn(3, 64)
-    assert torch.equal(layer(x), panel_gemm.linear(x, layer.panels, 100) + layer.bias)
+    assert torch.equal(layer(x), panel_gemm.linear(x, layer.kernel_state.panels, 100) + layer.bias)
     layer.unpack()
-    assert layer.panels is None and layer.packed is None
+    assert layer.kernel_state is None
 
 
 @needs_kernel
@@ -138,7 +141,8 @@ def test_experts_take_the_panels_per_slot_by_its_row_count():
     experts = GroupedExperts(S, H, Il, torch.float32)
     experts.w13.data.normal_(std=0.3)
     experts.w2.data.normal_(std=0.3)
-    assert experts.pack() and experts.panels is not None
+    experts.kernels = CpuKernels()
+    assert experts.prepare() and experts.kernel_state.panels is not None
     counts = torch.tensor([1, 0, 3, panel_gemm.small_rows(), panel_gemm.small_rows() + 5, 2])
     x = torch.randn(int(counts.sum()), H)
     offsets = counts.cumsum(0).to(torch.int32)
@@ -150,7 +154,7 @@ def test_experts_take_the_panels_per_slot_by_its_row_count():
     alone = experts(ExpertBatch(hidden=x[1:2], counts=one, offsets=one.cumsum(0).to(torch.int32)))
     assert torch.equal(alone, got[1:2])
     experts.set_slot(0, torch.zeros(Il, H), torch.zeros(Il, H), torch.zeros(H, Il))
-    assert experts.panels is None and experts.packed13 is None
+    assert experts.kernel_state is None
 
 
 def _run(code: str, env: dict) -> subprocess.CompletedProcess:
@@ -163,13 +167,16 @@ def _run(code: str, env: dict) -> subprocess.CompletedProcess:
 EXPERTS_WITHOUT_KERNEL = """
     import logging, torch
     logging.basicConfig(level=logging.INFO)
-    from moeserve.dense import panel_gemm
+    from moeserve.kernels.cpu import panel_gemm
     from moeserve.dispatch.base import ExpertBatch
-    from moeserve.moe.experts import GroupedExperts, experts_reference
+    from moeserve.kernels.reference.experts import experts_reference
+    from moeserve.moe.experts import GroupedExperts
+    from moeserve.kernels.cpu.kernel_set import CpuKernels
     torch.manual_seed(0)
     e = GroupedExperts(4, 16, 8, torch.float32)
     e.w13.data.normal_(); e.w2.data.normal_()
-    assert e.pack() and e.panels is None and not panel_gemm.available()
+    e.kernels = CpuKernels()
+    assert e.prepare() and e.kernel_state.panels is None and not panel_gemm.available()
     counts = torch.tensor([2, 0, 1, 3]); x = torch.randn(6, 16)
     got = e(ExpertBatch(hidden=x, counts=counts, offsets=counts.cumsum(0).to(torch.int32)))
     want = experts_reference(x, counts, e.w13, e.w2, e.act)
@@ -190,8 +197,9 @@ def test_without_the_kernel_everything_stays_on_onednn(tmp_path):
 DECODE_WITHOUT_KERNEL = """
     import torch
     from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-    from moeserve.dense import paged_decode
-    from moeserve.dense.attention import paged_attention, paged_attention_reference
+    from moeserve.kernels.cpu import paged_decode
+    from moeserve.kernels.cpu.attention import paged_attention
+    from moeserve.kernels.reference.attention import paged_attention_reference
     from moeserve.dense.attention_metadata import build_attention_metadata
     assert not paged_decode.available()
     k, v, q = torch.randn(4, 4, 2, 8), torch.randn(4, 4, 2, 8), torch.randn(2, 4, 8)
@@ -212,5 +220,6 @@ def test_a_failed_build_is_logged_once_and_falls_back(tmp_path):
 def test_packed_gemm_row_checks_are_unchanged_by_panels():
     # the start-up thread check digests the oneDNN GEMMs; panels are thread-invariant by construction
     layer = ReplicatedLinear(32, 48, False, torch.float32)
-    layer.pack()
-    assert len(gemm.row_checks(layer, [1, 2])) == (1 if layer.packed is not None else 0)
+    layer.kernels = CpuKernels()
+    layer.prepare()
+    assert len(gemm.row_checks(layer, [1, 2])) == (1 if layer.kernel_state is not None else 0)

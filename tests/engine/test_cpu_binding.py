@@ -1,5 +1,5 @@
 """Which cores a single-rank engine keeps once `--reserved-cores` are left to its front end
-(engine/cpu_binding.py), and that the pinning is applied in a process and can be turned off."""
+(kernels/cpu/cpu_binding.py), and that the pinning is applied in a process and can be turned off."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from moeserve.engine.cpu_binding import bind_engine_process, engine_cores
+from moeserve.kernels.cpu.cpu_binding import bind_engine_process, engine_cores
 
 
 def test_the_first_reserved_cores_go_to_the_front_end():
@@ -61,10 +61,11 @@ def test_a_process_is_pinned_unless_switched_off(env_value):
 
 def test_serve_leaves_an_engine_asked_for_more_threads_than_its_cores_unpinned(monkeypatch):
     from moeserve.config import EngineConfig, ParallelConfig
+    from moeserve.kernels.cpu import cpu_binding
     from moeserve.server import engine_process
 
     calls = []
-    monkeypatch.setattr(engine_process, "bind_engine_process", lambda *a: calls.append(a))
+    monkeypatch.setattr(cpu_binding, "bind_engine_process", lambda *a: calls.append(a))
     monkeypatch.delenv("MOESERVE_NUM_THREADS", raising=False)
     monkeypatch.delenv("MOESERVE_EXPERT_THREADS", raising=False)
     engine_process.pinned(EngineConfig(parallel=ParallelConfig(reserved_cores=1, num_threads=2)))
@@ -76,7 +77,7 @@ def test_serve_leaves_an_engine_asked_for_more_threads_than_its_cores_unpinned(m
 def _lend_and_report(queue):
     import torch
 
-    from moeserve.engine.cpu_binding import lend_idle_cores
+    from moeserve.kernels.cpu.cpu_binding import lend_idle_cores
 
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # the engine's core
     others = sorted(set(range(os.cpu_count())) - os.sched_getaffinity(0))[:1]
@@ -104,7 +105,7 @@ def test_the_front_ends_core_is_lent_to_one_helper_thread_at_idle_priority():
 
 def _lend_switched_off(queue):
     os.environ["MOESERVE_IDLE_HELPERS"] = "0"
-    from moeserve.engine.cpu_binding import lend_idle_cores
+    from moeserve.kernels.cpu.cpu_binding import lend_idle_cores
 
     queue.put(lend_idle_cores([0]))
     import torch

@@ -89,7 +89,7 @@ def test_what_the_launch_cannot_give_is_refused_before_anything_starts(monkeypat
     (None, 2, 4, None, 1),  # never below one
 ])
 def test_expert_threads_default(monkeypatch, configured, share, intra, env, expected):
-    from moeserve.engine.model_runner import expert_threads
+    from moeserve.kernels.cpu.threads import expert_threads
 
     if env is None:
         monkeypatch.delenv("MOESERVE_EXPERT_THREADS", raising=False)

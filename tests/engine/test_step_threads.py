@@ -1,5 +1,5 @@
 """The per-step choice between one intra-op thread with forks and all of the rank's cores without
-(engine/step_threads.py): how it probes and backs off, that it restores the process's threads, that
+(kernels/cpu/step_threads.py): how it probes and backs off, that it restores the process's threads, that
 a bit mismatch pins it narrow, and that for every architecture either way gives the same bits."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ import torch
 
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-from moeserve.dense.split_chooser import SplitChooser
-from moeserve.dense.gemm import row_checks
 from moeserve.engine import model_runner
-from moeserve.engine.model_runner import ModelRunner, step_threads
-from moeserve.engine.step_threads import StepThreads, same_bits, sweep_rows
+from moeserve.engine.model_runner import ModelRunner
+from moeserve.kernels.cpu import threads as cpu_threads
+from moeserve.kernels.cpu.gemm import row_checks
+from moeserve.kernels.cpu.kernel_set import CpuKernels
+from moeserve.kernels.cpu.split_chooser import SplitChooser
+from moeserve.kernels.cpu.step_threads import StepThreads, same_bits, sweep_rows
+from moeserve.kernels.cpu.threads import step_threads
 from moeserve.parallel_state import SINGLE, ParallelContext
 from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint, make_checkpoint
 
@@ -184,7 +187,7 @@ def test_the_gemm_check_runs_every_decode_row_count_and_a_spread_of_prefill_ones
 def test_the_lm_head_is_checked_only_up_to_the_rows_it_sees_in_a_step(tmp_path):
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1])
-    head = runner.model.lm_head.packed
+    head = runner.model.lm_head.kernel_state.packed
     checks = row_checks(runner.model, [1, 5, 9], {id(head): 5})
     shapes = {tuple(check().shape) for check in checks}
     assert (2, 3) in shapes and (3, 3) in shapes  # the LM head: rows 1 and 5; the others: 1, 5, 9
@@ -193,10 +196,10 @@ def test_the_lm_head_is_checked_only_up_to_the_rows_it_sees_in_a_step(tmp_path):
 def test_the_largest_wide_step_is_the_largest_forward_checked(tmp_path):
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=8)  # 8 blocks of 4: 32 slots
-    runner.step_threads = StepThreads(1, 2, 2048)
-    runner._thread_checks()
-    assert runner.step_threads.max_tokens == 31  # one slot stays for the decode token of the check
-    assert not runner.step_threads.use_wide(32)
+    runner.kernels.step_threads = StepThreads(1, 2, 2048)
+    runner.kernels.thread_checks(runner.sample_forwards)
+    assert runner.kernels.step_threads.max_tokens == 31  # one slot stays for the decode token of the check
+    assert not runner.kernels.step_threads.use_wide(32)
 
 
 def test_who_gets_a_chooser(monkeypatch, tmp_path):
@@ -215,12 +218,12 @@ def test_who_gets_a_chooser(monkeypatch, tmp_path):
 
 def test_a_mismatch_at_start_up_leaves_the_engine_narrow(monkeypatch, tmp_path):
     torch.set_num_threads(1)
-    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
+    monkeypatch.setattr(cpu_threads, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
     monkeypatch.setattr(
-        ModelRunner, "_thread_checks", lambda self: [lambda: torch.tensor([float(torch.get_num_threads())])]
+        CpuKernels, "thread_checks", lambda self, forwards: [lambda: torch.tensor([float(torch.get_num_threads())])]
     )
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1])
-    assert runner.step_threads is not None and not runner.step_threads.enabled
+    assert runner.kernels.step_threads is not None and not runner.kernels.step_threads.enabled
 
 
 def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, tmp_path):
@@ -229,7 +232,7 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     from moeserve.engine import sampler
 
     torch.set_num_threads(1)
-    monkeypatch.setattr(model_runner, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
+    monkeypatch.setattr(cpu_threads, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
     monkeypatch.setattr(StepThreads, "use_wide", lambda self, tokens: True)
     seen = []
     sample, prompt = sampler.Sampler.sample, model_runner.prompt_logprobs
@@ -252,7 +255,7 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
 @pytest.fixture(scope="module", params=ALL_ARCHITECTURES + ["mixtral-mha", "mixtral-gqa3"])
 def checkpoint(request, tmp_path_factory):
     """Every architecture, plus query heads per KV head of 1 and 3 (flash attention's thread-sensitive
-    row counts, dense/attention.py `sdpa`)."""
+    row counts, kernels/reference/attention.py `sdpa`)."""
     path = tmp_path_factory.mktemp(request.param)
     if request.param == "mixtral-mha":
         return make_checkpoint("mixtral", path, num_key_value_heads=4)[1]
@@ -273,8 +276,8 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
     way at every step (wide, narrow, wide, ...): every logit bit is the same."""
     torch.set_num_threads(1)
     runner = runner_for(checkpoint)
-    runner.step_threads = StepThreads(1, 2, 2048)
-    assert runner.step_threads.verify(runner._thread_checks())
+    runner.kernels.step_threads = StepThreads(1, 2, 2048)
+    assert runner.kernels.step_threads.verify(runner.kernels.thread_checks(runner.sample_forwards))
     gen = torch.Generator().manual_seed(3)
     prompts = {rid: torch.randint(0, 96, (n,), generator=gen).tolist() for rid, n in (("a", 13), ("b", 6), ("c", 9))}
     steps = [[("a", 0, 8), ("b", 0, 6)], [("a", 8, 13), ("b", 6, 7), ("c", 0, 9)]] + [
@@ -282,7 +285,7 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
     ]
 
     def run(choose) -> list[torch.Tensor]:
-        monkeypatch.setattr(runner.step_threads, "use_wide", choose)
+        monkeypatch.setattr(runner.kernels.step_threads, "use_wide", choose)
         tokens = {rid: list(p) + [7, 11, 13, 17, 19] for rid, p in prompts.items()}
         tables = {rid: list(range(i * 8, i * 8 + 8)) for i, rid in enumerate(prompts)}
         out = []
@@ -291,7 +294,7 @@ def test_either_way_at_any_step_gives_the_same_bits(checkpoint, monkeypatch):
             out.append(runner.execute(batch))
         return out
 
-    assert runner.step_threads.enabled  # the start-up check found both ways equal
+    assert runner.kernels.step_threads.enabled  # the start-up check found both ways equal
     narrow = run(lambda tokens: False)
     flips = iter(range(100))
     switching = run(lambda tokens: next(flips) % 2 == 0)
@@ -304,17 +307,17 @@ def test_the_start_up_checks_fit_a_tiny_kv_pool(tmp_path):
     """One 4-slot block: the check forward shrinks its sequences to what fits instead of failing."""
     torch.set_num_threads(1)
     runner = runner_for(make_checkpoint("mixtral", tmp_path)[1], num_blocks=1)
-    runner.step_threads = StepThreads(1, 2, 2048)
-    checks = runner._thread_checks()
+    runner.kernels.step_threads = StepThreads(1, 2, 2048)
+    checks = runner.kernels.thread_checks(runner.sample_forwards)
     assert len(checks) >= 3  # a prefill and a decode of what fits, and the GEMM sweeps
-    assert runner.step_threads.verify(checks)
+    assert runner.kernels.step_threads.verify(checks)
 
 
 def test_reserved_cores_leave_the_rank_a_smaller_share(monkeypatch):
-    monkeypatch.setattr(model_runner.os, "sched_getaffinity", lambda pid: set(range(8)))
-    assert model_runner.cores_per_rank(1) == 8
-    assert model_runner.cores_per_rank(1, 1) == 7
-    assert model_runner.cores_per_rank(2, 1) == 3
-    assert model_runner.cores_per_rank(16, 1) == 1
-    monkeypatch.setattr(model_runner.os, "sched_getaffinity", lambda pid: {0, 1})
-    assert model_runner.cores_per_rank(1, 1) == 1 and model_runner.cores_per_rank(1, 5) == 1
+    monkeypatch.setattr(cpu_threads.os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert cpu_threads.cores_per_rank(1) == 8
+    assert cpu_threads.cores_per_rank(1, 1) == 7
+    assert cpu_threads.cores_per_rank(2, 1) == 3
+    assert cpu_threads.cores_per_rank(16, 1) == 1
+    monkeypatch.setattr(cpu_threads.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert cpu_threads.cores_per_rank(1, 1) == 1 and cpu_threads.cores_per_rank(1, 5) == 1

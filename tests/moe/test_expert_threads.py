@@ -1,4 +1,4 @@
-"""The packed expert loop split over threads (moe/expert_threads.py): the same bits for any thread
+"""The packed expert loop split over threads (kernels/cpu/expert_threads.py): the same bits for any thread
 count, every activation, the reference loop to fp32 rounding, and chunks that cover every busy slot."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from typing import List
 import pytest
 import torch
 
-from moeserve.dense import gemm
-from moeserve.dispatch.base import ExpertBatch
-from moeserve.dense.split_chooser import SplitChooser
 from moeserve.dense.blocked import ELEMENTWISE_GRAIN
-from moeserve.moe import expert_threads
-from moeserve.moe.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
-from moeserve.moe.experts import ACTIVATIONS, GroupedExperts, experts_reference
+from moeserve.dispatch.base import ExpertBatch
+from moeserve.kernels.cpu import expert_threads, gemm
+from moeserve.kernels.cpu.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed
+from moeserve.kernels.cpu.kernel_set import CpuKernels
+from moeserve.kernels.cpu.split_chooser import SplitChooser
+from moeserve.kernels.reference.experts import experts_reference
+from moeserve.moe.experts import ACTIVATIONS, GroupedExperts
 
 needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")
 
@@ -23,7 +24,8 @@ def packed_experts(S: int, H: int, Il: int, act: str = "silu") -> GroupedExperts
     experts = GroupedExperts(S, H, Il, torch.float32, act)
     experts.w13.data.normal_(0, 0.2)
     experts.w2.data.normal_(0, 0.2)
-    assert experts.pack()
+    experts.kernels = CpuKernels()  # expert_threads 1; tests raise it on `experts.kernels`
+    assert experts.prepare()
     return experts
 
 
@@ -68,7 +70,7 @@ def test_any_thread_count_gives_the_same_bits_and_matches_the_reference(act):
     experts = packed_experts(S, H, Il, act)
     for counts in ([2, 0, 3, 1, 0, 0, 5, 1], [0, 0, 0, 4, 0, 0, 0, 0], [1] * 8, [30, 0, 0, 0, 0, 0, 0, 2]):
         x = torch.randn(sum(counts), H)
-        outs = [run_packed(x, counts, experts.packed13, experts.packed2, Il, act, t) for t in (1, 2, 3, 8)]
+        outs = [run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, Il, act, t) for t in (1, 2, 3, 8)]
         for out in outs[1:]:
             assert torch.equal(out, outs[0])
         ref = experts_reference(x, torch.tensor(counts), experts.w13, experts.w2, ACTIVATIONS[act])
@@ -79,7 +81,7 @@ def test_any_thread_count_gives_the_same_bits_and_matches_the_reference(act):
 @pytest.mark.parametrize("act", sorted(ACTIVATIONS))
 def test_the_activation_gives_the_same_bits_at_any_intra_op_thread_count(act):
     """Rows x Il far above torch's elementwise grain, odd widths: the activation runs in row blocks
-    below the grain, so OpenMP ranges never cut a row (engine/step_threads.py relies on it)."""
+    below the grain, so OpenMP ranges never cut a row (kernels/cpu/step_threads.py relies on it)."""
     torch.manual_seed(2)
     S, H, Il = 2, 16, 100
     experts = packed_experts(S, H, Il, act)
@@ -90,7 +92,7 @@ def test_the_activation_gives_the_same_bits_at_any_intra_op_thread_count(act):
         outs = []
         for threads in (1, 2, 3, 5):
             torch.set_num_threads(threads)
-            outs.append(run_packed(x, counts, experts.packed13, experts.packed2, Il, act))
+            outs.append(run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, Il, act))
     finally:
         torch.set_num_threads(1)
     for out in outs[1:]:
@@ -110,23 +112,21 @@ def test_grouped_experts_uses_its_threads_and_the_result_does_not_depend_on_them
     experts = packed_experts(S, H, Il)
     counts = torch.tensor([3, 0, 17, 1, 0, 9])
     batch = ExpertBatch(torch.randn(int(counts.sum()), H), torch.cumsum(counts, 0).to(torch.int32), counts)
-    experts.threads = 1
+    experts.kernels.expert_threads = 1
     serial = experts(batch)
-    experts.threads = 2
+    experts.kernels.expert_threads = 2
     assert torch.equal(experts(batch), serial)
 
 
 @needs_packing
 def test_the_eager_fallback_gives_the_same_bits(monkeypatch):
-    from moeserve.moe import expert_threads
-
     torch.manual_seed(3)
     experts = packed_experts(5, 24, 16)
     counts = [4, 0, 1, 6, 2]
     x = torch.randn(sum(counts), 24)
-    scripted = run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2)
+    scripted = run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, 16, "silu", 2)
     monkeypatch.setattr(expert_threads._split_scripted, "compiled", expert_threads._split)  # plain Python
-    assert torch.equal(run_packed(x, counts, experts.packed13, experts.packed2, 16, "silu", 2), scripted)
+    assert torch.equal(run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, 16, "silu", 2), scripted)
 
 
 def drive(chooser: SplitChooser, rows: int, calls: int, serial_s: float, split_s: float) -> list[bool]:
@@ -167,11 +167,11 @@ def test_grouped_experts_time_both_ways_only_when_given_threads():
     counts = torch.tensor([2, 1, 0, 3])
     batch = ExpertBatch(torch.randn(6, 16), torch.cumsum(counts, 0).to(torch.int32), counts)
     ref = experts(batch)
-    assert experts.chooser.stats == {}  # threads == 1: nothing to choose
-    experts.threads = 2
+    assert experts.kernel_state.chooser.stats == {}  # threads == 1: nothing to choose
+    experts.kernels.expert_threads = 2
     for _ in range(2 * SplitChooser.PROBES + 1):
         assert torch.equal(experts(batch), ref)
-    calls, serial, split = experts.chooser.stats[(6).bit_length()]
+    calls, serial, split = experts.kernel_state.chooser.stats[(6).bit_length()]
     assert calls == 2 * SplitChooser.PROBES + 1 and serial > 0 and split > 0
 
 
@@ -193,12 +193,12 @@ def test_a_chunk_whose_thread_is_busy_is_run_by_the_caller_instead_of_waited_for
     """Every inter-op thread busy (as a lent helper is while its core runs the front end): the forked
     chunks are taken back by the calling thread, the call returns before the pool frees up, and the
     bits are those of the serial loop. Both forked loops: the experts and the column-split linears."""
-    from moeserve.dense.split_linear import SplitLinear
+    from moeserve.kernels.cpu.split_linear import SplitLinear
 
     experts = packed_experts(8, 64, 32)
     x = torch.randn(40, 64)
     counts = [5] * 8
-    serial = run_packed(x, counts, experts.packed13, experts.packed2, 32, "silu", threads=1)
+    serial = run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, 32, "silu", threads=1)
     weight = torch.randn(512, 64)
     split = SplitLinear.create(weight, None, gemm.pack_weight(weight), 4)
     assert split is not None
@@ -206,7 +206,7 @@ def test_a_chunk_whose_thread_is_busy_is_run_by_the_caller_instead_of_waited_for
     whole = gemm.linear(rows, weight, None, gemm.pack_weight(weight))
     w = torch.randn(256, 256) / 16
     busy = _occupy_pool(w, 4000, torch.get_num_interop_threads())
-    got = run_packed(x, counts, experts.packed13, experts.packed2, 32, "silu", threads=4)
+    got = run_packed(x, counts, experts.kernel_state.packed13, experts.kernel_state.packed2, 32, "silu", threads=4)
     got_split = split.run(rows, None)
     still_busy = not any(f.done() for f in busy)
     for f in busy:

@@ -12,7 +12,8 @@ from moeserve.dispatch.base import ExpertBatch
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.models.checkpoint import CheckpointReader
 from moeserve.models.expert_loading import load_experts
-from moeserve.moe.experts import GroupedExperts, experts_grouped, experts_reference, grouped_mm_supported
+from moeserve.kernels.reference.experts import experts_grouped, experts_reference, grouped_mm_supported
+from moeserve.moe.experts import GroupedExperts
 from moeserve.moe.layer import MoELayer
 from moeserve.moe.router import SoftmaxTopKRouter
 from moeserve.parallel_state import ParallelContext
@@ -55,7 +56,7 @@ def test_unaligned_shapes_fall_back_to_loop_and_empty_batch():
 def test_large_batches_take_the_loop(monkeypatch):
     """Above LOOP_ROWS_PER_SLOT rows per slot on average the loop runs (bit-equal to the reference);
     at or below it grouped_mm does (equal to rounding)."""
-    import moeserve.moe.experts as experts_module
+    import moeserve.kernels.reference.experts as experts_module
 
     torch.manual_seed(0)
     experts = GroupedExperts(E, H, I, torch.float32)

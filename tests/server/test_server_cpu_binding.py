@@ -1,5 +1,5 @@
 """`moeserve serve` pins its (single-rank) engine process to the cores it does not reserve for the
-front end, and leaves the front end free to run anywhere (engine/cpu_binding.py)."""
+front end, and leaves the front end free to run anywhere (kernels/cpu/cpu_binding.py)."""
 from __future__ import annotations
 
 import os
@@ -34,7 +34,7 @@ def test_engine_keeps_the_cores_the_front_end_does_not(server):
                     reason="needs Linux and two cores")
 def test_the_engine_borrows_the_front_ends_core_only_at_idle_priority(server):
     """One engine thread runs on the reserved core, at SCHED_IDLE; every other engine thread stays
-    on the engine's cores at normal priority (engine/cpu_binding.py lend_idle_cores)."""
+    on the engine's cores at normal priority (kernels/cpu/cpu_binding.py lend_idle_cores)."""
     available = sorted(os.sched_getaffinity(0))
     engine = child_pids(server.proc.pid)[0]
     on_reserved = []

@@ -15,7 +15,7 @@ CPU burners on the same cores 1.25-1.45x faster at 8-64 sequences but 12% slower
 times both ways and keeps the faster (`SplitChooser`). A forked chunk that no thread has started by
 the time this thread is done with its own is taken back and run here (`split_chooser.take`): a
 helper thread whose core is busy (the engine's lent helper runs at idle priority,
-engine/cpu_binding.py) costs the layer a fork, not a wait.
+kernels/cpu/cpu_binding.py) costs the layer a fork, not a wait.
 
 Contract: `run_packed(...)` returns the same rows, bit for bit, for any `threads` (1 = the serial
 loop): each slot runs the same ops on the same rows; only which thread runs it changes, and the
@@ -29,8 +29,8 @@ from typing import List, Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense import panel_gemm
-from moeserve.dense.split_chooser import Scripted, take
+from moeserve.kernels.cpu import panel_gemm
+from moeserve.kernels.cpu.split_chooser import Scripted, take
 
 # a slot's cost in rows: fixed part (streaming its weights) ~ FIXED_ROW_COST rows of GEMM work
 # (measured at tiny-mixtral's shapes: ~200 us fixed, ~10 us a row, both GEMMs together)
@@ -58,7 +58,7 @@ def _slots(
 ) -> List[torch.Tensor]:
     """Outputs of the non-empty slots in [lo, hi), in slot order; nothing when `claims` is given and
     another thread has taken chunk `chunk` (a forked call: split_chooser.take). A slot with at most
-    `small` rows runs the panel kernel on q13/q2 (dense/panel_gemm.py), others oneDNN on p13/p2."""
+    `small` rows runs the panel kernel on q13/q2 (kernels/cpu/panel_gemm.py), others oneDNN on p13/p2."""
     outs: List[torch.Tensor] = []
     if claims is not None and not take(claims, chunk):
         return outs
@@ -171,8 +171,8 @@ def run_packed(
     panels: Optional[Tuple[List[torch.Tensor], List[torch.Tensor]]] = None,
 ) -> torch.Tensor:
     """x [R, H] slot-major fp32 CPU, counts [S] rows per slot (python ints, sum R > 0), p13/p2 the
-    slots' packed weights (dense/gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES.
-    panels: the slots' (w13, w2) as dense/panel_gemm.pack panels, used by slots with at most
+    slots' packed weights (gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES.
+    panels: the slots' (w13, w2) as panel_gemm.pack panels, used by slots with at most
     panel_gemm.small_rows() rows; None = oneDNN for every slot."""
     starts, acc = [], 0
     for n in counts:

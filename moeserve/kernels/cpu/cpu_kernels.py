@@ -1,7 +1,7 @@
 """moeserve's C++ CPU kernels (`csrc/*.cpp`), built on first use with the system compiler.
 
-What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, dense/panel_gemm.py) and
-`torch.ops.moeserve.decode_attention` (paged decode attention, dense/paged_decode.py), one shared
+What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, kernels/cpu/panel_gemm.py) and
+`torch.ops.moeserve.decode_attention` (paged decode attention, kernels/cpu/paged_decode.py), one shared
 library. Each caller has its own switch and falls back to torch (oneDNN, SDPA) when its op is not
 loaded.
 
@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from moeserve import envs
+
 logger = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).parent / "csrc" / name for name in ("panel_gemm.cpp", "decode_attention.cpp")]
@@ -45,13 +47,8 @@ def load() -> bool:
     return _state["loaded"]
 
 
-def switched_off(name: str) -> bool:
-    """Whether the environment variable `name` turns a kernel off (0, false, off)."""
-    return os.environ.get(name, "1").lower() in ("0", "false", "off")
-
-
 def _load() -> bool:
-    if switched_off("MOESERVE_CPU_KERNELS"):
+    if not envs.CPU_KERNELS.get():
         return False
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         logger.info("C++ CPU kernels off: the CPU has no AVX2 (%s); GEMMs stay on oneDNN, attention on SDPA",
@@ -83,7 +80,7 @@ def _build() -> Path:
     for source in SOURCES:
         digest.update(source.read_bytes())
     digest.update(repr((torch.__version__, command[1:])).encode())
-    root = Path(os.environ.get("MOESERVE_CACHE", Path.home() / ".cache" / "moeserve")) / "kernels"
+    root = envs.CACHE.get() / "kernels"
     target = root / f"cpu_kernels-{digest.hexdigest()[:16]}.so"
     if target.exists():
         return target

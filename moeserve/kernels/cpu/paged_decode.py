@@ -9,11 +9,11 @@ cache, through the block table.
 
 Bits: each sequence is computed by one thread in a fixed order, so a sequence's result
 does not depend on the other sequences of the step nor on the intra-op thread count
-(engine/step_threads.py switches that between steps). It differs from SDPA by fp32 rounding.
+(kernels/cpu/step_threads.py switches that between steps). It differs from SDPA by fp32 rounding.
 
 Where it applies: fp32 or bf16 caches and queries on CPU (bf16 widened on load; scores, softmax
 and sums in fp32, as torch's CPU attention computes bf16), the sequences of a step that have one
-new token. Not loaded (dense/cpu_kernels.py), another dtype, or `MOESERVE_DECODE_ATTENTION=0`:
+new token. Not loaded (kernels/cpu/cpu_kernels.py), another dtype, or `MOESERVE_DECODE_ATTENTION=0`:
 callers use torch's path.
 """
 
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import torch
 
-from moeserve.dense import cpu_kernels
+from moeserve import envs
+
+from moeserve.kernels.cpu import cpu_kernels
 
 _state: dict[str, bool] = {}
 
@@ -29,7 +31,7 @@ _state: dict[str, bool] = {}
 def available() -> bool:
     """Whether torch.ops.moeserve.decode_attention is loaded and switched on (building it on first use)."""
     if "on" not in _state:
-        _state["on"] = not cpu_kernels.switched_off("MOESERVE_DECODE_ATTENTION") and cpu_kernels.load()
+        _state["on"] = envs.DECODE_ATTENTION.get() and cpu_kernels.load()
     return _state["on"]
 
 

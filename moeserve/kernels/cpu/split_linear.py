@@ -21,8 +21,8 @@ from typing import List, Optional, Union
 
 import torch
 
-from moeserve.dense import gemm
-from moeserve.dense.split_chooser import Scripted, SplitChooser, take
+from moeserve.kernels.cpu import gemm
+from moeserve.kernels.cpu.split_chooser import Scripted, SplitChooser, take
 
 MIN_BLOCK = 128  # out features per block: below this the split's overhead outweighs the streaming
 MAX_ROWS = 64  # decode sizes: larger calls (prefill) run whole; every row count up to this is checked

@@ -1,6 +1,6 @@
 """Benchmark: grouped_mm vs the per-slot loop for the routed experts on this machine.
 
-    python -m moeserve.moe.bench_experts [--threads 1]
+    python benchmarks/grouped_experts.py [--threads 1]
 
 Prints one line per (shape, tokens, dtype) with both timings and their ratio; docs/models.md
 records the numbers behind the default (`GroupedExperts` uses grouped_mm where shapes allow).
@@ -14,7 +14,7 @@ import time
 import torch
 
 from moeserve.dispatch.local import LocalDispatcher
-from moeserve.moe.experts import experts_grouped, experts_reference, grouped_mm_supported
+from moeserve.kernels.reference.experts import experts_grouped, experts_reference, grouped_mm_supported
 
 # (name, hidden, intermediate, experts, top_k)
 SHAPES = [("builtin-tiny", 256, 512, 16, 2), ("olmoe-like/4", 512, 256, 64, 8), ("mixtral-like/8", 512, 1792, 8, 2)]

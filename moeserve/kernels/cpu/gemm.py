@@ -9,12 +9,12 @@ does too (oneDNN linears, packed MoE weights).
 
 Contract: `pack_weight(w)` once after the weight is final (load, rebalance) and `linear(x, w, bias,
 packed)` per call. A packed copy is a snapshot: whoever writes the weight afterwards must pack it
-again (layers drop their packed copy in `load` / `set_slot`; `pack_weights(model)` repacks all).
+again (layers drop the CPU set's copy in `load` / `set_slot`; kernels/cpu/linear.py holds it).
 Results equal F.linear to fp32 rounding (~1e-6 relative; the summation order differs), not bit for bit.
 Only fp32 on CPU is packed (bf16 and other devices keep F.linear). `MOESERVE_PACKED_GEMM=0` turns
-packing off (every layer then runs F.linear). Packed weights are extra memory: one more copy of every
+packing off (every layer then calls F.linear). Packed weights are extra memory: one more copy of every
 packed weight, kept beside the original, which loading, placement moves and the tests read; a layer
-with column blocks (`enable_split`, dense/split_linear.py) holds a third.
+with column blocks (kernels/cpu/split_linear.py) holds a third.
 
 Shape legend: T rows, I in features, O out features.
 """
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moeserve.dense import panel_gemm
+from moeserve import envs
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +38,20 @@ ROWS_HINT = 64
 
 # oneDNN keeps one JIT-built kernel per (layout, row count, thread count) in an LRU cache of 1024 by
 # default. Every row count 1..256 of every weight shape (warm_up), and again at a second thread count
-# (engine/step_threads.py), exceed that, and then steps rebuild kernels they had (measured: the wide
-# way's steps ran 1.6x slower than with one pinned thread count). Read once, at oneDNN's first use.
-os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "8192")
+# (kernels/cpu/step_threads.py), exceed that, and then steps rebuild kernels they had (measured: the wide
+# way's steps ran 1.6x slower than with one pinned thread count). oneDNN reads it once, at its first
+# use: `raise_primitive_cache` sets it when the CPU set is made, before anything is packed.
+PRIMITIVE_CACHE_CAPACITY = "8192"
 WARM_UP_BUDGET_S = 5.0  # start-up seconds the GEMM warm-up may take (`warm_up`)
 
 
+def raise_primitive_cache() -> None:
+    """Unless the user set it, give oneDNN's kernel cache PRIMITIVE_CACHE_CAPACITY entries (above)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", PRIMITIVE_CACHE_CAPACITY)
+
+
 def packing_enabled() -> bool:
-    if os.environ.get("MOESERVE_PACKED_GEMM", "1") in ("0", "false", "off"):
+    if not envs.PACKED_GEMM.get():
         return False
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
@@ -87,7 +93,7 @@ def warm_up(model: nn.Module, max_rows: int | None = None, limits: dict[int, int
     Decode steps meet small row counts (rows per expert, sequences sampled) and prefill steps of a few
     short prompts meet up to a few hundred (every token of the step goes through the dense weights):
     with kernels built to 64 rows only, a fresh server's first prefill steps of 65-101 tokens ran
-    15-25% slower than the same steps a round later (session 15). So they are built at start-up, as
+    15-25% slower than the same steps a round later. So they are built at start-up, as
     vLLM does with its warm-up runs; the budget bounds the start-up of a model whose GEMMs are large.
     max_rows: MOESERVE_GEMM_WARMUP_ROWS, default 256 (0 = off: the tests). Returns the calls made."""
     if max_rows is None:
@@ -109,16 +115,18 @@ def warm_up(model: nn.Module, max_rows: int | None = None, limits: dict[int, int
 
 
 def warm_up_rows() -> int:
-    return int(os.environ.get("MOESERVE_GEMM_WARMUP_ROWS", "256"))
+    return envs.GEMM_WARMUP_ROWS.get()
 
 
 def distinct_packed(model: nn.Module) -> dict[tuple, torch.Tensor]:
     """One packed weight of each distinct (packed shape, kind) in `model`; kind: "dense", or "expert"
-    (packed with a smaller rows hint, so possibly another blocked layout)."""
+    (packed with a smaller rows hint, so possibly another blocked layout). Reads the CPU set's copies
+    (`kernel_state`: kernels/cpu/linear.py PackedLinear, kernels/cpu/experts.py PackedExperts)."""
     shapes: dict[tuple, torch.Tensor] = {}
     for module in model.modules():
-        packs = [("dense", getattr(module, "packed", None))]
-        packs += [("expert", p) for p in (getattr(module, "packed13", None) or []) + (getattr(module, "packed2", None) or [])]
+        state = getattr(module, "kernel_state", None)
+        packs = [("dense", getattr(state, "packed", None))]
+        packs += [("expert", p) for p in (getattr(state, "packed13", None) or []) + (getattr(state, "packed2", None) or [])]
         for kind, packed in packs:
             if isinstance(packed, torch.Tensor):
                 shapes.setdefault((*packed.shape, kind), packed)
@@ -129,7 +137,7 @@ def row_checks(model: nn.Module, row_counts: list[int], limits: dict[int, int] |
     """One function per distinct packed weight of `model`, running that GEMM on fixed random inputs
     at each of `row_counts` (at most limits[id(packed)] rows, where given) and returning an exact
     digest of each output's bits ([counts, 3] int64: the sum of the fp32 bit patterns, and that sum
-    weighted by row and by column), so comparing two runs (engine/step_threads.py, under two thread
+    weighted by row and by column), so comparing two runs (kernels/cpu/step_threads.py, under two thread
     settings) keeps no copy of the outputs. Inputs are drawn when a check runs, not before."""
     checks = []
     for (_, in_features, _), packed in distinct_packed(model).items():
@@ -153,63 +161,3 @@ def row_checks(model: nn.Module, row_counts: list[int], limits: dict[int, int] |
 
         checks.append(run)
     return checks
-
-
-def pack_weights(model: nn.Module) -> int:
-    """Call `pack()` on every submodule that has one (after loading); returns how many packed."""
-    count = 0
-    for module in model.modules():
-        pack = getattr(module, "pack", None)
-        if callable(pack) and pack():
-            count += 1
-    return count
-
-
-class PackedWeight:
-    """Mixin for a module with `weight` [O, I]: `pack()` snapshots it for `linear(..., self.packed)`,
-    and as panels for calls of at most panel_gemm.small_rows() rows (dense/panel_gemm.py, where
-    available); `packed` and `panels` are None (F.linear) until then, and the module's `load` resets
-    them. `enable_split(n)` adds a column split over n threads (dense/split_linear.py) where it gives
-    the same bits as the packed GEMM; `matmul` then times both ways per call size and keeps the
-    faster, for the calls the panels do not take."""
-
-    weight: torch.Tensor
-    packed: torch.Tensor | None = None
-    panels: torch.Tensor | None = None
-    split = None  # a SplitLinear, or None
-
-    def pack(self) -> bool:
-        """A new snapshot drops the column blocks of the old one; whoever packs again after start-up
-        calls `enable_split` again if it wants them (ModelRunner does once, after loading)."""
-        self.split = None
-        self.packed = pack_weight(self.weight)
-        self.panels = panel_gemm.pack(self.weight) if self.packed is not None else None
-        return self.packed is not None
-
-    def unpack(self) -> None:
-        """Drop every snapshot of the weight (a `load` is about to write it)."""
-        self.packed = self.panels = None
-        self.split = None
-
-    def enable_split(self, threads: int) -> bool:
-        from moeserve.dense.split_linear import SplitLinear
-
-        self.split = None
-        if self.packed is not None and threads > 1:
-            self.split = SplitLinear.create(self.weight, getattr(self, "bias", None), self.packed, threads)
-        return self.split is not None
-
-    def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """x [T, I] -> x @ weight.T + bias [T, O]. Which kernel runs depends on T only (the panels up
-        to small_rows() rows, above that oneDNN, split or not: the same bits), never on timings."""
-        panels = self.panels
-        if panels is not None and x.dim() == 2 and x.shape[0] <= panel_gemm.small_rows() and x.dtype == torch.float32:
-            out = torch.ops.moeserve.panel_linear(x, panels, self.weight.shape[0])
-            return out if bias is None else out.add_(bias)
-        split = self.split
-        if split is None or self.packed is None or x.dim() != 2 or not 0 < x.shape[0] <= split.max_rows \
-                or x.dtype != torch.float32:
-            return linear(x, self.weight, bias, self.packed)
-        return split.chooser.timed(
-            x.shape[0], lambda: linear(x, self.weight, bias, self.packed), lambda: split.run(x, bias)
-        )

@@ -17,15 +17,17 @@ is prefilled, the front end has handed them over and waits for their first token
 engine also lends their idle time (`lend_idle_cores`): one inter-op thread per reserved core, pinned
 there at SCHED_IDLE, the kernel's lowest priority, which runs only what the core's own processes
 leave. The expert loop and the column-split GEMMs fork their second chunk onto it, and take it back
-if it has not started when they are done with their own (`dense/split_chooser.take`): a busy front
+if it has not started when they are done with their own (`kernels/cpu/split_chooser.take`): a busy front
 end costs a step a fork, never a wait. Serving tiny-mixtral against vLLM, it cut the TTFT p50 from
 40 to 32 ms without the prompt split, and the per-round TTFT p99 from 50.6 to 47.2 with it
 (docs/performance.md). MOESERVE_IDLE_HELPERS=0 turns it off.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from typing import Any
 
 from moeserve import envs
 
@@ -69,7 +71,7 @@ def lend_idle_cores(cores: list[int]) -> int:
     pinned to: the front end's), each pinned to its core at SCHED_IDLE, the kernel's lowest
     priority: it runs only what the core's own processes leave idle. The expert loop and the
     column-split GEMMs fork their second chunk onto it (torch.jit.fork) and take the chunk back if
-    it has not started when their own is done (dense/split_chooser.take). Returns how many helpers
+    it has not started when their own is done (kernels/cpu/split_chooser.take). Returns how many helpers
     run (0: none: MOESERVE_IDLE_HELPERS=0, the pool already existed, or the kernel refused). Call
     before anything forks."""
     import torch
@@ -102,3 +104,19 @@ def _start_interop_pool(x):
         return torch.jit.wait(torch.jit.fork(torch.neg, x))
 
     return touch(x)
+
+
+def pinned(config: Any) -> Any:
+    """Pins this process to the cores the front end does not keep (below); the
+    reservation is then in the affinity mask, so the thread counts see no further cores reserved."""
+    parallel = config.parallel
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = bind_engine_process(parallel.reserved_cores or 0, parallel.ranks_per_node, parallel.asked_threads())
+    if cores is None:
+        return config
+    parallel = dataclasses.replace(parallel, reserved_cores=0)
+    if parallel.expert_threads is None:  # --expert-threads given: the user's count, on the engine's cores
+        helpers = lend_idle_cores([c for c in available if c not in cores])
+        if helpers:
+            parallel = dataclasses.replace(parallel, expert_threads=len(cores) + helpers)
+    return dataclasses.replace(config, parallel=parallel)

@@ -1,6 +1,6 @@
 """Choosing, call by call, between running work on one thread or split over several, by timing both.
 
-Used by the packed expert loop (moe/expert_threads.py) and the column-split linears (dense/gemm.py).
+Used by the packed expert loop (kernels/cpu/expert_threads.py) and the column-split linears (kernels/cpu/gemm.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class SplitChooser:
     PROBES = 3
     ALPHA = 0.3  # weight of the newest timing in the average
     # process-wide: False while a step runs on more intra-op threads instead of forks
-    # (engine/step_threads.py); every call then runs serially and records nothing
+    # (kernels/cpu/step_threads.py); every call then runs serially and records nothing
     forks_enabled = True
 
     def __init__(self) -> None:
@@ -67,7 +67,7 @@ def take(claims, i: int) -> bool:
     `claims` is an int8 tensor, one flag a chunk. A forked chunk runs only if its thread takes it
     first; the calling thread, done with its own chunk, takes every chunk no thread has started and
     runs it itself. So a fork whose thread is slow to start (its core busy: the lent helpers of
-    engine/cpu_binding.py run at idle priority) costs the call nothing but the fork, instead of a wait.
+    kernels/cpu/cpu_binding.py run at idle priority) costs the call nothing but the fork, instead of a wait.
     Without atomics two threads that look at once may both take a chunk; both compute the same bits,
     the caller keeps its own. TorchScript-compatible: the forked loops call it compiled."""
     if int(claims[i]) != 0:

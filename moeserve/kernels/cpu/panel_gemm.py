@@ -1,7 +1,7 @@
 """Few-row fp32 GEMMs through a small C++ kernel over weights stored in 16-column panels.
 
 Why: at decode an expert gets a handful of rows (8 sequences, top-2 of 8 experts: ~2 rows each), so
-its two GEMMs are a stream of its weights, and oneDNN's packed kernel (dense/gemm.py) reads them at a
+its two GEMMs are a stream of its weights, and oneDNN's packed kernel (kernels/cpu/gemm.py) reads them at a
 third to a half of the rate the core streams memory (measured, tiny-mixtral's expert shapes,
 docs/performance.md). `csrc/panel_gemm.cpp` stores a weight [O, I] as ceil(O / 16) panels of
 [I, 16] contiguous floats and runs up to 6 rows against a panel while it sits in L1, so each weight
@@ -11,10 +11,10 @@ same bits as the AVX2 path (`MOESERVE_PANEL_ISA=avx2` forces the latter).
 
 Bits: every output element is one in-order fp32 FMA sum over the input features, on one thread, so a
 row's result does not depend on the other rows of the call nor on the intra-op thread count
-(engine/step_threads.py switches that between steps). It differs from F.linear and oneDNN by fp32
+(kernels/cpu/step_threads.py switches that between steps). It differs from F.linear and oneDNN by fp32
 rounding (~1e-6 relative), as those differ from each other.
 
-Build and fallback: dense/cpu_kernels.py builds it with the other C++ kernels. Not loaded there, or
+Build and fallback: kernels/cpu/cpu_kernels.py builds it with the other C++ kernels. Not loaded there, or
 `MOESERVE_PANEL_GEMM=0`: `available()` is False and every caller stays on oneDNN, with the same
 tokens up to fp32 rounding.
 
@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from moeserve.dense import cpu_kernels
+from moeserve import envs
+
+from moeserve.kernels.cpu import cpu_kernels
 
 PANEL = 16
 # at most this many rows take the panel kernel, by the vector width of the path it runs here (AVX2:
@@ -45,7 +47,7 @@ def available() -> bool:
 
 
 def _load() -> bool:
-    if cpu_kernels.switched_off("MOESERVE_PANEL_GEMM"):
+    if not envs.PANEL_GEMM.get():
         return False
     return cpu_kernels.load()
 
@@ -68,7 +70,7 @@ def ensure_op() -> None:
     library.define("panel_linear(Tensor x, Tensor panels, int out_features) -> Tensor")
 
     def unavailable(x: torch.Tensor, panels: torch.Tensor, out_features: int) -> torch.Tensor:
-        raise RuntimeError("the panel GEMM kernel is not available (dense/panel_gemm.py)")
+        raise RuntimeError("the panel GEMM kernel is not available (kernels/cpu/panel_gemm.py)")
 
     library.impl("panel_linear", unavailable, "CPU")
     _stub.append(library)

@@ -43,7 +43,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from moeserve.dense.split_chooser import SplitChooser
+from moeserve.kernels.cpu.split_chooser import SplitChooser
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,202 @@
+"""The kernel seam: the hot operations of a forward pass, called through one `KernelSet`.
+
+A rank picks its set once at start-up (kernels/registry.py, from --device and --kernels) and binds
+it to the model (`bind_kernels`); each layer then calls `self.kernels.<op>(...)`. Layers and models
+never branch on the device and never import a set: what differs between devices lives in a set.
+
+`KernelSet` itself is the `torch` set: plain torch, runs on any device, the oracle the other sets
+are tested against. A set for a device subclasses it and overrides the operations it speeds up
+(kernels/cpu/kernel_set.py, kernels/triton_set.py); anything it does not override runs the
+reference. Switches a set needs for the whole process (thread counts, fork switches, caches) live
+inside that set.
+
+Weights: a set may keep its own copy of a layer's weight (oneDNN-packed, panels, ...). It makes it
+in `prepare_linear` / `prepare_experts` and the layer holds it as `kernel_state`, opaque to the
+layer; a layer drops it whenever its weight is written (`load`, `set_slot`), and whoever wrote it
+calls `prepare` again (the rank after loading, the rebalancer after moving experts).
+
+Shape legend: T rows, I in features, O out features, N new tokens, B sequences, hq / hk query / KV
+heads, D head dim, NB cache blocks, BS block size, R rows dispatched to this rank's experts, S local
+expert slots, H hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from moeserve.kernels.reference import attention as reference_attention
+from moeserve.kernels.reference import experts as reference_experts
+from moeserve.kernels.reference.mla import mla_decode as reference_mla_decode
+
+
+class KernelSet:
+    """The plain-torch kernel set (`--kernels torch`). Stateless apart from `device`."""
+
+    name = "torch"
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.device})"
+
+    # ---- life cycle (a rank calls these in this order) ----------------------------------------
+
+    @classmethod
+    def tune_engine_process(cls, config: Any) -> Any:
+        """Tune the engine process that will run this set, before anything starts threads; -> the
+        EngineConfig to run (the cpu set pins it to cores: kernels/cpu/cpu_binding.py)."""
+        return config
+
+    @classmethod
+    def build(cls) -> None:
+        """Build what the set compiles ahead of time; a launcher calls it once before spawning ranks,
+        so they do not all build at the same moment."""
+
+    def prepare_model(self, model: nn.Module, settings: Any = None) -> None:
+        """After loading: bind this set to every layer of `model` and let each prepare its weights.
+        settings: the EngineConfig (sets that tune themselves read it; None in tests)."""
+        bind_kernels(model, self)
+
+    def start_steps(self, forwards: Any) -> None:
+        """After the KV cache exists: `forwards()` returns callables that each run a forward of the
+        model on the rank's cache (sets that check a way of running steps use them)."""
+
+    def step(self, num_tokens: int) -> contextlib.AbstractContextManager:
+        """The context one step of `num_tokens` tokens runs in."""
+        return contextlib.nullcontext()
+
+    # ---- weights ----------------------------------------------------------------------------------
+
+    def prepare_linear(self, layer: KernelWeight) -> Any:
+        """layer.weight [O, I] -> this set's copy for `linear`, or None (it reads layer.weight)."""
+        return None
+
+    def prepare_experts(self, layer: Any, slots: list[int] | None = None) -> Any:
+        """layer: a GroupedExperts (w13 [S, 2Il, H], w2 [S, H, Il]); slots: None = all, else only
+        these slots changed and layer.kernel_state holds the rest -> the new state, or None."""
+        return None
+
+    # ---- operations -------------------------------------------------------------------------------
+
+    def linear(self, layer: KernelWeight, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """x [T, I] -> x @ layer.weight.T + bias [T, O]."""
+        return F.linear(x, layer.weight, bias)
+
+    def experts(self, layer: Any, batch: Any) -> torch.Tensor:
+        """batch: an ExpertBatch (hidden [R, H] slot-major, offsets [S] int32, counts [S] int64) ->
+        [R, H] = w2 @ (act(gate) * up) per row with its slot's weights (see GroupedExperts)."""
+        x = batch.hidden
+        # grouped_mm takes fp32 on CPU only (CUDA's runs bf16)
+        grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
+        if grouped and batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots:
+            return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act)
+        return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act)
+
+    def paged_attention(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: Any,
+        scale: float,
+        sliding_window: int | None = None,
+    ) -> torch.Tensor:
+        """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V; meta: the step's
+        AttentionMetadata (prefill, chunked prefill over a cached prefix, decode, or a mix) -> [N, hq, D].
+        sliding_window: a query at position p sees keys at positions > p - sliding_window."""
+        return reference_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+
+    def mla_decode(
+        self,
+        q_latent: torch.Tensor,
+        q_rope: torch.Tensor,
+        cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """MLA decode with absorbed weights: q_latent [B, h, R], q_rope [B, h, r]; cache [NB, BS, R + r];
+        block_tables [B, C] int64; seq_lens [B] int64 -> [B, h, R] (kernels/reference/mla.py)."""
+        return reference_mla_decode(q_latent, q_rope, cache, block_tables, seq_lens, scale)
+
+    def rms_norm(
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x [..., H], weight [H] -> [..., H] in x's dtype (HF: normalise in fp32, cast back, scale).
+        With residual [..., H]: (rms_norm(x + residual), x + residual), the pre-norm block's add fused.
+        fp32: torch's fused rms_norm, the same arithmetic in one op."""
+        if residual is not None:
+            h = x + residual
+            return self.rms_norm(h, weight, eps), h
+        if x.dtype == torch.float32 and weight.dtype == torch.float32:
+            return F.rms_norm(x, weight.shape, weight, eps)
+        return rms_norm_reference(x, weight, eps)
+
+    def rotary(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [N, h, D]; cos, sin [N, D] -> x rotated (rotate-half layout, HF's apply_rotary_pos_emb)."""
+        return apply_rotary_reference(x, cos, sin)
+
+
+def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., H], weight [H] -> [..., H] in x's dtype."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+def apply_rotary_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [N, h, D]; cos, sin [N, D] -> [N, h, D]."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+REFERENCE = KernelSet()
+
+
+class UsesKernels:
+    """A layer whose hot operations run through `self.kernels`: the reference set until
+    `bind_kernels` gives it the rank's set (layers built alone, in tests, run the reference)."""
+
+    kernels: KernelSet = REFERENCE
+
+    def prepare(self) -> bool:
+        """Let the bound set take its copy of this layer's weights; True when it kept one."""
+        return False
+
+
+class KernelWeight(UsesKernels):
+    """A layer with `weight` [O, I] whose product runs through `kernels.linear` (`matmul`)."""
+
+    weight: torch.Tensor
+    kernel_state: Any = None  # the bound set's copy of `weight` (prepare_linear); None = none
+
+    def prepare(self) -> bool:
+        self.kernel_state = self.kernels.prepare_linear(self)
+        return self.kernel_state is not None
+
+    def unpack(self) -> None:
+        """Drop the set's copy of the weight (a `load` is about to write it)."""
+        self.kernel_state = None
+
+    def matmul(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """x [T, I] -> x @ weight.T + bias [T, O]."""
+        return self.kernels.linear(self, x, bias)
+
+
+def bind_kernels(model: nn.Module, kernels: KernelSet) -> int:
+    """Give every layer of `model` that uses kernels the set `kernels` and let it prepare its weights
+    (after loading). Returns how many layers kept a prepared copy."""
+    prepared = 0
+    for module in model.modules():
+        if isinstance(module, UsesKernels):
+            module.kernels = kernels
+            prepared += bool(module.prepare())
+    return prepared

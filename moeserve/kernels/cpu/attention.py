@@ -1,0 +1,86 @@
+"""The CPU set's paged attention: decode sequences through the C++ kernel that reads the cache in
+place (kernels/cpu/paged_decode.py), everything else through the torch set's gather + SDPA path.
+
+A decode step (one query per sequence) runs the kernel for all of it; a mixed step runs it for its
+one-token sequences and the gather path for the others, so a decoding sequence's query is not
+padded to the longest prefill's. Where the kernel does not apply (not built, another dtype,
+`MOESERVE_DECODE_ATTENTION=0`) every step takes the torch path.
+
+Shape legend: N new tokens, B sequences, Q max new tokens per sequence, hq / hk query / KV heads,
+D head dim, NB cache blocks, BS block size. `meta`: the step's AttentionMetadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from moeserve.kernels.cpu import paged_decode
+from moeserve.kernels.reference.attention import block_tables_and_bias, gathered_attention, windowed
+from moeserve.kernels.reference.attention import paged_attention as torch_paged_attention
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: Any,
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D]."""
+    N = q.shape[0]
+    if N == 0 or not paged_decode.applies(q, k_cache):
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+    tables, bias = block_tables_and_bias(meta)
+    if bias.shape[2] == 1 and tables.shape[0] == N:  # a decode step
+        return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window)
+    split = mixed_split(meta)
+    if split is None:
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+    if sliding_window:
+        bias = windowed(bias, meta, sliding_window)
+    return mixed_attention(q, k_cache, v_cache, meta, tables, bias.to(q.dtype), split, scale, sliding_window)
+
+
+def mixed_split(meta: Any) -> tuple[torch.Tensor, ...] | None:
+    """A mixed step's sequences with one new token (`one`, and their `tokens`) and the others
+    (`rest`, their queries `index` / `valid` cut to the longest of them), or None when no sequence
+    has one new token. Worked out once per step, for every layer (meta.derived)."""
+    if "mixed_split" not in meta.derived:
+        single = meta.query_valid.sum(1) == 1  # [B]
+        split = None
+        if bool(single.any()):
+            one, rest = single.nonzero().squeeze(1), (~single).nonzero().squeeze(1)
+            valid = meta.query_valid[rest]
+            Q = int(valid.sum(1).max()) if rest.numel() else 0  # the longest of these queries, not of the step's
+            split = (one, meta.query_index[one, 0], rest, meta.query_index[rest, :Q], valid[:, :Q])
+        meta.derived["mixed_split"] = split
+    return meta.derived["mixed_split"]
+
+
+def mixed_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: Any,
+    tables: torch.Tensor,
+    bias: torch.Tensor,
+    split: tuple[torch.Tensor, ...],
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """A mixed step (`split` from mixed_split): the sequences with one new token through the decode
+    kernel, the others (prefills, chunks) through the gather + SDPA path on just their rows and
+    queries, so a decoding sequence's query is not padded to the longest prefill's. Each sequence
+    gets the bits it would get in a step of its own kind."""
+    one, tokens, rest, index, valid = split
+    out = torch.empty_like(q)
+    out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
+                                      sliding_window)
+    if rest.numel():
+        Q = index.shape[1]
+        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale)
+        out[index[valid]] = prefills
+    return out

@@ -1,0 +1,172 @@
+"""Paged attention (MHA/GQA) over the KV cache in plain torch: the `torch` set's path, and the
+per-head reference every kernel is tested against.
+
+One batched path serves prefill, chunked prefill, decode and mixed steps: each sequence's context
+blocks are gathered through its block table, queries are padded to [B, Q] with `meta.query_index`,
+and one `scaled_dot_product_attention` call with an additive mask covers every sequence of the step.
+`meta` is an AttentionMetadata (dense/attention_metadata.py), read only.
+
+Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context length,
+hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: Any,
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D].
+
+    sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+    Keys are gathered whole blocks at a time (one index_select per cache, C * BS = Lc keys per
+    sequence) and masked with the additive `meta.attn_bias`: a float mask keeps SDPA off its slow
+    boolean path, and gathering blocks instead of single slots copies 16 rows per index.
+    GQA without repeating K/V: the g = hq / hk query heads sharing a KV head become g * Q query
+    rows of that head, so SDPA sees hk heads and never expands the keys.
+    """
+    N, hq, D = q.shape
+    if N == 0:
+        return q.new_empty(0, hq, D)
+    tables, bias = block_tables_and_bias(meta)
+    B, C = tables.shape
+    Q = bias.shape[2]  # the longest query of the step
+    if sliding_window:
+        bias = windowed(bias, meta, sliding_window)
+    bias = bias.to(q.dtype)
+    if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
+        groups = meta.decode_groups or [(None, C)]
+        if len(groups) == 1:
+            return decode_attention(q, k_cache, v_cache, tables[:, :C], bias, scale)
+        out = torch.empty_like(q)
+        for index, c in groups:  # shorter contexts gather fewer blocks
+            lc = c * k_cache.shape[1]
+            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale)
+        return out
+    return gathered_attention(q, k_cache, v_cache, tables, bias, meta.query_index, meta.query_valid, scale)
+
+
+def gathered_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    tables: torch.Tensor,
+    bias: torch.Tensor,
+    query_index: torch.Tensor,
+    query_valid: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Each sequence's context gathered from the cache, one SDPA call for all. q [N, hq, D]; tables
+    [B, C]; bias [B, 1, Q, C * BS]; query_index, query_valid [B, Q] -> [valid queries, hq, D] in the
+    order of query_index[query_valid]."""
+    (B, Q), (hq, D), hk = query_index.shape, q.shape[1:], k_cache.shape[-2]
+    Lc, g = tables.shape[1] * k_cache.shape[1], hq // hk
+    blocks = tables.reshape(-1)
+    keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)  # [B, hk, Lc, D]
+    values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
+    queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
+    bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
+    out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
+    out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
+    return out[query_valid]
+
+
+def decode_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tables: torch.Tensor, bias: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """One new token per sequence. q [b, hq, D]; tables [b, c] blocks; bias [b, 1, 1, c * BS] -> [b, hq, D].
+    The g query heads of a KV head are that head's g query rows: no K/V repeat, no query copy."""
+    b, hq, D = q.shape
+    hk = k_cache.shape[-2]
+    lc = tables.shape[1] * k_cache.shape[1]
+    blocks = tables.reshape(-1)
+    keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
+    values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
+    out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
+    return out.reshape(b, hq, D)
+
+
+# query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
+# OpenMP thread than with several (seen on torch 2.13, AVX2; 2 and 4-16 rows do not differ)
+THREAD_SENSITIVE_ROWS = (1, 3)
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """scaled_dot_product_attention with q [b, h, R, D], an additive bias [b, 1, R or 1, L]. R of 1 or 3
+    is padded with a zero query row (sliced off after), so the bits do not depend on the thread count
+    (kernels/cpu/step_threads.py switches it between steps); each row's result is its own either way."""
+    rows = q.shape[-2]
+    if rows not in THREAD_SENSITIVE_ROWS:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    q = F.pad(q, (0, 0, 0, 1))
+    if bias.shape[-2] == rows:
+        bias = F.pad(bias, (0, 0, 0, 1))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)[..., :rows, :]
+
+
+def block_tables(meta: Any) -> torch.Tensor:
+    """[B, C] int64 cache blocks of each sequence's context (entries past its blocks are arbitrary)."""
+    if meta.block_tables is not None:
+        return meta.block_tables
+    return meta.context_slots[:, :: meta.block_size] // meta.block_size
+
+
+def block_tables_and_bias(meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """meta.block_tables [B, C] and meta.attn_bias [B, 1, Q, C * BS], derived from the slot-level
+    fields when metadata was built without them."""
+    if meta.block_tables is not None and meta.attn_bias is not None:
+        return meta.block_tables, meta.attn_bias
+    BS = meta.block_size
+    B, Q, L = meta.attn_mask.shape[0], meta.attn_mask.shape[2], meta.context_slots.shape[1]
+    C = -(-L // BS)
+    tables = meta.context_slots[:, ::BS] // BS  # [B, C]: first slot of each block
+    bias = torch.full((B, 1, Q, C * BS), float("-inf"), device=meta.context_slots.device)
+    bias[..., :L].masked_fill_(meta.attn_mask, 0.0)
+    return tables, bias
+
+
+def windowed(bias: torch.Tensor, meta: Any, window: int) -> torch.Tensor:
+    """bias [B, 1, Q, Lc] -> the same with keys at positions <= p - window hidden from a query at p."""
+    B, _, Q, Lc = bias.shape
+    query_pos = meta.positions[meta.query_index]  # [B, Q]
+    key_pos = torch.arange(Lc, device=bias.device)
+    outside = key_pos[None, None, :] <= (query_pos[:, :, None] - window)  # [B, Q, Lc]
+    outside &= meta.query_valid[:, :, None]  # padded query rows keep their key 0
+    return bias.masked_fill(outside[:, None], float("-inf"))
+
+
+def paged_attention_reference(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: Any,
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against."""
+    hq, hk, D = q.shape[1], k_cache.shape[-2], k_cache.shape[-1]
+    k_flat, v_flat = k_cache.view(-1, hk, D), v_cache.view(-1, hk, D)
+    out = torch.empty_like(q)
+    for b in range(meta.num_seqs):
+        lo, hi = int(meta.query_start[b]), int(meta.query_start[b + 1])
+        ctx_len = int(meta.seq_lens[b])
+        slots = meta.context_slots[b, :ctx_len]
+        keys, values = k_flat[slots], v_flat[slots]  # [C, hk, D]
+        for i in range(lo, hi):
+            pos = int(meta.positions[i])
+            first = max(0, pos - sliding_window + 1) if sliding_window else 0
+            for h in range(hq):
+                kv_h = h // (hq // hk)
+                scores = (keys[first : pos + 1, kv_h].float() @ q[i, h].float()) * scale
+                out[i, h] = (scores.softmax(-1) @ values[first : pos + 1, kv_h].float()).to(q.dtype)
+    return out

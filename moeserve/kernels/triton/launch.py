@@ -1,0 +1,81 @@
+"""How the kernels of this package are launched, and the host-side helpers they share.
+
+Interpreted or compiled is decided at each launch (`Kernel`), not at import. triton 3.9 reads
+TRITON_INTERPRET twice: when `@triton.jit` decorates a function and when `import triton` decorates its
+own library (`tl.sum`, `tl.max`, `tl.zeros`, `tl.sigmoid`, `tl.cdiv` are jit functions that only run
+in the mode triton was imported in). So kernels here are plain functions wrapped in `Kernel`, built as
+an interpreted or compiled function when launched, and they call only triton builtins: reductions are
+`tl.reduce(x, axis, SUM)` / `tl.reduce(x, axis, MAX)` (the interpreter maps those two combine
+functions to numpy without calling them), zeros are `tl.full`. Then a test can set TRITON_INTERPRET=1
+for itself alone, whatever imported triton first, and a GPU run in the same process still compiles.
+
+Shape legend: S groups (expert slots, sequences), E [S] cumulative end rows, T tiles.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import torch
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+SUM = tl.standard._sum_combine
+MAX = tl.standard._elementwise_max
+
+
+def interpreting() -> bool:
+    """TRITON_INTERPRET as triton reads it, now."""
+    return bool(triton.knobs.runtime.interpret)
+
+
+class Kernel:
+    """A kernel function launched as `kernel[grid](*args, **constexprs)`, interpreted when
+    TRITON_INTERPRET=1 at launch time, compiled otherwise (one compiled object per mode, kept)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.built: dict[bool, object] = {}
+
+    def __getitem__(self, grid):
+        mode = interpreting()
+        if mode not in self.built:
+            self.built[mode] = InterpretedFunction(self.fn) if mode else JITFunction(self.fn)
+        return self.built[mode][grid]
+
+
+def upcast(dtype: torch.dtype) -> bool:
+    """Whether a kernel casts its tiles to fp32 before `tl.dot`: always under the interpreter (its
+    fp16 / bf16 products are numpy's, not fp32-accumulated) and for fp32 inputs (then the products
+    are exact fp32, not tf32); fp16 / bf16 on a GPU go to the tensor cores as they are."""
+    return interpreting() or dtype == torch.float32
+
+
+def pow2(n: int, least: int = 1) -> int:
+    """The smallest power of two >= max(n, least): a block size that covers n."""
+    return max(triton.next_power_of_2(max(n, 1)), least)
+
+
+def tile_table(ends: torch.Tensor, block: int, max_tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split groups of rows into tiles of at most `block` rows, on the device, without a host sync.
+
+    ends [S] int cumulative end row of each group (group s owns rows ends[s-1]..ends[s]); max_tiles an
+    upper bound on the number of tiles known on the host (rows // block + S covers any split) ->
+    (group [T] int32, first row [T] int32) for T = max_tiles; tiles past the last are group -1.
+    A launch over max_tiles programs reads its tile here; empty groups own no tile.
+    """
+    ends = ends.to(torch.int64)
+    if ends.numel() == 0:
+        none = torch.full((max_tiles,), -1, dtype=torch.int32, device=ends.device)
+        return none, torch.zeros_like(none)
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])
+    per_group = (ends - starts + block - 1) // block  # [S]
+    tile_ends = torch.cumsum(per_group, 0)  # [S]
+    tiles = torch.arange(max_tiles, device=ends.device)
+    group = torch.searchsorted(tile_ends, tiles, right=True)  # [T]: first group whose tiles end past t
+    valid = group < ends.shape[0]
+    g = group.clamp(max=ends.shape[0] - 1)
+    first_tile = tile_ends[g] - per_group[g]
+    row = starts[g] + (tiles - first_tile) * block
+    group = torch.where(valid, group, -1)
+    return group.to(torch.int32), torch.where(valid, row, 0).to(torch.int32)

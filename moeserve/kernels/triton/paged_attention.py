@@ -1,0 +1,278 @@
+"""Paged attention (MHA/GQA) reading the block tables in place: decode and prefill over a cached prefix.
+
+Shape legend: N query tokens, B sequences, hq / hk query / KV heads (G = hq / hk), D head dim, NB cache
+blocks, BS block size, C block-table columns, P context splits.
+    k_cache, v_cache  [NB, BS, hk, D]   already holding this step's K/V
+    block_tables      [B, C] int        block of each sequence's positions c * BS .. c * BS + BS - 1
+    seq_lens          [B] int           context length, this step's tokens included
+sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+
+Decode (`_decode_kernel`): program (sequence, KV head, split) takes the G query heads sharing the KV
+head as the rows of one tile (padded to 16 for the tensor cores), so each key is read once for all
+of them, and runs an online softmax over its part of the context, BLOCK_N keys at a time: a key's
+block comes from the table (positions // BS), its row from positions % BS. With P > 1 splits (long
+contexts, few sequences) each part writes an unnormalised partial and split_combine.py merges them.
+Prefill (`_prefill_kernel`): program (tile of BLOCK_Q query tokens of one sequence, KV head) takes
+those tokens' G heads as BLOCK_Q * G rows and walks keys from the window's start to the tile's last
+query (causal), so later tiles read more keys; tiles map to sequences through launch.tile_table.
+Softmax runs in the log2 domain (exp2) with fp32 statistics and accumulator.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton.language as tl
+
+from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, tile_table, upcast
+from moeserve.kernels.triton.split_combine import EMPTY, combine, num_splits
+
+LOG2E = 1.4426950408889634
+
+
+def _decode_kernel(
+    q_ptr, k_ptr, v_ptr, tables_ptr, seq_lens_ptr, out_ptr, acc_ptr, ml_ptr,
+    scale_log2, window, G, D, BS,
+    sq_b, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p,
+    P: tl.constexpr, UPCAST: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    b = tl.program_id(0)
+    kvh = tl.program_id(1)
+    part = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + b).to(tl.int32)
+    lo = tl.where(window > 0, tl.maximum(seq_len - window, 0), 0)
+    chunk = ((seq_len - lo + P - 1) // P + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+    start = lo + part * chunk
+    stop = tl.minimum(start + chunk, seq_len)
+    g = tl.arange(0, BLOCK_G)
+    g_ok = g < G
+    heads = kvh * G + g
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < D
+    q = tl.load(q_ptr + b * sq_b + heads[:, None] * sq_h + d[None, :], mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    m = tl.full([BLOCK_G], EMPTY, tl.float32)
+    l = tl.full([BLOCK_G], 0.0, tl.float32)
+    acc = tl.full([BLOCK_G, BLOCK_D], 0.0, tl.float32)
+    table = tables_ptr + b.to(tl.int64) * st_b
+    for n0 in range(start, stop, BLOCK_N):
+        pos = n0 + tl.arange(0, BLOCK_N)
+        ok = pos < stop
+        block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
+        row = (pos % BS).to(tl.int64)
+        kt = tl.load(k_ptr + block[None, :] * sk_nb + row[None, :] * sk_bs + kvh * sk_h + d[:, None],
+                     mask=ok[None, :] & d_ok[:, None], other=0.0)  # [BLOCK_D, BLOCK_N]  # fmt: skip
+        v = tl.load(v_ptr + block[:, None] * sv_nb + row[:, None] * sv_bs + kvh * sv_h + d[None, :],
+                    mask=ok[:, None] & d_ok[None, :], other=0.0)  # [BLOCK_N, BLOCK_D]  # fmt: skip
+        if UPCAST:
+            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
+        else:
+            s = tl.dot(q, kt)
+        s = tl.where(ok[None, :], s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l = l * alpha + tl.reduce(p, 1, SUM)
+        if UPCAST:
+            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m = m_new
+    if P == 1:
+        out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
+        tl.store(out_ptr + b * so_b + heads[:, None] * so_h + d[None, :], out.to(out_ptr.dtype.element_ty),
+                 mask=g_ok[:, None] & d_ok[None, :])  # fmt: skip
+    else:
+        tl.store(acc_ptr + b * sa_b + heads[:, None] * sa_h + part * sa_p + d[None, :], acc,
+                 mask=g_ok[:, None] & d_ok[None, :])  # fmt: skip
+        ml = ml_ptr + b * sm_b + heads * sm_h + part * sm_p
+        tl.store(ml, m, mask=g_ok)
+        tl.store(ml + 1, l, mask=g_ok)
+
+
+def _prefill_kernel(
+    q_ptr, k_ptr, v_ptr, tables_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, out_ptr,
+    scale_log2, window, G, D, BS,
+    sq_n, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_n, so_h,
+    UPCAST: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    tile = tl.program_id(0)
+    kvh = tl.program_id(1)
+    b = tl.load(tile_seq_ptr + tile)
+    if b < 0:
+        return
+    first = tl.load(tile_row_ptr + tile)
+    q_begin = tl.load(query_start_ptr + b).to(tl.int32)
+    q_end = tl.load(query_start_ptr + b + 1).to(tl.int32)
+    seq_len = tl.load(seq_lens_ptr + b).to(tl.int32)
+    past = seq_len - (q_end - q_begin)  # cached tokens before this step's queries
+    r = tl.arange(0, BLOCK_Q * BLOCK_G)
+    tok = first + r // BLOCK_G
+    g = r % BLOCK_G
+    row_ok = (tok < q_end) & (g < G)
+    q_pos = past + tok - q_begin
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < D
+    q_rows = tok.to(tl.int64) * sq_n + (kvh * G + g) * sq_h
+    q = tl.load(q_ptr + q_rows[:, None] + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+    hi = past + tl.minimum(first + BLOCK_Q, q_end) - q_begin  # keys up to the tile's last query
+    lo = tl.where(window > 0, tl.maximum(past + first - q_begin - window + 1, 0), 0)
+    oldest = tl.where(window > 0, q_pos - window, -1)  # [rows]: newest key each row may not see
+    m = tl.full([BLOCK_Q * BLOCK_G], EMPTY, tl.float32)
+    l = tl.full([BLOCK_Q * BLOCK_G], 0.0, tl.float32)
+    acc = tl.full([BLOCK_Q * BLOCK_G, BLOCK_D], 0.0, tl.float32)
+    table = tables_ptr + b.to(tl.int64) * st_b
+    for n0 in range(lo, hi, BLOCK_N):
+        pos = n0 + tl.arange(0, BLOCK_N)
+        ok = pos < hi
+        block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
+        row = (pos % BS).to(tl.int64)
+        kt = tl.load(k_ptr + block[None, :] * sk_nb + row[None, :] * sk_bs + kvh * sk_h + d[:, None],
+                     mask=ok[None, :] & d_ok[:, None], other=0.0)  # fmt: skip
+        v = tl.load(v_ptr + block[:, None] * sv_nb + row[:, None] * sv_bs + kvh * sv_h + d[None, :],
+                    mask=ok[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
+        if UPCAST:
+            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
+        else:
+            s = tl.dot(q, kt)
+        seen = ok[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > oldest[:, None])
+        s = tl.where(seen, s * scale_log2, float("-inf"))
+        m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l = l * alpha + tl.reduce(p, 1, SUM)
+        if UPCAST:
+            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m = m_new
+    out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
+    o_rows = tok.to(tl.int64) * so_n + (kvh * G + g) * so_h
+    tl.store(out_ptr + o_rows[:, None] + d[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=row_ok[:, None] & d_ok[None, :])  # fmt: skip
+
+
+decode_kernel = Kernel(_decode_kernel)
+prefill_kernel = Kernel(_prefill_kernel)
+
+
+def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int]:
+    hq, hk = q.shape[1], k_cache.shape[2]
+    assert hq % hk == 0, f"{hq} query heads do not split over {hk} KV heads"
+    assert k_cache.stride(-1) == v_cache.stride(-1) == q.stride(-1) == 1, "head dims must be contiguous"
+    return hq // hk, hk
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    splits: int | None = None,
+    block_n: int = 64,
+    num_warps: int = 4,
+) -> torch.Tensor:
+    """q [B, hq, D], one query per sequence at position seq_lens[b] - 1 -> out [B, hq, D] in q's dtype.
+    splits: parts of the context per sequence (None: from the shapes, split_combine.num_splits)."""
+    (B, hq, D), BS = q.shape, k_cache.shape[1]
+    out = torch.empty_like(q)
+    if B == 0:
+        return out
+    G, hk = _check(q, k_cache, v_cache)
+    window = sliding_window or 0
+    longest = block_tables.shape[1] * BS if not window else min(window, block_tables.shape[1] * BS)
+    P = num_splits(B * hk, longest, splits)
+    acc = torch.empty(B, hq, P, D, dtype=torch.float32, device=q.device) if P > 1 else out
+    ml = torch.empty(B, hq, P, 2, dtype=torch.float32, device=q.device) if P > 1 else out
+    decode_kernel[(B, hk, P)](
+        q, k_cache, v_cache, block_tables, seq_lens, out, acc, ml,
+        scale * LOG2E, window, G, D, BS,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
+        acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2),
+        P=P, UPCAST=upcast(q.dtype), BLOCK_G=pow2(G, 16), BLOCK_N=block_n, BLOCK_D=pow2(D, 16), num_warps=num_warps,
+    )  # fmt: skip
+    return combine(acc, ml, out) if P > 1 else out
+
+
+def paged_prefill(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    block_q: int | None = None,
+    block_n: int = 64,
+    num_warps: int = 4,
+) -> torch.Tensor:
+    """q [N, hq, D]; query_start [B + 1] int: sequence b's queries are rows query_start[b] ..
+    query_start[b + 1], the last of its seq_lens[b] positions (a cached prefix before them); causal
+    -> out [N, hq, D] in q's dtype. block_q: query tokens per tile (tile rows = block_q * G)."""
+    (N, hq, D), BS, B = q.shape, k_cache.shape[1], block_tables.shape[0]
+    out = torch.empty_like(q)
+    if N == 0:
+        return out
+    G, hk = _check(q, k_cache, v_cache)
+    BLOCK_G = pow2(G)
+    block_q = block_q or max(1, 64 // BLOCK_G)
+    BLOCK_Q = pow2(block_q, -(-16 // BLOCK_G))  # at least 16 rows per tile
+    tile_seq, tile_row = tile_table(query_start[1:], BLOCK_Q, N // BLOCK_Q + B)
+    prefill_kernel[(tile_seq.shape[0], hk)](
+        q, k_cache, v_cache, block_tables, query_start, seq_lens, tile_seq, tile_row, out,
+        scale * LOG2E, sliding_window or 0, G, D, BS,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
+        UPCAST=upcast(q.dtype), BLOCK_Q=BLOCK_Q, BLOCK_G=BLOCK_G, BLOCK_N=block_n, BLOCK_D=pow2(D, 16),
+        num_warps=num_warps,
+    )  # fmt: skip
+    return out
+
+
+def _context(cache: torch.Tensor, table: torch.Tensor, length: int) -> torch.Tensor:
+    """cache [NB, BS, ...]; table [C] -> the first `length` positions [length, ...]."""
+    pos = torch.arange(length, device=cache.device)
+    return cache[table[pos // cache.shape[1]].long(), pos % cache.shape[1]]
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, scale: float, window: int | None):
+    """q [n, hq, D] at positions q_pos [n]; k, v [L, hk, D] at 0..L-1 -> [n, hq, D] (fp32 math)."""
+    G = q.shape[1] // k.shape[1]
+    k, v = k.float().repeat_interleave(G, dim=1), v.float().repeat_interleave(G, dim=1)
+    scores = torch.einsum("nhd,lhd->hnl", q.float(), k) * scale
+    k_pos = torch.arange(k.shape[0], device=q.device)
+    seen = k_pos[None, :] <= q_pos[:, None]
+    if window:
+        seen &= k_pos[None, :] > q_pos[:, None] - window
+    probs = torch.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1)
+    return torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
+
+
+def paged_decode_reference(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window=None):
+    """`paged_decode` in plain torch, one sequence at a time."""
+    out = torch.empty_like(q)
+    for b, L in enumerate(seq_lens.tolist()):
+        k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
+        out[b] = _attend(q[b : b + 1], k, v, torch.tensor([L - 1], device=q.device), scale, sliding_window)[0]
+    return out
+
+
+def paged_prefill_reference(q, k_cache, v_cache, block_tables, query_start, seq_lens, scale, sliding_window=None):
+    """`paged_prefill` in plain torch, one sequence at a time."""
+    out = torch.empty_like(q)
+    starts = query_start.tolist()
+    for b, L in enumerate(seq_lens.tolist()):
+        s, e = starts[b], starts[b + 1]
+        if e > s:
+            k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
+            q_pos = torch.arange(L - (e - s), L, device=q.device)
+            out[s:e] = _attend(q[s:e], k, v, q_pos, scale, sliding_window)
+    return out

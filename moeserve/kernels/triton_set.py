@@ -1,0 +1,66 @@
+"""The `triton` kernel set: the Triton kernels of kernels/triton/ behind the seam (GPUs; on CPU only
+under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
+
+    experts          fused_moe.fused_experts over the ExpertBatch layout
+    paged_attention  paged_decode for a decode step, paged_prefill for any other (chunked, mixed)
+    mla_decode       mla_decode on the latent cache
+    rms_norm         norm.rms_norm
+Dense GEMMs and rotary keep the torch set's (cuBLAS on a GPU). The kernels take plain tensors; this
+module turns the step's AttentionMetadata into them.
+
+Shape legend: N new tokens, B sequences, hq / hk query / KV heads, D head dim, NB blocks, BS block size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from moeserve.config import ConfigError
+from moeserve.kernels import triton as triton_kernels
+from moeserve.kernels.base import KernelSet
+from moeserve.kernels.reference.attention import block_tables
+
+
+class TritonKernels(KernelSet):
+    name = "triton"
+
+    def __init__(self, device: torch.device | str = "cuda"):
+        super().__init__(device)
+        if not triton_kernels.available():
+            raise ConfigError("--kernels triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1 "
+                              "to run its kernels on CPU, slowly)")
+        from moeserve.kernels.triton import fused_moe, mla_decode, norm, paged_attention
+
+        self._moe, self._mla, self._norm, self._attention = fused_moe, mla_decode, norm, paged_attention
+
+    def experts(self, layer: Any, batch: Any) -> torch.Tensor:
+        """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
+        if layer.act_name not in self._moe.ACTIVATION_IDS:
+            return super().experts(layer, batch)
+        return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name)
+
+    def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None) -> torch.Tensor:
+        """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V -> [N, hq, D]."""
+        N, B = q.shape[0], meta.num_seqs
+        if N == 0:
+            return q.new_empty(q.shape)
+        tables, seq_lens = block_tables(meta), meta.seq_lens
+        if N == B:  # one new token per sequence: a decode step
+            return self._attention.paged_decode(q, k_cache, v_cache, tables, seq_lens, scale, sliding_window)
+        return self._attention.paged_prefill(
+            q, k_cache, v_cache, tables, meta.query_start, seq_lens, scale, sliding_window
+        )
+
+    def mla_decode(self, q_latent, q_rope, cache, block_tables, seq_lens, scale) -> torch.Tensor:
+        """q_latent [B, h, R], q_rope [B, h, r]; cache [NB, BS, R + r] -> [B, h, R]."""
+        if q_latent.shape[0] == 0:
+            return q_latent.new_empty(q_latent.shape)
+        return self._mla.mla_decode(
+            q_latent.contiguous(), q_rope.contiguous(), cache, block_tables, seq_lens, scale
+        )
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
+        """x [..., H] -> [..., H], or with residual (norm(x + residual), x + residual) in one kernel."""
+        return self._norm.rms_norm(x.contiguous(), weight, eps, None if residual is None else residual.contiguous())

@@ -1,0 +1,110 @@
+"""Every Triton kernel compiles for the GPUs it is meant for (sm_90, and sm_80 in the slow set), on a
+machine without one.
+
+The interpreter runs a kernel as numpy and checks its arithmetic, not that Triton's compiler accepts
+it (globals, constexpr branches, dot shapes and dtypes, shared memory). Here each public function runs
+with its launches recorded instead of made (bf16 tensors, the tile sizes it picks itself at
+DeepSeek-V3 / Mixtral-like widths), and each recorded launch is compiled to a cubin with the ptxas
+bundled in the triton wheel. A kernel that would fail to compile, or would need more shared memory
+than the card has, fails here."""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton")
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+from moeserve.kernels.triton import fused_moe, launch, mla_decode, norm, paged_attention  # noqa: E402
+
+TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int32: "i32", torch.int64: "i64"}
+OPTIONS = ("num_warps", "num_stages")
+
+
+@contextlib.contextmanager
+def recorded_launches():
+    """Kernel launches inside become records (fn, args, keyword args), nothing runs."""
+    launches = []
+
+    def record(kernel, grid):
+        return lambda *args, **kwargs: launches.append((kernel.fn, args, kwargs))
+
+    saved = launch.Kernel.__getitem__
+    launch.Kernel.__getitem__ = record
+    try:
+        yield launches
+    finally:
+        launch.Kernel.__getitem__ = saved
+
+
+def arg_type(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return "*" + DTYPES[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    return "fp32"
+
+
+def compile_launch(fn, args, kwargs, target):
+    names = list(JITFunction(fn).arg_names)
+    constexprs = {k: v for k, v in kwargs.items() if k not in OPTIONS}
+    signature = {n: arg_type(v) for n, v in zip(names, args)}
+    signature.update({n: "constexpr" for n in constexprs})
+    source = ASTSource(fn=JITFunction(fn), signature=signature,
+                       constexprs={(names.index(n),): v for n, v in constexprs.items()})  # fmt: skip
+    options = {k: v for k, v in kwargs.items() if k in OPTIONS}
+    return triton.compile(source, target=target, options=options)
+
+
+def launches_of_every_kernel(dtype=torch.bfloat16):
+    """One call of each public function at production widths (small row counts)."""
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    with recorded_launches() as launches:
+        S, H, I = 4, 512, 256
+        fused_moe.fused_experts(randn(8, H), torch.tensor([2, 4, 6, 8], dtype=torch.int32), randn(S, 2 * I, H),
+                                randn(S, H, I))  # fmt: skip
+        fused_moe.fused_experts(randn(512, H), torch.tensor([128, 256, 384, 512], dtype=torch.int32),
+                                randn(S, 2 * I, H), randn(S, H, I))  # fmt: skip
+        kv = randn(64, 16, 8, 128)
+        tables = torch.arange(64, dtype=torch.int32).view(2, 32)
+        lens = torch.tensor([500, 7])
+        paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, splits=1)
+        paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 4096, splits=4)
+        paged_attention.paged_prefill(randn(12, 32, 128), kv, kv, tables, torch.tensor([0, 5, 12]), lens, 0.1)
+        cache = randn(64, 16, 576)
+        for splits in (1, 4):
+            mla_decode.mla_decode(randn(2, 16, 512), randn(2, 16, 64), cache, tables.long(), lens, 0.1, splits=splits)
+        x = randn(3, 7168)
+        norm.rms_norm(x, randn(7168), 1e-6)
+        norm.rms_norm(x, randn(7168), 1e-6, x)
+    return launches
+
+
+@pytest.mark.parametrize("target", [
+    "sm90",
+    pytest.param("sm80", marks=pytest.mark.slow),
+])
+def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the tensor-core path, as on a GPU
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9's default, without its warning
+    gpu, shared_limit = TARGETS[target]
+    launches = launches_of_every_kernel()
+    assert {fn.__name__ for fn, _, _ in launches} == {
+        "_gate_up_kernel", "_down_kernel", "_decode_kernel", "_combine_kernel", "_prefill_kernel",
+        "_mla_decode_kernel", "_rms_norm_kernel"}  # fmt: skip
+    for fn, args, kwargs in launches:
+        compiled = compile_launch(fn, args, kwargs, gpu)
+        assert "cubin" in compiled.asm, fn.__name__
+        shared = compiled.metadata.shared
+        assert shared <= shared_limit, f"{fn.__name__} needs {shared} B of shared memory, {target} has {shared_limit}"

@@ -1,0 +1,107 @@
+"""Each Triton kernel on the GPU against its torch reference, at bf16 and fp16 (mark gpu: skipped
+without CUDA; `python benchmarks/gpu_check.py` runs these first). Shapes are DeepSeek-V3 / Mixtral
+widths with few rows, so the whole file takes seconds once the kernels are compiled."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.gpu
+
+from moeserve.kernels.triton.fused_moe import fused_experts, fused_experts_reference  # noqa: E402
+from moeserve.kernels.triton.mla_decode import mla_decode, mla_decode_reference  # noqa: E402
+from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference  # noqa: E402
+from moeserve.kernels.triton.paged_attention import (  # noqa: E402
+    paged_decode,
+    paged_decode_reference,
+    paged_prefill,
+    paged_prefill_reference,
+)
+
+DTYPES = [torch.bfloat16, torch.float16]
+# bf16 keeps 8 bits of mantissa: the kernels round p to bf16 before P @ V and the intermediate to bf16
+TOL = {torch.bfloat16: dict(atol=2e-2, rtol=2e-2), torch.float16: dict(atol=5e-3, rtol=5e-3)}
+DEV = "cuda"
+
+
+def randn(*shape, dtype, scale=1.0, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return (torch.randn(*shape, generator=g, device=DEV) * scale).to(dtype)
+
+
+@pytest.fixture(autouse=True)
+def compiled(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("counts", [[0, 1, 3, 0, 60, 2, 0, 9], [200, 0, 513, 77, 1, 0, 130, 64]],
+                         ids=["decode", "prefill"])  # fmt: skip
+def test_fused_moe_on_gpu(dtype, counts):
+    S, H, I = len(counts), 1024, 352  # I not a multiple of 64
+    x = randn(sum(counts), H, dtype=dtype)
+    w13 = randn(S, 2 * I, H, dtype=dtype, scale=H**-0.5, seed=1)
+    w2 = randn(S, H, I, dtype=dtype, scale=I**-0.5, seed=2)
+    offsets = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
+    out = fused_experts(x, offsets, w13, w2)
+    torch.testing.assert_close(out, fused_experts_reference(x, offsets, w13, w2), **TOL[dtype])
+
+
+def paged(lens, BS, hk, D, dtype):
+    need = [-(-L // BS) for L in lens]
+    NB = sum(need) + 7
+    k_cache, v_cache = randn(2, NB, BS, hk, D, dtype=dtype, seed=3)
+    perm = torch.randperm(NB, device=DEV)
+    tables = torch.zeros(len(lens), max(need), dtype=torch.int32, device=DEV)
+    used = 0
+    for b, n in enumerate(need):
+        tables[b, :n] = perm[used : used + n].to(torch.int32)
+        used += n
+    return k_cache, v_cache, tables, torch.tensor(lens, device=DEV)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window", [None, 1000])
+def test_paged_decode_on_gpu(dtype, window):
+    k_cache, v_cache, tables, seq_lens = paged([4096, 1, 700, 2049], BS=16, hk=8, D=128, dtype=dtype)
+    q = randn(4, 32, 128, dtype=dtype, scale=4.0, seed=4)  # peaked attention: outputs O(1), not a flat average
+    ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, 128**-0.5, window)
+    for splits in (None, 1):
+        out = paged_decode(q, k_cache, v_cache, tables, seq_lens, 128**-0.5, window, splits=splits)
+        torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window", [None, 300])
+def test_paged_prefill_on_gpu(dtype, window):
+    qlens, lens = [700, 1, 300], [700, 900, 1333]
+    k_cache, v_cache, tables, seq_lens = paged(lens, BS=16, hk=8, D=128, dtype=dtype)
+    q = randn(sum(qlens), 32, 128, dtype=dtype, scale=4.0, seed=5)
+    query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
+    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
+    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mla_decode_on_gpu(dtype):
+    lens = [4096, 3, 1500]
+    cache = randn(3 * 64 + 5, 64, 576, dtype=dtype, seed=6)  # 64 blocks of 64 hold 4096 tokens
+    tables = torch.randperm(cache.shape[0], device=DEV)[: 3 * 64].view(3, 64)
+    q_latent = randn(3, 128, 512, dtype=dtype, scale=1.5, seed=7)  # score std ~2.6: peaked, outputs O(1)
+    q_rope = randn(3, 128, 64, dtype=dtype, scale=1.5, seed=8)
+    seq_lens = torch.tensor(lens, device=DEV)
+    out = mla_decode(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
+    ref = mla_decode_reference(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_on_gpu(dtype):
+    x, residual = randn(2, 33, 7168, dtype=dtype, seed=9)
+    weight = randn(7168, dtype=dtype, seed=10)
+    out, new_residual = rms_norm(x, weight, 1e-6, residual)
+    ref, ref_residual = rms_norm_reference(x, weight, 1e-6, residual)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+    torch.testing.assert_close(new_residual, ref_residual, atol=0, rtol=0)

@@ -1,0 +1,44 @@
+"""benchmarks/gpu_check.py still runs: its harness at tiny shapes under TRITON_INTERPRET=1 (--dry-run),
+and its one-line refusal without CUDA. Its numbers go into docs/kernels.md once a GPU runs it, so a
+script that rots must fail here, not on the day a GPU is lent."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gpu_check(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
+    proc = gpu_check("--dry-run", "--tune", "--out", str(tmp_path / "check.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "check.json").read_text())
+    rows = result["kernels"]
+    assert {(r["kernel"], r["model"]) for r in rows} == {
+        ("fused_moe", "DeepSeek-V3"), ("mla_decode", "DeepSeek-V3"), ("rms_norm+residual", "DeepSeek-V3"),
+        ("fused_moe", "Mixtral-8x7B"), ("paged_decode", "Mixtral-8x7B"), ("paged_prefill", "Mixtral-8x7B")}  # fmt: skip
+    assert all(r["triton_us"] > 0 and r["torch_us"] > 0 and r["roofline_us"] > 0 for r in rows)
+    assert {r["phase"].split(",")[0] for r in rows if r["kernel"] == "fused_moe"} == {"decode", "prefill"}
+    assert "| fused_moe | DeepSeek-V3 |" in proc.stdout  # the printed table
+    assert [t["model"] for t in result["tuning"]] == ["DeepSeek-V3", "Mixtral-8x7B"]  # prefill shapes only here
+    assert all(t["best_us"] <= t["default_us"] for t in result["tuning"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_without_cuda_it_says_so_in_one_line():
+    proc = gpu_check()
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "no CUDA device" in proc.stderr

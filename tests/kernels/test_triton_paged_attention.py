@@ -1,0 +1,148 @@
+"""The paged attention Triton kernels (decode, prefill over a cached prefix) equal their torch
+references under TRITON_INTERPRET=1, and the references equal SDPA over a dense context.
+
+Caches are built with block tables that have holes: blocks are taken in a shuffled order from a pool
+larger than needed, table entries past a sequence's blocks are out of range, and every cache row no
+sequence owns is NaN, so a kernel that reads outside a sequence's context fails."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.usefixtures("interpret")
+
+from moeserve.kernels.triton.paged_attention import (  # noqa: E402
+    paged_decode,
+    paged_decode_reference,
+    paged_prefill,
+    paged_prefill_reference,
+)
+
+TOL = {
+    torch.float32: dict(atol=1e-5, rtol=1e-5),
+    torch.float16: dict(atol=2e-3, rtol=2e-3),
+    torch.bfloat16: dict(atol=2e-2, rtol=2e-2),  # the interpreter's fp32 -> bf16 store may land one ulp off
+}
+SCALE = 0.3
+
+
+def paged_cache(lens: list[int], BS: int, hk: int, D: int, dtype: torch.dtype, seed: int = 0):
+    """-> k_cache, v_cache [NB, BS, hk, D], tables [B, C] int32, seq_lens [B], dense [(k, v) [L, hk, D]]."""
+    g = torch.Generator().manual_seed(seed)
+    need = [-(-L // BS) for L in lens]
+    NB, C = sum(need) + 5, max(need + [0]) + 2
+    k_cache = torch.full((NB, BS, hk, D), float("nan"), dtype=dtype)
+    v_cache = torch.full((NB, BS, hk, D), float("nan"), dtype=dtype)
+    blocks = iter(torch.randperm(NB, generator=g).tolist())
+    tables = torch.full((len(lens), C), 10**6, dtype=torch.int32)  # past a sequence's blocks: never read
+    dense = []
+    for b, L in enumerate(lens):
+        tables[b, : need[b]] = torch.tensor([next(blocks) for _ in range(need[b])], dtype=torch.int32)
+        k, v = torch.randn(2, L, hk, D, generator=g).to(dtype)
+        pos = torch.arange(L)
+        k_cache[tables[b, pos // BS].long(), pos % BS] = k
+        v_cache[tables[b, pos // BS].long(), pos % BS] = v
+        dense.append((k, v))
+    return k_cache, v_cache, tables, torch.tensor(lens), dense
+
+
+def queries(n: int, hq: int, D: int, dtype: torch.dtype, seed: int = 1) -> torch.Tensor:
+    return torch.randn(n, hq, D, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def check_decode(lens, BS, hq, hk, D, dtype, window=None, **kw):
+    k_cache, v_cache, tables, seq_lens, _ = paged_cache(lens, BS, hk, D, dtype)
+    q = queries(len(lens), hq, D, dtype)
+    out = paged_decode(q, k_cache, v_cache, tables, seq_lens, SCALE, window, **kw)
+    ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, SCALE, window)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+def check_prefill(qlens, lens, BS, hq, hk, D, dtype, window=None, **kw):
+    k_cache, v_cache, tables, seq_lens, _ = paged_cache(lens, BS, hk, D, dtype)
+    query_start = torch.tensor([0] + qlens).cumsum(0)
+    q = queries(sum(qlens), hq, D, dtype)
+    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, **kw)
+    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("hk", [4, 2, 1], ids=["gqa1", "gqa2", "gqa4"])
+def test_decode_gqa_with_and_without_splits(dtype, hk):
+    for splits in (1, 3):  # one pass, and three parts merged by the second pass
+        check_decode([1, 37, 70], BS=8, hq=4, hk=hk, D=24, dtype=dtype, splits=splits, block_n=16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_decode_sliding_window(dtype):
+    for window, splits in ((5, 1), (5, 4), (19, 3), (500, 2)):  # inside a block, across blocks, past the context
+        check_decode([3, 41, 64], BS=8, hq=6, hk=3, D=20, dtype=dtype, window=window, splits=splits, block_n=16)
+
+
+def test_bf16_is_upcast_on_load_under_the_interpreter():
+    check_decode([9, 33], BS=8, hq=4, hk=2, D=16, dtype=torch.bfloat16, splits=2, block_n=16)
+    check_prefill([9, 4], [9, 33], BS=8, hq=4, hk=2, D=16, dtype=torch.bfloat16, block_n=16)
+
+
+def test_decode_long_context_splits_by_itself():
+    # 600 keys over 38 blocks of 16 and one sequence: the shapes ask for several parts
+    check_decode([600], BS=16, hq=2, hk=1, D=32, dtype=torch.float16)
+
+
+def test_decode_empty_batch():
+    k_cache, v_cache, tables, _, _ = paged_cache([4], BS=4, hk=1, D=8, dtype=torch.float32)
+    q = queries(0, 2, 8, torch.float32)
+    assert paged_decode(q, k_cache, v_cache, tables[:0], torch.zeros(0, dtype=torch.int64), SCALE).shape == (0, 2, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("hk", [4, 2, 1], ids=["gqa1", "gqa2", "gqa4"])
+def test_prefill_chunked_over_a_cached_prefix(dtype, hk):
+    # a whole prompt, a chunk after 25 cached tokens, a decode row, a chunk after 3 cached tokens
+    check_prefill([18, 9, 1, 6], [18, 34, 12, 9], BS=8, hq=4, hk=hk, D=24, dtype=dtype, block_q=4, block_n=16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_prefill_sliding_window(dtype):
+    for window in (1, 6, 13, 100):
+        check_prefill([20, 7], [20, 30], BS=4, hq=2, hk=1, D=16, dtype=dtype, window=window, block_q=8, block_n=16)
+
+
+def test_prefill_default_tiles_one_token_and_no_tokens():
+    check_prefill([33, 1], [40, 1], BS=16, hq=8, hk=2, D=40, dtype=torch.float16)
+    k_cache, v_cache, tables, seq_lens, _ = paged_cache([4], BS=4, hk=1, D=8, dtype=torch.float32)
+    q = queries(0, 1, 8, torch.float32)
+    assert paged_prefill(q, k_cache, v_cache, tables, torch.tensor([0, 0]), seq_lens, SCALE).shape == (0, 1, 8)
+
+
+def test_decode_equals_prefill_of_one_token():
+    k_cache, v_cache, tables, seq_lens, _ = paged_cache([9, 30], BS=4, hk=2, D=16, dtype=torch.float32)
+    q = queries(2, 4, 16, torch.float32)
+    decode = paged_decode(q, k_cache, v_cache, tables, seq_lens, SCALE, 11, splits=2, block_n=16)
+    prefill = paged_prefill(q, k_cache, v_cache, tables, torch.tensor([0, 1, 2]), seq_lens, SCALE, 11, block_n=16)
+    torch.testing.assert_close(decode, prefill, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_references_equal_sdpa_on_the_dense_context(window):
+    """Independent formulation: SDPA over each sequence's dense K/V (never paged) with an explicit mask."""
+    qlens, lens, hq, hk, D = [6, 1, 4], [6, 13, 20], 4, 2, 8
+    k_cache, v_cache, tables, seq_lens, dense = paged_cache(lens, BS=4, hk=hk, D=D, dtype=torch.float32)
+    query_start = torch.tensor([0] + qlens).cumsum(0)
+    q = queries(sum(qlens), hq, D, torch.float32)
+    expected = []
+    for (k, v), n, L, s in zip(dense, qlens, lens, query_start.tolist()):
+        q_pos, k_pos = torch.arange(L - n, L)[:, None], torch.arange(L)[None, :]
+        mask = (k_pos <= q_pos) & ((k_pos > q_pos - window) if window else True)
+        out = F.scaled_dot_product_attention(q[s : s + n].transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                                             attn_mask=mask, scale=SCALE, enable_gqa=True)  # fmt: skip
+        expected.append(out.transpose(0, 1))
+    expected = torch.cat(expected)
+    prefill = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window)
+    torch.testing.assert_close(prefill, expected)
+    last = query_start[1:] - 1  # each sequence's last query is its decode query
+    decode = paged_decode_reference(q[last], k_cache, v_cache, tables, seq_lens, SCALE, window)
+    torch.testing.assert_close(decode, expected[last])
