@@ -12,7 +12,7 @@ import pytest
 from moeserve.cli import main
 from moeserve.placement.evaluate import score
 from moeserve.placement.plan import PlacementPlan
-from moeserve.placement.trace import load_trace
+from moeserve.placement.importers import load_trace
 
 TRACE = Path(__file__).resolve().parents[2] / "traces" / "builtin_model.npz"
 
