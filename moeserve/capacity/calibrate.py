@@ -94,18 +94,26 @@ def engine_decode_step_seconds(batches=(1, 2, 4, 16, 32)) -> dict:
     difference of two runs (8 and 40 new tokens) cancels the prefill and the first token."""
     from moeserve import LLM, SamplingParams
 
+    previous = os.environ.get(envs.IDLE_HELPERS.name)
     os.environ[envs.IDLE_HELPERS.name] = "0"  # one thread, nothing borrowed: CPU time is the step's cost
-    llm = LLM(num_threads=THREADS, expert_threads=1)
-    out = {}
-    for b in batches:
-        prompts = [[5 + i, 6, 7, 8, 9, 10, 11, 12] for i in range(b)]
-        runs = {}
-        for n in (8, 40):
-            params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True, detokenize=False)
-            llm.generate(prompts, params)
-            runs[n] = _best(lambda: llm.generate(prompts, params), 2)
-        out[b] = (runs[40] - runs[8]) / 32
-    return out
+    try:
+        llm = LLM(num_threads=THREADS, expert_threads=1)
+        out = {}
+        for b in batches:
+            prompts = [[5 + i, 6, 7, 8, 9, 10, 11, 12] for i in range(b)]
+            runs = {}
+            for n in (8, 40):
+                params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True, detokenize=False)
+                llm.generate(prompts, params)
+                runs[n] = _best(lambda: llm.generate(prompts, params), 2)
+            out[b] = (runs[40] - runs[8]) / 32
+        llm.shutdown()
+        return out
+    finally:  # the caller's process (a test run, say) keeps its own setting
+        if previous is None:
+            os.environ.pop(envs.IDLE_HELPERS.name, None)
+        else:
+            os.environ[envs.IDLE_HELPERS.name] = previous
 
 
 def measure() -> dict:

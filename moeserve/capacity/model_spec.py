@@ -151,15 +151,11 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
 
 
 def _builtin() -> ModelSpec:
-    """The built-in model; its vocabulary is its trained tokenizer's, read from the cached checkpoint
-    when one exists (else the tokenizer's target size, an upper bound)."""
+    """The built-in model, from the config.json shipped with its weights."""
     from moeserve.engine import builtin_model as bm
 
-    vocab = bm._VOCAB_SIZE
-    cached = bm.cache_root() / f"{bm.BUILTIN_NAME}-{bm._fingerprint()}" / "config.json"
-    if cached.exists():
-        vocab = json.loads(cached.read_text()).get("vocab_size", vocab)
-    return from_hf_config({"model_type": "mixtral", "vocab_size": vocab, **bm.builtin_config_fields()}, bm.BUILTIN_NAME)
+    config = json.loads((bm.builtin_model_dir() / "config.json").read_text())
+    return from_hf_config(config, bm.BUILTIN_NAME)
 
 
 def shipped_models() -> list[str]:

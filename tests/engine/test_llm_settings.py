@@ -72,6 +72,7 @@ def test_every_flag_is_an_llm_keyword_with_the_same_meaning(built):
         if flag.key in kwargs or flag.type is bool or samples[flag.type] is None:
             continue
         value = 4 if flag.key in ("tp", "ep", "block_size", "nodes") else samples[flag.type]
+        value = 0.5 if flag.key == "gpu_memory_utilization" else value  # a share of the GPU's memory
         if flag.key in ("tp", "nodes", "eplb_window"):
             continue  # kept at their defaults so the layout and the re-plan window stay valid
         argv += [flag.flag, str(value)]

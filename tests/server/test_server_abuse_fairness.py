@@ -4,7 +4,9 @@ one request with n = --max-num-seqs fills every seat."""
 from __future__ import annotations
 
 import asyncio
+import random
 import re
+import string
 
 import httpx
 import pytest
@@ -85,6 +87,18 @@ def _huge(n_bytes: int) -> str:
     return ("hello world " * (n_bytes // 12 + 1))[:n_bytes]
 
 
+def _varied_words(n_bytes: int) -> str:
+    """n_bytes of made-up lower-case words, the same every run."""
+    rng = random.Random(0)
+    vocab = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    words: list[str] = []
+    size = 0
+    while size < n_bytes:
+        words.append(rng.choice(vocab))
+        size += len(words[-1]) + 1
+    return " ".join(words)[:n_bytes]
+
+
 def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(srv):
     r = httpx.post(srv.url + "/v1/completions", json={"prompt": _huge(3 << 20), "max_tokens": 4}, timeout=120)
     assert r.status_code == 400, r.text
@@ -96,10 +110,12 @@ def test_a_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(srv):
 
 
 def test_huge_prompts_being_tokenized_do_not_hold_up_a_normal_request(srv):
-    """Three 1 MB prompts that must be tokenized (truncate_prompt_tokens keeps their tails, so none
+    """Three 4 MB prompts that must be tokenized (truncate_prompt_tokens keeps their tails, so none
     is refused from its length) took seconds each on the one tokenizer thread, and a normal request
-    queued behind all three; now it has a lane of its own and finishes before the second of them."""
-    huge = {"prompt": _huge(1 << 20), "max_tokens": 1, "truncate_prompt_tokens": 16}
+    queued behind all three; now it has a lane of its own and finishes before the second of them.
+    The words are varied so that each huge prompt keeps the tokenizer busy for several seconds (a
+    repeated phrase tokenizes too fast to hold anything up)."""
+    huge = {"prompt": _varied_words(4 << 20), "max_tokens": 1, "truncate_prompt_tokens": 16}
     normal = {"prompt": "Hello there", "max_tokens": 2}
 
     async def scenario() -> list[str]:
