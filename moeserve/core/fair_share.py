@@ -2,8 +2,8 @@
 
 A client request with n choices runs as n sequences that share an owner (`Request.fair_owner`).
 Left to FIFO admission, one request with n = max_num_seqs held every seat until its longest sequence
-ended, and a request sent after it got no token for minutes (an independent check: n 128,
-max_tokens 4000, ignore_eos). The rule:
+ended, and a request sent after it got no token for minutes (n 128, max_tokens 4000,
+ignore_eos). The rule:
 
 - With W owners live in a group (running or waiting), an owner's fair share is max_num_seqs // W
   seats and num_blocks // W KV blocks (at least one of each).

@@ -5,8 +5,7 @@ Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`; with a seed, choice i
 
 Outputs wait in an `OutputQueue` until the response takes them. A stream's response takes the next
 only once the previous chunk is written, so a client that stops reading left them piling up without
-end (n 128, max_tokens 4000, logprobs 20: the front end grew by half a gigabyte in two minutes, an
-independent check). The queue counts what it holds; past `--max-stream-buffer-bytes` the request is
+end (n 128, max_tokens 4000, logprobs 20: the front end grew by half a gigabyte in two minutes). The queue counts what it holds; past `--max-stream-buffer-bytes` the request is
 aborted, its engine requests freed and the queue emptied, with a warning in the log.
 """
 from __future__ import annotations

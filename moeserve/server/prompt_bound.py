@@ -4,7 +4,7 @@ the context is refused before it is tokenized.
     bound = PromptBound.of(tokenizer)          # once, at start-up; None: no sound bound is known
     bound.min_tokens(len(text.encode()))       # the text has at least this many tokens
 
-Tokenizing an 8 MB prompt took 8-25 s (an independent check), only to refuse it as too long. No token
+Tokenizing an 8 MB prompt took 8-25 s, only to refuse it as too long. No token
 of a tokenizer stands for more input bytes than `max_token_bytes`: the longest UTF-8 spelling of
 any vocabulary entry (byte-level BPE spells each input byte as one character of one or two bytes,
 SentencePiece's "▁" spells one space in three, byte fallback "<0x41>" one byte in six, and added

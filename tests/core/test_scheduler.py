@@ -201,7 +201,7 @@ def _cached_in_group_0(busy_tokens: int):
 
 
 def test_a_follow_up_goes_to_the_group_that_caches_its_prefix():
-    # an independent check: a follow-up extending an earlier prompt got 140 cached tokens at ep 1
+    # a follow-up extending an earlier prompt got 140 cached tokens at ep 1
     # and none at ep 2, because it went to the other (less loaded) group
     eng = _cached_in_group_0(busy_tokens=8)
     s = eng.scheduler

@@ -160,7 +160,7 @@ def byte_fallback_tokenizer():
 
 def test_a_run_of_byte_token_characters_decodes_as_decode_does():
     """Emoji as byte tokens, one at a time: a window starting inside a character made the whole byte
-    run U+FFFD, held back for good ("😀" and then 20 "\\ufffd" for six emoji; an independent check)."""
+    run U+FFFD, held back for good ("😀" and then 20 "\\ufffd" for six emoji)."""
     tok = byte_fallback_tokenizer()
     emoji = [3 + b for b in "😀".encode()] * 6 + [3 + b for b in "é".encode()] + [3 + b for b in "語".encode()] * 2
     prompt = [259, 260] + [3 + b for b in "😀".encode()]  # "Hello 😀"

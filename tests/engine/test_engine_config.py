@@ -59,7 +59,7 @@ LAUNCH_CASES = {  # id: (environment, parallel flags, what the one-line error sa
 
 @pytest.mark.parametrize("case", LAUNCH_CASES)
 def test_what_the_launch_cannot_give_is_refused_before_anything_starts(monkeypatch, capsys, case):
-    """An independent check found these failing inside the engine or every rank, with tracebacks."""
+    """Each of these used to fail inside the engine or on every rank, with tracebacks."""
     import torch
 
     from moeserve import cli

@@ -199,7 +199,7 @@ def _plan(path, experts: int, slots_row: list[int], ranks: int, layers: int = 2)
 
 
 def test_a_placement_plan_that_does_not_fit_is_refused_before_anything_starts(checkpoints, tmp_path, no_spawning):
-    """Found by an independent check: a plan for 5 experts on a model with 8 (the plan's own checks
+    """A plan for 5 experts on a model with 8 (the plan's own checks
     pass) started, and the first request killed the engine; a missing plan file and a plan for other
     ranks failed inside the engine or every rank, with tracebacks."""
     model = checkpoints["routed_experts_over_ep"]  # mixtral, 8 experts, 2 layers

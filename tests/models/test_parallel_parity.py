@@ -123,7 +123,7 @@ def test_ep2_with_replicas_matches_single_rank(world2, qwen2_dir):
 
 
 def test_experts_that_do_not_split_over_ep_are_served_through_a_plans_replicas(world2):
-    """An independent check: `moeserve place` planned 6 experts + 2 replicas for --ep 4, and serving
+    """`moeserve place` planned 6 experts + 2 replicas for --ep 4, and serving
     refused it (the experts, not the plan's slots, had to split over --ep)."""
     _, out, odd_dir = world2
     for rank in (0, 1):

@@ -1,7 +1,7 @@
 """A two-rank server (--ep 2) under abuse of its ranks and its network surface (docs/limits.md).
 
 Every socket the process tree listens on is on --host or loopback: rank 0's torch TCPStore listened on
-every interface, IPv4 and IPv6, without authentication (an independent check); so could gloo's pair
+every interface, IPv4 and IPv6, without authentication; so could gloo's pair
 sockets, on the address the host name resolves to. A SIGSTOPped rank is named, and /health says 503,
 within seconds, not after the 60 s heartbeat timeout as "no heartbeat"."""
 from __future__ import annotations

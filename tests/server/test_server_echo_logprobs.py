@@ -85,7 +85,7 @@ def test_streaming_echo_logprobs_concatenates_to_the_same_output(client, server)
 def test_offsets_run_on_through_a_prompt_of_byte_tokens(client, server):
     """"🙂" tokenized as single bytes: alone each decodes to one "\ufffd", so the prompt's tokens are
     longer than its text. Offsets are one running sum of token texts, as vLLM's; they restarted at the
-    text's length and went backwards (an independent check)."""
+    text's length and went backwards."""
     import httpx
 
     ids = httpx.post(server.url + "/tokenize", json={"model": server.model, "prompt": "st🙂"},

@@ -113,7 +113,7 @@ def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
 @pytest.mark.timeout(120)
 def test_sigterm_while_the_engine_starts_exits_cleanly():
     """SIGTERM before the engine has connected: the front end exits 0 and the engine, finding no one
-    to connect to, exits quietly (it printed a ConnectionRefusedError traceback: an independent check)."""
+    to connect to, exits quietly (it used to print a ConnectionRefusedError traceback)."""
     import os
     import signal
     import subprocess
@@ -139,7 +139,7 @@ def test_sigterm_while_the_engine_starts_exits_cleanly():
 
 def test_sigterm_before_the_server_has_its_handlers_exits_0(monkeypatch):
     """Within the first second (imports, config checks) SIGTERM ended `moeserve serve` with 143, the
-    default action, which a supervisor reads as a failure (an independent check). Here the signal
+    default action, which a supervisor reads as a failure. Here the signal
     arrives while the sub-command's parser is built, in process."""
     import os
     import signal

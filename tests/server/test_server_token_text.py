@@ -25,7 +25,7 @@ def test_with_a_tokenizer_its_decode_is_used():
 
 
 # ---- a checkpoint without a tokenizer serves token ids; what needs text is a 400 -----------------
-# (an independent check got 500s from echo, text prompts, chat, /tokenize and /detokenize)
+# (echo, text prompts, chat, /tokenize and /detokenize used to answer 500)
 def _no_tokenizer():
     return SimpleNamespace(tokenizer=None, vocab_size=100)
 
