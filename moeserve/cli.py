@@ -38,10 +38,19 @@ def _stop_before_serving(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
+    previous = None
     if chosen == "serve" and threading.current_thread() is threading.main_thread():
         # SIGTERM before the server has its own handlers (imports, config checks: about a second) stops
         # it as cleanly as later: status 0, nothing started yet (it was the default action, status 143)
-        signal.signal(signal.SIGTERM, _stop_before_serving)
+        previous = signal.signal(signal.SIGTERM, _stop_before_serving)
+    try:
+        return _run(argv, chosen)
+    finally:  # a caller in process (a test, an embedding program) gets its own handler back
+        if previous is not None and signal.getsignal(signal.SIGTERM) is _stop_before_serving:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str], chosen: str | None) -> int:
     parser = build_parser(only=chosen if chosen in _COMMANDS else "")
     args = parser.parse_args(argv)
     if args.version:
@@ -53,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     return int(importlib.import_module(args._module).run(args) or 0)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -161,3 +161,22 @@ def test_sigterm_before_the_server_has_its_handlers_exits_0(monkeypatch):
         assert stopped.value.code == 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_serve_called_in_process_gives_the_callers_sigterm_handler_back():
+    """`cli.main(["serve", ...])` that returns (here: a refused flag) leaves the caller's SIGTERM
+    handler in place; it left its own, so a later SIGTERM to the caller (pytest) raised SystemExit
+    inside whatever test ran next."""
+    import signal
+
+    from moeserve import cli
+
+    def callers(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, callers)
+    try:
+        assert cli.main(["serve", "--ep", "6", "--tp", "4", "--port", "0"]) == 2
+        assert signal.getsignal(signal.SIGTERM) is callers
+    finally:
+        signal.signal(signal.SIGTERM, previous)
