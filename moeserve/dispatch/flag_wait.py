@@ -1,22 +1,34 @@
-"""Waiting for peers' flags: spin (yielding the core), then sleep with backoff; fail, never hang.
+"""Waiting for peers' flags: poll briefly, then sleep in the kernel until a peer's flag store wakes us;
+fail, never hang.
 
-Ranks often share cores (2 ranks on 2 cores, with other processes): a rank that busy-waits on a flag
-would take the core the peer needs to write it. So every spin yields (sched_yield), and after
-SPIN_S of spinning the waiter sleeps, 20 us doubling up to 1 ms. A peer whose process is gone raises
-at once (checked every CHECK_S); a wait past the step timeout raises PeerTimeout naming the ranks
-that never signalled, which the engine turns into the watchdog's error (a rank exits, rank 0 fails
-the step, /health answers 503).
+Ranks often share cores (2 ranks on 2 cores, with other processes). A waiter that keeps its core
+(spinning, or yielding to whatever else is runnable) holds back the peer that must write the flag or
+gets the core back only a time slice later; a sleeping waiter costs nothing and the peer's wake-up
+(a futex on the flag word, futex.py) brings it back within microseconds, with the scheduler's
+preference for woken tasks. So the wait polls for SPIN_S (the peer is usually on another core and
+about to signal), then sleeps on the first pending flag (`heap.sleep_on`; the peer calls
+`heap.notify` after its store). Heaps that cannot sleep on a word (NVSHMEM: flags in GPU memory)
+poll with sched_yield for YIELD_S, then sleep 20 us doubling up to 1 ms.
+
+A peer whose process is gone raises at once (checked every CHECK_S); a wait past the step timeout
+raises PeerTimeout naming the ranks that never signalled, which the engine turns into the watchdog's
+error (a rank exits, rank 0 fails the step, /health answers 503).
 """
 from __future__ import annotations
 
 import os
 import time
 
+from moeserve.dispatch import futex
 from moeserve.dispatch.heap import SymmetricHeap
 
-SPIN_S = 0.002
+SPIN_S = 5e-5
+YIELD_S = 0.002
 CHECK_S = 0.05
 MAX_SLEEP_S = 0.001
+# "futex" (sleep on the flag where the heap can), "yield" (sched_yield, then sleep with backoff),
+# "spin" (poll only): benchmarks/dispatch_latency.py --wait compares them
+STRATEGY = "futex"
 
 
 class PeerTimeout(RuntimeError):
@@ -27,9 +39,11 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
     """Until the W int64 flags at `offset` of this rank's region all equal `epoch`.
 
     what: the phase, for the error ("dispatch rows", "combine rows")."""
-    pending = [s for s, v in enumerate(heap.load_words(offset, heap.world)) if v != epoch]
+    words = heap.load_words(offset, heap.world)
+    pending = [s for s, v in enumerate(words) if v != epoch]
     if not pending:
         return
+    sleep_on = getattr(heap, "sleep_on", None) if STRATEGY == "futex" and futex.available() else None
     start = time.monotonic()
     next_check, sleep = start + CHECK_S, 0.0
     while True:
@@ -46,7 +60,11 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
                     f"ep rank(s) {pending} never signalled their {what} for step epoch {epoch} within the "
                     f"step timeout of {timeout_s:g} s (this is ep rank {heap.rank}); a stuck or stopped rank?"
                 )
-        if now - start < SPIN_S:
+        if now - start < SPIN_S or STRATEGY == "spin":
+            continue
+        if sleep_on is not None:  # until that flag changes (its writer wakes us) or the next check
+            sleep_on(offset + 8 * pending[0], words[pending[0]], max(next_check - now, 1e-4))
+        elif now - start < YIELD_S:
             os.sched_yield()
         else:
             sleep = min(MAX_SLEEP_S, max(2e-5, sleep * 2))
