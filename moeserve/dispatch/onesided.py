@@ -47,8 +47,9 @@ from moeserve.dispatch.base import ExpertBatch, Handle, routing_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, Blocks, Layout
-from moeserve.dispatch.onesided_plan import FanoutPlan, expand_grid, plan_fanout, position_index, sum_in_j_order
-from moeserve.dispatch.puts import Puts, Signal
+from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
+from moeserve.dispatch import native as native_kernels
+from moeserve.dispatch.puts import Puts, Signal, TorchPuts
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
@@ -84,6 +85,7 @@ class OneSidedDispatcher:
         timeout_s: float = 60.0,
         capacity_tokens: int = 0,
         device: torch.device | str = "cpu",
+        native: bool = True,
     ):
         if num_slots % ctx.ep_size:
             raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
@@ -102,6 +104,10 @@ class OneSidedDispatcher:
         # [parity]: [W destination, M, width] views of this source's blocks in every region (one op
         # writes all destinations); None where the heap or the puts cannot (then one put per destination)
         self._fan: list[Blocks | None] = []
+        # the C++ path (native.py) where it is built and the heap has fan-out views (shm over TorchPuts)
+        self.native = native and isinstance(puts, TorchPuts) and native_kernels.load()
+        self._native = False  # native, and this heap has fan-out views (set with the heap)
+        self._likes: dict[torch.dtype, torch.Tensor] = {}
 
     def dispatch(
         self,
@@ -129,10 +135,10 @@ class OneSidedDispatcher:
         layout = self._ensure(max_tokens, hidden.shape[1], hidden.dtype, k, w_dtype)
         self.epoch += 1
         epoch, p = self.epoch, self.epoch % 2
-        plan = plan_fanout(topk_ids, S, W, layout.slot_dtype) if err is None else None
-        send_counts = plan.send_counts if plan is not None else [0] * W
-        if plan is not None:
-            self._put_rows(p, plan, hidden, topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype))
+        send_counts, back_index = [0] * W, None
+        if err is None:
+            weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
+            send_counts, back_index = self._send(p, hidden, topk_ids, weights)
         self.puts.signal(self.heap, [
             Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)),
                    layout.flag_offset(DISPATCH, p, me), epoch)
@@ -144,24 +150,14 @@ class OneSidedDispatcher:
         if bad:
             detail = f": {err}" if err else ""
             raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {me}){detail}")
-        assert plan is not None
+        assert back_index is not None
         recv_counts = meta[0::2]
-        n, M, mine = max(recv_counts), layout.rows, self._mine[p]
-        row_pos, counts = expand_grid(mine.slots[:, :n], recv_counts, S)
-        q = row_pos // k  # grid row s * n + r -> heap row s * M + r of the flattened [W * M] blocks
-        heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
-        batch = ExpertBatch(
-            hidden=mine.hidden.view(W * M, -1).index_select(0, heap_rows),
-            offsets=torch.cumsum(counts, 0).to(torch.int32),
-            counts=counts,
-        )
+        batch, term_index, row_weights = self._receive(p, recv_counts)
         if origin != self.device:
             batch = ExpertBatch(batch.hidden.to(origin), batch.offsets.to(origin), batch.counts.to(origin))
-        back_rows = plan.dest * M + plan.row  # the partial of each sent row, in our [W * M + 1] rows
         handle = OneSidedHandle(
-            epoch=epoch, back_index=position_index(plan.send_pos, back_rows, T, k, W * M), recv_counts=recv_counts,
-            grid_rows=n, term_index=position_index(row_pos, None, W * n, k, row_pos.shape[0]),
-            row_weights=mine.weights[:, :n].reshape(-1)[row_pos], out_dtype=hidden.dtype, device=origin,
+            epoch=epoch, back_index=back_index, recv_counts=recv_counts, grid_rows=max(recv_counts),
+            term_index=term_index, row_weights=row_weights, out_dtype=hidden.dtype, device=origin,
         )
         return batch, handle
 
@@ -173,7 +169,10 @@ class OneSidedDispatcher:
         epoch, p, n = handle.epoch, handle.epoch % 2, handle.grid_rows
         if expert_out.device != self.device:
             expert_out = expert_out.to(self.device)
-        if n:
+        if n and self._native:
+            torch.ops.moeserve_dispatch.partial(expert_out.contiguous(), handle.row_weights, handle.term_index,
+                                                self._fan[p].partial[:, :n])
+        elif n:
             R, H = expert_out.shape
             terms = torch.empty(R + 1, H, dtype=torch.float32, device=self.device)  # row R: zeros
             terms[R].zero_()
@@ -189,7 +188,10 @@ class OneSidedDispatcher:
                         self.puts.rows([self._outbox[p][s].partial], [partial[s, : handle.recv_counts[s]]], [None])
         self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch) for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
-        out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
+        if self._native:
+            out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
+        else:
+            out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
         return out if handle.device == self.device else out.to(handle.device)
 
     def close(self) -> None:
@@ -199,14 +201,26 @@ class OneSidedDispatcher:
             self.heap.close()
             self.heap, self.layout = None, None
 
-    def _put_rows(self, p: int, plan: FanoutPlan, hidden: torch.Tensor, weights: torch.Tensor) -> None:
-        """This rank's rows for every destination into its blocks [p][me] there (no signal yet)."""
-        fan, me, W = self._fan[p], self.ctx.ep_rank, self.ctx.ep_size
+    def _send(self, p: int, hidden: torch.Tensor, topk_ids: torch.Tensor, weights: torch.Tensor
+              ) -> tuple[list[int], torch.Tensor]:
+        """This rank's rows for every destination into its blocks [p][me] there (no signal yet).
+        Returns the rows sent to each rank and back_index [T, k] (the handle's)."""
+        # T tokens, k top-k, W ranks, M rows per block
+        fan, layout = self._fan[p], self.layout
+        T, k = topk_ids.shape
+        W, M = layout.world, layout.rows
+        if self._native:
+            counts, back_index = torch.ops.moeserve_dispatch.send(
+                hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+                fan.hidden, fan.slots, fan.weights)
+            return counts.tolist(), back_index
+        plan = plan_fanout(topk_ids, self.num_local_slots, W, layout.slot_dtype)
+        back_index = position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M)
         if fan is not None and plan.token_idx.numel() * hidden.shape[1] * hidden.element_size() <= FAN_BYTES:
             self.puts.scatter(fan.hidden, plan.dest, plan.row, hidden, plan.token_idx)
             self.puts.scatter(fan.slots, plan.dest, plan.row, plan.local_slots, None)
             self.puts.scatter(fan.weights, plan.dest, plan.row, weights, plan.token_idx)
-            return
+            return plan.send_counts, back_index
         # one destination at a time: the Triton puts, and large batches (one copy of each row, where
         # the fan-out's gather + scatter would copy it twice)
         a = 0
@@ -217,6 +231,27 @@ class OneSidedDispatcher:
                 self.puts.rows([dst.hidden, dst.slots, dst.weights], [hidden, plan.local_slots[a : a + n], weights],
                                [idx, None, idx])
             a += n
+        return plan.send_counts, back_index
+
+    def _receive(self, p: int, recv_counts: list[int]) -> tuple[ExpertBatch, torch.Tensor, torch.Tensor]:
+        """The ExpertBatch of this step's received rows, term_index [W * n, k] and row_weights [R]."""
+        # W ranks, M rows per block, n grid rows per source, k top-k, S local slots
+        mine, layout, S = self._mine[p], self.layout, self.num_local_slots
+        W, M, k, n = layout.world, layout.rows, layout.top_k, max(recv_counts)
+        if self._native:
+            rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
+                mine.slots, mine.hidden, mine.weights, recv_counts, S)
+            return ExpertBatch(hidden=rows, offsets=offsets, counts=counts), term_index, row_weights
+        row_pos, counts = expand_grid(mine.slots[:, :n], recv_counts, S)
+        q = row_pos // k  # grid row s * n + r -> heap row s * M + r of the flattened [W * M] blocks
+        heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
+        batch = ExpertBatch(
+            hidden=mine.hidden.view(W * M, -1).index_select(0, heap_rows),
+            offsets=torch.cumsum(counts, 0).to(torch.int32),
+            counts=counts,
+        )
+        term_index = position_index(row_pos, None, W * n, k, row_pos.shape[0])
+        return batch, term_index, mine.weights[:, :n].reshape(-1)[row_pos]
 
     def _ensure(self, max_tokens: int, hidden: int, dtype: torch.dtype, k: int, w_dtype: torch.dtype) -> Layout:
         """The heap for this call, re-created (on every rank alike) when it cannot hold it."""
@@ -238,7 +273,14 @@ class OneSidedDispatcher:
                          for r in range(W)] for p in (0, 1)]
         fan_out = hasattr(self.puts, "scatter")
         self._fan = [layout.fanout(self.heap, p, me) if fan_out else None for p in (0, 1)]
+        self._native = self.native and self._fan[0] is not None and self.device.type == "cpu"
         return layout
+
+    def _like(self, dtype: torch.dtype) -> torch.Tensor:
+        """An empty tensor of dtype: how the C++ `total` is told its output dtype."""
+        if dtype not in self._likes:
+            self._likes[dtype] = torch.empty(0, dtype=dtype)
+        return self._likes[dtype]
 
 
 def _ring(me: int, world: int) -> list[int]:

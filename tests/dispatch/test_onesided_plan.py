@@ -8,6 +8,7 @@ import torch
 
 from moeserve.dispatch.a2a import plan_sends
 from moeserve.dispatch.base import sum_in_position_order
+from moeserve.dispatch import native
 from moeserve.dispatch.local import group_by_slot
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
 
@@ -61,3 +62,54 @@ def test_sum_in_j_order_matches_position_order(seed: int, monkeypatch) -> None:
     assert sum_in_j_order(rows, index, out=strided) is strided and torch.equal(strided, ref)
     monkeypatch.setattr("moeserve.dispatch.onesided_plan.DENSE_LIMIT", 0)  # the large-prefill branch
     assert torch.equal(sum_in_j_order(rows, index), ref)
+
+
+def _blocks(W: int, M: int, width: int, dtype: torch.dtype, stride: int) -> torch.Tensor:
+    """[W, M, width] view with `stride` elements between destinations, as a fan-out view of the heap."""
+    return torch.zeros(W * stride, dtype=dtype).as_strided((W, M, width), (stride, width, 1))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_native_kernels_equal_the_torch_path(seed: int) -> None:
+    """send/expand/partial/total of csrc/onesided.cpp against onesided_plan.py, bit for bit, on the same
+    heap-shaped tensors (the multi-rank suite runs both paths across processes)."""
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
+    ops = torch.ops.moeserve_dispatch
+    g, T, k, W, S = _shapes(seed)
+    dtype = (torch.float32, torch.bfloat16, torch.float16)[seed % 3]
+    w_dtype = (torch.float32, torch.bfloat16)[seed % 2]
+    H, M = 7, max(T, 1)
+    ids = torch.randint(-1, W * S, (T, k), generator=g).to(torch.int32 if seed % 4 == 1 else torch.int64)
+    hidden = torch.randn(T, H, generator=g).to(dtype)
+    weights = torch.rand(T, k, generator=g).to(w_dtype)
+    fans = [_blocks(W, M, width, dt, M * width + 5) for width, dt in ((H, dtype), (k, torch.int8), (k, w_dtype))]
+    counts, back_index = ops.send(hidden, ids, weights, S, *fans)
+    plan = plan_fanout(ids, S, W, torch.int8)
+    assert counts.tolist() == plan.send_counts
+    assert torch.equal(back_index, position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M))
+    for fan, src in zip(fans, (hidden[plan.token_idx], plan.local_slots, weights[plan.token_idx])):
+        assert torch.equal(fan[plan.dest, plan.row], src)
+
+    # the receiver: every destination's blocks are one rank's [W source, M, *] blocks here
+    recv = plan.send_counts
+    n = max(recv)
+    rows_in, slots, w_in = (f.contiguous() for f in fans)
+    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S)
+    row_pos, ref_counts = expand_grid(slots[:, :n], recv, S)
+    q = row_pos // k
+    heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
+    assert torch.equal(per_slot, ref_counts) and torch.equal(offsets, torch.cumsum(ref_counts, 0).to(torch.int32))
+    assert torch.equal(rows, rows_in.view(W * M, H)[heap_rows])
+    assert torch.equal(term_index, position_index(row_pos, None, W * n, k, row_pos.shape[0]))
+    assert torch.equal(row_weights, w_in[:, :n].reshape(-1)[row_pos])
+
+    y = (rows.float() * 1.5 - 0.25).to(dtype)  # a stand-in expert output
+    got = _blocks(W, max(n, 1), H, torch.float32, max(n, 1) * H + 3)[:, :n]
+    ops.partial(y, row_weights, term_index, got)
+    terms = torch.cat([y.float() * row_weights.float()[:, None], torch.zeros(1, H)])
+    assert torch.equal(got, sum_in_j_order(terms, term_index).view(W, n, H))
+
+    partials = torch.cat([torch.randn(W * M, H, generator=g), torch.zeros(1, H)])
+    ref = sum_in_j_order(partials, back_index).to(dtype)
+    assert torch.equal(ops.total(partials, back_index, torch.empty(0, dtype=dtype)), ref)
