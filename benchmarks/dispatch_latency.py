@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=600)
-    ap.add_argument("--wait", nargs="+", default=["futex"], choices=["futex", "yield", "spin"],
+    ap.add_argument("--wait", nargs="+", default=["yield-futex"], choices=["futex", "yield-futex", "yield", "spin"],
                     help="how shm waits for flags (flag_wait.STRATEGY); several: one shm column each")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

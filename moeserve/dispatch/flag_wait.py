@@ -26,9 +26,11 @@ SPIN_S = 5e-5
 YIELD_S = 0.002
 CHECK_S = 0.05
 MAX_SLEEP_S = 0.001
-# "futex" (sleep on the flag where the heap can), "yield" (sched_yield, then sleep with backoff),
-# "spin" (poll only): benchmarks/dispatch_latency.py --wait compares them
-STRATEGY = "futex"
+YIELD_FUTEX_S = 0.002
+# "futex" (sleep on the flag where the heap can), "yield-futex" (sched_yield for YIELD_FUTEX_S, then
+# sleep on the flag), "yield" (sched_yield, then sleep with backoff), "spin" (poll only):
+# benchmarks/dispatch_latency.py --wait compares them
+STRATEGY = "yield-futex"
 
 
 class PeerTimeout(RuntimeError):
@@ -43,7 +45,8 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
     pending = [s for s, v in enumerate(words) if v != epoch]
     if not pending:
         return
-    sleep_on = getattr(heap, "sleep_on", None) if STRATEGY == "futex" and futex.available() else None
+    sleep_on = getattr(heap, "sleep_on", None) if "futex" in STRATEGY and futex.available() else None
+    yield_s = YIELD_FUTEX_S if STRATEGY == "yield-futex" else 0.0
     start = time.monotonic()
     next_check, sleep = start + CHECK_S, 0.0
     while True:
@@ -62,7 +65,9 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
                 )
         if now - start < SPIN_S or STRATEGY == "spin":
             continue
-        if sleep_on is not None:  # until that flag changes (its writer wakes us) or the next check
+        if sleep_on is not None and now - start < yield_s:
+            os.sched_yield()
+        elif sleep_on is not None:  # until that flag changes (its writer wakes us) or the next check
             sleep_on(offset + 8 * pending[0], words[pending[0]], max(next_check - now, 1e-4))
         elif now - start < YIELD_S:
             os.sched_yield()
