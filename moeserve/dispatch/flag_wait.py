@@ -1,14 +1,18 @@
-"""Waiting for peers' flags: poll briefly, then sleep in the kernel until a peer's flag store wakes us;
-fail, never hang.
+"""Waiting for peers' flags: poll, yield the core, then sleep in the kernel until the peer's flag
+store wakes us; fail, never hang.
 
-Ranks often share cores (2 ranks on 2 cores, with other processes). A waiter that keeps its core
-(spinning, or yielding to whatever else is runnable) holds back the peer that must write the flag or
-gets the core back only a time slice later; a sleeping waiter costs nothing and the peer's wake-up
-(a futex on the flag word, futex.py) brings it back within microseconds, with the scheduler's
-preference for woken tasks. So the wait polls for SPIN_S (the peer is usually on another core and
-about to signal), then sleeps on the first pending flag (`heap.sleep_on`; the peer calls
-`heap.notify` after its store). Heaps that cannot sleep on a word (NVSHMEM: flags in GPU memory)
-poll with sched_yield for YIELD_S, then sleep 20 us doubling up to 1 ms.
+Ranks often share cores (2 ranks on 2 cores, with other processes), so a waiter must not keep its
+core from the peer that has to write the flag. The default (STRATEGY "yield-futex"):
+1. poll for SPIN_S (the peer is usually on another core and about to signal);
+2. sched_yield between polls until YIELD_FUTEX_S: whatever else is runnable on this core (the peer
+   itself when they share it) runs, and the flag is seen on the first poll after it lands;
+3. sleep on the first pending flag's futex (`heap.sleep_on`; the writer calls `heap.notify` after its
+   store, futex.py): a long wait (the peer's expert compute, an idle attention group) costs no CPU
+   and ends within a wake-up, not a sleep quantum.
+Measured side by side (docs/dispatch.md, "Waiting"), on a VM whose cross-core wake-ups are slow,
+yielding first beat sleeping at once, and both beat a busy spin (which starves a peer sharing the
+core). Heaps without futex words (NVSHMEM: flags in GPU memory) yield until YIELD_S, then sleep
+20 us doubling up to 1 ms.
 
 A peer whose process is gone raises at once (checked every CHECK_S); a wait past the step timeout
 raises PeerTimeout naming the ranks that never signalled, which the engine turns into the watchdog's
