@@ -118,9 +118,9 @@ class OneSidedDispatcher:
     ) -> tuple[ExpertBatch, OneSidedHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float;
         max_tokens: >= T on every rank, identical on all ranks (None: agreed by one all_reduce)."""
-        # T tokens, k top-k, H hidden, W ranks, S local slots, N rows sent, n grid rows per source
+        # T tokens, k top-k, W ranks
         T, k = topk_ids.shape
-        W, S, me = self.ctx.ep_size, self.num_local_slots, self.ctx.ep_rank
+        W, me = self.ctx.ep_size, self.ctx.ep_rank
         origin = hidden.device
         if origin != self.device:  # e.g. GPU ranks over the host heap: staged through host memory
             hidden, topk_ids, topk_weights = (t.to(self.device) for t in (hidden, topk_ids, topk_weights))
@@ -186,7 +186,8 @@ class OneSidedDispatcher:
                 for s in _ring(me, W):
                     if handle.recv_counts[s]:
                         self.puts.rows([self._outbox[p][s].partial], [partial[s, : handle.recv_counts[s]]], [None])
-        self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch) for s in _ring(me, W)])
+        self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch)
+                                     for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
         if self._native:
             out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))

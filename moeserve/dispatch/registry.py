@@ -107,7 +107,8 @@ def _need_ranks(name: str, ctx: ParallelContext) -> None:
         raise ValueError(f"dispatch {name!r} needs ep_size > 1; with one expert rank use 'local' or 'auto'")
 
 
-def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, native: bool = True, **_: Any) -> Dispatcher:
+def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, native: bool = True,
+         **_: Any) -> Dispatcher:
     from moeserve.dispatch.puts import TorchPuts
     from moeserve.dispatch.shm_heap import ShmHeap
 
