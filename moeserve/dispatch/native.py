@@ -19,7 +19,7 @@ from moeserve import envs
 logger = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).parent / "csrc" / "onesided.cpp"]
-FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-fPIC", "-shared"]
+FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-fPIC", "-shared"]
 
 _state: dict[str, bool] = {}
 

@@ -73,13 +73,28 @@ def _blocks(W: int, M: int, width: int, dtype: torch.dtype, stride: int) -> torc
 def test_native_kernels_equal_the_torch_path(seed: int) -> None:
     """send/expand/partial/total of csrc/onesided.cpp against onesided_plan.py, bit for bit, on the same
     heap-shaped tensors (the multi-rank suite runs both paths across processes)."""
+    g, T, k, W, S = _shapes(seed)
+    _compare_native(seed, g, T, k, W, S, H=7)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_native_kernels_split_over_threads_give_the_same_bits(seed: int) -> None:
+    """Rows enough for the kernels to split their copies and sums over intra-op threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _compare_native(seed, torch.Generator().manual_seed(seed), 700, 2 + seed % 2, 3, 4, H=1024)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: int, H: int) -> None:
     if not native.load():
         pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
     ops = torch.ops.moeserve_dispatch
-    g, T, k, W, S = _shapes(seed)
     dtype = (torch.float32, torch.bfloat16, torch.float16)[seed % 3]
     w_dtype = (torch.float32, torch.bfloat16)[seed % 2]
-    H, M = 7, max(T, 1)
+    M = max(T, 1)
     ids = torch.randint(-1, W * S, (T, k), generator=g).to(torch.int32 if seed % 4 == 1 else torch.int64)
     hidden = torch.randn(T, H, generator=g).to(dtype)
     weights = torch.rand(T, k, generator=g).to(w_dtype)

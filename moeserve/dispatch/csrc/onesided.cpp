@@ -3,6 +3,8 @@
 // is the latency. The torch path (onesided_plan.py) is the reference; every result here is bit for bit
 // the same (tests/dispatch/test_onesided_plan.py): rows are copied as bytes, products and sums are the
 // same fp32 operations in the same order (built with -ffp-contract=off: no fused multiply-adds).
+// Large calls (a prefill) split their row copies and sums over torch's intra-op threads; each row is
+// computed the same way on any thread, so the bits do not depend on the thread count.
 //
 // # T tokens, k top-k, H hidden, W ranks, M rows per (source, destination) block, S local slots,
 // # n grid rows per source (the largest received count), R expert rows
@@ -21,8 +23,10 @@
 //          order started from 0, then rounded once (round to nearest even) to out_dtype.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <tuple>
@@ -52,6 +56,10 @@ void with_float(at::ScalarType t, F&& f) {
   }
 }
 
+int64_t grain(int64_t bytes_per_row) {  // rows per task: ~256 KB, so decode-sized calls stay on one thread
+  return std::max<int64_t>(1, (256 << 10) / std::max<int64_t>(1, bytes_per_row));
+}
+
 char* row_ptr(const at::Tensor& t, int64_t a, int64_t b) {  // &t[a][b][0] of a [A, B, C] view
   return (char*)t.data_ptr() + (a * t.stride(0) + b * t.stride(1)) * t.element_size();
 }
@@ -73,6 +81,7 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
     const I* p = ids.data_ptr<I>();
     for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
   });
+  std::vector<int64_t> sent;  // (d, r, t) of every row, in order; the copies run in parallel below
   with_int(fan_slots, [&](auto tag) {
     using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     for (int64_t d = 0; d < W; ++d) {
@@ -84,15 +93,23 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
           if (row[j] >= 0 && row[j] / slots_per_rank == d) { first = j; break; }
         if (first < 0) continue;
         TORCH_CHECK(r < M, "moeserve_dispatch: more rows than the block holds");
-        std::memcpy(row_ptr(fan_hidden, d, r), (const char*)hidden.data_ptr() + t * row_bytes, row_bytes);
         L* sl = (L*)row_ptr(fan_slots, d, r);
         for (int64_t j = 0; j < k; ++j)
           sl[j] = (L)(row[j] >= 0 && row[j] / slots_per_rank == d ? row[j] % slots_per_rank : -1);
-        std::memcpy(row_ptr(fan_weights, d, r), (const char*)weights.data_ptr() + t * w_bytes, w_bytes);
         bk[t * k + first] = d * M + r;
+        sent.insert(sent.end(), {d, r, t});
         ++r;
       }
       cnt[d] = r;
+    }
+  });
+  const char* hid = (const char*)hidden.data_ptr();
+  const char* wts = (const char*)weights.data_ptr();
+  at::parallel_for(0, (int64_t)sent.size() / 3, grain(row_bytes), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t d = sent[3 * i], r = sent[3 * i + 1], t = sent[3 * i + 2];
+      std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
+      std::memcpy(row_ptr(fan_weights, d, r), wts + t * w_bytes, w_bytes);
     }
   });
   return {counts, back};
@@ -131,6 +148,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   auto term_index = at::full({W * n, k}, R, at::kLong);
   const int64_t row_bytes = H * hidden.element_size(), wsz = weights.element_size();
   int64_t* ti = term_index.data_ptr<int64_t>();
+  std::vector<int64_t> from(R);  // (w * M + r) * k + j of ExpertBatch row i; the copies run in parallel below
   with_int(slots, [&](auto tag) {
     using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     const L* s = slots.data_ptr<L>();
@@ -140,12 +158,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
           int64_t v = s[(w * M + r) * k + j];
           if (v < 0) continue;
           int64_t i = next[v]++;
-          std::memcpy((char*)rows.data_ptr() + i * row_bytes, (const char*)hidden.data_ptr() + (w * M + r) * row_bytes,
-                      row_bytes);
-          std::memcpy((char*)row_weights.data_ptr() + i * wsz,
-                      (const char*)weights.data_ptr() + ((w * M + r) * k + j) * wsz, wsz);
+          from[i] = (w * M + r) * k + j;
           ti[(w * n + r) * k + j] = i;
         }
+  });
+  char* out_rows = (char*)rows.data_ptr();
+  char* out_w = (char*)row_weights.data_ptr();
+  const char* hid = (const char*)hidden.data_ptr();
+  const char* wts = (const char*)weights.data_ptr();
+  at::parallel_for(0, R, grain(row_bytes), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      std::memcpy(out_rows + i * row_bytes, hid + from[i] / k * row_bytes, row_bytes);
+      std::memcpy(out_w + i * wsz, wts + from[i] * wsz, wsz);
+    }
   });
   return {rows, slot_counts, offsets, term_index, row_weights};
 }
@@ -155,24 +180,27 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
   TORCH_CHECK(out.scalar_type() == at::kFloat && out.stride(2) == 1);
   const int64_t R = y.size(0), H = y.size(1), k = term_index.size(1), n = out.size(1);
   const int64_t* ti = term_index.data_ptr<int64_t>();
-  std::vector<float> acc(H);
   with_float(y.scalar_type(), [&](auto ytag) {
     using Y = std::remove_const_t<std::remove_pointer_t<decltype(ytag)>>;
     with_float(row_weights.scalar_type(), [&](auto wtag) {
       using V = std::remove_const_t<std::remove_pointer_t<decltype(wtag)>>;
       const Y* yp = y.data_ptr<Y>();
       const V* wp = row_weights.data_ptr<V>();
-      for (int64_t q = 0; q < term_index.size(0); ++q) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j < k; ++j) {
-          int64_t i = ti[q * k + j];
-          if (i >= R) continue;
-          const float w = (float)wp[i];
-          const Y* src = yp + i * H;
-          for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
+      // rows are independent and each is summed the same way on any thread: bits do not depend on threads
+      at::parallel_for(0, term_index.size(0), grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+        std::vector<float> acc(H);
+        for (int64_t q = lo; q < hi; ++q) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t j = 0; j < k; ++j) {
+            int64_t i = ti[q * k + j];
+            if (i >= R) continue;
+            const float w = (float)wp[i];
+            const Y* src = yp + i * H;
+            for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
+          }
+          std::memcpy(row_ptr(out, q / n, q % n), acc.data(), H * sizeof(float));
         }
-        std::memcpy(row_ptr(out, q / n, q % n), acc.data(), H * sizeof(float));
-      }
+      });
     });
   });
 }
@@ -184,20 +212,22 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
   const int64_t* bi = back_index.data_ptr<int64_t>();
   const float* pp = partials.data_ptr<float>();
   auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
-  std::vector<float> acc(H);
   with_float(out_dtype, [&](auto otag) {
     using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;
     O* op = out.data_ptr<O>();
-    for (int64_t t = 0; t < T; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t i = bi[t * k + j];
-        if (i == zero) continue;
-        const float* src = pp + i * H;
-        for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
+    at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+      std::vector<float> acc(H);
+      for (int64_t t = lo; t < hi; ++t) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t i = bi[t * k + j];
+          if (i == zero) continue;
+          const float* src = pp + i * H;
+          for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
+        }
+        for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
       }
-      for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
-    }
+    });
   });
   return out;
 }
