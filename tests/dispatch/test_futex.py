@@ -57,5 +57,3 @@ def test_a_store_then_wake_ends_the_sleep() -> None:
     futex.wake(address)
     thread.join(timeout=10)
     assert woke and woke[0] - stored < 2.0  # woken, not timed out after 10 s
-    del word
-    mm.close()
