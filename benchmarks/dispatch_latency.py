@@ -10,6 +10,7 @@ layer's time (the collectives make every rank wait for the slowest). Not run by 
 docs/dispatch.md.
 
     python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096
+    python benchmarks/dispatch_latency.py --ep 2 4 --wait futex yield spin   # shm's wait strategies side by side
 """
 from __future__ import annotations
 
@@ -25,10 +26,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from moeserve.dispatch import StepBounds, make_dispatcher
+from moeserve.dispatch import StepBounds, flag_wait, make_dispatcher
 from moeserve.parallel_state import ParallelContext
 
-BACKENDS = ("a2a", "agrs", "shm")
+GLOO = ("a2a", "agrs")
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    """a2a, agrs, then shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm)."""
+    return [*GLOO, *("shm" if i == 0 else f"shm-{w}" for i, w in enumerate(args.wait))]
 
 
 def _free_port() -> int:
@@ -43,7 +49,9 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     dist.init_process_group("gloo", rank=rank, world_size=args.world)
     ctx = ParallelContext(ep_size=args.world, ep_rank=rank, ep_group=dist.group.WORLD)
     bounds = StepBounds(max_tokens=max(args.tokens))  # the heap is sized once, as the engine does
-    backends = {name: make_dispatcher(name, args.experts, ctx, bounds) for name in BACKENDS}
+    names = _names(args)
+    backends = {name: make_dispatcher(name.split("-")[0], args.experts, ctx, bounds) for name in names}
+    waits = dict(zip(names[len(GLOO):], args.wait))
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
@@ -51,10 +59,11 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
             x = torch.randn(tokens, hidden, generator=gen)
             ids = torch.rand(tokens, args.experts, generator=gen).argsort(dim=1)[:, : args.top_k]  # distinct experts
             w = torch.rand(tokens, args.top_k, generator=gen)
-            times: dict[str, list[float]] = {name: [] for name in BACKENDS}
-            cpu: dict[str, list[float]] = {name: [] for name in BACKENDS}
+            times: dict[str, list[float]] = {name: [] for name in names}
+            cpu: dict[str, list[float]] = {name: [] for name in names}
             for it in range(args.warmup + args.iters):
                 for name, backend in backends.items():
+                    flag_wait.STRATEGY = waits.get(name, flag_wait.STRATEGY)
                     dist.barrier()
                     t, c = time.perf_counter(), time.process_time()
                     batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
@@ -93,7 +102,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for i, row in enumerate(per_rank[0]):
         merged = {"ep": args.world, "hidden": row["hidden"], "tokens": row["tokens"]}
-        for name in BACKENDS:
+        for name in _names(args):
             merged[name + "_ms"] = round(max(per_rank[r][i][name] for r in per_rank), 3)
             # CPU time of the process (all its threads, gloo's included), summed over ranks: what a
             # call costs when nothing else competes for the cores (a loaded machine inflates wall time)
@@ -101,6 +110,8 @@ def run(args: argparse.Namespace) -> list[dict]:
         merged["agrs_over_a2a"] = round(merged["agrs_ms"] / merged["a2a_ms"], 2)
         merged["gloo_over_shm"] = round(min(merged["a2a_ms"], merged["agrs_ms"]) / merged["shm_ms"], 1)
         merged["gloo_over_shm_cpu"] = round(min(merged["a2a_cpu_ms"], merged["agrs_cpu_ms"]) / merged["shm_cpu_ms"], 1)
+        for name in _names(args)[len(GLOO) + 1:]:
+            merged[f"gloo_over_{name}"] = round(min(merged["a2a_ms"], merged["agrs_ms"]) / merged[name + "_ms"], 1)
         rows.append(merged)
     return rows
 
@@ -116,6 +127,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=600)
+    ap.add_argument("--wait", nargs="+", default=["yield-futex"], choices=["futex", "yield-futex", "yield", "spin"],
+                    help="how shm waits for flags (flag_wait.STRATEGY); several: one shm column each")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
@@ -129,9 +142,11 @@ def main() -> None:
           f"{'best gloo/shm':>13} {'cpu ms a2a/agrs/shm':>22} {'cpu best gloo/shm':>17}")
     for r in rows:
         cpu = f"{r['a2a_cpu_ms']:.2f}/{r['agrs_cpu_ms']:.2f}/{r['shm_cpu_ms']:.2f}"
+        more = "".join(f"  {n}: {r[n + '_ms']:.3f} ms, best gloo/{n} {r['gloo_over_' + n]:.1f}"
+                       for n in _names(args)[len(GLOO) + 1:])
         print(f"{r['ep']:>3} {r['hidden']:>6} {r['tokens']:>6} {r['a2a_ms']:>8.3f} {r['agrs_ms']:>8.3f} "
               f"{r['shm_ms']:>8.3f} {r['agrs_over_a2a']:>8.2f} {r['gloo_over_shm']:>13.1f} {cpu:>22} "
-              f"{r['gloo_over_shm_cpu']:>17.1f}")
+              f"{r['gloo_over_shm_cpu']:>17.1f}{more}")
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ FAST_HTTP = EnvVar("MOESERVE_FAST_HTTP", bool, True,
 ALLOW_LONG_MAX_MODEL_LEN = EnvVar("MOESERVE_ALLOW_LONG_MAX_MODEL_LEN", bool, False,
                                   "accept a --max-model-len past the checkpoint's trained positions (with a warning)")
 CPU_KERNELS = EnvVar("MOESERVE_CPU_KERNELS", bool, True,
-                     "build and use the C++ CPU kernels (kernels/cpu/cpu_kernels.py); off: torch only")
+                     "build and use the C++ CPU kernels (kernels/cpu/cpu_kernels.py, dispatch/native.py); off: torch only")
 DECODE_ATTENTION = EnvVar("MOESERVE_DECODE_ATTENTION", bool, True,
                           "the C++ paged decode attention kernel (kernels/cpu/paged_decode.py)")
 PANEL_GEMM = EnvVar("MOESERVE_PANEL_GEMM", bool, True,

@@ -1,22 +1,40 @@
-"""Waiting for peers' flags: spin (yielding the core), then sleep with backoff; fail, never hang.
+"""Waiting for peers' flags: poll, yield the core, then sleep in the kernel until the peer's flag
+store wakes us; fail, never hang.
 
-Ranks often share cores (2 ranks on 2 cores, with other processes): a rank that busy-waits on a flag
-would take the core the peer needs to write it. So every spin yields (sched_yield), and after
-SPIN_S of spinning the waiter sleeps, 20 us doubling up to 1 ms. A peer whose process is gone raises
-at once (checked every CHECK_S); a wait past the step timeout raises PeerTimeout naming the ranks
-that never signalled, which the engine turns into the watchdog's error (a rank exits, rank 0 fails
-the step, /health answers 503).
+Ranks often share cores (2 ranks on 2 cores, with other processes), so a waiter must not keep its
+core from the peer that has to write the flag. The default (STRATEGY "yield-futex"):
+1. poll for SPIN_S (the peer is usually on another core and about to signal);
+2. sched_yield between polls until YIELD_FUTEX_S: whatever else is runnable on this core (the peer
+   itself when they share it) runs, and the flag is seen on the first poll after it lands;
+3. sleep on the first pending flag's futex (`heap.sleep_on`; the writer calls `heap.notify` after its
+   store, futex.py): a long wait (the peer's expert compute, an idle attention group) costs no CPU
+   and ends within a wake-up, not a sleep quantum.
+Measured side by side (docs/dispatch.md, "Waiting"), on a VM whose cross-core wake-ups are slow,
+yielding first beat sleeping at once, and both beat a busy spin (which starves a peer sharing the
+core). Heaps without futex words (NVSHMEM: flags in GPU memory) yield until YIELD_S, then sleep
+20 us doubling up to 1 ms.
+
+A peer whose process is gone raises at once (checked every CHECK_S); a wait past the step timeout
+raises PeerTimeout naming the ranks that never signalled, which the engine turns into the watchdog's
+error (a rank exits, rank 0 fails the step, /health answers 503).
 """
 from __future__ import annotations
 
 import os
 import time
 
+from moeserve.dispatch import futex
 from moeserve.dispatch.heap import SymmetricHeap
 
-SPIN_S = 0.002
+SPIN_S = 5e-5
+YIELD_S = 0.002
 CHECK_S = 0.05
 MAX_SLEEP_S = 0.001
+YIELD_FUTEX_S = 0.002
+# "futex" (sleep on the flag where the heap can), "yield-futex" (sched_yield for YIELD_FUTEX_S, then
+# sleep on the flag), "yield" (sched_yield, then sleep with backoff), "spin" (poll only):
+# benchmarks/dispatch_latency.py --wait compares them
+STRATEGY = "yield-futex"
 
 
 class PeerTimeout(RuntimeError):
@@ -27,9 +45,12 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
     """Until the W int64 flags at `offset` of this rank's region all equal `epoch`.
 
     what: the phase, for the error ("dispatch rows", "combine rows")."""
-    pending = [s for s, v in enumerate(heap.load_words(offset, heap.world)) if v != epoch]
+    words = heap.load_words(offset, heap.world)
+    pending = [s for s, v in enumerate(words) if v != epoch]
     if not pending:
         return
+    sleep_on = getattr(heap, "sleep_on", None) if "futex" in STRATEGY and futex.available() else None
+    yield_s = YIELD_FUTEX_S if STRATEGY == "yield-futex" else 0.0
     start = time.monotonic()
     next_check, sleep = start + CHECK_S, 0.0
     while True:
@@ -46,7 +67,13 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
                     f"ep rank(s) {pending} never signalled their {what} for step epoch {epoch} within the "
                     f"step timeout of {timeout_s:g} s (this is ep rank {heap.rank}); a stuck or stopped rank?"
                 )
-        if now - start < SPIN_S:
+        if now - start < SPIN_S or STRATEGY == "spin":
+            continue
+        if sleep_on is not None and now - start < yield_s:
+            os.sched_yield()
+        elif sleep_on is not None:  # until that flag changes (its writer wakes us) or the next check
+            sleep_on(offset + 8 * pending[0], words[pending[0]], max(next_check - now, 1e-4))
+        elif now - start < YIELD_S:
             os.sched_yield()
         else:
             sleep = min(MAX_SLEEP_S, max(2e-5, sleep * 2))

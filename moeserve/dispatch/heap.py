@@ -10,6 +10,10 @@ The one-sided protocol (onesided.py) only needs these verbs:
     fence()             orders every earlier store of this process before every later one
     dead_peers()        ranks whose process is known to be gone (empty where that cannot be known)
     close()             unmaps; never frees memory a peer may still write
+Optional (onesided.py uses it where present, else writes one destination at a time):
+    fanout(offset, dtype, shape) -> [W, *shape] view of the same bytes of every rank's region, or None
+    notify(rank, off)   wakes that rank where it sleeps on its word at `off` (after a flag store)
+    sleep_on(off, value, timeout_s)  sleeps while this rank's word at `off` holds value (flag_wait.py)
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@
       slots    [W source, M, k]  int8/16/32      local slot of each top-k position (-1 = elsewhere)
       weights  [W source, M, k]  weight dtype    the sent rows' router weights
       partial  [W source, M, H]  fp32            combine: the expert rank's partial sums for rows we sent it
+               + 1 row of H fp32 zeros that nobody writes (combine gathers it where a position has no term)
 
 A source writes only into the destination's blocks indexed by its own rank, so no two writers ever
 share a byte. M bounds the rows of one (source, destination) pair in one step: one row per (token,
@@ -40,7 +41,7 @@ class Layout:
             align(W * M * H * self.dtype.itemsize),
             align(W * M * k * self.slot_dtype.itemsize),
             align(W * M * k * self.weight_dtype.itemsize),
-            align(W * M * H * 4),
+            align((W * M + 1) * H * 4),  # + one row nobody writes: zeros (the heap starts zeroed)
         ]
 
     @property
@@ -65,19 +66,47 @@ class Layout:
     def meta_word(self, parity: int, source: int = 0) -> int:
         return self.meta_offset + (parity * self.world + source) * 16
 
+    def columns(self) -> list[tuple[torch.dtype, int]]:
+        """(dtype, width) of the blocks hidden, slots, weights, partial, in that order."""
+        return [(self.dtype, self.hidden), (self.slot_dtype, self.top_k), (self.weight_dtype, self.top_k),
+                (torch.float32, self.hidden)]
+
+    def block_offsets(self, parity: int) -> list[int]:
+        """Byte offset of each block of one parity inside a region (order of `columns`)."""
+        start = self.parity_offset + parity * self.parity_bytes
+        offsets = []
+        for size in self._block_bytes():
+            offsets.append(start)
+            start += size
+        return offsets
+
     def blocks(self, region: torch.Tensor, parity: int) -> "Blocks":
         """Typed views of one region's blocks of one parity, each [W source, M, width]."""
         W, M = self.world, self.rows
-        start = self.parity_offset + parity * self.parity_bytes
         views = []
-        for size, (dtype, width) in zip(
-            self._block_bytes(),
-            ((self.dtype, self.hidden), (self.slot_dtype, self.top_k), (self.weight_dtype, self.top_k),
-             (torch.float32, self.hidden)),
-        ):
+        for start, (dtype, width) in zip(self.block_offsets(parity), self.columns()):
             n = W * M * width * dtype.itemsize
             views.append(region[start : start + n].view(dtype).view(W, M, width))
-            start += size
+        return Blocks(*views)
+
+    def partial_rows(self, region: torch.Tensor, parity: int) -> torch.Tensor:
+        """[W * M + 1, H] fp32 view of one region's partial block, source-major; the last row is zeros."""
+        start = self.block_offsets(parity)[3]
+        n = (self.world * self.rows + 1) * self.hidden * 4
+        return region[start : start + n].view(torch.float32).view(-1, self.hidden)
+
+    def fanout(self, heap, parity: int, source: int) -> "Blocks | None":
+        """Views of source's blocks of one parity in every rank's region at once, each [W destination, M,
+        width] (one torch op writes all destinations), or None where the heap cannot make them."""
+        make = getattr(heap, "fanout", None)
+        if make is None:
+            return None
+        views = []
+        for start, (dtype, width) in zip(self.block_offsets(parity), self.columns()):
+            view = make(start + source * self.rows * width * dtype.itemsize, dtype, (self.rows, width))
+            if view is None:
+                return None
+            views.append(view)
         return Blocks(*views)
 
 

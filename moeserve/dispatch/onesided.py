@@ -6,7 +6,8 @@ calls dispatch and combine in the same order) and uses the buffers of parity p =
 dispatch: s writes its rows for d straight into d's region, blocks [p][s]: one row per (token, d)
     (hidden, the local slot of each top-k position or -1, the router weights), in token order; then
     the row count and a bad-routing flag into d's meta; then, after a store fence, the epoch into
-    d's dispatch flag [p][s]. Every pair signals, with zero rows too (the empty-batch protocol).
+    d's dispatch flag [p][s] (and wakes d if it sleeps on it: flag_wait.py). Every pair signals,
+    with zero rows too (the empty-batch protocol).
     d waits until all W flags read e, then raises with every rank if any source flagged bad
     routing, else expands the rows (sources in rank order, tokens in order) into its ExpertBatch:
     the same rows in the same order as `local` on the whole batch.
@@ -14,6 +15,13 @@ combine: d sums each received row's weighted expert outputs in fp32 in top-k ord
     per (token, d)), writes them into s's partial block [p][d], fences, and raises s's combine
     flag [p][d] to e. s waits for all W, then sums the partials of each token in order of the
     rank's first top-k position, in fp32 (a2a's order: docs/dispatch.md, "Numerics").
+
+Op count: at decode sizes each torch op's fixed cost, not the bytes, is the latency, so the math is
+vectorized over destinations (onesided_plan.py): one plan for all ranks, one fan-out write per column
+into every destination at once (a [W, M, width] view across the regions, where the heap has one),
+the received rows read as one [W, n, k] grid (n = the largest count), and each fixed-order sum one
+gather of k terms per row (a zero row stands in for absent terms) plus k - 1 adds written straight
+into the peers' partial blocks.
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
@@ -35,28 +43,31 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from moeserve.dispatch.a2a import plan_sends
-from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, sum_in_position_order, weighted_sum_fixed_order
+from moeserve.dispatch.base import ExpertBatch, Handle, routing_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, Blocks, Layout
-from moeserve.dispatch.local import group_by_slot
-from moeserve.dispatch.puts import Puts, Signal
+from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
+from moeserve.dispatch import native as native_kernels
+from moeserve.dispatch.puts import Puts, Signal, TorchPuts
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
 HeapFactory = Callable[[int], SymmetricHeap]  # bytes per rank -> heap (a collective over the ep group)
+# Up to this many bytes of hidden rows per call, one fan-out op per column writes every destination
+# (gather, then scatter: each row copied twice); above it one copy per destination (each row once).
+FAN_BYTES = 1 << 20
 
 
 @dataclass
 class OneSidedHandle(Handle):
     epoch: int
-    send_counts: list[int]  # [W] rows this rank sent to each rank
-    send_pos: torch.Tensor  # [N] int64: t * k + (first top-k position on that rank) of each sent row
+    back_index: torch.Tensor  # [T, k] int64: row of this rank's partial rows (heap_layout.partial_rows)
+    #                           summed at (t, j): the partial of the rank whose first top-k position is j
     recv_counts: list[int]  # [W] rows this rank received from each rank
-    row_pos: torch.Tensor  # [R] int64: recv_row * k + j of each ExpertBatch row
-    recv_weights: torch.Tensor  # [Mr, k] router weights of the received rows
-    num_tokens: int  # T
+    grid_rows: int  # n = max(recv_counts): received row q = s * n + r is row r from source s
+    term_index: torch.Tensor  # [W * n, k] int64: ExpertBatch row at (q, j), R (a zero row) where none
+    row_weights: torch.Tensor  # [R] router weight of each ExpertBatch row (the sender's dtype)
     out_dtype: torch.dtype
     device: torch.device
 
@@ -74,6 +85,7 @@ class OneSidedDispatcher:
         timeout_s: float = 60.0,
         capacity_tokens: int = 0,
         device: torch.device | str = "cpu",
+        native: bool = True,
     ):
         if num_slots % ctx.ep_size:
             raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
@@ -86,9 +98,16 @@ class OneSidedDispatcher:
         self.epoch = 0
         self.heap: SymmetricHeap | None = None
         self.layout: Layout | None = None
-        self._blocks: list[list[Blocks]] = []  # [parity][rank]: [W, M, width] views of each rank's region
+        self._mine: list[Blocks] = []  # [parity]: [W source, M, width] views of this rank's own region
+        self._partials: list[torch.Tensor] = []  # [parity]: [W * M + 1, H] its partial rows (+ a zero row)
         self._outbox: list[list[Blocks]] = []  # [parity][rank]: [M, width] views of this source's blocks there
-        self._arange = torch.empty(0, dtype=torch.int64)
+        # [parity]: [W destination, M, width] views of this source's blocks in every region (one op
+        # writes all destinations); None where the heap or the puts cannot (then one put per destination)
+        self._fan: list[Blocks | None] = []
+        # the C++ path (native.py) where it is built and the heap has fan-out views (shm over TorchPuts)
+        self.native = native and isinstance(puts, TorchPuts) and native_kernels.load()
+        self._native = False  # native, and this heap has fan-out views (set with the heap)
+        self._likes: dict[torch.dtype, torch.Tensor] = {}
 
     def dispatch(
         self,
@@ -99,9 +118,9 @@ class OneSidedDispatcher:
     ) -> tuple[ExpertBatch, OneSidedHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float;
         max_tokens: >= T on every rank, identical on all ranks (None: agreed by one all_reduce)."""
-        # T tokens, k top-k, H hidden, W ranks, S local slots, N rows sent, Mr rows received
+        # T tokens, k top-k, W ranks
         T, k = topk_ids.shape
-        W, S, me = self.ctx.ep_size, self.num_local_slots, self.ctx.ep_rank
+        W, me = self.ctx.ep_size, self.ctx.ep_rank
         origin = hidden.device
         if origin != self.device:  # e.g. GPU ranks over the host heap: staged through host memory
             hidden, topk_ids, topk_weights = (t.to(self.device) for t in (hidden, topk_ids, topk_weights))
@@ -116,20 +135,10 @@ class OneSidedDispatcher:
         layout = self._ensure(max_tokens, hidden.shape[1], hidden.dtype, k, w_dtype)
         self.epoch += 1
         epoch, p = self.epoch, self.epoch % 2
-        plan = plan_sends(topk_ids, S, W) if err is None else None
-        send_counts = plan.send_counts.tolist() if plan is not None else [0] * W
-        if plan is not None:
+        send_counts, back_index = [0] * W, None
+        if err is None:
             weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
-            for d in _ring(me, W):
-                n, a = send_counts[d], sum(send_counts[:d])
-                if n:
-                    idx = plan.token_idx[a : a + n]
-                    dst = self._outbox[p][d]
-                    self.puts.rows(
-                        [dst.hidden, dst.slots, dst.weights],
-                        [hidden, plan.local_slots[a : a + n], weights],
-                        [idx, None, idx],
-                    )
+            send_counts, back_index = self._send(p, hidden, topk_ids, weights)
         self.puts.signal(self.heap, [
             Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)),
                    layout.flag_offset(DISPATCH, p, me), epoch)
@@ -141,49 +150,109 @@ class OneSidedDispatcher:
         if bad:
             detail = f": {err}" if err else ""
             raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {me}){detail}")
-        assert plan is not None
+        assert back_index is not None
         recv_counts = meta[0::2]
-        mine = self._blocks[p][me]
-        recv_index = self._index(recv_counts)  # [Mr] rows of the flattened [W * M] blocks
-        recv_slots = mine.slots.view(-1, k).index_select(0, recv_index)
-        recv_weights = mine.weights.view(-1, k).index_select(0, recv_index)
-        row_pos, counts = group_by_slot(recv_slots, S)
-        rows = mine.hidden.view(-1, hidden.shape[1]).index_select(0, recv_index[row_pos // k])
-        batch = ExpertBatch(hidden=rows, offsets=torch.cumsum(counts, 0).to(torch.int32), counts=counts)
+        batch, term_index, row_weights = self._receive(p, recv_counts)
         if origin != self.device:
             batch = ExpertBatch(batch.hidden.to(origin), batch.offsets.to(origin), batch.counts.to(origin))
         handle = OneSidedHandle(
-            epoch=epoch, send_counts=send_counts, send_pos=plan.send_pos, recv_counts=recv_counts,
-            row_pos=row_pos, recv_weights=recv_weights, num_tokens=T, out_dtype=hidden.dtype, device=origin,
+            epoch=epoch, back_index=back_index, recv_counts=recv_counts, grid_rows=max(recv_counts),
+            term_index=term_index, row_weights=row_weights, out_dtype=hidden.dtype, device=origin,
         )
         return batch, handle
 
     def combine(self, expert_out: torch.Tensor, handle: OneSidedHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
-        # R expert rows, Mr received rows, N sent rows, T tokens, k top-k, W ranks
+        # R expert rows, n grid rows per source, T tokens, H hidden, W ranks
         assert self.layout is not None and handle.epoch == self.epoch, "combine must follow its own dispatch"
         W, me, layout = self.ctx.ep_size, self.ctx.ep_rank, self.layout
-        epoch, p = handle.epoch, handle.epoch % 2
+        epoch, p, n = handle.epoch, handle.epoch % 2, handle.grid_rows
         if expert_out.device != self.device:
             expert_out = expert_out.to(self.device)
-        partial = weighted_sum_fixed_order(expert_out, handle.row_pos, handle.recv_weights, torch.float32)  # [Mr, H]
-        for s in _ring(me, W):
-            n, a = handle.recv_counts[s], sum(handle.recv_counts[:s])
-            if n:
-                self.puts.rows([self._outbox[p][s].partial], [partial[a : a + n]], [None])
-        self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch) for s in _ring(me, W)])
+        if n and self._native:
+            torch.ops.moeserve_dispatch.partial(expert_out.contiguous(), handle.row_weights, handle.term_index,
+                                                self._fan[p].partial[:, :n])
+        elif n:
+            R, H = expert_out.shape
+            terms = torch.empty(R + 1, H, dtype=torch.float32, device=self.device)  # row R: zeros
+            terms[R].zero_()
+            # local's products: rows and weights upcast to fp32, then multiplied
+            torch.mul(expert_out.float(), handle.row_weights.float()[:, None], out=terms[:R])
+            fan = self._fan[p]
+            if fan is not None:  # straight into every source's partial block, in one op
+                sum_in_j_order(terms, handle.term_index, out=fan.partial[:, :n])
+            else:
+                partial = sum_in_j_order(terms, handle.term_index).view(W, n, H)
+                for s in _ring(me, W):
+                    if handle.recv_counts[s]:
+                        self.puts.rows([self._outbox[p][s].partial], [partial[s, : handle.recv_counts[s]]], [None])
+        self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch)
+                                     for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
-        back = self._blocks[p][me].partial.view(-1, layout.hidden).index_select(0, self._index(handle.send_counts))
-        k = handle.recv_weights.shape[1]
-        out = sum_in_position_order(back, handle.send_pos, handle.num_tokens, k, handle.out_dtype)
+        if self._native:
+            out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
+        else:
+            out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
         return out if handle.device == self.device else out.to(handle.device)
 
     def close(self) -> None:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
-            self._blocks, self._outbox = [], []
+            self._mine, self._partials, self._outbox, self._fan = [], [], [], []
             self.heap.close()
             self.heap, self.layout = None, None
+
+    def _send(self, p: int, hidden: torch.Tensor, topk_ids: torch.Tensor, weights: torch.Tensor
+              ) -> tuple[list[int], torch.Tensor]:
+        """This rank's rows for every destination into its blocks [p][me] there (no signal yet).
+        Returns the rows sent to each rank and back_index [T, k] (the handle's)."""
+        # T tokens, k top-k, W ranks, M rows per block
+        fan, layout = self._fan[p], self.layout
+        T, k = topk_ids.shape
+        W, M = layout.world, layout.rows
+        if self._native:
+            counts, back_index = torch.ops.moeserve_dispatch.send(
+                hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+                fan.hidden, fan.slots, fan.weights)
+            return counts.tolist(), back_index
+        plan = plan_fanout(topk_ids, self.num_local_slots, W, layout.slot_dtype)
+        back_index = position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M)
+        if fan is not None and plan.token_idx.numel() * hidden.shape[1] * hidden.element_size() <= FAN_BYTES:
+            self.puts.scatter(fan.hidden, plan.dest, plan.row, hidden, plan.token_idx)
+            self.puts.scatter(fan.slots, plan.dest, plan.row, plan.local_slots, None)
+            self.puts.scatter(fan.weights, plan.dest, plan.row, weights, plan.token_idx)
+            return plan.send_counts, back_index
+        # one destination at a time: the Triton puts, and large batches (one copy of each row, where
+        # the fan-out's gather + scatter would copy it twice)
+        a = 0
+        for d, n in enumerate(plan.send_counts):
+            if n:
+                idx = plan.token_idx[a : a + n]
+                dst = self._outbox[p][d]
+                self.puts.rows([dst.hidden, dst.slots, dst.weights], [hidden, plan.local_slots[a : a + n], weights],
+                               [idx, None, idx])
+            a += n
+        return plan.send_counts, back_index
+
+    def _receive(self, p: int, recv_counts: list[int]) -> tuple[ExpertBatch, torch.Tensor, torch.Tensor]:
+        """The ExpertBatch of this step's received rows, term_index [W * n, k] and row_weights [R]."""
+        # W ranks, M rows per block, n grid rows per source, k top-k, S local slots
+        mine, layout, S = self._mine[p], self.layout, self.num_local_slots
+        W, M, k, n = layout.world, layout.rows, layout.top_k, max(recv_counts)
+        if self._native:
+            rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
+                mine.slots, mine.hidden, mine.weights, recv_counts, S)
+            return ExpertBatch(hidden=rows, offsets=offsets, counts=counts), term_index, row_weights
+        row_pos, counts = expand_grid(mine.slots[:, :n], recv_counts, S)
+        q = row_pos // k  # grid row s * n + r -> heap row s * M + r of the flattened [W * M] blocks
+        heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
+        batch = ExpertBatch(
+            hidden=mine.hidden.view(W * M, -1).index_select(0, heap_rows),
+            offsets=torch.cumsum(counts, 0).to(torch.int32),
+            counts=counts,
+        )
+        term_index = position_index(row_pos, None, W * n, k, row_pos.shape[0])
+        return batch, term_index, mine.weights[:, :n].reshape(-1)[row_pos]
 
     def _ensure(self, max_tokens: int, hidden: int, dtype: torch.dtype, k: int, w_dtype: torch.dtype) -> Layout:
         """The heap for this call, re-created (on every rank alike) when it cannot hold it."""
@@ -197,19 +266,22 @@ class OneSidedDispatcher:
         self.close()
         self.heap = self.heap_factory(layout.nbytes)
         self.layout = layout
-        self._blocks = [[layout.blocks(self.heap.region(r), p) for r in range(W)] for p in (0, 1)]
-        me = self.ctx.ep_rank  # this rank's blocks in every peer's region: [M, width] views
-        self._outbox = [[Blocks(*(v[me] for v in vars(b).values())) for b in row] for row in self._blocks]
-        self._arange = torch.arange(W * rows, device=self.device)
+        me = self.ctx.ep_rank
+        self._mine = [layout.blocks(self.heap.region(me), p) for p in (0, 1)]
+        self._partials = [layout.partial_rows(self.heap.region(me), p) for p in (0, 1)]
+        # this rank's blocks in every peer's region: [M, width] views
+        self._outbox = [[Blocks(*(v[me] for v in vars(layout.blocks(self.heap.region(r), p)).values()))
+                         for r in range(W)] for p in (0, 1)]
+        fan_out = hasattr(self.puts, "scatter")
+        self._fan = [layout.fanout(self.heap, p, me) if fan_out else None for p in (0, 1)]
+        self._native = self.native and self._fan[0] is not None and self.device.type == "cpu"
         return layout
 
-    def _index(self, counts: list[int]) -> torch.Tensor:
-        """[sum(counts)] int64: rows [s * M, s * M + counts[s]) of the flattened [W * M] blocks, s in order."""
-        M = self.layout.rows
-        parts = [self._arange[s * M : s * M + n] for s, n in enumerate(counts) if n]
-        if not parts:
-            return self._arange[:0]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+    def _like(self, dtype: torch.dtype) -> torch.Tensor:
+        """An empty tensor of dtype: how the C++ `total` is told its output dtype."""
+        if dtype not in self._likes:
+            self._likes[dtype] = torch.empty(0, dtype=dtype)
+        return self._likes[dtype]
 
 
 def _ring(me: int, world: int) -> list[int]:

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from moeserve.dispatch.heap import SymmetricHeap
-from moeserve.dispatch.puts import Signal
+from moeserve.dispatch.puts import Signal, wake_sleepers
 
 BLOCK_R = 16
 BLOCK_C = 256
@@ -95,3 +95,4 @@ class TritonPuts:
             else:
                 meta = region[s.meta : s.meta + 16].view(torch.int64)
                 _signal[(1,)](meta, s.values[0], s.values[1], flag, s.epoch, HAS_META=True)
+        wake_sleepers(heap, signals)

@@ -1,6 +1,7 @@
 """How the one-sided protocol writes into peers' regions: rows, then counts and flags.
 
-`TorchPuts` (the `shm` backend) are torch copies into views of the peers' regions; `TritonPuts`
+`TorchPuts` (the `shm` backend) are torch copies into views of the peers' regions (`scatter` writes
+every destination in one op through a fan-out view); `TritonPuts`
 (put_kernels.py, the `nvshmem` backend) do the same with Triton kernels. Both keep the protocol's
 one ordering rule: every row and count store of a step lands before any flag store of that step.
 """
@@ -11,6 +12,7 @@ from typing import Protocol
 
 import torch
 
+from moeserve.dispatch import futex
 from moeserve.dispatch.heap import SymmetricHeap
 
 
@@ -47,6 +49,12 @@ class TorchPuts:
             else:
                 torch.index_select(src, 0, idx, out=dst[: idx.shape[0]])
 
+    def scatter(self, dst: torch.Tensor, dest: torch.Tensor, row: torch.Tensor, src: torch.Tensor,
+                index: torch.Tensor | None) -> None:
+        """dst[dest[i], row[i]] = src[index[i]] (index None: src[i]) for every i, all destinations in one
+        op. dst [W, M, w] a fan-out view of every rank's block (heap_layout.Layout.fanout); src [*, w]."""
+        dst.index_put_((dest, row), src if index is None else src.index_select(0, index))
+
     def signal(self, heap: SymmetricHeap, signals: list[Signal]) -> None:
         for s in signals:
             if s.meta is not None:
@@ -58,3 +66,14 @@ class TorchPuts:
         heap.fence()
         for s in signals:
             heap.store_word(s.dest, s.flag, s.epoch)
+        wake_sleepers(heap, signals)
+
+
+def wake_sleepers(heap: SymmetricHeap, signals: list[Signal]) -> None:
+    """After the flag stores: wake the destinations that sleep on those flags (flag_wait.py), where the
+    heap can (`notify`); this rank never sleeps while it signals, so it skips itself."""
+    notify = getattr(heap, "notify", None)
+    if notify is not None and futex.available():
+        for s in signals:
+            if s.dest != heap.rank:
+                notify(s.dest, s.flag)

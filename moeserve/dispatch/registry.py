@@ -107,7 +107,8 @@ def _need_ranks(name: str, ctx: ParallelContext) -> None:
         raise ValueError(f"dispatch {name!r} needs ep_size > 1; with one expert rank use 'local' or 'auto'")
 
 
-def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> Dispatcher:
+def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, native: bool = True,
+         **_: Any) -> Dispatcher:
     from moeserve.dispatch.puts import TorchPuts
     from moeserve.dispatch.shm_heap import ShmHeap
 
@@ -121,7 +122,7 @@ def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> 
     def heap(nbytes: int) -> ShmHeap:
         return ShmHeap.create(nbytes, ctx.ep_rank, ctx.ep_size, ctx.ep_group)
 
-    return OneSidedDispatcher(num_slots, ctx, heap, TorchPuts(), bounds.timeout_s, bounds.max_tokens)
+    return OneSidedDispatcher(num_slots, ctx, heap, TorchPuts(), bounds.timeout_s, bounds.max_tokens, native=native)
 
 
 def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any) -> Dispatcher:
@@ -198,7 +199,8 @@ def make_dispatcher(
 
     bounds: the step timeout and token bound (shm, nvshmem, and auto when it picks shm).
     opts go to the backend: a2a takes combine_dtype; auto takes tiny_tokens and agrs_max_ranks (its
-    multi-host rule) and one_sided=False (never shm). shm, nvshmem and auto (on one host) are
+    multi-host rule) and one_sided=False (never shm); shm takes native=False (torch ops only, not the
+    C++ kernels of native.py). shm, nvshmem and auto (on one host) are
     collectives over ctx.ep_group: every rank builds them together.
     """
     if name not in _BACKENDS:

@@ -25,6 +25,7 @@ import threading
 import torch
 import torch.distributed as dist
 
+from moeserve.dispatch import futex
 from moeserve.dispatch.heap import ALIGN, HeapError, align
 
 SHM_DIR = "/dev/shm"
@@ -57,6 +58,7 @@ class ShmHeap:
         self.rank, self.world, self.nbytes, self.name = rank, world, nbytes, name
         self._stride = _HEADER + nbytes
         self._all = torch.frombuffer(mm, dtype=torch.uint8)  # [world * stride]
+        self._base = self._all.data_ptr()  # this process's address of the mapping (futex words)
         self._words = memoryview(mm).cast("q")  # int64 words of the whole mapping, for flags
         self._regions = [self._all[r * self._stride + _HEADER : (r + 1) * self._stride] for r in range(world)]
 
@@ -106,6 +108,27 @@ class ShmHeap:
 
     def region(self, rank: int) -> torch.Tensor:
         return self._regions[rank]
+
+    def fanout(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor | None:
+        """[world, *shape] view of `dtype` elements starting at byte `offset` of every rank's region (the
+        regions lie at a fixed stride in one mapping): index 0 is rank 0's memory, and so on."""
+        size = dtype.itemsize
+        start = _HEADER + offset
+        if start % size or self._stride % size:
+            return None
+        inner = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            inner[i] = inner[i + 1] * shape[i + 1]
+        return self._all.view(dtype).as_strided((self.world, *shape), (self._stride // size, *inner), start // size)
+
+    def notify(self, rank: int, offset: int) -> None:
+        """Wakes `rank` if it sleeps on the word at `offset` of its region (sleep_on)."""
+        futex.wake(self._base + rank * self._stride + _HEADER + offset)
+
+    def sleep_on(self, offset: int, value: int, timeout_s: float) -> None:
+        """Sleeps while the word at `offset` of this rank's region holds `value`, at most timeout_s, until
+        a peer's notify; may return early. Only where `futex.available()`."""
+        futex.wait(self._base + self.rank * self._stride + _HEADER + offset, value, timeout_s)
 
     def load_words(self, offset: int, count: int) -> list[int]:
         base = (self.rank * self._stride + _HEADER + offset) // 8

@@ -61,6 +61,10 @@ class MultiprocExecutor:
             os.environ.update(loopback_only_env())
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", store_socket.getsockname()[1])
             kernel_set_class(resolve(config.device.device, config.device.kernels)[1]).build()  # once, not per rank
+            if parallel.ep > 1 and parallel.dispatch in ("shm", "auto"):
+                from moeserve.dispatch import native
+
+                native.load()  # shm's C++ kernels (dispatch/native.py), likewise built once before the ranks
             self._procs = [self._spawn(config, env, rank) for rank in range(1, env.world_size)]
         elif env.rank != 0:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")

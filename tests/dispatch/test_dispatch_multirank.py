@@ -14,7 +14,7 @@ import torch.distributed as dist
 from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
 from spawn_world import run_world
 
-from moeserve.dispatch import make_dispatcher
+from moeserve.dispatch import make_dispatcher, native
 from moeserve.parallel_state import ParallelContext
 
 BF16 = torch.bfloat16
@@ -49,6 +49,14 @@ def _cases() -> list[Case]:
         Case("auto-gloo-w2-top2", "auto-gloo", 2, 2, 2, (20, 30), seed=10),
         Case("auto-w3-one-host", "auto", 3, 2, 2, (4, 0, 9), seed=11),
     ]
+    cases += [  # the shm backend's torch path (where its C++ kernels are not built)
+        Case("shm-torch-w2-random", "shm-torch", 2, 2, 2, (3, 4), seed=16),
+        Case("shm-torch-w4-dropped-int32", "shm-torch", 4, 4, 4, (9, 0, 5, 2), routing="dropped",
+             id_dtype=torch.int32, seed=17),
+        Case("shm-torch-w3-bf16-hot-dup", "shm-torch", 3, 1, 3, (3, 4, 0), routing="hot_dup", dtype=BF16, seed=18),
+        Case("shm-torch-w3-zero-ranks", "shm-torch", 3, 3, 3, (0, 7, 0), seed=19),
+        Case("shm-torch-w4-bad-id", "shm-torch", 4, 2, 2, (3,) * 4, bad_rank=2, seed=20),
+    ]
     for backend in ("shm", "nvshmem"):
         cases += [
             Case(f"{backend}-w4-no-max-tokens", backend, 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=12),
@@ -67,6 +75,8 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
     ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
     if case.backend == "auto-gloo":
         disp = make_dispatcher("auto", case.num_slots, ctx, one_sided=False)
+    elif case.backend == "shm-torch":
+        disp = make_dispatcher("shm", case.num_slots, ctx, native=False)
     else:
         disp = make_dispatcher(case.backend, case.num_slots, ctx)
     hidden, ids, weights = full_inputs(case)
@@ -84,7 +94,9 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         return "expected every rank to raise on bad routing"
     out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
     backend = type(handle).__name__.removesuffix("Handle").lower()
-    if case.backend in ("shm", "nvshmem", "auto") and backend != "onesided":
+    if case.backend == "shm" and native.load() and not disp._native:
+        return "shm stayed on torch ops although its C++ kernels are built"
+    if case.backend in ("shm", "shm-torch", "nvshmem", "auto") and backend != "onesided":
         return f"{case.backend} dispatched with {backend}"
     try:
         check_rank(case, rank, batch, out, backend)

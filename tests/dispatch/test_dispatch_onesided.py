@@ -14,6 +14,7 @@ from spawn_world import RankFailed, run_world
 
 from moeserve.config import ConfigError, ParallelConfig
 from moeserve.dispatch import OneSidedDispatcher, StepBounds, make_dispatcher
+from moeserve.dispatch import flag_wait
 from moeserve.dispatch.flag_wait import PeerTimeout
 from moeserve.parallel_state import ParallelContext
 
@@ -56,6 +57,28 @@ def test_consecutive_steps_resize_and_recover_from_bad_routing() -> None:
     seen = run_world(_many_steps, world=3, timeout_s=240)
     assert seen[0] == seen[1] == seen[2]
     assert seen[0][0] == "0:4" and seen[0][2] == "1:9"  # sized from the bound, grown once it was exceeded
+
+
+def _futex_steps(rank: int, world: int) -> str:
+    """Steps where rank 0 always waits long enough to sleep on the flag's futex (rank 1 is late)."""
+    flag_wait.STRATEGY = "futex"  # poll 50 us, then sleep: every wait here ends with rank 1's wake
+    disp = make_dispatcher("shm", 4 * world, _ctx(rank, world), StepBounds(timeout_s=60, max_tokens=5))
+    for i in range(4):
+        case = Case(f"futex{i}", "shm", world, 4, 2, (5, 3), seed=i)
+        hidden, ids, weights = full_inputs(case)
+        sl = rank_slice(case, rank)
+        if rank == 1:
+            time.sleep(0.02)
+        batch, handle = disp.dispatch(hidden[sl], ids[sl], weights[sl], max_tokens=5)
+        if rank == 1:
+            time.sleep(0.02)
+        check_rank(case, rank, batch, disp.combine(fake_expert(batch, rank * 4), handle), "onesided")
+    return "ok"
+
+
+@pytest.mark.timeout(120)
+def test_waits_that_sleep_on_the_futex_are_woken_and_stay_in_step() -> None:
+    assert run_world(_futex_steps, world=2, timeout_s=90) == ["ok", "ok"]
 
 
 def _peer_dies(rank: int, world: int) -> str:

@@ -66,6 +66,12 @@ def _load() -> bool:
 
 def _build() -> Path:
     """Path of the compiled library for these sources, torch and flags, compiling it if absent."""
+    return build_library("cpu_kernels", SOURCES, FLAGS)
+
+
+def build_library(stem: str, sources: list[Path], flags: list[str]) -> Path:
+    """Path of `stem`-<hash>.so compiled from sources with flags against the installed torch, compiling
+    it if absent (once per machine: see the module docstring). Raises where it cannot."""
     from torch.utils import cpp_extension
 
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
@@ -73,28 +79,28 @@ def _build() -> Path:
         raise RuntimeError("no C++ compiler (c++ or g++) on PATH")
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
     libs = cpp_extension.library_paths()
-    command = [compiler, *FLAGS, abi, *(f"-I{p}" for p in cpp_extension.include_paths())]
-    command += [*map(str, SOURCES), *(f"-L{p}" for p in libs), "-lc10", "-ltorch_cpu"]
+    command = [compiler, *flags, abi, *(f"-I{p}" for p in cpp_extension.include_paths())]
+    command += [*map(str, sources), *(f"-L{p}" for p in libs), "-lc10", "-ltorch_cpu"]
     command += [f"-Wl,-rpath,{p}" for p in libs]
     digest = hashlib.sha256()
-    for source in SOURCES:
+    for source in sources:
         digest.update(source.read_bytes())
     digest.update(repr((torch.__version__, command[1:])).encode())
     root = envs.CACHE.get() / "kernels"
-    target = root / f"cpu_kernels-{digest.hexdigest()[:16]}.so"
+    target = root / f"{stem}-{digest.hexdigest()[:16]}.so"
     if target.exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
     # one build at a time per machine (ranks start together); flock is dropped by the kernel when
     # its holder exits or dies, so a killed build never leaves the others waiting on a stale lock
-    with open(root / "cpu_kernels.lock", "w") as lock:
+    with open(root / f"{stem}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.exists():  # built by another process while this one waited
             return target
-        fd, tmp = tempfile.mkstemp(prefix="cpu_kernels-", suffix=".so.tmp", dir=root)
+        fd, tmp = tempfile.mkstemp(prefix=f"{stem}-", suffix=".so.tmp", dir=root)
         os.close(fd)
         try:
-            logger.info("building moeserve's C++ CPU kernels (once per machine): %s", target)
+            logger.info("building moeserve's C++ %s (once per machine): %s", stem, target)
             done = subprocess.run([*command, "-o", tmp], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
             if done.returncode != 0:
                 raise RuntimeError(f"{Path(compiler).name} failed: {done.stderr.strip()[-500:]}")

@@ -1,0 +1,246 @@
+// moeserve_dispatch: the one-sided protocol's tensor work (moeserve/dispatch/onesided.py) in four calls,
+// one per phase, instead of a few dozen torch ops: at decode sizes each op's fixed cost, not the bytes,
+// is the latency. The torch path (onesided_plan.py) is the reference; every result here is bit for bit
+// the same (tests/dispatch/test_onesided_plan.py): rows are copied as bytes, products and sums are the
+// same fp32 operations in the same order (built with -ffp-contract=off: no fused multiply-adds).
+// Large calls (a prefill) split their row copies and sums over torch's intra-op threads; each row is
+// computed the same way on any thread, so the bits do not depend on the thread count.
+//
+// # T tokens, k top-k, H hidden, W ranks, M rows per (source, destination) block, S local slots,
+// # n grid rows per source (the largest received count), R expert rows
+//
+// send:    ids [T, k] int32/int64 valid slots (-1 dropped) -> writes, for every destination d, one row
+//          per token with a slot on d into fan_hidden/fan_slots/fan_weights [W, M, *] (views of d's
+//          block of this source, any stride between destinations) in token order; returns
+//          counts [W] int64 and back_index [T, k] int64 (d * M + row at (t, first j on d), else W * M).
+// expand:  this rank's blocks slots [W, M, k], hidden [W, M, H], weights [W, M, k] and counts [W] ->
+//          ExpertBatch rows [R, H] (slot-major, then (source, row, j) order), per-slot counts [S] int64,
+//          offsets [S] int32, term_index [W * n, k] int64 (ExpertBatch row at (q, j), R where none),
+//          row_weights [R].
+// partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
+//          float(y[term_index[q, j]]) * float(w[...]), started from 0.
+// total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
+//          order started from 0, then rounded once (round to nearest even) to out_dtype.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+template <typename F>
+void with_int(const at::Tensor& t, F&& f) {
+  switch (t.scalar_type()) {
+    case at::kByte: f((const uint8_t*)nullptr); break;
+    case at::kChar: f((const int8_t*)nullptr); break;
+    case at::kShort: f((const int16_t*)nullptr); break;
+    case at::kInt: f((const int32_t*)nullptr); break;
+    case at::kLong: f((const int64_t*)nullptr); break;
+    default: TORCH_CHECK(false, "moeserve_dispatch: integer tensor expected, got ", t.scalar_type());
+  }
+}
+
+template <typename F>
+void with_float(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat: f((const float*)nullptr); break;
+    case at::kBFloat16: f((const c10::BFloat16*)nullptr); break;
+    case at::kHalf: f((const c10::Half*)nullptr); break;
+    default: TORCH_CHECK(false, "moeserve_dispatch: fp32, bf16 or fp16 expected, got ", t);
+  }
+}
+
+int64_t grain(int64_t bytes_per_row) {  // rows per task: ~256 KB, so decode-sized calls stay on one thread
+  return std::max<int64_t>(1, (256 << 10) / std::max<int64_t>(1, bytes_per_row));
+}
+
+char* row_ptr(const at::Tensor& t, int64_t a, int64_t b) {  // &t[a][b][0] of a [A, B, C] view
+  return (char*)t.data_ptr() + (a * t.stride(0) + b * t.stride(1)) * t.element_size();
+}
+
+std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tensor& ids, const at::Tensor& weights,
+                                        int64_t slots_per_rank, const at::Tensor& fan_hidden,
+                                        const at::Tensor& fan_slots, const at::Tensor& fan_weights) {
+  TORCH_CHECK(hidden.is_contiguous() && ids.is_contiguous() && weights.is_contiguous());
+  TORCH_CHECK(fan_hidden.stride(2) == 1 && fan_slots.stride(2) == 1 && fan_weights.stride(2) == 1);
+  const int64_t T = ids.size(0), k = ids.size(1), W = fan_hidden.size(0), M = fan_hidden.size(1);
+  const int64_t row_bytes = hidden.size(1) * hidden.element_size(), w_bytes = k * weights.element_size();
+  auto counts = at::zeros({W}, at::kLong);
+  auto back = at::full({T, k}, W * M, at::kLong);
+  int64_t* cnt = counts.data_ptr<int64_t>();
+  int64_t* bk = back.data_ptr<int64_t>();
+  std::vector<int64_t> id(T * k);
+  with_int(ids, [&](auto tag) {
+    using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const I* p = ids.data_ptr<I>();
+    for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
+  });
+  std::vector<int64_t> sent;  // (d, r, t) of every row, in order; the copies run in parallel below
+  with_int(fan_slots, [&](auto tag) {
+    using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    for (int64_t d = 0; d < W; ++d) {
+      int64_t r = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t* row = &id[t * k];
+        int64_t first = -1;
+        for (int64_t j = 0; j < k; ++j)
+          if (row[j] >= 0 && row[j] / slots_per_rank == d) { first = j; break; }
+        if (first < 0) continue;
+        TORCH_CHECK(r < M, "moeserve_dispatch: more rows than the block holds");
+        L* sl = (L*)row_ptr(fan_slots, d, r);
+        for (int64_t j = 0; j < k; ++j)
+          sl[j] = (L)(row[j] >= 0 && row[j] / slots_per_rank == d ? row[j] % slots_per_rank : -1);
+        bk[t * k + first] = d * M + r;
+        sent.insert(sent.end(), {d, r, t});
+        ++r;
+      }
+      cnt[d] = r;
+    }
+  });
+  const char* hid = (const char*)hidden.data_ptr();
+  const char* wts = (const char*)weights.data_ptr();
+  at::parallel_for(0, (int64_t)sent.size() / 3, grain(row_bytes), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t d = sent[3 * i], r = sent[3 * i + 1], t = sent[3 * i + 2];
+      std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
+      std::memcpy(row_ptr(fan_weights, d, r), wts + t * w_bytes, w_bytes);
+    }
+  });
+  return {counts, back};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
+    const at::Tensor& slots, const at::Tensor& hidden, const at::Tensor& weights, std::vector<int64_t> counts,
+    int64_t num_slots) {
+  TORCH_CHECK(slots.is_contiguous() && hidden.is_contiguous() && weights.is_contiguous());
+  const int64_t W = slots.size(0), M = slots.size(1), k = slots.size(2), H = hidden.size(2);
+  int64_t n = 0;
+  for (int64_t c : counts) n = std::max(n, c);
+  std::vector<int64_t> per(num_slots + 1, 0);
+  with_int(slots, [&](auto tag) {
+    using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const L* s = slots.data_ptr<L>();
+    for (int64_t w = 0; w < W; ++w)
+      for (int64_t r = 0; r < counts[w]; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t v = s[(w * M + r) * k + j];
+          if (v >= 0) ++per[v + 1];
+        }
+  });
+  auto slot_counts = at::empty({num_slots}, at::kLong);
+  auto offsets = at::empty({num_slots}, at::kInt);
+  std::vector<int64_t> next(num_slots);
+  for (int64_t e = 0; e < num_slots; ++e) {
+    slot_counts.data_ptr<int64_t>()[e] = per[e + 1];
+    next[e] = per[e];
+    per[e + 1] += per[e];
+    offsets.data_ptr<int32_t>()[e] = (int32_t)per[e + 1];
+  }
+  const int64_t R = per[num_slots];
+  auto rows = at::empty({R, H}, hidden.options());
+  auto row_weights = at::empty({R}, weights.options());
+  auto term_index = at::full({W * n, k}, R, at::kLong);
+  const int64_t row_bytes = H * hidden.element_size(), wsz = weights.element_size();
+  int64_t* ti = term_index.data_ptr<int64_t>();
+  std::vector<int64_t> from(R);  // (w * M + r) * k + j of ExpertBatch row i; the copies run in parallel below
+  with_int(slots, [&](auto tag) {
+    using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const L* s = slots.data_ptr<L>();
+    for (int64_t w = 0; w < W; ++w)
+      for (int64_t r = 0; r < counts[w]; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t v = s[(w * M + r) * k + j];
+          if (v < 0) continue;
+          int64_t i = next[v]++;
+          from[i] = (w * M + r) * k + j;
+          ti[(w * n + r) * k + j] = i;
+        }
+  });
+  char* out_rows = (char*)rows.data_ptr();
+  char* out_w = (char*)row_weights.data_ptr();
+  const char* hid = (const char*)hidden.data_ptr();
+  const char* wts = (const char*)weights.data_ptr();
+  at::parallel_for(0, R, grain(row_bytes), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      std::memcpy(out_rows + i * row_bytes, hid + from[i] / k * row_bytes, row_bytes);
+      std::memcpy(out_w + i * wsz, wts + from[i] * wsz, wsz);
+    }
+  });
+  return {rows, slot_counts, offsets, term_index, row_weights};
+}
+
+void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tensor& term_index, const at::Tensor& out) {
+  TORCH_CHECK(y.is_contiguous() && row_weights.is_contiguous() && term_index.is_contiguous());
+  TORCH_CHECK(out.scalar_type() == at::kFloat && out.stride(2) == 1);
+  const int64_t R = y.size(0), H = y.size(1), k = term_index.size(1), n = out.size(1);
+  const int64_t* ti = term_index.data_ptr<int64_t>();
+  with_float(y.scalar_type(), [&](auto ytag) {
+    using Y = std::remove_const_t<std::remove_pointer_t<decltype(ytag)>>;
+    with_float(row_weights.scalar_type(), [&](auto wtag) {
+      using V = std::remove_const_t<std::remove_pointer_t<decltype(wtag)>>;
+      const Y* yp = y.data_ptr<Y>();
+      const V* wp = row_weights.data_ptr<V>();
+      // rows are independent and each is summed the same way on any thread: bits do not depend on threads
+      at::parallel_for(0, term_index.size(0), grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+        std::vector<float> acc(H);
+        for (int64_t q = lo; q < hi; ++q) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t j = 0; j < k; ++j) {
+            int64_t i = ti[q * k + j];
+            if (i >= R) continue;
+            const float w = (float)wp[i];
+            const Y* src = yp + i * H;
+            for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
+          }
+          std::memcpy(row_ptr(out, q / n, q % n), acc.data(), H * sizeof(float));
+        }
+      });
+    });
+  });
+}
+
+at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::ScalarType out_dtype) {
+  TORCH_CHECK(partials.is_contiguous() && back_index.is_contiguous() && partials.scalar_type() == at::kFloat);
+  const int64_t T = back_index.size(0), k = back_index.size(1), H = partials.size(1);
+  const int64_t zero = partials.size(0) - 1;
+  const int64_t* bi = back_index.data_ptr<int64_t>();
+  const float* pp = partials.data_ptr<float>();
+  auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
+  with_float(out_dtype, [&](auto otag) {
+    using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;
+    O* op = out.data_ptr<O>();
+    at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+      std::vector<float> acc(H);
+      for (int64_t t = lo; t < hi; ++t) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t i = bi[t * k + j];
+          if (i == zero) continue;
+          const float* src = pp + i * H;
+          for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
+        }
+        for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
+      }
+    });
+  });
+  return out;
+}
+
+at::Tensor total_dtype(const at::Tensor& partials, const at::Tensor& back_index, const at::Tensor& like) {
+  return total(partials, back_index, like.scalar_type());
+}
+
+}  // namespace
+
+TORCH_LIBRARY(moeserve_dispatch, m) {
+  m.def("send", &send);
+  m.def("expand", &expand);
+  m.def("partial", &partial);
+  m.def("total", &total_dtype);
+}

@@ -1,0 +1,130 @@
+"""The one-sided backend's vectorized math (onesided_plan.py) against its references, bit for bit:
+plan_fanout vs a2a.plan_sends, expand_grid vs local.group_by_slot on the compacted rows, and
+sum_in_j_order vs base.sum_in_position_order."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moeserve.dispatch.a2a import plan_sends
+from moeserve.dispatch.base import sum_in_position_order
+from moeserve.dispatch import native
+from moeserve.dispatch.local import group_by_slot
+from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
+
+
+def _shapes(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    T, k, W, S = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in ((0, 20), (1, 4), (1, 5), (1, 4)))
+    return g, T, k, W, S
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plan_fanout_matches_plan_sends(seed: int) -> None:
+    g, T, k, W, S = _shapes(seed)
+    ids = torch.randint(-1, W * S, (T, k), generator=g).to(torch.int32 if seed % 2 else torch.int64)
+    ref, got = plan_sends(ids, S, W), plan_fanout(ids, S, W, torch.int8)
+    assert got.send_counts == ref.send_counts.tolist()
+    for name in ("token_idx", "local_slots", "send_pos"):
+        assert torch.equal(getattr(got, name), getattr(ref, name)), name
+    assert torch.equal(got.dest, torch.repeat_interleave(torch.arange(W), ref.send_counts))
+    assert torch.equal(got.row, torch.cat([torch.arange(n) for n in got.send_counts]) if T else got.row)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_expand_grid_matches_group_by_slot_on_the_compacted_rows(seed: int) -> None:
+    g, _, k, W, S = _shapes(seed)
+    n = int(torch.randint(0, 6, (1,), generator=g))
+    counts = [int(torch.randint(0, n + 1, (1,), generator=g)) for _ in range(W)]
+    if n:
+        counts[0] = n  # n is the largest count, as the dispatcher slices it
+    grid = torch.randint(-1, S, (W, n, k), generator=g).to(torch.int8)
+    before = grid.clone()
+    row_pos, per_slot = expand_grid(grid, counts, S)
+    assert torch.equal(grid, before)  # the heap's rows are read, never written
+    ref_pos, ref_counts = group_by_slot(torch.cat([grid[s, : counts[s]] for s in range(W)]), S)
+    assert torch.equal(per_slot, ref_counts)
+    q, j = row_pos // k, row_pos % k  # grid row s * n + r -> compacted row offset[s] + r
+    start = torch.tensor([sum(counts[:s]) for s in range(W)])
+    assert torch.equal((start[q // max(n, 1)] + q % max(n, 1)) * k + j, ref_pos)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sum_in_j_order_matches_position_order(seed: int, monkeypatch) -> None:
+    g, T, k, W, S = _shapes(seed)
+    plan = plan_fanout(torch.randint(-1, W * S, (T, k), generator=g), S, W, torch.int8)
+    terms = torch.randn(plan.send_pos.numel(), 6, generator=g)
+    ref = sum_in_position_order(terms, plan.send_pos, T, k, torch.float32)
+    rows = torch.cat([terms, torch.zeros(1, 6)])  # the zero row that absent positions name
+    index = position_index(plan.send_pos, None, T, k, terms.shape[0])
+    assert torch.equal(sum_in_j_order(rows, index), ref)
+    strided = torch.empty(T, 12)[:, ::2]  # e.g. a fan-out view of peers' memory
+    assert sum_in_j_order(rows, index, out=strided) is strided and torch.equal(strided, ref)
+    monkeypatch.setattr("moeserve.dispatch.onesided_plan.DENSE_LIMIT", 0)  # the large-prefill branch
+    assert torch.equal(sum_in_j_order(rows, index), ref)
+
+
+def _blocks(W: int, M: int, width: int, dtype: torch.dtype, stride: int) -> torch.Tensor:
+    """[W, M, width] view with `stride` elements between destinations, as a fan-out view of the heap."""
+    return torch.zeros(W * stride, dtype=dtype).as_strided((W, M, width), (stride, width, 1))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_native_kernels_equal_the_torch_path(seed: int) -> None:
+    """send/expand/partial/total of csrc/onesided.cpp against onesided_plan.py, bit for bit, on the same
+    heap-shaped tensors (the multi-rank suite runs both paths across processes)."""
+    g, T, k, W, S = _shapes(seed)
+    _compare_native(seed, g, T, k, W, S, H=7)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_native_kernels_split_over_threads_give_the_same_bits(seed: int) -> None:
+    """Rows enough for the kernels to split their copies and sums over intra-op threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _compare_native(seed, torch.Generator().manual_seed(seed), 700, 2 + seed % 2, 3, 4, H=1024)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: int, H: int) -> None:
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
+    ops = torch.ops.moeserve_dispatch
+    dtype = (torch.float32, torch.bfloat16, torch.float16)[seed % 3]
+    w_dtype = (torch.float32, torch.bfloat16)[seed % 2]
+    M = max(T, 1)
+    ids = torch.randint(-1, W * S, (T, k), generator=g).to(torch.int32 if seed % 4 == 1 else torch.int64)
+    hidden = torch.randn(T, H, generator=g).to(dtype)
+    weights = torch.rand(T, k, generator=g).to(w_dtype)
+    fans = [_blocks(W, M, width, dt, M * width + 5) for width, dt in ((H, dtype), (k, torch.int8), (k, w_dtype))]
+    counts, back_index = ops.send(hidden, ids, weights, S, *fans)
+    plan = plan_fanout(ids, S, W, torch.int8)
+    assert counts.tolist() == plan.send_counts
+    assert torch.equal(back_index, position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M))
+    for fan, src in zip(fans, (hidden[plan.token_idx], plan.local_slots, weights[plan.token_idx])):
+        assert torch.equal(fan[plan.dest, plan.row], src)
+
+    # the receiver: every destination's blocks are one rank's [W source, M, *] blocks here
+    recv = plan.send_counts
+    n = max(recv)
+    rows_in, slots, w_in = (f.contiguous() for f in fans)
+    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S)
+    row_pos, ref_counts = expand_grid(slots[:, :n], recv, S)
+    q = row_pos // k
+    heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
+    assert torch.equal(per_slot, ref_counts) and torch.equal(offsets, torch.cumsum(ref_counts, 0).to(torch.int32))
+    assert torch.equal(rows, rows_in.view(W * M, H)[heap_rows])
+    assert torch.equal(term_index, position_index(row_pos, None, W * n, k, row_pos.shape[0]))
+    assert torch.equal(row_weights, w_in[:, :n].reshape(-1)[row_pos])
+
+    y = (rows.float() * 1.5 - 0.25).to(dtype)  # a stand-in expert output
+    got = _blocks(W, max(n, 1), H, torch.float32, max(n, 1) * H + 3)[:, :n]
+    ops.partial(y, row_weights, term_index, got)
+    terms = torch.cat([y.float() * row_weights.float()[:, None], torch.zeros(1, H)])
+    assert torch.equal(got, sum_in_j_order(terms, term_index).view(W, n, H))
+
+    partials = torch.cat([torch.randn(W * M, H, generator=g), torch.zeros(1, H)])
+    ref = sum_in_j_order(partials, back_index).to(dtype)
+    assert torch.equal(ops.total(partials, back_index, torch.empty(0, dtype=dtype)), ref)
