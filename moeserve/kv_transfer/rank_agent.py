@@ -1,0 +1,72 @@
+"""A rank's part of the prefill/decode split: its KV cache registered with NIXL, and the step's
+KvPulls run before the forward (engine/worker.py calls `run`).
+
+One handshake per prefill engine (GET /layout on its side channel, then NIXL's add_remote_agent),
+cached by (host, port) and checked against the engine id each pull names: a restarted prefill
+engine has a new id, so old parameters fail instead of reading someone else's blocks.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+
+from moeserve.core.step_plan import KvPull, KvPullDone
+from moeserve.kv_transfer.nixl_agent import CacheLayout, KvAgent, TransferError
+from moeserve.kv_transfer.side_channel import PeerError, get_json
+
+log = logging.getLogger("moeserve.kv_transfer")
+
+HANDSHAKE_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-transfer
+
+
+class RankKvAgent:
+    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int):
+        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]."""
+        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size)
+        self._peers: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (engine id, agent name)
+
+    def layout(self) -> dict:
+        return self.agent.layout.to_json()
+
+    def run(self, pulls: list[KvPull]) -> list[KvPullDone]:
+        return [self._pull(p) for p in pulls]
+
+    def _pull(self, pull: KvPull) -> KvPullDone:
+        if not pull.remote_block_ids:
+            return KvPullDone(pull.request_id)  # our prefix cache held every block
+        started = time.perf_counter()
+        try:
+            agent_name = self._handshake(pull)
+            nbytes = self.agent.read(agent_name, pull.remote_block_ids, pull.local_block_ids, READ_TIMEOUT_S)
+        except (PeerError, TransferError) as e:
+            self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
+            log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
+            return KvPullDone(pull.request_id, error=str(e))
+        return KvPullDone(pull.request_id, nbytes, time.perf_counter() - started)
+
+    def _handshake(self, pull: KvPull) -> str:
+        key = (pull.host, pull.port)
+        known = self._peers.get(key)
+        if known is None or known[0] != pull.engine_id:
+            self._forget(*key)
+            status, body = get_json(pull.host, pull.port, "/layout", HANDSHAKE_TIMEOUT_S)
+            if status != 200 or "ranks" not in body:
+                raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
+            if body.get("engine_id") != pull.engine_id:
+                raise PeerError(f"the prefill server at {pull.host}:{pull.port} is engine {body.get('engine_id')!r}, "
+                                f"not {pull.engine_id!r} (it restarted): its old blocks are gone")
+            layout = CacheLayout.from_json(body["ranks"][0])
+            self.agent.add_peer(layout)
+            self._peers[key] = (pull.engine_id, layout.agent_name)
+        return self._peers[key][1]
+
+    def _forget(self, host: str, port: int) -> None:
+        known = self._peers.pop((host, port), None)
+        if known is not None:
+            self.agent.remove_peer(known[1])
+
+    def close(self) -> None:
+        self.agent.close()
