@@ -209,7 +209,8 @@ async def create_chat_completion(request: Request) -> Any:
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param)
-    kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream)
+    kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream,
+                                 state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv)
     await gen.start()

@@ -188,7 +188,8 @@ async def create_completion(request: Request) -> Any:
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
-    kv = await kv_params.check(req.kv_transfer_params, prompts, req.n, req.stream)
+    kv = await kv_params.check(req.kv_transfer_params, prompts, req.n, req.stream,
+                                 state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv)
     await gen.start()

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from moeserve.config import KvTransferConfig
 from moeserve.errors import RequestError
 from moeserve.kv_transfer import params as kv
 from moeserve.server.api_errors import ApiError, bad_request, from_request_error, unavailable
@@ -23,14 +24,22 @@ def _stale(message: str) -> ApiError:
     return bad_request(f"{kv.PARAM}: {message}", param=kv.PARAM, code="stale_kv_transfer_params")
 
 
-async def check(raw: Any, prompts: list[list[int]], n: int, stream: bool) -> dict[str, Any] | None:
-    """The request's kv_transfer_params as the engine takes them (params.to_plain), or None."""
+async def check(raw: Any, prompts: list[list[int]], n: int, stream: bool, cfg: KvTransferConfig) -> dict[str, Any] | None:
+    """The request's kv_transfer_params as the engine takes them (params.to_plain), or None. `cfg`:
+    this server's --kv-role and --kv-transfer."""
     try:
         parsed = kv.parse(raw)
     except RequestError as e:
         raise from_request_error(e) from None
     if parsed is None:
         return None
+    if not cfg.enabled:
+        raise bad_request(f"{kv.PARAM} asks for a KV transfer and this server runs without one: start it with "
+                          "--kv-role prefill, --kv-role decode or --kv-transfer nixl", param=kv.PARAM)
+    wrong = "decode" if parsed.remote_decode else "prefill"
+    if cfg.role == wrong:
+        asked = "do_remote_decode asks for a prefill" if parsed.remote_decode else "do_remote_prefill asks for a decode"
+        raise bad_request(f"{kv.PARAM}: {asked}, and this server runs --kv-role {wrong}", param=kv.PARAM)
     if n != 1 or len(prompts) != 1:
         raise bad_request(f"{kv.PARAM} serves one prompt and n 1", param=kv.PARAM)
     if parsed.remote_decode and stream:
