@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from urllib.parse import quote
 
 import torch
 
@@ -41,11 +42,25 @@ class RankKvAgent:
         try:
             agent_name = self._handshake(pull)
             nbytes = self.agent.read(agent_name, pull.remote_block_ids, pull.local_block_ids, READ_TIMEOUT_S)
+            self._check_still_pinned(pull)
         except (PeerError, TransferError) as e:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             return KvPullDone(pull.request_id, error=str(e))
         return KvPullDone(pull.request_id, nbytes, time.perf_counter() - started)
+
+    @staticmethod
+    def _check_still_pinned(pull: KvPull) -> None:
+        """A one-sided read cannot tell whether the owner freed (and reused) the blocks meanwhile: a
+        pin that expired while this request waited in our queue. The owner frees an expired pin and
+        withdraws it from its side channel before it can schedule anything into the blocks, so a
+        pin still listed after the read was pinned all through it."""
+        status, body = get_json(pull.host, pull.port, f"/pins/{quote(pull.remote_request_id, safe='')}",
+                                HANDSHAKE_TIMEOUT_S)
+        pinned = body.get("block_ids") if status == 200 and body.get("engine_id") == pull.engine_id else None
+        if not isinstance(pinned, list) or not set(pull.remote_block_ids) <= set(pinned):
+            raise TransferError(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
+                                f"(expired while this request waited): its KV was not used")
 
     def _handshake(self, pull: KvPull) -> str:
         key = (pull.host, pull.port)

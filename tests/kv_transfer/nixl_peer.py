@@ -1,7 +1,8 @@
 """A process holding a NIXL agent for test_nixl_agent.py (NIXL may crash at interpreter exit, so no
 agent ever lives in the pytest process). Prints one JSON line per answer; exits with os._exit.
 
-    owner <engine_id>: fills a fake KV cache, serves its side channel; prints {"port"}; stays until stdin closes
+    owner <engine_id>: fills a fake KV cache, serves its side channel with every block pinned for request
+        "r"; prints {"port"}; reads "unpin" (withdraws the pin) from stdin until it closes
     reader: reads JSON KvPull lines from stdin, runs them, prints {"errors", "blocks"} per pull
 """
 from __future__ import annotations
@@ -37,8 +38,12 @@ def main() -> None:
     if role == "owner":
         layout = {"tp_size": 1, "block_size": BLOCK_SIZE, "ranks": [agent.layout()]}
         channel = SideChannel("127.0.0.1", 0, sys.argv[2], layout)
+        channel.publish("r", list(range(NUM_BLOCKS)), "digest")
         print(json.dumps({"port": channel.port}), flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            if line.strip() == "unpin":
+                channel.unpublish("r")
+                print(json.dumps({"unpinned": True}), flush=True)
         channel.close()
     else:
         for line in sys.stdin:

@@ -88,3 +88,15 @@ def test_out_of_range_blocks_are_refused_before_any_read(pair):
     _, reader, port = pair
     out = _pull(reader, port, [99], [0])
     assert "out of range" in out["error"]
+
+
+@pytest.mark.timeout(120)
+def test_a_read_of_blocks_no_longer_pinned_is_not_used(pair):
+    """The pin expired (say) while the request waited: whatever the read got may be someone else's KV."""
+    owner, reader, port = pair
+    assert _pull(reader, port, [1], [1])["error"] is None
+    owner.stdin.write("unpin\n")
+    owner.stdin.flush()
+    assert _answer(owner)["unpinned"]
+    out = _pull(reader, port, [1], [1])
+    assert "no longer holds the blocks" in out["error"]
