@@ -19,7 +19,7 @@ from moeserve.kv_transfer.side_channel import PeerError, get_json
 
 log = logging.getLogger("moeserve.kv_transfer")
 
-HANDSHAKE_TIMEOUT_S = 5.0
+HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
 READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-transfer
 
 

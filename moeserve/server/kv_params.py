@@ -16,7 +16,7 @@ from moeserve.errors import RequestError
 from moeserve.kv_transfer import params as kv
 from moeserve.server.api_errors import ApiError, bad_request, from_request_error, unavailable
 
-PINS_TIMEOUT_S = 5.0
+PINS_TIMEOUT_S = 30.0  # a busy prefill engine process answers late; waiting costs only this request
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per decode request otherwise
 
 
