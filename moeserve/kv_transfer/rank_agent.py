@@ -38,16 +38,17 @@ class RankKvAgent:
     def _pull(self, pull: KvPull) -> KvPullDone:
         if not pull.remote_block_ids:
             return KvPullDone(pull.request_id)  # our prefix cache held every block
-        started = time.perf_counter()
         try:
             agent_name = self._handshake(pull)
+            started = time.perf_counter()
             nbytes = self.agent.read(agent_name, pull.remote_block_ids, pull.local_block_ids, READ_TIMEOUT_S)
+            seconds = time.perf_counter() - started  # the read alone: /metrics' transfer latency
             self._check_still_pinned(pull)
         except (PeerError, TransferError) as e:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             return KvPullDone(pull.request_id, error=str(e))
-        return KvPullDone(pull.request_id, nbytes, time.perf_counter() - started)
+        return KvPullDone(pull.request_id, nbytes, seconds)
 
     @staticmethod
     def _check_still_pinned(pull: KvPull) -> None:
