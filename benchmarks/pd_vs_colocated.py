@@ -96,6 +96,7 @@ def memcpy_gbps(nbytes: int, repeats: int = 50) -> float:
     """The best of `repeats` plain copies of `nbytes` in this process (the best: the machine is shared)."""
     import torch
 
+    torch.set_num_threads(1)  # one thread, as one read is: two spun threads on a loaded machine measured 0.06 GB/s
     src, dst = torch.ones(max(1, nbytes // 4)), torch.empty(max(1, nbytes // 4))
     best = float("inf")
     for _ in range(repeats):
