@@ -184,6 +184,43 @@ class DeviceConfig:
             raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
 
+KV_ROLES = ("both", "prefill", "decode")
+KV_TRANSFERS = ("auto", "none", "nixl")
+
+
+@dataclass(frozen=True)
+class KvTransferConfig:
+    """The prefill/decode split (docs/disaggregation.md). role both (the default) serves prompts and
+    their tokens here; prefill keeps a finished prompt's KV blocks for a remote decoder; decode takes
+    a prompt's KV from a prefill engine. transfer auto = nixl for prefill and decode, none for both."""
+
+    role: str = "both"
+    transfer: str = "auto"
+    side_channel_host: str = "127.0.0.1"
+    side_channel_port: int = 0  # 0: any free port; the prefill answer names it
+    expiry_s: float = 120.0  # vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT
+
+    @property
+    def enabled(self) -> bool:
+        return self.transfer == "nixl" or (self.transfer == "auto" and self.role != "both")
+
+    def validate(self) -> None:
+        if self.role not in KV_ROLES:
+            raise ConfigError(f"--kv-role {self.role!r} is not one of {', '.join(KV_ROLES)}")
+        if self.transfer not in KV_TRANSFERS:
+            raise ConfigError(f"--kv-transfer {self.transfer!r} is not one of {', '.join(KV_TRANSFERS)}")
+        if self.role != "both" and self.transfer == "none":
+            raise ConfigError(f"--kv-role {self.role} moves KV blocks: use --kv-transfer nixl (or auto)")
+        if not 0 <= self.side_channel_port < 65536:
+            raise ConfigError(f"--kv-side-channel-port must be in [0, 65535], got {self.side_channel_port}")
+        if not self.expiry_s > 0:
+            raise ConfigError(f"--kv-expiry-s must be positive, got {self.expiry_s}")
+        import importlib.util
+
+        if self.enabled and importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:
+            raise ConfigError("--kv-transfer nixl needs NIXL: pip install 'moeserve[pd]' (nixl-cu12, UCX bundled)")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -193,13 +230,19 @@ class EngineConfig:
     device: DeviceConfig = field(default_factory=DeviceConfig)
     placement: str | None = None  # path of a placement plan JSON
     placement_runtime: PlacementRuntimeConfig = field(default_factory=PlacementRuntimeConfig)
+    kv_transfer: KvTransferConfig = field(default_factory=KvTransferConfig)
     seed: int = 0
 
     def validate(self) -> "EngineConfig":
         """Field checks of every part; what needs files or the environment (the model's sizes, the
         --placement plan, the launcher) is engine/startup_checks.py."""
-        for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime):
+        for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime,
+                     self.kv_transfer):
             part.validate()
+        if self.kv_transfer.enabled and self.parallel.world_size > 1:
+            raise ConfigError(
+                f"--kv-transfer nixl runs on one rank for now (--tp {self.parallel.tp} --ep {self.parallel.ep} is "
+                f"{self.parallel.world_size} ranks): run the prefill and decode servers with --tp 1 --ep 1")
         return self
 
 

@@ -32,6 +32,9 @@ class RequestOutput:
     error: str | None = None
     num_cached_prompt_tokens: int = 0
     prompt_logprobs: list[TokenLogprob | None] | None = None
+    error_status: int = 500  # the HTTP status of `error`: 503 when a peer (a prefill server) failed
+    # a prefill for a remote decoder: the kv_transfer_params that name its pinned blocks (final output)
+    kv_transfer_params: dict | None = None
 
     @property
     def finished(self) -> bool:

@@ -65,6 +65,11 @@ ENGINE_FLAGS: list[Flag] = [
     # the server's HTTP front end and its clients need a core of their own (as vLLM's CPU backend
     # reserves one); the offline LLM has no front end, so its engine takes every core
     Flag("reserved_cores", "parallel.reserved_cores", int, "cores of this node left to the HTTP front end and its clients; the ranks share the rest (default 1 for serve, as vLLM's CPU backend reserves; 0 in the Python LLM, which has no front end, and 0 gives the engine every core); a single-rank engine still borrows their idle time at the lowest priority (MOESERVE_IDLE_HELPERS=0 turns that off)", serve_default=1),
+    Flag("kv_role", "kv_transfer.role", str, "prefill/decode split (docs/disaggregation.md): both (prompts and tokens here), prefill (keep a finished prompt's KV blocks for a remote decoder), decode (take a prompt's KV from a prefill server); vllm-router's kv_transfer_params"),
+    Flag("kv_transfer", "kv_transfer.transfer", str, "how KV blocks move between servers: auto (nixl for --kv-role prefill or decode, none for both), none, nixl (one-sided NIXL reads; needs pip install 'moeserve[pd]')"),
+    Flag("kv_side_channel_host", "kv_transfer.side_channel_host", str, "address the KV side channel (NIXL handshake, pins, releases; JSON over HTTP) binds to and that prefill answers name"),
+    Flag("kv_side_channel_port", "kv_transfer.side_channel_port", int, "port of the KV side channel; 0 = any free port (the prefill answer names it)"),
+    Flag("kv_expiry_s", "kv_transfer.expiry_s", float, "seconds a prefill server keeps a finished prompt's KV blocks for a decoder that has not read them"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),
     Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),

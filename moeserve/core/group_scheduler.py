@@ -33,7 +33,7 @@ from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.step_cost import StepCostModel
-from moeserve.core.step_plan import NewRequest, ScheduledSeq
+from moeserve.core.step_plan import KvPull, NewRequest, ScheduledSeq
 
 
 @dataclass
@@ -46,6 +46,7 @@ class GroupStep:
     failed: list[Request] = field(default_factory=list)  # removed from the group; caller finishes them
     scheduled: set[str] = field(default_factory=set)
     preempted: bool = False
+    kv_pulls: list[KvPull] = field(default_factory=list)
 
 
 def _num_blocks(req: Request) -> int:
@@ -87,12 +88,16 @@ class GroupScheduler:
 
     def remove(self, req: Request) -> None:
         """Take a request out of this group's queues and give back its blocks (finish or abort)."""
+        self.blocks.free(self.detach(req))
+
+    def detach(self, req: Request) -> list[int]:
+        """Take a request out of this group's queues; its blocks, still referenced, go to the caller."""
         if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
         else:
             self.waiting.remove(req)
-        self.blocks.free(req.block_ids)
-        req.block_ids = []
+        block_ids, req.block_ids = req.block_ids, []
+        return block_ids
 
     # ---- fair shares (core/fair_share.py) -------------------------------------------------------
     def _rebalance(self, step: GroupStep) -> None:
@@ -180,6 +185,11 @@ class GroupScheduler:
         admitted = 0
         while self.waiting and step.tokens_left > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
+            if req.remote_prefill is not None:
+                if not self._admit_remote(req, step):
+                    return  # FIFO: later requests wait for its blocks
+                admitted += 1
+                continue
             hits = self._prefix_hits(req)
             cached = len(hits) * self.blocks.block_size
             n = min(req.num_tokens - cached, step.tokens_left)
@@ -263,6 +273,39 @@ class GroupScheduler:
             step.new_requests.append(NewRequest(req.request_id, req.sampling, prompt))
         self.running.append(req)
         self._emit(req, n, step)
+
+    def _admit_remote(self, req: Request, step: GroupStep) -> bool:
+        """Admit a request whose prompt's KV a prefill engine holds: blocks for the whole prompt, a
+        KvPull of the blocks our prefix cache lacks (all but the last prompt token, which this step
+        computes for the first token's logits), and a one-token seq. False: no blocks yet."""
+        remote = req.remote_prefill
+        assert remote is not None and not req.output_token_ids
+        hits = self._prefix_hits(req)
+        n_prompt = req.num_prompt_tokens
+        if not self.blocks.can_allocate(hits, n_prompt):
+            if self.running:
+                return False
+            self.waiting.popleft()
+            self._fail(req, step)
+            return True
+        self.waiting.popleft()
+        req.block_ids = self.blocks.allocate(hits, n_prompt)
+        req.num_computed_tokens = n_prompt - 1
+        req.num_published_blocks = len(hits)
+        req.status = RequestStatus.RUNNING
+        req.ever_scheduled = True
+        req.num_cached_prompt_tokens = len(hits) * self.blocks.block_size
+        self.blocks.record_prefix_lookup(n_prompt, req.num_cached_prompt_tokens)
+        fetch = range(len(hits), self.blocks.blocks_for(n_prompt - 1))
+        # pulled even when empty (the prefix cache held every block): the engine then releases the pin
+        step.kv_pulls.append(KvPull(req.request_id, self.group, remote.engine_id, remote.request_id, remote.host, remote.port,
+                                    [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch]))
+        req.remote_prefill = None  # taken: a preempted request recomputes its prompt like any other
+        prompt = req.prompt_token_ids if req.sampling.repetition_penalty != 1.0 else None
+        step.new_requests.append(NewRequest(req.request_id, req.sampling, prompt))
+        self.running.append(req)
+        self._emit(req, 1, step)
+        return True
 
     def cached_prefix_tokens(self, req: Request) -> int:
         """Prompt tokens of `req` this group's prefix cache holds now (a pure lookup: for routing)."""

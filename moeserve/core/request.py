@@ -10,6 +10,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from moeserve.kv_transfer.params import RemotePrefill
 from moeserve.sampling_params import SamplingParams
 
 
@@ -37,6 +38,10 @@ class Request:
     # the client request this sequence belongs to (the n choices of one HTTP request share it): the
     # unit of fairness (core/fair_share.py); None means the sequence is a request of its own
     owner: str | None = None
+    # prefill/decode split (kv_transfer/params.py): keep the prompt's blocks for a remote decoder
+    # when finished, or take the prompt's KV from a prefill engine on admission (cleared once taken)
+    remote_decode: bool = False
+    remote_prefill: RemotePrefill | None = None
 
     output_token_ids: list[int] = field(default_factory=list, init=False)
     all_token_ids: list[int] = field(init=False)
@@ -53,6 +58,7 @@ class Request:
     max_output_tokens: int = field(default=0, init=False)
     finish_reason: str | None = field(default=None, init=False)
     error: str | None = field(default=None, init=False)
+    error_status: int = field(default=500, init=False)  # HTTP status of `error`: 503 when a peer failed
     fair_owner: str = field(default="", init=False)  # owner, or the request itself (read every step)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@
     scheduler.finish_request(rid, "stop")  # engine's decision; frees blocks, tells workers next plan
     failed = scheduler.take_failed()       # (request, message): ended by the scheduler with an error
     scheduler.observe_step(plan, seconds)  # the engine core's measured step time: the step-cost model
+    scheduler.release_pin(rid) / expire_pins(now)  # prefill/decode split: blocks kept for a decoder
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to a group (the least-loaded, unless another holds more of its prompt in its prefix cache
@@ -15,16 +16,19 @@ and never touches a block pool except through the group schedulers and `BlockMan
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from moeserve.config import CacheConfig, SchedulerConfig
 from moeserve.core.block_manager import BlockManager
 from moeserve.core.group_scheduler import GroupScheduler
+from moeserve.core.kv_pins import KvPins, Pin
 from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
 from moeserve.errors import QueueFullError, RequestError, context_length_error
+from moeserve.kv_transfer.params import PARAM, prompt_digest
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ class BlockUsage:
 
 class Scheduler:
     def __init__(
-        self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int
+        self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int,
+        kv_expiry_s: float = 120.0,
     ):
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
@@ -55,6 +60,9 @@ class Scheduler:
         self._finished_ids: list[str] = []
         self._failed: list[Request] = []
         self._step = 0
+        self.pins = KvPins(kv_expiry_s)  # blocks of finished prefills kept for remote decoders
+        self.num_prompt_tokens_computed = 0  # prompt positions whose KV a step computed here
+        self.num_kv_pull_failures = 0
 
     # ---- requests in ------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -107,26 +115,41 @@ class Scheduler:
                 param="prompt",
                 code="context_length_exceeded",
             )
+        if req.remote_prefill is not None:
+            remote = len(req.remote_prefill.block_ids)
+            if remote != need:
+                raise RequestError(
+                    f"{PARAM}: remote_block_ids names {remote} blocks, a prompt of {n} tokens fills {need} blocks of "
+                    f"{self.block_size}: send the prompt the prefill server computed, and run both with the same "
+                    f"--block-size", param=PARAM, code="invalid_kv_transfer_params")
+            if req.sampling.prompt_logprobs is not None:
+                raise RequestError(f"prompt logprobs need the prompt computed here: drop {PARAM} or prompt_logprobs",
+                                   param=PARAM)
 
     # ---- one step ---------------------------------------------------------------------------
     def schedule(self) -> StepPlan:
         batches: list[GroupBatch] = []
         new_requests: list[NewRequest] = []
+        pulls = []
         for group in self.groups:
             step = group.schedule()
             batches.append(GroupBatch(group.group, step.seqs))
             new_requests.extend(step.new_requests)
+            pulls.extend(step.kv_pulls)
             for req in step.failed:
                 self._finish(req, "error")
                 self._failed.append(req)
         finished, self._finished_ids = self._finished_ids, []
-        plan = StepPlan(self._step, batches, new_requests, finished)
+        plan = StepPlan(self._step, batches, new_requests, finished, kv_pulls=pulls)
         self._step += 1
         return plan
 
     def update(self, plan: StepPlan, result: StepResult) -> list[Request]:
         """Advance every scheduled request past its tokens; append sampled tokens. Returns the
         requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
+        for done in result.kv_pulls:
+            if done.error is not None:
+                self._fail_pull(done.request_id, done.error)
         sampled = {s.request_id: s.token_id for s in result.sampled}
         got_token: list[Request] = []
         for batch in plan.groups:
@@ -136,6 +159,7 @@ class Scheduler:
                 if req is None or req.status is not RequestStatus.RUNNING:
                     continue
                 req.num_computed_tokens = seq.start_pos + len(seq.token_ids)
+                self.num_prompt_tokens_computed += max(0, min(req.num_computed_tokens, req.num_prompt_tokens) - seq.start_pos)
                 self._publish_full_blocks(req, group.blocks)
                 if seq.sample:
                     token = sampled.get(seq.request_id)
@@ -145,6 +169,19 @@ class Scheduler:
                     group.load_tokens += 1
                     got_token.append(req)
         return got_token
+
+    def _fail_pull(self, request_id: str, error: str) -> None:
+        """A request whose prompt's KV did not arrive: ended with an error (HTTP 503, the prefill
+        engine is unavailable); its blocks, never published, go back to the free list."""
+        req = self.requests.get(request_id)
+        if req is None:
+            return
+        self.num_kv_pull_failures += 1
+        self.groups[req.group].remove(req)
+        req.error = f"the prompt's KV cache could not be read from the prefill server: {error}"
+        req.error_status = 503
+        self._finish(req, "error")
+        self._failed.append(req)
 
     def observe_step(self, plan: StepPlan, seconds: float) -> None:
         """How long `plan` took to execute. The groups run side by side, so the step's size is its
@@ -167,9 +204,27 @@ class Scheduler:
         req = self.requests.get(request_id)
         if req is None:
             return None
-        self.groups[req.group].remove(req)
+        group = self.groups[req.group]
+        if req.remote_decode and reason in ("stop", "length"):
+            self.pins.pin(request_id, req.group, group.detach(req), prompt_digest(req.prompt_token_ids), time.monotonic())
+        else:
+            group.remove(req)
         self._finish(req, reason)
         return req
+
+    def release_pin(self, request_id: str) -> Pin | None:
+        """The remote decoder has read `request_id`'s blocks (or gave up): free them. None: unknown."""
+        pin = self.pins.release(request_id)
+        if pin is not None:
+            self.groups[pin.group].blocks.free(pin.block_ids)
+        return pin
+
+    def expire_pins(self, now: float) -> list[Pin]:
+        """Free the blocks of pins no decoder released in time (it died, or never came)."""
+        expired = self.pins.expire(now)
+        for pin in expired:
+            self.groups[pin.group].blocks.free(pin.block_ids)
+        return expired
 
     def abort_request(self, request_id: str) -> Request | None:
         return self.finish_request(request_id, "abort")
@@ -217,6 +272,8 @@ class Scheduler:
             "prefix_cache_queries": prefix.queries,
             "prefix_cache_query_tokens": prefix.query_tokens,
             "prefix_cache_hit_tokens": prefix.hit_tokens,
+            "kv_blocks_pinned_remote": self.pins.num_blocks,
+            "prompt_tokens_computed": self.num_prompt_tokens_computed,
         }
         for g, usage in enumerate(self.block_usage()):
             out[f"kv_blocks_in_use_group{g}"] = usage.in_use
@@ -248,6 +305,9 @@ class Scheduler:
         for g in self.groups:
             g.blocks.check_invariants()
             holders = [0] * g.blocks.num_blocks
+            for pin in self.pins.by_group(g.group):
+                for b in pin.block_ids:
+                    holders[b] += 1
             for req in g.running:
                 for b in req.block_ids:
                     holders[b] += 1

@@ -66,6 +66,33 @@ class GroupBatch:
 
 
 @dataclass
+class KvPull:
+    """Read a prompt's KV blocks from a prefill engine before this step's forward (prefill/decode
+    split). The request's seq in the same step computes only its last prompt token.
+
+    remote_block_ids[i] (the prefill engine's block) lands in local_block_ids[i] (this group's)."""
+
+    request_id: str
+    group: int
+    engine_id: str
+    remote_request_id: str
+    host: str
+    port: int
+    remote_block_ids: list[int]
+    local_block_ids: list[int]
+
+
+@dataclass
+class KvPullDone:
+    """How a KvPull went on the rank that ran it: error None means every block arrived."""
+
+    request_id: str
+    num_bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
 class StepPlan:
     step: int
     groups: list[GroupBatch]
@@ -76,6 +103,7 @@ class StepPlan:
     rebalance: dict | None = None
     # every rank hands its routing counts since the last collection to rank 0 after this step's forward
     collect_routing: bool = False
+    kv_pulls: list[KvPull] = field(default_factory=list)  # run before the forward, on the group's ranks
 
     @property
     def num_tokens(self) -> int:
@@ -110,3 +138,4 @@ class StepResult:
     step: int
     sampled: list[SampledToken] = field(default_factory=list)
     prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)
+    kv_pulls: list[KvPullDone] = field(default_factory=list)

@@ -8,6 +8,7 @@ rank 0 needs per request: detokenization and stop conditions.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 
@@ -18,8 +19,11 @@ from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 from moeserve.engine.executor import Executor, make_executor
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import RequestError
+from moeserve.kv_transfer.params import PARAM, KvTransfer
 from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -96,7 +100,14 @@ class EngineCore:
             num_groups=self.executor.num_groups,
             num_blocks=self.executor.num_blocks,
             max_model_len=self.max_model_len,
+            kv_expiry_s=config.kv_transfer.expiry_s,
         )
+        self.kv = None  # the prefill/decode split's side channel and releases (kv_transfer/connector.py)
+        if config.kv_transfer.enabled:
+            from moeserve.kv_transfer.connector import KvConnector
+
+            self.kv = KvConnector(config.kv_transfer, self.executor.kv_layouts(), config.cache.block_size,
+                                  config.parallel.tp)
         from moeserve.engine.rebalance import engine_placement
 
         self.placement = engine_placement(config, self.executor, self.model_name)  # recorder + rebalancing
@@ -106,16 +117,21 @@ class EngineCore:
 
     # -- requests ---------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                    owner: str | None = None) -> None:
+                    owner: str | None = None, kv_transfer: KvTransfer | None = None) -> None:
         """Admits a request or raises RequestError / QueueFullError; a refused request takes nothing.
         `owner` names the client request it belongs to (the n choices of one HTTP request share it):
-        the scheduler shares seats and KV blocks fairly between owners (core/fair_share.py)."""
+        the scheduler shares seats and KV blocks fairly between owners (core/fair_share.py).
+        `kv_transfer`: keep its prompt's KV for a remote decoder, or take it from a prefill engine."""
         if request_id in self._tracked:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._check_prompt(prompt_token_ids, params)
+        self._check_kv_transfer(kv_transfer)
         if params.min_tokens:  # the sampler masks these until min_tokens are out
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
         request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params, owner=owner)
+        if kv_transfer is not None:
+            request.remote_decode = kv_transfer.remote_decode
+            request.remote_prefill = kv_transfer.remote_prefill
         self.scheduler.add_request(request)  # the empty-prompt and context-length checks; resolves max_tokens
         if params.max_tokens is None:
             params = dataclasses.replace(params, max_tokens=request.max_output_tokens)
@@ -139,11 +155,27 @@ class EngineCore:
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
 
+    def _check_kv_transfer(self, kv: KvTransfer | None) -> None:
+        role = self.config.kv_transfer.role
+        if kv is None:
+            return
+        if self.kv is None:
+            raise RequestError(f"{PARAM} asks for a KV transfer and this server runs without one: start it with "
+                               "--kv-role prefill, --kv-role decode or --kv-transfer nixl", param=PARAM)
+        if kv.remote_decode and role == "decode":
+            raise RequestError(f"{PARAM}: do_remote_decode asks for a prefill, and this server runs --kv-role decode",
+                               param=PARAM)
+        if kv.remote_prefill is not None and role == "prefill":
+            raise RequestError(f"{PARAM}: do_remote_prefill asks for a decode, and this server runs --kv-role prefill",
+                               param=PARAM)
+
     def abort_request(self, request_id: str) -> None:
         """Frees the request's blocks now; its final output (finish_reason "abort") comes with the next step."""
         if self._tracked.pop(request_id, None) is None:
             return
         request = self.scheduler.abort_request(request_id)
+        if request is not None and request.remote_prefill is not None and self.kv is not None:
+            self.kv.give_up(request.remote_prefill)  # never read: the prefill engine may free it now
         prompt = request.prompt_token_ids if request is not None else []
         self._pending_outputs.append(RequestOutput(request_id=request_id, prompt_token_ids=prompt, finish_reason="abort"))
 
@@ -151,7 +183,20 @@ class EngineCore:
         return bool(self._tracked) or bool(self._pending_outputs)
 
     # -- the step ---------------------------------------------------------------------------------
+    def service(self) -> None:
+        """Between steps, busy or idle: free the blocks decoders have read, or let expire."""
+        if self.kv is None:
+            return
+        for request_id in self.kv.released():
+            pin = self.scheduler.release_pin(request_id)
+            if pin is not None:
+                self.kv.unpublish(pin, read=True)
+        for pin in self.scheduler.expire_pins(time.monotonic()):
+            logger.info("KV blocks of %s expired unread after %.0f s", pin.request_id, self.scheduler.pins.expiry_s)
+            self.kv.unpublish(pin, read=False)
+
     def step(self) -> list[RequestOutput]:
+        self.service()
         plan = self.scheduler.schedule()
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
@@ -180,6 +225,7 @@ class EngineCore:
                     token_ids=list(request.output_token_ids),
                     finish_reason="error",
                     error=message,
+                    error_status=request.error_status,
                 )
             )
         return outputs
@@ -191,7 +237,10 @@ class EngineCore:
             if tracked is not None and tracked.prompt_logprobs is not None:
                 tracked.prompt_logprobs[part.start : part.start + len(part.entries)] = part.entries
         outputs = []
-        for request in self.scheduler.update(plan, result):
+        got_token = self.scheduler.update(plan, result)  # fails the requests whose KV pull failed
+        if plan.kv_pulls and self.kv is not None:
+            self.kv.on_pulls(plan.kv_pulls, result.kv_pulls)
+        for request in got_token:
             tracked = self._tracked.get(request.request_id)
             if tracked is None:
                 continue
@@ -244,14 +293,18 @@ class EngineCore:
             prompt_logprobs=tracked.prompt_logprobs,
         )
         if finish_reason is not None:
-            self.scheduler.finish_request(request.request_id, finish_reason)
+            self.scheduler.finish_request(request.request_id, finish_reason)  # pins a remote decoder's blocks
             del self._tracked[request.request_id]
+            pin = self.scheduler.pins.get(request.request_id) if request.remote_decode else None
+            if pin is not None and self.kv is not None:
+                output.kv_transfer_params = self.kv.answer(pin)
         return output
 
     # -- introspection ----------------------------------------------------------------------------
     def stats(self) -> dict:
         placement = self.placement.stats() if self.placement is not None else {}
-        return dict(self.scheduler.stats(), num_steps=self.num_steps, **placement)
+        kv = self.kv.stats() if self.kv is not None else {}
+        return dict(self.scheduler.stats(), num_steps=self.num_steps, **placement, **kv)
 
     # -- routing recorder (placement runtime); call between steps ----------------------------------
     def recorder_start(self) -> None:
@@ -273,4 +326,6 @@ class EngineCore:
         self.executor.check_health()
 
     def shutdown(self) -> None:
+        if self.kv is not None:
+            self.kv.close()
         self.executor.shutdown()

@@ -19,6 +19,10 @@ class Executor(Protocol):
 
     def check_health(self) -> None: ...
 
+    def kv_layouts(self) -> list[dict]:
+        """Each rank's NIXL CacheLayout (JSON), rank order; only with --kv-transfer nixl."""
+        ...
+
     def shutdown(self) -> None: ...
 
 
@@ -42,8 +46,12 @@ class InProcessExecutor:
     def check_health(self) -> None:
         return None
 
+    def kv_layouts(self) -> list[dict]:
+        assert self.worker.kv_agent is not None
+        return [self.worker.kv_agent.layout()]
+
     def shutdown(self) -> None:
-        return None
+        self.worker.close()
 
 
 def make_executor(config: EngineConfig) -> Executor:

@@ -23,6 +23,11 @@ class Worker:
         # each attention group samples its unseeded requests from its own stream: with one seed for
         # all, two groups drew the same noise and returned the same "random" samples
         self.sampler = Sampler(seed=group_seed(config.seed, group)) if ctx.tp_rank == 0 else None
+        self.kv_agent = None  # prefill/decode split: this rank's cache registered with NIXL
+        if config.kv_transfer.enabled:
+            from moeserve.kv_transfer.rank_agent import RankKvAgent
+
+            self.kv_agent = RankKvAgent(self.runner.kv_caches, self.runner.block_size)
 
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
@@ -35,6 +40,10 @@ class Worker:
         if plan.rebalance is not None:  # every rank switches placement before this step's forward
             self.placement.apply(plan.rebalance)
         batch = plan.groups[self.group]
+        pulled = []
+        if plan.kv_pulls:  # the prompts' KV lands before the forward that computes their last tokens
+            assert self.kv_agent is not None, "a KvPull for an engine without --kv-transfer"
+            pulled = self.kv_agent.run([p for p in plan.kv_pulls if p.group == self.group])
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
             return StepResult(plan.step)
@@ -47,7 +56,13 @@ class Worker:
             return StepResult(plan.step)
         request_ids = [s.request_id for s in batch.seqs if s.sample]
         sampled = self.sampler.sample(logits, request_ids) if request_ids else []
-        return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs)
+        return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs, kv_pulls=pulled)
+
+    def close(self) -> None:
+        """Deregister from NIXL before the interpreter exits (NIXL crashed at exit without it)."""
+        if self.kv_agent is not None:
+            self.kv_agent.close()
+            self.kv_agent = None
 
 
 def group_seed(seed: int, group: int) -> int:

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
-from moeserve.server import common
+from moeserve.server import common, kv_params
 from moeserve.server.api_errors import bad_request, clip
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
@@ -160,7 +160,7 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -
         for c in sorted(gen.choices.values(), key=lambda c: c.index)
     ]
     return {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
-            "model": state.model_name, "choices": choices, "usage": gen.usage()}
+            "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
 
 
 async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> AsyncIterator[bytes]:
@@ -209,8 +209,10 @@ async def create_chat_completion(request: Request) -> Any:
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param)
+    kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream,
+                                 state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
-                     buffer_limit=state.config.max_stream_buffer_bytes)
+                     buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv)
     await gen.start()
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req), gen)

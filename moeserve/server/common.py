@@ -384,3 +384,10 @@ class SSEResponse(Response):
 
 def created() -> int:
     return int(time.time())
+
+
+def kv_answer(gen: Generation) -> dict[str, Any]:
+    """{"kv_transfer_params": ...} for a prefill answered for a remote decoder (vLLM puts it at the
+    response's top level, where vllm-router reads it), else nothing."""
+    params = next((c.kv_transfer_params for c in gen.choices.values() if c.kv_transfer_params is not None), None)
+    return {"kv_transfer_params": params} if params is not None else {}

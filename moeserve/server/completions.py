@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
-from moeserve.server import common
+from moeserve.server import common, kv_params
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
@@ -117,7 +117,7 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
                         "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
                         **common.token_ids_fields(req, gen, c, generated[2])})
     return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
-            "model": state.model_name, "choices": choices, "usage": _usage(gen, req)}
+            "model": state.model_name, "choices": choices, "usage": _usage(gen, req), **common.kv_answer(gen)}
 
 
 async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, prompt_texts: list[str]) -> AsyncIterator[bytes]:
@@ -188,8 +188,10 @@ async def create_completion(request: Request) -> Any:
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
+    kv = await kv_params.check(req.kv_transfer_params, prompts, req.n, req.stream,
+                                 state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params,
-                     buffer_limit=state.config.max_stream_buffer_bytes)
+                     buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv)
     await gen.start()
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req, prompt_texts), gen)

@@ -180,13 +180,13 @@ class EngineClient:
         return self.dead_reason is None and time.monotonic() - self.last_heartbeat < self.health_timeout_s
 
     async def add(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, queue: asyncio.Queue,
-                  owner: str | None = None) -> None:
+                  owner: str | None = None, kv_transfer: dict[str, Any] | None = None) -> None:
         """Admits one request whose outputs go to `queue`; raises EngineRejected or EngineDeadError.
         `owner`: the HTTP request it is a choice of (the engine shares fairly between owners)."""
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         route = _Route(queue, asyncio.get_running_loop().create_future())
-        message = ipc.encode(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params), owner))
+        message = ipc.encode(ipc.AddRequest(request_id, prompt_token_ids, ipc.params_to_wire(params), owner, kv_transfer))
         self._routes[request_id] = route
         self._write(message)
         try:

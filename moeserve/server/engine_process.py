@@ -26,6 +26,7 @@ from typing import Any, Callable
 from moeserve.config import EngineConfig, config_from_dict
 from moeserve.engine.gc_heap import freeze_startup_objects
 from moeserve.errors import ConfigError, RequestError
+from moeserve.kv_transfer import params as kv_params
 from moeserve.sampling_params import SamplingParamsError
 from moeserve.server import ipc
 
@@ -93,6 +94,7 @@ class EngineLoop:
         self.heartbeat_s = heartbeat_s
         self.last_heartbeat = 0.0
         self.stopping = False
+        self._service = getattr(engine, "service", None)
 
     def run(self) -> None:
         while not self.stopping and not self.channel.closed:
@@ -104,6 +106,8 @@ class EngineLoop:
                 outputs = self.engine.step()
                 if outputs:
                     self.channel.send(ipc.Outputs([ipc.output_to_wire(o) for o in outputs]))
+            elif self._service is not None:
+                self._service()  # idle: the prefill/decode split's releases and expiries (step runs them when busy)
             self._maybe_heartbeat()
 
     def _handle(self, msgs: list[Any]) -> None:
@@ -113,7 +117,8 @@ class EngineLoop:
             if isinstance(msg, ipc.AddRequest):
                 try:
                     params = ipc.params_from_wire(msg.params)
-                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner)
+                    kv = {"kv_transfer": kv_params.parse(msg.kv_transfer)} if msg.kv_transfer is not None else {}
+                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv)
                     accepted.append(msg.request_id)
                 except Exception as e:  # one bad request never stops the loop
                     rejected.append(_rejection(msg.request_id, e))

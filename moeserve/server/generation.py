@@ -89,6 +89,7 @@ class Choice:
     stop_reason: str | int | None = None
     first_token_time: float | None = None
     num_cached_prompt_tokens: int = 0
+    kv_transfer_params: dict[str, Any] | None = None  # a prefill's answer for its remote decoder
     sent: int = 0  # characters of `text` already streamed
 
 
@@ -105,8 +106,9 @@ def engine_seed(seed: int, index: int) -> int:
 
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
-                 buffer_limit: int = DEFAULT_BUFFER_LIMIT):
+                 buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None):
         self.client = client
+        self.kv_transfer = kv_transfer  # kv_transfer/params.to_plain, for every engine request (n is 1 then)
         self.metrics = metrics
         self.request_id = request_id
         self.prompts = prompts
@@ -132,7 +134,7 @@ class Generation:
         results = await asyncio.gather(
             *(
                 self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue,
-                                owner=self.request_id)
+                                owner=self.request_id, kv_transfer=self.kv_transfer)
                 for rid, c in self.choices.items()
             ),
             return_exceptions=True,
@@ -157,6 +159,8 @@ class Generation:
                 choice = self.choices[item.request_id]
                 self._apply(choice, item)
                 if item.finish_reason == "error":  # no OpenAI finish reason: the whole request fails, as a 500
+                    if item.error_status == 503:  # a peer failed (a prefill server), not this engine
+                        raise unavailable(item.error or "a peer engine failed")
                     raise engine_error(item.error or "the engine failed the request", item.request_id)
                 yield choice, item
         finally:
@@ -179,6 +183,8 @@ class Generation:
                 (tok, None, None) if e is None else (tok, e[0], e[1]) for tok, e in zip(prompt, out.prompt_logprobs)
             ]
         choice.num_cached_prompt_tokens = max(choice.num_cached_prompt_tokens, out.num_cached_prompt_tokens)
+        if out.kv_transfer_params is not None:
+            choice.kv_transfer_params = out.kv_transfer_params
         self.metrics.on_tokens(len(out.new_token_ids))
         if out.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = out.finish_reason, out.stop_reason

@@ -29,6 +29,7 @@ class AddRequest:
     prompt_token_ids: list[int]
     params: dict[str, Any]  # params_to_plain(SamplingParams): plain fields only
     owner: str | None = None  # the HTTP request it is a choice of: the scheduler's unit of fairness
+    kv_transfer: dict[str, Any] | None = None  # kv_transfer/params.to_plain: the prefill/decode split
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class OutputDelta:
     # RequestOutput.prompt_logprobs, sent once, with the delta of the first generated token (the
     # prompt is complete by then): [None, [logprob, [[token_id, logprob], ...]], ...], one per prompt token
     prompt_logprobs: list[list[Any] | None] | None = None
+    error_status: int = 500  # HTTP status of `error` (503: a peer engine failed)
+    kv_transfer_params: dict[str, Any] | None = None  # a prefill's answer for its remote decoder (final delta)
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,8 @@ def output_to_wire(out: RequestOutput) -> dict[str, Any]:
         "num_cached_prompt_tokens": out.num_cached_prompt_tokens,
         "text": out.text if out.finish_reason is not None else None,
         "prompt_logprobs": prompt_logprobs,
+        "error_status": out.error_status,
+        "kv_transfer_params": out.kv_transfer_params,
     }
 
 

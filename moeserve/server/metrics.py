@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -36,6 +36,7 @@ class EngineStatsCollector(Collector):
             "kv_cache_blocks_free": ("kv_blocks_free", "KV-cache blocks neither used nor cached"),
             "kv_cache_blocks_cached": ("kv_blocks_cached", "free KV-cache blocks still holding a reusable prefix"),
             "kv_cache_usage": ("kv_usage", "fraction of KV-cache blocks held by live requests"),
+            "kv_blocks_pinned_remote": ("kv_blocks_pinned_remote", "KV blocks of finished prefills held for remote decoders"),
         }
         for name, (key, doc) in gauges.items():
             if key in s:
@@ -62,9 +63,27 @@ class EngineStatsCollector(Collector):
         for key, name, doc in (("num_steps", "engine_steps", "engine steps run"),
                                ("eplb_rebalances", "eplb_rebalances", "online rebalances applied"),
                                ("eplb_bytes_moved_total", "eplb_bytes_moved", "bytes of expert weights moved by rebalancing"),
-                               ("num_preemptions", "preemptions", "requests preempted (recomputed) for lack of KV blocks")):
+                               ("num_preemptions", "preemptions", "requests preempted (recomputed) for lack of KV blocks"),
+                               ("prompt_tokens_computed", "prompt_tokens_computed", "prompt tokens whose KV this instance computed (a decode instance: about one per transferred prompt)"),
+                               ("kv_transfer_bytes", "kv_transfer_bytes", "KV bytes moved between prefill and decode instances, read by this one or from it"),
+                               ("kv_blocks_transferred", "kv_blocks_transferred", "KV blocks moved between prefill and decode instances, read by this one or from it"),
+                               ("kv_transfer_failures", "kv_transfer_failures", "KV reads from a prefill instance that failed")):
             if key in s:
                 yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))
+        yield from _transfer_histogram(s)
+
+
+def _transfer_histogram(s: dict[str, Any]) -> Iterator[Any]:
+    """The KV read latency histogram the engine keeps as cumulative bucket counts (kv_transfer/connector.py)."""
+    counts = s.get("kv_transfer_seconds_buckets")
+    if not counts:
+        return
+    from moeserve.kv_transfer.connector import LATENCY_BUCKETS
+
+    bounds = [str(b) for b in LATENCY_BUCKETS] + ["+Inf"]
+    yield HistogramMetricFamily(_PREFIX + "kv_transfer_seconds", "time of one request's KV read from a prefill instance",
+                                buckets=list(zip(bounds, (float(c) for c in counts))),
+                                sum_value=float(s.get("kv_transfer_seconds_sum", 0.0)))
 
 
 class ServerMetrics:

@@ -138,6 +138,8 @@ class _Sampling(_Strict):
     response_format: ResponseFormat | None = None
     # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
     truncate_prompt_tokens: WholeInt | None = None
+    # vLLM's prefill/decode split, as vllm-router sends it; checked in server/kv_params.py
+    kv_transfer_params: dict[str, Any] | None = None
 
 
 def _prompt_shape(value: Any) -> str | None:

@@ -122,6 +122,12 @@ CASES = [
     ("min_tokens above max_tokens", "POST", C, js(prompt="hi", min_tokens=10, max_tokens=2), {}, 400, "min_tokens"),
     ("completions json mode", "POST", C, js(prompt="hi", response_format={"type": "json_object"}), {}, 400,
      "response_format"),
+    # a colocated server (--kv-role both) moves no KV: vllm-router's parameters are refused, not ignored
+    ("kv_transfer_params on a colocated server", "POST", C,
+     js(prompt="hi", kv_transfer_params={"do_remote_decode": True, "do_remote_prefill": False}), {}, 400,
+     "kv_transfer_params"),
+    ("kv_transfer_params not an object", "POST", CHAT, js(messages=OK_CHAT, kv_transfer_params=[1]), {}, 400,
+     "kv_transfer_params"),
     ("stream_options without stream", "POST", C, js(prompt="hi", stream_options={"include_usage": True}), {}, 400,
      "stream_options"),
     ("chat max_completion_tokens -1", "POST", CHAT, js(messages=OK_CHAT, max_completion_tokens=-1), {}, 400,

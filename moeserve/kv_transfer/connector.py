@@ -1,0 +1,116 @@
+"""The engine core's part of the prefill/decode split, on rank 0 (mechanism; the pins' policy is
+core/kv_pins.py): the side channel a prefill engine serves, the releases a decode engine posts once
+it has read a prompt's blocks, and the transfer counters /metrics shows.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import queue
+import threading
+import uuid
+from typing import Any
+
+from moeserve.config import KvTransferConfig
+from moeserve.core.kv_pins import Pin
+from moeserve.core.step_plan import KvPull, KvPullDone
+from moeserve.kv_transfer.params import RemotePrefill, prefill_answer
+from moeserve.kv_transfer.side_channel import SideChannel, post_release
+
+log = logging.getLogger("moeserve.kv_transfer")
+
+RELEASE_TIMEOUT_S = 2.0
+# the transfer latency histogram's upper bounds (seconds), as /metrics shows them
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class KvConnector:
+    def __init__(self, cfg: KvTransferConfig, rank_layouts: list[dict], block_size: int, tp_size: int):
+        self.cfg = cfg
+        self.engine_id = f"moeserve-{uuid.uuid4().hex}"
+        self.tp_size = tp_size
+        self.side_channel: SideChannel | None = None
+        if cfg.role in ("prefill", "both"):
+            layout = {"tp_size": tp_size, "block_size": block_size, "ranks": rank_layouts}
+            self.side_channel = SideChannel(cfg.side_channel_host, cfg.side_channel_port, self.engine_id, layout)
+            log.info("KV side channel of engine %s on %s:%d", self.engine_id, self.side_channel.host, self.side_channel.port)
+        self._outbox: queue.SimpleQueue[tuple[str, int, str, str] | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send_releases, name="kv-release", daemon=True)
+        self._sender.start()
+        self.bytes_pulled = 0
+        self.blocks_pulled = 0
+        self.bytes_served = 0  # read from us by decoders (counted from the pins they released)
+        self.blocks_served = 0
+        self.pull_failures = 0
+        self._latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self._latency_sum = 0.0
+        self._block_bytes = sum(rank_layouts[0]["block_bytes"]) if rank_layouts else 0
+
+    # ---- prefill side ---------------------------------------------------------------------------
+    def answer(self, pin: Pin) -> dict[str, Any]:
+        """Publish `pin` on the side channel and return the kv_transfer_params naming it."""
+        assert self.side_channel is not None
+        self.side_channel.publish(pin.request_id, pin.block_ids, pin.prompt_digest)
+        return prefill_answer(self.engine_id, pin.request_id, pin.block_ids, self.side_channel.host,
+                              self.side_channel.port, self.tp_size)
+
+    def released(self) -> list[str]:
+        """Request ids decoders released since the last call."""
+        return self.side_channel.drain_releases() if self.side_channel is not None else []
+
+    def unpublish(self, pin: Pin, read: bool) -> None:
+        """`pin` is gone (read by its decoder, or expired): the side channel stops naming it."""
+        if self.side_channel is not None:
+            self.side_channel.unpublish(pin.request_id)
+        if read:
+            self.blocks_served += len(pin.block_ids)
+            self.bytes_served += len(pin.block_ids) * self._block_bytes
+
+    # ---- decode side ----------------------------------------------------------------------------
+    def on_pulls(self, pulls: list[KvPull], done: list[KvPullDone]) -> None:
+        """After a step ran `pulls`: count them and release the prefill engines' pins (a failed read
+        too: the blocks are of no use to anyone once this request has failed)."""
+        by_id = {d.request_id: d for d in done}
+        for pull in pulls:
+            d = by_id.get(pull.request_id)
+            if d is not None and d.error is None:
+                self.bytes_pulled += d.num_bytes
+                self.blocks_pulled += len(pull.remote_block_ids)
+                if pull.remote_block_ids:
+                    self._latency_counts[bisect.bisect_left(LATENCY_BUCKETS, d.seconds)] += 1
+                    self._latency_sum += d.seconds
+            else:
+                self.pull_failures += 1
+            self._outbox.put((pull.host, pull.port, pull.remote_request_id, pull.engine_id))
+
+    def give_up(self, remote: RemotePrefill) -> None:
+        """A decode request ended before it read its blocks (aborted while waiting): release them."""
+        self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id))
+
+    def _send_releases(self) -> None:
+        while (item := self._outbox.get()) is not None:
+            host, port, request_id, engine_id = item
+            if not post_release(host, port, request_id, engine_id, RELEASE_TIMEOUT_S):
+                log.info("release of %s at %s:%d not acknowledged; it frees at its expiry", request_id, host, port)
+
+    # ---- stats ----------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        cumulative, total = [], 0
+        for n in self._latency_counts:
+            total += n
+            cumulative.append(total)
+        return {
+            "kv_transfer_bytes": self.bytes_pulled + self.bytes_served,
+            "kv_transfer_bytes_pulled": self.bytes_pulled,
+            "kv_transfer_bytes_served": self.bytes_served,
+            "kv_blocks_transferred": self.blocks_pulled + self.blocks_served,
+            "kv_transfer_failures": self.pull_failures,
+            "kv_transfer_seconds_buckets": cumulative,  # cumulative counts per LATENCY_BUCKETS bound, then +Inf
+            "kv_transfer_seconds_sum": self._latency_sum,
+        }
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self._sender.join(timeout=RELEASE_TIMEOUT_S + 1)
+        if self.side_channel is not None:
+            self.side_channel.close()

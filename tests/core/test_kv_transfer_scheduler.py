@@ -1,0 +1,208 @@
+"""The prefill/decode split in the scheduler, without NIXL: a prefill scheduler pins a finished
+prompt's blocks; a decode scheduler admits the request with a KvPull of the blocks its prefix cache
+lacks; a fake transfer copies the fake KV across, and FakeEngine checks every context reads back as
+the request's tokens (so a wrong block mapping fails here)."""
+from __future__ import annotations
+
+import pytest
+from core_fakes import FakeEngine, make_request, make_scheduler
+
+from moeserve.core.kv_pins import KvPins
+from moeserve.core.step_plan import KvPullDone, SampledToken, StepResult
+from moeserve.errors import RequestError
+from moeserve.kv_transfer.params import RemotePrefill, prompt_digest
+
+BS = 4
+
+
+class PullingEngine(FakeEngine):
+    """A decode FakeEngine whose steps run their KvPulls from `source` (a prefill FakeEngine) first."""
+
+    def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False):
+        super().__init__(scheduler)
+        self.source, self.fail, self.pulls = source, fail, []
+
+    def step(self):
+        s = self.scheduler
+        plan = s.schedule()
+        self.plans.append(plan)
+        done = []
+        for pull in plan.kv_pulls:
+            self.pulls.append(pull)
+            if self.fail:
+                done.append(KvPullDone(pull.request_id, error="connection refused"))
+                continue
+            for remote, local in zip(pull.remote_block_ids, pull.local_block_ids):
+                for i in range(BS):
+                    value = self.source.kv.get((0, remote * BS + i))
+                    if value is not None:
+                        self.kv[pull.group, local * BS + i] = value
+            done.append(KvPullDone(pull.request_id, num_bytes=len(pull.local_block_ids)))
+        for req, message in s.take_failed():
+            self.failed[req.request_id] = message
+            self.finished[req.request_id] = req
+        failed = {d.request_id for d in done if d.error}
+        sampled = []
+        for batch in plan.groups:
+            for seq in batch.seqs:
+                if seq.request_id in failed:
+                    continue  # garbage KV: the forward's output is thrown away
+                self._run_seq(batch.group, seq)
+                if seq.sample:
+                    sampled.append(SampledToken(seq.request_id, 7))
+        for req in s.update(plan, StepResult(plan.step, sampled, kv_pulls=done)):
+            if req.num_output_tokens >= req.max_output_tokens:
+                self.finished[req.request_id] = s.finish_request(req.request_id, "length")
+        for req, message in s.take_failed():
+            self.failed[req.request_id] = message
+            self.finished[req.request_id] = req
+        s.check_invariants()
+        return plan
+
+
+def prefill(eng: FakeEngine, rid: str, prompt: list[int]) -> RemotePrefill:
+    req = make_request(rid, prompt, max_tokens=1)
+    req.remote_decode = True
+    eng.scheduler.add_request(req)
+    eng.run()
+    pin = eng.scheduler.pins.get(rid)
+    assert pin is not None and pin.prompt_digest == prompt_digest(prompt)
+    return RemotePrefill("engine-p", rid, pin.block_ids, "127.0.0.1", 9)
+
+
+def decode_request(rid: str, prompt: list[int], remote: RemotePrefill, max_tokens: int = 3):
+    req = make_request(rid, prompt, max_tokens=max_tokens)
+    req.remote_prefill = remote
+    return req
+
+
+def test_prefill_pins_its_blocks_until_released():
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS))
+    s = eng.scheduler
+    remote = prefill(eng, "p", list(range(10)))
+    assert len(remote.block_ids) == 3 and s.total_block_usage().in_use == 3
+    assert s.stats()["kv_blocks_pinned_remote"] == 3
+    s.check_invariants()  # pins count as holders
+    assert s.release_pin("p") is not None and s.release_pin("p") is None
+    assert s.total_block_usage().in_use == 0 and s.pins.num_blocks == 0
+    s.check_invariants()
+
+
+def test_pinned_blocks_survive_pool_pressure():
+    eng = FakeEngine(make_scheduler(num_blocks=8, block_size=BS))
+    remote = prefill(eng, "p", list(range(16)))  # 4 blocks pinned, 4 left
+    snapshot = {k: v for k, v in eng.kv.items() if k[1] // BS in remote.block_ids}
+    eng.scheduler.add_request(make_request("other", list(range(100, 114)), max_tokens=2))
+    eng.run()
+    assert eng.finished["other"].finish_reason == "length"
+    assert {k: eng.kv[k] for k in snapshot} == snapshot  # nobody wrote into the pinned blocks
+
+
+def test_pins_expire_in_pin_order():
+    pins = KvPins(expiry_s=10)
+    pins.pin("a", 0, [1, 2], "d", now=0.0)
+    pins.pin("b", 0, [3], "d", now=5.0)
+    assert pins.expire(9.9) == []
+    assert [p.request_id for p in pins.expire(10.0)] == ["a"]
+    assert [p.request_id for p in pins.expire(100.0)] == ["b"]
+    assert (pins.num_expired, len(pins)) == (2, 0)
+
+
+def test_scheduler_frees_expired_pins():
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS))
+    prefill(eng, "p", list(range(9)))
+    pin = eng.scheduler.pins.get("p")
+    assert eng.scheduler.expire_pins(pin.deadline - 1) == []
+    assert [p.request_id for p in eng.scheduler.expire_pins(pin.deadline)] == ["p"]
+    assert eng.scheduler.total_block_usage().in_use == 0
+    eng.scheduler.check_invariants()
+
+
+def test_aborted_or_failed_prefill_pins_nothing():
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS))
+    req = make_request("p", list(range(9)), max_tokens=1)
+    req.remote_decode = True
+    eng.scheduler.add_request(req)
+    eng.scheduler.abort_request("p")
+    assert eng.scheduler.pins.num_blocks == 0 and eng.scheduler.total_block_usage().in_use == 0
+
+
+@pytest.mark.parametrize("prompt_len", [1, 4, 5, 9, 16, 37])
+def test_decode_pulls_all_but_the_last_token_and_computes_one(prompt_len):
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = [(i * 13) % 50 + 1 for i in range(prompt_len)]
+    remote = prefill(p, "p", prompt)
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p)
+    d.scheduler.add_request(decode_request("d", prompt, remote))
+    plan = d.step()
+    (seq,) = plan.groups[0].seqs
+    assert (seq.start_pos, seq.num_tokens, seq.sample) == (prompt_len - 1, 1, True)
+    (pull,) = d.pulls
+    fetched = -(-(prompt_len - 1) // BS)
+    assert pull.remote_block_ids == remote.block_ids[:fetched]
+    assert pull.local_block_ids == seq.block_table[:fetched]
+    assert pull.remote_request_id == "p" and pull.engine_id == "engine-p"
+    d.run()
+    assert d.finished["d"].num_output_tokens == 3 and not d.failed
+    assert d.scheduler.num_prompt_tokens_computed == 1
+    assert d.scheduler.total_block_usage().in_use == 0
+
+
+def test_decode_skips_blocks_its_prefix_cache_holds():
+    shared = list(range(1, 13))  # three full blocks
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p)
+    first = shared + [40, 41, 42]
+    d.scheduler.add_request(decode_request("d1", first, prefill(p, "p1", first)))
+    d.run()
+    second = shared + [50, 51, 52, 53, 54, 55]  # 18 tokens: the 17 before the last fill five blocks
+    remote = prefill(p, "p2", second)
+    d.scheduler.add_request(decode_request("d2", second, remote))
+    d.run()
+    first_pull, second_pull = d.pulls
+    assert len(first_pull.remote_block_ids) == 4
+    assert second_pull.remote_block_ids == remote.block_ids[3:5]  # blocks 0-2 were prefix-cache hits
+    assert d.scheduler.prefix_cache_stats().hit_tokens >= 12
+
+
+def test_a_fully_cached_prompt_still_releases_its_pin():
+    prompt = list(range(1, 10))  # 9 tokens: the 8 before the last fill two blocks
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p)
+    d.scheduler.add_request(decode_request("d1", prompt, prefill(p, "p1", prompt)))
+    d.run()
+    d.scheduler.add_request(decode_request("d2", prompt, prefill(p, "p2", prompt)))
+    d.run()
+    assert d.pulls[1].remote_block_ids == [] and d.pulls[1].remote_request_id == "p2"
+
+
+def test_failed_pull_fails_the_request_with_503_and_frees_its_blocks():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 20))
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p, fail=True)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    d.run()
+    req = d.finished["d"]
+    assert req.finish_reason == "error" and req.error_status == 503 and "connection refused" in req.error
+    usage = d.scheduler.total_block_usage()
+    assert usage.in_use == 0 and usage.cached == 0  # unread blocks were never offered to the prefix cache
+    assert d.scheduler.num_kv_pull_failures == 1
+
+
+def test_decode_refuses_block_ids_that_do_not_fit_the_prompt():
+    s = make_scheduler(num_blocks=32, block_size=BS)
+    remote = RemotePrefill("e", "p", [0, 1], "127.0.0.1", 9)
+    with pytest.raises(RequestError, match="remote_block_ids names 2 blocks"):
+        s.add_request(decode_request("d", list(range(20)), remote))
+    assert not s.has_unfinished()
+
+
+def test_a_preempted_decode_recomputes_instead_of_pulling_again():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 14))
+    d = PullingEngine(make_scheduler(num_blocks=6, block_size=BS, max_num_batched_tokens=64), source=p)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt), max_tokens=8))
+    d.scheduler.add_request(make_request("hog", list(range(100, 108)), max_tokens=8))
+    d.run()
+    assert len(d.pulls) == 1
+    assert d.finished["d"].num_output_tokens == 8 and d.finished["hog"].num_output_tokens == 8

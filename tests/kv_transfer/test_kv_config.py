@@ -1,0 +1,42 @@
+"""--kv-role / --kv-transfer at start-up: one clear line for each mistake, NIXL's absence included."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from moeserve.config import KvTransferConfig
+from moeserve.errors import ConfigError
+from moeserve.settings import engine_config
+
+
+def test_roles_pick_their_transfer():
+    assert not KvTransferConfig().enabled  # both: today's colocated server, no NIXL needed
+    assert KvTransferConfig(role="prefill").enabled and KvTransferConfig(role="decode").enabled
+    assert KvTransferConfig(role="both", transfer="nixl").enabled
+
+
+@pytest.mark.parametrize("cfg, words", [
+    (dict(kv_role="prefil"), "--kv-role 'prefil' is not one of both, prefill, decode"),
+    (dict(kv_transfer="ucx"), "--kv-transfer 'ucx' is not one of auto, none, nixl"),
+    (dict(kv_role="decode", kv_transfer="none"), "use --kv-transfer nixl"),
+    (dict(kv_expiry_s=0.0), "--kv-expiry-s must be positive"),
+    (dict(kv_side_channel_port=70000), "--kv-side-channel-port must be in"),
+])
+def test_bad_settings_are_one_line(cfg, words):
+    with pytest.raises(ConfigError, match=words):
+        engine_config(cfg).validate()
+
+
+def test_more_than_one_rank_is_refused_for_now():
+    with pytest.raises(ConfigError, match="one rank for now"):
+        engine_config({"kv_role": "prefill", "tp": 2}).validate()
+    engine_config({"tp": 2}).validate()  # without a KV transfer, any layout
+
+
+def test_missing_nixl_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("nixl") else real(name, *a))
+    with pytest.raises(ConfigError, match=r"pip install 'moeserve\[pd\]'"):
+        engine_config({"kv_role": "decode"}).validate()
+    engine_config({}).validate()  # the colocated default never needs it

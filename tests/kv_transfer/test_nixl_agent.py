@@ -1,0 +1,102 @@
+"""One-sided NIXL reads of named KV blocks between two processes on loopback (UCX over shared memory
+and tcp on lo), through the side channel's handshake; and how a read fails when the owner is gone."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
+    pytest.skip("NIXL is not installed (pip install 'moeserve[pd]')", allow_module_level=True)
+
+REPO = Path(__file__).resolve().parents[2]
+PEER = [sys.executable, str(Path(__file__).with_name("nixl_peer.py"))]
+ENV = dict(os.environ, PYTHONPATH=str(REPO), UCX_NET_DEVICES="lo", OMP_NUM_THREADS="1")
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([*PEER, *args], env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def _answer(proc: subprocess.Popen, timeout_s: float = 150) -> dict:
+    """The next JSON line of `proc` (NIXL logs to stdout too: its lines are skipped)."""
+    import select
+
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        assert ready, "the peer did not answer in time"
+        line = proc.stdout.readline()
+        assert line, "the peer exited"
+        if line.startswith("{"):
+            return json.loads(line)
+
+
+def _pull(reader, port: int, remote: list[int], local: list[int], engine_id: str = "engine-1", rid: str = "r") -> dict:
+    pull = dict(request_id=rid, group=0, engine_id=engine_id, remote_request_id=rid, host="127.0.0.1", port=port,
+                remote_block_ids=remote, local_block_ids=local)
+    reader.stdin.write(json.dumps(pull) + "\n")
+    reader.stdin.flush()
+    return _answer(reader)
+
+
+@pytest.fixture
+def pair():
+    owner = _start("owner", "engine-1")
+    reader = _start("reader")
+    try:
+        yield owner, reader, _answer(owner)["port"]
+    finally:
+        for proc in (owner, reader):
+            if proc.poll() is None:
+                proc.stdin.close()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(400)
+def test_reads_named_blocks_into_named_blocks_then_fails_cleanly_when_the_owner_dies(pair):
+    owner, reader, port = pair
+    tensors = 2 * 2  # layers x (K, V)
+    out = _pull(reader, port, [7, 2, 11], [0, 5, 1])
+    assert out["error"] is None
+    assert out["blocks"] == [[100 * t + b for t in range(tensors)] for b in (7, 2, 11)]
+    assert out["bytes"] == 3 * tensors * 4 * 2 * 8 * 4  # blocks x tensors x (block_size, heads, dim) x fp32
+    again = _pull(reader, port, [3], [2])  # the handshake is cached: a second read names the same peer
+    assert again["error"] is None and again["blocks"] == [[100 * t + 3 for t in range(tensors)]]
+    wrong = _pull(reader, port, [3], [2], engine_id="engine-restarted")
+    assert "restarted" in wrong["error"]
+    assert _pull(reader, port, [4], [3])["error"] is None  # a fresh handshake after the refusal
+    owner.kill()  # mid-life, with the handshake cached: the next read goes straight to a dead peer
+    owner.wait(30)
+    gone = _pull(reader, port, [5], [4])
+    assert gone["error"] and gone["blocks"] != [[100 * t + 5 for t in range(tensors)]]
+    after = _pull(reader, port, [5], [4])  # the failure dropped the peer: this one shakes hands again
+    assert "did not answer" in after["error"]
+    assert reader.poll() is None  # the reader lives on
+
+
+@pytest.mark.timeout(300)
+def test_out_of_range_blocks_are_refused_before_any_read(pair):
+    _, reader, port = pair
+    out = _pull(reader, port, [99], [0])
+    assert "out of range" in out["error"]
+
+
+@pytest.mark.timeout(300)
+def test_a_read_of_blocks_no_longer_pinned_is_not_used(pair):
+    """The pin expired (say) while the request waited: whatever the read got may be someone else's KV."""
+    owner, reader, port = pair
+    assert _pull(reader, port, [1], [1])["error"] is None
+    owner.stdin.write("unpin\n")
+    owner.stdin.flush()
+    assert _answer(owner)["unpinned"]
+    out = _pull(reader, port, [1], [1])
+    assert "no longer holds the blocks" in out["error"]

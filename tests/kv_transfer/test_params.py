@@ -1,0 +1,56 @@
+"""vLLM's kv_transfer_params: what parses, what is a 400, and the prefill answer's shape."""
+from __future__ import annotations
+
+import pytest
+
+from moeserve.errors import RequestError
+from moeserve.kv_transfer import params as kv
+
+ROUTER_PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                  "remote_block_ids": None, "remote_host": None, "remote_port": None}
+ANSWER = kv.prefill_answer("engine-1", "cmpl-1-0", [3, 4, 5], "127.0.0.1", 5600, 1)
+
+
+def test_the_routers_prefill_call_asks_for_a_remote_decode():
+    assert kv.parse(ROUTER_PREFILL) == kv.KvTransfer(remote_decode=True)
+
+
+def test_nothing_asked_is_none():
+    assert kv.parse(None) is None
+    assert kv.parse({}) is None
+    assert kv.parse({"do_remote_decode": False, "do_remote_prefill": False}) is None
+
+
+def test_the_prefill_answer_parses_on_the_decoder_as_vllm_names_it():
+    assert set(ANSWER) >= {"do_remote_prefill", "do_remote_decode", "remote_engine_id", "remote_block_ids",
+                           "remote_request_id", "remote_host", "remote_port", "tp_size"}
+    parsed = kv.parse(ANSWER)
+    assert parsed.remote_prefill == kv.RemotePrefill("engine-1", "cmpl-1-0", [3, 4, 5], "127.0.0.1", 5600, 1)
+    assert kv.to_plain(parsed) == ANSWER
+    assert kv.parse(dict(ANSWER, some_connector_field=1)) == parsed  # other connectors' keys pass
+
+
+@pytest.mark.parametrize("raw, words", [
+    ([1], "must be an object"),
+    ({"do_remote_decode": "yes"}, "do_remote_decode must be true or false"),
+    ({"do_remote_decode": True, "do_remote_prefill": True}, "cannot both be true"),
+    (dict(ANSWER, remote_block_ids=[]), "non-empty list"),
+    (dict(ANSWER, remote_block_ids="0,1"), "non-empty list"),
+    (dict(ANSWER, remote_block_ids=[1, -2]), "non-negative"),
+    (dict(ANSWER, remote_block_ids=[1, True]), "non-negative"),
+    (dict(ANSWER, remote_port=0), "remote_port must be in"),
+    (dict(ANSWER, remote_port="5600"), "remote_port must be an integer"),
+    (dict(ANSWER, remote_host=None), "remote_host is required"),
+    (dict(ANSWER, remote_engine_id=7), "remote_engine_id must be a string"),
+    ({k: v for k, v in ANSWER.items() if k != "remote_request_id"}, "remote_request_id is required"),
+])
+def test_malformed_parameters_are_a_request_error_naming_the_field(raw, words):
+    with pytest.raises(RequestError, match=words) as e:
+        kv.parse(raw)
+    assert e.value.status == 400 and e.value.param == "kv_transfer_params"
+
+
+def test_prompt_digest_tells_prompts_apart():
+    assert kv.prompt_digest([1, 2, 3]) == kv.prompt_digest([1, 2, 3])
+    assert kv.prompt_digest([1, 2, 3]) != kv.prompt_digest([1, 2, 4])
+    assert kv.prompt_digest([1, 2]) != kv.prompt_digest([1, 2, 0])
