@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from moeserve.capacity.cli import main
@@ -46,6 +47,7 @@ def test_emitted_gpu_config_is_accepted_by_the_serve_loader(tmp_path, capsys, mo
         configs_from_args(serve_args(prefill))
 
 
+@pytest.mark.slow
 def test_emitted_cpu_config_starts_a_server(tmp_path, capsys):
     out = tmp_path / "serve.yaml"
     assert main(["--hardware", "cpu", "--gpus", "1", "--isl", "32", "--osl", "16", "--tpot-slo-ms", "2000",

@@ -187,6 +187,7 @@ EXPERTS_WITHOUT_KERNEL = """
 """
 
 
+@pytest.mark.slow
 def test_without_the_kernel_everything_stays_on_onednn(tmp_path):
     # switched off: no build is tried; the scripted expert loop still compiles (a stand-in op)
     done = _run(EXPERTS_WITHOUT_KERNEL, {"MOESERVE_PANEL_GEMM": "0"})
@@ -210,6 +211,7 @@ DECODE_WITHOUT_KERNEL = """
 """
 
 
+@pytest.mark.slow
 def test_a_failed_build_is_logged_once_and_falls_back(tmp_path):
     done = _run(EXPERTS_WITHOUT_KERNEL + DECODE_WITHOUT_KERNEL, {"CXX": "/bin/false", "MOESERVE_CACHE": str(tmp_path)})
     assert done.returncode == 0 and done.stdout.count("OK") == 2, done.stderr[-2000:]

@@ -17,6 +17,8 @@ from spawn_world import run_world
 from moeserve.dispatch import make_dispatcher, native
 from moeserve.parallel_state import ParallelContext
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 BF16 = torch.bfloat16
 
 

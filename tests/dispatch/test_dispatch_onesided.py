@@ -52,6 +52,7 @@ def _many_steps(rank: int, world: int) -> list[str]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_consecutive_steps_resize_and_recover_from_bad_routing() -> None:
     seen = run_world(_many_steps, world=3, timeout_s=240)
@@ -100,6 +101,7 @@ def _peer_dies(rank: int, world: int) -> str:
     return verdict
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_killed_peer_is_named_at_once_and_leaves_no_segment(tmp_path, monkeypatch) -> None:
     verdict_file = tmp_path / "verdict"
@@ -131,6 +133,7 @@ def _peer_never_signals(rank: int, world: int) -> str:
     return "timed out"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_silent_peer_times_out_with_its_rank() -> None:
     assert run_world(_peer_never_signals, world=2, timeout_s=90) == ["timed out", "slept"]
@@ -143,6 +146,7 @@ def _names_gone(rank: int, world: int) -> bool:
     return not _heap_names() and disp.heap.name not in os.listdir("/dev/shm")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_heap_has_no_name_once_every_rank_mapped_it() -> None:
     assert run_world(_names_gone, world=2, timeout_s=90) == [True, True]

@@ -20,6 +20,8 @@ from moeserve.errors import EngineDeadError
 sys.path.insert(0, str(Path(__file__).parents[1] / "placement_runtime"))
 from runtime_plans import cycling_planner, random_plan  # noqa: E402
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 PARAMS = SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True)
 
 

@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
 from server_harness import ServerProcess, alive, child_pids, descendants  # noqa: E402
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 PROMPTS = ["Hello, world!", "Experts are placed on ranks"]
 
 

@@ -57,6 +57,7 @@ def _hf_greedy(model, ids: list[int], n: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_moeserve_serves_the_float16_weights_as_transformers_computes_them():
     from transformers import MixtralForCausalLM

@@ -89,6 +89,7 @@ def _lend_and_report(queue):
                sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), torch.get_num_interop_threads()))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two cores")
 def test_the_front_ends_core_is_lent_to_one_helper_thread_at_idle_priority():
     ctx = mp.get_context("spawn")
@@ -113,6 +114,7 @@ def _lend_switched_off(queue):
     torch.set_num_interop_threads(3)  # raises if lend_idle_cores had set up the pool
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="needs Linux")
 def test_lending_is_switched_off_by_its_variable():
     ctx = mp.get_context("spawn")

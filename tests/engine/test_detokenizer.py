@@ -1,3 +1,5 @@
+import pytest
+
 from moeserve.engine.builtin_model import build_tokenizer
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 
@@ -117,6 +119,7 @@ def test_flush_without_a_tokenizer_is_empty():
     assert detok.flush() == "" and detok.text == ""
 
 
+@pytest.mark.slow
 def test_a_request_ending_on_such_a_token_ends_with_what_decode_gives():
     from moeserve import LLM, SamplingParams
 
@@ -132,6 +135,7 @@ def test_a_request_ending_on_such_a_token_ends_with_what_decode_gives():
         llm.shutdown()
 
 
+@pytest.mark.slow
 def test_the_builtin_model_ends_generation_at_its_chat_end_of_turn():
     # its chat template closes every turn with <|im_end|>: a reply ends there, as ChatML models' do
     from moeserve import LLM, SamplingParams

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from moeserve import LLM, SamplingParams
-from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint, make_checkpoint
+from tiny_models import ALL_ARCHITECTURES, arch_params, make_any_checkpoint, make_checkpoint
 
 NEW_TOKENS = 32
 
@@ -34,7 +34,7 @@ def _hf_greedy(hf, prompts: list[list[int]]) -> list[list[int]]:
     return out
 
 
-@pytest.fixture(scope="module", params=ALL_ARCHITECTURES)
+@pytest.fixture(scope="module", params=arch_params(ALL_ARCHITECTURES))
 def case(request, tmp_path_factory):
     hf, path = make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))
     prompts = _prompts(hf.config.vocab_size)

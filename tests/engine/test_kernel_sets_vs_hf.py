@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import ALL_ARCHITECTURES
+from tiny_models import ALL_ARCHITECTURES, arch_params
 
 NEW_TOKENS = 4
 
@@ -75,6 +75,7 @@ def run_child(arch: str, kernels: str, tmp_path: Path, env: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # 25-40 s each: the whole model under the interpreter (tests/kernels checks each kernel)
 @pytest.mark.parametrize("arch", ALL_ARCHITECTURES)
 def test_triton_set_under_the_interpreter_matches_transformers(arch, tmp_path):
     pytest.importorskip("triton")
@@ -89,7 +90,7 @@ def test_triton_set_under_the_interpreter_matches_transformers(arch, tmp_path):
         assert out["calls"].get("paged_prefill", 0) > 0 and out["calls"].get("paged_decode", 0) > 0
 
 
-@pytest.mark.parametrize("arch", ALL_ARCHITECTURES)
+@pytest.mark.parametrize("arch", arch_params(ALL_ARCHITECTURES))
 def test_torch_set_matches_transformers(arch, tmp_path):
     out = run_child(arch, "torch", tmp_path, {})
     assert out["set"] == "KernelSet"

@@ -60,6 +60,7 @@ def test_dispatch_backends_do_not_change_outputs(backend, tmp_path):
     _assert_same(_run(path, prompts, ep=4, tp=1, dispatch=backend), _run(path, prompts))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("ep,tp", [(2, 1), (1, 2)])
 def test_expert_threads_inside_ranks_do_not_change_outputs(ep, tp, tmp_path):
@@ -71,6 +72,7 @@ def test_expert_threads_inside_ranks_do_not_change_outputs(ep, tp, tmp_path):
     _assert_same(_run(path, prompts, ep=ep, tp=tp, expert_threads=2), want)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_unseeded_samples_differ_across_attention_groups(tmp_path):
     """Two attention groups must not share one noise stream: identical prompts sampled without a seed
@@ -85,6 +87,7 @@ def test_unseeded_samples_differ_across_attention_groups(tmp_path):
     assert len(set(samples)) == 4, samples
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_an_engine_that_failed_to_start_leaves_the_process_able_to_start_another(tmp_path):
     # the failed start must leave torch.distributed's default group torn down, not initialized

@@ -12,6 +12,8 @@ from moeserve import LLM, SamplingParams
 from moeserve.errors import EngineDeadError
 from tiny_models import make_checkpoint
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):

@@ -64,6 +64,7 @@ def test_replicas_and_twenty_rebalances_at_ep4_keep_greedy_tokens(tmp_path):
     assert np.array_equal(got_counts, want_counts)  # every rank's routing reached rank 0, once
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_rebalances_with_tp_split_routing_at_ep2_tp2(tmp_path):
     """ep=2 with tp=2: the two ranks of the one attention group route halves of its tokens, so both

@@ -20,7 +20,7 @@ from moeserve.kernels.cpu.split_chooser import SplitChooser
 from moeserve.kernels.cpu.step_threads import StepThreads, same_bits, sweep_rows
 from moeserve.kernels.cpu.threads import step_threads
 from moeserve.parallel_state import SINGLE, ParallelContext
-from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint, make_checkpoint
+from tiny_models import ALL_ARCHITECTURES, arch_params, make_any_checkpoint, make_checkpoint
 
 
 def drive(chooser: StepThreads, tokens: int, steps: int, narrow_s: float, wide_s: float) -> list[bool]:
@@ -252,7 +252,7 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     assert all(threads == 1 and forks for _, threads, forks in seen), seen
 
 
-@pytest.fixture(scope="module", params=ALL_ARCHITECTURES + ["mixtral-mha", "mixtral-gqa3"])
+@pytest.fixture(scope="module", params=arch_params(ALL_ARCHITECTURES + ["mixtral-mha", "mixtral-gqa3"]))
 def checkpoint(request, tmp_path_factory):
     """Every architecture, plus query heads per KV head of 1 and 3 (flash attention's thread-sensitive
     row counts, kernels/reference/attention.py `sdpa`)."""

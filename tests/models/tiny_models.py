@@ -120,6 +120,15 @@ def make_checkpoint(arch: str, path: Path, layout: str = "per_expert", seed: int
 # DeepSeek checkpoints come from test_deepseek_model (their configs and weight tweaks live there).
 DEEPSEEK_CASES = {"deepseek_v2": "v2-groups", "deepseek_v3": "v3"}
 ALL_ARCHITECTURES = ARCHITECTURES + sorted(DEEPSEEK_CASES)
+# The quick run (`-m "not slow"`) checks these against transformers; the whole suite checks them all.
+QUICK_ARCHITECTURES = ("mixtral", "olmoe")
+
+
+def arch_params(names):
+    """`names` as pytest parameters, those outside QUICK_ARCHITECTURES marked slow."""
+    import pytest
+
+    return [pytest.param(n, marks=() if n in QUICK_ARCHITECTURES else pytest.mark.slow) for n in names]
 
 
 def make_any_checkpoint(arch: str, path: Path):
