@@ -85,6 +85,7 @@ def test_gated_mlp_shards_sum_to_full(ckpt):
     assert torch.allclose(parts[0] + parts[1], full(x), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_rmsnorm_and_rotary_match_transformers():
     from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 

@@ -59,6 +59,7 @@ def test_an_unknown_kernel_set_names_the_valid_ones():
     assert type(registry.make_kernel_set("torch")) is KernelSet
 
 
+@pytest.mark.slow
 @no_cuda
 def test_device_cuda_without_cuda_is_one_line_before_any_rank_starts():
     with pytest.raises(ConfigError, match="--device cuda needs a CUDA GPU"):

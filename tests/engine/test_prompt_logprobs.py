@@ -78,6 +78,7 @@ def test_prompt_logprobs_survive_preemption(mixtral):
     _check(outs, prompts, oracle)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_prompt_logprobs_through_two_ranks(mixtral):
     path, prompts, oracle = mixtral

@@ -22,6 +22,7 @@ def gpu_check(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     proc = gpu_check("--dry-run", "--tune", "--out", str(tmp_path / "check.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -37,6 +38,7 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     assert all(t["best_us"] <= t["default_us"] for t in result["tuning"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_without_cuda_it_says_so_in_one_line():
     proc = gpu_check()

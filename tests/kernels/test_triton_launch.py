@@ -41,6 +41,7 @@ def test_mode_is_read_at_each_launch(monkeypatch):
     assert not isinstance(kernel.built[False], InterpretedFunction)
 
 
+@pytest.mark.slow
 def test_kernels_run_when_triton_is_imported_under_the_interpreter():
     """The other order: TRITON_INTERPRET=1 before `import triton`, as a whole-process CI run sets it."""
     code = ("import torch, triton\n"

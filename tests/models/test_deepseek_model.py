@@ -18,6 +18,8 @@ from moeserve.dense.attention_metadata import build_attention_metadata
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.parallel_state import SINGLE, ParallelContext
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 YARN = {
     "type": "yarn",
     "factor": 4.0,

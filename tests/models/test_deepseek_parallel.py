@@ -8,11 +8,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
 from spawn_world import run_world
 from test_deepseek_model import Harness, _assert_close, _hf_logits, _make_checkpoint
+
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
 
 PROMPTS = {"a": [5, 17, 33, 2, 90, 41, 7, 64, 12], "b": [3, 77, 15, 28, 50]}
 

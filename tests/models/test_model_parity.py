@@ -10,7 +10,7 @@ from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.parallel_state import SINGLE
-from tiny_models import ARCHITECTURES, make_hf_model, save_checkpoint
+from tiny_models import ARCHITECTURES, arch_params, make_hf_model, save_checkpoint
 
 BLOCK = 4
 TOL = 1e-4
@@ -46,7 +46,7 @@ class Seqs:
         return ScheduledSeq(rid, tokens[start:end], start, list(table), sample)
 
 
-@pytest.fixture(scope="module", params=ARCHITECTURES)
+@pytest.fixture(scope="module", params=arch_params(ARCHITECTURES))
 def arch_setup(request, tmp_path_factory):
     arch = request.param
     model = make_hf_model(arch)

@@ -105,6 +105,7 @@ def world2(tmp_path_factory, qwen2_dir):
     return tp_dirs, run_ranks(_world2, 2, (tp_dirs, qwen2_dir, plan, odd)), odd_dir
 
 
+@pytest.mark.slow
 def test_tp2_logits_match_tp1(world2):
     tp_dirs, out, _ = world2
     for i, path in enumerate(tp_dirs):

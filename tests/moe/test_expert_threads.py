@@ -188,6 +188,7 @@ def _occupy_pool(w: torch.Tensor, n: int, k: int) -> List[torch.jit.Future[torch
     return [torch.jit.fork(_occupy, w, n) for _ in range(k)]
 
 
+@pytest.mark.slow
 @needs_packing
 def test_a_chunk_whose_thread_is_busy_is_run_by_the_caller_instead_of_waited_for():
     """Every inter-op thread busy (as a lent helper is while its core runs the front end): the forked

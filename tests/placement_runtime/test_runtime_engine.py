@@ -31,6 +31,7 @@ def qwen3(tmp_path_factory):
     return path, prompts, want, reference
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_recorded_counts_equal_a_direct_bincount_and_the_tools_read_the_trace(qwen3, tmp_path, capsys):
     path, prompts, want, _ = qwen3
@@ -70,6 +71,7 @@ def _assert_slots_hold_their_experts(llm, reference):
             assert torch.equal(moe.experts.w2[slot], want.w2[expert])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_twenty_rebalances_keep_greedy_tokens(qwen3, tmp_path):
     path, prompts, want, reference = qwen3
@@ -88,6 +90,7 @@ def test_twenty_rebalances_keep_greedy_tokens(qwen3, tmp_path):
     assert 0 < stats["eplb_balancedness_min"] <= stats["eplb_balancedness_mean"] <= 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_recorder_start_and_stop_between_requests_count_only_what_ran_in_between(qwen3, tmp_path):
     path, prompts, want, _ = qwen3

@@ -17,6 +17,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess, alive, child_pids, descendants
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 _LISTEN = "0A"
 
 

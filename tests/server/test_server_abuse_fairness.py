@@ -12,6 +12,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 MAX_SEQS = 4
 
 

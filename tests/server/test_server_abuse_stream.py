@@ -16,6 +16,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess, alive
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 BOUND = 256 * 1024
 
 

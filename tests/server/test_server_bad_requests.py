@@ -185,6 +185,7 @@ def test_table_has_at_least_20_kinds():
     assert len(CASES) >= 20
 
 
+@pytest.mark.slow
 def test_bad_requests_while_a_good_one_streams(server, http, llm):
     prompt = "A good request among bad ones"
     ref = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=40, ignore_eos=True))[0]

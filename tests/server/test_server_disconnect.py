@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from conftest import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -68,6 +69,7 @@ def test_disconnect_while_waiting_for_a_non_streaming_answer(server):
     wait_until(lambda: idle(server), 10.0)
 
 
+@pytest.mark.slow
 def test_disconnect_while_queued_leaves_running_requests_alone(server):
     """max_num_seqs is 8: eight streams run, the ninth waits; dropping it must not touch the others."""
     wait_until(lambda: idle(server))

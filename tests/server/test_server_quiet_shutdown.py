@@ -10,6 +10,8 @@ import httpx
 import pytest
 from server_harness import ServerProcess
 
+pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
+
 ARGS = ("--kv-cache-blocks", "32", "--max-model-len", "256", "--max-num-seqs", "2")
 
 

@@ -35,6 +35,7 @@ def _complete(srv, prompt: str) -> list[int]:
     return r.json()["choices"][0]["token_ids"]
 
 
+@pytest.mark.slow
 def test_rebalancing_while_serving_keeps_tokens_and_shows_gauges(recording_server, llm):
     srv, _ = recording_server
     want = [o.token_ids for o in llm.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True))]

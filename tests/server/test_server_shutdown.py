@@ -62,6 +62,7 @@ class Stream(threading.Thread):
                     self.finish = choice["finish_reason"] or self.finish
 
 
+@pytest.mark.slow
 def test_full_queue_gets_429_with_retry_after(small_server):
     # ~900 decode steps: seconds, so the runner still runs when the third request arrives even though
     # the gauges below lag by a heartbeat (256 blocks of 16 hold the runner and the waiter)
@@ -81,6 +82,7 @@ def test_full_queue_gets_429_with_retry_after(small_server):
     assert running.finish == "length" and waiting.finish == "length" and running.done and waiting.done
 
 
+@pytest.mark.slow
 def test_sigterm_drains_then_aborts_then_exits_cleanly(small_server):
     # one short request in flight and one long one queued behind it (a second long one could meet a
     # full queue). A stream's headers come once the server has admitted it, so the long one is in
