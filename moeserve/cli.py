@@ -63,5 +63,6 @@ def _run(argv: list[str], chosen: str | None) -> int:
         return 2
     return int(importlib.import_module(args._module).run(args) or 0)
 
+
 if __name__ == "__main__":
     sys.exit(main())
