@@ -260,9 +260,11 @@ class GroupScheduler:
         return req.num_tokens - self.cached_prefix_tokens(req)
 
     # ---- helpers ------------------------------------------------------------------------------
-    def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:
-        req.block_ids = self.blocks.allocate(hits, cached + n)
-        req.num_computed_tokens = cached
+    def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep, pulled: int = 0) -> None:
+        """Run `req` from its `cached` prefix plus `pulled` tokens whose KV a prefill engine sends
+        (_admit_remote), computing `n` tokens this step."""
+        req.block_ids = self.blocks.allocate(hits, cached + pulled + n)
+        req.num_computed_tokens = cached + pulled
         req.num_published_blocks = len(hits)
         req.status = RequestStatus.RUNNING
         self.blocks.record_prefix_lookup(req.num_tokens, cached)
@@ -289,22 +291,13 @@ class GroupScheduler:
             self._fail(req, step)
             return True
         self.waiting.popleft()
-        req.block_ids = self.blocks.allocate(hits, n_prompt)
-        req.num_computed_tokens = n_prompt - 1
-        req.num_published_blocks = len(hits)
-        req.status = RequestStatus.RUNNING
-        req.ever_scheduled = True
-        req.num_cached_prompt_tokens = len(hits) * self.blocks.block_size
-        self.blocks.record_prefix_lookup(n_prompt, req.num_cached_prompt_tokens)
+        cached = len(hits) * self.blocks.block_size
+        self._admit(req, hits, cached, 1, step, pulled=n_prompt - 1 - cached)
         fetch = range(len(hits), self.blocks.blocks_for(n_prompt - 1))
         # pulled even when empty (the prefix cache held every block): the engine then releases the pin
         step.kv_pulls.append(KvPull(req.request_id, self.group, remote.engine_id, remote.request_id, remote.host, remote.port,
                                     [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch]))
         req.remote_prefill = None  # taken: a preempted request recomputes its prompt like any other
-        prompt = req.prompt_token_ids if req.sampling.repetition_penalty != 1.0 else None
-        step.new_requests.append(NewRequest(req.request_id, req.sampling, prompt))
-        self.running.append(req)
-        self._emit(req, 1, step)
         return True
 
     def cached_prefix_tokens(self, req: Request) -> int:
