@@ -2,14 +2,16 @@
 
     python benchmarks/gpu_check.py [--out gpu_check.md | gpu_check.json]
 
-1. runs the GPU-marked tests (`pytest -m gpu tests/kernels`);
+1. runs the GPU-marked tests (`pytest -m gpu tests`: the kernels against torch, whole models against
+   transformers on the GPU);
 2. times each Triton kernel and its torch counterpart (cuBLAS grouped GEMM, SDPA, eager torch) at
    decode and prefill shapes of a DeepSeek-V3 and a Mixtral-8x7B layer, and sets each time against the
    card's roofline: max(bytes / HBM bandwidth, FLOPs / dense bf16 peak), peaks from PEAKS by the card's
    name (--peak-tbps / --peak-tflops for other cards);
 3. serves the built-in model (`moeserve serve`, on the GPU with the Triton kernels where the CLI has
    --device / --kernels) and load-tests it with `moeserve bench`;
-4. prints one markdown table (and writes it, or JSON, with --out). About 3-6 minutes on an H100.
+4. checks and times the `nvshmem` dispatch backend on the GPU (gpu_dispatch_check.py);
+5. prints one markdown table (and writes it, or JSON, with --out). About 3-6 minutes on an H100.
 --tune also times the fused MoE at each of a few candidate tile shapes and prints the fastest against
 the default (fused_moe.tiles_for): the numbers to retune `tiles_for` from.
 Without CUDA it exits with one line. --dry-run runs steps 2 and 4 at tiny shapes on the CPU under
@@ -252,7 +254,7 @@ def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None) -> li
             row.target = f"Triton FAILED: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
         try:
             row.torch_us = time_us(c.torch) if c.torch else None
-        except (RuntimeError, NotImplementedError) as e:  # e.g. grouped_mm on a card or dtype it lacks
+        except Exception as e:  # noqa: BLE001 - e.g. grouped_mm missing from this torch, or a dtype it lacks
             row.torch_op += f" (failed: {str(e).splitlines()[0][:60]})"
         print(f"  {c.kernel:18} {c.model:13} {c.phase:34} {fmt(row.triton_us):>10} us", file=sys.stderr, flush=True)
         rows.append(row)
@@ -313,7 +315,7 @@ def card_peaks(name: str, tbps: float | None, tflops: float | None) -> tuple[tup
 
 
 def gpu_tests(timeout_s: float) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/kernels", "-p", "no:cacheprovider"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests", "-p", "no:cacheprovider"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("TRITON_INTERPRET", None)
     try:
@@ -398,7 +400,8 @@ def table(rows: list[Row]) -> str:
 def report(result: dict) -> str:
     lines = [f"## GPU check: {result['device']}, {result['date']}", "", f"Peaks: {result['peaks_source']}", "",
              table([Row(**r) for r in result["kernels"]]), "", f"GPU tests (pytest -m gpu): {result['gpu_tests']}",
-             f"moeserve bench on the built-in model: {result['serve_bench']}"]  # fmt: skip
+             f"moeserve bench on the built-in model: {result['serve_bench']}",
+             f"nvshmem dispatch on the GPU (gpu_dispatch_check.py): {json.dumps(result.get('dispatch'))}"]  # fmt: skip
     if result.get("tuning"):
         lines += ["", "Fused MoE tiles (--tune):", "", tuning_table(result["tuning"])]
     return "\n".join(lines)
@@ -413,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peak-tflops", type=float, help="dense bf16 TFLOP/s (overrides the card table)")
     p.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
     p.add_argument("--skip-serve", action="store_true", help="do not serve and bench the built-in model")
+    p.add_argument("--skip-dispatch", action="store_true", help="do not check the nvshmem dispatch backend")
     p.add_argument("--tune", action="store_true", help="also time the fused MoE at candidate tile shapes")
     args = p.parse_args(argv)
     if args.dry_run:
@@ -448,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     result["kernels"] = [asdict(r) for r in rows]
     result["tuning"] = tuning
     result["serve_bench"] = skip if args.dry_run or args.skip_serve else serve_and_bench(300)
+    if args.dry_run or args.skip_dispatch:
+        result["dispatch"] = skip
+    else:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from gpu_dispatch_check import check as dispatch_check
+
+        result["dispatch"] = dispatch_check(worlds=(1, 2), timeout_s=150)
     text = report(result)
     print(text)
     if args.out:

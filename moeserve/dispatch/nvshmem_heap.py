@@ -44,7 +44,10 @@ class NvshmemHeap:
         global _INITIALIZED
         core, interop = _nvshmem()
         if not _INITIALIZED:
-            from cuda.core.experimental import Device
+            try:
+                from cuda.core import Device
+            except ImportError:  # cuda-core before 0.4 kept it under .experimental
+                from cuda.core.experimental import Device
 
             uid = core.get_unique_id(empty=rank != 0)
             raw = torch.from_numpy(uid._data.view("uint8")).clone()
