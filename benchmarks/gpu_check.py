@@ -316,7 +316,7 @@ def card_peaks(name: str, tbps: float | None, tflops: float | None) -> tuple[tup
 
 def gpu_tests(timeout_s: float) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests", "-p", "no:cacheprovider"]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("TRITON_INTERPRET", None)
     try:
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -333,7 +333,7 @@ def moeserve(*args: str) -> list[str]:
 
 def serve_and_bench(timeout_s: float) -> dict:
     """`moeserve serve` (built-in model) on a free port, then `moeserve bench` against it."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("TRITON_INTERPRET", None)
     if subprocess.run(moeserve("bench", "--help"), env=env, capture_output=True, timeout=120).returncode != 0:
         return {"status": "no `moeserve bench` command"}
