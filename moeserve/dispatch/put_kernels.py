@@ -52,7 +52,9 @@ def _put_rows(index, n, src0, dst0, w0, src1, dst1, w1, src2, dst2, w2, INDEXED:
         _copy_rows(src2, dst2, w2, rows, picked if INDEXED & 4 else rows, rmask, BLOCK_C)
 
 
-@triton.jit
+# compiled (not interpreted), Triton turns an int argument equal to 1 into a constant, which has no .to:
+# the meta words and the epoch stay run-time scalars
+@triton.jit(do_not_specialize=["v0", "v1", "epoch"])
 def _signal(meta, v0, v1, flag, epoch, HAS_META: tl.constexpr):
     if HAS_META:
         tl.store(meta, v0.to(tl.int64))

@@ -5,6 +5,7 @@ Shape legend: N tokens in the step, S sequences with sample=True, V vocab, H hid
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 from collections.abc import Callable
@@ -162,6 +163,8 @@ class ModelRunner:
         weights (vLLM's --gpu-memory-utilization), else --kv-cache-memory-mb."""
         block_bytes = self._block_bytes()
         if self.device.type == "cuda":
+            gc.collect()  # an earlier engine of this process (shut down) may still hold its cache through a cycle
+            torch.cuda.empty_cache()  # memory this process freed but torch still caches counts as free
             free, total = torch.cuda.mem_get_info(self.device)
             budget = int(utilization * total) - (total - free)  # what others and our weights use is gone
             blocks = max(0, budget) // block_bytes

@@ -1,6 +1,8 @@
 """One rank's share of a step: its attention group's batch through the model, sampling on TP-rank 0."""
 from __future__ import annotations
 
+import torch
+
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import StepPlan, StepResult
 from moeserve.engine.model_runner import ModelRunner
@@ -59,10 +61,14 @@ class Worker:
         return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs, kv_pulls=pulled)
 
     def close(self) -> None:
-        """Deregister from NIXL before the interpreter exits (NIXL crashed at exit without it)."""
+        """Deregister from NIXL before the interpreter exits (NIXL crashed at exit without it), then let
+        the KV cache go: on a GPU it is most of the card, which the next engine of this process needs."""
         if self.kv_agent is not None:
             self.kv_agent.close()
             self.kv_agent = None
+        self.runner.kv_caches = []
+        if self.runner.device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def group_seed(seed: int, group: int) -> int:

@@ -22,7 +22,8 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 from moeserve.kernels.triton import fused_moe, launch, mla_decode, norm, paged_attention  # noqa: E402
 
 TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
-DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int32: "i32", torch.int64: "i64"}
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int16: "i16", torch.int32: "i32",
+          torch.int64: "i64"}
 OPTIONS = ("num_warps", "num_stages")
 
 
@@ -53,11 +54,17 @@ def arg_type(value) -> str:
 
 
 def compile_launch(fn, args, kwargs, target):
-    names = list(JITFunction(fn).arg_names)
+    jit = fn if isinstance(fn, JITFunction) else JITFunction(fn)
+    names = list(jit.arg_names)
     constexprs = {k: v for k, v in kwargs.items() if k not in OPTIONS}
+    # as Triton's launcher does: an int argument equal to 1 becomes the constant 1 (no .to, no tensor
+    # methods) unless the kernel lists it in do_not_specialize (names or indices, by Triton version)
+    keep = {names[i] if isinstance(i, int) else i for i in (jit.do_not_specialize or ())}
+    constexprs.update({n: 1 for n, v in zip(names, args)
+                       if type(v) is int and v == 1 and n not in keep})  # fmt: skip
     signature = {n: arg_type(v) for n, v in zip(names, args)}
     signature.update({n: "constexpr" for n in constexprs})
-    source = ASTSource(fn=JITFunction(fn), signature=signature,
+    source = ASTSource(fn=jit, signature=signature,
                        constexprs={(names.index(n),): v for n, v in constexprs.items()})  # fmt: skip
     options = {k: v for k, v in kwargs.items() if k in OPTIONS}
     return triton.compile(source, target=target, options=options)
@@ -108,3 +115,23 @@ def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
         assert "cubin" in compiled.asm, fn.__name__
         shared = compiled.metadata.shared
         assert shared <= shared_limit, f"{fn.__name__} needs {shared} B of shared memory, {target} has {shared_limit}"
+
+
+def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
+    """put_kernels.py (the nvshmem backend) at the values that reach it: a count or epoch of 1 included,
+    which Triton's launcher would otherwise turn into a constant."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    from moeserve.dispatch import put_kernels
+
+    gpu, _ = TARGETS["sm90"]
+    words = torch.zeros(4, dtype=torch.int64)
+    rows, index = torch.zeros(8, 64, dtype=torch.int16), torch.arange(8)
+    blocks = dict(GROUPS=3, BLOCK_R=put_kernels.BLOCK_R, BLOCK_C=put_kernels.BLOCK_C)
+    launches = [
+        (put_kernels._signal, (words, 1, 0, words, 1), dict(HAS_META=True)),
+        (put_kernels._signal, (words, 0, 0, words, 3), dict(HAS_META=False)),
+        (put_kernels._put_rows, (index, 1, rows, rows, 64, rows, rows, 1, rows, rows, 1), dict(INDEXED=5, **blocks)),
+        (put_kernels._put_rows, (index, 8, rows, rows, 64, rows, rows, 4, rows, rows, 2), dict(INDEXED=0, **blocks)),
+    ]
+    for fn, args, kwargs in launches:
+        assert "cubin" in compile_launch(fn, args, kwargs, gpu).asm, fn.__name__
