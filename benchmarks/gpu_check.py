@@ -8,8 +8,8 @@
    decode and prefill shapes of a DeepSeek-V3 and a Mixtral-8x7B layer, and sets each time against the
    card's roofline: max(bytes / HBM bandwidth, FLOPs / dense bf16 peak), peaks from PEAKS by the card's
    name (--peak-tbps / --peak-tflops for other cards);
-3. serves the built-in model (`moeserve serve`, on the GPU with the Triton kernels where the CLI has
-   --device / --kernels) and load-tests it with `moeserve bench`;
+3. serves the built-in model on the GPU with the Triton kernels, then a wide Mixtral (random weights,
+   1.6 GB of experts) with the Triton and with the torch kernels, each load-tested by `moeserve bench`;
 4. checks and times the `nvshmem` dispatch backend on the GPU (gpu_dispatch_check.py);
 5. prints one markdown table (and writes it, or JSON, with --out). About 3-6 minutes on an H100.
 --tune also times the fused MoE at each of a few candidate tile shapes and prints the fastest against
@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -331,31 +332,52 @@ def moeserve(*args: str) -> list[str]:
     return [sys.executable, "-m", "moeserve.cli", *args]
 
 
-def serve_and_bench(timeout_s: float) -> dict:
-    """`moeserve serve` (built-in model) on a free port, then `moeserve bench` against it."""
+# A Mixtral-shaped model wide enough that the expert weights (1.6 GB in bf16) dominate a decode step,
+# random weights and the built-in tokenizer: the step that compares the kernel sets end to end.
+WIDE_MIXTRAL = dict(hidden_size=2048, intermediate_size=2048, num_hidden_layers=4, num_attention_heads=16,
+                    num_key_value_heads=4, head_dim=128, num_local_experts=16, num_experts_per_tok=2,
+                    vocab_size=4096, max_position_embeddings=4096)  # fmt: skip
+
+
+def make_wide_mixtral(path: Path, dims: dict | None = None) -> Path:
+    """WIDE_MIXTRAL (or `dims`) with random bf16 weights and the built-in tokenizer, saved at path."""
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from moeserve.engine.builtin_model import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    eos = tokenizer.eos_token_id
+    torch.manual_seed(0)
+    config = MixtralConfig(eos_token_id=eos, pad_token_id=eos, bos_token_id=None, **(dims or WIDE_MIXTRAL))
+    MixtralForCausalLM(config).to(torch.bfloat16).eval().save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def serve_and_bench(timeout_s: float, model: str | None = None, kernels: str = "triton", device: str = "cuda",
+                    requests: int = 64) -> dict:
+    """`moeserve serve` (the built-in model, or `model`) on a free port with the given device and kernel
+    set, then `moeserve bench` against it: 128 prompt and 64 output tokens a request, concurrency 16."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("TRITON_INTERPRET", None)
-    if subprocess.run(moeserve("bench", "--help"), env=env, capture_output=True, timeout=120).returncode != 0:
-        return {"status": "no `moeserve bench` command"}
-    serve_help = subprocess.run(moeserve("serve", "--help"), env=env, capture_output=True, text=True,
-                                timeout=120).stdout  # fmt: skip
-    wanted = (("--device", "cuda"), ("--kernels", "triton"))
-    flags = [word for flag, value in wanted if flag in serve_help for word in (flag, value)]
+    flags = ["--device", device, "--kernels", kernels] + (["--model", model] if model else [])
     proc = subprocess.Popen(moeserve("serve", "--port", "0", *flags), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     try:
-        url, model = wait_for_server(proc, lines, time.monotonic() + timeout_s)
-        bench = subprocess.run(
-            moeserve("bench", "--base-url", url, "--model", model, "--num-requests", "64", "--concurrency", "16",
-                     "--input-len", "128", "--output-len", "64", "--json", "-"),
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
-        )  # fmt: skip
+        url, served = wait_for_server(proc, lines, time.monotonic() + timeout_s)
+        for n in (16, requests):  # the first, untimed round compiles the kernels of the shapes it meets
+            bench = subprocess.run(
+                moeserve("bench", "--base-url", url, "--model", served, "--num-requests", str(n),
+                         "--concurrency", "16", "--input-len", "128", "--output-len", "64", "--json", "-"),
+                cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
+            )  # fmt: skip
         if bench.returncode != 0:
             return {"status": "bench failed", "stderr": bench.stderr[-500:]}
         s = json.loads(bench.stdout)
-        return {"status": "ok", "flags": " ".join(flags) or "(no --device / --kernels yet: default device)",
+        return {"status": "ok", "flags": " ".join(flags),
                 "completed": s["completed"], "output_tok_s": s["output_throughput"],
                 "ttft_p50_ms": s["ttft_ms"].get("p50"), "tpot_p50_ms": (s["tpot_ms"] or {}).get("p50")}  # fmt: skip
     except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -366,6 +388,29 @@ def serve_and_bench(timeout_s: float) -> dict:
             proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def serve_runs(skip_wide: bool) -> dict:
+    """The built-in model with the Triton kernels; then the wide Mixtral with each kernel set, so the
+    Triton kernels are measured against torch's (cuBLAS grouped GEMM, SDPA) end to end."""
+    runs = {"built-in, triton": serve_and_bench(300)}
+    if not skip_wide:
+        with tempfile.TemporaryDirectory() as tmp:
+            wide = str(make_wide_mixtral(Path(tmp) / "wide-mixtral"))
+            for kernels in ("triton", "torch"):
+                runs[f"wide-mixtral, {kernels}"] = serve_and_bench(300, wide, kernels)
+    return runs
+
+
+def serve_table(runs: dict) -> str:
+    lines = ["| model, kernels | completed | output tok/s | TTFT p50 ms | TPOT p50 ms |", "|---|---|---|---|---|"]
+    for name, r in runs.items():
+        if r.get("status") != "ok":
+            lines.append(f"| {name} | {r.get('status')} | | | |")
+            continue
+        lines.append(f"| {name} | {r['completed']} | {fmt(r['output_tok_s'])} | {fmt(r['ttft_p50_ms'])} | "
+                     f"{fmt(r['tpot_p50_ms'], '.2f')} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def wait_for_server(proc, lines: list[str], deadline: float) -> tuple[str, str]:
@@ -400,7 +445,9 @@ def table(rows: list[Row]) -> str:
 def report(result: dict) -> str:
     lines = [f"## GPU check: {result['device']}, {result['date']}", "", f"Peaks: {result['peaks_source']}", "",
              table([Row(**r) for r in result["kernels"]]), "", f"GPU tests (pytest -m gpu): {result['gpu_tests']}",
-             f"moeserve bench on the built-in model: {result['serve_bench']}",
+             "moeserve serve + moeserve bench (64 requests, 128 in / 64 out, concurrency 16):", "",
+             serve_table(result["serve_bench"]) if isinstance(result["serve_bench"], dict) else result["serve_bench"],
+             "",
              f"nvshmem dispatch on the GPU (gpu_dispatch_check.py): {json.dumps(result.get('dispatch'))}"]  # fmt: skip
     if result.get("tuning"):
         lines += ["", "Fused MoE tiles (--tune):", "", tuning_table(result["tuning"])]
@@ -416,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peak-tflops", type=float, help="dense bf16 TFLOP/s (overrides the card table)")
     p.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
     p.add_argument("--skip-serve", action="store_true", help="do not serve and bench the built-in model")
+    p.add_argument("--skip-kernels", action="store_true", help="do not time the kernels")
+    p.add_argument("--skip-wide", action="store_true", help="serve only the built-in model (no wide Mixtral)")
     p.add_argument("--skip-dispatch", action="store_true", help="do not check the nvshmem dispatch backend")
     p.add_argument("--tune", action="store_true", help="also time the fused MoE at candidate tile shapes")
     args = p.parse_args(argv)
@@ -439,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     rows, tuning, time_us = [], [], timer(dev)
     with torch.inference_mode():
-        for model, dims in MODELS.items():
+        for model, dims in MODELS.items() if not args.skip_kernels else ():
             d = {**dims, **(TINY if args.dry_run else FULL)}
             builders = (moe_cases, mla_cases, norm_cases) if model == "DeepSeek-V3" else (moe_cases, attention_cases)
             for build in builders:
@@ -451,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                     torch.cuda.empty_cache()
     result["kernels"] = [asdict(r) for r in rows]
     result["tuning"] = tuning
-    result["serve_bench"] = skip if args.dry_run or args.skip_serve else serve_and_bench(300)
+    result["serve_bench"] = skip if args.dry_run or args.skip_serve else serve_runs(args.skip_wide)
     if args.dry_run or args.skip_dispatch:
         result["dispatch"] = skip
     else:
