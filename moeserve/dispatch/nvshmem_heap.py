@@ -3,9 +3,9 @@ on its GPU, and a peer tensor for every other rank of the ep group (NVLink peer 
 put_kernels.py's Triton kernels store rows and flags.
 
 Written against nvshmem4py's documented Python API (nvshmem.core: get_unique_id, init with a unique
-id, my_pe; nvshmem.core.interop.torch: bytetensor, get_peer_tensor, free_tensor). It has not run on a
-GPU in this project's CI: CI has no GPU and runs the same kernels over `ShmHeap` instead
-(MOESERVE_NVSHMEM_EMULATE=1). Peer tensors cover ranks whose GPUs share NVLink (one node, or an
+id, my_pe; nvshmem.core.interop.torch: bytetensor, get_peer_tensor, free_tensor), checked on an H100
+by benchmarks/gpu_dispatch_check.py (nvshmem4py-cu13 0.4.1). CI has no GPU and runs the same kernels
+over `ShmHeap` instead (MOESERVE_NVSHMEM_EMULATE=1). Peer tensors cover ranks whose GPUs share NVLink (one node, or an
 NVL72 domain); ranks reached only over InfiniBand would need nvshmem's device-side put calls
 (`nvshmem_putmem_signal_nbi` from Triton through extern bitcode), which this module does not do.
 Flags are polled from the host (a device-to-host read of W words per poll).
