@@ -9,37 +9,20 @@ No compiler, a failed build or MOESERVE_CPU_KERNELS=0: `load()` is False and one
 """
 from __future__ import annotations
 
-import logging
+import functools
 from pathlib import Path
 
-import torch
-
 from moeserve import envs
-
-logger = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).parent / "csrc" / "onesided.cpp"]
 FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-fPIC", "-shared"]
 
-_state: dict[str, bool] = {}
 
-
+@functools.cache
 def load() -> bool:
     """Whether torch.ops.moeserve_dispatch is loaded (building it on the first call of a machine)."""
-    if "loaded" not in _state:
-        _state["loaded"] = _load()
-    return _state["loaded"]
-
-
-def _load() -> bool:
     if not envs.CPU_KERNELS.get():
         return False
-    from moeserve.kernels.cpu.cpu_kernels import build_library
+    from moeserve.kernels.cpu.cpu_kernels import load_library
 
-    try:
-        torch.ops.load_library(str(build_library("dispatch_kernels", SOURCES, FLAGS)))
-        return True
-    except Exception as exc:  # noqa: BLE001 - any build or load failure leaves the torch path
-        logger.warning("C++ dispatch kernels unavailable (%s): shm dispatch stays on torch ops",
-                       str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__)
-        return False
+    return load_library("dispatch_kernels", SOURCES, FLAGS, "shm dispatch stays on torch ops")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import functools
 import logging
 import os
 import shutil
@@ -37,36 +38,27 @@ SOURCES = [Path(__file__).parent / "csrc" / name for name in ("panel_gemm.cpp", 
 FLAGS = ["-O3", "-std=c++20", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
 BUILD_TIMEOUT_S = 600
 
-_state: dict[str, bool] = {}
-
-
+@functools.cache
 def load() -> bool:
     """Whether the kernels are loaded into torch.ops.moeserve (building them on the first call)."""
-    if "loaded" not in _state:
-        _state["loaded"] = _load()
-    return _state["loaded"]
-
-
-def _load() -> bool:
     if not envs.CPU_KERNELS.get():
         return False
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         logger.info("C++ CPU kernels off: the CPU has no AVX2 (%s); GEMMs stay on oneDNN, attention on SDPA",
                     torch.backends.cpu.get_cpu_capability())
         return False
+    return load_library("cpu_kernels", SOURCES, FLAGS, "few-row GEMMs stay on oneDNN, decode attention on SDPA")
+
+
+def load_library(stem: str, sources: list[Path], flags: list[str], fallback: str) -> bool:
+    """Builds (once per machine, build_library) and loads a torch.ops library; where either fails,
+    logs why and what runs instead (`fallback`) and returns False."""
     try:
-        library = _build()
-        torch.ops.load_library(str(library))
+        torch.ops.load_library(str(build_library(stem, sources, flags)))
         return True
-    except Exception as exc:  # noqa: BLE001 - any build or load failure leaves torch's kernels
-        logger.warning("C++ CPU kernels unavailable (%s): few-row GEMMs stay on oneDNN, decode attention on "
-                       "SDPA", _short(exc))
+    except Exception as exc:  # noqa: BLE001 - any build or load failure leaves the torch path
+        logger.warning("C++ library %s unavailable (%s): %s", stem, _short(exc), fallback)
         return False
-
-
-def _build() -> Path:
-    """Path of the compiled library for these sources, torch and flags, compiling it if absent."""
-    return build_library("cpu_kernels", SOURCES, FLAGS)
 
 
 def build_library(stem: str, sources: list[Path], flags: list[str]) -> Path:
