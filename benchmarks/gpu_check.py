@@ -339,6 +339,13 @@ WIDE_MIXTRAL = dict(hidden_size=2048, intermediate_size=2048, num_hidden_layers=
                     vocab_size=4096, max_position_embeddings=4096)  # fmt: skip
 
 
+# (name, --kernels, environment): the Triton set with its fused MoE, with cuBLAS's grouped GEMM for the
+# experts instead (MOESERVE_TRITON_FUSED_MOE=0), and the torch set
+SERVE_VARIANTS = (("triton", "triton", {}),
+                  ("triton, experts by grouped_mm", "triton", {"MOESERVE_TRITON_FUSED_MOE": "0"}),
+                  ("torch", "torch", {}))  # fmt: skip
+
+
 def make_wide_mixtral(path: Path, dims: dict | None = None) -> Path:
     """WIDE_MIXTRAL (or `dims`) with random bf16 weights and the built-in tokenizer, saved at path."""
     import torch
@@ -356,11 +363,12 @@ def make_wide_mixtral(path: Path, dims: dict | None = None) -> Path:
 
 
 def serve_and_bench(timeout_s: float, model: str | None = None, kernels: str = "triton", device: str = "cuda",
-                    requests: int = 64) -> dict:
+                    requests: int = 64, environ: dict | None = None) -> dict:
     """`moeserve serve` (the built-in model, or `model`) on a free port with the given device and kernel
     set, then `moeserve bench` against it: 128 prompt and 64 output tokens a request, concurrency 16."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("TRITON_INTERPRET", None)
+    env.update(environ or {})
     flags = ["--device", device, "--kernels", kernels] + (["--model", model] if model else [])
     proc = subprocess.Popen(moeserve("serve", "--port", "0", *flags), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -397,8 +405,8 @@ def serve_runs(skip_wide: bool) -> dict:
     if not skip_wide:
         with tempfile.TemporaryDirectory() as tmp:
             wide = str(make_wide_mixtral(Path(tmp) / "wide-mixtral"))
-            for kernels in ("triton", "torch"):
-                runs[f"wide-mixtral, {kernels}"] = serve_and_bench(300, wide, kernels)
+            for name, kernels, environ in SERVE_VARIANTS:
+                runs[f"wide-mixtral, {name}"] = serve_and_bench(300, wide, kernels, environ=environ)
     return runs
 
 

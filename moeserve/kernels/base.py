@@ -92,9 +92,12 @@ class KernelSet:
         """batch: an ExpertBatch (hidden [R, H] slot-major, offsets [S] int32, counts [S] int64) ->
         [R, H] = w2 @ (act(gate) * up) per row with its slot's weights (see GroupedExperts)."""
         x = batch.hidden
-        # grouped_mm takes fp32 on CPU only (CUDA's runs bf16)
+        # grouped_mm takes fp32 on CPU only (CUDA's runs bf16). The loop wins on CPU past LOOP_ROWS_PER_SLOT
+        # rows a slot; on a GPU one cuBLAS grouped GEMM beat the fused MoE at every size measured (16-2048
+        # rows a slot, docs/kernels.md), and the loop costs a host sync and a few launches a slot
         grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
-        if grouped and batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots:
+        few_rows = batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots
+        if grouped and (few_rows or x.device.type == "cuda"):
             return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act)
         return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from moeserve import envs
 from moeserve.config import ConfigError
 from moeserve.kernels import triton as triton_kernels
 from moeserve.kernels.base import KernelSet
@@ -34,10 +35,11 @@ class TritonKernels(KernelSet):
         from moeserve.kernels.triton import fused_moe, mla_decode, norm, paged_attention
 
         self._moe, self._mla, self._norm, self._attention = fused_moe, mla_decode, norm, paged_attention
+        self._fused_moe = envs.TRITON_FUSED_MOE.get()
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
-        if layer.act_name not in self._moe.ACTIVATION_IDS:
+        if layer.act_name not in self._moe.ACTIVATION_IDS or not self._fused_moe:
             return super().experts(layer, batch)
         return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name)
 
