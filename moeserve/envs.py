@@ -81,8 +81,8 @@ PACKED_GEMM = EnvVar("MOESERVE_PACKED_GEMM", bool, True,
                      "pack fp32 CPU weights for oneDNN once at load (kernels/cpu/gemm.py); off: F.linear")
 GEMM_WARMUP_ROWS = EnvVar("MOESERVE_GEMM_WARMUP_ROWS", int, 256,
                           "row counts up to which the packed GEMMs are warmed up at start-up; 0 = none")
-TRITON_FUSED_MOE = EnvVar("MOESERVE_TRITON_FUSED_MOE", bool, True,
-                          "the triton set's routed experts in the fused MoE kernel; off: the torch set's (cuBLAS grouped GEMM on a GPU)")
+TRITON_FUSED_MOE = EnvVar("MOESERVE_TRITON_FUSED_MOE", bool, None,
+                          "the triton set's routed experts in the fused MoE kernel (on) or as the torch set runs them (off: cuBLAS's grouped GEMM on a GPU); unset: off on a GPU, where the grouped GEMM measured faster, on elsewhere")
 NVSHMEM_EMULATE = EnvVar("MOESERVE_NVSHMEM_EMULATE", bool, False,
                          "run --dispatch nvshmem's Triton put kernels over the shared-memory heap (no nvshmem4py; how CI tests them)")
 ENGINE_CONFIG = EnvVar("MOESERVE_ENGINE_CONFIG", str, "",

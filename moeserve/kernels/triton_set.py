@@ -1,7 +1,9 @@
 """The `triton` kernel set: the Triton kernels of kernels/triton/ behind the seam (GPUs; on CPU only
 under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
 
-    experts          fused_moe.fused_experts over the ExpertBatch layout
+    experts          fused_moe.fused_experts over the ExpertBatch layout; on a GPU by default the torch
+                     set's cuBLAS grouped GEMM instead, which measured faster on an H100
+                     (MOESERVE_TRITON_FUSED_MOE, docs/kernels.md)
     paged_attention  paged_decode for a decode step, paged_prefill for any other (chunked, mixed)
     mla_decode       mla_decode on the latent cache
     rms_norm         norm.rms_norm
@@ -35,7 +37,8 @@ class TritonKernels(KernelSet):
         from moeserve.kernels.triton import fused_moe, mla_decode, norm, paged_attention
 
         self._moe, self._mla, self._norm, self._attention = fused_moe, mla_decode, norm, paged_attention
-        self._fused_moe = envs.TRITON_FUSED_MOE.get()
+        fused = envs.TRITON_FUSED_MOE.get()  # unset: cuBLAS's grouped GEMM on a GPU (docs/kernels.md)
+        self._fused_moe = fused if fused is not None else self.device.type != "cuda"
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""

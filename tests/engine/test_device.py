@@ -107,9 +107,13 @@ def test_metadata_stays_put_on_the_cpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernels", ["torch", "triton"])
-def test_a_whole_run_on_the_gpu_matches_transformers(kernels, tmp_path):
-    """fp32 on cuda:0 (the oracle's dtype): weights, KV cache, metadata and logits on the device."""
+@pytest.mark.parametrize("kernels", ["torch", "triton", "triton-fused-moe"])
+def test_a_whole_run_on_the_gpu_matches_transformers(kernels, tmp_path, monkeypatch):
+    """fp32 on cuda:0 (the oracle's dtype): weights, KV cache, metadata and logits on the device. The
+    triton set takes cuBLAS's grouped GEMM for the experts on a GPU unless MOESERVE_TRITON_FUSED_MOE=1."""
+    if kernels == "triton-fused-moe":
+        kernels = "triton"
+        monkeypatch.setenv("MOESERVE_TRITON_FUSED_MOE", "1")
     from moeserve import LLM, SamplingParams
     from tiny_models import make_checkpoint
 

@@ -98,10 +98,14 @@ def test_reference_equals_per_row_weights(activation):
     torch.testing.assert_close(fused_experts_reference(x, offsets, w13, w2, activation), expected)
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_the_switch_sends_the_experts_to_the_fused_kernel_or_the_torch_set(interpret, monkeypatch, fused):
+@pytest.mark.parametrize("switch, device, fused", [
+    ("1", "cpu", True), ("0", "cpu", False), ("", "cpu", True), ("", "cuda", False), ("1", "cuda", True),
+])  # fmt: skip
+def test_the_switch_sends_the_experts_to_the_fused_kernel_or_the_torch_set(interpret, monkeypatch, switch, device,
+                                                                           fused):
     """MOESERVE_TRITON_FUSED_MOE=0 keeps the Triton set's attention and norms but runs the experts as the
-    torch set does (cuBLAS's grouped GEMM on a GPU, where it measured faster)."""
+    torch set does (cuBLAS's grouped GEMM on a GPU); unset, that is the GPU's default, where it measured
+    faster, and the fused kernel runs elsewhere (the interpreter on CPU)."""
     from types import SimpleNamespace
 
     from moeserve.dispatch import ExpertBatch
@@ -109,12 +113,12 @@ def test_the_switch_sends_the_experts_to_the_fused_kernel_or_the_torch_set(inter
     from moeserve.kernels.triton import fused_moe
     from moeserve.kernels.triton_set import TritonKernels
 
-    monkeypatch.setenv("MOESERVE_TRITON_FUSED_MOE", "1" if fused else "0")
+    monkeypatch.setenv("MOESERVE_TRITON_FUSED_MOE", switch)
     calls = []
     monkeypatch.setattr(KernelSet, "experts", lambda self, layer, batch: calls.append("torch") or batch.hidden)
     monkeypatch.setattr(fused_moe, "fused_experts", lambda *a, **k: calls.append("fused") or a[0])
     layer = SimpleNamespace(act_name="silu", w13=None, w2=None)
     x = torch.randn(3, 8)
     batch = ExpertBatch(x, torch.tensor([3], dtype=torch.int32), torch.tensor([3]))
-    assert TritonKernels("cpu").experts(layer, batch) is x
+    assert TritonKernels(device).experts(layer, batch) is x
     assert calls == ["fused" if fused else "torch"]
