@@ -1,9 +1,14 @@
-"""A rank's part of the prefill/decode split: its KV cache registered with NIXL, and the step's
-KvPulls run before the forward (engine/worker.py calls `run`).
+"""A rank's part of the prefill/decode split: its KV cache registered with NIXL (its own agent), and
+the step's KvPulls of its attention group run before the forward (engine/worker.py calls `run`).
 
-One handshake per prefill engine (GET /layout on its side channel, then NIXL's add_remote_agent),
-cached by (host, port) and checked against the engine id each pull names: a restarted prefill
-engine has a new id, so old parameters fail instead of reading someone else's blocks.
+Every rank of the decode group reads, for each block, exactly the KV heads it holds, from whichever
+ranks of the prefill group named in the pull hold them (cache_layout.pull_rows); the executor merges
+the ranks' outcomes on rank 0 (step_plan.merge_pull_results), so one failed rank fails the request.
+
+One /layout per prefill engine (every rank's CacheLayout), cached by (host, port) and checked against
+the engine id each pull names: a restarted prefill engine has a new id, so old parameters fail
+instead of reading someone else's blocks. NIXL's add_remote_agent runs once per (engine, rank) this
+rank reads from.
 """
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ from urllib.parse import quote
 import torch
 
 from moeserve.core.step_plan import KvPull, KvPullDone
-from moeserve.kv_transfer.nixl_agent import CacheLayout, KvAgent, TransferError
+from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
+from moeserve.kv_transfer.head_slices import HeadRange
+from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
 from moeserve.kv_transfer.side_channel import PeerError, get_json
 
 log = logging.getLogger("moeserve.kv_transfer")
@@ -24,10 +31,12 @@ READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-tran
 
 
 class RankKvAgent:
-    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int):
-        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]."""
-        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size)
-        self._peers: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (engine id, agent name)
+    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
+                 group: int = 0, tp_rank: int = 0):
+        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]; heads: the
+        KV heads they hold; group, tp_rank: this rank's attention group and place in it."""
+        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank)
+        self._engines: dict[tuple[str, int], tuple[str, list[CacheLayout]]] = {}  # (host, port) -> (engine id, ranks)
 
     def layout(self) -> dict:
         return self.agent.layout.to_json()
@@ -39,12 +48,16 @@ class RankKvAgent:
         if not pull.remote_block_ids:
             return KvPullDone(pull.request_id)  # our prefix cache held every block
         try:
-            agent_name = self._handshake(pull)
+            sources = group_ranks(self._handshake(pull), pull.remote_group)
+            reads = pull_rows(self.agent.layout, sources, pull.local_block_ids, pull.remote_block_ids)
+            for src in sources:
+                if src.agent_name in reads:
+                    self.agent.add_peer(src)
             started = time.perf_counter()
-            nbytes = self.agent.read(agent_name, pull.remote_block_ids, pull.local_block_ids, READ_TIMEOUT_S)
-            seconds = time.perf_counter() - started  # the read alone: /metrics' transfer latency
+            nbytes = sum(self.agent.read(name, lo, re, READ_TIMEOUT_S) for name, (lo, re) in reads.items())
+            seconds = time.perf_counter() - started  # the reads alone: /metrics' transfer latency
             self._check_still_pinned(pull)
-        except (PeerError, TransferError) as e:
+        except (PeerError, TransferError, LayoutMismatch) as e:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             return KvPullDone(pull.request_id, error=str(e))
@@ -63,26 +76,31 @@ class RankKvAgent:
             raise TransferError(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
                                 f"(expired while this request waited): its KV was not used")
 
-    def _handshake(self, pull: KvPull) -> str:
+    def _handshake(self, pull: KvPull) -> list[CacheLayout]:
+        """Every rank's layout of the prefill engine the pull names (GET /layout once per engine)."""
         key = (pull.host, pull.port)
-        known = self._peers.get(key)
+        known = self._engines.get(key)
         if known is None or known[0] != pull.engine_id:
             self._forget(*key)
             status, body = get_json(pull.host, pull.port, "/layout", HANDSHAKE_TIMEOUT_S)
-            if status != 200 or "ranks" not in body:
+            if status != 200 or not isinstance(body.get("ranks"), list):
                 raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
             if body.get("engine_id") != pull.engine_id:
                 raise PeerError(f"the prefill server at {pull.host}:{pull.port} is engine {body.get('engine_id')!r}, "
                                 f"not {pull.engine_id!r} (it restarted): its old blocks are gone")
-            layout = CacheLayout.from_json(body["ranks"][0])
-            self.agent.add_peer(layout)
-            self._peers[key] = (pull.engine_id, layout.agent_name)
-        return self._peers[key][1]
+            try:
+                ranks = [CacheLayout.from_json(r) for r in body["ranks"]]
+            except (KeyError, TypeError, ValueError) as e:
+                raise PeerError(f"the side channel at {pull.host}:{pull.port} sent a layout this version cannot "
+                                f"read ({type(e).__name__}: {e})") from None
+            self._engines[key] = (pull.engine_id, ranks)
+        return self._engines[key][1]
 
     def _forget(self, host: str, port: int) -> None:
-        known = self._peers.pop((host, port), None)
+        known = self._engines.pop((host, port), None)
         if known is not None:
-            self.agent.remove_peer(known[1])
+            for rank in known[1]:
+                self.agent.remove_peer(rank.agent_name)
 
     def close(self) -> None:
         self.agent.close()
