@@ -1,6 +1,7 @@
 """What a head slice costs a KV read: one decode rank's NIXL READ of a prompt's blocks when the prefill
-side has the same --tp (whole blocks), --tp 1 against a --tp 2 decoder (a strided half of each slot),
-and --tp 2 against a --tp 1 decoder (two source ranks), against a plain torch copy of the same bytes.
+side has the same --tp (whole blocks), --tp 1 against a --tp 2 decoder (half of each slot), and --tp 2
+against a --tp 1 decoder (two source ranks), each as the engine reads (rank_agent: staged when the
+head ranges differ) and as exact per-slot rows (cache_layout.pull_rows), against a plain torch copy.
 
     UCX_NET_DEVICES=lo python benchmarks/kv_layout_reads.py [--blocks 94] [--reps 20] [--json]
 
@@ -25,30 +26,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from moeserve.kv_transfer.cache_layout import pull_rows  # noqa: E402
 from moeserve.kv_transfer.head_slices import HeadRange  # noqa: E402
 from moeserve.kv_transfer.nixl_agent import KvAgent  # noqa: E402
+from moeserve.kv_transfer.rank_agent import RankKvAgent  # noqa: E402
+from moeserve.kv_transfer.staging import plan_sources  # noqa: E402
 
 LAYERS, SLOTS, HEADS, DIM = 4, 16, 4, 32
 
 
-def agents(tp: int, pool: int) -> list[KvAgent]:
+def agents(tp: int, pool: int) -> list[RankKvAgent]:
     out = []
     for r in range(tp):
         heads = HeadRange(r * HEADS // tp, HEADS // tp, HEADS)
-        caches = [torch.randn(pool, SLOTS, heads.count, DIM) for _ in range(2 * LAYERS)]
-        out.append(KvAgent(caches, SLOTS, heads, 0, r))
+        caches = [[torch.randn(pool, SLOTS, heads.count, DIM) for _ in range(2)] for _ in range(LAYERS)]
+        out.append(RankKvAgent(caches, SLOTS, heads, 0, r))
     return out
 
 
-def timed_read(reader: KvAgent, sources: list[KvAgent], local: list[int], remote: list[int], reps: int) -> dict:
-    for s in sources:
-        reader.add_peer(s.layout)
-    reads = pull_rows(reader.layout, [s.layout for s in sources], local, remote)
+def timed(read, reps: int) -> tuple[int, float]:
     times, nbytes = [], 0
     for _ in range(reps):
         started = time.perf_counter()
-        nbytes = sum(reader.read(name, lo, re, 30.0) for name, (lo, re) in reads.items())
+        nbytes = read()
         times.append(time.perf_counter() - started)
-    rows = sum(len(lo) for lo, _ in reads.values())
-    seconds = statistics.median(times)
+    return nbytes, statistics.median(times)
+
+
+def timed_read(reader: RankKvAgent, sources: list[RankKvAgent], local: list[int], remote: list[int], reps: int,
+               exact: bool) -> dict:
+    """The engine's read (exact False) or the per-slot reference rows (exact True)."""
+    agent: KvAgent = reader.agent
+    layouts = [s.agent.layout for s in sources]
+    for layout in layouts:
+        agent.add_peer(layout)
+    if exact:
+        reads = pull_rows(agent.layout, layouts, local, remote)
+        rows = sum(len(lo) for lo, _ in reads.values())
+        nbytes, seconds = timed(lambda: sum(agent.read(n, lo, re, 30.0) for n, (lo, re) in reads.items()), reps)
+    else:
+        plan = plan_sources(agent.layout, layouts, remote)
+        rows = len(layouts) * len(local) * 2 * LAYERS  # one per block and tensor, staged or in place
+        nbytes, seconds = timed(lambda: sum(reader.read_from(p, local, remote) for p in plan), reps)
     return {"rows": rows, "bytes": nbytes, "seconds": seconds, "gb_s": nbytes / seconds / 1e9}
 
 
@@ -78,11 +94,13 @@ def main() -> None:
     tp1, tp2 = agents(1, pool), agents(2, pool)
     readers = {"tp1": agents(1, pool)[0], "tp2": agents(2, pool)[0]}
     results = {
-        "tp1 -> tp1 (whole blocks)": timed_read(readers["tp1"], tp1, local, remote, args.reps),
-        "tp1 -> tp2, one rank (half of each slot)": timed_read(readers["tp2"], tp1, local, remote, args.reps),
-        "tp2 -> tp1 (two source ranks)": timed_read(readers["tp1"], tp2, local, remote, args.reps),
+        "tp1 -> tp1 (whole blocks in place)": timed_read(readers["tp1"], tp1, local, remote, args.reps, False),
+        "tp1 -> tp2, one rank: staged": timed_read(readers["tp2"], tp1, local, remote, args.reps, False),
+        "tp1 -> tp2, one rank: per-slot rows": timed_read(readers["tp2"], tp1, local, remote, args.reps, True),
+        "tp2 -> tp1: staged": timed_read(readers["tp1"], tp2, local, remote, args.reps, False),
+        "tp2 -> tp1: per-slot rows": timed_read(readers["tp1"], tp2, local, remote, args.reps, True),
     }
-    results["torch copy of the tp1 bytes"] = timed_copy(results["tp1 -> tp1 (whole blocks)"]["bytes"], args.reps)
+    results["torch copy of the tp1 bytes"] = timed_copy(results["tp1 -> tp1 (whole blocks in place)"]["bytes"], args.reps)
     if args.json:
         print(json.dumps(results))
     else:

@@ -69,6 +69,8 @@ class KvAgent:
             total_heads=heads.total,
         )
         self._peers: set[str] = set()  # agent names whose metadata NIXL holds
+        self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)
+        self._staging_reg = None
 
     def add_peer(self, layout: CacheLayout) -> None:
         """Load a remote agent's metadata once (the handshake with that rank); later reads name it."""
@@ -80,6 +82,17 @@ class KvAgent:
             raise TransferError(str(e)) from None
         self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
         self._peers.add(layout.agent_name)
+
+    def staging(self, nbytes: int) -> torch.Tensor:
+        """A registered uint8 buffer of at least nbytes (grown, never shrunk; its contents are the
+        caller's until the next call)."""
+        if self._staging is None or self._staging.numel() < nbytes:
+            if self._staging_reg is not None:
+                self.agent.deregister_memory(self._staging_reg)
+                self._staging_reg = None
+            self._staging = torch.empty(nbytes, dtype=torch.uint8)
+            self._staging_reg = self.agent.register_memory([self._staging])
+        return self._staging
 
     def has_peer(self, agent_name: str) -> bool:
         return agent_name in self._peers
@@ -133,6 +146,9 @@ class KvAgent:
         if self._reg is not None:
             self.agent.deregister_memory(self._reg)
             self._reg = None
+        if self._staging_reg is not None:
+            self.agent.deregister_memory(self._staging_reg)
+            self._staging_reg = None
 
 
 def _descs(rows: np.ndarray) -> np.ndarray:

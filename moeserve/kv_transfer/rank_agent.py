@@ -1,8 +1,9 @@
 """A rank's part of the prefill/decode split: its KV cache registered with NIXL (its own agent), and
 the step's KvPulls of its attention group run before the forward (engine/worker.py calls `run`).
 
-Every rank of the decode group reads, for each block, exactly the KV heads it holds, from whichever
-ranks of the prefill group named in the pull hold them (cache_layout.pull_rows); the executor merges
+Every rank of the decode group reads, for each block, the KV heads it holds, from whichever ranks of
+the prefill group named in the pull hold them: in place when a source holds the same heads
+(cache_layout.pull_rows), else its whole blocks through a staging buffer (staging.py); the executor merges
 the ranks' outcomes on rank 0 (step_plan.merge_pull_results), so one failed rank fails the request.
 
 One /layout per prefill engine (every rank's CacheLayout), cached by (host, port) and checked against
@@ -23,11 +24,15 @@ from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
 from moeserve.kv_transfer.side_channel import PeerError, get_json
+from moeserve.kv_transfer.staging import (
+    SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
+)
 
 log = logging.getLogger("moeserve.kv_transfer")
 
 HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
 READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-transfer
+STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
 
 
 class RankKvAgent:
@@ -49,12 +54,11 @@ class RankKvAgent:
             return KvPullDone(pull.request_id)  # our prefix cache held every block
         try:
             sources = group_ranks(self._handshake(pull), pull.remote_group)
-            reads = pull_rows(self.agent.layout, sources, pull.local_block_ids, pull.remote_block_ids)
-            for src in sources:
-                if src.agent_name in reads:
-                    self.agent.add_peer(src)
+            plan = plan_sources(self.agent.layout, sources, pull.remote_block_ids)
+            for reads in plan:
+                self.agent.add_peer(reads.src)
             started = time.perf_counter()
-            nbytes = sum(self.agent.read(name, lo, re, READ_TIMEOUT_S) for name, (lo, re) in reads.items())
+            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids) for reads in plan)
             seconds = time.perf_counter() - started  # the reads alone: /metrics' transfer latency
             self._check_still_pinned(pull)
         except (PeerError, TransferError, LayoutMismatch) as e:
@@ -62,6 +66,21 @@ class RankKvAgent:
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             return KvPullDone(pull.request_id, error=str(e))
         return KvPullDone(pull.request_id, nbytes, seconds)
+
+    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int]) -> int:
+        """Read heads reads.runs of remote_ids from one source rank into local_ids; the bytes moved."""
+        mine, src = self.agent.layout, reads.src
+        if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
+            ((lo, re),) = pull_rows(mine, [src], local_ids, remote_ids).values()
+            return self.agent.read(src.agent_name, lo, re, READ_TIMEOUT_S)
+        nbytes = 0
+        per_block = staged_block_bytes(src)
+        for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
+            staging = self.agent.staging(len(remote) * per_block)
+            lo, re = staged_rows(src, staging.data_ptr(), remote)
+            nbytes += self.agent.read(src.agent_name, lo, re, READ_TIMEOUT_S)
+            scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
+        return nbytes
 
     @staticmethod
     def _check_still_pinned(pull: KvPull) -> None:

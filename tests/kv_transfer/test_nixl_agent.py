@@ -106,7 +106,7 @@ def test_a_read_of_blocks_no_longer_pinned_is_not_used(pair):
 @pytest.mark.parametrize("owner_tp, reader_rank, reader_tp", [(2, 0, 1), (1, 1, 2)])
 def test_each_reader_rank_gets_exactly_its_heads_from_the_owner_ranks_that_hold_them(owner_tp, reader_rank, reader_tp):
     """tp2 -> tp1: one reader rank gathers head 0 from owner rank 0 and head 1 from owner rank 1;
-    tp1 -> tp2: reader rank 1 reads only head 1 of the owner's blocks (a strided slice of each slot)."""
+    tp1 -> tp2: reader rank 1 keeps only head 1 of the owner's blocks (staged, then sliced)."""
     owner = _start("owner", "engine-1", str(owner_tp))
     reader = _start("reader", str(reader_rank), str(reader_tp))
     try:
@@ -117,7 +117,8 @@ def test_each_reader_rank_gets_exactly_its_heads_from_the_owner_ranks_that_hold_
         tensors = 2 * 2
         assert out["heads"] == [[[round(100 * t + b + h / 10, 3) for h in heads] for t in range(tensors)]
                                 for b in (7, 2, 8)]
-        assert out["bytes"] == 3 * tensors * 4 * len(heads) * 8 * 4  # blocks x tensors x (slots, heads, dim) x fp32
+        # the owner ranks' whole blocks cross (staged when the head ranges differ): every head once
+        assert out["bytes"] == 3 * tensors * 4 * 2 * 8 * 4  # blocks x tensors x (slots, 2 heads, dim) x fp32
     finally:
         for proc in (owner, reader):
             if proc.poll() is None:

@@ -108,8 +108,9 @@ def test_an_ep_prefill_names_the_group_holding_the_blocks(servers):
 
 
 def test_both_sides_count_the_bytes_every_rank_moved(servers):
-    """tp1 -> tp2: each decode rank reads half of each block's heads; together, and on the prefill
-    side, the bytes are the blocks' bytes once."""
+    """tp1 -> tp2: each decode rank keeps half of each block's heads, but reads the whole blocks
+    (staged: one range per block instead of one per slot); both sides count what crossed, twice the
+    blocks' bytes."""
     prefill, decode = servers["tp1"], servers["tp2"]
     before = (metric(prefill.url, "moeserve_kv_transfer_bytes_total"), metric(decode.url, "moeserve_kv_transfer_bytes_total"),
               metric(decode.url, "moeserve_kv_blocks_transferred_total"))
@@ -120,8 +121,8 @@ def test_both_sides_count_the_bytes_every_rank_moved(servers):
     n = metric(decode.url, "moeserve_kv_blocks_transferred_total") - before[2]  # the last token's block may stay
     assert n >= len(params["remote_block_ids"]) - 1 > 4
     wait_for(lambda: metric(prefill.url, "moeserve_kv_transfer_bytes_total") > before[0])
-    assert metric(decode.url, "moeserve_kv_transfer_bytes_total") - before[1] == n * block_bytes
-    assert metric(prefill.url, "moeserve_kv_transfer_bytes_total") - before[0] == n * block_bytes
+    assert metric(decode.url, "moeserve_kv_transfer_bytes_total") - before[1] == 2 * n * block_bytes
+    assert metric(prefill.url, "moeserve_kv_transfer_bytes_total") - before[0] == 2 * n * block_bytes
 
 
 @pytest.mark.skipif(shutil.which("vllm-router") is None, reason="vllm-router is not installed (pip install 'moeserve[pd]')")
