@@ -11,7 +11,8 @@ Within a block a head slice is not contiguous: slot s of the block holds all hea
 run that covers a whole slot on both sides (same head range) is one range per block, and adjacent
 blocks merge further; a strict slice is one range per (block, slot). `coalesce` merges every pair
 of rows contiguous on both sides, so the descriptor count is the fewest byte ranges this cache
-layout allows without a staging copy (docs/disaggregation.md).
+layout allows without a staging copy. The engine reads strict slices through staging.py instead
+(whole blocks, fewer ranges); these exact rows are the reference it is tested against.
 """
 from __future__ import annotations
 
