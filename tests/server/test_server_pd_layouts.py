@@ -107,6 +107,18 @@ def test_an_ep_prefill_names_the_group_holding_the_blocks(servers):
     assert [o["choices"][0]["token_ids"] for o in outs] == [colocated(decode, b) for b in bodies]
 
 
+def test_an_ep_decoder_pulls_into_whichever_group_takes_the_request(servers):
+    """Decode requests arriving together spread over the ep2 decoder's groups; each group's rank reads
+    into its own pool."""
+    prefill, decode = servers["tp1"], servers["ep2"]
+    words = PROMPTS["long"].split()
+    bodies = [body_for(prefill, "decode groups: " + " ".join(words[5 * i: 5 * i + 25]), max_tokens=6) for i in range(6)]
+    expected = [colocated(prefill, b) for b in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        outs = list(pool.map(lambda b: transfer(prefill, decode, b)[1], bodies))
+    assert [o["choices"][0]["token_ids"] for o in outs] == expected
+
+
 def test_both_sides_count_the_bytes_every_rank_moved(servers):
     """tp1 -> tp2: each decode rank keeps half of each block's heads, but reads the whole blocks
     (staged: one range per block instead of one per slot); both sides count what crossed, twice the
