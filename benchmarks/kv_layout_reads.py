@@ -64,7 +64,8 @@ def timed_read(reader: RankKvAgent, sources: list[RankKvAgent], local: list[int]
     else:
         plan = plan_sources(agent.layout, layouts, remote)
         rows = len(layouts) * len(local) * 2 * LAYERS  # one per block and tensor, staged or in place
-        nbytes, seconds = timed(lambda: sum(reader.read_from(p, local, remote) for p in plan), reps)
+        nbytes, seconds = timed(lambda: sum(reader.read_from(p, local, remote, time.monotonic() + 30) for p in plan),
+                                reps)
     return {"rows": rows, "bytes": nbytes, "seconds": seconds, "gb_s": nbytes / seconds / 1e9}
 
 

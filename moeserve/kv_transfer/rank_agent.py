@@ -31,7 +31,7 @@ from moeserve.kv_transfer.staging import (
 log = logging.getLogger("moeserve.kv_transfer")
 
 HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
-READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-transfer
+READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
 
 
@@ -47,18 +47,30 @@ class RankKvAgent:
         return self.agent.layout.to_json()
 
     def run(self, pulls: list[KvPull]) -> list[KvPullDone]:
-        return [self._pull(p) for p in pulls]
+        """The step's pulls, in order. A prefill engine that failed one pull fails the step's later
+        pulls from it at once, so a dead or stuck peer costs the step one set of timeouts, not one
+        per request (the step timeout would otherwise end the whole world)."""
+        failed: dict[tuple[str, int], str] = {}
+        out = []
+        for pull in pulls:
+            error = failed.get((pull.host, pull.port))
+            done = KvPullDone(pull.request_id, error=error) if error else self._pull(pull)
+            if done.error:
+                failed[(pull.host, pull.port)] = done.error
+            out.append(done)
+        return out
 
     def _pull(self, pull: KvPull) -> KvPullDone:
         if not pull.remote_block_ids:
             return KvPullDone(pull.request_id)  # our prefix cache held every block
+        deadline = time.monotonic() + READ_TIMEOUT_S  # one for all of the pull's reads
         try:
             sources = group_ranks(self._handshake(pull), pull.remote_group)
             plan = plan_sources(self.agent.layout, sources, pull.remote_block_ids)
             for reads in plan:
                 self.agent.add_peer(reads.src)
             started = time.perf_counter()
-            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids) for reads in plan)
+            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids, deadline) for reads in plan)
             seconds = time.perf_counter() - started  # the reads alone: /metrics' transfer latency
             self._check_still_pinned(pull)
         except (PeerError, TransferError, LayoutMismatch) as e:
@@ -67,18 +79,19 @@ class RankKvAgent:
             return KvPullDone(pull.request_id, error=str(e))
         return KvPullDone(pull.request_id, nbytes, seconds)
 
-    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int]) -> int:
-        """Read heads reads.runs of remote_ids from one source rank into local_ids; the bytes moved."""
+    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int], deadline: float) -> int:
+        """Read heads reads.runs of remote_ids from one source rank into local_ids by `deadline`
+        (time.monotonic()); the bytes moved."""
         mine, src = self.agent.layout, reads.src
         if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
             ((lo, re),) = pull_rows(mine, [src], local_ids, remote_ids).values()
-            return self.agent.read(src.agent_name, lo, re, READ_TIMEOUT_S)
+            return self.agent.read(src.agent_name, lo, re, _left(deadline))
         nbytes = 0
         per_block = staged_block_bytes(src)
         for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
             staging = self.agent.staging(len(remote) * per_block)
             lo, re = staged_rows(src, staging.data_ptr(), remote)
-            nbytes += self.agent.read(src.agent_name, lo, re, READ_TIMEOUT_S)
+            nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
             scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
         return nbytes
 
@@ -123,3 +136,8 @@ class RankKvAgent:
 
     def close(self) -> None:
         self.agent.close()
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline`; a read past it times out at once."""
+    return max(0.001, deadline - time.monotonic())
