@@ -35,6 +35,10 @@ READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill en
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
 
 
+class PinGone(TransferError):
+    """The pull's pin was withdrawn (expired) before or during the read: this pull fails, not its peer."""
+
+
 class RankKvAgent:
     def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
                  group: int = 0, tp_rank: int = 0):
@@ -50,19 +54,24 @@ class RankKvAgent:
         """The step's pulls, in order. A prefill engine that failed one pull fails the step's later
         pulls from it at once, so a dead or stuck peer costs the step one set of timeouts, not one
         per request (the step timeout would otherwise end the whole world)."""
-        failed: dict[tuple[str, int], str] = {}
+        down: dict[tuple[str, int], str] = {}
         out = []
         for pull in pulls:
-            error = failed.get((pull.host, pull.port))
-            done = KvPullDone(pull.request_id, error=error) if error else self._pull(pull)
-            if done.error:
-                failed[(pull.host, pull.port)] = done.error
+            error = down.get((pull.host, pull.port))
+            if error is not None:
+                out.append(KvPullDone(pull.request_id, error=error))
+                continue
+            done, peer_down = self._pull(pull)
+            if peer_down:
+                down[(pull.host, pull.port)] = done.error
             out.append(done)
         return out
 
-    def _pull(self, pull: KvPull) -> KvPullDone:
+    def _pull(self, pull: KvPull) -> tuple[KvPullDone, bool]:
+        """How the pull went, and whether its prefill engine failed (not answering, or a read failing:
+        True) rather than this pull alone (its pin gone, its block ids out of range: False)."""
         if not pull.remote_block_ids:
-            return KvPullDone(pull.request_id)  # our prefix cache held every block
+            return KvPullDone(pull.request_id), False  # our prefix cache held every block
         deadline = time.monotonic() + READ_TIMEOUT_S  # one for all of the pull's reads
         try:
             sources = group_ranks(self._handshake(pull), pull.remote_group)
@@ -76,8 +85,9 @@ class RankKvAgent:
         except (PeerError, TransferError, LayoutMismatch) as e:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
-            return KvPullDone(pull.request_id, error=str(e))
-        return KvPullDone(pull.request_id, nbytes, seconds)
+            peer_down = isinstance(e, (PeerError, TransferError)) and not isinstance(e, PinGone)
+            return KvPullDone(pull.request_id, error=str(e)), peer_down
+        return KvPullDone(pull.request_id, nbytes, seconds), False
 
     def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int], deadline: float) -> int:
         """Read heads reads.runs of remote_ids from one source rank into local_ids by `deadline`
@@ -105,7 +115,7 @@ class RankKvAgent:
                                 HANDSHAKE_TIMEOUT_S)
         pinned = body.get("block_ids") if status == 200 and body.get("engine_id") == pull.engine_id else None
         if not isinstance(pinned, list) or not set(pull.remote_block_ids) <= set(pinned):
-            raise TransferError(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
+            raise PinGone(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
                                 f"(expired while this request waited): its KV was not used")
 
     def _handshake(self, pull: KvPull) -> list[CacheLayout]:
