@@ -239,10 +239,10 @@ class EngineConfig:
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime,
                      self.kv_transfer):
             part.validate()
-        if self.kv_transfer.enabled and self.parallel.world_size > 1:
-            raise ConfigError(
-                f"--kv-transfer nixl runs on one rank for now (--tp {self.parallel.tp} --ep {self.parallel.ep} is "
-                f"{self.parallel.world_size} ranks): run the prefill and decode servers with --tp 1 --ep 1")
+        # any --tp / --ep pairs with any other (kv_transfer/head_slices.py); several nodes are untested
+        if self.kv_transfer.enabled and self.parallel.nodes > 1:
+            raise ConfigError(f"--kv-transfer nixl runs on one node for now (--nodes {self.parallel.nodes}): run each "
+                              f"prefill and decode server on one node, with any --tp and --ep")
         return self
 
 

@@ -296,7 +296,7 @@ class GroupScheduler:
         fetch = range(len(hits), self.blocks.blocks_for(n_prompt - 1))
         # pulled even when empty (the prefix cache held every block): the engine then releases the pin
         step.kv_pulls.append(KvPull(req.request_id, self.group, remote.engine_id, remote.request_id, remote.host, remote.port,
-                                    [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch]))
+                                    [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch], remote.group))
         req.remote_prefill = None  # taken: a preempted request recomputes its prompt like any other
         return True
 

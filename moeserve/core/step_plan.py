@@ -80,6 +80,7 @@ class KvPull:
     port: int
     remote_block_ids: list[int]
     local_block_ids: list[int]
+    remote_group: int = 0  # the prefill engine's attention group whose ranks hold the blocks
 
 
 @dataclass
@@ -90,6 +91,23 @@ class KvPullDone:
     num_bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
+
+
+def merge_pull_results(parts: list[list[KvPullDone]]) -> list[KvPullDone]:
+    """One KvPullDone per request from every rank's (each rank of a group reads its own head slice):
+    bytes summed, seconds the slowest rank's (they read side by side), and failed if any rank
+    failed, so every rank's outcome is one decision, taken on rank 0."""
+    merged: dict[str, KvPullDone] = {}
+    for part in parts:
+        for d in part:
+            m = merged.get(d.request_id)
+            if m is None:
+                merged[d.request_id] = KvPullDone(d.request_id, d.num_bytes, d.seconds, d.error)
+            else:
+                m.num_bytes += d.num_bytes
+                m.seconds = max(m.seconds, d.seconds)
+                m.error = m.error or d.error
+    return list(merged.values())
 
 
 @dataclass

@@ -85,6 +85,11 @@ class Attention(nn.Module, UsesKernels):
         shape = (num_blocks, block_size, self.qkv.kv_heads, self.spec.head_dim)
         return [shape, shape]
 
+    def kv_cache_heads(self) -> tuple[int, int, int]:
+        """(first, count, total): the model's KV heads this rank's cache holds (a prefill/decode split
+        with another --tp reads exactly these, kv_transfer/head_slices.py)."""
+        return self.qkv.kv_head_start, self.qkv.kv_heads, self.spec.num_kv_heads
+
     def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor]) -> torch.Tensor:
         """hidden [N, H]; kv_cache [k_cache, v_cache] each [NB, BS, hk, D] -> [N, H] (summed over tp)."""
         N, D = hidden.shape[0], self.spec.head_dim

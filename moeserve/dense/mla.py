@@ -124,6 +124,11 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         """One cache tensor per layer: latent + rope key per token, never expanded K/V."""
         return [(num_blocks, block_size, self.dims.cache_dim)]
 
+    def kv_cache_heads(self) -> tuple[int, int, int]:
+        """(first, count, total) as Attention's: the latent has no heads to split, and every tp rank
+        computes and caches all of it (kv_a_proj_with_mqa is replicated), so one "head" on every rank."""
+        return 0, 1, 1
+
     def forward(self, hidden: torch.Tensor, meta: AttentionMetadata, kv_cache: list[torch.Tensor]) -> torch.Tensor:
         """hidden [N, H]; kv_cache = [cache [num_blocks, block_size, R + r]], written at meta.slot_mapping. -> [N, H]."""
         (cache,) = kv_cache

@@ -187,10 +187,10 @@ class EngineCore:
         """Between steps, busy or idle: free the blocks decoders have read, or let expire."""
         if self.kv is None:
             return
-        for request_id in self.kv.released():
+        for request_id, num_bytes in self.kv.released():
             pin = self.scheduler.release_pin(request_id)
             if pin is not None:
-                self.kv.unpublish(pin, read=True)
+                self.kv.unpublish(pin, read=True, num_bytes=num_bytes)
         for pin in self.scheduler.expire_pins(time.monotonic()):
             logger.info("KV blocks of %s expired unread after %.0f s", pin.request_id, self.scheduler.pins.expiry_s)
             self.kv.unpublish(pin, read=False)

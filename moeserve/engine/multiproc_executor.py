@@ -25,7 +25,7 @@ import time
 
 from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
-from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult
+from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult, merge_pull_results
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
@@ -75,6 +75,7 @@ class MultiprocExecutor:
             import torch.distributed as dist
 
             dist.barrier(group=self.groups.plan_group)
+            self._kv_layouts = self._gather_kv_layouts()
         except Exception:
             if store_socket is not None and store_socket.fileno() >= 0:
                 store_socket.close()
@@ -87,6 +88,18 @@ class MultiprocExecutor:
         self.vocab_size = runner.hf_config.vocab_size
         if self._procs:
             threading.Thread(target=self._watch_children, daemon=True, name="rank-watchdog").start()
+
+    def _gather_kv_layouts(self) -> list[dict]:
+        """Every rank's NIXL CacheLayout (JSON, rank order), gathered once after the barrier (every rank
+        has built its agent by then); rank_worker.run_rank sends its own at the same point."""
+        if self.worker.kv_agent is None:
+            return []
+        payloads = gather_bytes(json.dumps(self.worker.kv_agent.layout()).encode(), self.groups.result_group)
+        return [json.loads(p) for p in payloads]
+
+    def kv_layouts(self) -> list[dict]:
+        assert self._kv_layouts, "kv_layouts without --kv-transfer"
+        return self._kv_layouts
 
     @staticmethod
     def _spawn(config: EngineConfig, env: RankEnv, rank: int) -> subprocess.Popen:
@@ -191,7 +204,8 @@ class MultiprocExecutor:
         try:
             broadcast_bytes(encode_plan(plan), self.groups.plan_group)
             own = self.worker.execute(plan)
-            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs), self.groups.result_group)
+            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls),
+                                    self.groups.result_group)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 log.exception("step %d failed on rank 0", plan.step)
@@ -207,10 +221,13 @@ class MultiprocExecutor:
                 raise EngineDeadError(self.dead) from exc
             raise
         merged = StepResult(step=plan.step)
+        pulls = []
         for payload in payloads:
             part = decode_result(payload)
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)
+            pulls.append(part.kv_pulls)
+        merged.kv_pulls = merge_pull_results(pulls)
         return merged
 
     def shutdown(self) -> None:

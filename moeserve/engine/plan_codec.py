@@ -5,6 +5,8 @@ import msgpack
 
 from moeserve.core.step_plan import (
     GroupBatch,
+    KvPull,
+    KvPullDone,
     NewRequest,
     PromptLogprobs,
     SampledToken,
@@ -15,6 +17,9 @@ from moeserve.core.step_plan import (
 from moeserve.sampling_params import SamplingParams, params_to_plain
 
 _SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets")
+_PULL_FIELDS = ("request_id", "group", "engine_id", "remote_request_id", "host", "port", "remote_block_ids",
+                "local_block_ids", "remote_group")
+_DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error")
 
 
 def encode_plan(plan: StepPlan | None) -> bytes:
@@ -29,6 +34,7 @@ def encode_plan(plan: StepPlan | None) -> bytes:
             "finished": plan.finished_request_ids,
             "rebalance": plan.rebalance,
             "collect": plan.collect_routing,
+            "pulls": [[getattr(p, f) for f in _PULL_FIELDS] for p in plan.kv_pulls],
         }
     )
 
@@ -44,16 +50,19 @@ def decode_plan(data: bytes) -> StepPlan | None:
         finished_request_ids=raw["finished"],
         rebalance=raw.get("rebalance"),
         collect_routing=raw.get("collect", False),
+        kv_pulls=[KvPull(*p) for p in raw.get("pulls", ())],
     )
 
 
-def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogprobs] | None = None) -> bytes:
-    """One rank's share of a StepResult: its sampled tokens and its prompt logprobs. A failing rank
-    sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
+def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogprobs] | None = None,
+                   kv_pulls: list[KvPullDone] | None = None) -> bytes:
+    """One rank's share of a StepResult: its sampled tokens, its prompt logprobs and how its KV reads
+    went. A failing rank sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
     return msgpack.packb(
         {
             "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
             "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
+            "pulls": [[getattr(d, f) for f in _DONE_FIELDS] for d in kv_pulls or ()],
         }
     )
 
@@ -69,4 +78,5 @@ def decode_result(data: bytes) -> StepResult:
         PromptLogprobs(rid, start, [(lp, [tuple(x) for x in top]) for lp, top in entries])
         for rid, start, entries in raw.get("prompt", ())
     ]
-    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt)
+    pulls = [KvPullDone(*d) for d in raw.get("pulls", ())]
+    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt, kv_pulls=pulls)

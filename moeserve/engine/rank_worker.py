@@ -54,6 +54,8 @@ def run_rank(config: EngineConfig) -> int:
 
     worker = Worker(config, groups.ctx, group=groups.group)
     dist.barrier(group=groups.plan_group)  # every rank has loaded its weights
+    if worker.kv_agent is not None:  # rank 0 serves every rank's layout on its KV side channel
+        gather_bytes(json.dumps(worker.kv_agent.layout()).encode(), groups.result_group)
     freeze_startup_objects()  # a full collection must not walk the model's objects mid-step (a stall every rank waits on)
     while True:
         plan = decode_plan(broadcast_bytes(None, groups.plan_group))
@@ -68,7 +70,7 @@ def run_rank(config: EngineConfig) -> int:
             log.exception("rank %d failed in step %d; exiting", env.rank, plan.step)
             logging.shutdown()
             os._exit(1)  # no interpreter teardown: a gloo group torn down mid-step may block
-        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs), groups.result_group)
+        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls), groups.result_group)
     dist.destroy_process_group()
     return 0
 

@@ -27,9 +27,11 @@ class Worker:
         self.sampler = Sampler(seed=group_seed(config.seed, group)) if ctx.tp_rank == 0 else None
         self.kv_agent = None  # prefill/decode split: this rank's cache registered with NIXL
         if config.kv_transfer.enabled:
+            from moeserve.kv_transfer.head_slices import HeadRange
             from moeserve.kv_transfer.rank_agent import RankKvAgent
 
-            self.kv_agent = RankKvAgent(self.runner.kv_caches, self.runner.block_size)
+            heads = HeadRange(*self.runner.model.kv_cache_heads())
+            self.kv_agent = RankKvAgent(self.runner.kv_caches, self.runner.block_size, heads, group, ctx.tp_rank)
 
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
@@ -48,14 +50,14 @@ class Worker:
             pulled = self.kv_agent.run([p for p in plan.kv_pulls if p.group == self.group])
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
-            return StepResult(plan.step)
+            return StepResult(plan.step, kv_pulls=pulled)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         top_n = self.sampler.prompt_top_n if self.sampler is not None else None
         logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n)
         if plan.collect_routing:
             self.placement.collect()
-        if self.sampler is None:
-            return StepResult(plan.step)
+        if self.sampler is None:  # every rank reports its own reads: the executor merges them
+            return StepResult(plan.step, kv_pulls=pulled)
         request_ids = [s.request_id for s in batch.seqs if s.sample]
         sampled = self.sampler.sample(logits, request_ids) if request_ids else []
         return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs, kv_pulls=pulled)

@@ -34,7 +34,7 @@ class KvConnector:
             layout = {"tp_size": tp_size, "block_size": block_size, "ranks": rank_layouts}
             self.side_channel = SideChannel(cfg.side_channel_host, cfg.side_channel_port, self.engine_id, layout)
             log.info("KV side channel of engine %s on %s:%d", self.engine_id, self.side_channel.host, self.side_channel.port)
-        self._outbox: queue.SimpleQueue[tuple[str, int, str, str] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[str, int, str, str, int] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send_releases, name="kv-release", daemon=True)
         self._sender.start()
         self.bytes_pulled = 0
@@ -44,36 +44,41 @@ class KvConnector:
         self.pull_failures = 0
         self._latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
-        self._block_bytes = sum(rank_layouts[0]["block_bytes"]) if rank_layouts else 0
+        self._group_block_bytes = group_block_bytes(rank_layouts)
 
     # ---- prefill side ---------------------------------------------------------------------------
     def answer(self, pin: Pin) -> dict[str, Any]:
         """Publish `pin` on the side channel and return the kv_transfer_params naming it."""
         assert self.side_channel is not None
-        self.side_channel.publish(pin.request_id, pin.block_ids, pin.prompt_digest)
+        self.side_channel.publish(pin.request_id, pin.block_ids, pin.prompt_digest, pin.group)
         return prefill_answer(self.engine_id, pin.request_id, pin.block_ids, self.side_channel.host,
-                              self.side_channel.port, self.tp_size)
+                              self.side_channel.port, self.tp_size, pin.group)
 
-    def released(self) -> list[str]:
-        """Request ids decoders released since the last call."""
+    def released(self) -> list[tuple[str, int | None]]:
+        """(request id, bytes its decoder read or None) of each pin decoders released since the last call."""
         return self.side_channel.drain_releases() if self.side_channel is not None else []
 
-    def unpublish(self, pin: Pin, read: bool) -> None:
-        """`pin` is gone (read by its decoder, or expired): the side channel stops naming it."""
+    def unpublish(self, pin: Pin, read: bool, num_bytes: int | None = None) -> None:
+        """`pin` is gone (read by its decoder, or expired): the side channel stops naming it. num_bytes:
+        what the decoder's ranks read, as its release says (a decoder that did not say: every head of
+        each block once)."""
         if self.side_channel is not None:
             self.side_channel.unpublish(pin.request_id)
         if read:
             self.blocks_served += len(pin.block_ids)
-            self.bytes_served += len(pin.block_ids) * self._block_bytes
+            if num_bytes is None:
+                num_bytes = len(pin.block_ids) * self._group_block_bytes.get(pin.group, 0)
+            self.bytes_served += num_bytes
 
     # ---- decode side ----------------------------------------------------------------------------
     def on_pulls(self, pulls: list[KvPull], done: list[KvPullDone]) -> None:
         """After a step ran `pulls`: count them and release the prefill engines' pins (a failed read
         too: the blocks are of no use to anyone once this request has failed)."""
-        by_id = {d.request_id: d for d in done}
+        by_id = {d.request_id: d for d in done}  # merged over the group's ranks (step_plan.merge_pull_results)
         for pull in pulls:
             d = by_id.get(pull.request_id)
-            if d is not None and d.error is None:
+            ok = d is not None and d.error is None
+            if ok:
                 self.bytes_pulled += d.num_bytes
                 self.blocks_pulled += len(pull.remote_block_ids)
                 if pull.remote_block_ids:
@@ -81,16 +86,16 @@ class KvConnector:
                     self._latency_sum += d.seconds
             else:
                 self.pull_failures += 1
-            self._outbox.put((pull.host, pull.port, pull.remote_request_id, pull.engine_id))
+            self._outbox.put((pull.host, pull.port, pull.remote_request_id, pull.engine_id, d.num_bytes if ok else 0))
 
     def give_up(self, remote: RemotePrefill) -> None:
         """A decode request ended before it read its blocks (aborted while waiting): release them."""
-        self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id))
+        self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id, 0))
 
     def _send_releases(self) -> None:
         while (item := self._outbox.get()) is not None:
-            host, port, request_id, engine_id = item
-            if not post_release(host, port, request_id, engine_id, RELEASE_TIMEOUT_S):
+            host, port, request_id, engine_id, num_bytes = item
+            if not post_release(host, port, request_id, engine_id, RELEASE_TIMEOUT_S, num_bytes):
                 log.info("release of %s at %s:%d not acknowledged; it frees at its expiry", request_id, host, port)
 
     # ---- stats ----------------------------------------------------------------------------------
@@ -114,3 +119,13 @@ class KvConnector:
         self._sender.join(timeout=RELEASE_TIMEOUT_S + 1)
         if self.side_channel is not None:
             self.side_channel.close()
+
+
+def group_block_bytes(rank_layouts: list[dict]) -> dict[int, int]:
+    """Per attention group, the bytes of one block over its distinct KV heads (a head several ranks
+    replicate, or MLA's latent, counted once): what a decoder reads of a block at the least."""
+    seen: dict[int, dict[int, int]] = {}
+    for r in rank_layouts:
+        heads = seen.setdefault(int(r.get("group", 0)), {})
+        heads.setdefault(int(r.get("head_start", 0)), sum(r["block_bytes"]))
+    return {g: sum(h.values()) for g, h in seen.items()}

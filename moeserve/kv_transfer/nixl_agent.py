@@ -3,10 +3,8 @@
 Mechanism only. `KvAgent` knows tensors, byte ranges and remote agents; it never knows requests,
 never decides which blocks to read and never frees a block (the scheduler does, core/kv_pins.py).
 
-A cache is described to a peer as plain JSON (`CacheLayout`): per cache tensor its base address and
-the bytes of one block. Block b of tensor t starts at base[t] + b * block_bytes[t] on both sides
-(a KV tensor is [num_blocks, block_size, ...], so one block is one contiguous range), which is what
-makes a one-sided READ of named blocks possible without the owner's help.
+A cache is described to a peer as plain JSON (cache_layout.CacheLayout); which byte ranges a read
+moves is cache_layout.pull_rows; this module only registers memory and moves the rows it is given.
 
 NIXL 1.5 ships as `nixl-cu12` (module `nixl_cu12`, UCX bundled) and `nixl` (module `nixl`, a wrapper
 that also pulls the CUDA 13 build); either import works.
@@ -16,10 +14,12 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch
+from moeserve.kv_transfer.head_slices import HeadRange
 
 MISSING = "--kv-transfer nixl needs NIXL: pip install 'moeserve[pd]' (nixl-cu12 1.5, UCX bundled)"
 
@@ -36,97 +36,75 @@ def import_nixl():
     return nixl_agent, nixl_agent_config
 
 
-@dataclass(frozen=True)
-class CacheLayout:
-    """What a peer needs to read this rank's blocks: plain data, sent as JSON.
-
-    base_addrs[t], block_bytes[t]: cache tensor t (layers x their K/V or latent tensors, in model
-    order); num_blocks and block_size as the engine's pool; agent_metadata: NIXL's blob (base64)."""
-
-    agent_name: str
-    agent_metadata: str
-    base_addrs: list[int]
-    block_bytes: list[int]
-    num_blocks: int
-    block_size: int
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CacheLayout":
-        return cls(
-            agent_name=str(data["agent_name"]),
-            agent_metadata=str(data["agent_metadata"]),
-            base_addrs=[int(a) for a in data["base_addrs"]],
-            block_bytes=[int(b) for b in data["block_bytes"]],
-            num_blocks=int(data["num_blocks"]),
-            block_size=int(data["block_size"]),
-        )
-
-
 class TransferError(RuntimeError):
     """A READ failed or timed out (the owner died, or its blocks are gone)."""
 
 
-def block_descs(base_addrs: list[int], block_bytes: list[int], block_ids: list[int]) -> np.ndarray:
-    """[T * B, 3] int64 rows (address, bytes, device 0): every cache tensor's range of each block,
-    tensor-major, so a local and a remote list of the same tensors pair up row by row."""
-    ids = np.asarray(block_ids, dtype=np.int64)
-    rows = [np.stack([base + ids * size, np.full_like(ids, size), np.zeros_like(ids)], axis=1)
-            for base, size in zip(base_addrs, block_bytes)]
-    return np.concatenate(rows) if rows else np.zeros((0, 3), dtype=np.int64)
-
-
 class KvAgent:
-    """One NIXL agent per rank over its KV cache tensors (each [num_blocks, ...], contiguous, CPU).
+    """One NIXL agent per rank over its KV cache tensors (each [num_blocks, block_size, ...],
+    contiguous, CPU), every rank of a multi-rank engine its own.
 
-    Mutates: the local cache tensors, only through `read` into the blocks it is given."""
+    Mutates: the local cache tensors, only through `read` into the ranges it is given."""
 
-    def __init__(self, caches: list[torch.Tensor], block_size: int, name: str | None = None):
+    def __init__(self, caches: list[torch.Tensor], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
+                 group: int = 0, tp_rank: int = 0, name: str | None = None):
         nixl_agent, nixl_agent_config = import_nixl()
         assert caches and all(t.is_contiguous() for t in caches)
         self.name = name or f"moeserve-{uuid.uuid4().hex[:12]}"
         self.agent = nixl_agent(self.name, nixl_agent_config(backends=["UCX"]))
         self.caches = caches
         self._reg = self.agent.register_memory(caches)
-        self.num_blocks = caches[0].shape[0]
         self.layout = CacheLayout(
             agent_name=self.name,
             agent_metadata=base64.b64encode(self.agent.get_agent_metadata()).decode(),
             base_addrs=[t.data_ptr() for t in caches],
-            block_bytes=[t[0].numel() * t.element_size() for t in caches],
-            num_blocks=self.num_blocks,
+            head_bytes=[t[0, 0].numel() * t.element_size() // heads.count for t in caches],
+            num_blocks=caches[0].shape[0],
             block_size=block_size,
+            dtype=str(caches[0].dtype).removeprefix("torch."),
+            group=group,
+            tp_rank=tp_rank,
+            head_start=heads.start,
+            num_heads=heads.count,
+            total_heads=heads.total,
         )
-        self._peers: dict[str, CacheLayout] = {}  # agent name -> its layout
+        self._peers: set[str] = set()  # agent names whose metadata NIXL holds
+        self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)
+        self._staging_reg = None
 
     def add_peer(self, layout: CacheLayout) -> None:
-        """Load a remote agent's metadata once (the handshake); later reads name it."""
+        """Load a remote agent's metadata once (the handshake with that rank); later reads name it."""
         if layout.agent_name in self._peers:
             return
-        if layout.block_bytes != self.layout.block_bytes:
-            raise TransferError(
-                f"the remote KV cache's blocks ({layout.block_bytes} bytes per tensor) differ from ours "
-                f"({self.layout.block_bytes}): prefill and decode must serve the same model with the same "
-                f"--block-size, --dtype and --tp")
+        try:
+            self.layout.check_pairs_with(layout)
+        except LayoutMismatch as e:
+            raise TransferError(str(e)) from None
         self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
-        self._peers[layout.agent_name] = layout
+        self._peers.add(layout.agent_name)
+
+    def staging(self, nbytes: int) -> torch.Tensor:
+        """A registered uint8 buffer of at least nbytes (grown, never shrunk; its contents are the
+        caller's until the next call)."""
+        if self._staging is None or self._staging.numel() < nbytes:
+            if self._staging_reg is not None:
+                self.agent.deregister_memory(self._staging_reg)
+                self._staging_reg = None
+            self._staging = torch.empty(nbytes, dtype=torch.uint8)
+            self._staging_reg = self.agent.register_memory([self._staging])
+        return self._staging
 
     def has_peer(self, agent_name: str) -> bool:
         return agent_name in self._peers
 
-    def read(self, agent_name: str, remote_ids: list[int], local_ids: list[int], timeout_s: float) -> int:
-        """One-sided READ of the peer's blocks `remote_ids` into our blocks `local_ids` (same length),
-        every cache tensor; blocks until done. Returns the bytes read; raises TransferError."""
-        assert len(remote_ids) == len(local_ids)
-        if not remote_ids:
+    def read(self, agent_name: str, local_rows: np.ndarray, remote_rows: np.ndarray, timeout_s: float) -> int:
+        """One-sided READ of the peer's byte ranges `remote_rows` into ours `local_rows` (each [N, 2]
+        int64 (address, bytes), paired row by row); blocks until done. Returns the bytes read; raises
+        TransferError."""
+        assert local_rows.shape == remote_rows.shape and agent_name in self._peers
+        if not len(local_rows):
             return 0
-        peer = self._peers[agent_name]
-        if max(remote_ids) >= peer.num_blocks or min(remote_ids) < 0:
-            raise TransferError(f"remote block ids out of range [0, {peer.num_blocks})")
-        local = block_descs(self.layout.base_addrs, self.layout.block_bytes, local_ids)
-        remote = block_descs(peer.base_addrs, peer.block_bytes, remote_ids)
+        local, remote = _descs(local_rows), _descs(remote_rows)
         try:
             handle = self.agent.initialize_xfer(
                 "READ", self.agent.get_xfer_descs(local, "DRAM"), self.agent.get_xfer_descs(remote, "DRAM"), agent_name)
@@ -151,10 +129,11 @@ class KvAgent:
                 self.agent.release_xfer_handle(handle)
             except Exception:
                 pass  # a handle of a failed transfer may refuse release; nothing more to do
-        return int(local[:, 1].sum())
+        return int(local_rows[:, 1].sum())
 
     def remove_peer(self, agent_name: str) -> None:
-        if self._peers.pop(agent_name, None) is not None:
+        if agent_name in self._peers:
+            self._peers.discard(agent_name)
             try:
                 self.agent.remove_remote_agent(agent_name)
             except Exception:
@@ -167,3 +146,11 @@ class KvAgent:
         if self._reg is not None:
             self.agent.deregister_memory(self._reg)
             self._reg = None
+        if self._staging_reg is not None:
+            self.agent.deregister_memory(self._staging_reg)
+            self._staging_reg = None
+
+
+def _descs(rows: np.ndarray) -> np.ndarray:
+    """[N, 2] (address, bytes) -> NIXL's [N, 3] (address, bytes, device 0)."""
+    return np.concatenate([rows, np.zeros((len(rows), 1), dtype=np.int64)], axis=1)

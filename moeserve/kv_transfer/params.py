@@ -6,7 +6,12 @@ Request to a prefill server (from the router):
 The prefill server's answer, passed unchanged by the router to the decode server:
     {"do_remote_prefill": true, "do_remote_decode": false, "remote_engine_id": <prefill engine>,
      "remote_block_ids": [int, ...], "remote_request_id": <its request id>, "remote_host": <side
-     channel host>, "remote_port": <side channel port>, "tp_size": <prefill tp>}
+     channel host>, "remote_port": <side channel port>, "tp_size": <prefill tp>,
+     "remote_group": <the prefill attention group whose KV pool holds the blocks>}
+`remote_group` is moeserve's own field (vLLM runs one engine per data-parallel rank, each with its own
+engine id and side channel; moeserve's --ep engine has several attention groups behind one): absent,
+as from a vLLM prefill server, it means group 0. `tp_size` is informative only: the decoder reads the
+prefill ranks' head ranges from the side channel's /layout.
 Pure: parsing and checking only; a malformed field is a RequestError naming it (a 400).
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ class RemotePrefill:
     host: str
     port: int
     tp_size: int = 1
+    group: int = 0  # the prefill engine's attention group holding the blocks
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,11 @@ def parse(raw: Any) -> KvTransfer | None:
     port = _field(raw, "remote_port", int, True)
     if not 0 < port < 65536:
         raise _bad(f"remote_port must be in [1, 65535], got {port}")
-    tp_size = _field(raw, "tp_size", int, False) or 1
+    tp_size = _field(raw, "tp_size", int, False)
+    tp_size = 1 if tp_size is None else tp_size
+    group = _field(raw, "remote_group", int, False) or 0  # absent (a vLLM prefill server): group 0
+    if tp_size < 1 or group < 0:
+        raise _bad(f"tp_size must be >= 1 and remote_group >= 0, got {tp_size} and {group}")
     remote = RemotePrefill(
         engine_id=_field(raw, "remote_engine_id", str, True),
         request_id=_field(raw, "remote_request_id", str, True),
@@ -91,11 +101,13 @@ def parse(raw: Any) -> KvTransfer | None:
         host=_field(raw, "remote_host", str, True),
         port=port,
         tp_size=tp_size,
+        group=group,
     )
     return KvTransfer(remote_prefill=remote)
 
 
-def prefill_answer(engine_id: str, request_id: str, block_ids: list[int], host: str, port: int, tp_size: int) -> dict:
+def prefill_answer(engine_id: str, request_id: str, block_ids: list[int], host: str, port: int, tp_size: int,
+                   group: int = 0) -> dict:
     """The `kv_transfer_params` a prefill engine answers with (the router hands it to the decoder)."""
     return {
         "do_remote_prefill": True,
@@ -106,6 +118,7 @@ def prefill_answer(engine_id: str, request_id: str, block_ids: list[int], host: 
         "remote_host": host,
         "remote_port": port,
         "tp_size": tp_size,
+        "remote_group": group,
     }
 
 
@@ -116,7 +129,7 @@ def to_plain(kv: KvTransfer | None) -> dict | None:
     if kv.remote_prefill is None:
         return {"do_remote_decode": True}
     r = kv.remote_prefill
-    return prefill_answer(r.engine_id, r.request_id, r.block_ids, r.host, r.port, r.tp_size)
+    return prefill_answer(r.engine_id, r.request_id, r.block_ids, r.host, r.port, r.tp_size, r.group)
 
 
 def prompt_digest(prompt_token_ids: list[int]) -> str:

@@ -1,9 +1,15 @@
-"""A rank's part of the prefill/decode split: its KV cache registered with NIXL, and the step's
-KvPulls run before the forward (engine/worker.py calls `run`).
+"""A rank's part of the prefill/decode split: its KV cache registered with NIXL (its own agent), and
+the step's KvPulls of its attention group run before the forward (engine/worker.py calls `run`).
 
-One handshake per prefill engine (GET /layout on its side channel, then NIXL's add_remote_agent),
-cached by (host, port) and checked against the engine id each pull names: a restarted prefill
-engine has a new id, so old parameters fail instead of reading someone else's blocks.
+Every rank of the decode group reads, for each block, the KV heads it holds, from whichever ranks of
+the prefill group named in the pull hold them: in place when a source holds the same heads
+(cache_layout.pull_rows), else its whole blocks through a staging buffer (staging.py); the executor merges
+the ranks' outcomes on rank 0 (step_plan.merge_pull_results), so one failed rank fails the request.
+
+One /layout per prefill engine (every rank's CacheLayout), cached by (host, port) and checked against
+the engine id each pull names: a restarted prefill engine has a new id, so old parameters fail
+instead of reading someone else's blocks. NIXL's add_remote_agent runs once per (engine, rank) this
+rank reads from.
 """
 from __future__ import annotations
 
@@ -14,41 +20,90 @@ from urllib.parse import quote
 import torch
 
 from moeserve.core.step_plan import KvPull, KvPullDone
-from moeserve.kv_transfer.nixl_agent import CacheLayout, KvAgent, TransferError
+from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
+from moeserve.kv_transfer.head_slices import HeadRange
+from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
 from moeserve.kv_transfer.side_channel import PeerError, get_json
+from moeserve.kv_transfer.staging import (
+    SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
+)
 
 log = logging.getLogger("moeserve.kv_transfer")
 
 HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
-READ_TIMEOUT_S = 10.0  # a read this slow means the prefill engine died mid-transfer
+READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
+STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
+
+
+class PinGone(TransferError):
+    """The pull's pin was withdrawn (expired) before or during the read: this pull fails, not its peer."""
 
 
 class RankKvAgent:
-    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int):
-        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]."""
-        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size)
-        self._peers: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (engine id, agent name)
+    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
+                 group: int = 0, tp_rank: int = 0):
+        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]; heads: the
+        KV heads they hold; group, tp_rank: this rank's attention group and place in it."""
+        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank)
+        self._engines: dict[tuple[str, int], tuple[str, list[CacheLayout]]] = {}  # (host, port) -> (engine id, ranks)
 
     def layout(self) -> dict:
         return self.agent.layout.to_json()
 
     def run(self, pulls: list[KvPull]) -> list[KvPullDone]:
-        return [self._pull(p) for p in pulls]
+        """The step's pulls, in order. A prefill engine that failed one pull fails the step's later
+        pulls from it at once, so a dead or stuck peer costs the step one set of timeouts, not one
+        per request (the step timeout would otherwise end the whole world)."""
+        down: dict[tuple[str, int], str] = {}
+        out = []
+        for pull in pulls:
+            error = down.get((pull.host, pull.port))
+            if error is not None:
+                out.append(KvPullDone(pull.request_id, error=error))
+                continue
+            done, peer_down = self._pull(pull)
+            if peer_down:
+                down[(pull.host, pull.port)] = done.error
+            out.append(done)
+        return out
 
-    def _pull(self, pull: KvPull) -> KvPullDone:
+    def _pull(self, pull: KvPull) -> tuple[KvPullDone, bool]:
+        """How the pull went, and whether its prefill engine failed (not answering, or a read failing:
+        True) rather than this pull alone (its pin gone, its block ids out of range: False)."""
         if not pull.remote_block_ids:
-            return KvPullDone(pull.request_id)  # our prefix cache held every block
+            return KvPullDone(pull.request_id), False  # our prefix cache held every block
+        deadline = time.monotonic() + READ_TIMEOUT_S  # one for all of the pull's reads
         try:
-            agent_name = self._handshake(pull)
+            sources = group_ranks(self._handshake(pull), pull.remote_group)
+            plan = plan_sources(self.agent.layout, sources, pull.remote_block_ids)
+            for reads in plan:
+                self.agent.add_peer(reads.src)
             started = time.perf_counter()
-            nbytes = self.agent.read(agent_name, pull.remote_block_ids, pull.local_block_ids, READ_TIMEOUT_S)
-            seconds = time.perf_counter() - started  # the read alone: /metrics' transfer latency
+            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids, deadline) for reads in plan)
+            seconds = time.perf_counter() - started  # the reads alone: /metrics' transfer latency
             self._check_still_pinned(pull)
-        except (PeerError, TransferError) as e:
+        except (PeerError, TransferError, LayoutMismatch) as e:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
-            return KvPullDone(pull.request_id, error=str(e))
-        return KvPullDone(pull.request_id, nbytes, seconds)
+            peer_down = isinstance(e, (PeerError, TransferError)) and not isinstance(e, PinGone)
+            return KvPullDone(pull.request_id, error=str(e)), peer_down
+        return KvPullDone(pull.request_id, nbytes, seconds), False
+
+    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int], deadline: float) -> int:
+        """Read heads reads.runs of remote_ids from one source rank into local_ids by `deadline`
+        (time.monotonic()); the bytes moved."""
+        mine, src = self.agent.layout, reads.src
+        if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
+            ((lo, re),) = pull_rows(mine, [src], local_ids, remote_ids).values()
+            return self.agent.read(src.agent_name, lo, re, _left(deadline))
+        nbytes = 0
+        per_block = staged_block_bytes(src)
+        for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
+            staging = self.agent.staging(len(remote) * per_block)
+            lo, re = staged_rows(src, staging.data_ptr(), remote)
+            nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
+            scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
+        return nbytes
 
     @staticmethod
     def _check_still_pinned(pull: KvPull) -> None:
@@ -60,29 +115,39 @@ class RankKvAgent:
                                 HANDSHAKE_TIMEOUT_S)
         pinned = body.get("block_ids") if status == 200 and body.get("engine_id") == pull.engine_id else None
         if not isinstance(pinned, list) or not set(pull.remote_block_ids) <= set(pinned):
-            raise TransferError(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
+            raise PinGone(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
                                 f"(expired while this request waited): its KV was not used")
 
-    def _handshake(self, pull: KvPull) -> str:
+    def _handshake(self, pull: KvPull) -> list[CacheLayout]:
+        """Every rank's layout of the prefill engine the pull names (GET /layout once per engine)."""
         key = (pull.host, pull.port)
-        known = self._peers.get(key)
+        known = self._engines.get(key)
         if known is None or known[0] != pull.engine_id:
             self._forget(*key)
             status, body = get_json(pull.host, pull.port, "/layout", HANDSHAKE_TIMEOUT_S)
-            if status != 200 or "ranks" not in body:
+            if status != 200 or not isinstance(body.get("ranks"), list):
                 raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
             if body.get("engine_id") != pull.engine_id:
                 raise PeerError(f"the prefill server at {pull.host}:{pull.port} is engine {body.get('engine_id')!r}, "
                                 f"not {pull.engine_id!r} (it restarted): its old blocks are gone")
-            layout = CacheLayout.from_json(body["ranks"][0])
-            self.agent.add_peer(layout)
-            self._peers[key] = (pull.engine_id, layout.agent_name)
-        return self._peers[key][1]
+            try:
+                ranks = [CacheLayout.from_json(r) for r in body["ranks"]]
+            except (KeyError, TypeError, ValueError) as e:
+                raise PeerError(f"the side channel at {pull.host}:{pull.port} sent a layout this version cannot "
+                                f"read ({type(e).__name__}: {e})") from None
+            self._engines[key] = (pull.engine_id, ranks)
+        return self._engines[key][1]
 
     def _forget(self, host: str, port: int) -> None:
-        known = self._peers.pop((host, port), None)
+        known = self._engines.pop((host, port), None)
         if known is not None:
-            self.agent.remove_peer(known[1])
+            for rank in known[1]:
+                self.agent.remove_peer(rank.agent_name)
 
     def close(self) -> None:
         self.agent.close()
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline`; a read past it times out at once."""
+    return max(0.001, deadline - time.monotonic())

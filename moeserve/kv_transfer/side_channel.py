@@ -1,8 +1,10 @@
 """The side channel of a prefill engine: a small HTTP server speaking JSON only (never pickle).
 
-    GET  /layout          -> {"engine_id", "tp_size", "block_size", "ranks": [CacheLayout JSON]}
-    GET  /pins/<id>       -> {"engine_id", "block_ids", "prompt_digest"}, or 404: not (or no longer) pinned
-    POST /release {"request_id", "engine_id"} -> {"released": bool}
+    GET  /layout          -> {"engine_id", "tp_size", "block_size", "ranks": [CacheLayout JSON, every rank]}
+    GET  /pins/<id>       -> {"engine_id", "block_ids", "prompt_digest", "group"}, or 404: not (or no longer) pinned
+    POST /release {"request_id", "engine_id", "num_bytes"?} -> {"released": bool}
+
+num_bytes: what the decoder's ranks read of the pin, together (the prefill side's transfer counters).
 
 A decoder fetches /layout once per prefill engine (the NIXL handshake), asks /pins before it takes a
 request (stale parameters are a 400 there, not garbage KV later), and posts /release once it has
@@ -33,17 +35,17 @@ class SideChannel:
         self.layout = dict(layout, engine_id=engine_id)
         self._lock = threading.Lock()
         self._pins: dict[str, dict[str, Any]] = {}
-        self._released: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._released: queue.SimpleQueue[tuple[str, int | None]] = queue.SimpleQueue()
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._server.daemon_threads = True
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, name="kv-side-channel", daemon=True)
         self._thread.start()
 
-    def publish(self, request_id: str, block_ids: list[int], prompt_digest: str) -> None:
+    def publish(self, request_id: str, block_ids: list[int], prompt_digest: str, group: int = 0) -> None:
         with self._lock:
             self._pins[request_id] = {"engine_id": self.engine_id, "block_ids": list(block_ids),
-                                      "prompt_digest": prompt_digest}
+                                      "prompt_digest": prompt_digest, "group": group}
 
     def unpublish(self, request_id: str) -> None:
         with self._lock:
@@ -53,13 +55,14 @@ class SideChannel:
         with self._lock:
             return self._pins.get(request_id)
 
-    def release(self, request_id: str) -> bool:
+    def release(self, request_id: str, num_bytes: int | None = None) -> bool:
         known = self.pin(request_id) is not None
         if known:
-            self._released.put(request_id)
+            self._released.put((request_id, num_bytes))
         return known
 
-    def drain_releases(self) -> list[str]:
+    def drain_releases(self) -> list[tuple[str, int | None]]:
+        """(request id, bytes its decoder says it read, or None) of each release since the last call."""
         out = []
         while True:
             try:
@@ -101,12 +104,16 @@ def _handler(channel: SideChannel) -> type[BaseHTTPRequestHandler]:
                 return self._reply(400, {"error": "a JSON body of at most 64 KiB is required"})
             try:
                 body = json.loads(self.rfile.read(length))
-                request_id, engine_id = body["request_id"], body.get("engine_id")
-            except (ValueError, KeyError, TypeError):
-                return self._reply(400, {"error": "body must be {\"request_id\": str, \"engine_id\": str}"})
+                request_id, engine_id, num_bytes = body["request_id"], body.get("engine_id"), body.get("num_bytes")
+                if num_bytes is not None and (isinstance(num_bytes, bool) or not isinstance(num_bytes, int)
+                                              or num_bytes < 0):
+                    raise ValueError(num_bytes)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return self._reply(400, {"error": "body must be {\"request_id\": str, \"engine_id\": str, "
+                                                  "\"num_bytes\": int (optional)}"})
             if engine_id not in (None, channel.engine_id) or not isinstance(request_id, str):
                 return self._reply(200, {"released": False})
-            self._reply(200, {"released": channel.release(request_id)})
+            self._reply(200, {"released": channel.release(request_id, num_bytes)})
 
     return Handler
 
@@ -130,8 +137,12 @@ def get_json(host: str, port: int, path: str, timeout_s: float) -> tuple[int, di
         raise PeerError(f"the prefill server's side channel at {_netloc(host, port)} did not answer: {e}") from None
 
 
-def post_release(host: str, port: int, request_id: str, engine_id: str, timeout_s: float) -> bool:
-    data = json.dumps({"request_id": request_id, "engine_id": engine_id}).encode()
+def post_release(host: str, port: int, request_id: str, engine_id: str, timeout_s: float,
+                 num_bytes: int | None = None) -> bool:
+    body = {"request_id": request_id, "engine_id": engine_id}
+    if num_bytes is not None:
+        body["num_bytes"] = num_bytes
+    data = json.dumps(body).encode()
     req = urllib.request.Request(f"http://{_netloc(host, port)}/release", data=data,
                                  headers={"Content-Type": "application/json"}, method="POST")
     try:

@@ -110,6 +110,9 @@ class MoEDecoderModel(nn.Module):
     def kv_cache_shape(self, num_blocks: int, block_size: int) -> list[tuple[int, ...]]:
         return self.layers[0].self_attn.kv_cache_shape(num_blocks, block_size)
 
+    def kv_cache_heads(self) -> tuple[int, int, int]:
+        return self.layers[0].self_attn.kv_cache_heads()
+
     def forward(
         self, meta: AttentionMetadata, kv_caches: list[list[torch.Tensor]], max_tokens: int | None = None
     ) -> torch.Tensor:

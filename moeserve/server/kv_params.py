@@ -67,6 +67,8 @@ async def _check_pin(remote: kv.RemotePrefill, prompt: list[int]) -> None:
         raise unavailable(f"the prefill server's KV side channel answered {resp.status_code}")
     if body.get("engine_id") != remote.engine_id:
         raise _stale(f"remote_engine_id {remote.engine_id!r} is not the engine at {remote.host}:{remote.port}")
+    if body.get("group", 0) != remote.group:
+        raise _stale(f"remote_group {remote.group} is not the attention group holding the blocks ({body.get('group')})")
     if body.get("block_ids") != remote.block_ids:
         raise _stale("remote_block_ids are not the blocks the prefill server holds for this request")
     if body.get("prompt_digest") != kv.prompt_digest(prompt):

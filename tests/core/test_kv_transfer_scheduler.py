@@ -8,7 +8,7 @@ import pytest
 from core_fakes import FakeEngine, make_request, make_scheduler
 
 from moeserve.core.kv_pins import KvPins
-from moeserve.core.step_plan import KvPullDone, SampledToken, StepResult
+from moeserve.core.step_plan import KvPullDone, SampledToken, StepResult, merge_pull_results
 from moeserve.errors import RequestError
 from moeserve.kv_transfer.params import RemotePrefill, prompt_digest
 
@@ -18,26 +18,28 @@ BS = 4
 class PullingEngine(FakeEngine):
     """A decode FakeEngine whose steps run their KvPulls from `source` (a prefill FakeEngine) first."""
 
-    def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False):
+    def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False, ranks: int = 1):
         super().__init__(scheduler)
         self.source, self.fail, self.pulls = source, fail, []
+        self.ranks = ranks  # with fail: only the last of the group's ranks fails its read
 
     def step(self):
         s = self.scheduler
         plan = s.schedule()
         self.plans.append(plan)
-        done = []
+        per_rank = [[] for _ in range(self.ranks)]
         for pull in plan.kv_pulls:
             self.pulls.append(pull)
-            if self.fail:
-                done.append(KvPullDone(pull.request_id, error="connection refused"))
-                continue
             for remote, local in zip(pull.remote_block_ids, pull.local_block_ids):
                 for i in range(BS):
-                    value = self.source.kv.get((0, remote * BS + i))
+                    value = self.source.kv.get((pull.remote_group, remote * BS + i))
                     if value is not None:
                         self.kv[pull.group, local * BS + i] = value
-            done.append(KvPullDone(pull.request_id, num_bytes=len(pull.local_block_ids)))
+            for rank, reads in enumerate(per_rank):
+                failed = self.fail and rank == self.ranks - 1
+                reads.append(KvPullDone(pull.request_id, error="connection refused") if failed
+                             else KvPullDone(pull.request_id, num_bytes=len(pull.local_block_ids)))
+        done = merge_pull_results(per_rank)  # as the executor merges its ranks' outcomes
         for req, message in s.take_failed():
             self.failed[req.request_id] = message
             self.finished[req.request_id] = req
@@ -187,6 +189,39 @@ def test_failed_pull_fails_the_request_with_503_and_frees_its_blocks():
     usage = d.scheduler.total_block_usage()
     assert usage.in_use == 0 and usage.cached == 0  # unread blocks were never offered to the prefix cache
     assert d.scheduler.num_kv_pull_failures == 1
+
+
+def test_one_failed_rank_fails_the_request_on_every_rank():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 20))
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p, fail=True, ranks=2)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    d.run()
+    assert d.finished["d"].error_status == 503 and d.scheduler.total_block_usage().in_use == 0
+
+
+def test_a_pull_reads_from_the_prefill_group_the_answer_names():
+    """Two attention groups on each side: the prefill lands in group 1 (group 0 is busy), the pull
+    names it, and the decoder's reads land in its own group's pool whichever it is."""
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS, num_groups=2))
+    busy = make_request("busy", list(range(60, 70)), max_tokens=50)
+    p.scheduler.add_request(busy)
+    p.step()
+    prompt = list(range(1, 14))
+    req = make_request("p", prompt, max_tokens=1)
+    req.remote_decode = True
+    p.scheduler.add_request(req)
+    while p.scheduler.pins.get("p") is None:
+        p.step()
+    pin = p.scheduler.pins.get("p")
+    assert pin.group == 1
+    remote = RemotePrefill("engine-p", "p", pin.block_ids, "127.0.0.1", 9, group=pin.group)
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS, num_groups=2), source=p)
+    d.scheduler.add_request(decode_request("d", prompt, remote))
+    d.run()
+    (pull,) = d.pulls
+    assert pull.remote_group == 1
+    assert d.finished["d"].num_output_tokens == 3 and not d.failed  # FakeEngine checked every context read back
 
 
 def test_decode_refuses_block_ids_that_do_not_fit_the_prompt():

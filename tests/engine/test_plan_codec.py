@@ -27,3 +27,18 @@ def test_prompt_logprobs_round_trip():
     result = decode_result(encode_sampled([SampledToken("p", 9)], prompt))
     assert result.prompt_logprobs == prompt and result.sampled == [SampledToken("p", 9)]
     assert decode_result(encode_sampled([])).prompt_logprobs == []
+
+
+def test_kv_pulls_reach_every_rank_and_their_outcomes_come_back_merged():
+    from moeserve.core.step_plan import KvPull, KvPullDone, merge_pull_results
+
+    pull = KvPull("d", 1, "engine", "cmpl-1", "127.0.0.1", 4000, [3, 4], [0, 7], remote_group=1)
+    plan = StepPlan(step=2, groups=[GroupBatch(0), GroupBatch(1)], kv_pulls=[pull])
+    assert decode_plan(encode_plan(plan)).kv_pulls == [pull]
+    ranks = [[KvPullDone("d", 100, 0.5), KvPullDone("e", 10, 0.1)], [KvPullDone("d", 100, 0.7)],
+             [KvPullDone("e", error="peer gone")]]
+    parts = [decode_result(encode_sampled([], None, r)).kv_pulls for r in ranks]
+    assert parts == ranks
+    merged = {d.request_id: d for d in merge_pull_results(parts)}
+    assert (merged["d"].num_bytes, merged["d"].seconds, merged["d"].error) == (200, 0.7, None)
+    assert merged["e"].error == "peer gone"  # one rank's failure fails the request on every rank

@@ -1,9 +1,11 @@
 """A process holding a NIXL agent for test_nixl_agent.py (NIXL may crash at interpreter exit, so no
 agent ever lives in the pytest process). Prints one JSON line per answer; exits with os._exit.
 
-    owner <engine_id>: fills a fake KV cache, serves its side channel with every block pinned for request
-        "r"; prints {"port"}; reads "unpin" (withdraws the pin) from stdin until it closes
-    reader: reads JSON KvPull lines from stdin, runs them, prints {"errors", "blocks"} per pull
+    owner <engine_id> [tp]: fills a fake KV cache (with tp > 1: one per rank, each holding its share of
+        the heads, all in this process), serves its side channel with every block pinned for request "r";
+        prints {"port"}; reads "unpin" (withdraws the pin) from stdin until it closes
+    reader [tp_rank tp]: reads JSON KvPull lines from stdin, runs them as that rank of a tp group, prints
+        {"error", "bytes", "blocks", "heads"} per pull; heads[b][t][h]: head h of the last slot of block b
 """
 from __future__ import annotations
 
@@ -14,18 +16,25 @@ import sys
 import torch
 
 from moeserve.core.step_plan import KvPull
+from moeserve.kv_transfer.head_slices import HeadRange
 
 NUM_BLOCKS, BLOCK_SIZE, HEADS, DIM, LAYERS = 12, 4, 2, 8, 2
 
 
-def fake_cache(fill: bool) -> list[list[torch.Tensor]]:
-    """LAYERS x [K, V], each [NUM_BLOCKS, BLOCK_SIZE, HEADS, DIM] float32; filled: block b of tensor t holds 100 t + b."""
-    caches = [[torch.zeros(NUM_BLOCKS, BLOCK_SIZE, HEADS, DIM) for _ in range(2)] for _ in range(LAYERS)]
+def fake_cache(fill: bool, heads: HeadRange = HeadRange(0, HEADS, HEADS)) -> list[list[torch.Tensor]]:
+    """LAYERS x [K, V], each [NUM_BLOCKS, BLOCK_SIZE, heads.count, DIM] float32; filled: head h (global)
+    of block b of tensor t holds 100 t + b + h / 10."""
+    caches = [[torch.zeros(NUM_BLOCKS, BLOCK_SIZE, heads.count, DIM) for _ in range(2)] for _ in range(LAYERS)]
     if fill:
         for t, tensor in enumerate(x for layer in caches for x in layer):
             for b in range(NUM_BLOCKS):
-                tensor[b] = 100 * t + b
+                for i in range(heads.count):
+                    tensor[b, :, i] = 100 * t + b + (heads.start + i) / 10
     return caches
+
+
+def rank_heads(tp_rank: int, tp: int) -> HeadRange:
+    return HeadRange(tp_rank * HEADS // tp, HEADS // tp, HEADS)
 
 
 def main() -> None:
@@ -33,10 +42,10 @@ def main() -> None:
     from moeserve.kv_transfer.side_channel import SideChannel
 
     role = sys.argv[1]
-    caches = fake_cache(fill=role == "owner")
-    agent = RankKvAgent(caches, BLOCK_SIZE)
     if role == "owner":
-        layout = {"tp_size": 1, "block_size": BLOCK_SIZE, "ranks": [agent.layout()]}
+        tp = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+        agents = [RankKvAgent(fake_cache(True, rank_heads(r, tp)), BLOCK_SIZE, rank_heads(r, tp), 0, r) for r in range(tp)]
+        layout = {"tp_size": tp, "block_size": BLOCK_SIZE, "ranks": [a.layout() for a in agents]}
         channel = SideChannel("127.0.0.1", 0, sys.argv[2], layout)
         channel.publish("r", list(range(NUM_BLOCKS)), "digest")
         print(json.dumps({"port": channel.port}), flush=True)
@@ -46,13 +55,21 @@ def main() -> None:
                 print(json.dumps({"unpinned": True}), flush=True)
         channel.close()
     else:
+        tp_rank, tp = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (0, 1)
+        heads = rank_heads(tp_rank, tp)
+        caches = fake_cache(False, heads)
+        agents = [RankKvAgent(caches, BLOCK_SIZE, heads, 0, tp_rank)]
         for line in sys.stdin:
             pull = KvPull(**json.loads(line))
-            (done,) = agent.run([pull])
+            (done,) = agents[0].run([pull])
             flat = [x for layer in caches for x in layer]
             blocks = [[int(t[b].flatten()[0]) for t in flat] for b in pull.local_block_ids]
-            print(json.dumps({"error": done.error, "bytes": done.num_bytes, "blocks": blocks}), flush=True)
-    agent.close()
+            per_head = [[[round(float(t[b, -1, h, -1]), 3) for h in range(heads.count)] for t in flat]
+                        for b in pull.local_block_ids]
+            print(json.dumps({"error": done.error, "bytes": done.num_bytes, "blocks": blocks, "heads": per_head}),
+                  flush=True)
+    for agent in agents:
+        agent.close()
     sys.stdout.flush()
     os._exit(0)
 

@@ -28,10 +28,16 @@ def test_bad_settings_are_one_line(cfg, words):
         engine_config(cfg).validate()
 
 
-def test_more_than_one_rank_is_refused_for_now():
-    with pytest.raises(ConfigError, match="one rank for now"):
-        engine_config({"kv_role": "prefill", "tp": 2}).validate()
-    engine_config({"tp": 2}).validate()  # without a KV transfer, any layout
+def test_any_tp_and_ep_on_one_node_are_served():
+    for layout in ({"tp": 2}, {"ep": 2}, {"ep": 4, "tp": 2}):
+        engine_config({"kv_role": "prefill", **layout}).validate()
+        engine_config({"kv_role": "decode", **layout}).validate()
+
+
+def test_several_nodes_are_refused_for_now():
+    with pytest.raises(ConfigError, match="one node for now"):
+        engine_config({"kv_role": "prefill", "ep": 2, "nodes": 2}).validate()
+    engine_config({"ep": 2, "nodes": 2}).validate()  # without a KV transfer, any layout
 
 
 def test_missing_nixl_says_how_to_install(monkeypatch):

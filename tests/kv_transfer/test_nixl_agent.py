@@ -100,3 +100,31 @@ def test_a_read_of_blocks_no_longer_pinned_is_not_used(pair):
     assert _answer(owner)["unpinned"]
     out = _pull(reader, port, [1], [1])
     assert "no longer holds the blocks" in out["error"]
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("owner_tp, reader_rank, reader_tp", [(2, 0, 1), (1, 1, 2)])
+def test_each_reader_rank_gets_exactly_its_heads_from_the_owner_ranks_that_hold_them(owner_tp, reader_rank, reader_tp):
+    """tp2 -> tp1: one reader rank gathers head 0 from owner rank 0 and head 1 from owner rank 1;
+    tp1 -> tp2: reader rank 1 keeps only head 1 of the owner's blocks (staged, then sliced)."""
+    owner = _start("owner", "engine-1", str(owner_tp))
+    reader = _start("reader", str(reader_rank), str(reader_tp))
+    try:
+        port = _answer(owner)["port"]
+        out = _pull(reader, port, [7, 2, 8], [0, 5, 1])
+        assert out["error"] is None
+        heads = range(reader_rank * 2 // reader_tp, (reader_rank + 1) * 2 // reader_tp)
+        tensors = 2 * 2
+        assert out["heads"] == [[[round(100 * t + b + h / 10, 3) for h in heads] for t in range(tensors)]
+                                for b in (7, 2, 8)]
+        # the owner ranks' whole blocks cross (staged when the head ranges differ): every head once
+        assert out["bytes"] == 3 * tensors * 4 * 2 * 8 * 4  # blocks x tensors x (slots, 2 heads, dim) x fp32
+    finally:
+        for proc in (owner, reader):
+            if proc.poll() is None:
+                proc.stdin.close()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

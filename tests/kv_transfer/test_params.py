@@ -30,6 +30,14 @@ def test_the_prefill_answer_parses_on_the_decoder_as_vllm_names_it():
     assert kv.parse(dict(ANSWER, some_connector_field=1)) == parsed  # other connectors' keys pass
 
 
+def test_the_answer_names_the_attention_group_and_vllms_plain_fields_mean_group_0():
+    answer = kv.prefill_answer("engine-1", "cmpl-1-0", [3], "127.0.0.1", 5600, 2, group=1)
+    assert answer["remote_group"] == 1 and answer["tp_size"] == 2
+    assert kv.parse(answer).remote_prefill.group == 1
+    vllms = {k: v for k, v in ANSWER.items() if k != "remote_group"}
+    assert kv.parse(vllms).remote_prefill.group == 0
+
+
 @pytest.mark.parametrize("raw, words", [
     ([1], "must be an object"),
     ({"do_remote_decode": "yes"}, "do_remote_decode must be true or false"),
@@ -42,6 +50,9 @@ def test_the_prefill_answer_parses_on_the_decoder_as_vllm_names_it():
     (dict(ANSWER, remote_port="5600"), "remote_port must be an integer"),
     (dict(ANSWER, remote_host=None), "remote_host is required"),
     (dict(ANSWER, remote_engine_id=7), "remote_engine_id must be a string"),
+    (dict(ANSWER, remote_group=-1), "remote_group >= 0"),
+    (dict(ANSWER, remote_group="1"), "remote_group must be an integer"),
+    (dict(ANSWER, tp_size=0), "tp_size must be >= 1"),
     ({k: v for k, v in ANSWER.items() if k != "remote_request_id"}, "remote_request_id is required"),
 ])
 def test_malformed_parameters_are_a_request_error_naming_the_field(raw, words):

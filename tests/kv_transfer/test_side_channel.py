@@ -24,7 +24,8 @@ def test_layout_names_the_engine(channel):
 def test_pins_are_served_until_unpublished(channel):
     channel.publish("cmpl-1-0", [4, 5], "digest")
     status, body = get_json(channel.host, channel.port, "/pins/cmpl-1-0", 5)
-    assert status == 200 and body == {"engine_id": "engine-1", "block_ids": [4, 5], "prompt_digest": "digest"}
+    assert status == 200 and body == {"engine_id": "engine-1", "block_ids": [4, 5], "prompt_digest": "digest",
+                                      "group": 0}
     channel.unpublish("cmpl-1-0")
     assert get_json(channel.host, channel.port, "/pins/cmpl-1-0", 5)[0] == 404
 
@@ -34,11 +35,19 @@ def test_a_release_is_queued_for_the_engine_loop_once(channel):
     assert post_release(channel.host, channel.port, "r", "engine-1", 5)
     assert not post_release(channel.host, channel.port, "r", "another-engine", 5)  # a restarted engine's id
     assert not post_release(channel.host, channel.port, "unknown", "engine-1", 5)
-    assert channel.drain_releases() == ["r"]
+    assert channel.drain_releases() == [("r", None)]
     assert channel.drain_releases() == []
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"engine_id": "engine-1"}'])
+def test_a_release_carries_the_bytes_the_decoder_read(channel):
+    channel.publish("r", [1, 2], "d", group=1)
+    assert get_json(channel.host, channel.port, "/pins/r", 5)[1]["group"] == 1
+    assert post_release(channel.host, channel.port, "r", "engine-1", 5, num_bytes=4096)
+    assert channel.drain_releases() == [("r", 4096)]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"engine_id": "engine-1"}',
+                                  b'{"request_id": "r", "num_bytes": -1}', b'{"request_id": "r", "num_bytes": "9"}'])
 def test_a_bad_release_body_is_a_400(channel, body):
     req = urllib.request.Request(f"http://127.0.0.1:{channel.port}/release", data=body, method="POST")
     with pytest.raises(urllib.error.HTTPError) as e:
