@@ -25,4 +25,4 @@ def load() -> bool:
         return False
     from moeserve.kernels.cpu.cpu_kernels import load_library
 
-    return load_library("dispatch_kernels", SOURCES, FLAGS, "shm dispatch stays on torch ops")
+    return load_library("dispatch_kernels", SOURCES, FLAGS, "C++ dispatch kernels", "shm dispatch stays on torch ops")

@@ -47,17 +47,18 @@ def load() -> bool:
         logger.info("C++ CPU kernels off: the CPU has no AVX2 (%s); GEMMs stay on oneDNN, attention on SDPA",
                     torch.backends.cpu.get_cpu_capability())
         return False
-    return load_library("cpu_kernels", SOURCES, FLAGS, "few-row GEMMs stay on oneDNN, decode attention on SDPA")
+    return load_library("cpu_kernels", SOURCES, FLAGS, "C++ CPU kernels",
+                        "few-row GEMMs stay on oneDNN, decode attention on SDPA")
 
 
-def load_library(stem: str, sources: list[Path], flags: list[str], fallback: str) -> bool:
+def load_library(stem: str, sources: list[Path], flags: list[str], what: str, fallback: str) -> bool:
     """Builds (once per machine, build_library) and loads a torch.ops library; where either fails,
-    logs why and what runs instead (`fallback`) and returns False."""
+    logs that `what` is unavailable, why, and what runs instead (`fallback`), and returns False."""
     try:
         torch.ops.load_library(str(build_library(stem, sources, flags)))
         return True
     except Exception as exc:  # noqa: BLE001 - any build or load failure leaves the torch path
-        logger.warning("C++ library %s unavailable (%s): %s", stem, _short(exc), fallback)
+        logger.warning("%s unavailable (%s): %s", what, _short(exc), fallback)
         return False
 
 
