@@ -87,19 +87,26 @@ def group_ranks(ranks: list[CacheLayout], group: int) -> list[CacheLayout]:
     return out
 
 
-def pull_rows(local: CacheLayout, sources: list[CacheLayout], local_ids: list[int],
-              remote_ids: list[int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per source agent name: (local rows, remote rows), each [N, 2] int64 (address, bytes), pairing
-    row by row, that bring remote blocks remote_ids[i] into local_ids[i] for exactly the heads `local`
-    holds. `sources`: the prefill group's ranks in tp order."""
+def checked_runs(local: CacheLayout, sources: list[CacheLayout], remote_ids: list[int]) -> list:
+    """source_runs for `local` reading `sources` (the prefill group's ranks in tp order), after checking
+    that the caches pair and the block ids are in every source's pool; LayoutMismatch otherwise, also
+    for a head no source holds."""
     for src in sources:
         local.check_pairs_with(src)
         if remote_ids and (max(remote_ids) >= src.num_blocks or min(remote_ids) < 0):
             raise LayoutMismatch(f"remote block ids out of range [0, {src.num_blocks})")
     try:
-        runs = source_runs(local.heads, [s.heads for s in sources], local.tp_rank)
+        return source_runs(local.heads, [s.heads for s in sources], local.tp_rank)
     except ValueError as e:
         raise LayoutMismatch(str(e)) from None
+
+
+def pull_rows(local: CacheLayout, sources: list[CacheLayout], local_ids: list[int],
+              remote_ids: list[int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per source agent name: (local rows, remote rows), each [N, 2] int64 (address, bytes), pairing
+    row by row, that bring remote blocks remote_ids[i] into local_ids[i] for exactly the heads `local`
+    holds. `sources`: the prefill group's ranks in tp order."""
+    runs = checked_runs(local, sources, remote_ids)
     parts: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
     for t, mine in enumerate(local.tensors()):
         for run in runs:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch
-from moeserve.kv_transfer.head_slices import SourceRun, source_runs
+from moeserve.kv_transfer.cache_layout import CacheLayout, checked_runs
+from moeserve.kv_transfer.head_slices import SourceRun
 
 
 def staged_block_bytes(src: CacheLayout) -> int:
@@ -73,14 +73,7 @@ class SourceReads:
 def plan_sources(mine: CacheLayout, sources: list[CacheLayout], remote_ids: list[int]) -> list[SourceReads]:
     """The sources `mine` reads from, with their runs (LayoutMismatch when the caches cannot pair, a
     head has no holder, or a block id is out of the source's pool)."""
-    for src in sources:
-        mine.check_pairs_with(src)
-        if remote_ids and (max(remote_ids) >= src.num_blocks or min(remote_ids) < 0):
-            raise LayoutMismatch(f"remote block ids out of range [0, {src.num_blocks})")
-    try:
-        runs = source_runs(mine.heads, [s.heads for s in sources], mine.tp_rank)
-    except ValueError as e:
-        raise LayoutMismatch(str(e)) from None
+    runs = checked_runs(mine, sources, remote_ids)
     return [SourceReads(src, [r for r in runs if r.rank == i]) for i, src in enumerate(sources)
             if any(r.rank == i for r in runs)]
 
