@@ -44,6 +44,18 @@ def _pull(reader, port: int, remote: list[int], local: list[int], engine_id: str
     return _answer(reader)
 
 
+def _stop(*procs: subprocess.Popen) -> None:
+    """Close each peer's stdin (its signal to clean up and exit), killing any that outlive 20 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.stdin.close()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture
 def pair():
     owner = _start("owner", "engine-1")
@@ -51,14 +63,7 @@ def pair():
     try:
         yield owner, reader, _answer(owner)["port"]
     finally:
-        for proc in (owner, reader):
-            if proc.poll() is None:
-                proc.stdin.close()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(owner, reader)
 
 
 @pytest.mark.timeout(700)
@@ -120,11 +125,4 @@ def test_each_reader_rank_gets_exactly_its_heads_from_the_owner_ranks_that_hold_
         # the owner ranks' whole blocks cross (staged when the head ranges differ): every head once
         assert out["bytes"] == 3 * tensors * 4 * 2 * 8 * 4  # blocks x tensors x (slots, 2 heads, dim) x fp32
     finally:
-        for proc in (owner, reader):
-            if proc.poll() is None:
-                proc.stdin.close()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(owner, reader)

@@ -56,6 +56,31 @@ def post(url: str, path: str, body: dict) -> httpx.Response:
     return httpx.post(url + path, json=body, timeout=120)
 
 
+def start_router(prefill, decode) -> tuple[subprocess.Popen, str]:
+    """vllm-router in P/D mode in front of the two servers, on a free port: (process, url)."""
+    port = _free_port()
+    router = subprocess.Popen(
+        ["vllm-router", "--vllm-pd-disaggregation", "--prefill", prefill.url, "--decode", decode.url,
+         "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(_free_port())],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **ENV))
+    return router, f"http://127.0.0.1:{port}"
+
+
+def first_routed(url: str, body: dict, timeout_s: float = 300) -> httpx.Response:
+    """The first 200 answer of a starting router to `body` (the router starts while multi-rank servers
+    share 2 cores)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            r = post(url, "/v1/completions", body)
+            if r.status_code == 200:
+                return r
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "vllm-router never answered"
+        time.sleep(0.5)
+
+
 def two_calls(prefill, decode, body: dict, path: str = "/v1/completions") -> dict | list[dict]:
     """The router's two calls: the prefill call, then the original request with its answer's params."""
     first = post(prefill.url, path, dict(body, max_tokens=1, min_tokens=1, stream=False, kv_transfer_params=ROUTER_PREFILL))
@@ -203,25 +228,11 @@ def _free_port() -> int:
 @pytest.mark.skipif(shutil.which("vllm-router") is None, reason="vllm-router is not installed (pip install 'moeserve[pd]')")
 def test_through_vllm_router(pd):
     prefill, decode = pd
-    port = _free_port()
-    router = subprocess.Popen(
-        ["vllm-router", "--vllm-pd-disaggregation", "--prefill", prefill.url, "--decode", decode.url,
-         "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(_free_port())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **ENV))
-    url = f"http://127.0.0.1:{port}"
+    router, url = start_router(prefill, decode)
     try:
         body = body_for(prefill, PROMPTS["shared-b"])
         colocated = post(prefill.url, "/v1/completions", body).json()["choices"][0]
-        deadline = time.monotonic() + 300  # the router starts while three multi-rank servers share 2 cores
-        while True:
-            try:
-                r = post(url, "/v1/completions", body)
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "vllm-router never answered"
-            time.sleep(0.5)
+        r = first_routed(url, body)
         assert r.json()["choices"][0]["text"] == colocated["text"]
         chunks = decoded(url, "/v1/completions", dict(body, stream=True))
         assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == colocated["text"]

@@ -4,16 +4,15 @@ so it is prefill server, decode server and colocated oracle at once, and three s
 pair. Greedy tokens through the router's two calls must equal the colocated server's."""
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from server_harness import ServerProcess
-from test_server_pd import ENV, PROMPTS, ROUTER_PREFILL, _free_port, body_for, decoded, metric, post, wait_for
+from test_server_pd import (
+    ENV, PROMPTS, ROUTER_PREFILL, body_for, decoded, first_routed, metric, post, start_router, wait_for,
+)
 
 if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
     pytest.skip("NIXL is not installed (pip install 'moeserve[pd]')", allow_module_level=True)
@@ -140,25 +139,11 @@ def test_both_sides_count_the_bytes_every_rank_moved(servers):
 @pytest.mark.skipif(shutil.which("vllm-router") is None, reason="vllm-router is not installed (pip install 'moeserve[pd]')")
 def test_through_vllm_router_from_ep2_to_tp2(servers):
     prefill, decode = servers["ep2"], servers["tp2"]
-    port = _free_port()
-    router = subprocess.Popen(
-        ["vllm-router", "--vllm-pd-disaggregation", "--prefill", prefill.url, "--decode", decode.url,
-         "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(_free_port())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **ENV))
-    url = f"http://127.0.0.1:{port}"
+    router, url = start_router(prefill, decode)
     try:
         body = body_for(prefill, fresh(("ep2", "tp2"), PROMPTS["long"]) + " routed")
         expected = colocated(prefill, body)
-        deadline = time.monotonic() + 300  # the router starts while three multi-rank servers share 2 cores
-        while True:
-            try:
-                r = post(url, "/v1/completions", body)
-                if r.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "vllm-router never answered"
-            time.sleep(0.5)
+        r = first_routed(url, body)
         assert r.json()["choices"][0]["token_ids"] == expected
         chunks = decoded(url, "/v1/completions", dict(body, prompt=body["prompt"] + " again", stream=True))
         streamed = [t for c in chunks for ch in c["choices"] for t in ch.get("token_ids") or []]
