@@ -8,6 +8,11 @@ One step, under a token budget (`max_num_batched_tokens`) and `max_num_seqs`:
      preempted someone (admitting then would only thrash). With `split_prefill_bursts` and a known
      step cost, a burst of waiting prompts may be spread over a few steps, cut between prompts, so
      its first prompts get their first token sooner (`core/prefill_split.py`).
+A request whose prompt a prefill engine computed (prefill/decode split) is admitted with blocks for
+its whole prompt and a KvPull of the blocks its prefix cache lacks, then waits in `pulling` (it holds
+a seat and its blocks, is never preempted, and is not scheduled) while the read runs beside the
+steps; once every rank reports the read done (`pull_landed`) it runs like any other request, from its
+last prompt token.
 A request that cannot get a block preempts the most recently admitted request not yet scheduled
 this step (itself, if it is the newest): its blocks are freed and it goes back to the front of
 the queue to recompute its tokens later. A request that holds the whole pool alone and still
@@ -67,6 +72,7 @@ class GroupScheduler:
         self.step_cost = step_cost  # read for burst splitting; the engine core feeds it
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order: the tail is preempted first
+        self.pulling: list[Request] = []  # admitted, their prompts' KV still being read (never preempted)
         self.load_tokens = 0  # tokens of all live requests here, for routing new requests
         self.num_preemptions = 0
         # a burst being spread over steps: its requests still waiting, and the steps left to it
@@ -75,7 +81,12 @@ class GroupScheduler:
 
     @property
     def num_requests(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + len(self.running) + len(self.pulling)
+
+    @property
+    def num_seated(self) -> int:
+        """Requests holding one of the max_num_seqs seats: running, or waiting for their KV reads."""
+        return len(self.running) + len(self.pulling)
 
     def schedule(self) -> GroupStep:
         step = GroupStep(tokens_left=self.cfg.max_num_batched_tokens)
@@ -94,10 +105,18 @@ class GroupScheduler:
         """Take a request out of this group's queues; its blocks, still referenced, go to the caller."""
         if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
+        elif req.status is RequestStatus.PULLING:
+            self.pulling.remove(req)
         else:
             self.waiting.remove(req)
         block_ids, req.block_ids = req.block_ids, []
         return block_ids
+
+    def pull_landed(self, req: Request) -> None:
+        """Every rank has read `req`'s prompt KV: it runs from the next step (its last prompt token)."""
+        self.pulling.remove(req)
+        req.status = RequestStatus.RUNNING
+        self.running.append(req)
 
     # ---- fair shares (core/fair_share.py) -------------------------------------------------------
     def _rebalance(self, step: GroupStep) -> None:
@@ -183,7 +202,7 @@ class GroupScheduler:
     def _admit_waiting(self, step: GroupStep) -> None:
         cap = self._burst_cap(step)
         admitted = 0
-        while self.waiting and step.tokens_left > 0 and len(self.running) < self.cfg.max_num_seqs:
+        while self.waiting and step.tokens_left > 0 and self.num_seated < self.cfg.max_num_seqs:
             req = self.waiting[0]
             if req.remote_prefill is not None:
                 if not self._admit_remote(req, step):
@@ -196,8 +215,10 @@ class GroupScheduler:
             if cap is not None and admitted and admitted + n > cap:
                 return  # the rest of the burst goes next step
             if not self.blocks.can_allocate(hits, cached + n):
-                if self.running:
-                    return  # FIFO: later requests wait for this one
+                if self.running or self.blocks.num_in_use:
+                    # FIFO: later requests wait for this one, and it for the blocks others hold (running
+                    # requests, KV reads, pins for remote decoders: each gives its blocks back in time)
+                    return
                 # Alone, the pool is all ours: a resumed request may need more than one chunk fits.
                 n = min(n, self.blocks.num_blocks * self.blocks.block_size - cached)
                 if n < 1:
@@ -260,39 +281,47 @@ class GroupScheduler:
         return req.num_tokens - self.cached_prefix_tokens(req)
 
     # ---- helpers ------------------------------------------------------------------------------
-    def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep, pulled: int = 0) -> None:
-        """Run `req` from its `cached` prefix plus `pulled` tokens whose KV a prefill engine sends
-        (_admit_remote), computing `n` tokens this step."""
-        req.block_ids = self.blocks.allocate(hits, cached + pulled + n)
-        req.num_computed_tokens = cached + pulled
-        req.num_published_blocks = len(hits)
+    def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:
+        """Run `req` from its `cached` prefix, computing `n` tokens this step."""
+        self._seat(req, hits, cached, cached + n, step)
         req.status = RequestStatus.RUNNING
+        self.running.append(req)
+        self._emit(req, n, step)
+
+    def _seat(self, req: Request, hits: list[int], computed: int, tokens: int, step: GroupStep) -> None:
+        """Blocks for `tokens` tokens of `req` (its prefix-cache `hits` first); the first `computed`
+        have their KV (cached, or read from a prefill engine); the workers hear of it if it is new."""
+        cached = len(hits) * self.blocks.block_size
+        req.block_ids = self.blocks.allocate(hits, tokens)
+        req.num_computed_tokens = computed
+        req.num_published_blocks = len(hits)
         self.blocks.record_prefix_lookup(req.num_tokens, cached)
         if not req.ever_scheduled:
             req.ever_scheduled = True
             req.num_cached_prompt_tokens = cached
             prompt = req.prompt_token_ids if req.sampling.repetition_penalty != 1.0 else None
             step.new_requests.append(NewRequest(req.request_id, req.sampling, prompt))
-        self.running.append(req)
-        self._emit(req, n, step)
 
     def _admit_remote(self, req: Request, step: GroupStep) -> bool:
-        """Admit a request whose prompt's KV a prefill engine holds: blocks for the whole prompt, a
-        KvPull of the blocks our prefix cache lacks (all but the last prompt token, which this step
-        computes for the first token's logits), and a one-token seq. False: no blocks yet."""
+        """Admit a request whose prompt's KV a prefill engine holds: blocks for the whole prompt and a
+        KvPull of the blocks our prefix cache lacks (all but the last prompt token, which a later
+        step computes for the first token's logits); it waits in `pulling` until the read is done.
+        False: no blocks yet."""
         remote = req.remote_prefill
         assert remote is not None and not req.output_token_ids
         hits = self._prefix_hits(req)
         n_prompt = req.num_prompt_tokens
         if not self.blocks.can_allocate(hits, n_prompt):
-            if self.running:
+            if self.running or self.blocks.num_in_use:  # others hold blocks and give them back in time
                 return False
             self.waiting.popleft()
             self._fail(req, step)
             return True
         self.waiting.popleft()
         cached = len(hits) * self.blocks.block_size
-        self._admit(req, hits, cached, 1, step, pulled=n_prompt - 1 - cached)
+        self._seat(req, hits, n_prompt - 1, n_prompt, step)
+        req.status = RequestStatus.PULLING
+        self.pulling.append(req)
         fetch = range(len(hits), self.blocks.blocks_for(n_prompt - 1))
         # pulled even when empty (the prefix cache held every block): the engine then releases the pin
         step.kv_pulls.append(KvPull(req.request_id, self.group, remote.engine_id, remote.request_id, remote.host, remote.port,

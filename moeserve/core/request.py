@@ -17,6 +17,7 @@ from moeserve.sampling_params import SamplingParams
 class RequestStatus(enum.Enum):
     WAITING = "waiting"  # queued, never admitted
     RUNNING = "running"  # admitted: holds KV blocks (prefilling or decoding)
+    PULLING = "pulling"  # admitted on a decode engine: holds blocks its prompt's KV is being read into
     PREEMPTED = "preempted"  # blocks taken back; queued again, recomputes its tokens on resume
     FINISHED = "finished"
 

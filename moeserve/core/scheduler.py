@@ -63,6 +63,9 @@ class Scheduler:
         self.pins = KvPins(kv_expiry_s)  # blocks of finished prefills kept for remote decoders
         self.num_prompt_tokens_computed = 0  # prompt positions whose KV a step computed here
         self.num_kv_pull_failures = 0
+        # (group, blocks) of requests that ended while their KV read ran: a one-sided read may still
+        # write into the blocks, so they go back to the pool only once every rank reports it done
+        self._orphaned_pulls: dict[str, tuple[int, list[int]]] = {}
 
     # ---- requests in ------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -148,8 +151,7 @@ class Scheduler:
         """Advance every scheduled request past its tokens; append sampled tokens. Returns the
         requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
         for done in result.kv_pulls:
-            if done.error is not None:
-                self._fail_pull(done.request_id, done.error)
+            self._pull_done(done.request_id, done.error)
         sampled = {s.request_id: s.token_id for s in result.sampled}
         got_token: list[Request] = []
         for batch in plan.groups:
@@ -170,11 +172,20 @@ class Scheduler:
                     got_token.append(req)
         return got_token
 
-    def _fail_pull(self, request_id: str, error: str) -> None:
-        """A request whose prompt's KV did not arrive: ended with an error (HTTP 503, the prefill
-        engine is unavailable); its blocks, never published, go back to the free list."""
+    def _pull_done(self, request_id: str, error: str | None) -> None:
+        """Every rank has finished reading `request_id`'s prompt KV (error: some rank failed). Read:
+        the request runs from its last prompt token on. Failed: it ends with an error (HTTP 503, the
+        prefill engine is unavailable); its blocks, never published, go back to the free list. Ended
+        meanwhile (aborted): its blocks go back now."""
+        orphan = self._orphaned_pulls.pop(request_id, None)
+        if orphan is not None:
+            self.groups[orphan[0]].blocks.free(orphan[1])
+            return
         req = self.requests.get(request_id)
-        if req is None:
+        if req is None or req.status is not RequestStatus.PULLING:
+            return
+        if error is None:
+            self.groups[req.group].pull_landed(req)
             return
         self.num_kv_pull_failures += 1
         self.groups[req.group].remove(req)
@@ -207,6 +218,8 @@ class Scheduler:
         group = self.groups[req.group]
         if req.remote_decode and reason in ("stop", "length"):
             self.pins.pin(request_id, req.group, group.detach(req), prompt_digest(req.prompt_token_ids), time.monotonic())
+        elif req.status is RequestStatus.PULLING:  # its read may still write the blocks: freed when done
+            self._orphaned_pulls[request_id] = (req.group, group.detach(req))
         else:
             group.remove(req)
         self._finish(req, reason)
@@ -283,6 +296,12 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.requests)
 
+    @property
+    def pulls_in_flight(self) -> bool:
+        """Some request's KV read has not been reported done by every rank: steps must go on, even
+        empty, to hear of it (the blocks of an ended request's read come back then too)."""
+        return bool(self._orphaned_pulls) or any(g.pulling for g in self.groups)
+
     def block_usage(self) -> list[BlockUsage]:
         """Per attention group; `total_block_usage` sums them."""
         return [BlockUsage(g.blocks.num_blocks, g.blocks.num_free, g.blocks.num_cached, g.blocks.num_in_use) for g in self.groups]
@@ -308,8 +327,11 @@ class Scheduler:
             for pin in self.pins.by_group(g.group):
                 for b in pin.block_ids:
                     holders[b] += 1
-            for req in g.running:
+            for req in g.running + g.pulling:
                 for b in req.block_ids:
+                    holders[b] += 1
+            for group, blocks in self._orphaned_pulls.values():
+                for b in blocks if group == g.group else ():
                     holders[b] += 1
             for req in g.waiting:
                 if req.block_ids:

@@ -93,6 +93,31 @@ class KvPullDone:
     error: str | None = None
 
 
+class PullTally:
+    """Rank 0's count of a group's reports on each pull: the ranks read beside the steps and each
+    reports its share in whichever step it ends, so a pull is done once all `ranks_per_group` ranks
+    of its group have reported (merged as merge_pull_results merges), not before: until then a rank
+    may still be writing its blocks."""
+
+    def __init__(self, ranks_per_group: int):
+        self.ranks_per_group = ranks_per_group
+        self._parts: dict[str, list[KvPullDone]] = {}
+
+    def add(self, parts: list[list[KvPullDone]]) -> list[KvPullDone]:
+        """One step's reports (a list per rank); returns the pulls that are now done on every rank."""
+        ready = []
+        for part in parts:
+            for d in part:
+                got = self._parts.setdefault(d.request_id, [])
+                got.append(d)
+                if len(got) == self.ranks_per_group:
+                    ready.append(self._parts.pop(d.request_id))
+        return merge_pull_results([[d] for got in ready for d in got])
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+
 def merge_pull_results(parts: list[list[KvPullDone]]) -> list[KvPullDone]:
     """One KvPullDone per request from every rank's (each rank of a group reads its own head slice):
     bytes summed, seconds the slowest rank's (they read side by side), and failed if any rank

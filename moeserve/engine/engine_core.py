@@ -200,7 +200,8 @@ class EngineCore:
         plan = self.scheduler.schedule()
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
-        if plan.num_tokens or plan.new_requests or plan.finished_request_ids:
+        # an empty step too while KV reads run beside the steps: the workers report them done in one
+        if plan.num_tokens or plan.new_requests or plan.finished_request_ids or self.scheduler.pulls_in_flight:
             if self.placement is not None:
                 self.placement.before(plan)  # may ask for routing counts or ship a new expert placement
             started = time.perf_counter()
@@ -237,8 +238,8 @@ class EngineCore:
             if tracked is not None and tracked.prompt_logprobs is not None:
                 tracked.prompt_logprobs[part.start : part.start + len(part.entries)] = part.entries
         outputs = []
-        got_token = self.scheduler.update(plan, result)  # fails the requests whose KV pull failed
-        if plan.kv_pulls and self.kv is not None:
+        got_token = self.scheduler.update(plan, result)  # runs (or fails) the requests whose KV pulls ended
+        if (plan.kv_pulls or result.kv_pulls) and self.kv is not None:
             self.kv.on_pulls(plan.kv_pulls, result.kv_pulls)
         for request in got_token:
             tracked = self._tracked.get(request.request_id)

@@ -25,7 +25,7 @@ import time
 
 from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
-from moeserve.core.step_plan import GroupBatch, StepPlan, StepResult, merge_pull_results
+from moeserve.core.step_plan import GroupBatch, PullTally, StepPlan, StepResult
 from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
@@ -48,6 +48,7 @@ class MultiprocExecutor:
 
         parallel = config.parallel
         self.num_groups = parallel.num_attention_groups
+        self._pulls = PullTally(parallel.world_size // self.num_groups)  # KV reads, as the ranks report them
         self.dead: str | None = None
         self._stopping = False
         self._last_step = time.monotonic()
@@ -227,7 +228,7 @@ class MultiprocExecutor:
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)
             pulls.append(part.kv_pulls)
-        merged.kv_pulls = merge_pull_results(pulls)
+        merged.kv_pulls = self._pulls.add(pulls)
         return merged
 
     def shutdown(self) -> None:

@@ -10,6 +10,10 @@ from moeserve.engine.rebalance import RankPlacement
 from moeserve.engine.sampler import Sampler
 from moeserve.parallel_state import ParallelContext
 
+# an empty step (the engine waits for KV reads and has nothing to compute) waits this long for a read
+# to end before it reports back, so an idle decode engine does not spin through empty steps
+PULL_POLL_S = 0.002
+
 
 class Worker:
     """Owns the model runner (weights + KV cache of this rank) and, on a group's TP-rank 0, the sampler.
@@ -45,11 +49,15 @@ class Worker:
             self.placement.apply(plan.rebalance)
         batch = plan.groups[self.group]
         pulled = []
-        if plan.kv_pulls:  # the prompts' KV lands before the forward that computes their last tokens
-            assert self.kv_agent is not None, "a KvPull for an engine without --kv-transfer"
-            pulled = self.kv_agent.run([p for p in plan.kv_pulls if p.group == self.group])
+        if self.kv_agent is not None:  # reads run beside the steps; each step reports those that ended
+            self.kv_agent.start([p for p in plan.kv_pulls if p.group == self.group])
+            pulled = self.kv_agent.finished(wait_s=PULL_POLL_S if plan.num_tokens == 0 else 0.0)
+        else:
+            assert not plan.kv_pulls, "a KvPull for an engine without --kv-transfer"
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
+            return StepResult(plan.step, kv_pulls=pulled)
+        if plan.num_tokens == 0:  # nothing to compute on any rank (the plan is the same everywhere)
             return StepResult(plan.step, kv_pulls=pulled)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         top_n = self.sampler.prompt_top_n if self.sampler is not None else None

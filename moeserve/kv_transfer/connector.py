@@ -45,6 +45,7 @@ class KvConnector:
         self._latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self._latency_sum = 0.0
         self._group_block_bytes = group_block_bytes(rank_layouts)
+        self._in_flight: dict[str, KvPull] = {}  # request id -> its pull, until every rank has finished it
 
     # ---- prefill side ---------------------------------------------------------------------------
     def answer(self, pin: Pin) -> dict[str, Any]:
@@ -71,13 +72,18 @@ class KvConnector:
             self.bytes_served += num_bytes
 
     # ---- decode side ----------------------------------------------------------------------------
-    def on_pulls(self, pulls: list[KvPull], done: list[KvPullDone]) -> None:
-        """After a step ran `pulls`: count them and release the prefill engines' pins (a failed read
-        too: the blocks are of no use to anyone once this request has failed)."""
-        by_id = {d.request_id: d for d in done}  # merged over the group's ranks (step_plan.merge_pull_results)
-        for pull in pulls:
-            d = by_id.get(pull.request_id)
-            ok = d is not None and d.error is None
+    def on_pulls(self, started: list[KvPull], done: list[KvPullDone]) -> None:
+        """After a step: remember the pulls it `started` (the ranks read beside the steps), and for
+        each pull every rank has now finished (`done`, merged over the group's ranks): count it and
+        release the prefill engine's pin (a failed read too: the blocks are of no use to anyone once
+        this request has failed)."""
+        for pull in started:
+            self._in_flight[pull.request_id] = pull
+        for d in done:
+            pull = self._in_flight.pop(d.request_id, None)
+            if pull is None:
+                continue
+            ok = d.error is None
             if ok:
                 self.bytes_pulled += d.num_bytes
                 self.blocks_pulled += len(pull.remote_block_ids)

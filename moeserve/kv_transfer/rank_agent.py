@@ -1,10 +1,13 @@
 """A rank's part of the prefill/decode split: its KV cache registered with NIXL (its own agent), and
-the step's KvPulls of its attention group run before the forward (engine/worker.py calls `run`).
+its attention group's KvPulls, read beside the engine's steps: engine/worker.py hands each step's
+new pulls to `start` and collects the finished ones with `finished`, so a long read never stalls the
+running requests' steps (the scheduler keeps the pulling requests out of every batch until their
+reads are done on every rank, and never hands their blocks to anyone meanwhile).
 
 Every rank of the decode group reads, for each block, the KV heads it holds, from whichever ranks of
 the prefill group named in the pull hold them: in place when a source holds the same heads
 (cache_layout.pull_rows), else its whole blocks through a staging buffer (staging.py); the executor merges
-the ranks' outcomes on rank 0 (step_plan.merge_pull_results), so one failed rank fails the request.
+the ranks' outcomes on rank 0 (step_plan.PullTally), so one failed rank fails the request.
 
 One /layout per prefill engine (every rank's CacheLayout), cached by (host, port) and checked against
 the engine id each pull names: a restarted prefill engine has a new id, so old parameters fail
@@ -14,6 +17,8 @@ rank reads from.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from urllib.parse import quote
 
@@ -46,14 +51,62 @@ class RankKvAgent:
         KV heads they hold; group, tp_rank: this rank's attention group and place in it."""
         self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank)
         self._engines: dict[tuple[str, int], tuple[str, list[CacheLayout]]] = {}  # (host, port) -> (engine id, ranks)
+        self._init_reader()
+
+    def _init_reader(self) -> None:
+        self._todo: queue.SimpleQueue[list[KvPull] | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[KvPullDone] = queue.SimpleQueue()
+        self._num_in_flight = 0  # started, not yet collected by `finished`
+        self._reader: threading.Thread | None = None  # started with the first pull
+
+    def start(self, pulls: list[KvPull]) -> None:
+        """Read `pulls` in the background (one reader thread: one step's pulls after another's)."""
+        if not pulls:
+            return
+        if self._reader is None:
+            self._reader = threading.Thread(target=self._read_loop, name="kv-reader", daemon=True)
+            self._reader.start()
+        self._num_in_flight += len(pulls)
+        self._todo.put(pulls)
+
+    def finished(self, wait_s: float = 0.0) -> list[KvPullDone]:
+        """The pulls whose reads have ended since the last call; waits up to wait_s for a first one
+        when none has (an engine with nothing else to run should not spin on this)."""
+        out = []
+        if self._num_in_flight and wait_s > 0:
+            try:
+                out.append(self._done.get(timeout=wait_s))
+            except queue.Empty:
+                pass
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                break
+        self._num_in_flight -= len(out)
+        return out
+
+    @property
+    def num_in_flight(self) -> int:
+        return self._num_in_flight
+
+    def _read_loop(self) -> None:
+        while (pulls := self._todo.get()) is not None:
+            try:
+                dones = self.run(pulls)
+            except Exception as e:  # a bug, not a peer: still every pull must end, or its request waits forever
+                log.exception("KV reads of %d pulls failed", len(pulls))
+                dones = [KvPullDone(p.request_id, error=f"{type(e).__name__}: {e}") for p in pulls]
+            for done in dones:
+                self._done.put(done)
 
     def layout(self) -> dict:
         return self.agent.layout.to_json()
 
     def run(self, pulls: list[KvPull]) -> list[KvPullDone]:
-        """The step's pulls, in order. A prefill engine that failed one pull fails the step's later
-        pulls from it at once, so a dead or stuck peer costs the step one set of timeouts, not one
-        per request (the step timeout would otherwise end the whole world)."""
+        """One step's pulls, in order, read now. A prefill engine that failed one pull fails the
+        step's later pulls from it at once, so a dead or stuck peer costs one set of timeouts, not
+        one per request."""
         down: dict[tuple[str, int], str] = {}
         out = []
         for pull in pulls:
@@ -145,6 +198,11 @@ class RankKvAgent:
                 self.agent.remove_peer(rank.agent_name)
 
     def close(self) -> None:
+        """Let the reader finish what it started (each read has its timeout), then deregister."""
+        if self._reader is not None:
+            self._todo.put(None)
+            self._reader.join(timeout=2 * (HANDSHAKE_TIMEOUT_S + READ_TIMEOUT_S))
+            self._reader = None
         self.agent.close()
 
 

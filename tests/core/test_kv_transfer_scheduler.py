@@ -8,7 +8,7 @@ import pytest
 from core_fakes import FakeEngine, make_request, make_scheduler
 
 from moeserve.core.kv_pins import KvPins
-from moeserve.core.step_plan import KvPullDone, SampledToken, StepResult, merge_pull_results
+from moeserve.core.step_plan import KvPullDone, PullTally, SampledToken, StepResult
 from moeserve.errors import RequestError
 from moeserve.kv_transfer.params import RemotePrefill, prompt_digest
 
@@ -16,20 +16,30 @@ BS = 4
 
 
 class PullingEngine(FakeEngine):
-    """A decode FakeEngine whose steps run their KvPulls from `source` (a prefill FakeEngine) first."""
+    """A decode FakeEngine whose KvPulls read from `source` (a prefill FakeEngine) beside the steps,
+    as the worker's reader thread does: a read started in step n ends `delay` steps later (0: within
+    its own step), when its KV lands and every rank reports it. Meanwhile no step may write a block
+    the read still fills (a scheduler that reused them would corrupt the prompt's KV)."""
 
-    def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False, ranks: int = 1):
+    def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False, ranks: int = 1,
+                 delay: int = 0):
         super().__init__(scheduler)
         self.source, self.fail, self.pulls = source, fail, []
         self.ranks = ranks  # with fail: only the last of the group's ranks fails its read
+        self.delay = delay
+        self.reading: list[tuple[int, object]] = []  # (step it ends, pull)
+        self.tally = PullTally(ranks)  # as the executor counts its ranks' reports
 
     def step(self):
         s = self.scheduler
         plan = s.schedule()
         self.plans.append(plan)
+        self.pulls.extend(plan.kv_pulls)
+        self.reading += [(plan.step + self.delay, pull) for pull in plan.kv_pulls]
+        ended = [pull for due, pull in self.reading if due <= plan.step]
+        self.reading = [(due, pull) for due, pull in self.reading if due > plan.step]
         per_rank = [[] for _ in range(self.ranks)]
-        for pull in plan.kv_pulls:
-            self.pulls.append(pull)
+        for pull in ended:
             for remote, local in zip(pull.remote_block_ids, pull.local_block_ids):
                 for i in range(BS):
                     value = self.source.kv.get((pull.remote_group, remote * BS + i))
@@ -39,16 +49,17 @@ class PullingEngine(FakeEngine):
                 failed = self.fail and rank == self.ranks - 1
                 reads.append(KvPullDone(pull.request_id, error="connection refused") if failed
                              else KvPullDone(pull.request_id, num_bytes=len(pull.local_block_ids)))
-        done = merge_pull_results(per_rank)  # as the executor merges its ranks' outcomes
+        done = self.tally.add(per_rank)
         for req, message in s.take_failed():
             self.failed[req.request_id] = message
             self.finished[req.request_id] = req
-        failed = {d.request_id for d in done if d.error}
+        being_read = {(pull.group, b) for _, pull in self.reading for b in pull.local_block_ids}
         sampled = []
         for batch in plan.groups:
             for seq in batch.seqs:
-                if seq.request_id in failed:
-                    continue  # garbage KV: the forward's output is thrown away
+                assert seq.request_id not in {p.request_id for _, p in self.reading}, "scheduled before its KV landed"
+                written = {(batch.group, seq.block_table[p // BS]) for p in range(seq.start_pos, seq.start_pos + seq.num_tokens)}
+                assert not written & being_read, f"{seq.request_id} writes blocks a read still fills"
                 self._run_seq(batch.group, seq)
                 if seq.sample:
                     sampled.append(SampledToken(seq.request_id, 7))
@@ -136,6 +147,7 @@ def test_decode_pulls_all_but_the_last_token_and_computes_one(prompt_len):
     remote = prefill(p, "p", prompt)
     d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p)
     d.scheduler.add_request(decode_request("d", prompt, remote))
+    assert not d.step().groups[0].seqs  # the read runs first; the request waits for it
     plan = d.step()
     (seq,) = plan.groups[0].seqs
     assert (seq.start_pos, seq.num_tokens, seq.sample) == (prompt_len - 1, 1, True)
@@ -241,3 +253,85 @@ def test_a_preempted_decode_recomputes_instead_of_pulling_again():
     d.run()
     assert len(d.pulls) == 1
     assert d.finished["d"].num_output_tokens == 8 and d.finished["hog"].num_output_tokens == 8
+
+
+def test_other_requests_keep_stepping_while_a_read_runs():
+    p = FakeEngine(make_scheduler(num_blocks=64, block_size=BS))
+    prompt = list(range(1, 30))
+    remote = prefill(p, "p", prompt)
+    d = PullingEngine(make_scheduler(num_blocks=64, block_size=BS), source=p, delay=3)
+    d.scheduler.add_request(make_request("stream", [5, 6, 7], max_tokens=20))
+    d.step()
+    d.scheduler.add_request(decode_request("d", prompt, remote))
+    steps = [d.step() for _ in range(4)]
+    # the stream decodes in every step of the read; "d" runs only in the step after it ended
+    assert all(any(q.request_id == "stream" for q in plan.groups[0].seqs) for plan in steps)
+    assert [any(q.request_id == "d" for q in plan.groups[0].seqs) for plan in steps] == [False] * 4
+    assert d.scheduler.requests["d"].status.value == "running"
+    d.run()
+    assert d.finished["d"].num_output_tokens == 3 and not d.failed
+
+
+def test_an_engine_waiting_only_for_a_read_steps_empty_until_it_ends():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 10))
+    d = PullingEngine(make_scheduler(num_blocks=32, block_size=BS), source=p, delay=5)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    assert not d.scheduler.pulls_in_flight
+    d.step()
+    assert d.scheduler.pulls_in_flight
+    for _ in range(5):
+        assert d.step().num_tokens == 0
+    assert not d.scheduler.pulls_in_flight
+    d.run()
+    assert d.finished["d"].num_output_tokens == 3
+
+
+def test_an_aborted_pull_keeps_its_blocks_until_every_rank_has_read():
+    """Aborted mid-read: the request ends at once, but its blocks go back to the pool only when the
+    read is done (a one-sided read still writes them); a request waiting for blocks gets them then."""
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 21))  # 5 blocks
+    d = PullingEngine(make_scheduler(num_blocks=6, block_size=BS), source=p, delay=3, ranks=2)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    d.step()
+    assert d.scheduler.abort_request("d").finish_reason == "abort"
+    assert not d.scheduler.has_unfinished() and d.scheduler.pulls_in_flight
+    usage = d.scheduler.total_block_usage()
+    assert (usage.in_use, usage.free) == (5, 1)  # the read's five blocks are still held
+    d.scheduler.add_request(make_request("next", list(range(40, 56)), max_tokens=2))  # needs 5 blocks
+    d.run()  # PullingEngine fails if "next" is given a block the read still fills
+    assert d.finished["next"].num_output_tokens == 2
+    assert not d.scheduler.pulls_in_flight and d.scheduler.total_block_usage().in_use == 0
+
+
+def test_a_request_waiting_for_its_read_is_never_preempted():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 13))  # 3 blocks
+    d = PullingEngine(make_scheduler(num_blocks=6, block_size=BS, max_num_batched_tokens=64), source=p, delay=6)
+    d.scheduler.add_request(make_request("hog", [9, 8, 7], max_tokens=12))  # grows to 4 blocks
+    d.step()
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt), max_tokens=2))
+    d.run()
+    assert len(d.pulls) == 1  # "d" was never preempted and pulled again
+    assert d.finished["d"].num_output_tokens == 2 and d.finished["hog"].num_output_tokens == 12
+
+
+def test_a_pull_is_done_only_when_every_rank_of_its_group_has_reported():
+    tally = PullTally(ranks_per_group=2)
+    assert tally.add([[KvPullDone("a", 10, 0.1)], []]) == [] and len(tally) == 1
+    assert tally.add([[], [KvPullDone("b", 5)]]) == []
+    (a,) = tally.add([[], [KvPullDone("a", 20, 0.3, error="timed out")]])
+    assert (a.request_id, a.num_bytes, a.seconds, a.error) == ("a", 30, 0.3, "timed out")
+    (b,) = tally.add([[KvPullDone("b", 5)], []])
+    assert (b.num_bytes, b.error) == (10, None) and len(tally) == 0
+
+
+def test_a_second_pull_that_does_not_fit_waits_for_the_first_ones_blocks():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    first, second = list(range(1, 17)), list(range(21, 37))  # 4 blocks each
+    d = PullingEngine(make_scheduler(num_blocks=6, block_size=BS), source=p, delay=3)
+    d.scheduler.add_request(decode_request("d1", first, prefill(p, "p1", first), max_tokens=1))
+    d.scheduler.add_request(decode_request("d2", second, prefill(p, "p2", second), max_tokens=1))
+    d.run()
+    assert not d.failed and [q.request_id for q in d.pulls] == ["d1", "d2"]

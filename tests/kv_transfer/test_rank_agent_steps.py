@@ -26,3 +26,47 @@ def test_a_failed_peer_fails_the_steps_later_pulls_from_it_at_once():
     assert [d.error for d in done] == ["timed out", "pin expired", "timed out", None, "timed out"]
     agent.run(pulls[:1])
     assert tried[-1] == "r0"  # a new step tries the peer again
+
+
+def _fake_agent(pull_once) -> RankKvAgent:
+    """A RankKvAgent without NIXL (its _pull faked), reader thread and all."""
+    agent = RankKvAgent.__new__(RankKvAgent)
+    agent._pull = pull_once
+    agent.agent = type("NoNixl", (), {"close": lambda self: None})()
+    agent._init_reader()
+    return agent
+
+
+def test_reads_run_beside_the_steps_and_end_in_a_later_poll():
+    import threading
+
+    gate = threading.Event()
+
+    def slow_pull(pull: KvPull) -> tuple[KvPullDone, bool]:
+        gate.wait(10)
+        return KvPullDone(pull.request_id, 8), False
+
+    agent = _fake_agent(slow_pull)
+    pulls = [KvPull(f"r{i}", 0, "e", f"x{i}", "127.0.0.1", 2, [0], [0]) for i in range(3)]
+    agent.start(pulls[:2])
+    assert agent.finished() == [] and agent.num_in_flight == 2  # start returned at once
+    agent.start(pulls[2:])
+    gate.set()
+    got = []
+    for _ in range(500):
+        got += agent.finished(wait_s=0.01)
+        if len(got) == 3:
+            break
+    assert [d.request_id for d in got] == ["r0", "r1", "r2"] and agent.num_in_flight == 0
+    agent.close()
+
+
+def test_a_reader_that_raises_still_ends_every_pull():
+    def broken(pull: KvPull) -> tuple[KvPullDone, bool]:
+        raise KeyError("bug")
+
+    agent = _fake_agent(broken)
+    agent.start([KvPull("r0", 0, "e", "x0", "127.0.0.1", 2, [0], [0])])
+    (done,) = agent.finished(wait_s=5)
+    assert done.request_id == "r0" and "KeyError" in done.error
+    agent.close()
