@@ -68,12 +68,20 @@ def routing_error(topk_ids: torch.Tensor, num_slots: int) -> str | None:
     return _check(topk_ids, num_slots)[0]
 
 
+def shape_error(topk_ids: torch.Tensor) -> str | None:
+    """routing_error's checks of dtype and shape alone (a caller that checks the id range itself)."""
+    if topk_ids.dtype.is_floating_point or topk_ids.dtype == torch.bool:
+        return f"expert slot ids must be integers, got {topk_ids.dtype}"
+    if topk_ids.dim() != 2:
+        return f"expert slot ids must be [tokens, top_k], got shape {tuple(topk_ids.shape)}"
+    return None
+
+
 def _check(topk_ids: torch.Tensor, num_slots: int) -> tuple[str | None, int | None]:
     """(error or None, smallest id or None when there are no ids)."""
-    if topk_ids.dtype.is_floating_point or topk_ids.dtype == torch.bool:
-        return f"expert slot ids must be integers, got {topk_ids.dtype}", None
-    if topk_ids.dim() != 2:
-        return f"expert slot ids must be [tokens, top_k], got shape {tuple(topk_ids.shape)}", None
+    err = shape_error(topk_ids)
+    if err is not None:
+        return err, None
     if topk_ids.numel() == 0:
         return None, None
     lo, hi = (int(v) for v in torch.aminmax(topk_ids))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from moeserve.dispatch.base import ExpertBatch, Handle, routing_error
+from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, Blocks, Layout
@@ -108,6 +108,7 @@ class OneSidedDispatcher:
         self.native = native and isinstance(puts, TorchPuts) and native_kernels.load()
         self._native = False  # native, and this heap has fan-out views (set with the heap)
         self._likes: dict[torch.dtype, torch.Tensor] = {}
+        self._shape: tuple | None = None  # (hidden, dtype, top-k, weight dtype) the layout was made for
 
     def dispatch(
         self,
@@ -128,17 +129,20 @@ class OneSidedDispatcher:
             agreed = torch.tensor([T], dtype=torch.int64)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
             max_tokens = int(agreed)
-        err = routing_error(topk_ids, self.num_slots)
-        if err is None and T > max_tokens:
-            err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         w_dtype = weight_dtype(topk_weights)
         layout = self._ensure(max_tokens, hidden.shape[1], hidden.dtype, k, w_dtype)
+        # the C++ send checks the id range itself as it reads the ids (one pass fewer at decode sizes)
+        err = shape_error(topk_ids) if self._native else routing_error(topk_ids, self.num_slots)
+        if err is None and T > max_tokens:
+            err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         self.epoch += 1
         epoch, p = self.epoch, self.epoch % 2
         send_counts, back_index = [0] * W, None
         if err is None:
             weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
             send_counts, back_index = self._send(p, hidden, topk_ids, weights)
+            if send_counts[0] < 0:  # an id out of range: nothing was written
+                err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
         self.puts.signal(self.heap, [
             Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)),
                    layout.flag_offset(DISPATCH, p, me), epoch)
@@ -257,10 +261,11 @@ class OneSidedDispatcher:
     def _ensure(self, max_tokens: int, hidden: int, dtype: torch.dtype, k: int, w_dtype: torch.dtype) -> Layout:
         """The heap for this call, re-created (on every rank alike) when it cannot hold it."""
         W = self.ctx.ep_size
-        want = Layout(W, 0, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype)
         cur = self.layout
-        if cur is not None and cur.rows >= max_tokens and cur == Layout(**{**want.__dict__, "rows": cur.rows}):
-            return cur
+        if cur is not None and cur.rows >= max_tokens and self._shape == (hidden, dtype, k, w_dtype):
+            return cur  # every call but the first few: no Layout built (it costs microseconds per call)
+        self._shape = (hidden, dtype, k, w_dtype)
+        want = Layout(W, 0, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype)
         rows = max(1, self.capacity_tokens, max_tokens, cur.rows if cur is not None else 0)
         layout = Layout(**{**want.__dict__, "rows": rows})
         self.close()

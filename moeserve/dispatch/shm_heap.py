@@ -12,8 +12,13 @@ left in /dev/shm after a normal exit, an exception, or a `kill -9` of any rank. 
 milliseconds at start-up) a failure of the set-up collective still unlinks it on every rank that
 knows the name; only a `kill -9` of rank 0 between its create and its broadcast can leave a file.
 
-Each rank's region starts with a 64-byte heap header [pid, process start time] that `dead_peers`
-checks against /proc (a pid that exited, is a zombie, or was reused by another process).
+Each rank's region starts with a 64-byte heap header [pid, process start time, asleep]: `dead_peers`
+checks the first two against /proc (a pid that exited, is a zombie, or was reused by another
+process); `asleep` is 1 while the rank sleeps on a futex (`sleep_on`), so a writer makes the wake-up
+system call only when somebody sleeps (`notify`): a flag store, a fence, a load of the peer's
+`asleep` on one side; a store of `asleep`, a fence, a load of the flag on the other (each side's
+fence keeps its load after its store, so at least one of them sees the other's store: either the
+sleeper finds the flag already raised, or the writer finds it asleep and wakes it).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from moeserve.dispatch.heap import ALIGN, HeapError, align
 SHM_DIR = "/dev/shm"
 NAME_BYTES = 64
 _HEADER = ALIGN  # bytes at the start of every rank's region kept by the heap itself
+_ASLEEP = 2  # header word: 1 while the rank sleeps in sleep_on
 
 # A locked read-modify-write (CPython's lock is a futex/semaphore built on lock-prefixed atomics):
 # on x86-64 it orders every earlier store, non-temporal ones included, before every later store.
@@ -122,13 +128,23 @@ class ShmHeap:
         return self._all.view(dtype).as_strided((self.world, *shape), (self._stride // size, *inner), start // size)
 
     def notify(self, rank: int, offset: int) -> None:
-        """Wakes `rank` if it sleeps on the word at `offset` of its region (sleep_on)."""
-        futex.wake(self._base + rank * self._stride + _HEADER + offset)
+        """Wakes `rank` if it sleeps on the word at `offset` of its region (sleep_on); call it after
+        the store to that word. No system call unless `rank` is asleep."""
+        self.fence()  # our flag store before our load of its asleep word
+        if self._words[rank * self._stride // 8 + _ASLEEP]:
+            futex.wake(self._base + rank * self._stride + _HEADER + offset)
 
     def sleep_on(self, offset: int, value: int, timeout_s: float) -> None:
         """Sleeps while the word at `offset` of this rank's region holds `value`, at most timeout_s, until
         a peer's notify; may return early. Only where `futex.available()`."""
-        futex.wait(self._base + self.rank * self._stride + _HEADER + offset, value, timeout_s)
+        asleep = self.rank * self._stride // 8 + _ASLEEP
+        self._words[asleep] = 1
+        try:
+            self.fence()  # our asleep store before our load of the flag
+            if self._words[(self.rank * self._stride + _HEADER + offset) // 8] == value:
+                futex.wait(self._base + self.rank * self._stride + _HEADER + offset, value, timeout_s)
+        finally:
+            self._words[asleep] = 0
 
     def load_words(self, offset: int, count: int) -> list[int]:
         base = (self.rank * self._stride + _HEADER + offset) // 8

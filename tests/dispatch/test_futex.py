@@ -57,3 +57,58 @@ def test_a_store_then_wake_ends_the_sleep() -> None:
     futex.wake(address)
     thread.join(timeout=10)
     assert woke and woke[0] - stored < 2.0  # woken, not timed out after 10 s
+
+
+def _heaps(world: int = 2, nbytes: int = 4096):
+    from moeserve.dispatch.shm_heap import ShmHeap
+
+    mm = mmap.mmap(-1, world * ShmHeap.region_bytes(nbytes))  # one shared mapping, as the ranks map it
+    return [ShmHeap(mm, r, world, nbytes, "test") for r in range(world)]
+
+
+def test_notify_makes_no_system_call_unless_the_peer_sleeps(monkeypatch) -> None:
+    writer, reader = _heaps()
+    calls = []
+    monkeypatch.setattr(futex, "wake", lambda address: calls.append(address))
+    writer.store_word(1, 0, 5)
+    writer.notify(1, 0)
+    assert calls == []  # rank 1 is not asleep: a wake-up system call would be wasted
+    woke = threading.Event()
+    monkeypatch.undo()
+
+    def sleeper() -> None:
+        while reader.load_words(0, 1)[0] != 6:
+            reader.sleep_on(0, 5, timeout_s=10.0)
+        woke.set()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    time.sleep(0.05)
+    writer.store_word(1, 0, 6)
+    writer.notify(1, 0)
+    assert woke.wait(2.0)  # woken by the notify, not by the 10 s timeout
+    thread.join(timeout=10)
+
+
+def test_no_wake_up_is_lost_between_the_flag_check_and_the_sleep() -> None:
+    writer, reader = _heaps()
+    slow: list[float] = []
+
+    def sleeper() -> None:
+        for epoch in range(1, 301):
+            started = time.monotonic()
+            while reader.load_words(0, 1)[0] != epoch:
+                reader.sleep_on(0, reader.load_words(0, 1)[0], timeout_s=3.0)
+            if time.monotonic() - started > 1.5:
+                slow.append(epoch)
+            writer.store_word(0, 8, epoch)  # ack on rank 0's word 1
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    for epoch in range(1, 301):
+        writer.store_word(1, 0, epoch)
+        writer.notify(1, 0)
+        while writer.load_words(8, 1)[0] != epoch:
+            time.sleep(0)
+    thread.join(timeout=60)
+    assert not thread.is_alive() and slow == []  # a lost wake-up waits out the 3 s timeout

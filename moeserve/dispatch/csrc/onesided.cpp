@@ -9,10 +9,12 @@
 // # T tokens, k top-k, H hidden, W ranks, M rows per (source, destination) block, S local slots,
 // # n grid rows per source (the largest received count), R expert rows
 //
-// send:    ids [T, k] int32/int64 valid slots (-1 dropped) -> writes, for every destination d, one row
+// send:    ids [T, k] int32/int64 slots (-1 dropped) -> writes, for every destination d, one row
 //          per token with a slot on d into fan_hidden/fan_slots/fan_weights [W, M, *] (views of d's
 //          block of this source, any stride between destinations) in token order; returns
 //          counts [W] int64 and back_index [T, k] int64 (d * M + row at (t, first j on d), else W * M).
+//          An id outside [-1, W * slots_per_rank) writes nothing and returns counts all -1 (the caller
+//          words the error; checking here saves the separate min/max pass over the ids).
 // expand:  this rank's blocks slots [W, M, k], hidden [W, M, H], weights [W, M, k] and counts [W] ->
 //          ExpertBatch rows [R, H] (slot-major, then (source, row, j) order), per-slot counts [S] int64,
 //          offsets [S] int32, term_index [W * n, k] int64 (ExpertBatch row at (q, j), R where none),
@@ -81,6 +83,8 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
     const I* p = ids.data_ptr<I>();
     for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
   });
+  for (int64_t i = 0; i < T * k; ++i)
+    if (id[i] < -1 || id[i] >= W * slots_per_rank) return {counts.fill_(-1), back};
   std::vector<int64_t> sent;  // (d, r, t) of every row, in order; the copies run in parallel below
   with_int(fan_slots, [&](auto tag) {
     using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
