@@ -12,6 +12,8 @@ that also pulls the CUDA 13 build); either import works.
 from __future__ import annotations
 
 import base64
+import sys
+import threading
 import time
 import uuid
 
@@ -22,6 +24,15 @@ from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch
 from moeserve.kv_transfer.head_slices import HeadRange
 
 MISSING = "--kv-transfer nixl needs NIXL: pip install 'moeserve[pd]' (nixl-cu12 1.5, UCX bundled)"
+
+
+# The UCX backend's progress thread waits this long (microseconds) in poll() on the worker's event
+# file descriptors between rounds. NIXL's Python wrapper sets 0, and with 0 the thread never sleeps:
+# every agent (one per rank, on both sides) kept a core busy while the server sat idle. The thread
+# cannot simply be turned off: the side a READ targets must progress its worker for the read to
+# complete. With a delay it wakes on the worker's events, and when idle it costs about 1% of a core.
+PROGRESS_DELAY_US = 1000
+_CREATE_LOCK = threading.Lock()
 
 
 def import_nixl():
@@ -36,6 +47,31 @@ def import_nixl():
     return nixl_agent, nixl_agent_config
 
 
+def new_agent(name: str):
+    """A NIXL agent with the UCX backend whose progress thread sleeps between rounds (PROGRESS_DELAY_US).
+
+    The wrapper builds its own nixlAgentConfig and hard-codes its delay, so the binding's agent
+    constructor is wrapped for the duration of the call to set the delay first (under a lock; the
+    wrapper's module is restored before this returns)."""
+    nixl_agent, nixl_agent_config = import_nixl()
+    api = sys.modules[nixl_agent.__module__]
+    bind = getattr(api, "nixlBind", None)
+    with _CREATE_LOCK:
+        if bind is None or not hasattr(bind, "nixlAgent"):  # another wrapper layout: its default
+            return nixl_agent(name, nixl_agent_config(backends=["UCX"]))
+        real = bind.nixlAgent
+
+        def with_delay(agent_name, config):
+            config.pthrDelay = PROGRESS_DELAY_US
+            return real(agent_name, config)
+
+        bind.nixlAgent = with_delay
+        try:
+            return nixl_agent(name, nixl_agent_config(backends=["UCX"]))
+        finally:
+            bind.nixlAgent = real
+
+
 class TransferError(RuntimeError):
     """A READ failed or timed out (the owner died, or its blocks are gone)."""
 
@@ -48,10 +84,9 @@ class KvAgent:
 
     def __init__(self, caches: list[torch.Tensor], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
                  group: int = 0, tp_rank: int = 0, name: str | None = None):
-        nixl_agent, nixl_agent_config = import_nixl()
         assert caches and all(t.is_contiguous() for t in caches)
         self.name = name or f"moeserve-{uuid.uuid4().hex[:12]}"
-        self.agent = nixl_agent(self.name, nixl_agent_config(backends=["UCX"]))
+        self.agent = new_agent(self.name)
         self.caches = caches
         self._reg = self.agent.register_memory(caches)
         self.layout = CacheLayout(

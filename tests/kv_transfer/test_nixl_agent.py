@@ -126,3 +126,23 @@ def test_each_reader_rank_gets_exactly_its_heads_from_the_owner_ranks_that_hold_
         assert out["bytes"] == 3 * tensors * 4 * 2 * 8 * 4  # blocks x tensors x (slots, 2 heads, dim) x fp32
     finally:
         _stop(owner, reader)
+
+
+def test_an_idle_agent_does_not_keep_a_core_busy():
+    """NIXL's wrapper leaves the UCX progress thread polling without a pause (a whole core per rank,
+    idle); KvAgent gives it a delay, so it waits on the worker's events instead."""
+    import time
+
+    import torch
+
+    from moeserve.kv_transfer.nixl_agent import KvAgent
+
+    os.environ.setdefault("UCX_NET_DEVICES", "lo")
+    agent = KvAgent([torch.zeros(4, 16, 8)], block_size=16)
+    try:
+        time.sleep(0.2)  # the progress thread is up
+        started = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - started < 0.3  # a polling thread alone takes about 1 s of CPU here
+    finally:
+        agent.close()
