@@ -46,5 +46,15 @@ class SymmetricHeap(Protocol):
     def close(self) -> None: ...
 
 
+def collective_device(group) -> torch.device:
+    """Where the small tensors of a set-up collective on `group` must live: the current GPU on an
+    NCCL group (GPU ranks), host memory on gloo."""
+    import torch.distributed as dist
+
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 class HeapError(RuntimeError):
     """The heap could not be set up on every rank (raised on every rank alike)."""

@@ -45,7 +45,7 @@ import torch.distributed as dist
 
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
 from moeserve.dispatch.flag_wait import wait_for_flags
-from moeserve.dispatch.heap import SymmetricHeap
+from moeserve.dispatch.heap import SymmetricHeap, collective_device
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, Blocks, Layout
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
 from moeserve.dispatch import native as native_kernels
@@ -126,7 +126,7 @@ class OneSidedDispatcher:
         if origin != self.device:  # e.g. GPU ranks over the host heap: staged through host memory
             hidden, topk_ids, topk_weights = (t.to(self.device) for t in (hidden, topk_ids, topk_weights))
         if max_tokens is None:
-            agreed = torch.tensor([T], dtype=torch.int64)
+            agreed = torch.tensor([T], dtype=torch.int64, device=collective_device(self.ctx.ep_group))
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
             max_tokens = int(agreed)
         w_dtype = weight_dtype(topk_weights)

@@ -113,9 +113,6 @@ def _shm(num_slots: int, ctx: ParallelContext, bounds: StepBounds, native: bool 
     from moeserve.dispatch.shm_heap import ShmHeap
 
     _need_ranks("shm", ctx)
-    if not _host_group(ctx):
-        raise ValueError("dispatch 'shm' sets its heap up over a gloo ep group (CPU ranks); this group is "
-                         f"{dist.get_backend(ctx.ep_group)}: use a2a on GPUs (docs/dispatch.md, GPU ranks)")
     if not _store_order_is_program_order():
         raise ValueError(f"dispatch 'shm' relies on x86-64's store order; this is {platform.machine()}: use a2a")
 
@@ -152,7 +149,8 @@ def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: b
 
 
 def _host_group(ctx: ParallelContext) -> bool:
-    """Whether the ep group moves host tensors (gloo): the shm heap's set-up and staging need it."""
+    """Whether the ep group moves host tensors (gloo, CPU ranks). GPU ranks may ask for shm (their rows
+    are staged through the host heap), but `auto` keeps NCCL's collectives for them."""
     return dist.get_backend(ctx.ep_group) == "gloo"
 
 

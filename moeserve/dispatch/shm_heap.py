@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from moeserve.dispatch import futex
-from moeserve.dispatch.heap import ALIGN, HeapError, align
+from moeserve.dispatch.heap import ALIGN, HeapError, align, collective_device
 
 SHM_DIR = "/dev/shm"
 NAME_BYTES = 64
@@ -101,7 +101,7 @@ class ShmHeap:
                 base = rank * stride // 8
                 header[base], header[base + 1] = os.getpid(), _start_time(os.getpid()) or 0
                 header.release()
-            ok = torch.tensor([int(mm is not None)], dtype=torch.int64)
+            ok = torch.tensor([int(mm is not None)], dtype=torch.int64, device=collective_device(group))
             dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=group)  # every rank has mapped it
         finally:
             if fd >= 0:
@@ -181,8 +181,9 @@ def _broadcast_name(name: str, group) -> str:
     raw = name.encode()
     assert len(raw) < NAME_BYTES
     buf[: len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    buf = buf.to(collective_device(group))  # GPU ranks: their ep group is NCCL
     dist.broadcast(buf, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
-    return bytes(buf.tolist()).rstrip(b"\0").decode()
+    return bytes(buf.cpu().tolist()).rstrip(b"\0").decode()
 
 
 def _unlink_quietly(name: str) -> None:

@@ -186,3 +186,21 @@ def test_two_ranks_on_two_gpus_give_the_tokens_of_one(tmp_path):
         outs[tp] = [o.token_ids for o in llm.generate([[5, 6, 7, 8], [9, 10]], params)]
         llm.shutdown()
     assert outs[1] == outs[2]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_shm_dispatch_on_two_gpu_ranks_gives_the_tokens_of_one(tmp_path):
+    """GPU ranks (an NCCL ep group) over the host heap: the heap's set-up collectives run on the GPU,
+    the rows are staged through host memory, and the tokens are those of one rank."""
+    from moeserve import LLM, SamplingParams
+    from tiny_models import make_checkpoint
+
+    _, path = make_checkpoint("mixtral", tmp_path)
+    params = SamplingParams(temperature=0.0, max_tokens=5, ignore_eos=True)
+    outs = {}
+    for ep, dispatch in ((1, "auto"), (2, "shm")):
+        llm = LLM(model=str(path), device="cuda", dtype="float32", ep=ep, dispatch=dispatch)
+        outs[ep] = [o.token_ids for o in llm.generate([[5, 6, 7, 8], [9, 10]], params)]
+        llm.shutdown()
+    assert outs[1] == outs[2]
