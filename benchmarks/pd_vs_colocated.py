@@ -2,7 +2,7 @@
 stream tokens, served by a 1P1D pair (one core each, behind vllm-router) and by one colocated server
 (two cores), same client, same requests, one run.
 
-    python benchmarks/pd_vs_colocated.py [--long-len 1500] [--long-rate 0.3] [--duration-s 60] [--json]
+    python benchmarks/pd_vs_colocated.py [--long-len 2000] [--long-rate 1.0] [--duration-s 40] [--json]
 
 Model: the built-in tiny MoE. Streams: `--streams` clients in a closed loop (32-token prompts, 64
 tokens each); longs: Poisson arrivals of `--long-len`-token prompts asking 8 tokens. Reported per
@@ -115,10 +115,10 @@ def brief(s: dict) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--long-len", type=int, default=1500, help="prompt tokens of the long requests")
-    p.add_argument("--long-rate", type=float, default=0.3, help="long requests per second (Poisson)")
+    p.add_argument("--long-len", type=int, default=2000, help="prompt tokens of the long requests")
+    p.add_argument("--long-rate", type=float, default=1.0, help="long requests per second (Poisson)")
     p.add_argument("--streams", type=int, default=4, help="streaming clients in a closed loop")
-    p.add_argument("--duration-s", type=float, default=60.0, help="about how long each setup is loaded")
+    p.add_argument("--duration-s", type=float, default=40.0, help="about how long each setup is loaded")
     p.add_argument("--slo-ttft-ms", type=float, default=5000.0)
     p.add_argument("--slo-tpot-ms", type=float, default=100.0)
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
