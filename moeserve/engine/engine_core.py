@@ -180,7 +180,9 @@ class EngineCore:
         self._pending_outputs.append(RequestOutput(request_id=request_id, prompt_token_ids=prompt, finish_reason="abort"))
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._tracked) or bool(self._pending_outputs)
+        """Work for `step`: live requests, outputs not yet returned, or KV reads still running (an
+        aborted request's read too: its blocks come back, and its pin is released, when it ends)."""
+        return bool(self._tracked) or bool(self._pending_outputs) or self.scheduler.pulls_in_flight
 
     # -- the step ---------------------------------------------------------------------------------
     def service(self) -> None:
