@@ -76,7 +76,12 @@ def test_loop_admits_rejects_streams_aborts_and_stops():
     h.peer.send(add("long", [1] * 990, 20))  # 990 + 20 > 1000: refused, nothing else disturbed
     h.peer.send(add("b", [5], 900))
     h.peer.send(add("c", [5], 5))  # third live request: queue full
-    got = h.collect(lambda g: any(isinstance(m, ipc.Outputs) for m in g))
+
+    def answered(g) -> int:  # requests the loop has accepted or refused so far
+        return sum(len(m.accepted) + len(m.rejected) for m in g if isinstance(m, ipc.AddResults))
+
+    # the four may reach the loop in more than one read, with a step (and outputs) between them
+    got = h.collect(lambda g: answered(g) == 4 and any(isinstance(m, ipc.Outputs) for m in g))
     results = [m for m in got if isinstance(m, ipc.AddResults)]
     accepted = [r for m in results for r in m.accepted]
     rejected = {r["request_id"]: r for m in results for r in m.rejected}
