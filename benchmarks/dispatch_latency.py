@@ -6,11 +6,15 @@ where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry
 dispatch and combine with no expert compute in between (the expert output is the dispatched rows
 themselves), `--iters` times per backend, the backends interleaved in rounds so that load changes
 on a shared machine hit both alike. Every rank reports its median; the slowest rank's median is the
-layer's time (the collectives make every rank wait for the slowest). Not run by CI; numbers go to
-docs/dispatch.md.
+layer's time (the collectives make every rank wait for the slowest). With `--layers L` each sample
+is L calls back to back, divided by L: consecutive MoE layers of one step, where every rank enters a
+layer as its previous combine returns, instead of one call right after a barrier (whose ranks leave
+the barrier at different times: on more ranks than cores the stagger is most of a call). Not run by
+CI; numbers go to docs/dispatch.md.
 
     python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096
     python benchmarks/dispatch_latency.py --ep 2 4 --wait futex yield spin   # shm's wait strategies side by side
+    python benchmarks/dispatch_latency.py --layers 8   # per-layer latency of 8 layers back to back
 """
 from __future__ import annotations
 
@@ -66,11 +70,12 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
                     flag_wait.STRATEGY = waits.get(name, flag_wait.STRATEGY)
                     dist.barrier()
                     t, c = time.perf_counter(), time.process_time()
-                    batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
-                    backend.combine(batch.hidden, handle)
+                    for _ in range(args.layers):
+                        batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
+                        backend.combine(batch.hidden, handle)
                     if it >= args.warmup:
-                        times[name].append(time.perf_counter() - t)
-                        cpu[name].append(time.process_time() - c)
+                        times[name].append((time.perf_counter() - t) / args.layers)
+                        cpu[name].append((time.process_time() - c) / args.layers)
             results.append({"hidden": hidden, "tokens": tokens,
                             **{name: statistics.median(v) * 1e3 for name, v in times.items()},
                             **{name + "_cpu": statistics.median(v) * 1e3 for name, v in cpu.items()}})
@@ -124,6 +129,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, nargs="+", default=[256, 4096])
     ap.add_argument("--experts", type=int, default=8)
     ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=1,
+                    help="calls back to back per timed sample (a model's consecutive MoE layers, each starting "
+                         "when the last combine returned); 1: one call right after a barrier")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=600)

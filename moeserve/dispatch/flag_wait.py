@@ -6,9 +6,10 @@ core from the peer that has to write the flag. The default (STRATEGY "yield-fute
 1. poll for SPIN_S (the peer is usually on another core and about to signal);
 2. sched_yield between polls until YIELD_FUTEX_S: whatever else is runnable on this core (the peer
    itself when they share it) runs, and the flag is seen on the first poll after it lands;
-3. sleep on the first pending flag's futex (`heap.sleep_on`; the writer calls `heap.notify` after its
-   store, futex.py): a long wait (the peer's expert compute, an idle attention group) costs no CPU
-   and ends within a wake-up, not a sleep quantum.
+3. sleep on the row of flags (`heap.sleep_on`; each writer calls `heap.notify` after its store, and
+   the one whose store completes the row makes the wake-up: shm_heap.py, futex.py): a long wait (the
+   peers' expert compute, an idle attention group) costs no CPU and ends within one wake-up, not a
+   sleep quantum, and not one wake-up per peer.
 Measured side by side (docs/dispatch.md, "Waiting"), on a VM whose cross-core wake-ups are slow,
 yielding first beat sleeping at once, and both beat a busy spin (which starves a peer sharing the
 core). Heaps without futex words (NVSHMEM: flags in GPU memory) yield until YIELD_S, then sleep
@@ -71,8 +72,8 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
             continue
         if sleep_on is not None and now - start < yield_s:
             os.sched_yield()
-        elif sleep_on is not None:  # until that flag changes (its writer wakes us) or the next check
-            sleep_on(offset + 8 * pending[0], words[pending[0]], max(next_check - now, 1e-4))
+        elif sleep_on is not None:  # until the last flag lands (its writer wakes us) or the next check
+            sleep_on(offset, heap.world, epoch, max(next_check - now, 1e-4))
         elif now - start < YIELD_S:
             os.sched_yield()
         else:

@@ -12,8 +12,9 @@ The one-sided protocol (onesided.py) only needs these verbs:
     close()             unmaps; never frees memory a peer may still write
 Optional (onesided.py uses it where present, else writes one destination at a time):
     fanout(offset, dtype, shape) -> [W, *shape] view of the same bytes of every rank's region, or None
-    notify(rank, off)   wakes that rank where it sleeps on its word at `off` (after a flag store)
-    sleep_on(off, value, timeout_s)  sleeps while this rank's word at `off` holds value (flag_wait.py)
+    notify(rank, row, count, value)  after a flag store into that rank's row of `count` flags at byte
+                        `row`: wakes the rank where it sleeps on the row and every flag holds value
+    sleep_on(row, count, value, timeout_s)  sleeps until this rank's row holds value (flag_wait.py)
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Where the one-sided protocol keeps what, inside every rank's heap region (the same on every rank).
 
     # W ranks, M rows per (source, destination) and step (the token bound), H hidden, k top-k
-    flags   int64 [2 phase (dispatch, combine), 2 parity, W source]   the epoch the source last signalled
+    flags   int64 [2 phase (dispatch, combine), 2 parity, W source + 1]   the epoch the source last
+            signalled; word W of each row is its bell: the epoch whose flags were all up when the last
+            source to raise one found this rank asleep (the futex the rank sleeps on: shm_heap.py)
     meta    int64 [2 parity, W source, 2]                             [rows sent, bad-routing flag]
     per parity p in (0, 1):
       hidden   [W source, M, H]  payload dtype   rows the source sent here
@@ -46,7 +48,7 @@ class Layout:
 
     @property
     def meta_offset(self) -> int:
-        return align(2 * 2 * self.world * 8)
+        return align(2 * 2 * (self.world + 1) * 8)
 
     @property
     def parity_offset(self) -> int:
@@ -61,7 +63,8 @@ class Layout:
         return self.parity_offset + 2 * self.parity_bytes
 
     def flag_offset(self, phase: int, parity: int, source: int = 0) -> int:
-        return ((phase * 2 + parity) * self.world + source) * 8
+        """Byte offset of source's flag in the row (phase, parity); source 0: the row itself."""
+        return ((phase * 2 + parity) * (self.world + 1) + source) * 8
 
     def meta_word(self, parity: int, source: int = 0) -> int:
         return self.meta_offset + (parity * self.world + source) * 16

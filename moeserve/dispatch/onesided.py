@@ -6,7 +6,8 @@ calls dispatch and combine in the same order) and uses the buffers of parity p =
 dispatch: s writes its rows for d straight into d's region, blocks [p][s]: one row per (token, d)
     (hidden, the local slot of each top-k position or -1, the router weights), in token order; then
     the row count and a bad-routing flag into d's meta; then, after a store fence, the epoch into
-    d's dispatch flag [p][s] (and wakes d if it sleeps on it: flag_wait.py). Every pair signals,
+    d's dispatch flag [p][s] (and wakes d if it sleeps on that row of flags and this flag was the
+    last one down: flag_wait.py). Every pair signals,
     with zero rows too (the empty-batch protocol).
     d waits until all W flags read e, then raises with every rank if any source flagged bad
     routing, else expands the rows (sources in rank order, tokens in order) into its ExpertBatch:
@@ -145,7 +146,7 @@ class OneSidedDispatcher:
                 err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
         self.puts.signal(self.heap, [
             Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)),
-                   layout.flag_offset(DISPATCH, p, me), epoch)
+                   layout.flag_offset(DISPATCH, p, me), epoch, layout.flag_offset(DISPATCH, p))
             for d in _ring(me, W)
         ])
         wait_for_flags(self.heap, layout.flag_offset(DISPATCH, p), epoch, self.timeout_s, "dispatch rows")
@@ -190,8 +191,8 @@ class OneSidedDispatcher:
                 for s in _ring(me, W):
                     if handle.recv_counts[s]:
                         self.puts.rows([self._outbox[p][s].partial], [partial[s, : handle.recv_counts[s]]], [None])
-        self.puts.signal(self.heap, [Signal(s, None, (), layout.flag_offset(COMBINE, p, me), epoch)
-                                     for s in _ring(me, W)])
+        row = layout.flag_offset(COMBINE, p)
+        self.puts.signal(self.heap, [Signal(s, None, (), row + 8 * me, epoch, row) for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
         if self._native:
             out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))

@@ -17,14 +17,15 @@ from moeserve.dispatch.heap import SymmetricHeap
 
 class Signal(NamedTuple):
     """One flag for one destination: its meta words (if any) at byte `meta` of its region, then the
-    epoch at byte `flag`. (A tuple: a step builds 2 W of them, and a frozen dataclass costs a few
-    microseconds each to build.)"""
+    epoch at byte `flag`, in the row of W flags at byte `row` (one per source). (A tuple: a step
+    builds 2 W of them, and a frozen dataclass costs a few microseconds each to build.)"""
 
     dest: int
     meta: int | None
     values: tuple[int, ...]
     flag: int
     epoch: int
+    row: int
 
 
 class Puts(Protocol):
@@ -69,10 +70,11 @@ class TorchPuts:
 
 
 def wake_sleepers(heap: SymmetricHeap, signals: list[Signal]) -> None:
-    """After the flag stores: wake the destinations that sleep on those flags (flag_wait.py), where the
-    heap can (`notify`); this rank never sleeps while it signals, so it skips itself."""
+    """After the flag stores: wake the destinations that sleep on their rows of flags and whose rows
+    these stores completed (flag_wait.py), where the heap can (`notify`); this rank never sleeps while
+    it signals, so it skips itself."""
     notify = getattr(heap, "notify", None)
     if notify is not None and futex.available():
         for s in signals:
             if s.dest != heap.rank:
-                notify(s.dest, s.flag)
+                notify(s.dest, s.row, heap.world, s.epoch)

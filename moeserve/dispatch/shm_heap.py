@@ -14,11 +14,17 @@ knows the name; only a `kill -9` of rank 0 between its create and its broadcast 
 
 Each rank's region starts with a 64-byte heap header [pid, process start time, asleep]: `dead_peers`
 checks the first two against /proc (a pid that exited, is a zombie, or was reused by another
-process); `asleep` is 1 while the rank sleeps on a futex (`sleep_on`), so a writer makes the wake-up
-system call only when somebody sleeps (`notify`): a flag store, a fence, a load of the peer's
-`asleep` on one side; a store of `asleep`, a fence, a load of the flag on the other (each side's
-fence keeps its load after its store, so at least one of them sees the other's store: either the
-sleeper finds the flag already raised, or the writer finds it asleep and wakes it).
+process); `asleep` is 1 while the rank sleeps on a futex (`sleep_on`).
+
+Sleeping on a row of flags (one per source) takes one wake-up, not one per source: the sleeper sleeps
+on the row's bell word (the word after the flags), and only a writer that finds every flag of the
+row up (and the rank asleep) stores the row's value into the bell and makes the wake-up system call
+(`notify`). Each side stores, fences, then loads: the writer its flag, then the peer's `asleep` and
+the row; the sleeper `asleep` (after reading the bell), then the row. So either the sleeper sees every
+flag up and does not sleep, or the last writer sees it asleep with every flag up and wakes it; the
+bell's value then differs from the one the sleeper read, so a wake that lands before the sleep
+starts is not lost. Values only grow on a row (a row's epochs have one parity), so no writer can
+put back the value a sleeper read.
 """
 from __future__ import annotations
 
@@ -127,24 +133,32 @@ class ShmHeap:
             inner[i] = inner[i + 1] * shape[i + 1]
         return self._all.view(dtype).as_strided((self.world, *shape), (self._stride // size, *inner), start // size)
 
-    def notify(self, rank: int, offset: int) -> None:
-        """Wakes `rank` if it sleeps on the word at `offset` of its region (sleep_on); call it after
-        the store to that word. No system call unless `rank` is asleep."""
-        self.fence()  # our flag store before our load of its asleep word
-        if self._words[rank * self._stride // 8 + _ASLEEP]:
-            futex.wake(self._base + rank * self._stride + _HEADER + offset)
+    def notify(self, rank: int, row: int, count: int, value: int) -> None:
+        """Call after storing a flag into `rank`'s row of `count` flags at byte `row` (the bell is the
+        word after them): wakes `rank` if it sleeps on the row and every flag now holds `value`. No
+        system call unless it sleeps; the last writer to complete the row makes it."""
+        self.fence()  # our flag store before our loads of its asleep word and its row
+        base = rank * self._stride // 8
+        if not self._words[base + _ASLEEP]:
+            return
+        first = (rank * self._stride + _HEADER + row) // 8
+        if all(v == value for v in self._words[first : first + count]):
+            self._words[first + count] = value
+            futex.wake(self._base + (first + count) * 8)
 
-    def sleep_on(self, offset: int, value: int, timeout_s: float) -> None:
-        """Sleeps while the word at `offset` of this rank's region holds `value`, at most timeout_s, until
-        a peer's notify; may return early. Only where `futex.available()`."""
-        asleep = self.rank * self._stride // 8 + _ASLEEP
-        self._words[asleep] = 1
+    def sleep_on(self, row: int, count: int, value: int, timeout_s: float) -> None:
+        """Sleeps until every one of the `count` flags at byte `row` of this rank's region holds `value`
+        (a peer's notify), at most timeout_s; may return early. Only where `futex.available()`."""
+        base = self.rank * self._stride // 8
+        first = (self.rank * self._stride + _HEADER + row) // 8
+        self._words[base + _ASLEEP] = 1
         try:
-            self.fence()  # our asleep store before our load of the flag
-            if self._words[(self.rank * self._stride + _HEADER + offset) // 8] == value:
-                futex.wait(self._base + self.rank * self._stride + _HEADER + offset, value, timeout_s)
+            bell = self._words[first + count]  # before the row: a wake after this read changes it
+            self.fence()  # our asleep store before our loads of the row
+            if any(v != value for v in self._words[first : first + count]):
+                futex.wait(self._base + (first + count) * 8, bell, timeout_s)
         finally:
-            self._words[asleep] = 0
+            self._words[base + _ASLEEP] = 0
 
     def load_words(self, offset: int, count: int) -> list[int]:
         base = (self.rank * self._stride + _HEADER + offset) // 8

@@ -71,23 +71,48 @@ def test_notify_makes_no_system_call_unless_the_peer_sleeps(monkeypatch) -> None
     calls = []
     monkeypatch.setattr(futex, "wake", lambda address: calls.append(address))
     writer.store_word(1, 0, 5)
-    writer.notify(1, 0)
+    writer.notify(1, 0, 1, 5)
     assert calls == []  # rank 1 is not asleep: a wake-up system call would be wasted
     woke = threading.Event()
     monkeypatch.undo()
 
     def sleeper() -> None:
         while reader.load_words(0, 1)[0] != 6:
-            reader.sleep_on(0, 5, timeout_s=10.0)
+            reader.sleep_on(0, 1, 6, timeout_s=10.0)
         woke.set()
 
     thread = threading.Thread(target=sleeper)
     thread.start()
     time.sleep(0.05)
     writer.store_word(1, 0, 6)
-    writer.notify(1, 0)
+    writer.notify(1, 0, 1, 6)
     assert woke.wait(2.0)  # woken by the notify, not by the 10 s timeout
     thread.join(timeout=10)
+
+
+def test_a_sleeper_on_a_row_is_woken_once_by_the_last_flag(monkeypatch) -> None:
+    writer, reader = _heaps()
+    calls = []
+    real_wake = futex.wake
+    monkeypatch.setattr(futex, "wake", lambda address: (calls.append(address), real_wake(address)))
+    woke = threading.Event()
+
+    def sleeper() -> None:
+        while reader.load_words(0, 3) != [4, 4, 4]:
+            reader.sleep_on(0, 3, 4, timeout_s=10.0)
+        woke.set()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    for source in range(3):
+        time.sleep(0.05)
+        assert not woke.is_set()
+        writer.store_word(1, 8 * source, 4)
+        writer.notify(1, 0, 3, 4)
+    assert woke.wait(2.0)  # woken by the last notify, not by the 10 s timeout
+    thread.join(timeout=10)
+    assert len(calls) == 1  # the first two flags left the row incomplete: no system call for them
+    assert reader.load_words(24, 1) == [4]  # the bell holds the row's value
 
 
 def test_no_wake_up_is_lost_between_the_flag_check_and_the_sleep() -> None:
@@ -98,7 +123,7 @@ def test_no_wake_up_is_lost_between_the_flag_check_and_the_sleep() -> None:
         for epoch in range(1, 301):
             started = time.monotonic()
             while reader.load_words(0, 1)[0] != epoch:
-                reader.sleep_on(0, reader.load_words(0, 1)[0], timeout_s=3.0)
+                reader.sleep_on(0, 1, epoch, timeout_s=3.0)
             if time.monotonic() - started > 1.5:
                 slow.append(epoch)
             writer.store_word(0, 8, epoch)  # ack on rank 0's word 1
@@ -107,7 +132,7 @@ def test_no_wake_up_is_lost_between_the_flag_check_and_the_sleep() -> None:
     thread.start()
     for epoch in range(1, 301):
         writer.store_word(1, 0, epoch)
-        writer.notify(1, 0)
+        writer.notify(1, 0, 1, epoch)
         while writer.load_words(8, 1)[0] != epoch:
             time.sleep(0)
     thread.join(timeout=60)
