@@ -187,10 +187,9 @@ class OneSidedDispatcher:
             if fan is not None:  # straight into every source's partial block, in one op
                 sum_in_j_order(terms, handle.term_index, out=fan.partial[:, :n])
             else:
-                partial = sum_in_j_order(terms, handle.term_index).view(W, n, H)
-                for s in _ring(me, W):
-                    if handle.recv_counts[s]:
-                        self.puts.rows([self._outbox[p][s].partial], [partial[s, : handle.recv_counts[s]]], [None])
+                partial = sum_in_j_order(terms, handle.term_index)  # [W * n, H]: n rows per source
+                self.puts.rows([[dst.partial] for dst in self._outbox[p]], [partial], [False], None,
+                               [s * n for s in range(W)], handle.recv_counts)
         row = layout.flag_offset(COMBINE, p)
         self.puts.signal(self.heap, [Signal(s, None, (), row + 8 * me, epoch, row) for s in _ring(me, W)])
         wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
@@ -227,16 +226,14 @@ class OneSidedDispatcher:
             self.puts.scatter(fan.slots, plan.dest, plan.row, plan.local_slots, None)
             self.puts.scatter(fan.weights, plan.dest, plan.row, weights, plan.token_idx)
             return plan.send_counts, back_index
-        # one destination at a time: the Triton puts, and large batches (one copy of each row, where
-        # the fan-out's gather + scatter would copy it twice)
-        a = 0
-        for d, n in enumerate(plan.send_counts):
-            if n:
-                idx = plan.token_idx[a : a + n]
-                dst = self._outbox[p][d]
-                self.puts.rows([dst.hidden, dst.slots, dst.weights], [hidden, plan.local_slots[a : a + n], weights],
-                               [idx, None, idx])
-            a += n
+        # the Triton puts (one launch for every destination), and large batches (one copy of each row
+        # per destination, where the fan-out's gather + scatter would copy it twice)
+        starts = [0] * W
+        for d in range(1, W):
+            starts[d] = starts[d - 1] + plan.send_counts[d - 1]
+        self.puts.rows([[dst.hidden, dst.slots, dst.weights] for dst in self._outbox[p]],
+                       [hidden, plan.local_slots, weights], [True, False, True], plan.token_idx, starts,
+                       plan.send_counts)
         return plan.send_counts, back_index
 
     def _receive(self, p: int, recv_counts: list[int]) -> tuple[ExpertBatch, torch.Tensor, torch.Tensor]:

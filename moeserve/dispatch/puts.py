@@ -29,9 +29,11 @@ class Signal(NamedTuple):
 
 
 class Puts(Protocol):
-    def rows(self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], index: list[torch.Tensor | None]) -> None:
-        """dsts[i][:n] = srcs[i][index[i]] (index None: srcs[i] is already the n rows), every i.
-        dsts [M, w_i] views of a peer's region; srcs [*, w_i] of the same dtype."""
+    def rows(self, dsts: list[list[torch.Tensor]], srcs: list[torch.Tensor], indexed: list[bool],
+             index: torch.Tensor | None, starts: list[int], counts: list[int]) -> None:
+        """For every destination i and column group g: dsts[i][g][r] = srcs[g][index[starts[i] + r]]
+        where indexed[g], else srcs[g][starts[i] + r], for r < counts[i]. dsts[i][g] [M, w_g] views of
+        destination i's region; srcs[g] [*, w_g] of the same dtype."""
         ...
 
     def signal(self, heap: SymmetricHeap, signals: list[Signal]) -> None:
@@ -42,12 +44,15 @@ class Puts(Protocol):
 class TorchPuts:
     """Plain torch copies (CPU ranks; the destination views are the peers' shared memory)."""
 
-    def rows(self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], index: list[torch.Tensor | None]) -> None:
-        for dst, src, idx in zip(dsts, srcs, index):
-            if idx is None:
-                dst[: src.shape[0]].copy_(src)
-            else:
-                torch.index_select(src, 0, idx, out=dst[: idx.shape[0]])
+    def rows(self, dsts: list[list[torch.Tensor]], srcs: list[torch.Tensor], indexed: list[bool],
+             index: torch.Tensor | None, starts: list[int], counts: list[int]) -> None:
+        for dst, a, n in zip(dsts, starts, counts):
+            if n:
+                for out, src, on in zip(dst, srcs, indexed):
+                    if on:
+                        torch.index_select(src, 0, index[a : a + n], out=out[:n])
+                    else:
+                        out[:n].copy_(src[a : a + n])
 
     def scatter(self, dst: torch.Tensor, dest: torch.Tensor, row: torch.Tensor, src: torch.Tensor,
                 index: torch.Tensor | None) -> None:

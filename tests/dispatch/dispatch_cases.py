@@ -14,7 +14,7 @@ H = 32  # hidden size of every case
 @dataclass(frozen=True)
 class Case:
     name: str
-    backend: str  # a2a | agrs | shm | shm-torch (no C++) | nvshmem | auto | auto-gloo (auto without one-sided)
+    backend: str  # a2a | agrs | shm | shm-torch (no C++) | shm-copies (no fan-out) | nvshmem | auto | auto-gloo (auto without one-sided)
     world: int
     slots_per_rank: int
     top_k: int

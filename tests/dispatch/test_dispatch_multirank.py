@@ -14,7 +14,7 @@ import torch.distributed as dist
 from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
 from spawn_world import run_world
 
-from moeserve.dispatch import make_dispatcher, native
+from moeserve.dispatch import make_dispatcher, native, onesided
 from moeserve.parallel_state import ParallelContext
 
 pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
@@ -59,6 +59,13 @@ def _cases() -> list[Case]:
         Case("shm-torch-w3-zero-ranks", "shm-torch", 3, 3, 3, (0, 7, 0), seed=19),
         Case("shm-torch-w4-bad-id", "shm-torch", 4, 2, 2, (3,) * 4, bad_rank=2, seed=20),
     ]
+    cases += [  # its copies one destination at a time (how it sends batches past onesided.FAN_BYTES)
+        Case("shm-copies-w2-random", "shm-copies", 2, 2, 2, (3, 4), seed=21),
+        Case("shm-copies-w4-dropped-int32", "shm-copies", 4, 4, 4, (9, 0, 5, 2), routing="dropped",
+             id_dtype=torch.int32, seed=22),
+        Case("shm-copies-w3-bf16-hot-dup", "shm-copies", 3, 1, 3, (3, 4, 0), routing="hot_dup", dtype=BF16, seed=23),
+        Case("shm-copies-w3-zero-ranks", "shm-copies", 3, 3, 3, (0, 7, 0), seed=24),
+    ]
     for backend in ("shm", "nvshmem"):
         cases += [
             Case(f"{backend}-w4-no-max-tokens", backend, 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=12),
@@ -77,7 +84,7 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
     ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
     if case.backend == "auto-gloo":
         disp = make_dispatcher("auto", case.num_slots, ctx, one_sided=False)
-    elif case.backend == "shm-torch":
+    elif case.backend in ("shm-torch", "shm-copies"):
         disp = make_dispatcher("shm", case.num_slots, ctx, native=False)
     else:
         disp = make_dispatcher(case.backend, case.num_slots, ctx)
@@ -88,17 +95,23 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         ids[0, 0] = case.num_slots
     max_tokens = max(case.tokens) + case.max_tokens_slack if case.pass_max_tokens else None
     expect_error = case.bad_rank is not None or case.max_tokens_slack < 0
+    fan_bytes = onesided.FAN_BYTES
+    if case.backend == "shm-copies":
+        onesided.FAN_BYTES = -1  # every batch is "large": one copy per destination, no fan-out op
     try:
-        batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens)
-    except ValueError as e:
-        return None if expect_error else f"unexpected error: {e}"
-    if expect_error:
-        return "expected every rank to raise on bad routing"
-    out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
+        try:
+            batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens)
+        except ValueError as e:
+            return None if expect_error else f"unexpected error: {e}"
+        if expect_error:
+            return "expected every rank to raise on bad routing"
+        out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
+    finally:
+        onesided.FAN_BYTES = fan_bytes
     backend = type(handle).__name__.removesuffix("Handle").lower()
     if case.backend == "shm" and native.load() and not disp._native:
         return "shm stayed on torch ops although its C++ kernels are built"
-    if case.backend in ("shm", "shm-torch", "nvshmem", "auto") and backend != "onesided":
+    if case.backend in ("shm", "shm-torch", "shm-copies", "nvshmem", "auto") and backend != "onesided":
         return f"{case.backend} dispatched with {backend}"
     try:
         check_rank(case, rank, batch, out, backend)

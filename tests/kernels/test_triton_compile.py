@@ -131,14 +131,16 @@ def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
     put_kernels = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(put_kernels)
     gpu, _ = TARGETS["sm90"]
-    words = torch.zeros(4, dtype=torch.int64)
+    words = torch.zeros(4, dtype=torch.int64)  # addresses, counts, meta values: one per destination
     rows, index = torch.zeros(8, 64, dtype=torch.int16), torch.arange(8)
     blocks = dict(GROUPS=3, BLOCK_R=put_kernels.BLOCK_R, BLOCK_C=put_kernels.BLOCK_C)
     launches = [
-        (put_kernels._signal, (words, 1, 0, words, 1), dict(HAS_META=True)),
-        (put_kernels._signal, (words, 0, 0, words, 3), dict(HAS_META=False)),
-        (put_kernels._put_rows, (index, 1, rows, rows, 64, rows, rows, 1, rows, rows, 1), dict(INDEXED=5, **blocks)),
-        (put_kernels._put_rows, (index, 8, rows, rows, 64, rows, rows, 4, rows, rows, 2), dict(INDEXED=0, **blocks)),
+        (put_kernels._signal, (words, words, words, words, 1), dict(HAS_META=True)),
+        (put_kernels._signal, (words, words, words, words, 3), dict(HAS_META=False)),
+        (put_kernels._put_rows, (index, words, words, rows, words, 64, rows, words, 1, rows, words, 1),
+         dict(INDEXED=5, **blocks)),
+        (put_kernels._put_rows, (index, words, words, rows, words, 64, rows, words, 4, rows, words, 2),
+         dict(INDEXED=0, **blocks)),
     ]
     for fn, args, kwargs in launches:
         assert "cubin" in compile_launch(fn, args, kwargs, gpu).asm, fn.__name__
