@@ -263,9 +263,8 @@ class OneSidedDispatcher:
         if cur is not None and cur.rows >= max_tokens and self._shape == (hidden, dtype, k, w_dtype):
             return cur  # every call but the first few: no Layout built (it costs microseconds per call)
         self._shape = (hidden, dtype, k, w_dtype)
-        want = Layout(W, 0, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype)
         rows = max(1, self.capacity_tokens, max_tokens, cur.rows if cur is not None else 0)
-        layout = Layout(**{**want.__dict__, "rows": rows})
+        layout = Layout(W, rows, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype)
         self.close()
         self.heap = self.heap_factory(layout.nbytes)
         self.layout = layout
