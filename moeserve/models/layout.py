@@ -50,8 +50,11 @@ def misfit(cut: Cut, tp: int, ep: int) -> str | None:
     name = f"{cut.field} {cut.size}"
     if cut.kind == EXPERTS:
         if ep > 1 and cut.size % ep:
+            more = -cut.size % ep  # replicas that make the slots a multiple of --ep
             return (f"{name} is not a multiple of --ep {ep}: every expert rank holds the same number of "
-                    f"{cut.part}; use an --ep that divides {cut.size}")
+                    f"{cut.part}; use an --ep that divides {cut.size}, or serve a --placement plan with "
+                    f"{more} more slot(s) for replicas of hot experts (moeserve place --ep {ep} "
+                    f"--redundant {more} ...)")
         return None
     if cut.kind == EXPERT_ROWS:
         if ep == 1 and cut.size % tp:
