@@ -1,6 +1,6 @@
 """`moeserve serve --ep 2 --dispatch shm` over HTTP: the single-rank greedy tokens; then a rank killed by
-SIGKILL during traffic gives the pending request an error, /health 503 within 30 s, and leaves no
-process and no /dev/shm segment."""
+SIGKILL during traffic (rank 1, a spawned worker; or rank 0, the engine process itself) gives the
+pending request an error, /health 503 within 30 s, and leaves no process and no /dev/shm segment."""
 from __future__ import annotations
 
 import os
@@ -28,7 +28,8 @@ def _completion(srv: ServerProcess, prompt: str, max_tokens: int) -> httpx.Respo
 
 
 @pytest.mark.timeout(900)
-def test_shm_server_tokens_then_kill_9_gives_503_and_leaves_nothing():
+@pytest.mark.parametrize("victim", ["rank 1", "rank 0"])
+def test_shm_server_tokens_then_kill_9_gives_503_and_leaves_nothing(victim):
     from moeserve import LLM, SamplingParams
 
     ref = LLM(max_model_len=2048)
@@ -54,7 +55,7 @@ def test_shm_server_tokens_then_kill_9_gives_503_and_leaves_nothing():
         t = threading.Thread(target=long_request)
         t.start()
         time.sleep(3)
-        os.kill(workers[0], signal.SIGKILL)
+        os.kill(workers[0] if victim == "rank 1" else engine[0], signal.SIGKILL)
         killed_at = time.monotonic()
         t.join(timeout=120)
         assert results and results[0] != 200
