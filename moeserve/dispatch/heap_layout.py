@@ -62,9 +62,9 @@ class Layout:
     def nbytes(self) -> int:
         return self.parity_offset + 2 * self.parity_bytes
 
-    def flag_offset(self, phase: int, parity: int, source: int = 0) -> int:
-        """Byte offset of source's flag in the row (phase, parity); source 0: the row itself."""
-        return ((phase * 2 + parity) * (self.world + 1) + source) * 8
+    def flag_row(self, phase: int, parity: int) -> int:
+        """Byte offset of the row of flags (phase, parity): source s's flag is the row's word s."""
+        return (phase * 2 + parity) * (self.world + 1) * 8
 
     def meta_word(self, parity: int, source: int = 0) -> int:
         return self.meta_offset + (parity * self.world + source) * 16

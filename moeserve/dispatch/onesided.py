@@ -144,12 +144,12 @@ class OneSidedDispatcher:
             send_counts, back_index = self._send(p, hidden, topk_ids, weights)
             if send_counts[0] < 0:  # an id out of range: nothing was written
                 err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
+        row = layout.flag_row(DISPATCH, p)
         self.puts.signal(self.heap, [
-            Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)),
-                   layout.flag_offset(DISPATCH, p, me), epoch, layout.flag_offset(DISPATCH, p))
+            Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)), row, epoch)
             for d in _ring(me, W)
         ])
-        wait_for_flags(self.heap, layout.flag_offset(DISPATCH, p), epoch, self.timeout_s, "dispatch rows")
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "dispatch rows")
         meta = self.heap.load_words(layout.meta_word(p), 2 * W)
         bad = [s for s in range(W) if meta[2 * s + 1]]
         if bad:
@@ -190,9 +190,9 @@ class OneSidedDispatcher:
                 partial = sum_in_j_order(terms, handle.term_index)  # [W * n, H]: n rows per source
                 self.puts.rows([[dst.partial] for dst in self._outbox[p]], [partial], [False], None,
                                [s * n for s in range(W)], handle.recv_counts)
-        row = layout.flag_offset(COMBINE, p)
-        self.puts.signal(self.heap, [Signal(s, None, (), row + 8 * me, epoch, row) for s in _ring(me, W)])
-        wait_for_flags(self.heap, layout.flag_offset(COMBINE, p), epoch, self.timeout_s, "combine rows")
+        row = layout.flag_row(COMBINE, p)
+        self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
         if self._native:
             out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
         else:

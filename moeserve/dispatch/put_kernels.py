@@ -113,7 +113,7 @@ class TritonPuts:
         has_meta = signals[0].meta is not None
         assert all((s.meta is not None) == has_meta for s in signals), "all signals of a phase carry meta, or none"
         regions = [heap.region(s.dest) for s in signals]
-        table = [[r.data_ptr() + s.flag for r, s in zip(regions, signals)]]
+        table = [[r.data_ptr() + s.flag_at(heap.rank) for r, s in zip(regions, signals)]]
         if has_meta:
             table += [[r.data_ptr() + s.meta for r, s in zip(regions, signals)],
                       [s.values[0] for s in signals], [s.values[1] for s in signals]]

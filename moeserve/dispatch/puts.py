@@ -17,15 +17,18 @@ from moeserve.dispatch.heap import SymmetricHeap
 
 class Signal(NamedTuple):
     """One flag for one destination: its meta words (if any) at byte `meta` of its region, then the
-    epoch at byte `flag`, in the row of W flags at byte `row` (one per source). (A tuple: a step
-    builds 2 W of them, and a frozen dataclass costs a few microseconds each to build.)"""
+    epoch into this rank's flag of the row of W flags (one per source) at byte `row` (`flag_at`).
+    (A tuple: a step builds 2 W of them, and a frozen dataclass costs a few microseconds each to build.)"""
 
     dest: int
     meta: int | None
     values: tuple[int, ...]
-    flag: int
-    epoch: int
     row: int
+    epoch: int
+
+    def flag_at(self, source: int) -> int:
+        """Byte offset of `source`'s flag (the signalling rank's) in the destination's region."""
+        return self.row + 8 * source
 
 
 class Puts(Protocol):
@@ -70,7 +73,7 @@ class TorchPuts:
         # the flags
         heap.fence()
         for s in signals:
-            heap.store_word(s.dest, s.flag, s.epoch)
+            heap.store_word(s.dest, s.flag_at(heap.rank), s.epoch)
         wake_sleepers(heap, signals)
 
 
