@@ -4,8 +4,9 @@
 
 Why: a server process holds a million or so objects from start-up (torch, transformers, the model's
 modules, FastAPI's routes), and CPython's full collection walks all of them: 100-140 ms in the
-engine process and in the front end on the 2-core machines (measured: docs/performance.md). Full collections come when enough objects have survived the younger ones: every few seconds
-during start-up, rarely while serving (none fired inside the measured rounds of the instrumented
+engine process and in the front end on the 2-core machines (measured: docs/performance.md). Full
+collections come when enough objects have survived the younger ones: every few seconds during
+start-up, rarely while serving (none fired inside the measured rounds of the instrumented
 runs), but when one does, every running request's next token waits that long. `gc.freeze()` moves
 every tracked object to a permanent generation that collections skip (vLLM's engine core and API
 server do the same after start-up); a full collection then walks only what serving made. The collect
