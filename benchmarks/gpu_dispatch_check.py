@@ -10,7 +10,8 @@ needs NVSHMEM's several-processes-per-GPU support and reports whatever NVSHMEM s
 Every rank dispatches random routing (one hot expert, dropped ids included), a fake expert scales each
 slot's rows, and combine's output and the ExpertBatch rows must equal `local`'s on the whole routing.
 --dry-run runs the same over the shared-memory heap on the CPU with TRITON_INTERPRET=1
-(MOESERVE_NVSHMEM_EMULATE=1): the harness, not the numbers.
+(MOESERVE_NVSHMEM_EMULATE=1): the harness, not the numbers. --profile adds rank 0's torch profiler
+table of PROFILED calls (where the host's time goes: launches, copies, waits).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 SLOTS_PER_RANK, TOP_K = 8, 4
 CASES = ((1, 256), (16, 256), (64, 4096), (256, 4096))  # (tokens per rank, hidden)
 TIMED = ((1, 4096), (16, 4096), (64, 4096), (256, 4096))
+PROFILED = (16, 4096, 20)  # (tokens per rank, hidden, calls) of the --profile table
 
 
 def _inputs(world: int, tokens: int, hidden: int, dtype, seed: int, routing: str, dev):
@@ -76,14 +78,14 @@ def _combine_error(out, ref, ids, weights, x, world: int) -> tuple[bool, float]:
     return equal, float(err.max()) if err.numel() else 0.0
 
 
-def _rank_main(rank: int, world: int, port: int, emulate: bool, results) -> None:
+def _rank_main(rank: int, world: int, port: int, emulate: bool, profile: bool, results) -> None:
     try:
-        results.put((rank, True, _rank_work(rank, world, port, emulate)))
+        results.put((rank, True, _rank_work(rank, world, port, emulate, profile)))
     except BaseException:  # noqa: BLE001 - the parent reports it
         results.put((rank, False, traceback.format_exc()[-3000:]))
 
 
-def _rank_work(rank: int, world: int, port: int, emulate: bool) -> dict:
+def _rank_work(rank: int, world: int, port: int, emulate: bool, profile: bool) -> dict:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     if emulate:
         os.environ.update(TRITON_INTERPRET="1", MOESERVE_NVSHMEM_EMULATE="1")
@@ -150,12 +152,65 @@ def _rank_work(rank: int, world: int, port: int, emulate: bool) -> dict:
                         times.append((time.perf_counter() - start) * 1e6)
                 got[name] = median(times)
             timings[f"T={tokens} H={hidden}"] = got
+        table = _profile(disp, world, rank, dev, emulate) if profile else None
     disp.close()
     dist.destroy_process_group()
-    return {"checked": checked, "mismatches": mismatches, "timings_us": timings}
+    return {"checked": checked, "mismatches": mismatches, "timings_us": timings, "profile": table}
 
 
-def run_world(world: int, emulate: bool, timeout_s: float) -> dict:
+def _profile(disp, world: int, rank: int, dev, emulate: bool) -> str | None:
+    """Rank 0's torch profiler table over PROFILED dispatch + combine calls (every rank makes them)."""
+    import torch
+    import torch.distributed as dist
+
+    tokens, hidden, calls = PROFILED if not emulate else (1, 256, 2)
+    x, ids, w = _inputs(world, tokens, hidden, torch.bfloat16 if not emulate else torch.float32, 7, "random", dev)
+    mine = slice(rank * tokens, (rank + 1) * tokens)
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    if rank == 0:
+        _label_phases(disp)
+    dist.barrier()
+    with torch.profiler.profile(activities=acts) if rank == 0 else _nothing() as prof:
+        for _ in range(calls):
+            b, h = disp.dispatch(x[mine], ids[mine], w[mine], max_tokens=tokens)
+            disp.combine(b.hidden, h)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+    if rank:
+        return None
+    return f"{calls} calls, T={tokens} H={hidden}\n" + prof.key_averages().table(
+        sort_by="cpu_time_total", row_limit=30, max_name_column_width=48)
+
+
+def _label_phases(disp) -> None:
+    """Named ranges in the profile for the protocol's parts (## rows): each kernel phase, the waits, the reads."""
+    import torch
+
+    from moeserve.dispatch import onesided
+
+    def labelled(name, fn):
+        def call(*a, **kw):
+            with torch.profiler.record_function(f"## {name}"):
+                return fn(*a, **kw)
+        return call
+
+    for obj, attr in ((disp.puts, "send"), (disp.puts, "expand"), (disp.puts, "partial"), (disp.puts, "total"),
+                      (disp.heap, "load_words"), (disp, "dispatch"), (disp, "combine")):
+        setattr(obj, attr, labelled(f"{type(obj).__name__}.{attr}", getattr(obj, attr)))
+    onesided.wait_for_flags = labelled("wait_for_flags", onesided.wait_for_flags)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_world(world: int, emulate: bool, timeout_s: float, profile: bool = False) -> dict:
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -163,7 +218,7 @@ def run_world(world: int, emulate: bool, timeout_s: float) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, emulate, results), daemon=True)
+    procs = [ctx.Process(target=_rank_main, args=(r, world, port, emulate, profile, results), daemon=True)
              for r in range(world)]  # fmt: skip
     for p in procs:
         p.start()
@@ -191,12 +246,13 @@ def run_world(world: int, emulate: bool, timeout_s: float) -> dict:
     first = out[0]
     bad = [m for r in range(world) for m in out[r]["mismatches"]]
     return {"status": "passed" if not bad else "MISMATCH", "cases_per_rank": first["checked"], "mismatches": bad[:5],
-            "timings_us_rank0": first["timings_us"]}  # fmt: skip
+            "timings_us_rank0": first["timings_us"],
+            **({"profile_rank0": first["profile"]} if profile else {})}  # fmt: skip
 
 
-def check(worlds=(1, 2), emulate: bool = False, timeout_s: float = 150.0) -> dict:
+def check(worlds=(1, 2), emulate: bool = False, timeout_s: float = 150.0, profile: bool = False) -> dict:
     """{world: result}; a world that fails (no nvshmem4py, no MPG support) is a result, not an exception."""
-    return {str(w): run_world(w, emulate, timeout_s) for w in worlds}
+    return {str(w): run_world(w, emulate, timeout_s, profile) for w in worlds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,9 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worlds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--dry-run", action="store_true", help="shared-memory heap on the CPU under TRITON_INTERPRET=1")
     p.add_argument("--timeout", type=float, default=150.0, help="seconds per world size")
+    p.add_argument("--profile", action="store_true", help="add rank 0's torch profiler table (PROFILED calls)")
     args = p.parse_args(argv)
-    result = check(tuple(args.worlds), args.dry_run, args.timeout)
+    result = check(tuple(args.worlds), args.dry_run, args.timeout, args.profile)
+    tables = {w: r.pop("profile_rank0", None) for w, r in result.items()}
     print(json.dumps(result, indent=1))
+    for w, table in tables.items():
+        if table:
+            print(f"\nworld {w}, rank 0, torch profiler: {table}")
     return 0 if all(r["status"] == "passed" for r in result.values()) else 1
 
 

@@ -4,7 +4,8 @@
     flags   int64 [2 phase (dispatch, combine), 2 parity, W source + 1]   the epoch the source last
             signalled; word W of each row is its bell: the epoch whose flags were all up when the last
             source to raise one found this rank asleep (the futex the rank sleeps on: shm_heap.py)
-    meta    int64 [2 parity, W source, 2]                             [rows sent, bad-routing flag]
+    meta    int64 [2 parity, W source, 4]         [rows sent, bad-routing flag, slot ids sent (the
+            nvshmem kernels: the receiver sizes its ExpertBatch from them), unused]
     per parity p in (0, 1):
       hidden   [W source, M, H]  payload dtype   rows the source sent here
       slots    [W source, M, k]  int8/16/32      local slot of each top-k position (-1 = elsewhere)
@@ -25,6 +26,7 @@ import torch
 from moeserve.dispatch.heap import align
 
 DISPATCH, COMBINE = 0, 1
+META_WORDS = 4  # per source and parity
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class Layout:
 
     @property
     def parity_offset(self) -> int:
-        return self.meta_offset + align(2 * self.world * 2 * 8)
+        return self.meta_offset + align(2 * self.world * META_WORDS * 8)
 
     @property
     def parity_bytes(self) -> int:
@@ -67,7 +69,7 @@ class Layout:
         return (phase * 2 + parity) * (self.world + 1) * 8
 
     def meta_word(self, parity: int, source: int = 0) -> int:
-        return self.meta_offset + (parity * self.world + source) * 16
+        return self.meta_offset + (parity * self.world + source) * META_WORDS * 8
 
     def columns(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, width) of the blocks hidden, slots, weights, partial, in that order."""

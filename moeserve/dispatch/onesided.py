@@ -22,7 +22,9 @@ vectorized over destinations (onesided_plan.py): one plan for all ranks, one fan
 into every destination at once (a [W, M, width] view across the regions, where the heap has one),
 the received rows read as one [W, n, k] grid (n = the largest count), and each fixed-order sum one
 gather of k terms per row (a zero row stands in for absent terms) plus k - 1 adds written straight
-into the peers' partial blocks.
+into the peers' partial blocks. Fewer still: shm's C++ kernels (native.py) do each side of a phase in
+one call, and nvshmem's Triton kernels (put_kernels.py) in one launch, rows and flags together, with
+the senders' counts of slot ids in the meta words sizing the receiver's ExpertBatch.
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
@@ -47,10 +49,10 @@ import torch.distributed as dist
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap, collective_device
-from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, Blocks, Layout
+from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, META_WORDS, Blocks, Layout
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
 from moeserve.dispatch import native as native_kernels
-from moeserve.dispatch.puts import Puts, Signal, TorchPuts
+from moeserve.dispatch.puts import FusedPuts, Puts, Signal, TorchPuts
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
@@ -82,7 +84,7 @@ class OneSidedDispatcher:
         num_slots: int,
         ctx: ParallelContext,
         heap_factory: HeapFactory,
-        puts: Puts,
+        puts: Puts | FusedPuts,
         timeout_s: float = 60.0,
         capacity_tokens: int = 0,
         device: torch.device | str = "cpu",
@@ -108,6 +110,9 @@ class OneSidedDispatcher:
         # the C++ path (native.py) where it is built and the heap has fan-out views (shm over TorchPuts)
         self.native = native and isinstance(puts, TorchPuts) and native_kernels.load()
         self._native = False  # native, and this heap has fan-out views (set with the heap)
+        # the Triton kernels (put_kernels.py, the nvshmem backend): each phase one launch
+        self._fused = getattr(puts, "fused", False)
+        self._tables: list = []  # [parity]: their device-side address tables (put_kernels.Tables)
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._shape: tuple | None = None  # (hidden, dtype, top-k, weight dtype) the layout was made for
 
@@ -132,32 +137,44 @@ class OneSidedDispatcher:
             max_tokens = int(agreed)
         w_dtype = weight_dtype(topk_weights)
         layout = self._ensure(max_tokens, hidden.shape[1], hidden.dtype, k, w_dtype)
-        # the C++ send checks the id range itself as it reads the ids (one pass fewer at decode sizes)
-        err = shape_error(topk_ids) if self._native else routing_error(topk_ids, self.num_slots)
+        # the C++ send and the Triton kernels check the id range themselves as they read the ids (one
+        # pass fewer at decode sizes)
+        err = shape_error(topk_ids) if self._native or self._fused else routing_error(topk_ids, self.num_slots)
         if err is None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         self.epoch += 1
         epoch, p = self.epoch, self.epoch % 2
-        send_counts, back_index = [0] * W, None
-        if err is None:
-            weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
-            send_counts, back_index = self._send(p, hidden, topk_ids, weights)
-            if send_counts[0] < 0:  # an id out of range: nothing was written
-                err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
         row = layout.flag_row(DISPATCH, p)
-        self.puts.signal(self.heap, [
-            Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)), row, epoch)
-            for d in _ring(me, W)
-        ])
+        weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
+        if self._fused:  # rows, meta words and flags in one launch, no host sync
+            back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
+                                        self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
+        else:
+            send_counts, back_index = [0] * W, None
+            if err is None:
+                send_counts, back_index = self._send(p, hidden, topk_ids, weights)
+                if send_counts[0] < 0:  # an id out of range: nothing was written
+                    err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
+            self.puts.signal(self.heap, [
+                Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)), row, epoch)
+                for d in _ring(me, W)
+            ])
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "dispatch rows")
-        meta = self.heap.load_words(layout.meta_word(p), 2 * W)
-        bad = [s for s in range(W) if meta[2 * s + 1]]
+        meta = self.heap.load_words(layout.meta_word(p), META_WORDS * W)
+        bad = [s for s in range(W) if meta[META_WORDS * s + 1]]
         if bad:
+            if err is None and me in bad:  # found by the kernels: word it here
+                err = routing_error(topk_ids, self.num_slots)
             detail = f": {err}" if err else ""
             raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {me}){detail}")
         assert back_index is not None
-        recv_counts = meta[0::2]
-        batch, term_index, row_weights = self._receive(p, recv_counts)
+        recv_counts = meta[0::META_WORDS]
+        if self._fused:  # the senders counted the slot ids they sent: the ExpertBatch's size, no sync
+            rows, counts, offsets, term_index, row_weights = self.puts.expand(
+                self._tables[p], self._mine[p], self.num_local_slots, max(recv_counts), sum(meta[2::META_WORDS]))
+            batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
+        else:
+            batch, term_index, row_weights = self._receive(p, recv_counts)
         if origin != self.device:
             batch = ExpertBatch(batch.hidden.to(origin), batch.offsets.to(origin), batch.counts.to(origin))
         handle = OneSidedHandle(
@@ -174,6 +191,26 @@ class OneSidedDispatcher:
         epoch, p, n = handle.epoch, handle.epoch % 2, handle.grid_rows
         if expert_out.device != self.device:
             expert_out = expert_out.to(self.device)
+        row = layout.flag_row(COMBINE, p)
+        if self._fused:  # partial rows and flags in one launch
+            self.puts.partial(self.heap, self._tables[p], expert_out, handle.row_weights, handle.term_index, n,
+                              epoch, row)
+        else:
+            self._partial_rows(p, expert_out, handle)
+            self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
+        if self._fused:
+            out = self.puts.total(self._partials[p], handle.back_index, handle.out_dtype)
+        elif self._native:
+            out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
+        else:
+            out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
+        return out if handle.device == self.device else out.to(handle.device)
+
+    def _partial_rows(self, p: int, expert_out: torch.Tensor, handle: OneSidedHandle) -> None:
+        """Every source's partial rows of this step into its partial block [p][me] (no flag yet)."""
+        # R expert rows, n grid rows per source, H hidden, W ranks
+        n, W = handle.grid_rows, self.ctx.ep_size
         if n and self._native:
             torch.ops.moeserve_dispatch.partial(expert_out.contiguous(), handle.row_weights, handle.term_index,
                                                 self._fan[p].partial[:, :n])
@@ -190,19 +227,11 @@ class OneSidedDispatcher:
                 partial = sum_in_j_order(terms, handle.term_index)  # [W * n, H]: n rows per source
                 self.puts.rows([[dst.partial] for dst in self._outbox[p]], [partial], [False], None,
                                [s * n for s in range(W)], handle.recv_counts)
-        row = layout.flag_row(COMBINE, p)
-        self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
-        wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
-        if self._native:
-            out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
-        else:
-            out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
-        return out if handle.device == self.device else out.to(handle.device)
 
     def close(self) -> None:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
-            self._mine, self._partials, self._outbox, self._fan = [], [], [], []
+            self._mine, self._partials, self._outbox, self._fan, self._tables = [], [], [], [], []
             self.heap.close()
             self.heap, self.layout = None, None
 
@@ -226,8 +255,8 @@ class OneSidedDispatcher:
             self.puts.scatter(fan.slots, plan.dest, plan.row, plan.local_slots, None)
             self.puts.scatter(fan.weights, plan.dest, plan.row, weights, plan.token_idx)
             return plan.send_counts, back_index
-        # the Triton puts (one launch for every destination), and large batches (one copy of each row
-        # per destination, where the fan-out's gather + scatter would copy it twice)
+        # large batches (one copy of each row per destination, where the fan-out's gather + scatter would
+        # copy it twice), and heaps without fan-out views
         starts = [0] * W
         for d in range(1, W):
             starts[d] = starts[d - 1] + plan.send_counts[d - 1]
@@ -277,6 +306,7 @@ class OneSidedDispatcher:
         fan_out = hasattr(self.puts, "scatter")
         self._fan = [layout.fanout(self.heap, p, me) if fan_out else None for p in (0, 1)]
         self._native = self.native and self._fan[0] is not None and self.device.type == "cpu"
+        self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout
 
     def _like(self, dtype: torch.dtype) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """How the one-sided protocol writes into peers' regions: rows, then counts and flags.
 
 `TorchPuts` (the `shm` backend) are torch copies into views of the peers' regions (`scatter` writes
-every destination in one op through a fan-out view); `TritonPuts`
-(put_kernels.py, the `nvshmem` backend) do the same with Triton kernels. Both keep the protocol's
+every destination in one op through a fan-out view); onesided.py plans the rows (or its C++ kernels
+do) and signals after them. `TritonPuts` (put_kernels.py, the `nvshmem` backend; `FusedPuts` here)
+instead take a whole phase each, planning, rows and flags in one launch. Both keep the protocol's
 one ordering rule: every row and count store of a step lands before any flag store of that step.
 """
 from __future__ import annotations
@@ -41,6 +42,36 @@ class Puts(Protocol):
 
     def signal(self, heap: SymmetricHeap, signals: list[Signal]) -> None:
         """Meta words, then (after every earlier store of this step) the flags."""
+        ...
+
+
+class FusedPuts(Protocol):
+    """A side of a phase in one call each, flags included (put_kernels.TritonPuts: one launch each)."""
+
+    fused: bool  # True: onesided.py calls these instead of planning and calling rows / signal
+
+    def tables(self, heap: SymmetricHeap, layout, me: int) -> list:
+        """Per parity, whatever the calls below need of this heap (device-side addresses), built once."""
+        ...
+
+    def send(self, heap: SymmetricHeap, tables, layout, hidden: torch.Tensor, topk_ids: torch.Tensor,
+             weights: torch.Tensor, num_local_slots: int, slot_like: torch.Tensor, epoch: int, row: int,
+             bad: bool) -> torch.Tensor:
+        """Rows, meta words (rows, bad, slot ids sent) and dispatch flags for every destination ->
+        back_index [T, k]."""
+        ...
+
+    def expand(self, tables, blocks, num_local_slots: int, n: int, R: int) -> tuple[torch.Tensor, ...]:
+        """-> ExpertBatch rows, counts, offsets, term_index, row weights of the received rows."""
+        ...
+
+    def partial(self, heap: SymmetricHeap, tables, expert_out: torch.Tensor, row_weights: torch.Tensor,
+                term_index: torch.Tensor, n: int, epoch: int, row: int) -> None:
+        """Partial rows into every source's block, then its combine flag."""
+        ...
+
+    def total(self, partials: torch.Tensor, back_index: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Each token's partials summed in top-k order -> [T, H] in dtype."""
         ...
 
 

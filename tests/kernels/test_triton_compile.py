@@ -22,9 +22,9 @@ from triton.runtime.jit import JITFunction  # noqa: E402
 from moeserve.kernels.triton import fused_moe, launch, mla_decode, norm, paged_attention  # noqa: E402
 
 TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
-DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int16: "i16", torch.int32: "i32",
-          torch.int64: "i64"}
-OPTIONS = ("num_warps", "num_stages")
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int8: "i8", torch.int16: "i16",
+          torch.int32: "i32", torch.int64: "i64"}
+OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
 
 
 @contextlib.contextmanager
@@ -118,29 +118,52 @@ def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
 
 
 def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
-    """put_kernels.py (the nvshmem backend) at the values that reach it: a count or epoch of 1 included,
-    which Triton's launcher would otherwise turn into a constant."""
+    """put_kernels.py (the nvshmem backend): each phase's launch as TritonPuts makes it, for one rank and
+    for four, bf16 and fp32, counts and epochs of 1 included (Triton's launcher would otherwise turn an
+    int argument equal to 1 into a constant)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     import importlib.util
 
-    from moeserve.dispatch import put_kernels as imported
+    from moeserve.dispatch.heap_layout import Layout
 
-    # a private copy, decorated now: an earlier test of this process may have imported put_kernels under
-    # TRITON_INTERPRET=1 (the emulated heap), which fixes its kernels as interpreted functions
-    spec = importlib.util.spec_from_file_location("put_kernels_compiled", imported.__file__)
+    # a private copy, decorated now: an import would fix the kernels of sys.modules' copy in one mode for
+    # the whole process (an engine with emulated nvshmem needs them interpreted, this test compiled)
+    origin = importlib.util.find_spec("moeserve.dispatch.put_kernels").origin
+    spec = importlib.util.spec_from_file_location("put_kernels_compiled", origin)
     put_kernels = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(put_kernels)
+    launches = []
+
+    class Recorded:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.fn, args, kwargs))
+
+    for name in ("_send", "_expand", "_partial", "_total"):
+        monkeypatch.setattr(put_kernels, name, Recorded(getattr(put_kernels, name)))
+
+    class Regions:
+        def __init__(self, nbytes, world):
+            self.regions = [torch.zeros(nbytes, dtype=torch.uint8) for _ in range(world)]
+
+        def region(self, rank):
+            return self.regions[rank]
+
+    for world, dtype, tokens, k in ((1, torch.bfloat16, 1, 8), (4, torch.bfloat16, 64, 4), (2, torch.float32, 3, 1)):
+        layout = Layout(world, 64, 4096, k, dtype, torch.int8, dtype)
+        heap = Regions(layout.nbytes, world)
+        puts = put_kernels.TritonPuts()
+        tables = puts.tables(heap, layout, 0)[1]
+        blocks = layout.blocks(heap.region(0), 1)
+        x, ids = torch.zeros(tokens, 4096, dtype=dtype), torch.zeros(tokens, k, dtype=torch.int64)
+        back = puts.send(heap, tables, layout, x, ids, torch.zeros(tokens, k, dtype=dtype), 8, blocks.slots, 1,
+                         0, False)
+        rows, _, _, term_index, row_weights = puts.expand(tables, blocks, 8, 1, 1)
+        puts.partial(heap, tables, rows, row_weights, term_index, 1, 1, 0)
+        puts.total(layout.partial_rows(heap.region(0), 1), back, dtype)
+    assert {fn.__name__ for fn, _, _ in launches} == {"_send", "_expand", "_partial", "_total"}
     gpu, _ = TARGETS["sm90"]
-    words = torch.zeros(4, dtype=torch.int64)  # addresses, counts, meta values: one per destination
-    rows, index = torch.zeros(8, 64, dtype=torch.int16), torch.arange(8)
-    blocks = dict(GROUPS=3, BLOCK_R=put_kernels.BLOCK_R, BLOCK_C=put_kernels.BLOCK_C)
-    launches = [
-        (put_kernels._signal, (words, words, words, words, 1), dict(HAS_META=True)),
-        (put_kernels._signal, (words, words, words, words, 3), dict(HAS_META=False)),
-        (put_kernels._put_rows, (index, words, words, rows, words, 64, rows, words, 1, rows, words, 1),
-         dict(INDEXED=5, **blocks)),
-        (put_kernels._put_rows, (index, words, words, rows, words, 64, rows, words, 4, rows, words, 2),
-         dict(INDEXED=0, **blocks)),
-    ]
     for fn, args, kwargs in launches:
         assert "cubin" in compile_launch(fn, args, kwargs, gpu).asm, fn.__name__
