@@ -2,7 +2,7 @@
 card, and its protocol, checked bit for bit against `local` and timed. `benchmarks/gpu_check.py` runs it
 as one of its steps; alone:
 
-    python benchmarks/gpu_dispatch_check.py [--worlds 1 2] [--dry-run]
+    python benchmarks/gpu_dispatch_check.py [--worlds 1 2] [--layer mixtral|deepseek] [--profile] [--dry-run]
 
 Each world size spawns that many processes on GPU 0 (a gloo group for the set-up, NVSHMEM for the data):
 world 1 checks the heap, the kernels and the flags against the rank's own region; world 2 on one GPU
@@ -29,10 +29,13 @@ from statistics import median
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SLOTS_PER_RANK, TOP_K = 8, 4
-CASES = ((1, 256), (16, 256), (64, 4096), (256, 4096))  # (tokens per rank, hidden)
-TIMED = ((1, 4096), (16, 4096), (64, 4096), (256, 4096))
-PROFILED = (16, 4096, 20)  # (tokens per rank, hidden, calls) of the --profile table
+# --layer: (expert slots per rank, top-k, hidden) of the timed layer; the checked cases use its slots
+# and top-k at hidden 256 and at its hidden
+LAYERS = {"mixtral": (8, 4, 4096), "deepseek": (32, 8, 7168)}  # DeepSeek-V3: 256 experts at ep 8, top-8
+SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS["mixtral"]
+CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN))  # (tokens per rank, hidden)
+TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
+PROFILED = (16, 20)  # (tokens per rank, calls) of the --profile table, at the layer's hidden
 
 
 def _inputs(world: int, tokens: int, hidden: int, dtype, seed: int, routing: str, dev):
@@ -78,7 +81,16 @@ def _combine_error(out, ref, ids, weights, x, world: int) -> tuple[bool, float]:
     return equal, float(err.max()) if err.numel() else 0.0
 
 
-def _rank_main(rank: int, world: int, port: int, emulate: bool, profile: bool, results) -> None:
+def _use_layer(layer: str) -> None:
+    """Sets the module's shape constants (in a spawned rank, which imports this module afresh)."""
+    global SLOTS_PER_RANK, TOP_K, HIDDEN, CASES, TIMED
+    SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS[layer]
+    CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN))
+    TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
+
+
+def _rank_main(rank: int, world: int, port: int, emulate: bool, profile: bool, layer: str, results) -> None:
+    _use_layer(layer)
     try:
         results.put((rank, True, _rank_work(rank, world, port, emulate, profile)))
     except BaseException:  # noqa: BLE001 - the parent reports it
@@ -163,7 +175,7 @@ def _profile(disp, world: int, rank: int, dev, emulate: bool) -> str | None:
     import torch
     import torch.distributed as dist
 
-    tokens, hidden, calls = PROFILED if not emulate else (1, 256, 2)
+    (tokens, calls), hidden = (PROFILED, HIDDEN) if not emulate else ((1, 2), 256)
     x, ids, w = _inputs(world, tokens, hidden, torch.bfloat16 if not emulate else torch.float32, 7, "random", dev)
     mine = slice(rank * tokens, (rank + 1) * tokens)
     acts = [torch.profiler.ProfilerActivity.CPU]
@@ -210,7 +222,8 @@ class _nothing:
         return False
 
 
-def run_world(world: int, emulate: bool, timeout_s: float, profile: bool = False) -> dict:
+def run_world(world: int, emulate: bool, timeout_s: float, profile: bool = False, layer: str = "mixtral"
+              ) -> dict:
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -218,7 +231,7 @@ def run_world(world: int, emulate: bool, timeout_s: float, profile: bool = False
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [ctx.Process(target=_rank_main, args=(r, world, port, emulate, profile, results), daemon=True)
+    procs = [ctx.Process(target=_rank_main, args=(r, world, port, emulate, profile, layer, results), daemon=True)
              for r in range(world)]  # fmt: skip
     for p in procs:
         p.start()
@@ -250,9 +263,10 @@ def run_world(world: int, emulate: bool, timeout_s: float, profile: bool = False
             **({"profile_rank0": first["profile"]} if profile else {})}  # fmt: skip
 
 
-def check(worlds=(1, 2), emulate: bool = False, timeout_s: float = 150.0, profile: bool = False) -> dict:
+def check(worlds=(1, 2), emulate: bool = False, timeout_s: float = 150.0, profile: bool = False,
+          layer: str = "mixtral") -> dict:
     """{world: result}; a world that fails (no nvshmem4py, no MPG support) is a result, not an exception."""
-    return {str(w): run_world(w, emulate, timeout_s, profile) for w in worlds}
+    return {str(w): run_world(w, emulate, timeout_s, profile, layer) for w in worlds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="shared-memory heap on the CPU under TRITON_INTERPRET=1")
     p.add_argument("--timeout", type=float, default=150.0, help="seconds per world size")
     p.add_argument("--profile", action="store_true", help="add rank 0's torch profiler table (PROFILED calls)")
+    p.add_argument("--layer", choices=sorted(LAYERS), default="mixtral",
+                   help="slots per rank, top-k and hidden: mixtral 8 / 4 / 4096, deepseek 32 / 8 / 7168")
     args = p.parse_args(argv)
-    result = check(tuple(args.worlds), args.dry_run, args.timeout, args.profile)
+    result = check(tuple(args.worlds), args.dry_run, args.timeout, args.profile, args.layer)
     tables = {w: r.pop("profile_rank0", None) for w, r in result.items()}
     print(json.dumps(result, indent=1))
     for w, table in tables.items():

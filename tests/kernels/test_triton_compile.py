@@ -118,9 +118,9 @@ def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
 
 
 def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
-    """put_kernels.py (the nvshmem backend): each phase's launch as TritonPuts makes it, for one rank and
-    for four, bf16 and fp32, counts and epochs of 1 included (Triton's launcher would otherwise turn an
-    int argument equal to 1 into a constant)."""
+    """put_kernels.py (the nvshmem backend): each phase's launch as TritonPuts makes it, for one, two and
+    four ranks, bf16, fp32 and fp16, counts and epochs of 1 included (Triton's launcher would otherwise
+    turn an int argument equal to 1 into a constant)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     import importlib.util
 
@@ -151,7 +151,8 @@ def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
         def region(self, rank):
             return self.regions[rank]
 
-    for world, dtype, tokens, k in ((1, torch.bfloat16, 1, 8), (4, torch.bfloat16, 64, 4), (2, torch.float32, 3, 1)):
+    for world, dtype, tokens, k in ((1, torch.bfloat16, 1, 8), (4, torch.bfloat16, 64, 4), (2, torch.float32, 3, 1),
+                                    (2, torch.float16, 5, 2)):
         layout = Layout(world, 64, 4096, k, dtype, torch.int8, dtype)
         heap = Regions(layout.nbytes, world)
         puts = put_kernels.TritonPuts()
