@@ -11,6 +11,7 @@ import pytest
 import torch
 from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
 
+from moeserve.dispatch import ExpertBatch
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, META_WORDS, Layout
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
 
@@ -95,8 +96,6 @@ def test_the_kernels_give_local_s_rows_and_sums(case: Case, kernels) -> None:
         assert terms == [int(o.sum()) for o in on_d]
         rows, slot_counts, offsets, term_index, row_weights = puts[d].expand(tables[d], mine[d], S, max(counts),
                                                                             sum(terms))
-        from moeserve.dispatch import ExpertBatch
-
         batch = ExpertBatch(hidden=rows, offsets=offsets, counts=slot_counts)
         batches.append(batch)
         puts[d].partial(heaps[d], tables[d], fake_expert(batch, d * S), row_weights, term_index, max(counts), epoch,
