@@ -83,7 +83,7 @@ class AgrsDispatcher:
         header = torch.tensor([[T, int(err is not None)]], dtype=torch.int64, device=hidden.device)
         chunk = torch.cat([header.view(torch.uint8).reshape(-1), rows.reshape(-1)])
         gathered = chunk.new_empty(W * chunk.numel())
-        dist.all_gather_single(gathered, chunk, group=self.ctx.ep_group)
+        _all_gather_single(gathered, chunk, group=self.ctx.ep_group)
         gathered = gathered.view(W, chunk.numel())
 
         (headers,) = unpack_rows(gathered[:, : _HEADER.nbytes], [_HEADER])
@@ -140,7 +140,7 @@ def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, ctx: ParallelContext)
     global _HAS_REDUCE_SCATTER
     if _HAS_REDUCE_SCATTER:
         try:
-            dist.reduce_scatter_single(out, full, group=ctx.ep_group)
+            _reduce_scatter_single(out, full, group=ctx.ep_group)
             return
         except (RuntimeError, NotImplementedError) as e:  # gloo builds without reduce_scatter
             if "not support" not in str(e).lower() and "not implemented" not in str(e).lower():
@@ -149,3 +149,14 @@ def _reduce_scatter(out: torch.Tensor, full: torch.Tensor, ctx: ParallelContext)
     dist.all_reduce(full, group=ctx.ep_group)
     m = out.shape[0]
     out.copy_(full[ctx.ep_rank * m : (ctx.ep_rank + 1) * m])
+
+
+# torch 2.13 names them all_gather_single / reduce_scatter_single; earlier releases (2.11, as GPU images
+# ship) only all_gather_into_tensor / reduce_scatter_tensor, which 2.13 keeps. Looked up at each call, so
+# a stand-in set on torch.distributed (benchmarks/dispatch_bytes.py) is the one called.
+def _all_gather_single(out: torch.Tensor, inp: torch.Tensor, group) -> None:
+    (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(out, inp, group=group)
+
+
+def _reduce_scatter_single(out: torch.Tensor, inp: torch.Tensor, group) -> None:
+    (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(out, inp, group=group)
