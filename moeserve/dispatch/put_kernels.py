@@ -1,7 +1,8 @@
 """The `nvshmem` backend's side of the one-sided protocol (onesided.py) as Triton kernels: one launch
 per phase and side, each doing the tensor work, the puts into the peers' regions and the flags
-together, with no host sync inside a phase (csrc/onesided.cpp is the CPU counterpart; the results
-are the same bit for bit, as tests/dispatch/test_put_kernels.py checks against the torch reference).
+together, with no host sync inside a phase (csrc/onesided.cpp is the CPU counterpart). Every result
+is the torch path's (onesided_plan.py) bit for bit: back_index, term_index, row weights, partial rows
+and totals (tests/dispatch/test_put_kernels.py, under the interpreter).
 
     # T tokens, k top-k, H hidden, W ranks, M rows per (source, destination) block, S local slots,
     # n grid rows per source (the largest received count), R expert rows

@@ -2,7 +2,8 @@
 in this one process over plain tensors as the regions: the meta words and flags each send raises, the
 ExpertBatch each rank expands and the combine output, against `local` on the whole routing (the same
 contract as the multi-rank suite, tests/dispatch/test_dispatch_multirank.py, which runs them across
-processes)."""
+processes), and bit for bit against the torch path's math (onesided_plan.py) at every intermediate:
+back_index, term_index, row weights, the partial rows and the totals."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,6 +14,7 @@ from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slic
 
 from moeserve.dispatch import ExpertBatch
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, META_WORDS, Layout
+from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
 
 pytest.importorskip("triton")
@@ -87,7 +89,12 @@ def test_the_kernels_give_local_s_rows_and_sums(case: Case, kernels) -> None:
     W, S = case.world, case.slots_per_rank
     epoch, p = 5, 1
     layout, regions, heaps, puts, tables, mine, backs, ids = _step(case, kernels, epoch)
-    batches = []
+    M, k = layout.rows, case.top_k
+    for s in range(W):  # back_index as the torch plan places each row
+        plan = plan_fanout(ids[rank_slice(case, s)], S, W, layout.slot_dtype)
+        want = position_index(plan.send_pos, plan.dest * M + plan.row, backs[s].shape[0], k, W * M)
+        assert torch.equal(backs[s], want), f"back_index of rank {s}"
+    batches, grids = [], []
     for d in range(W):
         meta = _words(regions[d], layout.meta_word(p), META_WORDS * W)
         counts, bad, terms = meta[0::META_WORDS], meta[1::META_WORDS], meta[2::META_WORDS]
@@ -96,13 +103,24 @@ def test_the_kernels_give_local_s_rows_and_sums(case: Case, kernels) -> None:
         assert terms == [int(o.sum()) for o in on_d]
         rows, slot_counts, offsets, term_index, row_weights = puts[d].expand(tables[d], mine[d], S, max(counts),
                                                                             sum(terms))
+        n = max(counts)
+        row_pos, _ = expand_grid(mine[d].slots[:, :n], counts, S)
+        assert torch.equal(term_index, position_index(row_pos, None, W * n, k, row_pos.shape[0])), "term_index"
+        assert torch.equal(row_weights, mine[d].weights[:, :n].reshape(-1)[row_pos]), "row weights"
         batch = ExpertBatch(hidden=rows, offsets=offsets, counts=slot_counts)
         batches.append(batch)
-        puts[d].partial(heaps[d], tables[d], fake_expert(batch, d * S), row_weights, term_index, max(counts), epoch,
-                        layout.flag_row(COMBINE, p))
+        y = fake_expert(batch, d * S)
+        puts[d].partial(heaps[d], tables[d], y, row_weights, term_index, n, epoch, layout.flag_row(COMBINE, p))
+        terms_fp32 = torch.cat([y.float() * row_weights.float()[:, None], torch.zeros(1, y.shape[1])])
+        grids.append((n, counts, sum_in_j_order(terms_fp32, term_index)))  # the torch path's partial rows
     for s in range(W):
         assert _words(regions[s], layout.flag_row(COMBINE, p), W) == [epoch] * W, "a combine flag is not up"
-        out = puts[s].total(layout.partial_rows(regions[s], p), backs[s], case.dtype)
+        block = layout.blocks(regions[s], p).partial  # [W expert rank, M, H]: the partials of s's rows
+        for d, (n, counts, want) in enumerate(grids):
+            assert torch.equal(block[d, : counts[s]], want[s * n : s * n + counts[s]]), f"partials {d} -> {s}"
+        partials = layout.partial_rows(regions[s], p)
+        out = puts[s].total(partials, backs[s], case.dtype)
+        assert torch.equal(out, sum_in_j_order(partials, backs[s]).to(case.dtype)), f"total of rank {s}"
         check_rank(case, s, batches[s], out, "onesided")
 
 
