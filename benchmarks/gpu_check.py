@@ -316,16 +316,27 @@ def card_peaks(name: str, tbps: float | None, tflops: float | None) -> tuple[tup
 
 
 def gpu_tests(timeout_s: float) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests", "-p", "no:cacheprovider"]
+    # a test file whose imports the GPU image lacks (openai, nixl: dev and pd extras) is reported, and
+    # the GPU tests of every other file still run
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests", "-p", "no:cacheprovider",
+           "--continue-on-collection-errors"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("TRITON_INTERPRET", None)
     try:
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"status": f"timed out after {timeout_s:.0f} s"}
+    lines = proc.stdout.splitlines()
     last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-    return {"status": "passed" if proc.returncode == 0 else "FAILED", "summary": last,
-            "failures": [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]}  # fmt: skip
+    failures = [ln for ln in lines if ln.startswith("FAILED") or ln.startswith("ERROR") and "::" in ln]
+    uncollected = [ln.removeprefix("ERROR ") for ln in lines if ln.startswith("ERROR tests/") and "::" not in ln]
+    if proc.returncode == 0:
+        status = "passed"
+    elif uncollected and not failures and " passed" in last:
+        status = f"passed; {len(uncollected)} test files not collected (imports missing here)"
+    else:
+        status = "FAILED"
+    return {"status": status, "summary": last, "failures": failures, "not_collected": uncollected}
 
 
 def moeserve(*args: str) -> list[str]:
