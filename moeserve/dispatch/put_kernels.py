@@ -49,6 +49,9 @@ BT = 16  # tokens (or rows) per program
 BLOCK_C = 128  # columns per inner step
 CHUNK = 1024  # columns per program of _expand, _partial and _total
 SEND_CHUNK = 512  # of _send: a decode step's few rows per destination still spread over many programs
+# Above this many token blocks, _send's programs read the rows before their block from a prefix computed
+# by a few torch ops on the device, not from a scan of the earlier ids each (quadratic in the tokens)
+SCAN_BLOCKS = 16
 BE = 64  # received (row, top-k position) entries per step of _expand
 _AS_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _KINDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}  # FLOAT: how a kernel widens a dtype
@@ -89,24 +92,29 @@ def _finish(scratch, programs, flag_at, epoch, meta_at, HAS_META: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["epoch", "T", "bad_in"])
-def _send(ids, x, w, slot_like, back, table, scratch, epoch, T, bad_in, S, W, M, H,
-          K: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
+def _send(ids, x, w, slot_like, back, table, scratch, starts, epoch, T, bad_in, S, W, M, H,
+          K: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, CHUNK: tl.constexpr, BLOCK_C: tl.constexpr,
+          HAS_STARTS: tl.constexpr):
     """ids [T, K] int; x [T, H], w [T, K] as same-width ints; back [T, K] int64 out; table int64 [5, W]
     (d's hidden, slots and weights block of this source, its meta words and its dispatch flag);
     scratch int32 [W, 4]; bad_in: 1 when the host found the call invalid (then nothing is sent).
     Program (b, d, c): token block b, destination d, hidden columns chunk c (chunk 0 also writes the
-    slots, weights, back_index and counts)."""
+    slots, weights, back_index and counts). HAS_STARTS: starts [blocks, W] int32 holds the rows for d
+    before each block (a large batch: the host's prefix, not each program's scan of the earlier ids)."""
     b = tl.program_id(0)
     d = tl.program_id(1)
     c = tl.program_id(2)
     j = tl.arange(0, BK)
     jm = j < K
     before = tl.reduce(tl.full([BT], 0, tl.int32), 0, _SUM)
-    for t0 in range(0, b * BT, BT):  # rows for d from the tokens before this block
-        t = t0 + tl.arange(0, BT)
-        v = tl.load(ids + t[:, None] * K + j[None, :], mask=(t[:, None] < T) & jm[None, :], other=-1).to(tl.int64)
-        on = (v >= 0) & (v // S == d)
-        before += tl.reduce(tl.reduce(on.to(tl.int32), 1, _MAX), 0, _SUM)
+    if HAS_STARTS:
+        before += tl.load(starts + b * W + d)
+    else:
+        for t0 in range(0, b * BT, BT):  # rows for d from the tokens before this block
+            t = t0 + tl.arange(0, BT)
+            v = tl.load(ids + t[:, None] * K + j[None, :], mask=(t[:, None] < T) & jm[None, :], other=-1).to(tl.int64)
+            on = (v >= 0) & (v // S == d)
+            before += tl.reduce(tl.reduce(on.to(tl.int32), 1, _MAX), 0, _SUM)
     t = b * BT + tl.arange(0, BT)
     t64 = t.to(tl.int64)
     m2 = (t[:, None] < T) & jm[None, :]  # the host passes T = 0 with bad_in
@@ -258,6 +266,19 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
 
 
+def _block_starts(topk_ids: torch.Tensor, num_local_slots: int, world: int, blocks: int) -> torch.Tensor:
+    """[blocks, W] int32: the rows this rank sends each destination for the tokens before each block of
+    BT (a token sends a destination one row if any of its ids lies there); on the device, no sync."""
+    # T tokens, k top-k, W ranks
+    T = topk_ids.shape[0]
+    ids = topk_ids.long()
+    ranks = torch.where(ids >= 0, ids.div(num_local_slots, rounding_mode="floor"), world)  # -1: no rank
+    sent = torch.zeros(blocks * BT, world + 1, dtype=torch.int32, device=ids.device)
+    sent[:T].scatter_(1, ranks.clamp(max=world), 1)  # ids past the last rank: bad, counted by the kernel
+    per_block = sent[:, :world].view(blocks, BT, world).sum(1, dtype=torch.int32)
+    return (torch.cumsum(per_block, 0, dtype=torch.int32) - per_block).contiguous()
+
+
 @dataclass
 class Tables:
     """One parity's device-side addresses, built once per heap: no per-call host-to-device copy."""
@@ -308,10 +329,13 @@ class TritonPuts:
         back = torch.empty(T, k, dtype=torch.int64, device=hidden.device)
         H = hidden.shape[1]
         send_chunk = min(SEND_CHUNK, _chunk(H))
-        _send[(max(1, triton.cdiv(T, BT)) if not bad else 1, W, triton.cdiv(H, send_chunk))](
+        blocks = max(1, triton.cdiv(T, BT)) if not bad else 1
+        starts = _block_starts(topk_ids, num_local_slots, W, blocks) if blocks > SCAN_BLOCKS else back
+        _send[(blocks, W, triton.cdiv(H, send_chunk))](
             topk_ids, _as_int(hidden), _as_int(weights), slot_like, back, tables.send,
-            self._scratch[(hidden.device, DISPATCH)], epoch, T if not bad else 0, int(bad), num_local_slots, W,
-            layout.rows, H, K=k, BK=triton.next_power_of_2(k), BT=BT, CHUNK=send_chunk, BLOCK_C=BLOCK_C,
+            self._scratch[(hidden.device, DISPATCH)], starts, epoch, T if not bad else 0, int(bad), num_local_slots,
+            W, layout.rows, H, K=k, BK=triton.next_power_of_2(k), BT=BT, CHUNK=send_chunk, BLOCK_C=BLOCK_C,
+            HAS_STARTS=starts is not back,
         )
         self._wake(heap, row, epoch)
         return back

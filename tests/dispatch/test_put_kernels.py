@@ -84,8 +84,12 @@ def _step(case: Case, kernels, epoch: int, bad_rank: int | None = None):
     return layout, regions, heaps, puts, tables, mine, backs, ids
 
 
+@pytest.mark.parametrize("prefix", [False, True], ids=["scan", "prefix"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_the_kernels_give_local_s_rows_and_sums(case: Case, kernels) -> None:
+def test_the_kernels_give_local_s_rows_and_sums(case: Case, prefix: bool, kernels, monkeypatch) -> None:
+    """prefix: every batch takes the large-batch path (rows before each token block from _block_starts)."""
+    if prefix:
+        monkeypatch.setattr(kernels, "SCAN_BLOCKS", 0)
     W, S = case.world, case.slots_per_rank
     epoch, p = 5, 1
     layout, regions, heaps, puts, tables, mine, backs, ids = _step(case, kernels, epoch)

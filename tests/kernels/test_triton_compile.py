@@ -152,8 +152,8 @@ def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
             return self.regions[rank]
 
     for world, dtype, tokens, k in ((1, torch.bfloat16, 1, 8), (4, torch.bfloat16, 64, 4), (2, torch.float32, 3, 1),
-                                    (2, torch.float16, 5, 2)):
-        layout = Layout(world, 64, 4096, k, dtype, torch.int8, dtype)
+                                    (2, torch.float16, 5, 2), (2, torch.bfloat16, 300, 8)):  # 300: the prefix path
+        layout = Layout(world, max(64, tokens), 4096, k, dtype, torch.int8, dtype)
         heap = Regions(layout.nbytes, world)
         puts = put_kernels.TritonPuts()
         tables = puts.tables(heap, layout, 0)[1]
@@ -165,6 +165,7 @@ def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
         puts.partial(heap, tables, rows, row_weights, term_index, 1, 1, 0)
         puts.total(layout.partial_rows(heap.region(0), 1), back, dtype)
     assert {fn.__name__ for fn, _, _ in launches} == {"_send", "_expand", "_partial", "_total"}
+    assert {kw["HAS_STARTS"] for fn, _, kw in launches if fn.__name__ == "_send"} == {False, True}
     gpu, _ = TARGETS["sm90"]
     for fn, args, kwargs in launches:
         assert "cubin" in compile_launch(fn, args, kwargs, gpu).asm, fn.__name__
