@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 # and top-k at hidden 256 and at its hidden
 LAYERS = {"mixtral": (8, 4, 4096), "deepseek": (32, 8, 7168)}  # DeepSeek-V3: 256 experts at ep 8, top-8
 SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS["mixtral"]
-CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN))  # (tokens per rank, hidden)
+# (tokens per rank, hidden); 512 tokens: put_kernels' large-batch path (past SCAN_BLOCKS token blocks)
+CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN), (512, 256))
 TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
 PROFILED = (16, 20)  # (tokens per rank, calls) of the --profile table, at the layer's hidden
 
@@ -85,7 +86,7 @@ def _use_layer(layer: str) -> None:
     """Sets the module's shape constants (in a spawned rank, which imports this module afresh)."""
     global SLOTS_PER_RANK, TOP_K, HIDDEN, CASES, TIMED
     SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS[layer]
-    CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN))
+    CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN), (512, 256))
     TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
 
 
