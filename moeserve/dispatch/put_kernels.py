@@ -330,12 +330,13 @@ class TritonPuts:
         H = hidden.shape[1]
         send_chunk = min(SEND_CHUNK, _chunk(H))
         blocks = max(1, triton.cdiv(T, BT)) if not bad else 1
-        starts = _block_starts(topk_ids, num_local_slots, W, blocks) if blocks > SCAN_BLOCKS else back
+        large = blocks > SCAN_BLOCKS and not bad
+        starts = _block_starts(topk_ids, num_local_slots, W, blocks) if large else back  # back: unused
         _send[(blocks, W, triton.cdiv(H, send_chunk))](
             topk_ids, _as_int(hidden), _as_int(weights), slot_like, back, tables.send,
             self._scratch[(hidden.device, DISPATCH)], starts, epoch, T if not bad else 0, int(bad), num_local_slots,
             W, layout.rows, H, K=k, BK=triton.next_power_of_2(k), BT=BT, CHUNK=send_chunk, BLOCK_C=BLOCK_C,
-            HAS_STARTS=starts is not back,
+            HAS_STARTS=large,
         )
         self._wake(heap, row, epoch)
         return back
