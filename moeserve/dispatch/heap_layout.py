@@ -85,6 +85,11 @@ class Layout:
             start += size
         return offsets
 
+    def source_offsets(self, parity: int, source: int) -> list[int]:
+        """Byte offset of source's [M, width] part of each block of one parity (order of `columns`)."""
+        return [start + source * self.rows * width * dtype.itemsize
+                for start, (dtype, width) in zip(self.block_offsets(parity), self.columns())]
+
     def blocks(self, region: torch.Tensor, parity: int) -> "Blocks":
         """Typed views of one region's blocks of one parity, each [W source, M, width]."""
         W, M = self.world, self.rows
@@ -107,8 +112,8 @@ class Layout:
         if make is None:
             return None
         views = []
-        for start, (dtype, width) in zip(self.block_offsets(parity), self.columns()):
-            view = make(start + source * self.rows * width * dtype.itemsize, dtype, (self.rows, width))
+        for start, (dtype, width) in zip(self.source_offsets(parity, source), self.columns()):
+            view = make(start, dtype, (self.rows, width))
             if view is None:
                 return None
             views.append(view)

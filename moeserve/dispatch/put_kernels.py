@@ -298,21 +298,16 @@ class TritonPuts:
 
     def tables(self, heap: SymmetricHeap, layout: Layout, me: int) -> list[Tables]:
         """Both parities' address tables for this heap (onesided.py keeps them with the heap)."""
-        W, M, out = layout.world, layout.rows, []
-        regions = [heap.region(r) for r in range(W)]
-        device = regions[me].device
+        W, out = layout.world, []
+        bases = [heap.region(r).data_ptr() for r in range(W)]
+        device = heap.region(me).device
         for p in (0, 1):
-            hid, slo, wei, par = layout.block_offsets(p)
-            (_, h), (sd, k), (wd, _), _ = layout.columns()
-            send = [[r.data_ptr() + hid + me * M * h * layout.dtype.itemsize for r in regions],
-                    [r.data_ptr() + slo + me * M * k * sd.itemsize for r in regions],
-                    [r.data_ptr() + wei + me * M * k * wd.itemsize for r in regions],
-                    [r.data_ptr() + layout.meta_word(p, me) for r in regions],
-                    [r.data_ptr() + layout.flag_row(DISPATCH, p) + 8 * me for r in regions]]
-            combine = [[r.data_ptr() + par + me * M * h * 4 for r in regions],
-                       [r.data_ptr() + layout.flag_row(COMBINE, p) + 8 * me for r in regions]]
+            hid, slo, wei, par = layout.source_offsets(p, me)
+            send = [[b + off for b in bases] for off in (hid, slo, wei, layout.meta_word(p, me),
+                                                         layout.flag_row(DISPATCH, p) + 8 * me)]
+            combine = [[b + off for b in bases] for off in (par, layout.flag_row(COMBINE, p) + 8 * me)]
             start = layout.meta_word(p)
-            meta = regions[me][start : start + 8 * META_WORDS * W].view(torch.int64).view(W, META_WORDS)
+            meta = heap.region(me)[start : start + 8 * META_WORDS * W].view(torch.int64).view(W, META_WORDS)
             out.append(Tables(torch.tensor(send, dtype=torch.int64, device=device),
                               torch.tensor(combine, dtype=torch.int64, device=device), meta))
         self._scratch[(device, DISPATCH)] = torch.zeros(W, 4, dtype=torch.int32, device=device)
