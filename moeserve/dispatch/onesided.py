@@ -169,16 +169,17 @@ class OneSidedDispatcher:
             raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {me}){detail}")
         assert back_index is not None
         recv_counts = meta[0::META_WORDS]
+        n = max(recv_counts)
         if self._fused:  # the senders counted the slot ids they sent: the ExpertBatch's size, no sync
             rows, counts, offsets, term_index, row_weights = self.puts.expand(
-                self._tables[p], self._mine[p], self.num_local_slots, max(recv_counts), sum(meta[2::META_WORDS]))
+                self._tables[p], self._mine[p], self.num_local_slots, n, sum(meta[2::META_WORDS]))
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
             batch, term_index, row_weights = self._receive(p, recv_counts)
         if origin != self.device:
             batch = ExpertBatch(batch.hidden.to(origin), batch.offsets.to(origin), batch.counts.to(origin))
         handle = OneSidedHandle(
-            epoch=epoch, back_index=back_index, recv_counts=recv_counts, grid_rows=max(recv_counts),
+            epoch=epoch, back_index=back_index, recv_counts=recv_counts, grid_rows=n,
             term_index=term_index, row_weights=row_weights, out_dtype=hidden.dtype, device=origin,
         )
         return batch, handle

@@ -348,10 +348,11 @@ class TritonPuts:
         counts = torch.empty(num_local_slots, dtype=torch.int64, device=device)
         offsets = torch.empty(num_local_slots, dtype=torch.int32, device=device)
         bk = triton.next_power_of_2(k)
-        _expand[(num_local_slots, triton.cdiv(H, _chunk(H)))](
+        chunk = _chunk(H)
+        _expand[(num_local_slots, triton.cdiv(H, chunk))](
             blocks.slots, _as_int(blocks.hidden), _as_int(blocks.weights), tables.meta, _as_int(rows),
             _as_int(row_weights), term_index, counts, offsets, W, M, n, R, H,
-            K=k, BK=bk, BE=max(BE, bk), CHUNK=_chunk(H), BLOCK_C=BLOCK_C,
+            K=k, BK=bk, BE=max(BE, bk), CHUNK=chunk, BLOCK_C=BLOCK_C,
         )
         return rows, counts, offsets, term_index, row_weights
 
@@ -361,10 +362,11 @@ class TritonPuts:
         W = tables.combine.shape[1]
         R, H = expert_out.shape
         k = term_index.shape[1]
-        _partial[(W, max(1, triton.cdiv(n, BT)), triton.cdiv(H, _chunk(H)))](
+        chunk = _chunk(H)
+        _partial[(W, max(1, triton.cdiv(n, BT)), triton.cdiv(H, chunk))](
             _bits(expert_out.contiguous()), _bits(row_weights), term_index, tables.meta, tables.combine,
             self._scratch[(expert_out.device, COMBINE)], epoch, n, R, H,
-            K=k, YF=_KINDS[expert_out.dtype], WF=_KINDS[row_weights.dtype], BT=BT, CHUNK=_chunk(H), BLOCK_C=BLOCK_C,
+            K=k, YF=_KINDS[expert_out.dtype], WF=_KINDS[row_weights.dtype], BT=BT, CHUNK=chunk, BLOCK_C=BLOCK_C,
             enable_fp_fusion=False,
         )
         self._wake(heap, row, epoch)
@@ -375,9 +377,10 @@ class TritonPuts:
         H = partials.shape[1]
         out = torch.empty(T, H, dtype=dtype, device=partials.device)
         if T:
-            _total[(triton.cdiv(T, BT), triton.cdiv(H, _chunk(H)))](
+            chunk = _chunk(H)
+            _total[(triton.cdiv(T, BT), triton.cdiv(H, chunk))](
                 partials, back_index, _bits(out), T, H, partials.shape[0] - 1, K=k, OUT=_KINDS[dtype], BT=BT,
-                CHUNK=_chunk(H), BLOCK_C=BLOCK_C, enable_fp_fusion=False,
+                CHUNK=chunk, BLOCK_C=BLOCK_C, enable_fp_fusion=False,
             )
         return out
 
