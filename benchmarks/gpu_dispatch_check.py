@@ -32,11 +32,20 @@ REPO = Path(__file__).resolve().parents[1]
 # --layer: (expert slots per rank, top-k, hidden) of the timed layer; the checked cases use its slots
 # and top-k at hidden 256 and at its hidden
 LAYERS = {"mixtral": (8, 4, 4096), "deepseek": (32, 8, 7168)}  # DeepSeek-V3: 256 experts at ep 8, top-8
-SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS["mixtral"]
-# (tokens per rank, hidden); 512 tokens: put_kernels' large-batch path (past SCAN_BLOCKS token blocks)
-CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN), (512, 256))
-TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
 PROFILED = (16, 20)  # (tokens per rank, calls) of the --profile table, at the layer's hidden
+
+
+def _use_layer(layer: str) -> None:
+    """Sets the module's shape constants: here for the default, and in each spawned rank (which imports
+    this module afresh) for the layer asked for."""
+    global SLOTS_PER_RANK, TOP_K, HIDDEN, CASES, TIMED
+    SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS[layer]
+    # (tokens per rank, hidden); 512 tokens: put_kernels' large-batch path (past SCAN_BLOCKS token blocks)
+    CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN), (512, 256))
+    TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
+
+
+_use_layer("mixtral")
 
 
 def _inputs(world: int, tokens: int, hidden: int, dtype, seed: int, routing: str, dev):
@@ -80,14 +89,6 @@ def _combine_error(out, ref, ids, weights, x, world: int) -> tuple[bool, float]:
     terms = terms.mul(valid[:, :, None]).sum(1)
     err = ((out.float() - ref.float()).abs() / (terms + 1e-30))[~exact]
     return equal, float(err.max()) if err.numel() else 0.0
-
-
-def _use_layer(layer: str) -> None:
-    """Sets the module's shape constants (in a spawned rank, which imports this module afresh)."""
-    global SLOTS_PER_RANK, TOP_K, HIDDEN, CASES, TIMED
-    SLOTS_PER_RANK, TOP_K, HIDDEN = LAYERS[layer]
-    CASES = ((1, 256), (16, 256), (64, HIDDEN), (256, HIDDEN), (512, 256))
-    TIMED = ((1, HIDDEN), (16, HIDDEN), (64, HIDDEN), (256, HIDDEN))
 
 
 def _rank_main(rank: int, world: int, port: int, emulate: bool, profile: bool, layer: str, results) -> None:
