@@ -2,8 +2,9 @@
 on real ranks.
 
 It measures how much the one-sided backend saves over the faster gloo backend (and, across hosts,
-where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry.py). Each rank routes `tokens` random tokens to `experts` experts (top-k), then runs
-dispatch and combine with no expert compute in between (the expert output is the dispatched rows
+where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry.py). Each rank routes
+`tokens` random tokens (none on the last `--idle-ranks`: an idle attention group) to `experts` experts
+(top-k), then runs dispatch and combine with no expert compute in between (the expert output is the dispatched rows
 themselves), `--iters` times per backend, the backends interleaved in rounds so that load changes
 on a shared machine hit both alike. Every rank reports its median; the slowest rank's median is the
 layer's time (the collectives make every rank wait for the slowest). With `--layers L` each sample
@@ -15,6 +16,7 @@ CI; numbers go to docs/dispatch.md.
     python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096
     python benchmarks/dispatch_latency.py --ep 2 4 --wait futex yield spin   # shm's wait strategies side by side
     python benchmarks/dispatch_latency.py --layers 8   # per-layer latency of 8 layers back to back
+    python benchmarks/dispatch_latency.py --ep 8 --idle-ranks 4   # half the ranks with no tokens
 """
 from __future__ import annotations
 
@@ -59,7 +61,10 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
-        for tokens in args.tokens:
+        for bound in args.tokens:
+            tokens = bound
+            if rank >= args.world - args.idle_ranks:  # an idle attention group: no tokens, same bound
+                tokens = 0
             x = torch.randn(tokens, hidden, generator=gen)
             ids = torch.rand(tokens, args.experts, generator=gen).argsort(dim=1)[:, : args.top_k]  # distinct experts
             w = torch.rand(tokens, args.top_k, generator=gen)
@@ -71,12 +76,12 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
                     dist.barrier()
                     t, c = time.perf_counter(), time.process_time()
                     for _ in range(args.layers):
-                        batch, handle = backend.dispatch(x, ids, w, max_tokens=tokens)
+                        batch, handle = backend.dispatch(x, ids, w, max_tokens=bound)
                         backend.combine(batch.hidden, handle)
                     if it >= args.warmup:
                         times[name].append((time.perf_counter() - t) / args.layers)
                         cpu[name].append((time.process_time() - c) / args.layers)
-            results.append({"hidden": hidden, "tokens": tokens,
+            results.append({"hidden": hidden, "tokens": bound,
                             **{name: statistics.median(v) * 1e3 for name, v in times.items()},
                             **{name + "_cpu": statistics.median(v) * 1e3 for name, v in cpu.items()}})
     out.put((rank, results))
@@ -137,6 +142,8 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=600)
     ap.add_argument("--wait", nargs="+", default=["yield-futex"], choices=["futex", "yield-futex", "yield", "spin"],
                     help="how shm waits for flags (flag_wait.STRATEGY); several: one shm column each")
+    ap.add_argument("--idle-ranks", type=int, default=0,
+                    help="the last N ranks hold no tokens (an idle attention group; the others as --tokens)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []

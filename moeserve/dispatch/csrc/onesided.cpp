@@ -20,7 +20,8 @@
 //          offsets [S] int32, term_index [W * n, k] int64 (ExpertBatch row at (q, j), R where none),
 //          row_weights [R].
 // partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
-//          float(y[term_index[q, j]]) * float(w[...]), started from 0.
+//          float(y[term_index[q, j]]) * float(w[...]), started from 0. A row with no term (all R: past
+//          its source's count, a stale grid row no source reads) is not written.
 // total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
 //          order started from 0, then rounded once (round to nearest even) to out_dtype.
 
@@ -194,9 +195,11 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
       at::parallel_for(0, term_index.size(0), grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
         std::vector<float> acc(H);
         for (int64_t q = lo; q < hi; ++q) {
+          const int64_t* terms = ti + q * k;
+          if (std::all_of(terms, terms + k, [&](int64_t i) { return i >= R; })) continue;  // a stale row
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int64_t j = 0; j < k; ++j) {
-            int64_t i = ti[q * k + j];
+            int64_t i = terms[j];
             if (i >= R) continue;
             const float w = (float)wp[i];
             const Y* src = yp + i * H;
