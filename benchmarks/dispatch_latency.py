@@ -4,14 +4,14 @@ on real ranks.
 It measures how much the one-sided backend saves over the faster gloo backend (and, across hosts,
 where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry.py). Each rank routes
 `tokens` random tokens (none on the last `--idle-ranks`: an idle attention group) to `experts` experts
-(top-k), then runs dispatch and combine with no expert compute in between (the expert output is the dispatched rows
-themselves), `--iters` times per backend, the backends interleaved in rounds so that load changes
-on a shared machine hit both alike. Every rank reports its median; the slowest rank's median is the
-layer's time (the collectives make every rank wait for the slowest). With `--layers L` each sample
-is L calls back to back, divided by L: consecutive MoE layers of one step, where every rank enters a
-layer as its previous combine returns, instead of one call right after a barrier (whose ranks leave
-the barrier at different times: on more ranks than cores the stagger is most of a call). Not run by
-CI; numbers go to docs/dispatch.md.
+(top-k), then runs dispatch and combine with no expert compute in between (the expert output is the
+dispatched rows themselves), `--iters` times per backend, the backends interleaved in rounds so that
+load changes on a shared machine hit both alike. Every rank reports its median; the slowest rank's
+median is the layer's time (the collectives make every rank wait for the slowest). With `--layers L`
+each sample is L calls back to back, divided by L: consecutive MoE layers of one step, where every
+rank enters a layer as its previous combine returns, instead of one call right after a barrier (whose
+ranks leave the barrier at different times: on more ranks than cores the stagger is most of a call).
+Not run by CI; numbers go to docs/dispatch.md.
 
     python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096
     python benchmarks/dispatch_latency.py --ep 2 4 --wait futex yield spin   # shm's wait strategies side by side
