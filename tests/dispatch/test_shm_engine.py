@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tiny_models import make_checkpoint
+from tiny_models import make_any_checkpoint, make_checkpoint
 
 from moeserve import LLM, SamplingParams
 from moeserve.errors import EngineDeadError
@@ -50,6 +50,18 @@ def _segments(pid: int) -> list[str]:
 def test_shm_gives_the_single_rank_greedy_tokens(mixtral, ep, tp):
     path, prompts, want = mixtral
     assert _generate(path, prompts, ep=ep, tp=tp, dispatch="shm") == want
+    assert not _segments(os.getpid())
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("arch,ep,tp", [("deepseek_v3", 4, 2), ("qwen3_moe", 8, 2)])
+def test_shm_gives_the_single_rank_greedy_tokens_on_other_architectures(tmp_path, arch, ep, tp):
+    """Shared experts and grouped routing (DeepSeek-V3) on a 4 x 2 layout; one expert per rank on eight
+    ranks (Qwen3-MoE)."""
+    path = make_any_checkpoint(arch, tmp_path)[1]
+    rng = random.Random(7)
+    prompts = [[rng.randrange(3, 90) for _ in range(n)] for n in (1, 13, 31)]
+    assert _generate(path, prompts, ep=ep, tp=tp, dispatch="shm") == _generate(path, prompts)
     assert not _segments(os.getpid())
 
 
