@@ -242,10 +242,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s engine %(levelname)s %(message)s")
     _die_with_parent(args.parent_pid)
     # SIGTERM (from the front end or the parent-death signal): leave through `finally`, shutting down.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _leave)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the front end's to handle (graceful drain)
-    config = config_from_dict(json.loads(args.config_json))
-    return run_engine_process(pinned(config), args.socket, args.heartbeat_s)
+    try:
+        config = config_from_dict(json.loads(args.config_json))
+        return run_engine_process(pinned(config), args.socket, args.heartbeat_s)
+    finally:
+        # leaving already: a SIGTERM from now on (the parent-death signal of a front end that just died,
+        # while the interpreter waits for its threads) must not raise SystemExit into that shutdown
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _leave(*_) -> None:
+    """The SIGTERM handler: one SystemExit, unwinding through run_engine_process's `finally`."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
 
 
 def pinned(config: EngineConfig) -> EngineConfig:
