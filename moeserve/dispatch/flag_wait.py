@@ -5,7 +5,8 @@ Ranks often share cores (2 ranks on 2 cores, with other processes), so a waiter 
 core from the peer that has to write the flag. The default (STRATEGY "yield-futex"):
 1. poll for SPIN_S (the peer is usually on another core and about to signal);
 2. sched_yield between polls until YIELD_FUTEX_S: whatever else is runnable on this core (the peer
-   itself when they share it) runs, and the flag is seen on the first poll after it lands;
+   itself when they share it) runs, and the flag is seen on the first poll after it lands (steps 1
+   and 2 in the C++ `poll` on the shm heap where the dispatch kernels are built: native.py);
 3. sleep on the row of flags (`heap.sleep_on`; each writer calls `heap.notify` after its store, and
    the one whose store completes the row makes the wake-up: shm_heap.py, futex.py): a long wait (the
    peers' expert compute, an idle attention group) costs no CPU and ends within one wake-up, not a
@@ -24,7 +25,9 @@ from __future__ import annotations
 import os
 import time
 
-from moeserve.dispatch import futex
+import torch
+
+from moeserve.dispatch import futex, native
 from moeserve.dispatch.heap import SymmetricHeap
 
 SPIN_S = 5e-5
@@ -53,6 +56,12 @@ def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: floa
     sleep_on = getattr(heap, "sleep_on", None) if "futex" in STRATEGY and futex.available() else None
     yield_s = YIELD_FUTEX_S if STRATEGY == "yield-futex" else 0.0
     start = time.monotonic()
+    native_words = getattr(heap, "native_words", None)
+    if sleep_on is not None and native_words is not None and native.load():  # spin and yield in C++
+        base, stride, header, _ = native_words()
+        address = base + heap.rank * stride + header + offset
+        if torch.ops.moeserve_dispatch.poll(address, heap.world, epoch, SPIN_S, yield_s):
+            return
     next_check, sleep = start + CHECK_S, 0.0
     while True:
         words = heap.load_words(offset, heap.world)

@@ -23,7 +23,7 @@ into every destination at once (a [W, M, width] view across the regions, where t
 the received rows read as one [W, n, k] grid (n = the largest count), and each fixed-order sum one
 gather of k terms per row (a zero row stands in for absent terms) plus k - 1 adds written straight
 into the peers' partial blocks. Fewer still: shm's C++ kernels (native.py) do each side of a phase in
-one call, and nvshmem's Triton kernels (put_kernels.py) in one launch, rows and flags together, with
+one call (and its signal to every peer in one more), and nvshmem's Triton kernels (put_kernels.py) in one launch, rows and flags together, with
 the senders' counts of slot ids in the meta words sizing the receiver's ExpertBatch.
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
@@ -114,6 +114,9 @@ class OneSidedDispatcher:
         self._fused = getattr(puts, "fused", False)
         self._tables: list = []  # [parity]: their device-side address tables (put_kernels.Tables)
         self._likes: dict[torch.dtype, torch.Tensor] = {}
+        self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
+        self._no_rows = torch.zeros(0, dtype=torch.int64)  # [W] zero counts (a step that sends nothing)
+        self._none = torch.zeros(0, dtype=torch.int64)  # no counts: combine's signal has no meta words
         self._shape: tuple | None = None  # (hidden, dtype, top-k, weight dtype) the layout was made for
 
     def dispatch(
@@ -149,6 +152,14 @@ class OneSidedDispatcher:
         if self._fused:  # rows, meta words and flags in one launch, no host sync
             back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
                                         self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
+        elif self._words is not None:  # the C++ send, then every peer's meta and flag in one call
+            counts, back_index = self._no_rows, None
+            if err is None:
+                counts, back_index = self._send_native(p, hidden, topk_ids, weights)
+                if int(counts[0]) < 0:  # an id out of range: nothing was written
+                    err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
+            torch.ops.moeserve_dispatch.signal(*self._words, me, W, layout.meta_word(p, me), counts,
+                                               int(err is not None), row, epoch)
         else:
             send_counts, back_index = [0] * W, None
             if err is None:
@@ -198,7 +209,10 @@ class OneSidedDispatcher:
                               epoch, row)
         else:
             self._partial_rows(p, expert_out, handle)
-            self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
+            if self._words is not None:
+                torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
+            else:
+                self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
         if self._fused:
             out = self.puts.total(self._partials[p], handle.back_index, handle.out_dtype)
@@ -245,9 +259,7 @@ class OneSidedDispatcher:
         T, k = topk_ids.shape
         W, M = layout.world, layout.rows
         if self._native:
-            counts, back_index = torch.ops.moeserve_dispatch.send(
-                hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
-                fan.hidden, fan.slots, fan.weights)
+            counts, back_index = self._send_native(p, hidden, topk_ids, weights)
             return counts.tolist(), back_index
         plan = plan_fanout(topk_ids, self.num_local_slots, W, layout.slot_dtype)
         back_index = position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M)
@@ -265,6 +277,14 @@ class OneSidedDispatcher:
                        [hidden, plan.local_slots, weights], [True, False, True], plan.token_idx, starts,
                        plan.send_counts)
         return plan.send_counts, back_index
+
+    def _send_native(self, p: int, hidden: torch.Tensor, topk_ids: torch.Tensor, weights: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """_send by the C++ kernel: -> counts [W] int64 (all -1: an id out of range, nothing written), back_index."""
+        fan = self._fan[p]
+        return torch.ops.moeserve_dispatch.send(
+            hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+            fan.hidden, fan.slots, fan.weights)
 
     def _receive(self, p: int, recv_counts: list[int]) -> tuple[ExpertBatch, torch.Tensor, torch.Tensor]:
         """The ExpertBatch of this step's received rows, term_index [W * n, k] and row_weights [R]."""
@@ -307,6 +327,10 @@ class OneSidedDispatcher:
         fan_out = hasattr(self.puts, "scatter")
         self._fan = [layout.fanout(self.heap, p, me) if fan_out else None for p in (0, 1)]
         self._native = self.native and self._fan[0] is not None and self.device.type == "cpu"
+        # how the C++ signal addresses the heap's words (the shm heap), else None: Python signals
+        words = getattr(self.heap, "native_words", None)
+        self._words = words() if self._native and words is not None else None
+        self._no_rows = torch.zeros(W, dtype=torch.int64)
         self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout
 

@@ -160,6 +160,12 @@ class ShmHeap:
         finally:
             self._words[base + _ASLEEP] = 0
 
+    def native_words(self) -> tuple[int, int, int, int]:
+        """How the C++ `signal` and `poll` (csrc/onesided.cpp) address this heap's words: this process's
+        address of the mapping, bytes from one region to the next, header bytes before each region's
+        layout, and the byte offset of the asleep word in a region."""
+        return self._base, self._stride, _HEADER, 8 * _ASLEEP
+
     def load_words(self, offset: int, count: int) -> list[int]:
         base = (self.rank * self._stride + _HEADER + offset) // 8
         return self._words[base : base + count].tolist()

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from moeserve.dispatch import futex
 
@@ -137,3 +138,90 @@ def test_no_wake_up_is_lost_between_the_flag_check_and_the_sleep() -> None:
             time.sleep(0)
     thread.join(timeout=60)
     assert not thread.is_alive() and slow == []  # a lost wake-up waits out the 3 s timeout
+
+
+# the C++ signal and poll (csrc/onesided.cpp) that the shm backend uses in place of the Python loops
+# above where its kernels are built: the same words, the same single wake-up
+
+
+def _native_ops():
+    from moeserve.dispatch import native
+
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here")
+    return torch.ops.moeserve_dispatch
+
+
+def test_native_signal_writes_every_peers_meta_words_then_its_flag() -> None:
+    ops = _native_ops()
+    heaps = _heaps(world=3)
+    counts = torch.tensor([5, 0, 7], dtype=torch.int64)
+    ops.signal(*heaps[1].native_words(), 1, 3, 256, counts, 1, 64, 9)  # rank 1: meta at byte 256, row at 64
+    for d, heap in enumerate(heaps):
+        assert heap.load_words(256, 2) == [counts[d].item(), 1]
+        assert heap.load_words(64, 4) == [0, 9, 0, 0]  # its flag only; the bell untouched (nobody sleeps)
+    ops.signal(*heaps[0].native_words(), 0, 3, 0, torch.zeros(0, dtype=torch.int64), 0, 64, 9)  # no meta
+    assert heaps[2].load_words(64, 3) == [9, 9, 0] and heaps[2].load_words(256, 2) == [7, 1]
+
+
+def test_native_signal_wakes_a_sleeper_once_its_row_is_complete(monkeypatch) -> None:
+    ops = _native_ops()
+    writer, reader = _heaps()
+    woke = threading.Event()
+
+    def sleeper() -> None:
+        while reader.load_words(0, 2) != [4, 4]:
+            reader.sleep_on(0, 2, 4, timeout_s=10.0)
+        woke.set()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    time.sleep(0.05)
+    reader.store_word(1, 8, 4)  # the sleeper's own flag (a rank signals itself too)
+    reader.notify(1, 0, 2, 4)  # the row is not complete: no wake
+    time.sleep(0.05)
+    assert not woke.is_set()
+    ops.signal(*writer.native_words(), 0, 2, 0, torch.zeros(0, dtype=torch.int64), 0, 0, 4)
+    assert woke.wait(2.0)  # woken by the C++ signal, not by the 10 s timeout
+    thread.join(timeout=10)
+    assert reader.load_words(16, 1) == [4]  # the bell holds the row's value
+
+
+def test_native_signal_loses_no_wake_up_between_the_flag_check_and_the_sleep() -> None:
+    ops = _native_ops()
+    writer, reader = _heaps()
+    slow: list[float] = []
+    words, none = writer.native_words(), torch.zeros(0, dtype=torch.int64)
+
+    def sleeper() -> None:
+        for epoch in range(1, 301):
+            reader.store_word(1, 8, epoch)  # its own flag, then sleep until the writer's lands
+            started = time.monotonic()
+            while reader.load_words(0, 2) != [epoch, epoch]:
+                reader.sleep_on(0, 2, epoch, timeout_s=3.0)
+            if time.monotonic() - started > 1.5:
+                slow.append(epoch)
+            writer.store_word(0, 64, epoch)  # ack on rank 0's word 8
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    for epoch in range(1, 301):
+        ops.signal(*words, 0, 2, 0, none, 0, 0, epoch)
+        while writer.load_words(64, 1)[0] != epoch:
+            time.sleep(0)
+    thread.join(timeout=60)
+    assert not thread.is_alive() and slow == []  # a lost wake-up waits out the 3 s timeout
+
+
+def test_native_poll_returns_when_the_row_is_up_and_gives_up_after_its_time() -> None:
+    ops = _native_ops()
+    _, reader = _heaps()
+    base, stride, header, _ = reader.native_words()
+    row = base + stride + header  # rank 1's row of 2 flags at byte 0
+    started = time.monotonic()
+    assert ops.poll(row, 2, 3, 5e-5, 0.02) is False
+    assert 0.02 <= time.monotonic() - started < 2.0
+    setter = threading.Timer(0.01, lambda: (reader.store_word(1, 0, 3), reader.store_word(1, 8, 3)))
+    setter.start()
+    assert ops.poll(row, 2, 3, 5e-5, 10.0) is True  # the op releases the GIL: the setter runs
+    setter.join()

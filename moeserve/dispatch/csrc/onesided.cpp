@@ -24,12 +24,31 @@
 //          its source's count, a stale grid row no source reads) is not written.
 // total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
 //          order started from 0, then rounded once (round to nearest even) to out_dtype.
+//
+// The shm heap's flags (shm_heap.py: regions at a fixed stride in one mapping, each after a header whose
+// word 2 is `asleep`; a row of W flags is followed by its bell word), without a Python loop per peer:
+// signal:  for every destination d from me + 1 round the ring: counts[d] and bad (none if counts is
+//          empty) into this source's meta words at byte meta_off of d's region; a full fence (every
+//          earlier store of this thread, non-temporal ones included, and those of the threads it
+//          joined, before the flags); the epoch into d's flag `me` of the row at byte `row`; a full
+//          fence; then each d (not me) found asleep with its whole row up gets the epoch in its bell
+//          and one futex wake (shm_heap.py's notify, for every peer in one call).
+// poll:    until the W flags at `address` (this rank's row) all hold epoch: spin for spin_s, then
+//          sched_yield until yield_s (seconds since the call); true when they do, false when time ran
+//          out (the caller goes on to sleep, check for dead peers and time out: flag_wait.py).
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <tuple>
@@ -239,6 +258,50 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
   return out;
 }
 
+int64_t* word(int64_t base, int64_t stride, int64_t header, int64_t rank, int64_t offset) {
+  return (int64_t*)(base + rank * stride + header + offset);
+}
+
+void signal(int64_t base, int64_t stride, int64_t header, int64_t asleep_offset, int64_t me, int64_t world,
+            int64_t meta_off, const at::Tensor& counts, int64_t bad, int64_t row, int64_t epoch) {
+  TORCH_CHECK(counts.numel() == 0 || (counts.scalar_type() == at::kLong && counts.numel() == world));
+  if (counts.numel()) {
+    const int64_t* c = counts.contiguous().data_ptr<int64_t>();
+    for (int64_t i = 1; i <= world; ++i) {
+      const int64_t d = (me + i) % world;
+      __atomic_store_n(word(base, stride, header, d, meta_off), c[d], __ATOMIC_RELAXED);
+      __atomic_store_n(word(base, stride, header, d, meta_off + 8), bad, __ATOMIC_RELAXED);
+    }
+  }
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // mfence: rows and meta before any flag
+  for (int64_t i = 1; i <= world; ++i)
+    __atomic_store_n(word(base, stride, header, (me + i) % world, row + 8 * me), epoch, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // our flags before our loads of the peers' asleep words and rows
+  for (int64_t i = 1; i < world; ++i) {
+    const int64_t d = (me + i) % world;
+    if (!__atomic_load_n((int64_t*)(base + d * stride + asleep_offset), __ATOMIC_RELAXED)) continue;
+    int64_t* flags = word(base, stride, header, d, row);
+    bool up = true;
+    for (int64_t s = 0; s < world && up; ++s) up = __atomic_load_n(flags + s, __ATOMIC_RELAXED) == epoch;
+    if (!up) continue;  // a later writer completes the row and wakes it
+    __atomic_store_n(flags + world, epoch, __ATOMIC_RELAXED);
+    syscall(SYS_futex, (int32_t*)(flags + world), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+bool poll(int64_t address, int64_t count, int64_t epoch, double spin_s, double yield_s) {
+  const int64_t* flags = (const int64_t*)address;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    bool up = true;
+    for (int64_t s = 0; s < count && up; ++s) up = __atomic_load_n(flags + s, __ATOMIC_ACQUIRE) == epoch;
+    if (up) return true;
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (now >= yield_s) return false;
+    if (now >= spin_s) sched_yield();
+  }
+}
+
 at::Tensor total_dtype(const at::Tensor& partials, const at::Tensor& back_index, const at::Tensor& like) {
   return total(partials, back_index, like.scalar_type());
 }
@@ -250,4 +313,6 @@ TORCH_LIBRARY(moeserve_dispatch, m) {
   m.def("expand", &expand);
   m.def("partial", &partial);
   m.def("total", &total_dtype);
+  m.def("signal", &signal);
+  m.def("poll", &poll);
 }
