@@ -23,8 +23,9 @@ into every destination at once (a [W, M, width] view across the regions, where t
 the received rows read as one [W, n, k] grid (n = the largest count), and each fixed-order sum one
 gather of k terms per row (a zero row stands in for absent terms) plus k - 1 adds written straight
 into the peers' partial blocks. Fewer still: shm's C++ kernels (native.py) do each side of a phase in
-one call (and its signal to every peer in one more), and nvshmem's Triton kernels (put_kernels.py) in one launch, rows and flags together, with
-the senders' counts of slot ids in the meta words sizing the receiver's ExpertBatch.
+one call (and its signal to every peer in one more), and nvshmem's Triton kernels (put_kernels.py) in
+one launch, rows and flags together, with the senders' counts of slot ids in the meta words sizing
+the receiver's ExpertBatch.
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
