@@ -1,6 +1,8 @@
 """The one-sided protocol's tensor work in C++ (`csrc/onesided.cpp`, `torch.ops.moeserve_dispatch`):
 four calls per dispatch + combine instead of a few dozen torch ops, bit for bit the torch path's
-results (onesided_plan.py, the reference; tests/dispatch/test_onesided_plan.py compares them).
+results (onesided_plan.py, the reference; tests/dispatch/test_onesided_plan.py compares them); and
+the shm heap's flag traffic, a signal to every peer and the spin-then-yield wait, one call each
+instead of Python loops (tests/dispatch/test_futex.py).
 
 Built on first use like the CPU kernels (kernels/cpu/cpu_kernels.py: MOESERVE_CACHE, once per
 machine, ranks starting together build it once), with portable flags (no AVX requirement) and
