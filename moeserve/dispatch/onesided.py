@@ -110,13 +110,13 @@ class OneSidedDispatcher:
         self._fan: list[Blocks | None] = []
         # the C++ path (native.py) where it is built and the heap has fan-out views (shm over TorchPuts)
         self.native = native and isinstance(puts, TorchPuts) and native_kernels.load()
-        self._native = False  # native, and this heap has fan-out views (set with the heap)
+        self._native = False  # native, and this heap has fan-out views and C++-addressable words (set with the heap)
         # the Triton kernels (put_kernels.py, the nvshmem backend): each phase one launch
         self._fused = getattr(puts, "fused", False)
         self._tables: list = []  # [parity]: their device-side address tables (put_kernels.Tables)
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
-        self._no_rows = torch.zeros(0, dtype=torch.int64)  # [W] zero counts (a step that sends nothing)
+        self._no_rows = torch.zeros(0, dtype=torch.int64)  # set with the heap: [W] zero counts (nothing sent)
         self._none = torch.zeros(0, dtype=torch.int64)  # no counts: combine's signal has no meta words
         self._shape: tuple | None = None  # (hidden, dtype, top-k, weight dtype) the layout was made for
 
@@ -153,10 +153,13 @@ class OneSidedDispatcher:
         if self._fused:  # rows, meta words and flags in one launch, no host sync
             back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
                                         self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
-        elif self._words is not None:  # the C++ send, then every peer's meta and flag in one call
+        elif self._native:  # the C++ send, then every peer's meta and flag in one call
             counts, back_index = self._no_rows, None
             if err is None:
-                counts, back_index = self._send_native(p, hidden, topk_ids, weights)
+                fan = self._fan[p]
+                counts, back_index = torch.ops.moeserve_dispatch.send(
+                    hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+                    fan.hidden, fan.slots, fan.weights)
                 if int(counts[0]) < 0:  # an id out of range: nothing was written
                     err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
             torch.ops.moeserve_dispatch.signal(*self._words, me, W, layout.meta_word(p, me), counts,
@@ -165,8 +168,6 @@ class OneSidedDispatcher:
             send_counts, back_index = [0] * W, None
             if err is None:
                 send_counts, back_index = self._send(p, hidden, topk_ids, weights)
-                if send_counts[0] < 0:  # an id out of range: nothing was written
-                    err, send_counts = routing_error(topk_ids, self.num_slots), [0] * W
             self.puts.signal(self.heap, [
                 Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)), row, epoch)
                 for d in _ring(me, W)
@@ -210,7 +211,7 @@ class OneSidedDispatcher:
                               epoch, row)
         else:
             self._partial_rows(p, expert_out, handle)
-            if self._words is not None:
+            if self._native:
                 torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
             else:
                 self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
@@ -259,9 +260,6 @@ class OneSidedDispatcher:
         fan, layout = self._fan[p], self.layout
         T, k = topk_ids.shape
         W, M = layout.world, layout.rows
-        if self._native:
-            counts, back_index = self._send_native(p, hidden, topk_ids, weights)
-            return counts.tolist(), back_index
         plan = plan_fanout(topk_ids, self.num_local_slots, W, layout.slot_dtype)
         back_index = position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M)
         if fan is not None and plan.token_idx.numel() * hidden.shape[1] * hidden.element_size() <= FAN_BYTES:
@@ -278,14 +276,6 @@ class OneSidedDispatcher:
                        [hidden, plan.local_slots, weights], [True, False, True], plan.token_idx, starts,
                        plan.send_counts)
         return plan.send_counts, back_index
-
-    def _send_native(self, p: int, hidden: torch.Tensor, topk_ids: torch.Tensor, weights: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """_send by the C++ kernel: -> counts [W] int64 (all -1: an id out of range, nothing written), back_index."""
-        fan = self._fan[p]
-        return torch.ops.moeserve_dispatch.send(
-            hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
-            fan.hidden, fan.slots, fan.weights)
 
     def _receive(self, p: int, recv_counts: list[int]) -> tuple[ExpertBatch, torch.Tensor, torch.Tensor]:
         """The ExpertBatch of this step's received rows, term_index [W * n, k] and row_weights [R]."""
@@ -327,10 +317,10 @@ class OneSidedDispatcher:
                          for r in range(W)] for p in (0, 1)]
         fan_out = hasattr(self.puts, "scatter")
         self._fan = [layout.fanout(self.heap, p, me) if fan_out else None for p in (0, 1)]
-        self._native = self.native and self._fan[0] is not None and self.device.type == "cpu"
         # how the C++ signal addresses the heap's words (the shm heap), else None: Python signals
         words = getattr(self.heap, "native_words", None)
-        self._words = words() if self._native and words is not None else None
+        self._native = self.native and self._fan[0] is not None and words is not None and self.device.type == "cpu"
+        self._words = words() if self._native else None
         self._no_rows = torch.zeros(W, dtype=torch.int64)
         self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout
