@@ -20,6 +20,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -250,12 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # leaving already: a SIGTERM from now on (the parent-death signal of a front end that just died,
         # while the interpreter waits for its threads) must not raise SystemExit into that shutdown
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _LEAVING.set()
+
+
+# Set once the process is on its way out. The handler stays installed and reads this instead of being
+# swapped for SIG_IGN: a SIGTERM landing between Python's and the kernel's half of such a swap is left
+# pending, and CPython then reports it as "ignored due to race condition" with a traceback.
+_LEAVING = threading.Event()
 
 
 def _leave(*_) -> None:
-    """The SIGTERM handler: one SystemExit, unwinding through run_engine_process's `finally`."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """The SIGTERM handler: one SystemExit, unwinding through run_engine_process's `finally`; any
+    later SIGTERM is a no-op."""
+    if _LEAVING.is_set():
+        return
+    _LEAVING.set()
     sys.exit(0)
 
 
