@@ -153,8 +153,11 @@ def paged_attention_reference(
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against."""
+    """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against.
+    Computed in fp32, or in fp64 for fp64 inputs (an fp32 reference would round them, by amounts that
+    differ with the CPU's instruction set)."""
     hq, hk, D = q.shape[1], k_cache.shape[-2], k_cache.shape[-1]
+    wide = torch.promote_types(q.dtype, torch.float32)  # fp32 at least; fp64 stays fp64
     k_flat, v_flat = k_cache.view(-1, hk, D), v_cache.view(-1, hk, D)
     out = torch.empty_like(q)
     for b in range(meta.num_seqs):
@@ -167,6 +170,6 @@ def paged_attention_reference(
             first = max(0, pos - sliding_window + 1) if sliding_window else 0
             for h in range(hq):
                 kv_h = h // (hq // hk)
-                scores = (keys[first : pos + 1, kv_h].float() @ q[i, h].float()) * scale
-                out[i, h] = (scores.softmax(-1) @ values[first : pos + 1, kv_h].float()).to(q.dtype)
+                scores = (keys[first : pos + 1, kv_h].to(wide) @ q[i, h].to(wide)) * scale
+                out[i, h] = (scores.softmax(-1) @ values[first : pos + 1, kv_h].to(wide)).to(q.dtype)
     return out
