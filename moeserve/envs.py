@@ -92,7 +92,7 @@ PARENT_PID = EnvVar("MOESERVE_PARENT_PID", int, None,
 SHARED_TRACES = EnvVar("MOESERVE_SHARED_TRACES", Path, None,
                        "folder of third-party routing traces some placement tests run on (default: ../shared/traces beside the checkout; skipped without)", "test")
 TEST_RAISE_AT = EnvVar("MOESERVE_TEST_RAISE_AT", str, "",
-                       "RANK:STEP makes that spawned rank raise in that step (tests/engine/test_rank_failure.py)", "test")
+                       "RANK:STEP makes that spawned rank raise in that step, RANK:start exit as it starts (tests/engine/test_rank_failure.py)", "test")
 
 ALL: tuple[EnvVar, ...] = tuple(v for v in globals().values() if isinstance(v, EnvVar))
 

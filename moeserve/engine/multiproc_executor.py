@@ -71,7 +71,8 @@ class MultiprocExecutor:
             raise RuntimeError("MultiprocExecutor runs on rank 0 only")
         set_rank_threads(parallel.ranks_per_node, parallel.reserved_cores or 0)
         try:
-            self.groups = init_rank(env, parallel, resolve(config.device.device, config.device.kernels)[0], store_socket)
+            self.groups = init_rank(env, parallel, resolve(config.device.device, config.device.kernels)[0], store_socket,
+                                    self._startup_check)
             self.worker = Worker(config, self.groups.ctx, group=0)
             import torch.distributed as dist
 
@@ -115,6 +116,12 @@ class MultiprocExecutor:
         child_env[envs.PARENT_PID.name] = str(os.getpid())
         child_env[envs.ENGINE_CONFIG.name] = json.dumps(config_to_dict(config))
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
+
+    def _startup_check(self) -> None:
+        """Raises once a spawned rank has exited: the world can no longer form."""
+        failure = self._exited_rank()
+        if failure is not None:
+            raise RuntimeError(f"{failure} while the ranks were starting")
 
     def _exited_rank(self) -> str | None:
         """'rank N exited with code C' for the first spawned rank that has exited, else None; a

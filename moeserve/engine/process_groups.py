@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -22,6 +24,8 @@ from moeserve.parallel_state import ParallelContext
 
 _IDLE_TIMEOUT = timedelta(days=7)
 _STARTUP_TIMEOUT = timedelta(minutes=15)
+# how often rank 0 of a spawned world looks at its ranks while it waits for them to join
+_JOIN_POLL = 0.05  # seconds
 
 
 @dataclass(frozen=True)
@@ -82,11 +86,17 @@ def loopback_only_env() -> dict[str, str]:
 
 
 def init_rank(
-    env: RankEnv, parallel: ParallelConfig, device: str = "cpu", store_socket: socket.socket | None = None
+    env: RankEnv,
+    parallel: ParallelConfig,
+    device: str = "cpu",
+    store_socket: socket.socket | None = None,
+    startup_check: Callable[[], None] | None = None,
 ) -> RankGroups:
     """Joins the world and builds every group. All ranks create all groups in the same order.
     `store_socket`: rank 0 of a world spawned on one node hosts the rendezvous store on it
     (`store_listener`); otherwise the store is the launcher's (env://) or rank 0's (tcp://).
+    `startup_check` (rank 0 of a spawned world): raises if a spawned rank has died; called while
+    rank 0 waits for the ranks to join (`await_ranks`).
     device: the resolved --device; on cuda the rank takes cuda:LOCAL_RANK before NCCL starts, the data
     groups (tp, ep) use NCCL and the control groups (plan, result) stay on gloo."""
     if env.world_size != parallel.world_size:
@@ -105,7 +115,11 @@ def init_rank(
     if spawned:
         master = store_socket is not None  # the store then owns the socket's descriptor
         store = dist.TCPStore(env.master_addr, env.master_port, env.world_size, master, timeout=_STARTUP_TIMEOUT,
-                              master_listen_fd=store_socket.detach() if master else None)
+                              master_listen_fd=store_socket.detach() if master else None, wait_for_workers=False)
+        if master:
+            await_ranks(store, env.world_size, startup_check)
+        else:
+            store.set(_joined_key(env.rank), "1")
         dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
                                 timeout=_STARTUP_TIMEOUT)
     else:
@@ -136,6 +150,30 @@ def init_rank(
         ep_group=data_group if parallel.ep > 1 else None,
     )
     return RankGroups(ctx=ctx, group=env.rank // tp, plan_group=plan_group, result_group=result_group)
+
+
+def _joined_key(rank: int) -> str:
+    return f"moeserve/joined/{rank}"
+
+
+def await_ranks(store: dist.Store, world_size: int, startup_check: Callable[[], None] | None) -> None:
+    """Rank 0 of a spawned world: returns once every other rank has joined the store. Ranks take
+    seconds to import torch and connect, and one may die meanwhile (a crash, a kill, the OOM killer):
+    rank 0 looks at the store and calls `startup_check` every `_JOIN_POLL` instead of blocking in
+    C++ for the 15-minute startup timeout (where no signal handler runs either), so such a death is
+    an error within a second and a SIGTERM to the process is handled at once."""
+    waiting = [_joined_key(r) for r in range(1, world_size)]
+    deadline = time.monotonic() + _STARTUP_TIMEOUT.total_seconds()
+    while True:
+        if startup_check is not None:
+            startup_check()
+        waiting = [key for key in waiting if not store.check([key])]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            missing = [int(key.rsplit("/", 1)[1]) for key in waiting]
+            raise RuntimeError(f"ranks {missing} did not join within {_STARTUP_TIMEOUT}")
+        time.sleep(_JOIN_POLL)
 
 
 # A control message travels in one fixed-size frame (its length, then up to HEAD_BYTES of it: a decode

@@ -66,6 +66,42 @@ def test_a_rank_that_raises_ends_the_step_at_once(tiny, monkeypatch):
     assert all(p.poll() is not None for p in procs)
 
 
+@pytest.mark.timeout(120)
+def test_a_rank_that_dies_while_the_world_forms_fails_the_start_at_once(tiny, monkeypatch):
+    """Rank 2 of 4 exits before it joins the rendezvous: the engine's start fails within seconds naming
+    it (not after the 15-minute startup timeout), and no rank is left."""
+    inject = Path(__file__).parent / "inject"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "2:start")
+    before = set(_children())
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 2 exited with code 3 while the ranks were starting"):
+        LLM(model=str(tiny), ep=4, tp=2)
+    assert time.monotonic() - started < 60
+    deadline = time.monotonic() + 10
+    while set(_children()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not set(_children()) - before, "a rank outlived the failed start"
+
+
+def _children() -> list[int]:
+    """pids of this process's live children (zombies are reaped by their Popen objects' wait)."""
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+    live = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    live.append(pid)
+        except OSError:
+            pass
+    return live
+
+
 @pytest.mark.slow
 def test_generate_after_a_refused_prompt_serves_only_its_own_requests(tiny):
     """A refused prompt aborts the prompts of the same call that were already added: the next call

@@ -1,10 +1,13 @@
 """Loaded by the rank processes of test_rank_failure.py (their PYTHONPATH starts here): the rank
-named by MOESERVE_TEST_RAISE_AT="rank:step" raises in that step, before the step's collectives."""
+named by MOESERVE_TEST_RAISE_AT="rank:step" raises in that step, before the step's collectives;
+"rank:start" makes it exit at once, before it has imported torch or joined the world."""
 import os
 
 from moeserve import envs
 
 _spec = envs.TEST_RAISE_AT.get()
+if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":start"):
+    os._exit(3)
 if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
     import moeserve.engine.worker as _worker
 
