@@ -55,6 +55,7 @@ class MultiprocExecutor:
         self.probe_idle_s = PROBE_IDLE_S
         self.num_probes = 0
         self._procs: list[subprocess.Popen] = []
+        self._stopped_at_start: dict[int, float] = {}  # rank -> since when it is stopped (_startup_check)
         env = RankEnv.from_environ()
         store_socket = None
         if env is None:  # one node, ours to spawn (--nodes > 1 needs a launcher: engine/launch_check.py)
@@ -118,8 +119,9 @@ class MultiprocExecutor:
         return subprocess.Popen([sys.executable, "-m", "moeserve.engine.rank_worker"], env=child_env)
 
     def _startup_check(self) -> None:
-        """Raises once a spawned rank has exited: the world can no longer form."""
-        failure = self._exited_rank()
+        """Raises once a spawned rank has exited, or has been stopped for STOPPED_RANK_S: the world
+        cannot form."""
+        failure = self._exited_rank() or self._stopped_too_long(self._stopped_at_start)
         if failure is not None:
             raise RuntimeError(f"{failure} while the ranks were starting")
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -77,6 +78,32 @@ def test_a_rank_that_dies_while_the_world_forms_fails_the_start_at_once(tiny, mo
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="rank 2 exited with code 3 while the ranks were starting"):
         LLM(model=str(tiny), ep=4, tp=2)
+    assert time.monotonic() - started < 60
+    deadline = time.monotonic() + 10
+    while set(_children()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not set(_children()) - before, "a rank outlived the failed start"
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_stopped_while_the_world_forms_fails_the_start(tiny):
+    """A spawned rank SIGSTOPped as it starts (so it never joins): the start fails after the stopped-rank
+    grace, naming it, and no rank is left."""
+    before = set(_children())
+
+    def stop_the_first_rank() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            new = set(_children()) - before
+            if new:
+                os.kill(min(new), signal.SIGSTOP)
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=stop_the_first_rank, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 1 is stopped .* while the ranks were starting"):
+        LLM(model=str(tiny), ep=2, tp=1)
     assert time.monotonic() - started < 60
     deadline = time.monotonic() + 10
     while set(_children()) - before and time.monotonic() < deadline:
