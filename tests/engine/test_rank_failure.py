@@ -79,10 +79,7 @@ def test_a_rank_that_dies_while_the_world_forms_fails_the_start_at_once(tiny, mo
     with pytest.raises(RuntimeError, match="rank 2 exited with code 3 while the ranks were starting"):
         LLM(model=str(tiny), ep=4, tp=2)
     assert time.monotonic() - started < 60
-    deadline = time.monotonic() + 10
-    while set(_children()) - before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not set(_children()) - before, "a rank outlived the failed start"
+    _assert_no_new_child(before)
 
 
 @pytest.mark.timeout(120)
@@ -105,6 +102,11 @@ def test_a_rank_stopped_while_the_world_forms_fails_the_start(tiny):
     with pytest.raises(RuntimeError, match="rank 1 is stopped .* while the ranks were starting"):
         LLM(model=str(tiny), ep=2, tp=1)
     assert time.monotonic() - started < 60
+    _assert_no_new_child(before)
+
+
+def _assert_no_new_child(before: set[int]) -> None:
+    """Within 10 s, no live child of this process but those in `before`."""
     deadline = time.monotonic() + 10
     while set(_children()) - before and time.monotonic() < deadline:
         time.sleep(0.2)
