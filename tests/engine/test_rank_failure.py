@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,9 @@ import pytest
 from moeserve import LLM, SamplingParams
 from moeserve.errors import EngineDeadError
 from tiny_models import make_checkpoint
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
+from server_harness import alive, child_pids  # noqa: E402
 
 pytestmark = pytest.mark.slow  # spawns ranks, servers or builds: left out of the quick run
 
@@ -115,20 +119,7 @@ def _assert_no_new_child(before: set[int]) -> None:
 
 def _children() -> list[int]:
     """pids of this process's live children (zombies are reaped by their Popen objects' wait)."""
-    try:
-        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-            pids = [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-    live = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    live.append(pid)
-        except OSError:
-            pass
-    return live
+    return [pid for pid in child_pids(os.getpid()) if alive(pid)]
 
 
 @pytest.mark.slow
