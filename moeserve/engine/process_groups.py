@@ -162,17 +162,16 @@ def await_ranks(store: dist.Store, world_size: int, startup_check: Callable[[], 
     rank 0 looks at the store and calls `startup_check` every `_JOIN_POLL` instead of blocking in
     C++ for the 15-minute startup timeout (where no signal handler runs either), so such a death is
     an error within a second and a SIGTERM to the process is handled at once."""
-    waiting = [_joined_key(r) for r in range(1, world_size)]
+    waiting = list(range(1, world_size))
     deadline = time.monotonic() + _STARTUP_TIMEOUT.total_seconds()
     while True:
         if startup_check is not None:
             startup_check()
-        waiting = [key for key in waiting if not store.check([key])]
+        waiting = [r for r in waiting if not store.check([_joined_key(r)])]
         if not waiting:
             return
         if time.monotonic() > deadline:
-            missing = [int(key.rsplit("/", 1)[1]) for key in waiting]
-            raise RuntimeError(f"ranks {missing} did not join within {_STARTUP_TIMEOUT}")
+            raise RuntimeError(f"ranks {waiting} did not join within {_STARTUP_TIMEOUT}")
         time.sleep(_JOIN_POLL)
 
 
