@@ -79,11 +79,14 @@ class MultiprocExecutor:
 
             dist.barrier(group=self.groups.plan_group)
             self._kv_layouts = self._gather_kv_layouts()
-        except Exception:
+        except Exception as e:
+            exited = self._exited_rank()  # gloo's error (a timeout, a closed socket) does not say who
             if store_socket is not None and store_socket.fileno() >= 0:
                 store_socket.close()
             self._kill_children()
             self._leave_group()  # a later engine in this process must be able to start its own
+            if exited is not None and "while the ranks were starting" not in str(e):
+                raise RuntimeError(f"{exited} while the ranks were starting ({type(e).__name__}: {e})") from e
             raise
         runner = self.worker.runner
         self.num_blocks = runner.num_blocks
@@ -271,6 +274,11 @@ class MultiprocExecutor:
                 dist.destroy_process_group()
             except Exception:  # noqa: BLE001 - a group whose peers died may not tear down cleanly
                 log.warning("could not destroy the process group cleanly")
+        else:  # an init_process_group that failed has counted its group: the next world's ranks
+            # (new processes, counting from 0) would wait for keys under another group's prefix
+            from torch.distributed.distributed_c10d import _world
+
+            _world.group_count = 0
 
     def _kill_children(self) -> None:
         for proc in self._procs:

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import _set_pg_timeout  # private, but the only way to change a gloo group's timeout
 
 from moeserve import envs
 from moeserve.config import ParallelConfig
@@ -26,6 +27,11 @@ _IDLE_TIMEOUT = timedelta(days=7)
 _STARTUP_TIMEOUT = timedelta(minutes=15)
 # how often rank 0 of a spawned world looks at its ranks while it waits for them to join
 _JOIN_POLL = 0.05  # seconds
+# How long a group's creation may wait for its peers. Groups are made once every rank has joined,
+# so this takes milliseconds; a rank that dies inside it would otherwise leave the others in gloo's
+# connect for the group's own timeout (15 minutes, or 7 days for plan_group), in C++ where no signal
+# handler runs. Each group gets its own timeout once it is made.
+_CONNECT_TIMEOUT = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,9 @@ def init_rank(
             await_ranks(store, env.world_size, startup_check)
         else:
             store.set(_joined_key(env.rank), "1")
+        # every rank has joined the store (await_ranks): the default group forms at once
         dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
-                                timeout=_STARTUP_TIMEOUT)
+                                timeout=_CONNECT_TIMEOUT)
     else:
         launched = os.environ.get("RANK") is not None
         dist.init_process_group(
@@ -131,14 +138,14 @@ def init_rank(
             world_size=env.world_size,
             timeout=_STARTUP_TIMEOUT,
         )
-    data_group = dist.new_group(backend=backend, timeout=step_timeout)
-    plan_group = dist.new_group(backend="gloo", timeout=_IDLE_TIMEOUT)
-    result_group = dist.new_group(backend="gloo", timeout=step_timeout)
+    data_group = _new_group(backend, step_timeout)
+    plan_group = _new_group("gloo", _IDLE_TIMEOUT)
+    result_group = _new_group("gloo", step_timeout)
     tp = parallel.tp
     tp_group = None
     for g in range(parallel.num_attention_groups):
         ranks = list(range(g * tp, (g + 1) * tp))
-        created = dist.new_group(ranks=ranks, backend=backend, timeout=step_timeout) if tp > 1 else None
+        created = _new_group(backend, step_timeout, ranks) if tp > 1 else None
         if env.rank in ranks:
             tp_group = created
     ctx = ParallelContext(
@@ -150,6 +157,15 @@ def init_rank(
         ep_group=data_group if parallel.ep > 1 else None,
     )
     return RankGroups(ctx=ctx, group=env.rank // tp, plan_group=plan_group, result_group=result_group)
+
+
+def _new_group(backend: str, timeout: timedelta, ranks: list[int] | None = None) -> dist.ProcessGroup | None:
+    """dist.new_group, connecting within _CONNECT_TIMEOUT, then bounding its collectives by `timeout`
+    (None, or a non-member object, on ranks outside `ranks`)."""
+    group = dist.new_group(ranks=ranks, backend=backend, timeout=min(timeout, _CONNECT_TIMEOUT))
+    if timeout > _CONNECT_TIMEOUT and (ranks is None or dist.get_rank() in ranks):
+        _set_pg_timeout(timeout, group)
+    return group
 
 
 def _joined_key(rank: int) -> str:

@@ -86,6 +86,30 @@ def test_a_rank_that_dies_while_the_world_forms_fails_the_start_at_once(tiny, mo
     _assert_no_new_child(before)
 
 
+@pytest.mark.timeout(240)
+def test_a_rank_that_dies_while_the_groups_form_fails_the_start(tiny, monkeypatch):
+    """Rank 1 exits a second after it joined the rendezvous, while rank 0 is inside gloo's connect for
+    the default group: the start fails after the connect timeout (not the group's 15 minutes), naming
+    the rank, no rank is left, and the process can start another world."""
+    from moeserve.engine import process_groups
+
+    inject = Path(__file__).parent / "inject"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "1:joined")
+    before = set(_children())
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 1 exited with code 3 while the ranks were starting"):
+        LLM(model=str(tiny), ep=2, tp=1)
+    assert time.monotonic() - started < process_groups._CONNECT_TIMEOUT.total_seconds() + 60
+    _assert_no_new_child(before)
+    monkeypatch.delenv("MOESERVE_TEST_RAISE_AT")
+    llm = LLM(model=str(tiny), ep=2, tp=1)  # this process can start another world
+    try:
+        assert len(llm.generate([[5, 6, 7]], SamplingParams(max_tokens=4, ignore_eos=True))[0].token_ids) == 4
+    finally:
+        llm.shutdown()
+
+
 @pytest.mark.timeout(120)
 def test_a_rank_stopped_while_the_world_forms_fails_the_start(tiny):
     """A spawned rank SIGSTOPped as it starts (so it never joins): the start fails after the stopped-rank

@@ -1,14 +1,24 @@
 """Loaded by the rank processes of test_rank_failure.py (their PYTHONPATH starts here): the rank
 named by MOESERVE_TEST_RAISE_AT="rank:step" raises in that step, before the step's collectives;
-"rank:start" makes it exit at once, before it has imported torch or joined the world."""
+"rank:start" makes it exit at once, before it has imported torch or joined the world; "rank:joined"
+makes it exit once it has joined the rendezvous, as it would build its process groups."""
 import os
+import time
 
 from moeserve import envs
 
 _spec = envs.TEST_RAISE_AT.get()
 if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":start"):
     os._exit(3)
-if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
+if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":joined"):
+    import torch.distributed as _dist
+
+    def _exiting_init(*args, **kwargs):
+        time.sleep(1.0)  # rank 0 has seen every rank join and is inside its own init_process_group
+        os._exit(3)
+
+    _dist.init_process_group = _exiting_init
+elif _spec and os.environ.get("RANK") == _spec.split(":")[0]:
     import moeserve.engine.worker as _worker
 
     _step = int(_spec.split(":")[1])
