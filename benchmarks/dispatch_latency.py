@@ -6,7 +6,9 @@ where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry
 `tokens` random tokens (none on the last `--idle-ranks`: an idle attention group) to `experts` experts
 (top-k), then runs dispatch and combine with no expert compute in between (the expert output is the
 dispatched rows themselves), `--iters` times per backend, the backends interleaved in rounds so that
-load changes on a shared machine hit both alike. Every rank reports its median; the slowest rank's
+load changes on a shared machine hit both alike, each round in a shuffled order (whichever backend
+comes right after gloo's large collectives runs slower: with a fixed order that was always shm, by
+1-2 ms a call at ep 8 on two cores). Every rank reports its median; the slowest rank's
 median is the layer's time (the collectives make every rank wait for the slowest). With `--layers L`
 each sample is L calls back to back, divided by L: consecutive MoE layers of one step, where every
 rank enters a layer as its previous combine returns, instead of one call right after a barrier (whose
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import queue
+import random
 import socket
 import statistics
 import time
@@ -71,7 +74,13 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
             times: dict[str, list[float]] = {name: [] for name in names}
             cpu: dict[str, list[float]] = {name: [] for name in names}
             for it in range(args.warmup + args.iters):
-                for name, backend in backends.items():
+                # each round in its own order (seeded by the round: the same on every rank), so every
+                # backend follows every other about equally often: a call right after gloo's large
+                # collectives runs slower, whichever backend it is
+                order = list(names)
+                random.Random(it).shuffle(order)
+                for name in order:
+                    backend = backends[name]
                     flag_wait.STRATEGY = waits.get(name, flag_wait.STRATEGY)
                     dist.barrier()
                     t, c = time.perf_counter(), time.process_time()
