@@ -3,7 +3,10 @@ store wakes us; fail, never hang.
 
 Ranks often share cores (2 ranks on 2 cores, with other processes), so a waiter must not keep its
 core from the peer that has to write the flag. The default (STRATEGY "yield-futex"):
-1. poll for SPIN_S (the peer is usually on another core and about to signal);
+1. busy-poll for SPIN_S, which is 0: a busy poll holds the core a peer sharing it needs to write the
+   flag (a 50 us poll made calls 10-35% slower at ep 4 and 8 on two cores, and gained nothing at ep 2:
+   docs/dispatch.md, Waiting), and on a core of its own a yield with nothing else runnable returns at
+   once, so step 2 polls about as often;
 2. sched_yield between polls until YIELD_FUTEX_S: whatever else is runnable on this core (the peer
    itself when they share it) runs, and the flag is seen on the first poll after it lands (steps 1
    and 2 in the C++ `poll` on the shm heap where the dispatch kernels are built: native.py);
@@ -30,7 +33,7 @@ import torch
 from moeserve.dispatch import futex, native
 from moeserve.dispatch.heap import SymmetricHeap
 
-SPIN_S = 5e-5
+SPIN_S = 0.0
 YIELD_S = 0.002
 CHECK_S = 0.05
 MAX_SLEEP_S = 0.001
