@@ -56,9 +56,7 @@ def test_killed_rank_turns_into_an_error_and_no_process_is_left(tiny):
 def test_a_rank_that_raises_ends_the_step_at_once(tiny, monkeypatch):
     """Rank 1 raises before its step's collectives while rank 0 waits in them: the step fails within
     seconds (not after the 60 s step timeout), names the rank, and no process is left."""
-    inject = Path(__file__).parent / "inject"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "1:20")
+    _inject_failure(monkeypatch, "1:20")
     llm = LLM(model=str(tiny), ep=2, tp=1)
     procs = llm.engine.executor._procs
     started = time.monotonic()
@@ -75,9 +73,7 @@ def test_a_rank_that_raises_ends_the_step_at_once(tiny, monkeypatch):
 def test_a_rank_that_dies_while_the_world_forms_fails_the_start_at_once(tiny, monkeypatch):
     """Rank 2 of 4 exits before it joins the rendezvous: the engine's start fails within seconds naming
     it (not after the 15-minute startup timeout), and no rank is left."""
-    inject = Path(__file__).parent / "inject"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "2:start")
+    _inject_failure(monkeypatch, "2:start")
     before = set(_children())
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="rank 2 exited with code 3 while the ranks were starting"):
@@ -93,9 +89,7 @@ def test_a_rank_that_dies_while_the_groups_form_fails_the_start(tiny, monkeypatc
     the rank, no rank is left, and the process can start another world."""
     from moeserve.engine import process_groups
 
-    inject = Path(__file__).parent / "inject"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", "1:joined")
+    _inject_failure(monkeypatch, "1:joined")
     before = set(_children())
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="rank 1 exited with code 3 while the ranks were starting"):
@@ -131,6 +125,13 @@ def test_a_rank_stopped_while_the_world_forms_fails_the_start(tiny):
         LLM(model=str(tiny), ep=2, tp=1)
     assert time.monotonic() - started < 60
     _assert_no_new_child(before)
+
+
+def _inject_failure(monkeypatch, spec: str) -> None:
+    """The ranks spawned next load inject/sitecustomize.py, which fails them as `spec` says."""
+    inject = Path(__file__).parent / "inject"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(inject), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MOESERVE_TEST_RAISE_AT", spec)
 
 
 def _assert_no_new_child(before: set[int]) -> None:
