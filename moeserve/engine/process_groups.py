@@ -161,7 +161,10 @@ def init_rank(
 
 def _new_group(backend: str, timeout: timedelta, ranks: list[int] | None = None) -> dist.ProcessGroup | None:
     """dist.new_group, connecting within _CONNECT_TIMEOUT, then bounding its collectives by `timeout`
-    (None, or a non-member object, on ranks outside `ranks`)."""
+    (a non-member object on ranks outside `ranks`). gloo connects as the group is made; NCCL connects
+    in the group's first collective, which its own timeout bounds, so it is made with that at once."""
+    if backend != "gloo":
+        return dist.new_group(ranks=ranks, backend=backend, timeout=timeout)
     group = dist.new_group(ranks=ranks, backend=backend, timeout=min(timeout, _CONNECT_TIMEOUT))
     if timeout > _CONNECT_TIMEOUT and (ranks is None or dist.get_rank() in ranks):
         _set_pg_timeout(timeout, group)
