@@ -41,6 +41,10 @@ PROBE_IDLE_S = 5.0  # idle this long: check_health runs an empty step through ev
 STOPPED_RANK_S = 5.0
 
 
+class RanksDidNotStart(RuntimeError):
+    """A spawned rank exited, or was stopped, before the world had formed (the engine's start fails)."""
+
+
 class MultiprocExecutor:
     def __init__(self, config: EngineConfig):
         from moeserve.engine.rank_worker import set_rank_threads
@@ -85,8 +89,8 @@ class MultiprocExecutor:
                 store_socket.close()
             self._kill_children()
             self._leave_group()  # a later engine in this process must be able to start its own
-            if exited is not None and "while the ranks were starting" not in str(e):
-                raise RuntimeError(f"{exited} while the ranks were starting ({type(e).__name__}: {e})") from e
+            if exited is not None and not isinstance(e, RanksDidNotStart):
+                raise RanksDidNotStart(f"{exited} while the ranks were starting ({type(e).__name__}: {e})") from e
             raise
         runner = self.worker.runner
         self.num_blocks = runner.num_blocks
@@ -126,7 +130,7 @@ class MultiprocExecutor:
         cannot form."""
         failure = self._exited_rank() or self._stopped_too_long(self._stopped_at_start)
         if failure is not None:
-            raise RuntimeError(f"{failure} while the ranks were starting")
+            raise RanksDidNotStart(f"{failure} while the ranks were starting")
 
     def _exited_rank(self) -> str | None:
         """'rank N exited with code C' for the first spawned rank that has exited, else None; a

@@ -8,9 +8,11 @@ import time
 from moeserve import envs
 
 _spec = envs.TEST_RAISE_AT.get()
-if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":start"):
+_rank, _, _point = _spec.partition(":")
+_mine = bool(_spec) and os.environ.get("RANK") == _rank
+if _mine and _point == "start":
     os._exit(3)
-if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":joined"):
+elif _mine and _point == "joined":
     import torch.distributed as _dist
 
     def _exiting_init(*args, **kwargs):
@@ -18,10 +20,10 @@ if _spec and os.environ.get("RANK") == _spec.split(":")[0] and _spec.endswith(":
         os._exit(3)
 
     _dist.init_process_group = _exiting_init
-elif _spec and os.environ.get("RANK") == _spec.split(":")[0]:
+elif _mine:
     import moeserve.engine.worker as _worker
 
-    _step = int(_spec.split(":")[1])
+    _step = int(_point)
     _execute = _worker.Worker.execute
 
     def _raising_execute(self, plan):
