@@ -27,6 +27,12 @@ one call (and its signal to every peer in one more), and nvshmem's Triton kernel
 one launch, rows and flags together, with the senders' counts of slot ids in the meta words sizing
 the receiver's ExpertBatch.
 
+Bytes: at prefill sizes the copies, not the ops, are the latency. The C++ path keeps a rank's rows for
+itself out of its own blocks (nobody else reads them): send writes only their slot ids and weights,
+expand takes their hidden rows from the dispatched tensor, and total sums their partials from the
+expert output instead of reading back what partial would have written. What peers write and read, and
+every result bit, is unchanged (csrc/onesided.cpp).
+
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
 it had read all of its dispatch rows of e-1; likewise a partial of step e is written only after the
@@ -154,12 +160,13 @@ class OneSidedDispatcher:
             back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
                                         self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
         elif self._native:  # the C++ send, then every peer's meta and flag in one call
-            counts, back_index = self._no_rows, None
+            counts, back_index, own = self._no_rows, None, None
             if err is None:
-                fan = self._fan[p]
-                counts, back_index = torch.ops.moeserve_dispatch.send(
-                    hidden.contiguous(), topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
-                    fan.hidden, fan.slots, fan.weights)
+                fan, hidden = self._fan[p], hidden.contiguous()
+                # this rank's own rows stay in `hidden` (own: their tokens): csrc/onesided.cpp
+                counts, back_index, own = torch.ops.moeserve_dispatch.send(
+                    hidden, topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+                    fan.hidden, fan.slots, fan.weights, me)
                 if int(counts[0]) < 0:  # an id out of range: nothing was written
                     err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
             torch.ops.moeserve_dispatch.signal(*self._words, me, W, layout.meta_word(p, me), counts,
@@ -187,6 +194,11 @@ class OneSidedDispatcher:
             rows, counts, offsets, term_index, row_weights = self.puts.expand(
                 self._tables[p], self._mine[p], self.num_local_slots, n, sum(meta[2::META_WORDS]))
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
+        elif self._native:
+            rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
+                self._mine[p].slots, self._mine[p].hidden, self._mine[p].weights, recv_counts,
+                self.num_local_slots, me, hidden, own)
+            batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
             batch, term_index, row_weights = self._receive(p, recv_counts)
         if origin != self.device:
@@ -205,6 +217,8 @@ class OneSidedDispatcher:
         epoch, p, n = handle.epoch, handle.epoch % 2, handle.grid_rows
         if expert_out.device != self.device:
             expert_out = expert_out.to(self.device)
+        if self._native:
+            expert_out = expert_out.contiguous()
         row = layout.flag_row(COMBINE, p)
         if self._fused:  # partial rows and flags in one launch
             self.puts.partial(self.heap, self._tables[p], expert_out, handle.row_weights, handle.term_index, n,
@@ -218,8 +232,10 @@ class OneSidedDispatcher:
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
         if self._fused:
             out = self.puts.total(self._partials[p], handle.back_index, handle.out_dtype)
-        elif self._native:
-            out = torch.ops.moeserve_dispatch.total(self._partials[p], handle.back_index, self._like(handle.out_dtype))
+        elif self._native:  # and this rank's own partial rows, which `partial` left to it
+            out = torch.ops.moeserve_dispatch.total(
+                self._partials[p], handle.back_index, self._like(handle.out_dtype), me * layout.rows, layout.rows,
+                me * n, expert_out, handle.row_weights, handle.term_index)
         else:
             out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
         return out if handle.device == self.device else out.to(handle.device)
@@ -229,8 +245,8 @@ class OneSidedDispatcher:
         # R expert rows, n grid rows per source, H hidden, W ranks
         n, W = handle.grid_rows, self.ctx.ep_size
         if n and self._native:
-            torch.ops.moeserve_dispatch.partial(expert_out.contiguous(), handle.row_weights, handle.term_index,
-                                                self._fan[p].partial[:, :n])
+            torch.ops.moeserve_dispatch.partial(expert_out, handle.row_weights, handle.term_index,
+                                                self._fan[p].partial[:, :n], self.ctx.ep_rank)
         elif n:
             R, H = expert_out.shape
             terms = torch.empty(R + 1, H, dtype=torch.float32, device=self.device)  # row R: zeros
@@ -282,10 +298,6 @@ class OneSidedDispatcher:
         # W ranks, M rows per block, n grid rows per source, k top-k, S local slots
         mine, layout, S = self._mine[p], self.layout, self.num_local_slots
         W, M, k, n = layout.world, layout.rows, layout.top_k, max(recv_counts)
-        if self._native:
-            rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
-                mine.slots, mine.hidden, mine.weights, recv_counts, S)
-            return ExpertBatch(hidden=rows, offsets=offsets, counts=counts), term_index, row_weights
         row_pos, counts = expand_grid(mine.slots[:, :n], recv_counts, S)
         q = row_pos // k  # grid row s * n + r -> heap row s * M + r of the flattened [W * M] blocks
         heap_rows = q + (q // n) * (M - n) if 0 < n < M else q

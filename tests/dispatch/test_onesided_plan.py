@@ -89,28 +89,40 @@ def test_native_kernels_split_over_threads_give_the_same_bits(seed: int) -> None
 
 
 def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: int, H: int) -> None:
+    """One process stands in for the ranks: this rank's sends to every destination, read back as if they
+    were every source's rows at one receiver. me: the rank whose own rows stay out of the blocks (send
+    leaves its hidden rows unwritten, expand takes them from `hidden`, partial leaves its partial rows
+    alone and total sums them itself); -1: every row through the blocks."""
     if not native.load():
         pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
     ops = torch.ops.moeserve_dispatch
     dtype = (torch.float32, torch.bfloat16, torch.float16)[seed % 3]
     w_dtype = (torch.float32, torch.bfloat16)[seed % 2]
+    me = -1 if seed % 3 == 2 else seed % W
     M = max(T, 1)
     ids = torch.randint(-1, W * S, (T, k), generator=g).to(torch.int32 if seed % 4 == 1 else torch.int64)
     hidden = torch.randn(T, H, generator=g).to(dtype)
     weights = torch.rand(T, k, generator=g).to(w_dtype)
     fans = [_blocks(W, M, width, dt, M * width + 5) for width, dt in ((H, dtype), (k, torch.int8), (k, w_dtype))]
-    counts, back_index = ops.send(hidden, ids, weights, S, *fans)
+    fans[0].fill_(float("nan"))  # what this rank's own hidden rows keep: send leaves them alone
+    counts, back_index, own = ops.send(hidden, ids, weights, S, *fans, me)
     plan = plan_fanout(ids, S, W, torch.int8)
     assert counts.tolist() == plan.send_counts
     assert torch.equal(back_index, position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M))
-    for fan, src in zip(fans, (hidden[plan.token_idx], plan.local_slots, weights[plan.token_idx])):
+    mine = plan.dest == me
+    assert torch.equal(own, plan.token_idx[mine])
+    sent = hidden[plan.token_idx]
+    assert torch.equal(fans[0][plan.dest[~mine], plan.row[~mine]], sent[~mine])
+    assert bool(fans[0][plan.dest[mine], plan.row[mine]].isnan().all())
+    for fan, src in zip(fans[1:], (plan.local_slots, weights[plan.token_idx])):
         assert torch.equal(fan[plan.dest, plan.row], src)
 
     # the receiver: every destination's blocks are one rank's [W source, M, *] blocks here
     recv = plan.send_counts
     n = max(recv)
     rows_in, slots, w_in = (f.contiguous() for f in fans)
-    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S)
+    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S, me, hidden, own)
+    rows_in[plan.dest, plan.row] = sent  # the grid the torch path reads: every row through the blocks
     row_pos, ref_counts = expand_grid(slots[:, :n], recv, S)
     q = row_pos // k
     heap_rows = q + (q // n) * (M - n) if 0 < n < M else q
@@ -122,12 +134,20 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
     y = (rows.float() * 1.5 - 0.25).to(dtype)  # a stand-in expert output
     got = _blocks(W, max(n, 1), H, torch.float32, max(n, 1) * H + 3)[:, :n]
     got.fill_(float("nan"))  # what a stale row (past its source's count) keeps: partial leaves it alone
-    ops.partial(y, row_weights, term_index, got)
+    ops.partial(y, row_weights, term_index, got, me)
     terms = torch.cat([y.float() * row_weights.float()[:, None], torch.zeros(1, H)])
     want = sum_in_j_order(terms, term_index).view(W, n, H)
     real = torch.arange(n)[None, :] < torch.tensor(recv)[:, None]  # [W, n]
-    assert torch.equal(got[real], want[real]) and bool(got[~real].isnan().all())
+    written = real & (torch.arange(W) != me)[:, None]
+    assert torch.equal(got[written], want[written]) and bool(got[~written].isnan().all())
 
+    # this rank's partial rows: random from the peers; its own (block me) as partial would have written them
     partials = torch.cat([torch.randn(W * M, H, generator=g), torch.zeros(1, H)])
-    ref = sum_in_j_order(partials, back_index).to(dtype)
-    assert torch.equal(ops.total(partials, back_index, torch.empty(0, dtype=dtype)), ref)
+    ref_rows = partials.clone()
+    if me >= 0:
+        ref_rows[me * M : me * M + recv[me]] = want[me, : recv[me]]
+        partials[me * M : (me + 1) * M] = float("nan")  # never read: total sums them from y
+    ref = sum_in_j_order(ref_rows, back_index).to(dtype)
+    got_total = ops.total(partials, back_index, torch.empty(0, dtype=dtype), me * M, M, me * n, y, row_weights,
+                          term_index)
+    assert torch.equal(got_total, ref)

@@ -6,24 +6,32 @@
 // Large calls (a prefill) split their row copies and sums over torch's intra-op threads; each row is
 // computed the same way on any thread, so the bits do not depend on the thread count.
 //
+// A rank's rows for itself never leave it: its own block in its own region is read by nobody else, so
+// send writes only their slots and weights there (not the hidden rows), expand copies those rows from
+// the dispatched hidden itself, partial skips the rank's own partial rows and total computes them in
+// place (the same fp32 products and sums in the same order, so the same bits). What peers write and read
+// is unchanged: so is the protocol. me = -1 turns this off (every row through the blocks).
+//
 // # T tokens, k top-k, H hidden, W ranks, M rows per (source, destination) block, S local slots,
 // # n grid rows per source (the largest received count), R expert rows
 //
 // send:    ids [T, k] int32/int64 slots (-1 dropped) -> writes, for every destination d, one row
 //          per token with a slot on d into fan_hidden/fan_slots/fan_weights [W, M, *] (views of d's
-//          block of this source, any stride between destinations) in token order; returns
-//          counts [W] int64 and back_index [T, k] int64 (d * M + row at (t, first j on d), else W * M).
+//          block of this source, any stride between destinations) in token order, but no hidden rows
+//          for d = me; returns counts [W] int64, back_index [T, k] int64 (d * M + row at (t, first j
+//          on d), else W * M) and own [counts[me]] int64 (the token of each row this rank sent itself).
 //          An id outside [-1, W * slots_per_rank) writes nothing and returns counts all -1 (the caller
 //          words the error; checking here saves the separate min/max pass over the ids).
-// expand:  this rank's blocks slots [W, M, k], hidden [W, M, H], weights [W, M, k] and counts [W] ->
-//          ExpertBatch rows [R, H] (slot-major, then (source, row, j) order), per-slot counts [S] int64,
-//          offsets [S] int32, term_index [W * n, k] int64 (ExpertBatch row at (q, j), R where none),
-//          row_weights [R].
+// expand:  this rank's blocks slots [W, M, k], hidden [W, M, H], weights [W, M, k] and counts [W]
+//          (source me's hidden rows: own_hidden[own[r]]) -> ExpertBatch rows [R, H] (slot-major, then
+//          (source, row, j) order), per-slot counts [S] int64, offsets [S] int32, term_index [W * n, k]
+//          int64 (ExpertBatch row at (q, j), R where none), row_weights [R].
 // partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
 //          float(y[term_index[q, j]]) * float(w[...]), started from 0. A row with no term (all R: past
-//          its source's count, a stale grid row no source reads) is not written.
+//          its source's count, a stale grid row no source reads) is not written, nor are source me's.
 // total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
-//          order started from 0, then rounded once (round to nearest even) to out_dtype.
+//          order started from 0, then rounded once (round to nearest even) to out_dtype. Partial row
+//          own_lo + r (r < n: this rank's own) is partial's row q = me * n + r, computed here from y.
 //
 // The shm heap's flags (shm_heap.py: regions at a fixed stride in one mapping, each after a header whose
 // word 2 is `asleep`; a row of W flags is followed by its bell word), without a Python loop per peer:
@@ -86,9 +94,10 @@ char* row_ptr(const at::Tensor& t, int64_t a, int64_t b) {  // &t[a][b][0] of a 
   return (char*)t.data_ptr() + (a * t.stride(0) + b * t.stride(1)) * t.element_size();
 }
 
-std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tensor& ids, const at::Tensor& weights,
-                                        int64_t slots_per_rank, const at::Tensor& fan_hidden,
-                                        const at::Tensor& fan_slots, const at::Tensor& fan_weights) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tensor& ids,
+                                                    const at::Tensor& weights, int64_t slots_per_rank,
+                                                    const at::Tensor& fan_hidden, const at::Tensor& fan_slots,
+                                                    const at::Tensor& fan_weights, int64_t me) {
   TORCH_CHECK(hidden.is_contiguous() && ids.is_contiguous() && weights.is_contiguous());
   TORCH_CHECK(fan_hidden.stride(2) == 1 && fan_slots.stride(2) == 1 && fan_weights.stride(2) == 1);
   const int64_t T = ids.size(0), k = ids.size(1), W = fan_hidden.size(0), M = fan_hidden.size(1);
@@ -104,8 +113,9 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
     for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
   });
   for (int64_t i = 0; i < T * k; ++i)
-    if (id[i] < -1 || id[i] >= W * slots_per_rank) return {counts.fill_(-1), back};
+    if (id[i] < -1 || id[i] >= W * slots_per_rank) return {counts.fill_(-1), back, at::empty({0}, at::kLong)};
   std::vector<int64_t> sent;  // (d, r, t) of every row, in order; the copies run in parallel below
+  std::vector<int64_t> own;  // the token of each row for d = me
   with_int(fan_slots, [&](auto tag) {
     using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     for (int64_t d = 0; d < W; ++d) {
@@ -122,6 +132,7 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
           sl[j] = (L)(row[j] >= 0 && row[j] / slots_per_rank == d ? row[j] % slots_per_rank : -1);
         bk[t * k + first] = d * M + r;
         sent.insert(sent.end(), {d, r, t});
+        if (d == me) own.push_back(t);
         ++r;
       }
       cnt[d] = r;
@@ -132,18 +143,23 @@ std::tuple<at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tens
   at::parallel_for(0, (int64_t)sent.size() / 3, grain(row_bytes), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t d = sent[3 * i], r = sent[3 * i + 1], t = sent[3 * i + 2];
-      std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
+      if (d != me) std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
       std::memcpy(row_ptr(fan_weights, d, r), wts + t * w_bytes, w_bytes);
     }
   });
-  return {counts, back};
+  auto own_tokens = at::empty({(int64_t)own.size()}, at::kLong);
+  std::copy(own.begin(), own.end(), own_tokens.data_ptr<int64_t>());
+  return {counts, back, own_tokens};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
     const at::Tensor& slots, const at::Tensor& hidden, const at::Tensor& weights, std::vector<int64_t> counts,
-    int64_t num_slots) {
+    int64_t num_slots, int64_t me, const at::Tensor& own_hidden, const at::Tensor& own) {
   TORCH_CHECK(slots.is_contiguous() && hidden.is_contiguous() && weights.is_contiguous());
   const int64_t W = slots.size(0), M = slots.size(1), k = slots.size(2), H = hidden.size(2);
+  TORCH_CHECK(me < 0 || (own_hidden.is_contiguous() && own_hidden.dtype() == hidden.dtype() &&
+                         own_hidden.size(1) == H && own.is_contiguous() && own.numel() == counts[me]),
+              "moeserve_dispatch: expand's own rows do not match the blocks");
   int64_t n = 0;
   for (int64_t c : counts) n = std::max(n, c);
   std::vector<int64_t> per(num_slots + 1, 0);
@@ -190,16 +206,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   char* out_w = (char*)row_weights.data_ptr();
   const char* hid = (const char*)hidden.data_ptr();
   const char* wts = (const char*)weights.data_ptr();
+  const char* own_hid = me < 0 ? nullptr : (const char*)own_hidden.data_ptr();
+  const int64_t* own_t = me < 0 ? nullptr : own.data_ptr<int64_t>();
   at::parallel_for(0, R, grain(row_bytes), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      std::memcpy(out_rows + i * row_bytes, hid + from[i] / k * row_bytes, row_bytes);
+      const int64_t q = from[i] / k;  // w * M + r
+      const char* src = q / M == me ? own_hid + own_t[q % M] * row_bytes : hid + q * row_bytes;
+      std::memcpy(out_rows + i * row_bytes, src, row_bytes);
       std::memcpy(out_w + i * wsz, wts + from[i] * wsz, wsz);
     }
   });
   return {rows, slot_counts, offsets, term_index, row_weights};
 }
 
-void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tensor& term_index, const at::Tensor& out) {
+void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tensor& term_index, const at::Tensor& out,
+             int64_t me) {
   TORCH_CHECK(y.is_contiguous() && row_weights.is_contiguous() && term_index.is_contiguous());
   TORCH_CHECK(out.scalar_type() == at::kFloat && out.stride(2) == 1);
   const int64_t R = y.size(0), H = y.size(1), k = term_index.size(1), n = out.size(1);
@@ -215,6 +236,7 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
         std::vector<float> acc(H);
         for (int64_t q = lo; q < hi; ++q) {
           const int64_t* terms = ti + q * k;
+          if (q / n == me) continue;  // this rank's own: total sums them in place
           if (std::all_of(terms, terms + k, [&](int64_t i) { return i >= R; })) continue;  // a stale row
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int64_t j = 0; j < k; ++j) {
@@ -231,28 +253,57 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
   });
 }
 
-at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::ScalarType out_dtype) {
+at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::ScalarType out_dtype, int64_t own_lo,
+                 int64_t own_rows, int64_t own_q0, const at::Tensor& y, const at::Tensor& row_weights,
+                 const at::Tensor& term_index) {
   TORCH_CHECK(partials.is_contiguous() && back_index.is_contiguous() && partials.scalar_type() == at::kFloat);
   const int64_t T = back_index.size(0), k = back_index.size(1), H = partials.size(1);
   const int64_t zero = partials.size(0) - 1;
+  TORCH_CHECK(own_lo < 0 || (y.is_contiguous() && row_weights.is_contiguous() && term_index.is_contiguous() &&
+                             y.size(1) == H && term_index.size(1) == k),
+              "moeserve_dispatch: total's own rows do not match the partials");
+  // partial rows [own_lo, own_end) are partial's rows own_q0, own_q0 + 1, ... (none where own_lo < 0)
+  const int64_t own_end = own_lo < 0 ? -1 : own_lo + own_rows, R = own_lo < 0 ? 0 : y.size(0);
+  const int64_t* ti = own_lo < 0 ? nullptr : term_index.data_ptr<int64_t>();
   const int64_t* bi = back_index.data_ptr<int64_t>();
   const float* pp = partials.data_ptr<float>();
   auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
   with_float(out_dtype, [&](auto otag) {
     using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;
-    O* op = out.data_ptr<O>();
-    at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
-      std::vector<float> acc(H);
-      for (int64_t t = lo; t < hi; ++t) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j < k; ++j) {
-          int64_t i = bi[t * k + j];
-          if (i == zero) continue;
-          const float* src = pp + i * H;
-          for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
-        }
-        for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
-      }
+    with_float(own_lo < 0 ? at::kFloat : y.scalar_type(), [&](auto ytag) {
+      using Y = std::remove_const_t<std::remove_pointer_t<decltype(ytag)>>;
+      with_float(own_lo < 0 ? at::kFloat : row_weights.scalar_type(), [&](auto wtag) {
+        using V = std::remove_const_t<std::remove_pointer_t<decltype(wtag)>>;
+        const Y* yp = own_lo < 0 ? nullptr : y.data_ptr<Y>();
+        const V* wp = own_lo < 0 ? nullptr : row_weights.data_ptr<V>();
+        O* op = out.data_ptr<O>();
+        at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+          std::vector<float> acc(H), mine(H);
+          for (int64_t t = lo; t < hi; ++t) {
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int64_t j = 0; j < k; ++j) {
+              int64_t i = bi[t * k + j];
+              if (i == zero) continue;
+              if (i >= own_lo && i < own_end) {  // as partial would have summed it: the same fp32 bits
+                const int64_t* terms = ti + (own_q0 + i - own_lo) * k;
+                std::fill(mine.begin(), mine.end(), 0.0f);
+                for (int64_t jj = 0; jj < k; ++jj) {
+                  const int64_t e = terms[jj];
+                  if (e >= R) continue;
+                  const float w = (float)wp[e];
+                  const Y* src = yp + e * H;
+                  for (int64_t h = 0; h < H; ++h) mine[h] += (float)src[h] * w;
+                }
+                for (int64_t h = 0; h < H; ++h) acc[h] += mine[h];
+                continue;
+              }
+              const float* src = pp + i * H;
+              for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
+            }
+            for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
+          }
+        });
+      });
     });
   });
   return out;
@@ -302,8 +353,10 @@ bool poll(int64_t address, int64_t count, int64_t epoch, double spin_s, double y
   }
 }
 
-at::Tensor total_dtype(const at::Tensor& partials, const at::Tensor& back_index, const at::Tensor& like) {
-  return total(partials, back_index, like.scalar_type());
+at::Tensor total_dtype(const at::Tensor& partials, const at::Tensor& back_index, const at::Tensor& like,
+                       int64_t own_lo, int64_t own_rows, int64_t own_q0, const at::Tensor& y,
+                       const at::Tensor& row_weights, const at::Tensor& term_index) {
+  return total(partials, back_index, like.scalar_type(), own_lo, own_rows, own_q0, y, row_weights, term_index);
 }
 
 }  // namespace
