@@ -20,7 +20,6 @@ import select
 import signal
 import socket
 import sys
-import threading
 import time
 from typing import Any, Callable
 
@@ -251,21 +250,27 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # leaving already: a SIGTERM from now on (the parent-death signal of a front end that just died,
         # while the interpreter waits for its threads) must not raise SystemExit into that shutdown
-        _LEAVING.set()
+        global _leaving
+        _leaving = True
 
 
-# Set once the process is on its way out. The handler stays installed and reads this instead of being
+# True once the process is on its way out. The handler stays installed and reads this instead of being
 # swapped for SIG_IGN: a SIGTERM landing between Python's and the kernel's half of such a swap is left
-# pending, and CPython then reports it as "ignored due to race condition" with a traceback.
-_LEAVING = threading.Event()
+# pending, and CPython then reports it as "ignored due to race condition" with a traceback. A plain
+# bool, not a threading.Event: handlers run on the main thread between bytecodes, and Event.set takes a
+# lock, so a second SIGTERM landing inside the first handler's Event.set ran the handler again, which
+# waited forever for the lock its own interrupted frame held (the engine outlived its front end).
+_leaving = False
 
 
 def _leave(*_) -> None:
     """The SIGTERM handler: one SystemExit, unwinding through run_engine_process's `finally`; any
-    later SIGTERM is a no-op."""
-    if _LEAVING.is_set():
+    later SIGTERM is a no-op. (One landing between the test and the store raises its own SystemExit
+    from inside this frame: still one.)"""
+    global _leaving
+    if _leaving:
         return
-    _LEAVING.set()
+    _leaving = True
     sys.exit(0)
 
 
