@@ -259,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
 # pending, and CPython then reports it as "ignored due to race condition" with a traceback. A plain
 # bool, not a threading.Event: handlers run on the main thread between bytecodes, and Event.set takes a
 # lock, so a second SIGTERM landing inside the first handler's Event.set ran the handler again, which
-# waited forever for the lock its own interrupted frame held (the engine outlived its front end).
+# waited forever for the lock its own interrupted frame held (the engine outlived its front end). A
+# SIGKILLed front end sends several: the kernel re-sends the parent-death signal each time it hands the
+# engine to the next of the front end's dying threads.
 _leaving = False
 
 

@@ -49,9 +49,10 @@ sys.exit(ep.main(["--socket", "unused", "--config-json", "{}"]))
 
 @pytest.mark.timeout(120)
 def test_a_burst_of_sigterms_mid_step_ends_the_engine():
-    """Several SIGTERMs close together (the parent-death signal among others): the second landing inside
-    the first handler's bookkeeping once left the handler waiting for a lock its own interrupted frame
-    held, and the engine outlived its front end (the sigkilled-front-end test caught it in CI)."""
+    """Several SIGTERMs close together: a SIGKILLed front end's threads die one by one, and the kernel sends
+    the parent-death signal again each time it hands the engine to the next of them (strace showed two).
+    The second landing inside the first handler's bookkeeping once left the handler waiting for a lock
+    its own interrupted frame held, and the engine outlived its front end (a CI failure)."""
     for _ in range(20):
         proc = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "served"
