@@ -233,6 +233,7 @@ def _die_with_parent(parent_pid: int | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _leaving
     p = argparse.ArgumentParser(description="moeserve engine process (started by `moeserve serve`)")
     p.add_argument("--socket", required=True, help="unix socket path the front end listens on")
     p.add_argument("--config-json", required=True, help="EngineConfig as JSON")
@@ -250,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # leaving already: a SIGTERM from now on (the parent-death signal of a front end that just died,
         # while the interpreter waits for its threads) must not raise SystemExit into that shutdown
-        global _leaving
         _leaving = True
 
 
