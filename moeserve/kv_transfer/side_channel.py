@@ -56,7 +56,10 @@ class SideChannel:
             return self._pins.get(request_id)
 
     def release(self, request_id: str, num_bytes: int | None = None) -> bool:
-        known = self.pin(request_id) is not None
+        """A decoder is done with the pin: no longer named at once (GET /pins answers 404, so no other
+        decoder's check passes), freed when the engine loop drains it."""
+        with self._lock:
+            known = self._pins.pop(request_id, None) is not None
         if known:
             self._released.put((request_id, num_bytes))
         return known

@@ -212,7 +212,8 @@ async def create_chat_completion(request: Request) -> Any:
     kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream,
                                  state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
-                     buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv)
+                     buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv,
+                     kv_taken=state.kv_taken)
     await gen.start()
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req), gen)

@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from moeserve.errors import context_length_error
 from moeserve.sampling_params import SamplingParams, SamplingParamsError
 from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
+from moeserve.server.kv_params import TakenPins
 from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
@@ -47,6 +48,7 @@ class ServerState:
     metrics: ServerMetrics
     max_queued_requests: int | None = None  # the engine's waiting-queue bound: a request fanning out wider never fits
     draining: bool = False
+    kv_taken: TakenPins = field(default_factory=TakenPins)  # remote prefills this decoder has taken (read once)
     # tokenization runs on two lanes off the event loop (a multi-MB prompt takes seconds): text over
     # LONG_TEXT_BYTES on one, the rest on the other, so a normal prompt never waits behind a huge one.
     # One worker each, each with its own tokenizer: a fast tokenizer's encode mutates its truncation

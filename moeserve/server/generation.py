@@ -106,9 +106,11 @@ def engine_seed(seed: int, index: int) -> int:
 
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
-                 buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None):
+                 buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None,
+                 kv_taken: Any = None):
         self.client = client
         self.kv_transfer = kv_transfer  # kv_transfer/params.to_plain, for every engine request (n is 1 then)
+        self.kv_taken = kv_taken  # the server's kv_params.TakenPins: a remote prefill's blocks are read once
         self.metrics = metrics
         self.request_id = request_id
         self.prompts = prompts
@@ -131,6 +133,8 @@ class Generation:
 
     async def start(self) -> None:
         """Admits every engine request or none: on any refusal the admitted ones are aborted."""
+        if self.kv_taken is not None:
+            self.kv_taken.take(self.kv_transfer)  # raises the stale 400 for a pin already taken here
         results = await asyncio.gather(
             *(
                 self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue,
@@ -142,6 +146,8 @@ class Generation:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             self.client.abort(list(self.choices))
+            if self.kv_taken is not None:
+                self.kv_taken.give_back(self.kv_transfer)  # refused before reading anything
             raise _api_error(errors[0])
         self.metrics.on_admitted(sum(len(self.prompts[c.prompt_index]) for c in self.choices.values()))
 

@@ -7,6 +7,7 @@ decoder never reads blocks that now hold another request's KV.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import httpx
@@ -73,3 +74,42 @@ async def _check_pin(remote: kv.RemotePrefill, prompt: list[int]) -> None:
         raise _stale("remote_block_ids are not the blocks the prefill server holds for this request")
     if body.get("prompt_digest") != kv.prompt_digest(prompt):
         raise _stale("the prompt is not the one the prefill server computed for this request")
+
+
+class TakenPins:
+    """The remote prefills (engine id, request id) this decode server has admitted a request for, newest
+    last. A second request naming one is stale here at once, whether the first is still reading the
+    blocks or long done: the prefill server stops naming a pin only once the decoder's release reaches
+    it, so its own check may pass for a moment after a read, and two requests reading one pin would
+    race its release (the second could read blocks already given to another request). Only the newest
+    LIMIT are kept; older ones are left to the prefill server's check (and its --kv-expiry-s).
+    Single-threaded: the front end's event loop calls it, with no await between a test and a store."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._taken: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    @staticmethod
+    def _key(plain: dict[str, Any] | None) -> tuple[str, str] | None:
+        if not plain or not plain.get("do_remote_prefill"):
+            return None
+        return plain["remote_engine_id"], plain["remote_request_id"]
+
+    def take(self, plain: dict[str, Any] | None) -> None:
+        """Marks the pin `plain` (check's result) names as taken; raises the stale 400 if it was."""
+        key = self._key(plain)
+        if key is None:
+            return
+        if key in self._taken:
+            raise _stale(f"request {key[1]!r}'s KV blocks were already taken by an earlier request to this server "
+                         "(kv_transfer_params are good for one decode)")
+        self._taken[key] = None
+        if len(self._taken) > self.LIMIT:
+            self._taken.popitem(last=False)
+
+    def give_back(self, plain: dict[str, Any] | None) -> None:
+        """The engine refused the request that took it (it read nothing): a retry may take it again."""
+        key = self._key(plain)
+        if key is not None:
+            self._taken.pop(key, None)

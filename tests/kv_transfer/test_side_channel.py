@@ -61,3 +61,11 @@ def test_a_dead_side_channel_is_a_peer_error(channel):
     with pytest.raises(PeerError, match="did not answer"):
         get_json("127.0.0.1", port, "/layout", 2)
     assert not post_release("127.0.0.1", port, "r", "engine-1", 2)
+
+
+def test_a_released_pin_is_no_longer_named_before_the_loop_frees_it(channel):
+    """So a second decoder's check fails at once, not only once the engine loop has drained the release."""
+    channel.publish("r", [1], "d")
+    assert post_release(channel.host, channel.port, "r", "engine-1", 5)
+    assert get_json(channel.host, channel.port, "/pins/r", 5)[0] == 404
+    assert channel.drain_releases() == [("r", None)]
