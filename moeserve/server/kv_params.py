@@ -80,8 +80,9 @@ class TakenPins:
     """The remote prefills (engine id, request id) this decode server has admitted a request for, newest
     last. A second request naming one is stale here at once, whether the first is still reading the
     blocks or long done: the prefill server stops naming a pin only once the decoder's release reaches
-    it, so its own check may pass for a moment after a read, and two requests reading one pin would
-    race its release (the second could read blocks already given to another request). Only the newest
+    it, so its own check may pass for a moment after a read, and two requests naming one pin would
+    both reach the engine (a read that ends after the other's release fails its check against the pin:
+    a 503). Only the newest
     LIMIT are kept; older ones are left to the prefill server's check (and its --kv-expiry-s).
     Single-threaded: the front end's event loop calls it, with no await between a test and a store."""
 
