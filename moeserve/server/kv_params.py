@@ -82,8 +82,8 @@ class TakenPins:
     blocks or long done: the prefill server stops naming a pin only once the decoder's release reaches
     it, so its own check may pass for a moment after a read, and two requests naming one pin would
     both reach the engine (a read that ends after the other's release fails its check against the pin:
-    a 503). Only the newest
-    LIMIT are kept; older ones are left to the prefill server's check (and its --kv-expiry-s).
+    a 503). Only the newest LIMIT are kept; older ones are left to the prefill server's check (and its
+    --kv-expiry-s).
     Single-threaded: the front end's event loop calls it, with no await between a test and a store."""
 
     LIMIT = 1 << 16
