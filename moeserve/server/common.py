@@ -20,10 +20,10 @@ from starlette.types import Receive, Scope, Send
 from moeserve.errors import context_length_error
 from moeserve.sampling_params import SamplingParams, SamplingParamsError
 from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
-from moeserve.server.kv_params import TakenPins
 from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
+from moeserve.server.kv_params import TakenPins
 from moeserve.server.metrics import ServerMetrics
 from moeserve.server.prompt_bound import PromptBound
 from moeserve.server.protocol import parse_json, validate

@@ -23,6 +23,7 @@ from moeserve.sampling_params import SamplingParams
 from moeserve.server import ipc
 from moeserve.server.api_errors import ApiError, engine_error, from_request_error, unavailable
 from moeserve.server.engine_client import EngineClient, EngineRejected
+from moeserve.server.kv_params import TakenPins
 
 logger = logging.getLogger("moeserve.server")
 DEFAULT_BUFFER_LIMIT = 16 * 1024 * 1024  # ServerConfig.max_stream_buffer_bytes
@@ -107,10 +108,10 @@ def engine_seed(seed: int, index: int) -> int:
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
                  buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None,
-                 kv_taken: Any = None):
+                 kv_taken: TakenPins | None = None):
         self.client = client
         self.kv_transfer = kv_transfer  # kv_transfer/params.to_plain, for every engine request (n is 1 then)
-        self.kv_taken = kv_taken  # the server's kv_params.TakenPins: a remote prefill's blocks are read once
+        self.kv_taken = kv_taken  # the server's record of the pins it took: a remote prefill's blocks are read once
         self.metrics = metrics
         self.request_id = request_id
         self.prompts = prompts
