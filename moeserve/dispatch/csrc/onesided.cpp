@@ -219,6 +219,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   return {rows, slot_counts, offsets, term_index, row_weights};
 }
 
+// One partial row: acc = the sum over j in order of float(y[terms[j]]) * float(w[terms[j]]), started
+// from 0, skipping terms >= R. partial writes it to the source; total uses it for this rank's own rows.
+template <typename Y, typename V>
+void partial_row(const int64_t* terms, int64_t k, int64_t R, const Y* yp, const V* wp, int64_t H, float* acc) {
+  std::fill(acc, acc + H, 0.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t i = terms[j];
+    if (i >= R) continue;
+    const float w = (float)wp[i];
+    const Y* src = yp + i * H;
+    for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
+  }
+}
+
 void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tensor& term_index, const at::Tensor& out,
              int64_t me) {
   TORCH_CHECK(y.is_contiguous() && row_weights.is_contiguous() && term_index.is_contiguous());
@@ -238,14 +252,7 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
           const int64_t* terms = ti + q * k;
           if (q / n == me) continue;  // this rank's own: total sums them in place
           if (std::all_of(terms, terms + k, [&](int64_t i) { return i >= R; })) continue;  // a stale row
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t j = 0; j < k; ++j) {
-            int64_t i = terms[j];
-            if (i >= R) continue;
-            const float w = (float)wp[i];
-            const Y* src = yp + i * H;
-            for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
-          }
+          partial_row(terms, k, R, yp, wp, H, acc.data());
           std::memcpy(row_ptr(out, q / n, q % n), acc.data(), H * sizeof(float));
         }
       });
@@ -285,15 +292,7 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
               int64_t i = bi[t * k + j];
               if (i == zero) continue;
               if (i >= own_lo && i < own_end) {  // as partial would have summed it: the same fp32 bits
-                const int64_t* terms = ti + (own_q0 + i - own_lo) * k;
-                std::fill(mine.begin(), mine.end(), 0.0f);
-                for (int64_t jj = 0; jj < k; ++jj) {
-                  const int64_t e = terms[jj];
-                  if (e >= R) continue;
-                  const float w = (float)wp[e];
-                  const Y* src = yp + e * H;
-                  for (int64_t h = 0; h < H; ++h) mine[h] += (float)src[h] * w;
-                }
+                partial_row(ti + (own_q0 + i - own_lo) * k, k, R, yp, wp, H, mine.data());
                 for (int64_t h = 0; h < H; ++h) acc[h] += mine[h];
                 continue;
               }
