@@ -352,8 +352,10 @@ WIDE_MIXTRAL = dict(hidden_size=2048, intermediate_size=2048, num_hidden_layers=
 
 # (name, --kernels, environment): the Triton set with its fused MoE, with cuBLAS's grouped GEMM for the
 # experts instead (MOESERVE_TRITON_FUSED_MOE=0), and the torch set
+# the Triton set as served on a GPU (experts by cuBLAS's grouped GEMM: docs/kernels.md), the same set with
+# the fused MoE kernel, and the torch set
 SERVE_VARIANTS = (("triton", "triton", {}),
-                  ("triton, experts by grouped_mm", "triton", {"MOESERVE_TRITON_FUSED_MOE": "0"}),
+                  ("triton, fused MoE", "triton", {"MOESERVE_TRITON_FUSED_MOE": "1"}),
                   ("torch", "torch", {}))  # fmt: skip
 
 
