@@ -2,10 +2,16 @@
 and tcp on lo), through the side channel's handshake; and how a read fails when the owner is gone."""
 from __future__ import annotations
 
+import collections
 import json
 import os
+import queue
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,22 +24,65 @@ PEER = [sys.executable, str(Path(__file__).with_name("nixl_peer.py"))]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), UCX_NET_DEVICES="lo", OMP_NUM_THREADS="1")
 
 
+ANSWER_TIMEOUT_S = 60.0  # a peer starts in about 2 s; a pull's own timeouts add up to 30 s at most
+
+
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([*PEER, *args], env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    """A peer, its stdout read line by line by a thread into `proc.lines` (None at its end) and its
+    stderr kept in a file, for the message of a peer that does not answer.
+
+    Not select() on proc.stdout: readline pulls whatever the pipe holds into the file object's buffer,
+    so when NIXL's log lines and the JSON line arrived together (a busy test process reading late),
+    readline returned a log line, the JSON line sat in the buffer, and select() on the empty pipe
+    waited out its whole timeout (the owner that "did not answer in time" in CI, exit status 0)."""
+    stderr = tempfile.TemporaryFile()
+    proc = subprocess.Popen([*PEER, *args], env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=stderr, text=True)
+    proc.stderr_file = stderr
+    proc.lines = queue.SimpleQueue()
+    proc.log = collections.deque(maxlen=20)  # its last non-JSON stdout lines (NIXL's log)
+    threading.Thread(target=_read_lines, args=(proc,), name=f"peer-{proc.pid}-stdout", daemon=True).start()
+    return proc
 
 
-def _answer(proc: subprocess.Popen, timeout_s: float = 300) -> dict:
+def _read_lines(proc: subprocess.Popen) -> None:
+    for line in proc.stdout:
+        proc.lines.put(line)
+    proc.lines.put(None)
+
+
+def _answer(proc: subprocess.Popen, timeout_s: float = ANSWER_TIMEOUT_S) -> dict:
     """The next JSON line of `proc` (NIXL logs to stdout too: its lines are skipped)."""
-    import select
-
+    deadline = time.monotonic() + timeout_s
     while True:
-        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
-        assert ready, "the peer did not answer in time"
-        line = proc.stdout.readline()
-        assert line, "the peer exited"
+        try:
+            line = proc.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"the peer did not answer in {timeout_s:.0f} s\n{_diagnose(proc)}") from None
+        if line is None:
+            proc.wait(10)
+            raise AssertionError(f"the peer exited\n{_diagnose(proc)}")
         if line.startswith("{"):
             return json.loads(line)
+        proc.log.append(line)
+
+
+def _diagnose(proc: subprocess.Popen) -> str:
+    """The peer's exit status, last log lines, stderr tail and (while it lives, where py-spy is
+    installed) its threads' stacks."""
+    parts = [f"peer {proc.args[2:]} pid {proc.pid}, exit status {proc.poll()}",
+             "stdout (last lines):\n" + "".join(proc.log)]
+    proc.stderr_file.flush()
+    proc.stderr_file.seek(0)
+    parts.append("stderr (tail):\n" + proc.stderr_file.read()[-4000:].decode(errors="replace"))
+    spy = shutil.which("py-spy")
+    if proc.poll() is None and spy:
+        try:
+            dump = subprocess.run([spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30)
+            parts.append("py-spy dump:\n" + dump.stdout + dump.stderr)
+        except subprocess.TimeoutExpired:
+            parts.append("py-spy dump: timed out")
+    return "\n".join(parts)
 
 
 def _pull(reader, port: int, remote: list[int], local: list[int], engine_id: str = "engine-1", rid: str = "r") -> dict:
@@ -54,6 +103,7 @@ def _stop(*procs: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        proc.stderr_file.close()
 
 
 @pytest.fixture
