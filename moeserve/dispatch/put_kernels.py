@@ -32,6 +32,11 @@ On GPUs the peers' regions are NVSHMEM peer tensors (NVLink peer memory; nvshmem
 through int64 addresses turned into pointers (separate allocations). With TRITON_INTERPRET=1 (set
 before this module is imported) the same kernels run on the CPU over the shared-memory heap, which is
 how CI runs them across real processes (MOESERVE_NVSHMEM_EMULATE=1).
+
+Arguments that change from call to call (the epoch, token and row counts, the zero row's index) are
+not specialized (`do_not_specialize`): Triton compiles a kernel anew for an integer argument equal
+to 1 and for one divisible by 16, so a decode step of one token, or the 16th epoch, would otherwise
+stop serving for a compile the first time it comes.
 """
 from __future__ import annotations
 
@@ -226,7 +231,7 @@ def _partial(y, w, term_index, meta, table, scratch, epoch, n, R, H, K: tl.const
             False)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "zero"])
 def _total(partials, back, out, T, H, zero, K: tl.constexpr, OUT: tl.constexpr, BT: tl.constexpr,
            CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
     """out [T, H] (OUT: 0 fp32, 1 bf16 as int16 bits, 2 fp16) = sum in top-k order of partials[back[t, j]]
