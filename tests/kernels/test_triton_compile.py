@@ -33,7 +33,8 @@ def recorded_launches():
     launches = []
 
     def record(kernel, grid):
-        return lambda *args, **kwargs: launches.append((kernel.fn, args, kwargs))
+        jit = JITFunction(kernel.fn, do_not_specialize=list(kernel.do_not_specialize))  # as Kernel builds it
+        return lambda *args, **kwargs: launches.append((jit, args, kwargs))
 
     saved = launch.Kernel.__getitem__
     launch.Kernel.__getitem__ = record
@@ -169,3 +170,51 @@ def test_the_dispatch_put_kernels_compile_for_the_gpu(monkeypatch):
     gpu, _ = TARGETS["sm90"]
     for fn, args, kwargs in launches:
         assert "cubin" in compile_launch(fn, args, kwargs, gpu).asm, fn.__name__
+
+
+def specialization_key(jit: JITFunction, args, kwargs) -> tuple:
+    """What Triton's launcher compiles a launch for: each tensor's dtype, each integer argument's
+    specialization (its value where it equals 1, else whether it divides by 16; neither where the
+    kernel lists it in do_not_specialize), and the constexprs."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    keep = {jit.arg_names[i] if isinstance(i, int) else i for i in (jit.do_not_specialize or ())}
+    key = []
+    for name, value in zip(jit.arg_names, args):
+        if isinstance(value, torch.Tensor):
+            key.append(value.dtype)
+        elif type(value) is int:
+            key.append(native_specialize_impl(BaseBackend, value, False, name not in keep, name not in keep))
+        else:
+            key.append(type(value))
+    return tuple(key) + tuple(sorted((k, v) for k, v in kwargs.items()))
+
+
+def test_decode_compiles_once_for_every_split_count_and_table_width():
+    """Paged and MLA decode split a context into P parts (split_combine.num_splits: 1-32 as batches
+    and contexts change) and read block tables as wide as the batch's longest sequence. Neither may
+    make Triton compile a new variant in the middle of serving: one compiled decode kernel per
+    split-or-not, one combine per power of two of P."""
+    pytest.importorskip("triton._C.libtriton")
+    torch.manual_seed(0)
+    with recorded_launches() as launches:
+        for B, blocks in ((1, 1), (1, 17), (1, 32), (1, 48), (1, 80), (1, 112), (1, 176), (1, 368), (1, 512),
+                          (2, 64), (3, 33), (8, 128), (16, 16), (64, 256)):  # blocks of 16 positions
+            tables = torch.zeros(B, blocks, dtype=torch.int32)
+            lens = torch.full((B,), blocks * 16)
+            kv = torch.zeros(4, 16, 8, 128, dtype=torch.bfloat16)
+            paged_attention.paged_decode(torch.zeros(B, 32, 128, dtype=torch.bfloat16), kv, kv, tables, lens, 0.1)
+            cache = torch.zeros(4, 16, 576, dtype=torch.bfloat16)
+            mla_decode.mla_decode(torch.zeros(B, 16, 512, dtype=torch.bfloat16),
+                                  torch.zeros(B, 16, 64, dtype=torch.bfloat16), cache, tables, lens, 0.1)  # fmt: skip
+    splits = {(dict(zip(fn.arg_names, args)) | kwargs)["P"] for fn, args, kwargs in launches
+              if fn.__name__ == "_decode_kernel"}  # fmt: skip
+    assert len(splits) >= 8, f"the shapes above should need many split counts, got {sorted(splits)}"
+    variants: dict[str, set] = {}
+    for fn, args, kwargs in launches:
+        variants.setdefault(fn.__name__, set()).add(specialization_key(fn, args, kwargs))
+    assert len(variants["_decode_kernel"]) == 2  # P == 1 writes the output, P > 1 the parts
+    assert len(variants["_mla_decode_kernel"]) == 2
+    widths = {kwargs["BLOCK_D"] for fn, _, kwargs in launches if fn.__name__ == "_combine_kernel"}
+    assert len(variants["_combine_kernel"]) <= 5 * len(widths)  # BLOCK_P 2-32 for each decoder's width

@@ -31,16 +31,22 @@ def interpreting() -> bool:
 
 class Kernel:
     """A kernel function launched as `kernel[grid](*args, **constexprs)`, interpreted when
-    TRITON_INTERPRET=1 at launch time, compiled otherwise (one compiled object per mode, kept)."""
+    TRITON_INTERPRET=1 at launch time, compiled otherwise (one compiled object per mode, kept).
 
-    def __init__(self, fn):
+    do_not_specialize: the integer arguments that change from launch to launch (a split count, a
+    stride that follows the batch's width). Triton compiles a kernel anew for an integer argument
+    equal to 1 and for one divisible by 16; named here, such an argument costs no compile mid-serving."""
+
+    def __init__(self, fn, do_not_specialize: tuple[str, ...] = ()):
         self.fn = fn
+        self.do_not_specialize = do_not_specialize
         self.built: dict[bool, object] = {}
 
     def __getitem__(self, grid):
         mode = interpreting()
         if mode not in self.built:
-            self.built[mode] = InterpretedFunction(self.fn) if mode else JITFunction(self.fn)
+            kind = InterpretedFunction if mode else JITFunction
+            self.built[mode] = kind(self.fn, do_not_specialize=list(self.do_not_specialize))
         return self.built[mode][grid]
 
 

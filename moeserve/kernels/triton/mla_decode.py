@@ -27,8 +27,8 @@ LOG2E = 1.4426950408889634
 def _mla_decode_kernel(
     ql_ptr, qr_ptr, cache_ptr, tables_ptr, seq_lens_ptr, out_ptr, acc_ptr, ml_ptr,
     scale_log2, H, R, RR, BS,
-    sl_b, sl_h, sr_b, sr_h, sc_nb, sc_bs, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p,
-    P: tl.constexpr, UPCAST: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    sl_b, sl_h, sr_b, sr_h, sc_nb, sc_bs, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, P,
+    SPLIT: tl.constexpr, UPCAST: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_RR: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
@@ -79,7 +79,7 @@ def _mla_decode_kernel(
             acc = tl.dot(p.to(kv.dtype), kv, acc * alpha[:, None])
         m = m_new
     mask = h_ok[:, None] & c_ok[None, :]
-    if P == 1:
+    if not SPLIT:
         out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
         tl.store(out_ptr + b * so_b + heads[:, None] * so_h + c[None, :], out.to(out_ptr.dtype.element_ty), mask=mask)
     else:
@@ -89,7 +89,9 @@ def _mla_decode_kernel(
         tl.store(ml + 1, l, mask=h_ok)
 
 
-mla_decode_kernel = Kernel(_mla_decode_kernel)
+# as paged_attention.decode_kernel: the split count and the strides that follow it or the block-table
+# width are not specialized
+mla_decode_kernel = Kernel(_mla_decode_kernel, do_not_specialize=("P", "st_b", "sa_b", "sa_h", "sm_b", "sm_h"))
 
 
 def mla_decode(
@@ -123,8 +125,8 @@ def mla_decode(
         scale * LOG2E, h, R, r, BS,
         q_latent.stride(0), q_latent.stride(1), q_rope.stride(0), q_rope.stride(1), cache.stride(0), cache.stride(1),
         block_tables.stride(0), out.stride(0), out.stride(1),
-        acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2),
-        P=P, UPCAST=upcast(cache.dtype) or q_latent.dtype != cache.dtype, BLOCK_H=block_h, BLOCK_N=block_n,
+        acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2), P,
+        SPLIT=P > 1, UPCAST=upcast(cache.dtype) or q_latent.dtype != cache.dtype, BLOCK_H=block_h, BLOCK_N=block_n,
         BLOCK_R=pow2(R, 16), BLOCK_RR=pow2(r, 16), num_warps=num_warps,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out

@@ -32,8 +32,8 @@ LOG2E = 1.4426950408889634
 def _decode_kernel(
     q_ptr, k_ptr, v_ptr, tables_ptr, seq_lens_ptr, out_ptr, acc_ptr, ml_ptr,
     scale_log2, window, G, D, BS,
-    sq_b, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p,
-    P: tl.constexpr, UPCAST: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    sq_b, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, P,
+    SPLIT: tl.constexpr, UPCAST: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -78,7 +78,7 @@ def _decode_kernel(
         else:
             acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m = m_new
-    if P == 1:
+    if not SPLIT:
         out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
         tl.store(out_ptr + b * so_b + heads[:, None] * so_h + d[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=g_ok[:, None] & d_ok[None, :])  # fmt: skip
@@ -155,8 +155,10 @@ def _prefill_kernel(
              mask=row_ok[:, None] & d_ok[None, :])  # fmt: skip
 
 
-decode_kernel = Kernel(_decode_kernel)
-prefill_kernel = Kernel(_prefill_kernel)
+# the split count and the strides that follow it or the batch's block-table width change from step to
+# step: one compiled kernel for all of them (launch.Kernel)
+decode_kernel = Kernel(_decode_kernel, do_not_specialize=("P", "st_b", "sa_b", "sa_h", "sm_b", "sm_h"))
+prefill_kernel = Kernel(_prefill_kernel, do_not_specialize=("st_b",))
 
 
 def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int]:
@@ -195,8 +197,9 @@ def paged_decode(
         scale * LOG2E, window, G, D, BS,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
-        acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2),
-        P=P, UPCAST=upcast(q.dtype), BLOCK_G=pow2(G, 16), BLOCK_N=block_n, BLOCK_D=pow2(D, 16), num_warps=num_warps,
+        acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2), P,
+        SPLIT=P > 1, UPCAST=upcast(q.dtype), BLOCK_G=pow2(G, 16), BLOCK_N=block_n, BLOCK_D=pow2(D, 16),
+        num_warps=num_warps,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out
 

@@ -18,8 +18,8 @@ EMPTY = tl.constexpr(-1.0e30)  # the running max of a split that saw no key (fin
 
 def _combine_kernel(
     acc_ptr, ml_ptr, out_ptr,
-    D, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, so_b, so_h,
-    P: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_D: tl.constexpr,
+    D, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, so_b, so_h, P,
+    BLOCK_P: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -39,7 +39,8 @@ def _combine_kernel(
     tl.store(out_ptr + b * so_b + h * so_h + d, out.to(out_ptr.dtype.element_ty), mask=d_ok)
 
 
-combine_kernel = Kernel(_combine_kernel)
+# P and the strides that follow it are not specialized: a compiled kernel per power of two of P (BLOCK_P)
+combine_kernel = Kernel(_combine_kernel, do_not_specialize=("P", "sa_b", "sa_h", "sm_b", "sm_h"))
 
 
 def combine(acc: torch.Tensor, ml: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -47,7 +48,7 @@ def combine(acc: torch.Tensor, ml: torch.Tensor, out: torch.Tensor) -> torch.Ten
     B, h, P, D = acc.shape
     combine_kernel[(B, h)](
         acc, ml, out, D, acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2),
-        out.stride(0), out.stride(1), P=P, BLOCK_P=pow2(P), BLOCK_D=pow2(D),
+        out.stride(0), out.stride(1), P, BLOCK_P=pow2(P), BLOCK_D=pow2(D),
     )  # fmt: skip
     return out
 
