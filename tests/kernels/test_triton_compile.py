@@ -54,13 +54,19 @@ def arg_type(value) -> str:
     return "fp32"
 
 
+def unspecialized(jit: JITFunction) -> set[str]:
+    """The names of the arguments the kernel lists in do_not_specialize (names or indices, by Triton
+    version)."""
+    return {jit.arg_names[i] if isinstance(i, int) else i for i in (jit.do_not_specialize or ())}
+
+
 def compile_launch(fn, args, kwargs, target):
     jit = fn if isinstance(fn, JITFunction) else JITFunction(fn)
     names = list(jit.arg_names)
     constexprs = {k: v for k, v in kwargs.items() if k not in OPTIONS}
     # as Triton's launcher does: an int argument equal to 1 becomes the constant 1 (no .to, no tensor
-    # methods) unless the kernel lists it in do_not_specialize (names or indices, by Triton version)
-    keep = {names[i] if isinstance(i, int) else i for i in (jit.do_not_specialize or ())}
+    # methods) unless the kernel lists it in do_not_specialize
+    keep = unspecialized(jit)
     constexprs.update({n: 1 for n, v in zip(names, args)
                        if type(v) is int and v == 1 and n not in keep})  # fmt: skip
     signature = {n: arg_type(v) for n, v in zip(names, args)}
@@ -179,7 +185,7 @@ def specialization_key(jit: JITFunction, args, kwargs) -> tuple:
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
 
-    keep = {jit.arg_names[i] if isinstance(i, int) else i for i in (jit.do_not_specialize or ())}
+    keep = unspecialized(jit)
     key = []
     for name, value in zip(jit.arg_names, args):
         if isinstance(value, torch.Tensor):
