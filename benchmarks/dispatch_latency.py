@@ -19,6 +19,7 @@ Not run by CI; numbers go to docs/dispatch.md.
     python benchmarks/dispatch_latency.py --ep 2 4 --wait futex yield spin   # shm's wait strategies side by side
     python benchmarks/dispatch_latency.py --layers 8   # per-layer latency of 8 layers back to back
     python benchmarks/dispatch_latency.py --ep 8 --idle-ranks 4   # half the ranks with no tokens
+    python benchmarks/dispatch_latency.py --unplaced   # shm's placed calls against the same without them
 """
 from __future__ import annotations
 
@@ -35,15 +36,24 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from moeserve.dispatch import StepBounds, flag_wait, make_dispatcher
+from moeserve.dispatch import StepBounds, flag_wait, make_dispatcher, onesided
 from moeserve.parallel_state import ParallelContext
 
 GLOO = ("a2a", "agrs")
 
 
+def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
+    """shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm), and with --unplaced
+    once more with no placed calls: name -> (wait strategy, placed_bytes; None: the default)."""
+    columns = {"shm" if i == 0 else f"shm-{w}": (w, None) for i, w in enumerate(args.wait)}
+    if args.unplaced:
+        columns["shm-unplaced"] = (args.wait[0], onesided.NEVER)
+    return columns
+
+
 def _names(args: argparse.Namespace) -> list[str]:
-    """a2a, agrs, then shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm)."""
-    return [*GLOO, *("shm" if i == 0 else f"shm-{w}" for i, w in enumerate(args.wait))]
+    """a2a, agrs, then the shm columns."""
+    return [*GLOO, *_shm_columns(args)]
 
 
 def _free_port() -> int:
@@ -60,7 +70,10 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     bounds = StepBounds(max_tokens=max(args.tokens))  # the heap is sized once, as the engine does
     names = _names(args)
     backends = {name: make_dispatcher(name.split("-")[0], args.experts, ctx, bounds) for name in names}
-    waits = dict(zip(names[len(GLOO):], args.wait))
+    columns = _shm_columns(args)
+    for name, (_, placed_bytes) in columns.items():
+        if placed_bytes is not None:
+            backends[name].placed_bytes = placed_bytes
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
@@ -81,7 +94,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
                 random.Random(it).shuffle(order)
                 for name in order:
                     backend = backends[name]
-                    flag_wait.STRATEGY = waits.get(name, flag_wait.STRATEGY)
+                    flag_wait.STRATEGY = columns[name][0] if name in columns else flag_wait.STRATEGY
                     dist.barrier()
                     t, c = time.perf_counter(), time.process_time()
                     for _ in range(args.layers):
@@ -151,6 +164,9 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=600)
     ap.add_argument("--wait", nargs="+", default=["yield-futex"], choices=["futex", "yield-futex", "yield", "spin"],
                     help="how shm waits for flags (flag_wait.STRATEGY); several: one shm column each")
+    ap.add_argument("--unplaced", action="store_true",
+                    help="one more shm column whose calls are never placed (every row through the blocks: "
+                         "MOESERVE_SHM_PLACED_BYTES)")
     ap.add_argument("--idle-ranks", type=int, default=0,
                     help="the last N ranks hold no tokens (an idle attention group; the others as --tokens)")
     ap.add_argument("--json", action="store_true")

@@ -1,11 +1,13 @@
 """Where the one-sided protocol keeps what, inside every rank's heap region (the same on every rank).
 
     # W ranks, M rows per (source, destination) and step (the token bound), H hidden, k top-k
-    flags   int64 [2 phase (dispatch, combine), 2 parity, W source + 1]   the epoch the source last
-            signalled; word W of each row is its bell: the epoch whose flags were all up when the last
-            source to raise one found this rank asleep (the futex the rank sleeps on: shm_heap.py)
+    flags   int64 [3 phase (dispatch, combine, counts), 2 parity, W source + 1]   the epoch the source
+            last signalled; word W of each row is its bell: the epoch whose flags were all up when the
+            last source to raise one found this rank asleep (the futex the rank sleeps on: shm_heap.py)
     meta    int64 [2 parity, W source, 4]         [rows sent, bad-routing flag, slot ids sent (the
             nvshmem kernels: the receiver sizes its ExpertBatch from them), unused]
+    counts  int64 [2 parity, W source, W * S]     placed calls (onesided.py): the source's top-k
+            positions per (destination, local slot), every source's on every rank (-1s: bad routing)
     per parity p in (0, 1):
       hidden   [W source, M, H]  payload dtype   rows the source sent here
       slots    [W source, M, k]  int8/16/32      local slot of each top-k position (-1 = elsewhere)
@@ -16,6 +18,12 @@
 A source writes only into the destination's blocks indexed by its own rank, so no two writers ever
 share a byte. M bounds the rows of one (source, destination) pair in one step: one row per (token,
 destination rank), so M = the step's token bound (StepPlan.max_group_tokens) suffices.
+
+A placed call (onesided.py) uses a destination's whole hidden block of its parity as its ExpertBatch,
+[W * M, H]: every source writes its rows at their final row there, which the counts give it, so no two
+sources share a row either. It holds any call whose ExpertBatch has at most W * M rows (every rank
+checks every destination's total from the counts before any row is written; a call with more goes
+through the blocks as usual).
 """
 from __future__ import annotations
 
@@ -25,7 +33,8 @@ import torch
 
 from moeserve.dispatch.heap import align
 
-DISPATCH, COMBINE = 0, 1
+DISPATCH, COMBINE, COUNTS = 0, 1, 2
+PHASES = 3
 META_WORDS = 4  # per source and parity
 
 
@@ -38,6 +47,7 @@ class Layout:
     dtype: torch.dtype
     slot_dtype: torch.dtype
     weight_dtype: torch.dtype
+    local_slots: int = 1  # S: the counts' width per destination
 
     def _block_bytes(self) -> list[int]:
         W, M, H, k = self.world, self.rows, self.hidden, self.top_k
@@ -50,11 +60,15 @@ class Layout:
 
     @property
     def meta_offset(self) -> int:
-        return align(2 * 2 * (self.world + 1) * 8)
+        return align(PHASES * 2 * (self.world + 1) * 8)
+
+    @property
+    def counts_offset(self) -> int:
+        return self.meta_offset + align(2 * self.world * META_WORDS * 8)
 
     @property
     def parity_offset(self) -> int:
-        return self.meta_offset + align(2 * self.world * META_WORDS * 8)
+        return self.counts_offset + align(2 * self.world * self.world * self.local_slots * 8)
 
     @property
     def parity_bytes(self) -> int:
@@ -70,6 +84,26 @@ class Layout:
 
     def meta_word(self, parity: int, source: int = 0) -> int:
         return self.meta_offset + (parity * self.world + source) * META_WORDS * 8
+
+    def counts(self, region: torch.Tensor, parity: int) -> torch.Tensor:
+        """[W source, W destination, S] int64 view of one region's counts of one parity."""
+        W, S = self.world, self.local_slots
+        start = self.counts_offset + parity * W * W * S * 8
+        return region[start : start + W * W * S * 8].view(torch.int64).view(W, W, S)
+
+    def counts_fanout(self, heap, parity: int, source: int) -> torch.Tensor | None:
+        """[W destination, W * S] view of source's counts of one parity in every rank's region at once."""
+        make = getattr(heap, "fanout", None)
+        W, S = self.world, self.local_slots
+        start = self.counts_offset + (parity * W + source) * W * S * 8
+        return None if make is None else make(start, torch.int64, (W * S,))
+
+    def placed_fanout(self, heap, parity: int) -> torch.Tensor | None:
+        """[W destination, W * M, H] view of every rank's whole hidden block of one parity (a placed
+        call's ExpertBatches)."""
+        make = getattr(heap, "fanout", None)
+        shape = (self.world * self.rows, self.hidden)
+        return None if make is None else make(self.block_offsets(parity)[0], self.dtype, shape)
 
     def columns(self) -> list[tuple[torch.dtype, int]]:
         """(dtype, width) of the blocks hidden, slots, weights, partial, in that order."""

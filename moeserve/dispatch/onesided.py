@@ -33,6 +33,19 @@ expand takes their hidden rows from the dispatched tensor, and total sums their 
 expert output instead of reading back what partial would have written. What peers write and read, and
 every result bit, is unchanged (csrc/onesided.cpp).
 
+Placed calls (the C++ path, from `placed_bytes` of rows per rank): one round more, first. Every source
+writes its count of top-k positions per (destination, local slot) into every rank's counts [p][s] and
+raises its counts flag; once all are up, every rank holds every count and derives from them, alike,
+whether any source flagged bad routing (every rank raises) and whether every destination's ExpertBatch
+fits its hidden block of parity p ([W * M, H], unused by a placed call); if one does not, the call goes
+on through the blocks as above. Otherwise each source writes each hidden row once, straight to its row
+of the destination's ExpertBatch (local's order: slot-major, then source, token, top-k position, so the
+start of a source's rows for (d, e) is the sum of the counts before it), with the slots and weights
+into the blocks as before, and the destination's ExpertBatch is a view of its block: no copy out. It
+is valid until the dispatch two steps later (the same parity), which the MoE layer's use (experts, then
+combine) never reaches. The extra round costs every call a flag exchange, which the saved copy repays
+only for large calls (docs/dispatch.md, "Placed calls").
+
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
 it had read all of its dispatch rows of e-1; likewise a partial of step e is written only after the
@@ -56,8 +69,9 @@ import torch.distributed as dist
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap, collective_device
-from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, META_WORDS, Blocks, Layout
+from moeserve.dispatch.heap_layout import COMBINE, COUNTS, DISPATCH, META_WORDS, Blocks, Layout
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
+from moeserve import envs
 from moeserve.dispatch import native as native_kernels
 from moeserve.dispatch.puts import FusedPuts, Puts, Signal, TorchPuts
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
@@ -67,6 +81,8 @@ HeapFactory = Callable[[int], SymmetricHeap]  # bytes per rank -> heap (a collec
 # Up to this many bytes of hidden rows per call, one fan-out op per column writes every destination
 # (gather, then scatter: each row copied twice); above it one copy per destination (each row once).
 FAN_BYTES = 1 << 20
+# placed_bytes where no rank may place a call (one without the C++ path)
+NEVER = 1 << 62
 
 
 @dataclass
@@ -106,6 +122,13 @@ class OneSidedDispatcher:
         self.timeout_s, self.capacity_tokens = timeout_s, capacity_tokens
         self.device = torch.device(device)  # where the heap lives: other tensors are staged through it
         self.epoch = 0
+        # From this many bytes of hidden rows per rank (the step's token bound x a row: the same on every
+        # rank) a call of the C++ path is placed: a round of counts first, then every row written at its
+        # final row of the receiver's ExpertBatch (no copy out of the blocks): docs/dispatch.md, "Placed
+        # calls". The ranks agree on the largest as they make the heap (_ensure).
+        self.placed_bytes = envs.SHM_PLACED_BYTES.get()
+        self._placed_from = NEVER  # the agreed placed_bytes of this heap
+        self.placed_calls = 0  # calls whose rows went straight to their ExpertBatch rows (_count)
         self.heap: SymmetricHeap | None = None
         self.layout: Layout | None = None
         self._mine: list[Blocks] = []  # [parity]: [W source, M, width] views of this rank's own region
@@ -120,6 +143,12 @@ class OneSidedDispatcher:
         # the Triton kernels (put_kernels.py, the nvshmem backend): each phase one launch
         self._fused = getattr(puts, "fused", False)
         self._tables: list = []  # [parity]: their device-side address tables (put_kernels.Tables)
+        # placed calls of the C++ path, [parity]: this rank's view of every source's counts [W, W, S], its
+        # own counts in every region [W, W * S], every rank's ExpertBatch [W, W * M, H], its own [W * M, H]
+        self._counts: list[torch.Tensor] = []
+        self._counts_fan: list[torch.Tensor] = []
+        self._placed_fan: list[torch.Tensor] = []
+        self._placed: list[torch.Tensor] = []
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
         self._no_rows = torch.zeros(0, dtype=torch.int64)  # set with the heap: [W] zero counts (nothing sent)
@@ -156,17 +185,21 @@ class OneSidedDispatcher:
         epoch, p = self.epoch, self.epoch % 2
         row = layout.flag_row(DISPATCH, p)
         weights = topk_weights if topk_weights.dtype == w_dtype else topk_weights.to(w_dtype)
+        placed = None  # a placed call's start rows (_count)
         if self._fused:  # rows, meta words and flags in one launch, no host sync
             back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
                                         self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
         elif self._native:  # the C++ send, then every peer's meta and flag in one call
             counts, back_index, own = self._no_rows, None, None
+            if max_tokens * hidden.shape[1] * hidden.element_size() >= self._placed_from:  # alike on every rank
+                placed = self._count(p, epoch, topk_ids, err)
             if err is None:
                 fan, hidden = self._fan[p], hidden.contiguous()
-                # this rank's own rows stay in `hidden` (own: their tokens): csrc/onesided.cpp
+                start, rows_at = (placed, self._placed_fan[p]) if placed is not None else (self._none, self._none)
+                # this rank's own rows stay in `hidden` (own: their tokens) unless placed: csrc/onesided.cpp
                 counts, back_index, own = torch.ops.moeserve_dispatch.send(
                     hidden, topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
-                    fan.hidden, fan.slots, fan.weights, me)
+                    fan.hidden, fan.slots, fan.weights, me, start, rows_at)
                 if int(counts[0]) < 0:  # an id out of range: nothing was written
                     err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
             torch.ops.moeserve_dispatch.signal(*self._words, me, W, layout.meta_word(p, me), counts,
@@ -181,12 +214,7 @@ class OneSidedDispatcher:
             ])
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "dispatch rows")
         meta = self.heap.load_words(layout.meta_word(p), META_WORDS * W)
-        bad = [s for s in range(W) if meta[META_WORDS * s + 1]]
-        if bad:
-            if err is None and me in bad:  # found by the kernels: word it here
-                err = routing_error(topk_ids, self.num_slots)
-            detail = f": {err}" if err else ""
-            raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {me}){detail}")
+        self._raise_if_bad([s for s in range(W) if meta[META_WORDS * s + 1]], err, topk_ids)
         assert back_index is not None
         recv_counts = meta[0::META_WORDS]
         n = max(recv_counts)
@@ -197,7 +225,7 @@ class OneSidedDispatcher:
         elif self._native:
             rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
                 self._mine[p].slots, self._mine[p].hidden, self._mine[p].weights, recv_counts,
-                self.num_local_slots, me, hidden, own)
+                self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p])
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
             batch, term_index, row_weights = self._receive(p, recv_counts)
@@ -240,6 +268,37 @@ class OneSidedDispatcher:
             out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
         return out if handle.device == self.device else out.to(handle.device)
 
+    def _count(self, p: int, epoch: int, topk_ids: torch.Tensor, err: str | None) -> torch.Tensor | None:
+        """A placed call's first round: this source's count of top-k positions per (destination, local
+        slot) into every rank's counts, a flag, and a wait for every source's. Then every rank has every
+        count and reads from them, alike: bad routing anywhere (raised here, on every rank), and whether
+        every destination's ExpertBatch fits its hidden block (None where one does not: the call goes
+        through the blocks). Returns [W, S] int64: the ExpertBatch row at which this source's first
+        row for each (destination, slot) goes; the destination's order is `local`'s, slot-major, then
+        source, token and top-k position."""
+        # W ranks, S local slots, M rows per block
+        W, me, layout = self.ctx.ep_size, self.ctx.ep_rank, self.layout
+        ok = torch.ops.moeserve_dispatch.route_counts(topk_ids.contiguous() if err is None else self._none,
+                                                      self.num_local_slots, self._counts_fan[p], int(err is not None))
+        row = layout.flag_row(COUNTS, p)
+        torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "expert counts")
+        bad, start = torch.ops.moeserve_dispatch.placed_start(self._counts[p], me, W * layout.rows)
+        if start.numel() == 0:  # bad routing somewhere, or an ExpertBatch past its block
+            self._raise_if_bad([s for s, b in enumerate(bad.tolist()) if b], err, topk_ids, found=not ok)
+            return None
+        self.placed_calls += 1
+        return start
+
+    def _raise_if_bad(self, bad: list[int], err: str | None, topk_ids: torch.Tensor, found: bool = True) -> None:
+        """Raises on every rank when any rank flagged bad routing (bad: their ranks)."""
+        if not bad:
+            return
+        if err is None and found and self.ctx.ep_rank in bad:  # found by the kernels: word it here
+            err = routing_error(topk_ids, self.num_slots)
+        detail = f": {err}" if err else ""
+        raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
+
     def _partial_rows(self, p: int, expert_out: torch.Tensor, handle: OneSidedHandle) -> None:
         """Every source's partial rows of this step into its partial block [p][me] (no flag yet)."""
         # R expert rows, n grid rows per source, H hidden, W ranks
@@ -265,6 +324,7 @@ class OneSidedDispatcher:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
             self._mine, self._partials, self._outbox, self._fan, self._tables = [], [], [], [], []
+            self._counts, self._counts_fan, self._placed_fan, self._placed = [], [], [], []
             self.heap.close()
             self.heap, self.layout = None, None
 
@@ -317,7 +377,7 @@ class OneSidedDispatcher:
             return cur  # every call but the first few: no Layout built (it costs microseconds per call)
         self._shape = (hidden, dtype, k, w_dtype)
         rows = max(1, self.capacity_tokens, max_tokens, cur.rows if cur is not None else 0)
-        layout = Layout(W, rows, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype)
+        layout = Layout(W, rows, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype, self.num_local_slots)
         self.close()
         self.heap = self.heap_factory(layout.nbytes)
         self.layout = layout
@@ -333,6 +393,16 @@ class OneSidedDispatcher:
         words = getattr(self.heap, "native_words", None)
         self._native = self.native and self._fan[0] is not None and words is not None and self.device.type == "cpu"
         self._words = words() if self._native else None
+        # every rank must place the same calls: the largest threshold, NEVER if any rank lacks the C++ path
+        agreed = torch.tensor([self.placed_bytes if self._native else NEVER], dtype=torch.int64,
+                              device=collective_device(self.ctx.ep_group))
+        dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
+        self._placed_from = int(agreed)
+        if self._native:  # placed calls: every rank's counts and ExpertBatches
+            self._counts = [layout.counts(self.heap.region(me), p) for p in (0, 1)]
+            self._counts_fan = [layout.counts_fanout(self.heap, p, me) for p in (0, 1)]
+            self._placed_fan = [layout.placed_fanout(self.heap, p) for p in (0, 1)]
+            self._placed = [m.hidden.view(W * layout.rows, hidden) for m in self._mine]
         self._no_rows = torch.zeros(W, dtype=torch.int64)
         self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout

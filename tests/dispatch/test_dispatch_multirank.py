@@ -66,6 +66,22 @@ def _cases() -> list[Case]:
         Case("shm-copies-w3-bf16-hot-dup", "shm-copies", 3, 1, 3, (3, 4, 0), routing="hot_dup", dtype=BF16, seed=23),
         Case("shm-copies-w3-zero-ranks", "shm-copies", 3, 3, 3, (0, 7, 0), seed=24),
     ]
+    cases += [  # placed calls: counts first, every row written at its final ExpertBatch row (placed_bytes)
+        *(Case(f"shm-placed-w{w}-random", "shm-placed", w, 2, 2, tuple(range(3, 3 + w)), seed=70 + w) for w in (2, 3, 4)),
+        Case("shm-placed-w4-zero-ranks", "shm-placed", 4, 3, 3, (0, 7, 7, 0), seed=74),
+        Case("shm-placed-w3-all-empty", "shm-placed", 3, 2, 2, (0, 0, 0), seed=75),
+        Case("shm-placed-w4-one-rank", "shm-placed", 4, 3, 2, (4,) * 4, routing="one_rank", seed=76),
+        Case("shm-placed-w3-hot", "shm-placed", 3, 2, 2, (6,) * 3, routing="hot", seed=77),
+        Case("shm-placed-w4-bf16-int32", "shm-placed", 4, 2, 3, (5, 2, 6, 1), dtype=BF16, id_dtype=torch.int32,
+             seed=78),
+        Case("shm-placed-w4-dropped-top1", "shm-placed", 4, 4, 1, (9, 0, 5, 2), routing="dropped", seed=79),
+        Case("shm-placed-w4-wide-slots", "shm-placed", 4, 130, 2, (6, 3, 0, 5), seed=80),
+        Case("shm-placed-w3-slack", "shm-placed", 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=81),
+        # 7 tokens x 3 positions on slot 0 = 21 rows, past the 3 x 4 of its block: through the blocks
+        Case("shm-placed-w3-hot-dup-no-fit", "shm-placed", 3, 1, 3, (3, 4, 0), routing="hot_dup", seed=82),
+        Case("shm-placed-w4-bad-id", "shm-placed", 4, 2, 2, (3,) * 4, bad_rank=1, seed=83),
+        Case("shm-placed-w2-too-many-tokens", "shm-placed", 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=84),
+    ]
     for backend in ("shm", "nvshmem"):
         cases += [
             Case(f"{backend}-w4-no-max-tokens", backend, 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=12),
@@ -84,6 +100,9 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
     ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
     if case.backend == "auto-gloo":
         disp = make_dispatcher("auto", case.num_slots, ctx, one_sided=False)
+    elif case.backend == "shm-placed":
+        disp = make_dispatcher("shm", case.num_slots, ctx)
+        disp.placed_bytes = 0  # every call is placed
     elif case.backend in ("shm-torch", "shm-copies"):
         disp = make_dispatcher("shm", case.num_slots, ctx, native=False)
     else:
@@ -108,6 +127,10 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
     finally:
         onesided.FAN_BYTES = fan_bytes
+    if case.backend == "shm-placed" and not native.load():
+        return None if disp.placed_calls == 0 else "placed a call without the C++ kernels"
+    if case.backend == "shm-placed" and disp.placed_calls != int("no-fit" not in case.name):
+        return f"{disp.placed_calls} placed calls, expected {int('no-fit' not in case.name)}"
     backend = type(handle).__name__.removesuffix("Handle").lower()
     if case.backend == "shm" and native.load() and not disp._native:
         return "shm stayed on torch ops although its C++ kernels are built"

@@ -27,10 +27,13 @@ def _heap_names() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith(f"moeserve-{os.getpid()}-")}
 
 
-def _many_steps(rank: int, world: int) -> list[str]:
+def _many_steps(rank: int, world: int, placed_bytes: int | None = None) -> list[str]:
     """Steps of changing sizes on one dispatcher: growth past the first capacity, no max_tokens, empty
-    steps, a bad id on one rank (every rank raises, the next step works), bf16 after fp32."""
+    steps, a bad id on one rank (every rank raises, the next step works), bf16 after fp32.
+    placed_bytes: the dispatcher's placed_bytes for this run (the count of placed calls ends the list)."""
     disp = make_dispatcher("shm", 4 * world, _ctx(rank, world), StepBounds(timeout_s=60, max_tokens=4))
+    if placed_bytes is not None:
+        disp.placed_bytes = placed_bytes
     seen = []
     steps = [((3, 0, 4), 4), ((9, 2, 1), 9), ((0, 0, 0), 1), ((40, 7, 3), None), ((5, 5, 5), 5), ((2, 6, 1), 8)]
     for i, (tokens, max_tokens) in enumerate(steps):
@@ -49,7 +52,13 @@ def _many_steps(rank: int, world: int) -> list[str]:
         with pytest.raises(ValueError, match=r"rank\(s\) \[1\]"):
             disp.dispatch(hidden[sl], bad, weights[sl], max_tokens=max_tokens)
     assert disp.heap is not None and disp.heap.name not in os.listdir("/dev/shm")
-    return seen
+    return seen if placed_bytes is None else [*seen, f"placed {disp.placed_calls}"]
+
+
+def _many_mixed_steps(rank: int, world: int) -> list[str]:
+    # 1 KiB: the fp32 steps from a bound of 8 tokens (H 32) are placed, the bf16 ones from 16: placed and
+    # unplaced calls alternate on the same parities
+    return _many_steps(rank, world, placed_bytes=1024)
 
 
 @pytest.mark.slow
@@ -58,6 +67,15 @@ def test_consecutive_steps_resize_and_recover_from_bad_routing() -> None:
     seen = run_world(_many_steps, world=3, timeout_s=240)
     assert seen[0] == seen[1] == seen[2]
     assert seen[0][0] == "0:4" and seen[0][2] == "1:9"  # sized from the bound, grown once it was exceeded
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_placed_and_unplaced_calls_mix_across_steps() -> None:
+    seen = run_world(_many_mixed_steps, world=3, timeout_s=240)
+    assert seen[0] == seen[1] == seen[2]
+    # fp32 at bounds 9, 40 and 8 (the one without max_tokens agrees on 40), bf16 at 40: 4 of the 12 calls
+    assert seen[0][-1] == "placed 4", seen[0]
 
 
 def _futex_steps(rank: int, world: int) -> str:

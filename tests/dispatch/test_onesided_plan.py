@@ -64,6 +64,9 @@ def test_sum_in_j_order_matches_position_order(seed: int, monkeypatch) -> None:
     assert torch.equal(sum_in_j_order(rows, index), ref)
 
 
+NONE = torch.zeros(0, dtype=torch.int64)  # the C++ kernels' "not given" tensor
+
+
 def _blocks(W: int, M: int, width: int, dtype: torch.dtype, stride: int) -> torch.Tensor:
     """[W, M, width] view with `stride` elements between destinations, as a fan-out view of the heap."""
     return torch.zeros(W * stride, dtype=dtype).as_strided((W, M, width), (stride, width, 1))
@@ -105,7 +108,7 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
     weights = torch.rand(T, k, generator=g).to(w_dtype)
     fans = [_blocks(W, M, width, dt, M * width + 5) for width, dt in ((H, dtype), (k, torch.int8), (k, w_dtype))]
     fans[0].fill_(float("nan"))  # what this rank's own hidden rows keep: send leaves them alone
-    counts, back_index, own = ops.send(hidden, ids, weights, S, *fans, me)
+    counts, back_index, own = ops.send(hidden, ids, weights, S, *fans, me, NONE, NONE)
     plan = plan_fanout(ids, S, W, torch.int8)
     assert counts.tolist() == plan.send_counts
     assert torch.equal(back_index, position_index(plan.send_pos, plan.dest * M + plan.row, T, k, W * M))
@@ -121,7 +124,8 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
     recv = plan.send_counts
     n = max(recv)
     rows_in, slots, w_in = (f.contiguous() for f in fans)
-    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S, me, hidden, own)
+    rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S, me, hidden, own,
+                                                                  NONE)
     rows_in[plan.dest, plan.row] = sent  # the grid the torch path reads: every row through the blocks
     row_pos, ref_counts = expand_grid(slots[:, :n], recv, S)
     q = row_pos // k
@@ -151,3 +155,73 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
     got_total = ops.total(partials, back_index, torch.empty(0, dtype=dtype), me * M, M, me * n, y, row_weights,
                           term_index)
     assert torch.equal(got_total, ref)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_placed_calls_give_the_same_expert_batch(seed: int) -> None:
+    """A placed call (every source writes its rows at their final ExpertBatch row, from every source's
+    counts) gives every destination the ExpertBatch, term_index and row weights of the call through
+    the blocks, bit for bit. One process plays W sources, each with its own routing."""
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
+    ops = torch.ops.moeserve_dispatch
+    g, _, k, W, S = _shapes(seed)
+    dtype, H = (torch.float32, torch.bfloat16)[seed % 2], 5
+    tokens = [int(torch.randint(0, 9, (1,), generator=g)) for _ in range(W)]
+    M = max(max(tokens), 1)
+    # every position on one slot where seed % 3 == 0, else random with dropped positions
+    ids = [torch.full((T, k), seed % (W * S)) if seed % 3 == 0 else torch.randint(-1, W * S, (T, k), generator=g)
+           for T in tokens]
+    ids = [i.to(torch.int32) if seed % 2 else i for i in ids]
+    hidden = [torch.randn(T, H, generator=g).to(dtype) for T in tokens]
+    weights = [torch.rand(T, k, generator=g) for T in tokens]
+    # each source's counts into every rank's counts at once (a [W, W * S] fan-out view per source)
+    counts = torch.full((W, W, W * S), -7, dtype=torch.int64)  # [rank, source, (destination, slot)]
+    for s in range(W):
+        assert ops.route_counts(ids[s], S, counts[:, s], 0) == 1
+    assert bool((counts == counts[0]).all())  # every rank holds every count
+    c = counts[0].view(W, W, S)
+    for s in range(W):
+        assert torch.equal(c[s], torch.bincount(ids[s][ids[s] >= 0].long(), minlength=W * S).view(W, S))
+    per_slot = c.sum(0)  # [destination, slot]
+    placed_rows = torch.full((W, W * M * k, H), float("nan")).to(dtype)  # [destination, row, H]: room for any routing
+    columns = ((H, dtype), (k, torch.int8), (k, torch.float32))
+    fans = {mode: [[_blocks(W, M, width, dt, M * width + 3) for width, dt in columns] for _ in range(W)]
+            for mode in ("blocks", "placed")}  # [source]: its fan-out views of hidden, slots, weights
+    for s in range(W):
+        start = per_slot.cumsum(1) - per_slot + c[:s].sum(0)  # slot-major, then source
+        bad, got_start = ops.placed_start(c.contiguous(), s, W * M * k)
+        assert torch.equal(got_start, start) and not bool(bad.any())
+        if int(per_slot.sum(1).max()):  # one row less room than the fullest destination needs: not placed
+            assert ops.placed_start(c.contiguous(), s, int(per_slot.sum(1).max()) - 1)[1].numel() == 0
+        got = ops.send(hidden[s], ids[s], weights[s], S, *fans["placed"][s], s, start, placed_rows)
+        want = ops.send(hidden[s], ids[s], weights[s], S, *fans["blocks"][s], -1, NONE, NONE)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    for d in range(W):
+        recv = [int(((i >= 0) & (i // S == d)).any(dim=1).sum()) for i in ids]
+        # destination d's region: [W source, M, width] blocks (slots, hidden, weights, as expand takes them)
+        region = {mode: [torch.stack([f[s][col][d] for s in range(W)]) for col in (1, 0, 2)] for mode, f in fans.items()}
+        want = ops.expand(*region["blocks"], recv, S, -1, hidden[d], NONE, NONE)
+        got = ops.expand(*region["placed"], recv, S, -1, hidden[d], NONE, placed_rows[d])
+        assert got[0].shape[0] == int(per_slot[d].sum())
+        if got[0].numel():  # the ExpertBatch is where the senders put the rows
+            assert got[0].data_ptr() == placed_rows[d].data_ptr()
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+
+
+def test_route_counts_flags_bad_routing_everywhere() -> None:
+    """An id out of range (or a caller's error) writes -1s into every rank's counts: every rank raises."""
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
+    ops = torch.ops.moeserve_dispatch
+    counts = torch.zeros(3, 3 * 2, dtype=torch.int64)
+    assert ops.route_counts(torch.tensor([[0, 6]]), 2, counts, 0) == 0
+    assert bool((counts == -1).all())
+    counts.zero_()
+    assert ops.route_counts(torch.tensor([[0, 1]]), 2, counts, 1) == 0  # bad given: the ids are not read
+    assert bool((counts == -1).all())
+    every = torch.zeros(3, 3, 2, dtype=torch.int64)  # [source, destination, slot]: source 1 flagged
+    every[1] = -1
+    bad, start = ops.placed_start(every, 0, 100)
+    assert bad.tolist() == [0, 1, 0] and start.numel() == 0

@@ -54,6 +54,16 @@ def test_shm_gives_the_single_rank_greedy_tokens(mixtral, ep, tp):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("ep,tp", [(2, 1), (4, 2)])
+def test_shm_placed_calls_give_the_single_rank_greedy_tokens(mixtral, monkeypatch, ep, tp):
+    """Every call placed (counts first, rows straight to their ExpertBatch rows: docs/dispatch.md)."""
+    monkeypatch.setenv("MOESERVE_SHM_PLACED_BYTES", "0")
+    path, prompts, want = mixtral
+    assert _generate(path, prompts, ep=ep, tp=tp, dispatch="shm") == want
+    assert not _segments(os.getpid())
+
+
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("arch,ep,tp", [("deepseek_v3", 4, 2), ("qwen3_moe", 8, 2)])
 def test_shm_gives_the_single_rank_greedy_tokens_on_other_architectures(tmp_path, arch, ep, tp):
     """Shared experts and grouped routing (DeepSeek-V3) on a 4 x 2 layout; one expert per rank on eight

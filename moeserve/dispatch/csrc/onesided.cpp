@@ -22,16 +22,26 @@
 //          on d), else W * M) and own [counts[me]] int64 (the token of each row this rank sent itself).
 //          An id outside [-1, W * slots_per_rank) writes nothing and returns counts all -1 (the caller
 //          words the error; checking here saves the separate min/max pass over the ids).
+//          Placed (placed_start [W, S] given, from placed_start below): the hidden rows go instead to
+//          fan_placed [W, rows, H] (every destination's ExpertBatch), one per (t, j) on d at row
+//          placed_start[d][e]++, this rank's own included; slots and weights as above.
 // expand:  this rank's blocks slots [W, M, k], hidden [W, M, H], weights [W, M, k] and counts [W]
 //          (source me's hidden rows: own_hidden[own[r]]) -> ExpertBatch rows [R, H] (slot-major, then
 //          (source, row, j) order), per-slot counts [S] int64, offsets [S] int32, term_index [W * n, k]
-//          int64 (ExpertBatch row at (q, j), R where none), row_weights [R].
+//          int64 (ExpertBatch row at (q, j), R where none), row_weights [R]. Placed (placed [rows, H]
+//          given: this rank's ExpertBatch rows, where the senders wrote them): rows is placed[:R], no copy.
 // partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
 //          float(y[term_index[q, j]]) * float(w[...]), started from 0. A row with no term (all R: past
 //          its source's count, a stale grid row no source reads) is not written, nor are source me's.
 // total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
 //          order started from 0, then rounded once (round to nearest even) to out_dtype. Partial row
 //          own_lo + r (r < n: this rank's own) is partial's row q = me * n + r, computed here from y.
+//
+// route_counts: ids [T, k] -> this source's top-k positions per (destination, slot), [W * S], into
+//          fan_counts [W, W * S] (its row of every rank's counts), or -1s where an id is out of range or
+//          `bad` is given; returns 0 then, else 1.
+// placed_start: every source's counts [W, W, S] -> (bad [W], start [W, S]; start empty unless every
+//          destination's rows fit `capacity` and no source flagged bad routing).
 //
 // The shm heap's flags (shm_heap.py: regions at a fixed stride in one mapping, each after a header whose
 // word 2 is `asleep`; a row of W flags is followed by its bell word), without a Python loop per peer:
@@ -97,7 +107,8 @@ char* row_ptr(const at::Tensor& t, int64_t a, int64_t b) {  // &t[a][b][0] of a 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, const at::Tensor& ids,
                                                     const at::Tensor& weights, int64_t slots_per_rank,
                                                     const at::Tensor& fan_hidden, const at::Tensor& fan_slots,
-                                                    const at::Tensor& fan_weights, int64_t me) {
+                                                    const at::Tensor& fan_weights, int64_t me,
+                                                    const at::Tensor& placed_start, const at::Tensor& fan_placed) {
   TORCH_CHECK(hidden.is_contiguous() && ids.is_contiguous() && weights.is_contiguous());
   TORCH_CHECK(fan_hidden.stride(2) == 1 && fan_slots.stride(2) == 1 && fan_weights.stride(2) == 1);
   const int64_t T = ids.size(0), k = ids.size(1), W = fan_hidden.size(0), M = fan_hidden.size(1);
@@ -114,7 +125,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
   });
   for (int64_t i = 0; i < T * k; ++i)
     if (id[i] < -1 || id[i] >= W * slots_per_rank) return {counts.fill_(-1), back, at::empty({0}, at::kLong)};
+  const bool placed = placed_start.numel() > 0;
+  TORCH_CHECK(!placed || (placed_start.scalar_type() == at::kLong && placed_start.is_contiguous() &&
+                          placed_start.numel() == W * slots_per_rank && fan_placed.size(0) == W &&
+                          fan_placed.stride(2) == 1 && fan_placed.size(2) == hidden.size(1)),
+              "moeserve_dispatch: send's placed rows do not match");
+  std::vector<int64_t> next;  // placed: the ExpertBatch row of d's slot e that this source writes next
+  if (placed) next.assign(placed_start.data_ptr<int64_t>(), placed_start.data_ptr<int64_t>() + W * slots_per_rank);
   std::vector<int64_t> sent;  // (d, r, t) of every row, in order; the copies run in parallel below
+  std::vector<int64_t> placed_at;  // placed: (d, ExpertBatch row, t) of every hidden row
   std::vector<int64_t> own;  // the token of each row for d = me
   with_int(fan_slots, [&](auto tag) {
     using L = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
@@ -128,8 +147,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
         if (first < 0) continue;
         TORCH_CHECK(r < M, "moeserve_dispatch: more rows than the block holds");
         L* sl = (L*)row_ptr(fan_slots, d, r);
-        for (int64_t j = 0; j < k; ++j)
-          sl[j] = (L)(row[j] >= 0 && row[j] / slots_per_rank == d ? row[j] % slots_per_rank : -1);
+        for (int64_t j = 0; j < k; ++j) {
+          const bool here = row[j] >= 0 && row[j] / slots_per_rank == d;
+          sl[j] = (L)(here ? row[j] % slots_per_rank : -1);
+          if (placed && here) {
+            int64_t& i = next[row[j]];  // d * slots_per_rank + e
+            TORCH_CHECK(i < fan_placed.size(1), "moeserve_dispatch: more rows than the ExpertBatch holds");
+            placed_at.insert(placed_at.end(), {d, i++, t});
+          }
+        }
         bk[t * k + first] = d * M + r;
         sent.insert(sent.end(), {d, r, t});
         if (d == me) own.push_back(t);
@@ -143,9 +169,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
   at::parallel_for(0, (int64_t)sent.size() / 3, grain(row_bytes), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t d = sent[3 * i], r = sent[3 * i + 1], t = sent[3 * i + 2];
-      if (d != me) std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
+      if (d != me && !placed) std::memcpy(row_ptr(fan_hidden, d, r), hid + t * row_bytes, row_bytes);
       std::memcpy(row_ptr(fan_weights, d, r), wts + t * w_bytes, w_bytes);
     }
+  });
+  at::parallel_for(0, (int64_t)placed_at.size() / 3, grain(row_bytes), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      std::memcpy(row_ptr(fan_placed, placed_at[3 * i], placed_at[3 * i + 1]), hid + placed_at[3 * i + 2] * row_bytes,
+                  row_bytes);
   });
   auto own_tokens = at::empty({(int64_t)own.size()}, at::kLong);
   std::copy(own.begin(), own.end(), own_tokens.data_ptr<int64_t>());
@@ -154,7 +185,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
     const at::Tensor& slots, const at::Tensor& hidden, const at::Tensor& weights, std::vector<int64_t> counts,
-    int64_t num_slots, int64_t me, const at::Tensor& own_hidden, const at::Tensor& own) {
+    int64_t num_slots, int64_t me, const at::Tensor& own_hidden, const at::Tensor& own, const at::Tensor& placed) {
   TORCH_CHECK(slots.is_contiguous() && hidden.is_contiguous() && weights.is_contiguous());
   const int64_t W = slots.size(0), M = slots.size(1), k = slots.size(2), H = hidden.size(2);
   TORCH_CHECK(me < 0 || (own_hidden.is_contiguous() && own_hidden.dtype() == hidden.dtype() &&
@@ -183,7 +214,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
     offsets.data_ptr<int32_t>()[e] = (int32_t)per[e + 1];
   }
   const int64_t R = per[num_slots];
-  auto rows = at::empty({R, H}, hidden.options());
+  TORCH_CHECK(placed.numel() == 0 || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
+                                       placed.size(0) >= R && placed.dtype() == hidden.dtype()),
+              "moeserve_dispatch: expand's placed rows do not match");
+  auto rows = placed.numel() ? placed.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
   auto row_weights = at::empty({R}, weights.options());
   auto term_index = at::full({W * n, k}, R, at::kLong);
   const int64_t row_bytes = H * hidden.element_size(), wsz = weights.element_size();
@@ -211,8 +245,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   at::parallel_for(0, R, grain(row_bytes), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t q = from[i] / k;  // w * M + r
-      const char* src = q / M == me ? own_hid + own_t[q % M] * row_bytes : hid + q * row_bytes;
-      std::memcpy(out_rows + i * row_bytes, src, row_bytes);
+      if (!placed.numel()) {  // placed: the senders wrote row i where it belongs
+        const char* src = q / M == me ? own_hid + own_t[q % M] * row_bytes : hid + q * row_bytes;
+        std::memcpy(out_rows + i * row_bytes, src, row_bytes);
+      }
       std::memcpy(out_w + i * wsz, wts + from[i] * wsz, wsz);
     }
   });
@@ -308,6 +344,54 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
   return out;
 }
 
+int64_t route_counts(const at::Tensor& ids, int64_t slots_per_rank, const at::Tensor& fan_counts, int64_t bad) {
+  TORCH_CHECK(ids.is_contiguous() && fan_counts.scalar_type() == at::kLong && fan_counts.dim() == 2 &&
+              fan_counts.stride(1) == 1);
+  const int64_t W = fan_counts.size(0), n = fan_counts.size(1), numel = ids.numel();
+  TORCH_CHECK(n % W == 0 && n / W == slots_per_rank, "moeserve_dispatch: route_counts' rows do not match");
+  std::vector<int64_t> c(n, 0);
+  with_int(ids, [&](auto tag) {
+    using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const I* p = ids.data_ptr<I>();
+    for (int64_t i = 0; i < numel && !bad; ++i) {
+      const int64_t v = (int64_t)p[i];
+      if (v < -1 || v >= n) bad = 1;
+      else if (v >= 0) ++c[v];
+    }
+  });
+  if (bad) std::fill(c.begin(), c.end(), -1);
+  for (int64_t d = 0; d < W; ++d)
+    std::memcpy(fan_counts.data_ptr<int64_t>() + d * fan_counts.stride(0), c.data(), n * sizeof(int64_t));
+  return bad ? 0 : 1;
+}
+
+// Every source's counts [W source, W destination, S] (this rank's copy, after the counts round) ->
+// (bad [W] int64: 1 where the source flagged bad routing, start [W, S] int64: the ExpertBatch row of
+// each destination's slot e at which source me's rows start, or empty where some destination's rows would
+// pass `capacity`: the call goes through the blocks).
+std::tuple<at::Tensor, at::Tensor> placed_start(const at::Tensor& counts, int64_t me, int64_t capacity) {
+  TORCH_CHECK(counts.is_contiguous() && counts.scalar_type() == at::kLong && counts.dim() == 3);
+  const int64_t W = counts.size(0), S = counts.size(2);
+  const int64_t* c = counts.data_ptr<int64_t>();
+  auto bad = at::zeros({W}, at::kLong);
+  bool any_bad = false;
+  for (int64_t s = 0; s < W; ++s)
+    if (c[s * W * S] < 0) bad.data_ptr<int64_t>()[s] = 1, any_bad = true;
+  auto start = at::zeros({W, S}, at::kLong);
+  if (any_bad) return {bad, at::empty({0}, at::kLong)};
+  int64_t* st = start.data_ptr<int64_t>();
+  for (int64_t d = 0; d < W; ++d) {
+    int64_t row = 0;  // slot-major, then source
+    for (int64_t e = 0; e < S; ++e)
+      for (int64_t s = 0; s < W; ++s) {
+        if (s == me) st[d * S + e] = row;
+        row += c[(s * W + d) * S + e];
+      }
+    if (row > capacity) return {bad, at::empty({0}, at::kLong)};
+  }
+  return {bad, start};
+}
+
 int64_t* word(int64_t base, int64_t stride, int64_t header, int64_t rank, int64_t offset) {
   return (int64_t*)(base + rank * stride + header + offset);
 }
@@ -365,6 +449,8 @@ TORCH_LIBRARY(moeserve_dispatch, m) {
   m.def("expand", &expand);
   m.def("partial", &partial);
   m.def("total", &total_dtype);
+  m.def("route_counts", &route_counts);
+  m.def("placed_start", &placed_start);
   m.def("signal", &signal);
   m.def("poll", &poll);
 }
