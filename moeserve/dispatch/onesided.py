@@ -66,12 +66,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from moeserve import envs
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap, collective_device
 from moeserve.dispatch.heap_layout import COMBINE, COUNTS, DISPATCH, META_WORDS, Blocks, Layout
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
-from moeserve import envs
 from moeserve.dispatch import native as native_kernels
 from moeserve.dispatch.puts import FusedPuts, Puts, Signal, TorchPuts
 from moeserve.dispatch.wire import slot_dtype, weight_dtype
@@ -278,23 +278,23 @@ class OneSidedDispatcher:
         source, token and top-k position."""
         # W ranks, S local slots, M rows per block
         W, me, layout = self.ctx.ep_size, self.ctx.ep_rank, self.layout
-        ok = torch.ops.moeserve_dispatch.route_counts(topk_ids.contiguous() if err is None else self._none,
-                                                      self.num_local_slots, self._counts_fan[p], int(err is not None))
+        torch.ops.moeserve_dispatch.route_counts(topk_ids.contiguous() if err is None else self._none,
+                                                 self.num_local_slots, self._counts_fan[p], int(err is not None))
         row = layout.flag_row(COUNTS, p)
         torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "expert counts")
         bad, start = torch.ops.moeserve_dispatch.placed_start(self._counts[p], me, W * layout.rows)
         if start.numel() == 0:  # bad routing somewhere, or an ExpertBatch past its block
-            self._raise_if_bad([s for s, b in enumerate(bad.tolist()) if b], err, topk_ids, found=not ok)
+            self._raise_if_bad([s for s, b in enumerate(bad.tolist()) if b], err, topk_ids)
             return None
         self.placed_calls += 1
         return start
 
-    def _raise_if_bad(self, bad: list[int], err: str | None, topk_ids: torch.Tensor, found: bool = True) -> None:
+    def _raise_if_bad(self, bad: list[int], err: str | None, topk_ids: torch.Tensor) -> None:
         """Raises on every rank when any rank flagged bad routing (bad: their ranks)."""
         if not bad:
             return
-        if err is None and found and self.ctx.ep_rank in bad:  # found by the kernels: word it here
+        if err is None and self.ctx.ep_rank in bad:  # found by the kernels: word it here
             err = routing_error(topk_ids, self.num_slots)
         detail = f": {err}" if err else ""
         raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
