@@ -153,23 +153,32 @@ def test_a_killed_peer_is_named_at_once_and_leaves_no_segment(tmp_path, monkeypa
     assert seconds < 30, verdict  # found by its pid, not by the 120 s step timeout
 
 
-def _peer_never_signals(rank: int, world: int) -> str:
+def _peer_never_signals(rank: int, world: int, placed: bool = False) -> str:
     disp = make_dispatcher("shm", 2 * world, _ctx(rank, world), StepBounds(timeout_s=1.0))
+    if placed:
+        disp.placed_bytes = 0  # every call placed: the first wait is for the counts
     x, ids, w = torch.randn(2, 8), torch.tensor([[0, 3]] * 2), torch.rand(2, 2)
     batch, handle = disp.dispatch(x, ids, w, max_tokens=2)  # sizes the heap (a collective)
     disp.combine(batch.hidden, handle)
     if rank == 1:
         time.sleep(6)  # stuck: never enters the next dispatch
         return "slept"
-    with pytest.raises(PeerTimeout, match=r"ep rank\(s\) \[1\] never signalled their dispatch rows"):
+    what = "expert counts" if placed else "dispatch rows"
+    with pytest.raises(PeerTimeout, match=rf"ep rank\(s\) \[1\] never signalled their {what}"):
         disp.dispatch(x, ids, w, max_tokens=2)
     return "timed out"
 
 
+def _peer_never_signals_placed(rank: int, world: int) -> str:
+    return _peer_never_signals(rank, world, placed=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_a_silent_peer_times_out_with_its_rank() -> None:
-    assert run_world(_peer_never_signals, world=2, timeout_s=90) == ["timed out", "slept"]
+@pytest.mark.parametrize("placed", [False, True])
+def test_a_silent_peer_times_out_with_its_rank(placed: bool) -> None:
+    run = _peer_never_signals_placed if placed else _peer_never_signals
+    assert run_world(run, world=2, timeout_s=90) == ["timed out", "slept"]
 
 
 def _names_gone(rank: int, world: int) -> bool:
