@@ -42,7 +42,7 @@ from moeserve.parallel_state import ParallelContext
 GLOO = ("a2a", "agrs")
 
 
-def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
+def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int | None]]:
     """shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm), and with --unplaced
     once more with no placed calls: name -> (wait strategy, placed_bytes; None: the default)."""
     columns = {"shm" if i == 0 else f"shm-{w}": (w, None) for i, w in enumerate(args.wait)}
