@@ -41,9 +41,10 @@ fits its hidden block of parity p ([W * M, H], unused by a placed call); if one 
 on through the blocks as above. Otherwise each source writes each hidden row once, straight to its row
 of the destination's ExpertBatch (local's order: slot-major, then source, token, top-k position, so the
 start of a source's rows for (d, e) is the sum of the counts before it), with the slots and weights
-into the blocks as before, and the destination's ExpertBatch is a view of its block: no copy out. It
-is valid until the dispatch two steps later (the same parity), which the MoE layer's use (experts, then
-combine) never reaches. The extra round costs every call a flag exchange, which the saved copy repays
+into the blocks as before, and the destination's ExpertBatch is a view of its block: no copy out.
+An unplaced call of the C++ path copies its ExpertBatch into a buffer of its parity that the dispatcher
+keeps (grown as calls need). Either way the ExpertBatch is valid until the dispatch two steps later
+(the same parity), which the MoE layer's use (experts, then combine) never reaches. The extra round costs every call a flag exchange, which the saved copy repays
 only for large calls (docs/dispatch.md, "Placed calls").
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
@@ -149,6 +150,9 @@ class OneSidedDispatcher:
         self._counts_fan: list[torch.Tensor] = []
         self._placed_fan: list[torch.Tensor] = []
         self._placed: list[torch.Tensor] = []
+        # [parity]: where the C++ expand copies an unplaced call's ExpertBatch (grown as calls need, kept:
+        # a fresh megabyte-sized tensor per call would fault in page by page every time)
+        self._scratch: list[torch.Tensor] = []
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
         self._no_rows = torch.zeros(0, dtype=torch.int64)  # set with the heap: [W] zero counts (nothing sent)
@@ -223,9 +227,12 @@ class OneSidedDispatcher:
                 self._tables[p], self._mine[p], self.num_local_slots, n, sum(meta[2::META_WORDS]))
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         elif self._native:
+            scratch = self._scratch[p]
             rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
                 self._mine[p].slots, self._mine[p].hidden, self._mine[p].weights, recv_counts,
-                self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p])
+                self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p], scratch)
+            if placed is None and rows.shape[0] > scratch.shape[0]:  # with headroom: R varies from call to call
+                self._scratch[p] = rows.new_empty(rows.shape[0] * 5 // 4 + 1, rows.shape[1])
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
             batch, term_index, row_weights = self._receive(p, recv_counts)
@@ -324,7 +331,7 @@ class OneSidedDispatcher:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
             self._mine, self._partials, self._outbox, self._fan, self._tables = [], [], [], [], []
-            self._counts, self._counts_fan, self._placed_fan, self._placed = [], [], [], []
+            self._counts, self._counts_fan, self._placed_fan, self._placed, self._scratch = [], [], [], [], []
             self.heap.close()
             self.heap, self.layout = None, None
 
@@ -403,6 +410,7 @@ class OneSidedDispatcher:
             self._counts_fan = [layout.counts_fanout(self.heap, p, me) for p in (0, 1)]
             self._placed_fan = [layout.placed_fanout(self.heap, p) for p in (0, 1)]
             self._placed = [m.hidden.view(W * layout.rows, hidden) for m in self._mine]
+            self._scratch = [self._none, self._none]
         self._no_rows = torch.zeros(W, dtype=torch.int64)
         self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout

@@ -14,7 +14,7 @@ from spawn_world import RankFailed, run_world
 
 from moeserve.config import ConfigError, ParallelConfig
 from moeserve.dispatch import OneSidedDispatcher, StepBounds, make_dispatcher
-from moeserve.dispatch import flag_wait, futex
+from moeserve.dispatch import flag_wait, futex, onesided
 from moeserve.dispatch.flag_wait import PeerTimeout
 from moeserve.parallel_state import ParallelContext
 
@@ -76,6 +76,36 @@ def test_placed_and_unplaced_calls_mix_across_steps() -> None:
     assert seen[0] == seen[1] == seen[2]
     # fp32 at bounds 9, 40 and 8 (the one without max_tokens agrees on 40), bf16 at 40: 4 of the 12 calls
     assert seen[0][-1] == "placed 4", seen[0]
+
+
+def _kept_batches(rank: int, world: int) -> str:
+    """An ExpertBatch outlives the next dispatch (the other parity) and is rewritten by the one after;
+    an unplaced call's ExpertBatch goes into a buffer the dispatcher keeps, not a new tensor per call."""
+    for placed_bytes in (onesided.NEVER, 0):
+        disp = make_dispatcher("shm", 4 * world, _ctx(rank, world), StepBounds(timeout_s=60, max_tokens=6))
+        disp.placed_bytes = placed_bytes
+        batches, kept = [], []
+        for i in (0, 1, 0, 1, 0, 1):  # the same inputs two calls apart: the same ExpertBatch size
+            case = Case(f"kept{i}", "shm", world, 4, 2, (6, 5, 4)[:world], seed=i)
+            hidden, ids, weights = full_inputs(case)
+            sl = rank_slice(case, rank)
+            batch, handle = disp.dispatch(hidden[sl], ids[sl], weights[sl], max_tokens=6)
+            if batches:  # the previous call's ExpertBatch is intact after this dispatch
+                assert torch.equal(batches[-1].hidden, kept[-1]), (placed_bytes, i)
+            batches.append(batch)
+            kept.append(batch.hidden.clone())
+            check_rank(case, rank, batch, disp.combine(fake_expert(batch, rank * 4), handle), "onesided")
+        assert disp.placed_calls == (6 if placed_bytes == 0 else 0)
+        if batches[2].hidden.numel():  # the fifth call wrote its rows where the third call's were (an
+            # unplaced first call of a parity makes the buffer the later ones use)
+            assert batches[4].hidden.data_ptr() == batches[2].hidden.data_ptr(), placed_bytes
+        disp.close()
+    return "ok"
+
+
+@pytest.mark.timeout(120)
+def test_an_expert_batch_is_kept_until_the_dispatch_two_calls_later() -> None:
+    assert run_world(_kept_batches, world=3, timeout_s=90) == ["ok"] * 3
 
 
 def _futex_steps(rank: int, world: int) -> str:

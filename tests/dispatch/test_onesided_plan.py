@@ -125,7 +125,15 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
     n = max(recv)
     rows_in, slots, w_in = (f.contiguous() for f in fans)
     rows, per_slot, offsets, term_index, row_weights = ops.expand(slots, rows_in, w_in, recv, S, me, hidden, own,
-                                                                  NONE)
+                                                                  NONE, NONE)
+    R = rows.shape[0]
+    # into a kept scratch buffer where it holds the rows (the same values), else a new tensor as above
+    for spare, into_scratch in ((3, True), (0, True), (-1, False)):
+        scratch = torch.full((max(0, R + spare), H), float("nan")).to(hidden.dtype)
+        again = ops.expand(slots, rows_in, w_in, recv, S, me, hidden, own, NONE, scratch)
+        assert (again[0].data_ptr() == scratch.data_ptr()) == (into_scratch and R > 0)
+        for a, b in zip(again, (rows, per_slot, offsets, term_index, row_weights)):
+            assert torch.equal(a, b)
     rows_in[plan.dest, plan.row] = sent  # the grid the torch path reads: every row through the blocks
     row_pos, ref_counts = expand_grid(slots[:, :n], recv, S)
     q = row_pos // k
@@ -201,8 +209,8 @@ def test_placed_calls_give_the_same_expert_batch(seed: int) -> None:
         recv = [int(((i >= 0) & (i // S == d)).any(dim=1).sum()) for i in ids]
         # destination d's region: [W source, M, width] blocks (slots, hidden, weights, as expand takes them)
         region = {mode: [torch.stack([f[s][col][d] for s in range(W)]) for col in (1, 0, 2)] for mode, f in fans.items()}
-        want = ops.expand(*region["blocks"], recv, S, -1, hidden[d], NONE, NONE)
-        got = ops.expand(*region["placed"], recv, S, -1, hidden[d], NONE, placed_rows[d])
+        want = ops.expand(*region["blocks"], recv, S, -1, hidden[d], NONE, NONE, NONE)
+        got = ops.expand(*region["placed"], recv, S, -1, hidden[d], NONE, placed_rows[d], NONE)
         assert got[0].shape[0] == int(per_slot[d].sum())
         if got[0].numel():  # the ExpertBatch is where the senders put the rows
             assert got[0].data_ptr() == placed_rows[d].data_ptr()

@@ -30,6 +30,7 @@
 //          (source, row, j) order), per-slot counts [S] int64, offsets [S] int32, term_index [W * n, k]
 //          int64 (ExpertBatch row at (q, j), R where none), row_weights [R]. Placed (placed [rows, H]
 //          given: this rank's ExpertBatch rows, where the senders wrote them): rows is placed[:R], no copy.
+//          Else rows is scratch[:R] where scratch [>= R, H] of hidden's dtype is given, else a new tensor.
 // partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
 //          float(y[term_index[q, j]]) * float(w[...]), started from 0. A row with no term (all R: past
 //          its source's count, a stale grid row no source reads) is not written, nor are source me's.
@@ -185,7 +186,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
     const at::Tensor& slots, const at::Tensor& hidden, const at::Tensor& weights, std::vector<int64_t> counts,
-    int64_t num_slots, int64_t me, const at::Tensor& own_hidden, const at::Tensor& own, const at::Tensor& placed) {
+    int64_t num_slots, int64_t me, const at::Tensor& own_hidden, const at::Tensor& own, const at::Tensor& placed,
+    const at::Tensor& scratch) {
   TORCH_CHECK(slots.is_contiguous() && hidden.is_contiguous() && weights.is_contiguous());
   const int64_t W = slots.size(0), M = slots.size(1), k = slots.size(2), H = hidden.size(2);
   TORCH_CHECK(me < 0 || (own_hidden.is_contiguous() && own_hidden.dtype() == hidden.dtype() &&
@@ -217,7 +219,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   TORCH_CHECK(placed.numel() == 0 || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
                                        placed.size(0) >= R && placed.dtype() == hidden.dtype()),
               "moeserve_dispatch: expand's placed rows do not match");
-  auto rows = placed.numel() ? placed.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
+  // not placed: the rows are copied into the caller's scratch where it holds them (no allocation: a
+  // fresh megabyte-sized tensor per call is given back to the kernel at free and faults in page by page)
+  const bool fits = scratch.numel() && scratch.is_contiguous() && scratch.dim() == 2 && scratch.size(1) == H &&
+                    scratch.size(0) >= R && scratch.dtype() == hidden.dtype();
+  auto rows = placed.numel() ? placed.narrow(0, 0, R) : fits ? scratch.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
   auto row_weights = at::empty({R}, weights.options());
   auto term_index = at::full({W * n, k}, R, at::kLong);
   const int64_t row_bytes = H * hidden.element_size(), wsz = weights.element_size();
