@@ -20,6 +20,7 @@ Not run by CI; numbers go to docs/dispatch.md.
     python benchmarks/dispatch_latency.py --layers 8   # per-layer latency of 8 layers back to back
     python benchmarks/dispatch_latency.py --ep 8 --idle-ranks 4   # half the ranks with no tokens
     python benchmarks/dispatch_latency.py --unplaced   # shm's placed calls against the same without them
+    python benchmarks/dispatch_latency.py --fresh-rows   # shm's kept ExpertBatch buffer against a new tensor per call
 """
 from __future__ import annotations
 
@@ -42,12 +43,15 @@ from moeserve.parallel_state import ParallelContext
 GLOO = ("a2a", "agrs")
 
 
-def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int | None]]:
-    """shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm), and with --unplaced
-    once more with no placed calls: name -> (wait strategy, placed_bytes; None: the default)."""
-    columns = {"shm" if i == 0 else f"shm-{w}": (w, None) for i, w in enumerate(args.wait)}
+def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int | None, bool]]:
+    """shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm), with --unplaced once
+    more with no placed calls, with --fresh-rows once more whose unplaced calls copy their ExpertBatch
+    into a new tensor each: name -> (wait strategy, placed_bytes (None: the default), keep_rows)."""
+    columns = {"shm" if i == 0 else f"shm-{w}": (w, None, True) for i, w in enumerate(args.wait)}
     if args.unplaced:
-        columns["shm-unplaced"] = (args.wait[0], onesided.NEVER)
+        columns["shm-unplaced"] = (args.wait[0], onesided.NEVER, True)
+    if args.fresh_rows:
+        columns["shm-fresh"] = (args.wait[0], None, False)
     return columns
 
 
@@ -71,9 +75,10 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     names = _names(args)
     backends = {name: make_dispatcher(name.split("-")[0], args.experts, ctx, bounds) for name in names}
     columns = _shm_columns(args)
-    for name, (_, placed_bytes) in columns.items():
+    for name, (_, placed_bytes, keep_rows) in columns.items():
         if placed_bytes is not None:
             backends[name].placed_bytes = placed_bytes
+        backends[name].keep_rows = keep_rows
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
@@ -167,6 +172,9 @@ def main() -> None:
     ap.add_argument("--unplaced", action="store_true",
                     help="one more shm column whose calls are never placed (every row through the blocks: "
                          "MOESERVE_SHM_PLACED_BYTES)")
+    ap.add_argument("--fresh-rows", action="store_true",
+                    help="one more shm column whose unplaced calls copy their ExpertBatch into a new tensor "
+                         "each (no buffer kept per parity)")
     ap.add_argument("--idle-ranks", type=int, default=0,
                     help="the last N ranks hold no tokens (an idle attention group; the others as --tokens)")
     ap.add_argument("--json", action="store_true")

@@ -30,7 +30,7 @@ class ExpertBatch:
     offsets: [S] int32 cumulative end offsets per local slot (what `grouped_mm` takes as `offs`).
     counts:  [S] int64 rows per local slot.
 
-    hidden may be a view of the backend's own buffers (shm's placed calls: onesided.py), valid until
+    hidden may be a view of the backend's own buffers (shm's C++ path: onesided.py), valid until
     the same dispatcher's dispatch two calls later: use it before combine, as the MoE layer does, or
     copy it to keep it.
     """

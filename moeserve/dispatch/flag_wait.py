@@ -51,7 +51,7 @@ class PeerTimeout(RuntimeError):
 def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: float, what: str) -> None:
     """Until the W int64 flags at `offset` of this rank's region all equal `epoch`.
 
-    what: the phase, for the error ("dispatch rows", "combine rows")."""
+    what: the phase, for the error ("expert counts", "dispatch rows", "combine rows")."""
     words = heap.load_words(offset, heap.world)
     pending = [s for s, v in enumerate(words) if v != epoch]
     if not pending:

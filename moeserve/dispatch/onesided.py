@@ -151,8 +151,10 @@ class OneSidedDispatcher:
         self._placed_fan: list[torch.Tensor] = []
         self._placed: list[torch.Tensor] = []
         # [parity]: where the C++ expand copies an unplaced call's ExpertBatch (grown as calls need, kept:
-        # a fresh megabyte-sized tensor per call would fault in page by page every time)
+        # a fresh megabyte-sized tensor per call faults in page by page every time); keep_rows False: a
+        # new tensor per call (what benchmarks/dispatch_latency.py --fresh-rows measures against)
         self._scratch: list[torch.Tensor] = []
+        self.keep_rows = True
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
         self._no_rows = torch.zeros(0, dtype=torch.int64)  # set with the heap: [W] zero counts (nothing sent)
@@ -231,7 +233,7 @@ class OneSidedDispatcher:
             rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
                 self._mine[p].slots, self._mine[p].hidden, self._mine[p].weights, recv_counts,
                 self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p], scratch)
-            if placed is None and rows.shape[0] > scratch.shape[0]:  # with headroom: R varies from call to call
+            if placed is None and rows.shape[0] > scratch.shape[0] and self.keep_rows:  # headroom: R varies
                 self._scratch[p] = rows.new_empty(rows.shape[0] * 5 // 4 + 1, rows.shape[1])
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
