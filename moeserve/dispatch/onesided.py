@@ -42,10 +42,11 @@ on through the blocks as above. Otherwise each source writes each hidden row onc
 of the destination's ExpertBatch (local's order: slot-major, then source, token, top-k position, so the
 start of a source's rows for (d, e) is the sum of the counts before it), with the slots and weights
 into the blocks as before, and the destination's ExpertBatch is a view of its block: no copy out.
-An unplaced call of the C++ path copies its ExpertBatch into a buffer of its parity that the dispatcher
-keeps (grown as calls need). Either way the ExpertBatch is valid until the dispatch two steps later
-(the same parity), which the MoE layer's use (experts, then combine) never reaches. The extra round costs every call a flag exchange, which the saved copy repays
-only for large calls (docs/dispatch.md, "Placed calls").
+An unplaced call of the C++ path copies its ExpertBatch into a buffer of its parity that the
+dispatcher keeps (grown as calls need: the largest ExpertBatch so far and a quarter more). Either way
+the ExpertBatch is valid until the dispatch two steps later (the same parity), which the MoE layer's
+use (experts, then combine) never reaches. The extra round costs every call a flag exchange, which
+the saved copy repays only for large calls (docs/dispatch.md, "Placed calls").
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after
@@ -151,8 +152,8 @@ class OneSidedDispatcher:
         self._placed_fan: list[torch.Tensor] = []
         self._placed: list[torch.Tensor] = []
         # [parity]: where the C++ expand copies an unplaced call's ExpertBatch (grown as calls need, kept:
-        # a fresh megabyte-sized tensor per call faults in page by page every time); keep_rows False: a
-        # new tensor per call (what benchmarks/dispatch_latency.py --fresh-rows measures against)
+        # glibc may hand a fresh megabyte-sized tensor back to the kernel at free, to fault in page by
+        # page at the next call); keep_rows False: a new tensor per call (dispatch_latency.py --fresh-rows)
         self._scratch: list[torch.Tensor] = []
         self.keep_rows = True
         self._likes: dict[torch.dtype, torch.Tensor] = {}

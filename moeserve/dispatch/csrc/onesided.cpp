@@ -219,8 +219,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   TORCH_CHECK(placed.numel() == 0 || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
                                        placed.size(0) >= R && placed.dtype() == hidden.dtype()),
               "moeserve_dispatch: expand's placed rows do not match");
-  // not placed: the rows are copied into the caller's scratch where it holds them (no allocation: a
-  // fresh megabyte-sized tensor per call is given back to the kernel at free and faults in page by page)
+  // not placed: the rows are copied into the caller's scratch where it holds them (no allocation: glibc
+  // may give a fresh megabyte-sized tensor back to the kernel at free, to fault in page by page again)
   const bool fits = scratch.numel() && scratch.is_contiguous() && scratch.dim() == 2 && scratch.size(1) == H &&
                     scratch.size(0) >= R && scratch.dtype() == hidden.dtype();
   auto rows = placed.numel() ? placed.narrow(0, 0, R) : fits ? scratch.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
