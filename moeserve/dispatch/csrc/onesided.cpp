@@ -216,14 +216,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
     offsets.data_ptr<int32_t>()[e] = (int32_t)per[e + 1];
   }
   const int64_t R = per[num_slots];
-  TORCH_CHECK(placed.numel() == 0 || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
-                                       placed.size(0) >= R && placed.dtype() == hidden.dtype()),
+  const bool is_placed = placed.numel() > 0;  // the senders wrote the rows where they belong
+  TORCH_CHECK(!is_placed || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
+                             placed.size(0) >= R && placed.dtype() == hidden.dtype()),
               "moeserve_dispatch: expand's placed rows do not match");
   // not placed: the rows are copied into the caller's scratch where it holds them (no allocation: glibc
   // may give a fresh megabyte-sized tensor back to the kernel at free, to fault in page by page again)
   const bool fits = scratch.numel() && scratch.is_contiguous() && scratch.dim() == 2 && scratch.size(1) == H &&
                     scratch.size(0) >= R && scratch.dtype() == hidden.dtype();
-  auto rows = placed.numel() ? placed.narrow(0, 0, R) : fits ? scratch.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
+  auto rows = is_placed ? placed.narrow(0, 0, R) : fits ? scratch.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
   auto row_weights = at::empty({R}, weights.options());
   auto term_index = at::full({W * n, k}, R, at::kLong);
   const int64_t row_bytes = H * hidden.element_size(), wsz = weights.element_size();
@@ -251,7 +252,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   at::parallel_for(0, R, grain(row_bytes), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t q = from[i] / k;  // w * M + r
-      if (!placed.numel()) {  // placed: the senders wrote row i where it belongs
+      if (!is_placed) {
         const char* src = q / M == me ? own_hid + own_t[q % M] * row_bytes : hid + q * row_bytes;
         std::memcpy(out_rows + i * row_bytes, src, row_bytes);
       }
