@@ -5,7 +5,8 @@ It measures how much the one-sided backend saves over the faster gloo backend (a
 where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry.py). Each rank routes
 `tokens` random tokens (none on the last `--idle-ranks`: an idle attention group) to `experts` experts
 (top-k), then runs dispatch and combine with no expert compute in between (the expert output is the
-dispatched rows themselves), `--iters` times per backend, the backends interleaved in rounds so that
+dispatched rows themselves: for shm's C++ path they lie in its heap, where its experts would write
+theirs, so combine reads them in place as it would read the experts' output), `--iters` times per backend, the backends interleaved in rounds so that
 load changes on a shared machine hit both alike, each round in a shuffled order (whichever backend
 comes right after gloo's large collectives runs slower: with a fixed order that was always shm, by
 1-2 ms a call at ep 8 on two cores). Every rank reports its median; the slowest rank's
@@ -20,7 +21,7 @@ Not run by CI; numbers go to docs/dispatch.md.
     python benchmarks/dispatch_latency.py --layers 8   # per-layer latency of 8 layers back to back
     python benchmarks/dispatch_latency.py --ep 8 --idle-ranks 4   # half the ranks with no tokens
     python benchmarks/dispatch_latency.py --unplaced   # shm's placed calls against the same without them
-    python benchmarks/dispatch_latency.py --fresh-rows   # shm's kept ExpertBatch buffer against a new tensor per call
+    python benchmarks/dispatch_latency.py --partials   # shm's combine reading in place against sending partial rows
 """
 from __future__ import annotations
 
@@ -45,13 +46,14 @@ GLOO = ("a2a", "agrs")
 
 def _shm_columns(args: argparse.Namespace) -> dict[str, tuple[str, int | None, bool]]:
     """shm once per --wait strategy (shm, shm-yield, ...: the first is plain shm), with --unplaced once
-    more with no placed calls, with --fresh-rows once more whose unplaced calls copy their ExpertBatch
-    into a new tensor each: name -> (wait strategy, placed_bytes (None: the default), keep_rows)."""
+    more with no placed calls, with --partials once more whose combine sends partial rows instead of
+    reading the expert output in place: name -> (wait strategy, placed_bytes (None: the default),
+    read_in_place)."""
     columns = {"shm" if i == 0 else f"shm-{w}": (w, None, True) for i, w in enumerate(args.wait)}
     if args.unplaced:
         columns["shm-unplaced"] = (args.wait[0], onesided.NEVER, True)
-    if args.fresh_rows:
-        columns["shm-fresh"] = (args.wait[0], None, False)
+    if args.partials:
+        columns["shm-partials"] = (args.wait[0], None, False)
     return columns
 
 
@@ -75,10 +77,10 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: "mp.Queue") -> No
     names = _names(args)
     backends = {name: make_dispatcher(name.split("-")[0], args.experts, ctx, bounds) for name in names}
     columns = _shm_columns(args)
-    for name, (_, placed_bytes, keep_rows) in columns.items():
+    for name, (_, placed_bytes, read_in_place) in columns.items():
         if placed_bytes is not None:
             backends[name].placed_bytes = placed_bytes
-        backends[name].keep_rows = keep_rows
+        backends[name].read_in_place = read_in_place
     gen = torch.Generator().manual_seed(rank)
     results = []
     for hidden in args.hidden:
@@ -172,9 +174,9 @@ def main() -> None:
     ap.add_argument("--unplaced", action="store_true",
                     help="one more shm column whose calls are never placed (every row through the blocks: "
                          "MOESERVE_SHM_PLACED_BYTES)")
-    ap.add_argument("--fresh-rows", action="store_true",
-                    help="one more shm column whose unplaced calls copy their ExpertBatch into a new tensor "
-                         "each (no buffer kept per parity)")
+    ap.add_argument("--partials", action="store_true",
+                    help="one more shm column whose combine sends each source partial rows instead of "
+                         "letting it read the expert output in place")
     ap.add_argument("--idle-ranks", type=int, default=0,
                     help="the last N ranks hold no tokens (an idle attention group; the others as --tokens)")
     ap.add_argument("--json", action="store_true")

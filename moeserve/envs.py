@@ -85,7 +85,7 @@ TRITON_FUSED_MOE = EnvVar("MOESERVE_TRITON_FUSED_MOE", bool, None,
                           "the triton set's routed experts in the fused MoE kernel (on) or as the torch set runs them (off: cuBLAS's grouped GEMM on a GPU); unset: off on a GPU, where the grouped GEMM measured faster, on elsewhere")
 NVSHMEM_EMULATE = EnvVar("MOESERVE_NVSHMEM_EMULATE", bool, False,
                          "run --dispatch nvshmem's Triton put kernels over the shared-memory heap (no nvshmem4py; how CI tests them)")
-SHM_PLACED_BYTES = EnvVar("MOESERVE_SHM_PLACED_BYTES", int, 2 << 20,
+SHM_PLACED_BYTES = EnvVar("MOESERVE_SHM_PLACED_BYTES", int, 1 << 20,
                           "--dispatch shm: bytes of hidden rows per rank (the step's token bound x a row's bytes) from which a call is placed, counts first and every row straight to its ExpertBatch row (docs/dispatch.md); 0: every call")
 ENGINE_CONFIG = EnvVar("MOESERVE_ENGINE_CONFIG", str, "",
                        "the engine configuration as JSON, handed to spawned rank processes", "internal")

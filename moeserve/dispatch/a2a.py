@@ -137,6 +137,10 @@ class A2ADispatcher:
         )
         return expert_batch(recv_hidden, row_pos, counts, k), handle
 
+    def expert_output(self, batch: ExpertBatch) -> None:
+        """No buffer of its own for the expert output: the experts allocate it."""
+        return None
+
     def combine(self, expert_out: torch.Tensor, handle: A2AHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
         # R expert rows, M received rows, N sent rows, T tokens, k top-k

@@ -103,6 +103,10 @@ class AgrsDispatcher:
         )
         return expert_batch(g_hidden, row_pos, counts, k), handle
 
+    def expert_output(self, batch: ExpertBatch) -> None:
+        """No buffer of its own for the expert output: the experts allocate it."""
+        return None
+
     def combine(self, expert_out: torch.Tensor, handle: AgrsHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
         # W ranks, M padded tokens per rank, T this rank's tokens, H hidden

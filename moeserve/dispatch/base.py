@@ -2,6 +2,7 @@
 
     dispatch(hidden [T, H], topk_ids [T, k] physical slots (int64, -1 = dropped), topk_weights [T, k])
         -> (ExpertBatch, Handle)
+    expert_output(ExpertBatch) -> [R, H] buffer for the experts to write into, or None
     combine(expert_out [R, H], Handle) -> [T, H]
 
 Physical slot p lives on rank p // slots_per_rank as local slot p % slots_per_rank.
@@ -59,6 +60,11 @@ class Dispatcher(Protocol):
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
     ) -> tuple[ExpertBatch, Handle]: ...
+
+    def expert_output(self, batch: ExpertBatch) -> torch.Tensor | None:
+        """A [R, H] buffer of the backend's for the experts' output of this batch (combine then reads
+        it where it lies: shm's C++ path), or None: the experts allocate their output."""
+        ...
 
     def combine(self, expert_out: torch.Tensor, handle: Handle) -> torch.Tensor: ...
 

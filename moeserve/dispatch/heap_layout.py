@@ -14,6 +14,13 @@
       weights  [W source, M, k]  weight dtype    the sent rows' router weights
       partial  [W source, M, H]  fp32            combine: the expert rank's partial sums for rows we sent it
                + 1 row of H fp32 zeros that nobody writes (combine gathers it where a position has no term)
+      with in_place (shm's C++ path: onesided.py, "Reading in place"):
+      rows     [W * M, H]        payload dtype   this rank's own: an unplaced call's ExpertBatch, or the
+                                                 experts' output where the ExpertBatch is the hidden block
+      terms    [W source, 1 + M * k] int64       written by the expert rank d at combine into its sources'
+               regions, at [p][d]: word 0 the byte offset in d's region of d's expert output (-1: d sent
+               partial rows instead), then for each row r the source sent d, the row of that output at
+               each top-k position j (d's ExpertBatch order; positions not on d hold junk)
 
 A source writes only into the destination's blocks indexed by its own rank, so no two writers ever
 share a byte. M bounds the rows of one (source, destination) pair in one step: one row per (token,
@@ -48,6 +55,7 @@ class Layout:
     slot_dtype: torch.dtype
     weight_dtype: torch.dtype
     local_slots: int = 1  # S: the counts' width per destination
+    in_place: bool = False  # the rows and terms blocks (combine reads expert output in place)
 
     def _block_bytes(self) -> list[int]:
         W, M, H, k = self.world, self.rows, self.hidden, self.top_k
@@ -56,7 +64,7 @@ class Layout:
             align(W * M * k * self.slot_dtype.itemsize),
             align(W * M * k * self.weight_dtype.itemsize),
             align((W * M + 1) * H * 4),  # + one row nobody writes: zeros (the heap starts zeroed)
-        ]
+        ] + ([align(W * M * H * self.dtype.itemsize), align(W * (1 + M * k) * 8)] if self.in_place else [])
 
     @property
     def meta_offset(self) -> int:
@@ -111,7 +119,8 @@ class Layout:
                 (torch.float32, self.hidden)]
 
     def block_offsets(self, parity: int) -> list[int]:
-        """Byte offset of each block of one parity inside a region (order of `columns`)."""
+        """Byte offset of each block of one parity inside a region (order of `columns`, then rows and
+        terms where in_place)."""
         start = self.parity_offset + parity * self.parity_bytes
         offsets = []
         for size in self._block_bytes():
@@ -138,6 +147,23 @@ class Layout:
         start = self.block_offsets(parity)[3]
         n = (self.world * self.rows + 1) * self.hidden * 4
         return region[start : start + n].view(torch.float32).view(-1, self.hidden)
+
+    def rows_block(self, region: torch.Tensor, parity: int) -> torch.Tensor:
+        """[W * M, H] payload-dtype view of one region's rows block (in_place)."""
+        start, n = self.block_offsets(parity)[4], self.world * self.rows * self.hidden * self.dtype.itemsize
+        return region[start : start + n].view(self.dtype).view(-1, self.hidden)
+
+    def terms(self, region: torch.Tensor, parity: int) -> torch.Tensor:
+        """[W source, 1 + M * k] int64 view of one region's terms block (in_place)."""
+        start, width = self.block_offsets(parity)[5], 1 + self.rows * self.top_k
+        return region[start : start + self.world * width * 8].view(torch.int64).view(self.world, width)
+
+    def terms_fanout(self, heap, parity: int, source: int) -> torch.Tensor | None:
+        """[W destination, 1 + M * k] view of source's row of the terms block in every rank's region."""
+        make = getattr(heap, "fanout", None)
+        width = 1 + self.rows * self.top_k
+        start = self.block_offsets(parity)[5] + source * width * 8
+        return None if make is None else make(start, torch.int64, (width,))
 
     def fanout(self, heap, parity: int, source: int) -> "Blocks | None":
         """Views of source's blocks of one parity in every rank's region at once, each [W destination, M,

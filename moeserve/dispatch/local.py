@@ -65,6 +65,10 @@ class LocalDispatcher:
         batch = expert_batch(hidden, row_pos, counts, topk_ids.shape[1])
         return batch, LocalHandle(row_pos=row_pos, topk_weights=topk_weights, out_dtype=hidden.dtype)
 
+    def expert_output(self, batch: ExpertBatch) -> None:
+        """No buffer of its own for the expert output: the experts allocate it."""
+        return None
+
     def combine(self, expert_out: torch.Tensor, handle: LocalHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
         return weighted_sum_fixed_order(expert_out, handle.row_pos, handle.topk_weights, handle.out_dtype)

@@ -98,6 +98,8 @@ class OneSidedHandle(Handle):
     row_weights: torch.Tensor  # [R] router weight of each ExpertBatch row (the sender's dtype)
     out_dtype: torch.dtype
     device: torch.device
+    ids: torch.Tensor | None = None  # the C++ path: topk_ids and weights [T, k], as sent (combine reads
+    weights: torch.Tensor | None = None  # expert output in place with them: local's terms, in j order)
 
 
 class OneSidedDispatcher:
@@ -151,11 +153,17 @@ class OneSidedDispatcher:
         self._counts_fan: list[torch.Tensor] = []
         self._placed_fan: list[torch.Tensor] = []
         self._placed: list[torch.Tensor] = []
-        # [parity]: where the C++ expand copies an unplaced call's ExpertBatch (grown as calls need, kept:
-        # glibc may hand a fresh megabyte-sized tensor back to the kernel at free, to fault in page by
-        # page at the next call); keep_rows False: a new tensor per call (dispatch_latency.py --fresh-rows)
-        self._scratch: list[torch.Tensor] = []
-        self.keep_rows = True
+        # Reading in place (the C++ path): [parity] this rank's rows block [W * M, H] (an unplaced call's
+        # ExpertBatch; the experts' output where the ExpertBatch is the hidden block), its terms block
+        # [W, 1 + M * k] and its row of every rank's, and every region's address in this process.
+        # read_in_place False: combine always sends partial rows (dispatch_latency.py --partials).
+        self._rows: list[torch.Tensor] = []
+        self._terms: list[torch.Tensor] = []
+        self._terms_fan: list[torch.Tensor] = []
+        self._regions = torch.zeros(0, dtype=torch.int64)
+        self._region = 0  # this rank's region's address
+        self.read_in_place = True
+        self.in_place_combines = 0  # combines whose expert output its sources read where it lay
         self._likes: dict[torch.dtype, torch.Tensor] = {}
         self._words: tuple[int, int, int, int] | None = None  # the heap's native_words, where C++ signals
         self._no_rows = torch.zeros(0, dtype=torch.int64)  # set with the heap: [W] zero counts (nothing sent)
@@ -229,13 +237,11 @@ class OneSidedDispatcher:
             rows, counts, offsets, term_index, row_weights = self.puts.expand(
                 self._tables[p], self._mine[p], self.num_local_slots, n, sum(meta[2::META_WORDS]))
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
-        elif self._native:
-            scratch = self._scratch[p]
+        elif self._native:  # unplaced: into the rows block where it fits (else a new tensor)
             rows, counts, offsets, term_index, row_weights = torch.ops.moeserve_dispatch.expand(
                 self._mine[p].slots, self._mine[p].hidden, self._mine[p].weights, recv_counts,
-                self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p], scratch)
-            if placed is None and rows.shape[0] > scratch.shape[0] and self.keep_rows:  # headroom: R varies
-                self._scratch[p] = rows.new_empty(rows.shape[0] * 5 // 4 + 1, rows.shape[1])
+                self.num_local_slots, me, hidden, own, self._none if placed is None else self._placed[p],
+                self._rows[p])
             batch = ExpertBatch(hidden=rows, offsets=offsets, counts=counts)
         else:
             batch, term_index, row_weights = self._receive(p, recv_counts)
@@ -245,7 +251,23 @@ class OneSidedDispatcher:
             epoch=epoch, back_index=back_index, recv_counts=recv_counts, grid_rows=n,
             term_index=term_index, row_weights=row_weights, out_dtype=hidden.dtype, device=origin,
         )
+        if self._native:
+            handle.ids, handle.weights = topk_ids.contiguous(), weights.contiguous()
         return batch, handle
+
+    def expert_output(self, batch: ExpertBatch) -> torch.Tensor | None:
+        """Where the experts should write this call's output [R, H] (payload dtype) so that combine's
+        sources read it in place: the one of this parity's [W * M, H] blocks that does not hold the
+        ExpertBatch (the rows block for a placed call, the hidden block, already read, for an unplaced
+        one). None where combine will send partial rows anyway (no C++ path, read_in_place off, an
+        ExpertBatch past the rows block, rows staged from another device). Valid like the ExpertBatch."""
+        if not (self._native and self.read_in_place) or batch.hidden.device != self.device:
+            return None
+        p, R, at = self.epoch % 2, batch.num_rows, _address(batch.hidden)
+        for holds, other in ((self._placed[p], self._rows[p]), (self._rows[p], self._placed[p])):
+            if at == holds.data_ptr() and R <= other.shape[0]:
+                return other[:R]
+        return None
 
     def combine(self, expert_out: torch.Tensor, handle: OneSidedHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
@@ -261,19 +283,25 @@ class OneSidedDispatcher:
         if self._fused:  # partial rows and flags in one launch
             self.puts.partial(self.heap, self._tables[p], expert_out, handle.row_weights, handle.term_index, n,
                               epoch, row)
+        elif self._native:  # partial rows unless the sources read the output in place, then the terms
+            offset = self._in_place_offset(expert_out, p)
+            if offset < 0:
+                self._partial_rows(p, expert_out, handle)
+            else:
+                self.in_place_combines += 1
+            torch.ops.moeserve_dispatch.publish(handle.term_index, handle.recv_counts, n, self._terms_fan[p], offset)
+            torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
         else:
             self._partial_rows(p, expert_out, handle)
-            if self._native:
-                torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
-            else:
-                self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
+            self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
         wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
         if self._fused:
             out = self.puts.total(self._partials[p], handle.back_index, handle.out_dtype)
         elif self._native:  # and this rank's own partial rows, which `partial` left to it
             out = torch.ops.moeserve_dispatch.total(
                 self._partials[p], handle.back_index, self._like(handle.out_dtype), me * layout.rows, layout.rows,
-                me * n, expert_out, handle.row_weights, handle.term_index)
+                me * n, expert_out, handle.row_weights, handle.term_index, handle.ids, self.num_local_slots,
+                handle.weights, self._terms[p], self._regions, layout.nbytes)
         else:
             out = sum_in_j_order(self._partials[p], handle.back_index).to(handle.out_dtype)
         return out if handle.device == self.device else out.to(handle.device)
@@ -299,6 +327,19 @@ class OneSidedDispatcher:
             return None
         self.placed_calls += 1
         return start
+
+    def _in_place_offset(self, expert_out: torch.Tensor, p: int) -> int:
+        """The byte offset of expert_out in this rank's region where its sources may read it in place (it
+        lies inside one of this parity's [W * M, H] blocks, contiguous, in the payload dtype), else -1."""
+        if not self.read_in_place or expert_out.dtype != self.layout.dtype or not expert_out.is_contiguous():
+            return -1
+        lo = _address(expert_out)
+        hi = lo + expert_out.numel() * expert_out.element_size()
+        for block in (self._placed[p], self._rows[p]):
+            start = block.data_ptr()
+            if start <= lo and hi <= start + block.numel() * block.element_size():
+                return lo - self._region
+        return -1
 
     def _raise_if_bad(self, bad: list[int], err: str | None, topk_ids: torch.Tensor) -> None:
         """Raises on every rank when any rank flagged bad routing (bad: their ranks)."""
@@ -334,7 +375,8 @@ class OneSidedDispatcher:
         """Unmaps the heap (a later dispatch would create a new one, collectively)."""
         if self.heap is not None:
             self._mine, self._partials, self._outbox, self._fan, self._tables = [], [], [], [], []
-            self._counts, self._counts_fan, self._placed_fan, self._placed, self._scratch = [], [], [], [], []
+            self._counts, self._counts_fan, self._placed_fan, self._placed = [], [], [], []
+            self._rows, self._terms, self._terms_fan, self._regions = [], [], [], self._none
             self.heap.close()
             self.heap, self.layout = None, None
 
@@ -387,7 +429,8 @@ class OneSidedDispatcher:
             return cur  # every call but the first few: no Layout built (it costs microseconds per call)
         self._shape = (hidden, dtype, k, w_dtype)
         rows = max(1, self.capacity_tokens, max_tokens, cur.rows if cur is not None else 0)
-        layout = Layout(W, rows, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype, self.num_local_slots)
+        layout = Layout(W, rows, hidden, k, dtype, slot_dtype(self.num_local_slots), w_dtype, self.num_local_slots,
+                        in_place=self.native)
         self.close()
         self.heap = self.heap_factory(layout.nbytes)
         self.layout = layout
@@ -413,7 +456,12 @@ class OneSidedDispatcher:
             self._counts_fan = [layout.counts_fanout(self.heap, p, me) for p in (0, 1)]
             self._placed_fan = [layout.placed_fanout(self.heap, p) for p in (0, 1)]
             self._placed = [m.hidden.view(W * layout.rows, hidden) for m in self._mine]
-            self._scratch = [self._none, self._none]
+            region = self.heap.region(me)
+            self._rows = [layout.rows_block(region, p) for p in (0, 1)]
+            self._terms = [layout.terms(region, p) for p in (0, 1)]
+            self._terms_fan = [layout.terms_fanout(self.heap, p, me) for p in (0, 1)]
+            self._regions = torch.tensor([self.heap.region(r).data_ptr() for r in range(W)], dtype=torch.int64)
+            self._region = region.data_ptr()
         self._no_rows = torch.zeros(W, dtype=torch.int64)
         self._tables = self.puts.tables(self.heap, layout, me) if self._fused else []
         return layout
@@ -423,6 +471,11 @@ class OneSidedDispatcher:
         if dtype not in self._likes:
             self._likes[dtype] = torch.empty(0, dtype=dtype)
         return self._likes[dtype]
+
+
+def _address(t: torch.Tensor) -> int:
+    """Where t's first element is or would be (data_ptr() is 0 for a tensor of no elements)."""
+    return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
 
 
 def _ring(me: int, world: int) -> list[int]:

@@ -74,6 +74,10 @@ class AutoDispatcher:
         backend = self.choose(topk_ids.shape[1], max_tokens)
         return backend.dispatch(hidden, topk_ids, topk_weights, max_tokens=max_tokens)  # type: ignore[call-arg]
 
+    def expert_output(self, batch: ExpertBatch) -> None:
+        """Neither gloo backend has a buffer of its own for the expert output."""
+        return None
+
     def combine(self, expert_out: torch.Tensor, handle: Handle) -> torch.Tensor:
         backend: Dispatcher = self.agrs if isinstance(handle, AgrsHandle) else self.a2a
         return backend.combine(expert_out, handle)

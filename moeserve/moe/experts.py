@@ -72,12 +72,16 @@ class GroupedExperts(nn.Module, UsesKernels):
         self.kernel_state = self.kernels.prepare_experts(self, slots)
         return self.kernel_state is not None
 
-    def forward(self, batch: ExpertBatch) -> torch.Tensor:
-        """batch.hidden [R, H] grouped by local slot -> [R, H] (partial over tp when Il = I / tp)."""
+    def forward(self, batch: ExpertBatch, out: torch.Tensor | None = None) -> torch.Tensor:
+        """batch.hidden [R, H] grouped by local slot -> [R, H] (partial over tp when Il = I / tp).
+
+        out: [R, H] where the result must go (the dispatcher's buffer: Dispatcher.expert_output); the
+        kernel sets return a tensor of their own, copied into it."""
         assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
         if batch.num_rows == 0:
-            return batch.hidden.new_zeros(0, self.hidden)
-        return self.kernels.experts(self, batch)
+            return batch.hidden.new_zeros(0, self.hidden) if out is None else out
+        y = self.kernels.experts(self, batch)
+        return y if out is None else out.copy_(y)
 
     def blocked_act(self, x: torch.Tensor) -> torch.Tensor:
         """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""

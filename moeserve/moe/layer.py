@@ -130,7 +130,8 @@ class MoELayer(nn.Module):
             self.on_route(topk_ids)
         slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
         batch, handle = dispatcher.dispatch(hidden, slots, topk_weights, max_tokens=max_tokens)
-        return dispatcher.combine(self.experts(batch), handle)
+        # where the backend offers one, the experts write into its buffer and combine reads it in place
+        return dispatcher.combine(self.experts(batch, out=dispatcher.expert_output(batch)), handle)
 
     def _routed_token_split(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None) -> torch.Tensor:
         """ep > 1 and tp > 1: the tp ranks of a group hold the same T tokens, so each routes only its

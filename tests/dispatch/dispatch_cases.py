@@ -85,6 +85,8 @@ def exact_tokens(case: Case, ids: torch.Tensor, backend: str) -> torch.Tensor:
     singles = (per_rank <= 1).all(1)
     if backend == "agrs":  # fp32 reduce over ranks in the backend's order: two terms commute
         return (contributors <= 1) | (singles & (contributors <= 2))
+    if backend == "onesided-in-place":  # every expert rank's output read where it lay: local's sum
+        return torch.ones(ids.shape[0], dtype=torch.bool)
     if backend == "onesided":  # shm / nvshmem: fp32 partials whatever the payload dtype
         return (contributors <= 1) | singles
     if case.dtype == torch.bfloat16:  # a2a partial sums travel as bf16: one extra rounding each

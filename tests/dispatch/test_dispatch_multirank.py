@@ -66,6 +66,15 @@ def _cases() -> list[Case]:
         Case("shm-copies-w3-bf16-hot-dup", "shm-copies", 3, 1, 3, (3, 4, 0), routing="hot_dup", dtype=BF16, seed=23),
         Case("shm-copies-w3-zero-ranks", "shm-copies", 3, 3, 3, (0, 7, 0), seed=24),
     ]
+    cases += [  # the C++ path with combine sending partial rows (read_in_place off), as past the rows block
+        Case("shm-partials-w2-random", "shm-partials", 2, 2, 2, (3, 4), seed=25),
+        Case("shm-partials-w4-dropped-int32", "shm-partials", 4, 4, 4, (9, 0, 5, 2), routing="dropped",
+             id_dtype=torch.int32, seed=26),
+        Case("shm-partials-w3-bf16-hot-dup", "shm-partials", 3, 1, 3, (3, 4, 0), routing="hot_dup", dtype=BF16,
+             seed=27),
+        Case("shm-partials-w4-zero-ranks", "shm-partials", 4, 3, 3, (0, 7, 7, 0), seed=28),
+        Case("shm-partials-w3-placed", "shm-partials-placed", 3, 2, 3, (5, 2, 6), seed=29),
+    ]
     cases += [  # placed calls: counts first, every row written at its final ExpertBatch row (placed_bytes)
         *(Case(f"shm-placed-w{w}-random", "shm-placed", w, 2, 2, tuple(range(3, 3 + w)), seed=70 + w) for w in (2, 3, 4)),
         Case("shm-placed-w4-zero-ranks", "shm-placed", 4, 3, 3, (0, 7, 7, 0), seed=74),
@@ -100,13 +109,15 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
     ctx = ParallelContext(ep_size=case.world, ep_rank=rank, ep_group=group)
     if case.backend == "auto-gloo":
         disp = make_dispatcher("auto", case.num_slots, ctx, one_sided=False)
-    elif case.backend == "shm-placed":
+    elif case.backend in ("shm-placed", "shm-partials-placed"):
         disp = make_dispatcher("shm", case.num_slots, ctx)
         disp.placed_bytes = 0  # every call is placed
     elif case.backend in ("shm-torch", "shm-copies"):
         disp = make_dispatcher("shm", case.num_slots, ctx, native=False)
     else:
-        disp = make_dispatcher(case.backend, case.num_slots, ctx)
+        disp = make_dispatcher(case.backend.removesuffix("-partials"), case.num_slots, ctx)
+    if case.backend.startswith("shm-partials"):
+        disp.read_in_place = False
     hidden, ids, weights = full_inputs(case)
     sl = rank_slice(case, rank)
     ids = ids[sl].clone()
@@ -124,17 +135,35 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
             return None if expect_error else f"unexpected error: {e}"
         if expect_error:
             return "expected every rank to raise on bad routing"
-        out = disp.combine(fake_expert(batch, rank * case.slots_per_rank), handle)
+        # as the MoE layer does: into the backend's buffer where it offers one (combine reads it in place)
+        y, buffer = fake_expert(batch, rank * case.slots_per_rank), disp.expert_output(batch)
+        out = disp.combine(y if buffer is None else buffer.copy_(y), handle)
     finally:
         onesided.FAN_BYTES = fan_bytes
+    # the C++ path offers its buffer unless told not to or the ExpertBatch outgrew the rows block
+    c_path = case.backend in ("shm", "shm-placed", "auto") and native.load()
+    if c_path and buffer is None and batch.num_rows <= case.world * disp.layout.rows:
+        return "shm's C++ path offered no buffer for the expert output"
+    if (buffer is not None) != (disp.in_place_combines == 1 if hasattr(disp, "in_place_combines") else False):
+        return "combine did not read the output in place from the buffer it offered"
+    if case.backend.startswith("shm-partials") and disp.in_place_combines:
+        return "read in place with read_in_place off"
     if case.backend == "shm-placed" and not native.load():
         return None if disp.placed_calls == 0 else "placed a call without the C++ kernels"
     if case.backend == "shm-placed" and disp.placed_calls != int("no-fit" not in case.name):
         return f"{disp.placed_calls} placed calls, expected {int('no-fit' not in case.name)}"
     backend = type(handle).__name__.removesuffix("Handle").lower()
+    if backend == "onesided" and disp._native and bool((disp._terms[handle.epoch % 2][:, 0] >= 0).all()):
+        backend = "onesided-in-place"  # every expert rank published its output in place: exact everywhere
+    if c_path:  # a rank whose ExpertBatch passes its rows block (W * M rows) sends partials; else none may
+        all_ids = full_inputs(case)[1]
+        per_rank = torch.bincount(all_ids[all_ids >= 0].long() // case.slots_per_rank, minlength=case.world)
+        fits = bool((per_rank <= case.world * disp.layout.rows).all())
+        if fits != (backend == "onesided-in-place"):
+            return f"rows per rank {per_rank.tolist()}, rows block {case.world * disp.layout.rows}: {backend}"
     if case.backend == "shm" and native.load() and not disp._native:
         return "shm stayed on torch ops although its C++ kernels are built"
-    if case.backend in ("shm", "shm-torch", "shm-copies", "nvshmem", "auto") and backend != "onesided":
+    if case.backend in ("shm", "shm-torch", "shm-copies", "nvshmem", "auto") and not backend.startswith("onesided"):
         return f"{case.backend} dispatched with {backend}"
     try:
         check_rank(case, rank, batch, out, backend)

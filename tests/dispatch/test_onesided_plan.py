@@ -161,8 +161,88 @@ def _compare_native(seed: int, g: torch.Generator, T: int, k: int, W: int, S: in
         partials[me * M : (me + 1) * M] = float("nan")  # never read: total sums them from y
     ref = sum_in_j_order(ref_rows, back_index).to(dtype)
     got_total = ops.total(partials, back_index, torch.empty(0, dtype=dtype), me * M, M, me * n, y, row_weights,
-                          term_index)
+                          term_index, NONE, S, NONE, NONE, NONE, 0)  # no terms: every rank sent partials
     assert torch.equal(got_total, ref)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_total_reads_expert_output_in_place_as_local_sums_it(seed: int) -> None:
+    """Every destination publishes its expert output in place (publish: the output's offset in its region
+    and the term index of each source's rows), or, on some seeds, only some do and the others send partial
+    rows. Each source's total must equal `local` bit for bit where every destination reads in place, and
+    otherwise the same mix summed in the same order in torch. One process plays W ranks."""
+    if not native.load():
+        pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
+    from moeserve.dispatch.local import LocalDispatcher
+
+    ops = torch.ops.moeserve_dispatch
+    g, _, k, W, S = _shapes(seed)
+    dtype, w_dtype, H = (torch.float32, torch.bfloat16, torch.float16)[seed % 3], (torch.float32, torch.bfloat16)[seed % 2], 6
+    tokens = [int(torch.randint(0, 9, (1,), generator=g)) for _ in range(W)]
+    M = max(max(tokens), 1)
+    ids = [torch.randint(-1, W * S, (T, k), generator=g) for T in tokens]
+    ids = [i.to(torch.int32) if seed % 4 == 1 else i for i in ids]
+    hidden = [torch.randn(T, H, generator=g).to(dtype) for T in tokens]
+    weights = [torch.rand(T, k, generator=g).to(w_dtype) for T in tokens]
+    in_place = [seed % 5 != 4 or d % 2 == 0 for d in range(W)]  # seed % 5 == 4: odd ranks send partials
+
+    def expert(x: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        return (x.float() * (1 + 0.1 * slot[:, None]) - 0.01 * slot[:, None]).to(dtype)
+
+    columns = ((H, dtype), (k, torch.int8), (k, w_dtype))
+    fans = [[_blocks(W, M, width, dt, M * width + 3) for width, dt in columns] for _ in range(W)]  # [source]
+    sends = [ops.send(hidden[s], ids[s], weights[s], S, *fans[s], -1, NONE, NONE) for s in range(W)]
+    width, region_bytes = 1 + M * k, 4096
+    regions = torch.full((W, region_bytes), 0xFF, dtype=torch.uint8)  # each rank's region (junk around the rows)
+    terms = torch.full((W, W, width), -5, dtype=torch.int64)  # [source's region, expert rank d, 1 + M * k]
+    partials = torch.cat([torch.full((W, W * M, H), float("nan")), torch.zeros(W, 1, H)], 1)  # [source, W * M + 1, H]
+    for d in range(W):
+        recv = [int(c) for c in (sends[s][0][d] for s in range(W))]
+        n = max(recv)
+        blocks = [torch.stack([fans[s][col][d] for s in range(W)]) for col in (1, 0, 2)]
+        rows, per_slot, _, term_index, row_weights = ops.expand(*blocks, recv, S, -1, hidden[d], NONE, NONE, NONE)
+        y = expert(rows, d * S + torch.repeat_interleave(torch.arange(S), per_slot))
+        offset = 64 + 16 * d  # where d's experts wrote their output in its region
+        regions[d, offset : offset + y.numel() * y.element_size()] = y.view(-1).view(torch.uint8)
+        ops.publish(term_index, recv, n, terms[:, d], offset if in_place[d] else -1)
+        assert terms[:, d, 0].tolist() == [offset if in_place[d] else -1] * W
+        if not in_place[d] and n:
+            out = torch.full((W, n, H), float("nan"))
+            ops.partial(y, row_weights, term_index, out, -1)
+            for s in range(W):
+                partials[s, d * M : d * M + recv[s]] = out[s, : recv[s]]
+    addresses = torch.tensor([regions[r].data_ptr() for r in range(W)], dtype=torch.int64)
+    for s in range(W):
+        back_index = sends[s][1]
+        got = ops.total(partials[s], back_index, torch.empty(0, dtype=dtype), -1, 0, 0, NONE, NONE, NONE,
+                        ids[s], S, weights[s], terms[s], addresses, region_bytes)
+        if all(in_place):  # local's sum, bit for bit
+            local = LocalDispatcher(W * S)
+            batch, handle = local.dispatch(hidden[s], ids[s], weights[s])
+            slot = torch.repeat_interleave(torch.arange(W * S), batch.counts)
+            want = local.combine(expert(batch.hidden, slot), handle)
+        else:  # the same fp32 operations in the same order, in torch
+            acc = torch.zeros(tokens[s], H)
+            for t in range(tokens[s]):
+                seen = set()
+                for j in range(k):
+                    v = int(ids[s][t, j])
+                    if v < 0:
+                        continue
+                    d = v // S
+                    if in_place[d]:
+                        acc[t] += expert(hidden[s][t : t + 1], torch.tensor([v])).float()[0] * weights[s][t, j].float()
+                    elif d not in seen:
+                        acc[t] += partials[s, int(back_index[t, j])]
+                    seen.add(d)
+            want = acc.to(dtype)
+        assert torch.equal(got, want)
+    terms[:, :, 0] = region_bytes - H * dtype.itemsize + 1  # an output that would end past its region
+    for s in range(W):
+        if bool((ids[s] >= 0).any()):  # a term to read: refused, not read
+            with pytest.raises(RuntimeError, match="outside its rank's region"):
+                ops.total(partials[s], sends[s][1], torch.empty(0, dtype=dtype), -1, 0, 0, NONE, NONE, NONE,
+                          ids[s], S, weights[s], terms[s], addresses, region_bytes)
 
 
 @pytest.mark.parametrize("seed", range(24))

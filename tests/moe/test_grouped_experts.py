@@ -181,3 +181,31 @@ def test_replicated_slots_give_identical_output():
         moe.experts.w13.data[slot] = w13[e]
         moe.experts.w2.data[slot] = w2[e]
     assert torch.allclose(moe(x, LocalDispatcher(len(phy2log))), expected, atol=1e-6)
+
+
+class _OfferingDispatcher(LocalDispatcher):
+    """local, but offering a buffer of its own for the expert output, as shm's C++ path does."""
+
+    def __init__(self, num_slots: int):
+        super().__init__(num_slots)
+        self.offered: list[torch.Tensor] = []
+        self.combined: list[torch.Tensor] = []
+
+    def expert_output(self, batch):
+        self.offered.append(torch.full((batch.num_rows, batch.hidden.shape[1]), float("nan")))
+        return self.offered[-1]
+
+    def combine(self, expert_out, handle):
+        self.combined.append(expert_out)
+        return super().combine(expert_out, handle)
+
+
+@pytest.mark.parametrize("num_tokens", [0, 13])
+def test_experts_write_into_the_buffer_the_dispatcher_offers(num_tokens):
+    moe = filled_moe()
+    x = torch.randn(num_tokens, H)
+    dispatcher = _OfferingDispatcher(E)
+    out = moe(x, dispatcher)
+    assert len(dispatcher.offered) == 1 and dispatcher.combined[0] is dispatcher.offered[0]
+    assert not bool(dispatcher.offered[0].isnan().any())  # every row written
+    assert torch.equal(out, moe(x, LocalDispatcher(E)))  # and the same output as without a buffer

@@ -1,4 +1,4 @@
-// moeserve_dispatch: the one-sided protocol's tensor work (moeserve/dispatch/onesided.py) in four calls,
+// moeserve_dispatch: the one-sided protocol's tensor work (moeserve/dispatch/onesided.py) in a few calls,
 // one per phase, instead of a few dozen torch ops: at decode sizes each op's fixed cost, not the bytes,
 // is the latency. The torch path (onesided_plan.py) is the reference; every result here is bit for bit
 // the same (tests/dispatch/test_onesided_plan.py): rows are copied as bytes, products and sums are the
@@ -34,9 +34,19 @@
 // partial: out [W, n, H] fp32 (any strides: the sources' partial blocks) row q = sum over j in order of
 //          float(y[term_index[q, j]]) * float(w[...]), started from 0. A row with no term (all R: past
 //          its source's count, a stale grid row no source reads) is not written, nor are source me's.
+// publish: an expert rank's combine when its output is read in place (offset >= 0: the output's byte offset
+//          in its own region), or its word that it sent partial rows (offset -1): for every source s,
+//          offset into word 0 of fan_terms[s] (this rank's row of s's terms block) and, reading in place,
+//          term_index rows [s * n, s * n + counts[s]) after it.
 // total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
 //          order started from 0, then rounded once (round to nearest even) to out_dtype. Partial row
 //          own_lo + r (r < n: this rank's own) is partial's row q = me * n + r, computed here from y.
+//          terms [W, 1 + M * k] (this rank's terms block; empty: every rank sent partials): an expert rank
+//          d whose word 0 is >= 0 published its output in place, at regions[d] + word 0 (regions: every
+//          region's address in this process). Its terms are then local's, read where they lie: position
+//          j of token t (ids [T, k], on d) adds float(row) * float(weights[t, j]) in j order, the row
+//          found through the term index d published for the row this rank sent it (back_index at t's
+//          first position on d). Where every rank did, the result is local's bit for bit.
 //
 // route_counts: ids [T, k] -> this source's top-k positions per (destination, slot), [W * S], into
 //          fan_counts [W, W * S] (its row of every rank's counts), or -1s where an id is out of range or
@@ -303,9 +313,28 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
   });
 }
 
+// The k int64 words at position r of an expert rank's terms for this source ([1 + M * k]: word 0 the
+// byte offset of its expert output in its region, -1 where it sent partials).
+void publish(const at::Tensor& term_index, std::vector<int64_t> counts, int64_t n, const at::Tensor& fan_terms,
+             int64_t offset) {
+  TORCH_CHECK(term_index.is_contiguous() && term_index.scalar_type() == at::kLong && fan_terms.dim() == 2 &&
+              fan_terms.stride(1) == 1 && fan_terms.scalar_type() == at::kLong);
+  const int64_t W = fan_terms.size(0), k = term_index.size(1);
+  TORCH_CHECK((int64_t)counts.size() == W && term_index.size(0) == W * n, "moeserve_dispatch: publish's terms do not match");
+  const int64_t* ti = term_index.data_ptr<int64_t>();
+  for (int64_t s = 0; s < W; ++s) {
+    int64_t* dst = fan_terms.data_ptr<int64_t>() + s * fan_terms.stride(0);
+    dst[0] = offset;
+    if (offset < 0 || counts[s] == 0) continue;
+    TORCH_CHECK(1 + counts[s] * k <= fan_terms.size(1), "moeserve_dispatch: more terms than the block holds");
+    std::memcpy(dst + 1, ti + s * n * k, counts[s] * k * sizeof(int64_t));
+  }
+}
+
 at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::ScalarType out_dtype, int64_t own_lo,
                  int64_t own_rows, int64_t own_q0, const at::Tensor& y, const at::Tensor& row_weights,
-                 const at::Tensor& term_index) {
+                 const at::Tensor& term_index, const at::Tensor& ids, int64_t slots_per_rank,
+                 const at::Tensor& weights, const at::Tensor& terms, const at::Tensor& regions, int64_t region_bytes) {
   TORCH_CHECK(partials.is_contiguous() && back_index.is_contiguous() && partials.scalar_type() == at::kFloat);
   const int64_t T = back_index.size(0), k = back_index.size(1), H = partials.size(1);
   const int64_t zero = partials.size(0) - 1;
@@ -317,33 +346,79 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
   const int64_t* ti = own_lo < 0 ? nullptr : term_index.data_ptr<int64_t>();
   const int64_t* bi = back_index.data_ptr<int64_t>();
   const float* pp = partials.data_ptr<float>();
+  // the expert ranks that published their output in place (terms given): where it starts, else nullptr
+  const bool any_terms = terms.numel() > 0;
+  const int64_t W = any_terms ? terms.size(0) : 0, M = any_terms ? (terms.size(1) - 1) / k : 0;
+  TORCH_CHECK(!any_terms || (terms.is_contiguous() && terms.scalar_type() == at::kLong && regions.numel() == W &&
+                             regions.scalar_type() == at::kLong && ids.is_contiguous() && ids.numel() == T * k &&
+                             weights.is_contiguous() && weights.numel() == T * k && zero == W * M),
+              "moeserve_dispatch: total's terms do not match");
+  std::vector<const char*> at_rank(W, nullptr);
+  for (int64_t d = 0; d < W; ++d) {
+    const int64_t offset = terms.data_ptr<int64_t>()[d * terms.size(1)];
+    if (offset >= 0) at_rank[d] = (const char*)regions.data_ptr<int64_t>()[d] + offset;
+  }
+  const bool direct = std::any_of(at_rank.begin(), at_rank.end(), [](const char* p) { return p != nullptr; });
+  std::vector<int64_t> id;  // the slot ids as int64, where any rank's output is read in place
+  if (direct) {
+    id.resize(T * k);
+    with_int(ids, [&](auto tag) {
+      using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+      const I* p = ids.data_ptr<I>();
+      for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
+    });
+  }
   auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
   with_float(out_dtype, [&](auto otag) {
-    using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;
+    using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;  // also the in-place rows' dtype
     with_float(own_lo < 0 ? at::kFloat : y.scalar_type(), [&](auto ytag) {
       using Y = std::remove_const_t<std::remove_pointer_t<decltype(ytag)>>;
       with_float(own_lo < 0 ? at::kFloat : row_weights.scalar_type(), [&](auto wtag) {
         using V = std::remove_const_t<std::remove_pointer_t<decltype(wtag)>>;
-        const Y* yp = own_lo < 0 ? nullptr : y.data_ptr<Y>();
-        const V* wp = own_lo < 0 ? nullptr : row_weights.data_ptr<V>();
-        O* op = out.data_ptr<O>();
-        at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
-          std::vector<float> acc(H), mine(H);
-          for (int64_t t = lo; t < hi; ++t) {
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t j = 0; j < k; ++j) {
-              int64_t i = bi[t * k + j];
-              if (i == zero) continue;
-              if (i >= own_lo && i < own_end) {  // as partial would have summed it: the same fp32 bits
-                partial_row(ti + (own_q0 + i - own_lo) * k, k, R, yp, wp, H, mine.data());
-                for (int64_t h = 0; h < H; ++h) acc[h] += mine[h];
-                continue;
+        with_float(direct ? weights.scalar_type() : at::kFloat, [&](auto ttag) {
+          using TW = std::remove_const_t<std::remove_pointer_t<decltype(ttag)>>;
+          const Y* yp = own_lo < 0 ? nullptr : y.data_ptr<Y>();
+          const V* wp = own_lo < 0 ? nullptr : row_weights.data_ptr<V>();
+          const TW* tw = direct ? weights.data_ptr<TW>() : nullptr;
+          const int64_t* tm = any_terms ? terms.data_ptr<int64_t>() : nullptr;
+          const int64_t row_bytes = H * (int64_t)sizeof(O);
+          O* op = out.data_ptr<O>();
+          at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
+            std::vector<float> acc(H), mine(H);
+            for (int64_t t = lo; t < hi; ++t) {
+              std::fill(acc.begin(), acc.end(), 0.0f);
+              for (int64_t j = 0; j < k; ++j) {
+                int64_t first = j, d = -1;  // the token's first top-k position on the rank of position j
+                if (direct) {
+                  const int64_t v = id[t * k + j];
+                  if (v < 0) continue;
+                  d = v / slots_per_rank;
+                  for (int64_t jj = 0; jj < j; ++jj)
+                    if (id[t * k + jj] >= 0 && id[t * k + jj] / slots_per_rank == d) { first = jj; break; }
+                }
+                const int64_t i = bi[t * k + first];
+                if (d >= 0 && at_rank[d] != nullptr) {  // local's term: float(y) * float(w), in j order
+                  const int64_t row = tm[d * (1 + M * k) + 1 + (i - d * M) * k + j];
+                  TORCH_CHECK(row >= 0 && at_rank[d] - (const char*)regions.data_ptr<int64_t>()[d] +
+                                              (row + 1) * row_bytes <= region_bytes,
+                              "moeserve_dispatch: an expert row outside its rank's region");
+                  const O* src = (const O*)(at_rank[d] + row * row_bytes);
+                  const float w = (float)tw[t * k + j];
+                  for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
+                  continue;
+                }
+                if (first != j || i == zero) continue;  // a rank's partial goes at its first position
+                if (i >= own_lo && i < own_end) {  // as partial would have summed it: the same fp32 bits
+                  partial_row(ti + (own_q0 + i - own_lo) * k, k, R, yp, wp, H, mine.data());
+                  for (int64_t h = 0; h < H; ++h) acc[h] += mine[h];
+                  continue;
+                }
+                const float* src = pp + i * H;
+                for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
               }
-              const float* src = pp + i * H;
-              for (int64_t h = 0; h < H; ++h) acc[h] += src[h];
+              for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
             }
-            for (int64_t h = 0; h < H; ++h) op[t * H + h] = (O)acc[h];
-          }
+          });
         });
       });
     });
@@ -445,8 +520,11 @@ bool poll(int64_t address, int64_t count, int64_t epoch, double spin_s, double y
 
 at::Tensor total_dtype(const at::Tensor& partials, const at::Tensor& back_index, const at::Tensor& like,
                        int64_t own_lo, int64_t own_rows, int64_t own_q0, const at::Tensor& y,
-                       const at::Tensor& row_weights, const at::Tensor& term_index) {
-  return total(partials, back_index, like.scalar_type(), own_lo, own_rows, own_q0, y, row_weights, term_index);
+                       const at::Tensor& row_weights, const at::Tensor& term_index, const at::Tensor& ids,
+                       int64_t slots_per_rank, const at::Tensor& weights, const at::Tensor& terms,
+                       const at::Tensor& regions, int64_t region_bytes) {
+  return total(partials, back_index, like.scalar_type(), own_lo, own_rows, own_q0, y, row_weights, term_index, ids,
+               slots_per_rank, weights, terms, regions, region_bytes);
 }
 
 }  // namespace
@@ -455,6 +533,7 @@ TORCH_LIBRARY(moeserve_dispatch, m) {
   m.def("send", &send);
   m.def("expand", &expand);
   m.def("partial", &partial);
+  m.def("publish", &publish);
   m.def("total", &total_dtype);
   m.def("route_counts", &route_counts);
   m.def("placed_start", &placed_start);
