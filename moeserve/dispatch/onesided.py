@@ -17,6 +17,18 @@ combine: d sums each received row's weighted expert outputs in fp32 in top-k ord
     flag [p][d] to e. s waits for all W, then sums the partials of each token in order of the
     rank's first top-k position, in fp32 (a2a's order: docs/dispatch.md, "Numerics").
 
+Reading in place (the C++ path): where the expert output lies in d's heap (the MoE layer has the
+experts write into the buffer `expert_output` offers: the one of parity p's [W * M, H] blocks, rows or
+hidden, that does not hold the ExpertBatch), d writes no partial rows. It publishes, into each
+source's terms block [p][d], the output's offset in its region and the output row of each of that
+source's rows at each top-k position, and raises the flag. s then reads its tokens' expert rows where
+they lie and sums them with its own router weights in top-k order, from 0, in fp32: local's sum, bit
+for bit, for every token. That saves the partial rows' write and read (a third of an unplaced call's
+bytes). The output stays where it is until d's experts of step e + 2, by which time every source's
+combine of e has returned (the same argument as below). A rank whose ExpertBatch passes the rows
+block (top-k positions piled on it), or whose expert output lies elsewhere, sends partials as above;
+each source reads each rank's word and takes each rank's terms the way that rank sent them.
+
 Op count: at decode sizes each torch op's fixed cost, not the bytes, is the latency, so the math is
 vectorized over destinations (onesided_plan.py): one plan for all ranks, one fan-out write per column
 into every destination at once (a [W, M, width] view across the regions, where the heap has one),
@@ -42,11 +54,11 @@ on through the blocks as above. Otherwise each source writes each hidden row onc
 of the destination's ExpertBatch (local's order: slot-major, then source, token, top-k position, so the
 start of a source's rows for (d, e) is the sum of the counts before it), with the slots and weights
 into the blocks as before, and the destination's ExpertBatch is a view of its block: no copy out.
-An unplaced call of the C++ path copies its ExpertBatch into a buffer of its parity that the
-dispatcher keeps (grown as calls need: the largest ExpertBatch so far and a quarter more). Either way
-the ExpertBatch is valid until the dispatch two steps later (the same parity), which the MoE layer's
-use (experts, then combine) never reaches. The extra round costs every call a flag exchange, which
-the saved copy repays only for large calls (docs/dispatch.md, "Placed calls").
+An unplaced call of the C++ path copies its ExpertBatch into its rows block of parity p where it fits
+(else into a new tensor). Either way the ExpertBatch is valid until the dispatch two steps later (the
+same parity), which the MoE layer's use (experts, then combine) never reaches. The extra round costs
+every call a flag exchange, which the saved copy repays only for large calls (docs/dispatch.md,
+"Placed calls").
 
 Why nobody overwrites rows still being read: a source writes step e's rows only after its combine
 of step e-1 returned, which needed every peer's combine flag e-1, which each peer raised only after

@@ -72,6 +72,28 @@ def fake_expert(batch: ExpertBatch, first_slot: int) -> torch.Tensor:
     return y.to(batch.hidden.dtype)
 
 
+def combine_as_the_layer(disp, batch: ExpertBatch, handle, first_slot: int):
+    """combine of fake_expert(batch), written into the backend's buffer where it offers one, as the MoE
+    layer does. Returns (output, the label check_rank takes, the buffer or None): "onesided-in-place"
+    where every expert rank published its output in place (shm's C++ path), else the handle's kind."""
+    y, buffer = fake_expert(batch, first_slot), disp.expert_output(batch)
+    out = disp.combine(y if buffer is None else buffer.copy_(y), handle)
+    backend = type(handle).__name__.removesuffix("Handle").lower()
+    if backend == "onesided" and disp._native and bool((disp._terms[handle.epoch % 2][:, 0] >= 0).all()):
+        backend = "onesided-in-place"
+    return out, backend, buffer
+
+
+def in_place_expected(case: Case, disp) -> bool:
+    """Whether every expert rank must read in place: shm's C++ path with read_in_place on, and every
+    rank's ExpertBatch (its top-k positions over the whole routing) within its rows block (W * M rows)."""
+    if not (getattr(disp, "_native", False) and disp.read_in_place):
+        return False
+    ids = full_inputs(case)[1]
+    per_rank = torch.bincount(ids[ids >= 0].long() // case.slots_per_rank, minlength=case.world)
+    return bool((per_rank <= case.world * disp.layout.rows).all())
+
+
 def exact_tokens(case: Case, ids: torch.Tensor, backend: str) -> torch.Tensor:
     """[N] bool: tokens whose combined row must equal local bit for bit (the fp32 sum is not
     regrouped; docs/dispatch.md). Other tokens must match to fp32 rounding."""

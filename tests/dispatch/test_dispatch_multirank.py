@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
+from dispatch_cases import Case, check_rank, combine_as_the_layer, full_inputs, in_place_expected, rank_slice
 from spawn_world import run_world
 
 from moeserve.dispatch import make_dispatcher, native, onesided
@@ -135,9 +135,7 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
             return None if expect_error else f"unexpected error: {e}"
         if expect_error:
             return "expected every rank to raise on bad routing"
-        # as the MoE layer does: into the backend's buffer where it offers one (combine reads it in place)
-        y, buffer = fake_expert(batch, rank * case.slots_per_rank), disp.expert_output(batch)
-        out = disp.combine(y if buffer is None else buffer.copy_(y), handle)
+        out, backend, buffer = combine_as_the_layer(disp, batch, handle, rank * case.slots_per_rank)
     finally:
         onesided.FAN_BYTES = fan_bytes
     # the C++ path offers its buffer unless told not to or the ExpertBatch outgrew the rows block
@@ -152,15 +150,9 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         return None if disp.placed_calls == 0 else "placed a call without the C++ kernels"
     if case.backend == "shm-placed" and disp.placed_calls != int("no-fit" not in case.name):
         return f"{disp.placed_calls} placed calls, expected {int('no-fit' not in case.name)}"
-    backend = type(handle).__name__.removesuffix("Handle").lower()
-    if backend == "onesided" and disp._native and bool((disp._terms[handle.epoch % 2][:, 0] >= 0).all()):
-        backend = "onesided-in-place"  # every expert rank published its output in place: exact everywhere
-    if c_path:  # a rank whose ExpertBatch passes its rows block (W * M rows) sends partials; else none may
-        all_ids = full_inputs(case)[1]
-        per_rank = torch.bincount(all_ids[all_ids >= 0].long() // case.slots_per_rank, minlength=case.world)
-        fits = bool((per_rank <= case.world * disp.layout.rows).all())
-        if fits != (backend == "onesided-in-place"):
-            return f"rows per rank {per_rank.tolist()}, rows block {case.world * disp.layout.rows}: {backend}"
+    # a rank whose ExpertBatch passes its rows block (W * M rows) sends partials; else none may
+    if c_path and in_place_expected(case, disp) != (backend == "onesided-in-place"):
+        return f"{backend}, where every rank reading in place is {in_place_expected(case, disp)}"
     if case.backend == "shm" and native.load() and not disp._native:
         return "shm stayed on torch ops although its C++ kernels are built"
     if case.backend in ("shm", "shm-torch", "shm-copies", "nvshmem", "auto") and not backend.startswith("onesided"):

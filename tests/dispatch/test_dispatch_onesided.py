@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
-from dispatch_cases import Case, check_rank, fake_expert, full_inputs, rank_slice
+from dispatch_cases import (Case, check_rank, combine_as_the_layer, fake_expert, full_inputs, in_place_expected,
+                            rank_slice)
 from spawn_world import RankFailed, run_world
 
 from moeserve.config import ConfigError, ParallelConfig
@@ -42,7 +43,9 @@ def _many_steps(rank: int, world: int, placed_bytes: int | None = None) -> list[
             hidden, ids, weights = full_inputs(case)
             sl = rank_slice(case, rank)
             batch, handle = disp.dispatch(hidden[sl], ids[sl], weights[sl], max_tokens=max_tokens)
-            check_rank(case, rank, batch, disp.combine(fake_expert(batch, rank * 4), handle), "onesided")
+            out, backend, _ = combine_as_the_layer(disp, batch, handle, rank * 4)
+            check_rank(case, rank, batch, out, backend)
+            assert in_place_expected(case, disp) == (backend == "onesided-in-place"), (i, dtype, backend)
             seen.append(f"{i}:{disp.layout.rows}")
         if tokens[1] == 0:
             continue
@@ -94,7 +97,7 @@ def _kept_batches(rank: int, world: int) -> str:
                 assert torch.equal(batches[-1].hidden, kept[-1]), (placed_bytes, i)
             batches.append(batch)
             kept.append(batch.hidden.clone())
-            check_rank(case, rank, batch, disp.combine(fake_expert(batch, rank * 4), handle), "onesided")
+            check_rank(case, rank, batch, *combine_as_the_layer(disp, batch, handle, rank * 4)[:2])
         assert disp.placed_calls == (6 if placed_bytes == 0 else 0)
         if batches[2].hidden.numel():  # the fifth call wrote its rows where the third call's were (an
             # unplaced first call of a parity makes the buffer the later ones use)

@@ -9,7 +9,7 @@ import torch
 from moeserve.dispatch.a2a import plan_sends
 from moeserve.dispatch.base import sum_in_position_order
 from moeserve.dispatch import native
-from moeserve.dispatch.local import group_by_slot
+from moeserve.dispatch.local import LocalDispatcher, group_by_slot
 from moeserve.dispatch.onesided_plan import expand_grid, plan_fanout, position_index, sum_in_j_order
 
 
@@ -173,11 +173,10 @@ def test_total_reads_expert_output_in_place_as_local_sums_it(seed: int) -> None:
     otherwise the same mix summed in the same order in torch. One process plays W ranks."""
     if not native.load():
         pytest.skip("the C++ dispatch kernels are not built here (no compiler?)")
-    from moeserve.dispatch.local import LocalDispatcher
-
     ops = torch.ops.moeserve_dispatch
     g, _, k, W, S = _shapes(seed)
-    dtype, w_dtype, H = (torch.float32, torch.bfloat16, torch.float16)[seed % 3], (torch.float32, torch.bfloat16)[seed % 2], 6
+    dtype, w_dtype = (torch.float32, torch.bfloat16, torch.float16)[seed % 3], (torch.float32, torch.bfloat16)[seed % 2]
+    H = 6
     tokens = [int(torch.randint(0, 9, (1,), generator=g)) for _ in range(W)]
     M = max(max(tokens), 1)
     ids = [torch.randint(-1, W * S, (T, k), generator=g) for T in tokens]
@@ -195,7 +194,8 @@ def test_total_reads_expert_output_in_place_as_local_sums_it(seed: int) -> None:
     width, region_bytes = 1 + M * k, 4096
     regions = torch.full((W, region_bytes), 0xFF, dtype=torch.uint8)  # each rank's region (junk around the rows)
     terms = torch.full((W, W, width), -5, dtype=torch.int64)  # [source's region, expert rank d, 1 + M * k]
-    partials = torch.cat([torch.full((W, W * M, H), float("nan")), torch.zeros(W, 1, H)], 1)  # [source, W * M + 1, H]
+    # [source, W * M + 1, H]: each source's partial rows (the last zeros)
+    partials = torch.cat([torch.full((W, W * M, H), float("nan")), torch.zeros(W, 1, H)], 1)
     for d in range(W):
         recv = [int(c) for c in (sends[s][0][d] for s in range(W))]
         n = max(recv)

@@ -320,7 +320,8 @@ void publish(const at::Tensor& term_index, std::vector<int64_t> counts, int64_t 
   TORCH_CHECK(term_index.is_contiguous() && term_index.scalar_type() == at::kLong && fan_terms.dim() == 2 &&
               fan_terms.stride(1) == 1 && fan_terms.scalar_type() == at::kLong);
   const int64_t W = fan_terms.size(0), k = term_index.size(1);
-  TORCH_CHECK((int64_t)counts.size() == W && term_index.size(0) == W * n, "moeserve_dispatch: publish's terms do not match");
+  TORCH_CHECK((int64_t)counts.size() == W && term_index.size(0) == W * n,
+              "moeserve_dispatch: publish's terms do not match");
   const int64_t* ti = term_index.data_ptr<int64_t>();
   for (int64_t s = 0; s < W; ++s) {
     int64_t* dst = fan_terms.data_ptr<int64_t>() + s * fan_terms.stride(0);
