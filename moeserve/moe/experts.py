@@ -75,13 +75,14 @@ class GroupedExperts(nn.Module, UsesKernels):
     def forward(self, batch: ExpertBatch, out: torch.Tensor | None = None) -> torch.Tensor:
         """batch.hidden [R, H] grouped by local slot -> [R, H] (partial over tp when Il = I / tp).
 
-        out: [R, H] where the result must go (the dispatcher's buffer: Dispatcher.expert_output); the
-        kernel sets return a tensor of their own, copied into it."""
+        out: [R, H] where the result should go (the dispatcher's buffer: Dispatcher.expert_output); the
+        kernel sets return a tensor of their own, copied into it. A result of another dtype than out's
+        is returned as it is (a cast would round it differently from `local`)."""
         assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden) if out is None else out
         y = self.kernels.experts(self, batch)
-        return y if out is None else out.copy_(y)
+        return y if out is None or y.dtype != out.dtype else out.copy_(y)
 
     def blocked_act(self, x: torch.Tensor) -> torch.Tensor:
         """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""

@@ -209,3 +209,13 @@ def test_experts_write_into_the_buffer_the_dispatcher_offers(num_tokens):
     assert len(dispatcher.offered) == 1 and dispatcher.combined[0] is dispatcher.offered[0]
     assert not bool(dispatcher.offered[0].isnan().any())  # every row written
     assert torch.equal(out, moe(x, LocalDispatcher(E)))  # and the same output as without a buffer
+
+
+def test_an_output_of_another_dtype_is_not_cast_into_the_buffer():
+    moe = filled_moe()
+    x = torch.randn(5, H)
+    batch, _ = LocalDispatcher(E).dispatch(x, *moe.router(moe.gate(x)))
+    buffer = torch.zeros(batch.num_rows, H, dtype=torch.bfloat16)
+    y = moe.experts(batch, out=buffer)
+    assert y is not buffer and y.dtype == torch.float32 and not bool(buffer.any())
+    assert torch.equal(y, moe.experts(batch))
