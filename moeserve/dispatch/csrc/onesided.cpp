@@ -230,8 +230,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> expand(
   TORCH_CHECK(!is_placed || (placed.is_contiguous() && placed.dim() == 2 && placed.size(1) == H &&
                              placed.size(0) >= R && placed.dtype() == hidden.dtype()),
               "moeserve_dispatch: expand's placed rows do not match");
-  // not placed: the rows are copied into the caller's scratch where it holds them (no allocation: glibc
-  // may give a fresh megabyte-sized tensor back to the kernel at free, to fault in page by page again)
+  // not placed: the rows are copied into the caller's scratch where it holds them (the shm dispatcher's
+  // rows block: no allocation, and an identity expert's output then lies where combine reads it in place)
   const bool fits = scratch.numel() && scratch.is_contiguous() && scratch.dim() == 2 && scratch.size(1) == H &&
                     scratch.size(0) >= R && scratch.dtype() == hidden.dtype();
   auto rows = is_placed ? placed.narrow(0, 0, R) : fits ? scratch.narrow(0, 0, R) : at::empty({R, H}, hidden.options());
