@@ -89,21 +89,31 @@ def test_an_ep_prefill_names_the_group_holding_the_blocks(servers):
     its group, and the decoder reads from that group's pool."""
     prefill, decode = servers["ep2"], servers["tp1"]
     words = PROMPTS["long"].split()
-    bodies = [body_for(prefill, "groups: " + " ".join(words[7 * i: 7 * i + 30]), max_tokens=6) for i in range(6)]
 
     def prefill_call(body: dict) -> dict:
         r = post(prefill.url, "/v1/completions", dict(body, max_tokens=1, min_tokens=1, kv_transfer_params=ROUTER_PREFILL))
         assert r.status_code == 200, r.text
         return r.json()["kv_transfer_params"]
 
-    with ThreadPoolExecutor(len(bodies)) as pool:
-        params = list(pool.map(prefill_call, bodies))
-    assert {p["remote_group"] for p in params} == {0, 1}
-    wrong = dict(params[0], remote_group=1 - params[0]["remote_group"])
-    r = post(decode.url, "/v1/completions", dict(bodies[0], kv_transfer_params=wrong))
-    assert r.status_code == 400 and "remote_group" in r.json()["error"]["message"]
-    outs = [decoded(decode.url, "/v1/completions", dict(b, kv_transfer_params=p)) for b, p in zip(bodies, params)]
-    assert [o["choices"][0]["token_ids"] for o in outs] == [colocated(decode, b) for b in bodies]
+    groups: set[int] = set()
+    # on a loaded machine six posts may reach the server one after another, each prefill done before the
+    # next arrives (so all go to the idle group 0): a fresh round of six, up to three, until both were named
+    for attempt in range(3):
+        bodies = [body_for(prefill, f"groups {attempt}: " + " ".join(words[7 * i: 7 * i + 30]), max_tokens=6)
+                  for i in range(6)]
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            params = list(pool.map(prefill_call, bodies))
+        if attempt == 0:
+            wrong = dict(params[0], remote_group=1 - params[0]["remote_group"])
+            r = post(decode.url, "/v1/completions", dict(bodies[0], kv_transfer_params=wrong))
+            assert r.status_code == 400 and "remote_group" in r.json()["error"]["message"]
+        # every round's blocks are read (and so released) by the decoder, which gets the colocated tokens
+        outs = [decoded(decode.url, "/v1/completions", dict(b, kv_transfer_params=p)) for b, p in zip(bodies, params)]
+        assert [o["choices"][0]["token_ids"] for o in outs] == [colocated(decode, b) for b in bodies]
+        groups |= {p["remote_group"] for p in params}
+        if groups == {0, 1}:
+            break
+    assert groups == {0, 1}
 
 
 def test_an_ep_decoder_pulls_into_whichever_group_takes_the_request(servers):
