@@ -6,14 +6,15 @@ where `auto`'s a2a/agrs crossover `tiny_tokens` lies: moeserve/dispatch/registry
 `tokens` random tokens (none on the last `--idle-ranks`: an idle attention group) to `experts` experts
 (top-k), then runs dispatch and combine with no expert compute in between (the expert output is the
 dispatched rows themselves: for shm's C++ path they lie in its heap, where its experts would write
-theirs, so combine reads them in place as it would read the experts' output), `--iters` times per backend, the backends interleaved in rounds so that
-load changes on a shared machine hit both alike, each round in a shuffled order (whichever backend
-comes right after gloo's large collectives runs slower: with a fixed order that was always shm, by
-1-2 ms a call at ep 8 on two cores). Every rank reports its median; the slowest rank's
-median is the layer's time (the collectives make every rank wait for the slowest). With `--layers L`
-each sample is L calls back to back, divided by L: consecutive MoE layers of one step, where every
-rank enters a layer as its previous combine returns, instead of one call right after a barrier (whose
-ranks leave the barrier at different times: on more ranks than cores the stagger is most of a call).
+theirs, so combine reads them in place as it would read the experts' output), `--iters` times per
+backend, the backends interleaved in rounds so that load changes on a shared machine hit both alike,
+each round in a shuffled order (whichever backend comes right after gloo's large collectives runs
+slower: with a fixed order that was always shm, by 1-2 ms a call at ep 8 on two cores). Every rank
+reports its median; the slowest rank's median is the layer's time (the collectives make every rank
+wait for the slowest). With `--layers L` each sample is L calls back to back, divided by L:
+consecutive MoE layers of one step, where every rank enters a layer as its previous combine returns,
+instead of one call right after a barrier (whose ranks leave the barrier at different times: on more
+ranks than cores the stagger is most of a call).
 Not run by CI; numbers go to docs/dispatch.md.
 
     python benchmarks/dispatch_latency.py --ep 2 4 8 --tokens 1 4 16 64 256 --hidden 256 4096

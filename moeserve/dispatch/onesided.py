@@ -217,6 +217,7 @@ class OneSidedDispatcher:
             back_index = self.puts.send(self.heap, self._tables[p], layout, hidden, topk_ids, weights,
                                         self.num_local_slots, self._mine[p].slots, epoch, row, err is not None)
         elif self._native:  # the C++ send, then every peer's meta and flag in one call
+            topk_ids, weights = topk_ids.contiguous(), weights.contiguous()  # and combine reads them
             counts, back_index, own = self._no_rows, None, None
             if max_tokens * hidden.shape[1] * hidden.element_size() >= self._placed_from:  # alike on every rank
                 placed = self._count(p, epoch, topk_ids, err)
@@ -225,7 +226,7 @@ class OneSidedDispatcher:
                 start, rows_at = (placed, self._placed_fan[p]) if placed is not None else (self._none, self._none)
                 # this rank's own rows stay in `hidden` (own: their tokens) unless placed: csrc/onesided.cpp
                 counts, back_index, own = torch.ops.moeserve_dispatch.send(
-                    hidden, topk_ids.contiguous(), weights.contiguous(), self.num_local_slots,
+                    hidden, topk_ids, weights, self.num_local_slots,
                     fan.hidden, fan.slots, fan.weights, me, start, rows_at)
                 if int(counts[0]) < 0:  # an id out of range: nothing was written
                     err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
@@ -264,7 +265,7 @@ class OneSidedDispatcher:
             term_index=term_index, row_weights=row_weights, out_dtype=hidden.dtype, device=origin,
         )
         if self._native:
-            handle.ids, handle.weights = topk_ids.contiguous(), weights.contiguous()
+            handle.ids, handle.weights = topk_ids, weights
         return batch, handle
 
     def expert_output(self, batch: ExpertBatch) -> torch.Tensor | None:
@@ -328,7 +329,7 @@ class OneSidedDispatcher:
         source, token and top-k position."""
         # W ranks, S local slots, M rows per block
         W, me, layout = self.ctx.ep_size, self.ctx.ep_rank, self.layout
-        torch.ops.moeserve_dispatch.route_counts(topk_ids.contiguous() if err is None else self._none,
+        torch.ops.moeserve_dispatch.route_counts(topk_ids if err is None else self._none,
                                                  self.num_local_slots, self._counts_fan[p], int(err is not None))
         row = layout.flag_row(COUNTS, p)
         torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)

@@ -111,6 +111,16 @@ int64_t grain(int64_t bytes_per_row) {  // rows per task: ~256 KB, so decode-siz
   return std::max<int64_t>(1, (256 << 10) / std::max<int64_t>(1, bytes_per_row));
 }
 
+std::vector<int64_t> as_int64(const at::Tensor& ids) {  // a contiguous integer tensor's values, in order
+  std::vector<int64_t> id(ids.numel());
+  with_int(ids, [&](auto tag) {
+    using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const I* p = ids.data_ptr<I>();
+    for (size_t i = 0; i < id.size(); ++i) id[i] = (int64_t)p[i];
+  });
+  return id;
+}
+
 char* row_ptr(const at::Tensor& t, int64_t a, int64_t b) {  // &t[a][b][0] of a [A, B, C] view
   return (char*)t.data_ptr() + (a * t.stride(0) + b * t.stride(1)) * t.element_size();
 }
@@ -128,12 +138,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> send(const at::Tensor& hidden, co
   auto back = at::full({T, k}, W * M, at::kLong);
   int64_t* cnt = counts.data_ptr<int64_t>();
   int64_t* bk = back.data_ptr<int64_t>();
-  std::vector<int64_t> id(T * k);
-  with_int(ids, [&](auto tag) {
-    using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-    const I* p = ids.data_ptr<I>();
-    for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
-  });
+  const std::vector<int64_t> id = as_int64(ids);
   for (int64_t i = 0; i < T * k; ++i)
     if (id[i] < -1 || id[i] >= W * slots_per_rank) return {counts.fill_(-1), back, at::empty({0}, at::kLong)};
   const bool placed = placed_start.numel() > 0;
@@ -313,8 +318,8 @@ void partial(const at::Tensor& y, const at::Tensor& row_weights, const at::Tenso
   });
 }
 
-// The k int64 words at position r of an expert rank's terms for this source ([1 + M * k]: word 0 the
-// byte offset of its expert output in its region, -1 where it sent partials).
+// What a source reads of this expert rank's combine, into its terms block (see the header): the output's
+// byte offset (-1: partials were sent), then the output row of each of the source's rows at each position.
 void publish(const at::Tensor& term_index, std::vector<int64_t> counts, int64_t n, const at::Tensor& fan_terms,
              int64_t offset) {
   TORCH_CHECK(term_index.is_contiguous() && term_index.scalar_type() == at::kLong && fan_terms.dim() == 2 &&
@@ -355,20 +360,16 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
                              weights.is_contiguous() && weights.numel() == T * k && zero == W * M),
               "moeserve_dispatch: total's terms do not match");
   std::vector<const char*> at_rank(W, nullptr);
+  std::vector<int64_t> room(W, 0);  // bytes of d's region from its output on: rows past it are refused
   for (int64_t d = 0; d < W; ++d) {
     const int64_t offset = terms.data_ptr<int64_t>()[d * terms.size(1)];
-    if (offset >= 0) at_rank[d] = (const char*)regions.data_ptr<int64_t>()[d] + offset;
+    if (offset < 0) continue;
+    at_rank[d] = (const char*)regions.data_ptr<int64_t>()[d] + offset;
+    room[d] = region_bytes - offset;
   }
   const bool direct = std::any_of(at_rank.begin(), at_rank.end(), [](const char* p) { return p != nullptr; });
-  std::vector<int64_t> id;  // the slot ids as int64, where any rank's output is read in place
-  if (direct) {
-    id.resize(T * k);
-    with_int(ids, [&](auto tag) {
-      using I = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-      const I* p = ids.data_ptr<I>();
-      for (int64_t i = 0; i < T * k; ++i) id[i] = (int64_t)p[i];
-    });
-  }
+  // the slot ids as int64, where any rank's output is read in place
+  const std::vector<int64_t> id = direct ? as_int64(ids) : std::vector<int64_t>();
   auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
   with_float(out_dtype, [&](auto otag) {
     using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;  // also the in-place rows' dtype
@@ -400,8 +401,7 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
                 const int64_t i = bi[t * k + first];
                 if (d >= 0 && at_rank[d] != nullptr) {  // local's term: float(y) * float(w), in j order
                   const int64_t row = tm[d * (1 + M * k) + 1 + (i - d * M) * k + j];
-                  TORCH_CHECK(row >= 0 && at_rank[d] - (const char*)regions.data_ptr<int64_t>()[d] +
-                                              (row + 1) * row_bytes <= region_bytes,
+                  TORCH_CHECK(row >= 0 && (row + 1) * row_bytes <= room[d],
                               "moeserve_dispatch: an expert row outside its rank's region");
                   const O* src = (const O*)(at_rank[d] + row * row_bytes);
                   const float w = (float)tw[t * k + j];
