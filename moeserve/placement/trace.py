@@ -11,15 +11,17 @@ sample of per-token choices. On disk it is one `.npz` file (see traces/README.md
     token_id      int64   [N]         (optional) token key, equal across layers for one token, -1 = unknown
     placement     int32   [L, P]      (optional) phy2log of the placement in force while recording
 
-Other engines' dumps are read by `importers.py`, whose `load_trace` picks the reader from the content.
+`trace_npz.py` reads this format back, checking every array and field; other engines' dumps are read
+by `importers.py`, whose `load_trace` picks the reader from the content.
 """
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from moeserve.placement.file_limits import check_cells
 
 FORMAT_NAME = "moeserve-trace"
 FORMAT_VERSION = 1
@@ -27,7 +29,8 @@ _TOKEN_FIELDS = ("token_layer", "token_topk", "token_rank", "token_id")
 
 
 class TraceFormatError(ValueError):
-    """A trace file that no reader accepts; the message names the formats that were tried."""
+    """A trace file that cannot be read, that no reader accepts (the message names the formats tried),
+    or whose content breaks the format or a bound (the message names the file and the field)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class TokenSample:
 
     def coactivation(self, num_layers: int, num_experts: int) -> np.ndarray:
         """Pair counts [L, E, E] (symmetric, zero diagonal): how often two experts serve one token."""
+        check_cells((num_layers, num_experts, num_experts), "expert co-activation counts [layers, experts, experts]")
         out = np.zeros((num_layers, num_experts, num_experts))
         k = self.topk.shape[1]
         for a in range(k):
@@ -122,22 +126,6 @@ def save_trace(trace: Trace, path: str) -> None:
         arrays["placement"] = np.asarray(trace.placement, dtype=np.int32)
     with open(path, "wb") as f:
         np.savez(f, **arrays)
-
-
-def read_npz(data: bytes) -> Trace:
-    """A version-1 `.npz` trace from its bytes."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
-        if meta.get("format") != FORMAT_NAME:
-            raise TraceFormatError(f"npz file is not a {FORMAT_NAME} (format={meta.get('format')!r})")
-        if int(meta.get("version", 0)) > FORMAT_VERSION:
-            raise TraceFormatError(f"trace version {meta['version']} is newer than this reader ({FORMAT_VERSION})")
-        tokens = None
-        if "token_topk" in z:
-            layer, topk, rank, tid = (z[k] for k in _TOKEN_FIELDS)
-            tokens = TokenSample(layer.astype(np.int32), topk.astype(np.int32), rank.astype(np.int32), tid.astype(np.int64))
-        placement = z["placement"].astype(np.int32) if "placement" in z else None
-        return Trace(z["counts"].astype(np.float64), meta, tokens, placement)
 
 
 def merge_traces(traces: list[Trace]) -> Trace:
