@@ -86,7 +86,7 @@ def check_context_length(fields, max_model_len: int | None) -> None:
 
 def load_plan(path: str | None):
     """The placement plan at `path` (None: no plan), or ConfigError saying why it cannot be used."""
-    from moeserve.placement.plan import PlacementPlan
+    from moeserve.placement.plan import PlacementPlan, PlanFileError
 
     if path is None:
         return None
@@ -94,5 +94,5 @@ def load_plan(path: str | None):
         return PlacementPlan.load(path)
     except OSError as e:
         raise ConfigError(f"cannot read --placement {path}: {e.strerror or e}") from None
-    except ValueError as e:  # PlanError included: a broken invariant, named
-        raise ConfigError(f"--placement {path}: {e}") from None
+    except PlanFileError as e:  # the field, bound or invariant that is broken, named
+        raise ConfigError(f"--placement {path}: {e.detail}") from None

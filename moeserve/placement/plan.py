@@ -10,12 +10,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PLAN_FORMAT = "moeserve-placement"
-PLAN_VERSION = 1
+from moeserve.placement.file_limits import FileContentError, check_cells
+from moeserve.placement.plan_file import PLAN_FORMAT, PLAN_VERSION, PlanFields, plan_fields, read_plan_file
 
 
 class PlanError(ValueError):
     """A plan that breaks an invariant or does not fit the deployment; the message says which."""
+
+
+class PlanFileError(PlanError):
+    """A plan file whose content breaks its format, a bound or an invariant: `detail` says which
+    field, `path` which file."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"placement plan {path}: {detail}")
+        self.path, self.detail = path, detail
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,10 @@ class PlacementPlan:
             ok = (phy2log[layer] >= 0) & (phy2log[layer] < num_experts)
             replicas[layer] = np.bincount(phy2log[layer][ok], minlength=num_experts)
         width = max(int(replicas.max(initial=0)), 1)
+        try:
+            check_cells((num_layers, num_experts, width), "log2phy [layers, experts, most replicas of an expert]")
+        except FileContentError as e:
+            raise PlanError(str(e)) from None
         log2phy = np.full((num_layers, num_experts, width), -1, np.int64)
         for layer in range(num_layers):
             order = np.argsort(phy2log[layer], kind="stable")  # slots grouped by expert, ascending
@@ -135,14 +148,16 @@ class PlacementPlan:
 
     @classmethod
     def from_json(cls, obj: dict) -> "PlacementPlan":
-        if int(obj.get("version", 1)) > PLAN_VERSION:
-            raise PlanError(f"plan version {obj['version']} is newer than this reader ({PLAN_VERSION})")
-        phy2log = np.asarray(obj["phy2log"], dtype=np.int64)
-        num_experts = obj.get("num_experts", int(phy2log.max(initial=-1)) + 1)  # absent: what the slots hold
-        if not isinstance(num_experts, int) or isinstance(num_experts, bool) or num_experts < 1:
-            raise PlanError(f"num_experts must be a whole number >= 1, got {num_experts!r}")
-        plan = cls.from_phy2log(phy2log, num_experts, obj["num_ranks"], obj.get("num_nodes", 1), obj.get("layer_ids"))
-        return plan.validate()
+        """The plan of a JSON object (`to_json`'s form, plan_file.py), every field and invariant checked."""
+        try:
+            fields = plan_fields(obj)
+        except FileContentError as e:
+            raise PlanError(str(e)) from None
+        return cls._from_fields(fields)
+
+    @classmethod
+    def _from_fields(cls, f: PlanFields) -> "PlacementPlan":
+        return cls.from_phy2log(f.phy2log, f.num_experts, f.num_ranks, f.num_nodes, f.layer_ids).validate()
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:
@@ -150,14 +165,9 @@ class PlacementPlan:
 
     @classmethod
     def load(cls, path: str) -> "PlacementPlan":
-        with open(path) as f:
-            try:
-                obj = json.load(f)
-            except ValueError as e:
-                raise ValueError(f"placement plan {path} is not valid JSON: {e}") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"placement plan {path} must be a JSON object (moeserve place writes one)")
+        """The plan file at `path`; OSError when it cannot be read, PlanError naming the file and the
+        field (or the invariant) otherwise."""
         try:
-            return cls.from_json(obj)
-        except KeyError as e:
-            raise ValueError(f"placement plan {path} lacks the field {e}") from None
+            return cls._from_fields(read_plan_file(path))
+        except (FileContentError, PlanError) as e:
+            raise PlanFileError(path, str(e)) from None

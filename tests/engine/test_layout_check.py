@@ -214,7 +214,7 @@ def test_a_placement_plan_that_does_not_fit_is_refused_before_anything_starts(ch
         LLM(model=model, ep=2, placement=more_layers)
     typed = json.loads(open(more_layers).read()) | {"num_experts": "8"}
     (tmp_path / "typed.json").write_text(json.dumps(typed))
-    with pytest.raises(ConfigError, match=r"num_experts must be a whole number"):
+    with pytest.raises(ConfigError, match=r"field .num_experts. must be a whole number"):
         LLM(model=model, ep=2, placement=str(tmp_path / "typed.json"))
     with pytest.raises(ConfigError, match=r"cannot read --placement .*missing\.json"):
         LLM(model=model, ep=2, placement=str(tmp_path / "missing.json"))
