@@ -35,7 +35,10 @@ def balancedness_from(trace_paths: list[str], plan_path: str | None, ep: int, re
 
     trace = merge_traces([load_trace(p) for p in trace_paths])
     if plan_path:
-        plan = PlacementPlan.load(plan_path)
+        try:
+            plan = PlacementPlan.load(plan_path)
+        except OSError as e:
+            raise ValueError(f"cannot read placement plan {plan_path}: {e.strerror or e}") from None
         if plan.num_ranks != ep:
             raise ValueError(f"--plan has {plan.num_ranks} ranks but the layout has ep {ep}")
     else:

@@ -39,28 +39,46 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    traces = [load_trace(path) for path in args.trace]
-    shapes = {t.counts.shape[1:] for t in traces}
-    if len(shapes) > 1:
-        return _fail(f"traces disagree on [layers, experts]: {sorted(shapes)}")
     try:
-        current = PlacementPlan.load(args.current) if args.current else None
+        traces = [load_trace(path) for path in args.trace]
+        shapes = {t.counts.shape[1:] for t in traces}
+        if len(shapes) > 1:
+            return _fail(f"traces disagree on [layers, experts]: {sorted(shapes)}")
+        num_experts = traces[0].num_experts
+        if args.groups is not None and (args.groups < 1 or num_experts % args.groups):
+            return _fail(f"--groups {args.groups} does not split the traces' {num_experts} experts into equal groups")
+        current = _load_plan(args.current) if args.current else None
+        if current is not None and (current.num_layers, current.num_experts) != traces[0].counts.shape[1:]:
+            return _fail(f"--current plan is [layers={current.num_layers}, experts={current.num_experts}], "
+                         f"traces {traces[0].counts.shape[1:]}")
         if args.eval:
-            plan, runtime = PlacementPlan.load(args.eval), None
+            plan, runtime = _load_plan(args.eval), None
         else:
             plan, runtime = _plan(args, traces, current)
-    except ValueError as e:
+    except ValueError as e:  # TraceFormatError and PlanError: the file and the field, named
         return _fail(str(e))
     if (plan.num_layers, plan.num_experts) != traces[0].counts.shape[1:]:
         return _fail(f"plan is [layers={plan.num_layers}, experts={plan.num_experts}], traces {traces[0].counts.shape[1:]}")
-    report = _report(plan, traces, current, runtime, args)
-    if args.output and not args.eval:
-        plan.save(args.output)
-        report["output"] = args.output
-    if args.plot:
-        _plot(plan, traces, current, args.plot)
+    try:
+        report = _report(plan, traces, current, runtime, args)
+        if args.output and not args.eval:
+            plan.save(args.output)
+            report["output"] = args.output
+        if args.plot:
+            _plot(plan, traces, current, args.plot)
+    except ValueError as e:  # e.g. a --current plan of another shape than the new one
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"cannot write {e.filename}: {e.strerror or e}")
     print(json.dumps(report, indent=2) if args.json else _format(report))
     return 0
+
+
+def _load_plan(path: str) -> PlacementPlan:
+    try:
+        return PlacementPlan.load(path)
+    except OSError as e:
+        raise ValueError(f"cannot read placement plan {path}: {e.strerror or e}") from None
 
 
 def _plan(args: argparse.Namespace, traces: list[Trace], current: PlacementPlan | None):

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
 from moeserve.placement.importers import load_trace
-from moeserve.placement.trace import Trace, save_trace
+from moeserve.placement.trace import Trace, TraceFormatError, save_trace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,14 +72,35 @@ def _thin(trace: Trace, max_tokens: int | None) -> Trace:
     return replace(trace, tokens=TokenSample(t.layer[keep], t.topk[keep], t.rank[keep], t.token_id[keep]))
 
 
+def _fail(msg: str) -> int:
+    print(f"moeserve trace: error: {msg}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace)
-    if args.trace_command == "convert":
-        if args.phase:
-            trace = trace.with_meta(phase=args.phase)
-        save_trace(_thin(trace, args.max_tokens), args.output)
-        print(f"wrote {args.output}: {trace.num_windows} windows x {trace.num_layers} layers x {trace.num_experts} experts")
-        return 0
+    if args.trace_command == "show" and args.top < 0:
+        return _fail(f"--top must be >= 0, got {args.top}")
+    if args.trace_command == "convert" and args.max_tokens is not None and args.max_tokens < 1:
+        return _fail(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    try:
+        trace = load_trace(args.trace)
+    except TraceFormatError as e:  # the file and the field, named; an unreadable file too
+        return _fail(str(e))
+    try:
+        return _convert(trace, args) if args.trace_command == "convert" else _show(trace, args)
+    except OSError as e:
+        return _fail(f"cannot write {e.filename}: {e.strerror or e}")
+
+
+def _convert(trace: Trace, args: argparse.Namespace) -> int:
+    if args.phase:
+        trace = trace.with_meta(phase=args.phase)
+    save_trace(_thin(trace, args.max_tokens), args.output)
+    print(f"wrote {args.output}: {trace.num_windows} windows x {trace.num_layers} layers x {trace.num_experts} experts")
+    return 0
+
+
+def _show(trace: Trace, args: argparse.Namespace) -> int:
     summary = summarize(trace, args.top)
     print(json.dumps(summary, indent=2) if args.json else _format(summary))
     if args.heatmap:

@@ -96,13 +96,15 @@ def min_cover(has: np.ndarray, topk: np.ndarray, prefer: np.ndarray | None = Non
 
 
 def units_per_token(plan: PlacementPlan, tokens: TokenSample) -> tuple[float, float]:
-    """Mean GPUs and nodes touched per token record under the fewest-GPU replica choice."""
+    """Mean GPUs and nodes touched per token record under the fewest-GPU replica choice. A source
+    rank the plan does not have (the trace was recorded on more ranks) counts as unknown."""
     gpus = nodes = 0
     for layer in range(plan.num_layers):
         sel = tokens.layer == layer
         if not sel.any():
             continue
         topk, rank = tokens.topk[sel], tokens.rank[sel]
+        rank = np.where(rank < plan.num_ranks, rank, -1)
         gpus += min_cover(presence(plan, layer), topk, rank).sum()
         node_of = np.where(rank >= 0, rank // plan.ranks_per_node, -1)
         nodes += min_cover(presence(plan, layer, per_node=True), topk, node_of).sum()

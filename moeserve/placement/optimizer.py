@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from moeserve.placement import coactivation, incremental, locality, moves, packing
+from moeserve.placement.file_limits import MAX_SLOTS
 from moeserve.placement.plan import PlacementPlan
 
 
@@ -40,6 +41,11 @@ class PlacementSpec:
 
     def validate(self, num_experts: int) -> None:
         slots = num_experts + self.num_redundant
+        if self.num_groups < 1:
+            raise ValueError(f"expert groups must be >= 1, got {self.num_groups}")
+        if slots > MAX_SLOTS:
+            raise ValueError(f"{num_experts} experts + {self.num_redundant} redundant slots = {slots} slots per layer, "
+                             f"more than {MAX_SLOTS}")
         if self.num_ranks < 1 or self.num_nodes < 1 or self.num_ranks % self.num_nodes:
             raise ValueError(f"{self.num_ranks} ranks do not split evenly over {self.num_nodes} nodes")
         if self.num_redundant < 0 or slots % self.num_ranks:
