@@ -117,7 +117,23 @@ def engine_decode_step_seconds(batches=(1, 2, 4, 16, 32)) -> dict:
 
 
 def measure() -> dict:
+    """Time this machine; the profile (profile_from) is built from these timings."""
     import torch
+
+    torch.set_num_threads(THREADS)
+    with open("/proc/meminfo") as f:
+        mem_gb = int(f.readline().split()[1]) * 1024 / 1e9
+    when = datetime.date.today().isoformat()
+    return {"where": f"{platform.machine()}, {os.cpu_count()} cores, {THREADS} torch thread, {when}",
+            "cpus": os.cpu_count(), "memory_gb": mem_gb, "gemm_tflops": gemm_tflops(), "copy_gbs": memory_gbs(),
+            "layer_s": layer_seconds(), "steps": engine_decode_step_seconds()}
+
+
+def profile_from(t: dict) -> dict:
+    """A CPU profile from measured timings `t` (measure()'s keys): the rates stored as the 'peaks' the
+    shared efficiency factors turn back into what was measured, and the fixed host costs fitted as what
+    the modeled layers and steps leave. Pure: rerun it on recorded timings when the model changes."""
+    import numpy as np
 
     from moeserve.capacity.efficiency import DEFAULT
     from moeserve.capacity.hardware import from_dict
@@ -125,24 +141,16 @@ def measure() -> dict:
     from moeserve.capacity.model_spec import load_model
     from moeserve.capacity.step_time import StepInput, StepModel
 
-    torch.set_num_threads(THREADS)
-    when = datetime.date.today().isoformat()
-    where = f"{platform.machine()}, {os.cpu_count()} cores, {THREADS} torch thread, {when}"
-    tflops, gbs = gemm_tflops(), memory_gbs()
-    layer_s = layer_seconds()
-    steps = engine_decode_step_seconds()
-    with open("/proc/meminfo") as f:
-        mem_gb = int(f.readline().split()[1]) * 1024 / 1e9
+    where, tflops, gbs = t["where"], t["gemm_tflops"], t["copy_gbs"]
     src = f"moeserve configure --calibrate ({where})"
-    # stored as the 'peak' that the shared efficiency factors turn back into the measured rates
     data = {
         "name": "cpu",
-        "memory_gb": {"value": round(mem_gb, 1), "source": f"/proc/meminfo MemTotal ({where})"},
+        "memory_gb": {"value": round(t["memory_gb"], 1), "source": f"/proc/meminfo MemTotal ({where})"},
         "memory_bandwidth_gbs": {"value": round(gbs / DEFAULT.weight_stream, 3), "source":
                                  f"{src}: copy of 256 MiB fp32 at {gbs:.2f} GB/s (best of 8) / weight_stream {DEFAULT.weight_stream}"},
         "tflops": {"fp32": {"value": round(tflops / DEFAULT.gemm, 5), "source":
                             f"{src}: 512^3 fp32 torch.mm at {tflops * 1e3:.1f} GFLOP/s (best of 30) / gemm {DEFAULT.gemm}"}},
-        "gpus_per_node": {"value": os.cpu_count(), "source": "os.cpu_count(): ranks of one machine share memory"},
+        "gpus_per_node": {"value": t["cpus"], "source": "os.cpu_count(): ranks of one machine share memory"},
         "scaleup_gbs": {"value": round(gbs / 2, 2), "source": f"{src}: half the copy bandwidth (gloo over loopback copies twice)"},
         "scaleup_latency_us": {"value": 300, "source": "estimate, not measured: one gloo collective over loopback"},
         "scaleout_gbs": {"value": 1.25, "source": "estimate, not measured: 10 Gb/s Ethernet between machines"},
@@ -153,32 +161,37 @@ def measure() -> dict:
         "seq_overhead_us": {"value": 0, "source": "set below from the engine measurement"},
         "expert_overhead_us": {"value": 0, "source": "set below from the engine measurement"},
         "gemm_tile_rows": {"value": 1, "source": "CPU GEMM libraries (oneDNN, MKL) have no tensor-core tile: a row costs a row"},
+        "card_class": {"value": "cpu", "source": "a CPU: oneDNN/MKL GEMMs have no tensor-core tile and reach the measured rate at any row count"},
+        "allreduce_latency_us": {"value": 300, "source": "estimate, not measured: one gloo collective over loopback"},
+        "gemm_min_tile_rows": {"value": 1, "source": "CPU GEMM libraries (oneDNN, MKL) have no tensor-core tile: a row costs a row"},
+        "kernel_floor_us": {"value": 0, "source": "CPU kernels run on the calling thread, no graphs: the fixed costs are graph_layer_overhead_us and step_overhead_ms"},
+        "host_memory_gb": {"value": 0, "source": "a CPU rank's weights are in host memory already: nothing to offload to"},
+        "host_link_gbs": {"value": 0, "source": "a CPU rank's weights are in host memory already: no host link"},
     }
     model = load_model(None)
     prec = Precision("fp32", "fp32", "fp32")
 
-    def modeled(hw_data, s: StepInput, whole_step: bool) -> float:
-        sm = StepModel(model, from_dict(hw_data, "calibration"), Layout(), prec)
+    def modeled(s: StepInput, whole_step: bool) -> float:
+        sm = StepModel(model, from_dict(data, "calibration"), Layout(), prec)
         if whole_step:
             return sm.step(s).total
         parts, _ = sm.layer(s, moe=True)
         return sum(parts.values())
 
-    layer_fixed = max(0.0, layer_s - modeled(data, StepInput("decode", 1, 64, 1), False))
+    layer_s, steps = t["layer_s"], {int(b): v for b, v in t["steps"].items()}
+    layer_fixed = max(0.0, layer_s - modeled(StepInput("decode", 1, 64, 1), False))
     data["graph_layer_overhead_us"] = {"value": round(layer_fixed * 1e6, 1), "source": (
         f"{src}: one built-in MoE decoder layer at 1 token took {layer_s * 1e6:.0f} us (median of 200); this is "
         "that minus its roofline time: Python and operator dispatch")}
     # what the modeled layers leave of each measured step = fixed + per sequence + per active expert
-    import numpy as np
-
     rows, rest = [], []
-    for b, t in sorted(steps.items()):
-        rest.append(t - modeled(data, StepInput("decode", b, 24, b), True))
+    for b, step in sorted(steps.items()):
+        rest.append(step - modeled(StepInput("decode", b, 24, b), True))
         active = model.num_experts * (1 - (1 - 1 / model.num_experts) ** (b * model.top_k)) * model.num_moe_layers
         rows.append([1.0, b, active])
     coef = _nonnegative_fit(np.array(rows), np.array(rest))
     note = (f"{src}: decode steps of the built-in model in moeserve's engine took "
-            + ", ".join(f"{t * 1e3:.2f} ms at {b}" for b, t in sorted(steps.items()))
+            + ", ".join(f"{v * 1e3:.2f} ms at {b}" for b, v in sorted(steps.items()))
             + " sequences (40- minus 8-token runs); what the modeled layers leave, fitted as fixed + per sequence + per active expert")
     data["step_overhead_ms"] = {"value": round(float(coef[0]) * 1e3, 3), "source": note}
     data["seq_overhead_us"] = {"value": round(float(coef[1]) * 1e6, 1), "source": note}
@@ -203,7 +216,7 @@ def _nonnegative_fit(a, y):
 def write_profile(path: str) -> str:
     import yaml
 
-    data = measure()
+    data = profile_from(measure())
     header = ("# CPU profile written by `moeserve configure --calibrate`; every number says how it was measured.\n"
               "# Use it with `moeserve configure --hardware THIS_FILE`.\n")
     with open(path, "w") as f:

@@ -4,53 +4,107 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
-from pathlib import Path
 
+from moeserve.capacity import planner, report
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.hardware import known_profiles, load_hardware
-from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
-from moeserve.capacity import planner
 from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
+MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); acceptance past ~3 is not reported
+# (flag, lowest, highest, lowest allowed itself, highest allowed itself): every number must be finite and in range
+BOUNDS = {
+    "gpus": (1, planner.MAX_GPUS, True, True), "isl": (1, 10_000_000, True, True), "osl": (1, 10_000_000, True, True),
+    "cache_hit": (0, 1, True, False), "isl_cv": (0, 10, True, True), "ttft_slo_ms": (0, 1e9, False, True),
+    "tpot_slo_ms": (0, 1e9, False, True), "balancedness": (0, 1, False, True), "tp": (1, 1024, True, True),
+    "ep": (1, planner.MAX_GPUS, True, True), "moe_tp": (1, 1024, True, True), "batch": (0, 1e7, False, True),
+    "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
+    "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
+}
+
+
+def _finite(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _redundant(text: str):
+    return "auto" if text == "auto" else _finite(int)(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.error = _one_line_error(p)
+    num, integer = _finite(float), _finite(int)
     p.add_argument("--model", help=f"checkpoint directory, config.json, or a shipped name ({', '.join(shipped_models())}); "
                    "default: the built-in tiny MoE")
     p.add_argument("--hardware", help=f"profile name ({', '.join(known_profiles())}) or a profile YAML file")
-    p.add_argument("--gpus", type=int, help="GPUs (ranks) to plan for (default: the fixed layout's world, else 8)")
-    p.add_argument("--isl", type=int, default=1024, help="input tokens per request (default 1024)")
-    p.add_argument("--osl", type=int, default=256, help="output tokens per request (default 256)")
-    p.add_argument("--cache-hit", type=float, default=0.0, help="share of input tokens found in the prefix cache (default 0)")
-    p.add_argument("--isl-cv", type=float, default=0.0, help="spread of prompt lengths, std / mean (default 0: all --isl long)")
-    p.add_argument("--ttft-slo-ms", type=float, help="time-to-first-token objective")
-    p.add_argument("--tpot-slo-ms", type=float, help="time-per-output-token objective")
+    p.add_argument("--gpus", type=integer, help=f"GPUs (ranks) to plan for, 1-{planner.MAX_GPUS} (default: the fixed layout's world, else 8)")
+    p.add_argument("--isl", type=integer, default=1024, help="input tokens per request (default 1024)")
+    p.add_argument("--osl", type=integer, default=256, help="output tokens per request (default 256)")
+    p.add_argument("--cache-hit", type=num, default=0.0, help="share of input tokens found in the prefix cache, [0, 1) (default 0)")
+    p.add_argument("--isl-cv", type=num, default=0.0, help="spread of prompt lengths, std / mean, 0-10 (default 0: all --isl long)")
+    p.add_argument("--ttft-slo-ms", type=num, help="time-to-first-token objective")
+    p.add_argument("--tpot-slo-ms", type=num, help="time-per-output-token objective")
     p.add_argument("--trace", nargs="+", metavar="FILE", help="routing traces: expert balancedness from them (moeserve place --eval)")
     p.add_argument("--plan", metavar="PLAN.json", help="placement plan scored on --trace (default: contiguous experts)")
-    p.add_argument("--balancedness", type=float, help=f"expert balancedness mean/max to assume without traces (default {ASSUMED_PLAIN} at ep > 1 without "
+    p.add_argument("--balancedness", type=num, help=f"expert balancedness mean/max to assume without traces (default {ASSUMED_PLAIN} at ep > 1 without "
                    f"redundant experts, {ASSUMED_REPLICATED} with one or more per rank)")
     p.add_argument("--phase", choices=("prefill", "decode", "colocated"), help="predict this fixed layout instead of ranking")
-    p.add_argument("--tp", type=int, help="fixed layout: tensor-parallel degree")
-    p.add_argument("--ep", type=int, help="fixed layout: expert-parallel degree")
-    p.add_argument("--redundant", type=int, default=0, help="fixed layout: redundant expert slots over the EP ranks (default 0)")
-    p.add_argument("--batch", type=float, help="fixed layout: decode sequences per GPU, or prefill tokens per GPU per step "
+    p.add_argument("--tp", type=integer, help="fixed layout: tensor-parallel degree of attention and dense layers")
+    p.add_argument("--ep", type=integer, help="fixed layout: expert-parallel degree (expert groups)")
+    p.add_argument("--moe-tp", type=integer, help="fixed layout: split each expert's width over this many ranks of its EP group "
+                   "(MoE TP x EP; world = ep x moe-tp; default: experts split over --tp at --ep 1, whole experts at --ep > 1)")
+    p.add_argument("--redundant", type=_redundant, default="auto", help="fixed layout: redundant expert slots over the EP ranks, "
+                   "or auto (default): the fewest that split the experts evenly over --ep")
+    p.add_argument("--batch", type=num, help="fixed layout: decode sequences per GPU, or prefill tokens per GPU per step "
                    "(default: the best that fits and meets the SLOs)")
-    p.add_argument("--mtp-accept", type=float, default=1.0, help="mean tokens per decode step with MTP (1 + accepted drafts; default 1: off)")
+    p.add_argument("--mtp-accept", type=num, default=1.0, help="mean tokens per decode step with MTP (1 + accepted drafts; default 1: off)")
+    p.add_argument("--mtp-draft", type=integer, help=f"MTP draft tokens per step, 0-{MAX_DRAFT} (default: the fewest that can yield --mtp-accept)")
     p.add_argument("--tbo", action="store_true", help="two-batch overlap of communication with compute")
     p.add_argument("--no-cuda-graphs", action="store_true", help="eager kernel launches")
-    p.add_argument("--weights", choices=DTYPES, help="weight format (default fp8 where the hardware has FP8, else fp32)")
-    p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format (default bf16 on GPUs, fp32 on CPUs)")
-    p.add_argument("--memory-fraction", type=float, default=0.9, help="share of device memory the engine may use (default 0.9)")
-    p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10)")
+    p.add_argument("--offload-weights", action="store_true", help="prefill: routed experts may live in host memory, streamed "
+                   "layer by layer over the host link (Grace memory on GB200/GB300)")
+    p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default fp8 where the "
+                   "hardware has FP8, else fp32; bf16 with --emit: what moeserve serve runs)")
+    p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")
+    p.add_argument("--moe-weights", choices=DTYPES, help="routed experts' format (default --weights)")
+    p.add_argument("--dense-weights", choices=DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
+    p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format; attention computes in it where the card has FP8 "
+                   "tensor cores (default bf16 on GPUs, fp32 on CPUs)")
+    p.add_argument("--dispatch-dtype", choices=DTYPES, help="format tokens go to the experts in (default fp8 when the experts "
+                   "run fp8/fp4, else the activation format)")
+    p.add_argument("--combine-dtype", choices=DTYPES, help="format expert outputs come back in (default the activation format)")
+    p.add_argument("--gemm-min-tile", type=integer, help="smallest row tile of the GEMM kernels (the profile's: 64 on Hopper; "
+                   "32 for DeepGEMM's swapAB kernels)")
+    p.add_argument("--memory-fraction", type=num, default=0.9, help="share of device memory the engine may use, (0, 1] (default 0.9)")
+    p.add_argument("--top", type=integer, default=10, help="rows of the ranked table, 1-1000 (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--emit", metavar="serve.yaml", help="write the winner's `moeserve serve --config` file")
+    p.add_argument("--emit", metavar="serve.yaml", help="write the winner's `moeserve serve --config` file(s) (a P/D winner "
+                   "also writes NAME.prefill.yaml); plans in the formats moeserve serve runs")
     p.add_argument("--calibrate", nargs="?", const="cpu-calibrated.yaml", metavar="OUT.yaml",
                    help="time this machine (about a minute) and write a CPU hardware profile (default cpu-calibrated.yaml)")
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    """argparse's error, as one line (usage stays behind --help)."""
+    def error(message: str):
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    return error
 
 
 def _fail(msg: str) -> int:
@@ -67,13 +121,54 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except ValueError as e:
-        return _fail(str(e))
+        return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def _check(args) -> None:
+    for name, (lo, hi, lo_in, hi_in) in BOUNDS.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if not ((lo <= value if lo_in else lo < value) and (value <= hi if hi_in else value < hi)):
+            flag = "--" + name.replace("_", "-")
+            shown = value if isinstance(value, int) else f"{value:g}"
+            raise ValueError(f"{flag} {shown} is out of range: {'[' if lo_in else '('}{lo:g}, {hi:g}{']' if hi_in else ')'}")
+    if args.redundant != "auto" and args.redundant < 0:
+        raise ValueError(f"--redundant {args.redundant} is out of range: 0 or more, or auto")
+    draft = args.mtp_draft if args.mtp_draft is not None else math.ceil(args.mtp_accept - 1 - 1e-9)
+    if args.mtp_accept > draft + 1:
+        raise ValueError(f"--mtp-accept {args.mtp_accept:g} is more than --mtp-draft {draft} drafts can yield ({draft + 1})")
+    if args.gemm_min_tile is not None and args.gemm_min_tile & (args.gemm_min_tile - 1):
+        raise ValueError(f"--gemm-min-tile {args.gemm_min_tile} is not a power of two")
+    if args.plan and not args.trace:
+        raise ValueError("--plan is scored on routing traces: pass --trace too")
+    if args.offload_weights and args.phase in ("decode", "colocated"):
+        raise ValueError(f"--offload-weights streams weights for prefill only, not --phase {args.phase}")
+    if args.hardware is None:
+        raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
 
 
 def _precision(args, hw) -> Precision:
+    from moeserve.capacity.emit import served_formats
+
     gpu = bool(hw.tflops.get("fp8"))
     act = "bf16" if gpu else "fp32"
-    return Precision(weights=args.weights or ("fp8" if gpu else "fp32"), kv=args.kv_dtype or act, activations=act)
+    default = "fp8" if gpu else "fp32"
+    if args.emit:  # the file must run on moeserve serve: plan in what it runs, unless told otherwise (refused below)
+        default = act
+    prec = Precision(weights=args.weights or default, kv=args.kv_dtype or act, activations=act, attn=args.attn_weights,
+                     moe=args.moe_weights, dense=args.dense_weights, dispatch=args.dispatch_dtype, combine=args.combine_dtype)
+    if args.emit:
+        served = served_formats(gpu)
+        wrong = {k: v for k, v in (("attention", prec.attn_weights), ("experts", prec.moe_weights),
+                                   ("dense", prec.dense_weights), ("KV", prec.kv)) if v not in served}
+        if wrong:
+            raise ValueError(f"--emit writes a config moeserve serve runs, in {'/'.join(served)} weights and KV; "
+                             f"{', '.join(f'{k} {v}' for k, v in wrong.items())} is not among them (drop --emit to plan it)")
+        if len({prec.attn_weights, prec.moe_weights, prec.dense_weights, prec.kv}) > 1:
+            raise ValueError("--emit writes a config moeserve serve runs, in one --dtype for weights and KV: "
+                             f"{prec.describe()} mixes formats (drop --emit to plan it)")
+    return prec
 
 
 def _balance(args, model: ModelSpec):
@@ -95,125 +190,74 @@ def _balance(args, model: ModelSpec):
     return balance
 
 
-def _check(args) -> None:
-    if args.isl < 1 or args.osl < 1:
-        raise ValueError("--isl and --osl must be >= 1")
-    if not 0 <= args.cache_hit < 1:
-        raise ValueError(f"--cache-hit must be in [0, 1), got {args.cache_hit}")
-    if args.mtp_accept < 1:
-        raise ValueError(f"--mtp-accept is tokens per step, >= 1; got {args.mtp_accept}")
-    if args.balancedness is not None and not 0 < args.balancedness <= 1:
-        raise ValueError(f"--balancedness is mean/max load, in (0, 1]; got {args.balancedness}")
-    if args.plan and not args.trace:
-        raise ValueError("--plan is scored on routing traces: pass --trace too")
-    if args.hardware is None:
-        raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
-
-
 def _run(args) -> int:
     _check(args)
     model, hw = load_model(args.model), load_hardware(args.hardware)
-    pred = Predictor(model, hw, _precision(args, hw), DEFAULT)
+    if args.gemm_min_tile:
+        hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
+    prec = _precision(args, hw)
+    pred = Predictor(model, hw, prec, DEFAULT)
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
-    o = Options(mtp_accept=args.mtp_accept, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
+    o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
                 memory_fraction=args.memory_fraction)
     balance = _balance(args, model)
-    fixed = args.phase or args.tp or args.ep or args.batch
+    fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
+    notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
     if fixed:
-        results = [_fixed(args, pred, w, o, balance)]
+        result, note = _fixed(args, pred, w, o, balance)
+        results = [result]
+        notes += [note] if note else []
     else:
-        results = planner.rank(pred, args.gpus or 8, w, o, balance, args.top)
+        gpus = args.gpus or 8
+        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights)
         if not results:
-            raise ValueError(f"nothing fits: {model.name} on {args.gpus or 8} x {hw.name}; add GPUs or use smaller formats")
-    rows = [_row(r, w, balance) for r in results]
+            raise ValueError(f"nothing fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
+                             + ("" if args.offload_weights else " or --offload-weights for prefill"))
+        if (w.ttft_slo_ms or w.tpot_slo_ms) and not any(r.meets(w) for r in results):
+            notes.append("no deployment here meets the SLOs (goodput 0): ranked by output tokens/s; add GPUs, relax "
+                         "the SLOs or use smaller formats")
+    rows = [report.row(r, w, balance) for r in results]
+    written = []
     if args.emit:
-        _emit(args, results[0], w, hw, pred.prec, model)
+        from moeserve.capacity.emit import emit_files
+
+        written = emit_files(args.emit, args.model, results[0], w, hw, prec, model, args.plan)
     if args.json:
-        out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT)}
+        out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
+               "precision": report.precision_fields(prec), "notes": notes, "emitted": [path for path, _ in written]}
         out.update(rows[0] if fixed else {"deployments": rows, **rows[0]})
         print(json.dumps(out, indent=2, default=float))
     else:
-        print(_table(rows, model, hw, w))
+        print(report.table(rows, model, hw, w, notes))
+    for path, what in written:
+        print(f"wrote {path}: {what}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
-def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> Prediction:
+def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> tuple[Prediction, str]:
     tp, ep = args.tp or 1, args.ep or 1
-    lay = Layout(tp, ep, args.redundant).validate(pred.model.num_experts)
+    experts, note = pred.model.num_experts, ""
+    redundant = args.redundant
+    if redundant == "auto":
+        redundant = fill_redundant(experts, ep)
+        if redundant:
+            note = (f"--redundant auto: {redundant} redundant experts, so {experts} experts + {redundant} split evenly "
+                    f"over --ep {ep} ({(experts + redundant) // ep} slots per rank)")
+    lay = Layout(tp, ep, redundant, args.moe_tp or 0).validate(experts)
     if args.gpus and args.gpus % lay.world:
         raise ValueError(f"--gpus {args.gpus} is not a multiple of the layout's {lay.world} ranks")
-    o = replace(o, balancedness=balance(lay))
+    o = replace(o, balancedness=balance(lay), offload=args.offload_weights)
     phase = args.phase or "colocated"
     if phase == "prefill":
         if args.batch:
-            return pred.prefill(lay, args.batch, w, o)
+            return pred.prefill(lay, args.batch, w, o), note
         best = planner.best_prefill(pred, lay, w, o)
-        return best or pred.prefill(lay, planner.PREFILL_BATCHES[0], w, o)
+        return best or pred.prefill(lay, planner.PREFILL_BATCHES[0], w, o), note
     run = pred.decode if phase == "decode" else pred.colocated
     if args.batch:
-        return run(lay, args.batch, w, o)
-    best = planner.best_batch(lambda b: run(lay, b, w, o), planner.DECODE_BATCHES, w)
-    return best or run(lay, 1, w, o)
-
-
-def _row(p: Prediction, w: Workload, balance) -> dict:
-    lay = p.layout
-    mem = p.memory.get("decode", p.memory)
-    row = {
-        "phase": p.phase, "tp": lay.tp, "ep": lay.ep, "attention_dp": lay.attention_groups, "redundant_experts": lay.redundant,
-        "batch_per_gpu": p.batch, "balancedness": balance(lay),
-        "ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms, "step_ms": p.step_ms,
-        "input_tokens_per_s_per_gpu": p.input_tokens_per_s_per_gpu, "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
-        "goodput_tokens_per_s_per_gpu": p.goodput(w), "meets_slo": p.meets(w),
-        "memory_per_gpu_gb": mem.get("total_gb", 0.0), "memory": p.memory, "fits": p.fits, "breakdown_ms": p.breakdown_ms,
-    }
-    if p.phase == "disaggregated":
-        pre = p.sides[0].layout
-        row.update(prefill_gpus=p.prefill_gpus, decode_gpus=p.decode_gpus, pd_ratio=f"{p.prefill_gpus}:{p.decode_gpus}",
-                   prefill={"tp": pre.tp, "ep": pre.ep, "redundant_experts": pre.redundant,
-                            "batch_tokens_per_gpu": p.sides[0].batch, "ttft_ms": p.sides[0].ttft_ms})
-    return row
-
-
-def _table(rows: list[dict], model: ModelSpec, hw, w: Workload) -> str:
-    head = (f"{model.name} on {hw.name}: isl {w.isl}, osl {w.osl}"
-            + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else ""))
-    cols = ("#  deployment (decode)   tp  ep  dp  red  batch  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  "
-            "GB/GPU (weights+kv+act+buf)")
-    lines = [head, cols]
-    for i, r in enumerate(rows, 1):
-        mem = r["memory"].get("decode", r["memory"])
-        kind = r["phase"]
-        if kind == "disaggregated":
-            kind = f"P/D {r['pd_ratio']} p:tp{r['prefill']['tp']}ep{r['prefill']['ep']}"
-        fmt = lambda v: "-" if v is None else f"{v:8.1f}"  # noqa: E731
-        lines.append(f"{i:<2} {kind:<22}{r['tp']:>3} {r['ep']:>3} {r['attention_dp']:>3} {r['redundant_experts']:>4} "
-                     f"{r['batch_per_gpu']:>6g} {fmt(r['ttft_ms'])} {fmt(r['tpot_ms'])} {r['input_tokens_per_s_per_gpu']:>13.0f} "
-                     f"{r['output_tokens_per_s_per_gpu']:>14.0f} {r['goodput_tokens_per_s_per_gpu']:>8.0f}  "
-                     f"{mem['total_gb']:.1f} ({mem['weights_gb']:.1f}+{mem['kv_gb']:.1f}+{mem['activations_gb']:.1f}"
-                     f"+{mem['dispatch_buffers_gb']:.1f}){'' if r['fits'] else '  DOES NOT FIT'}")
-    return "\n".join(lines)
-
-
-def _emit(args, best: Prediction, w: Workload, hw, prec: Precision, model: ModelSpec) -> None:
-    from moeserve.capacity import emit
-
-    source = args.model
-    if source and Path(source).name == "config.json":
-        source = str(Path(source).parent)
-    dtype = "float32" if prec.activations == "fp32" else "bfloat16"
-    header = [f"moeserve configure: {model.name} on {hw.name}, isl {w.isl}, osl {w.osl}",
-              f"predicted: TTFT {best.ttft_ms or 0:.1f} ms, TPOT {best.tpot_ms or 0:.2f} ms, "
-              f"{best.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU (weights {prec.weights}, KV {prec.kv} assumed)"]
-    placement = args.plan if args.plan and best.layout.ep > 1 else None
-    if best.phase == "disaggregated":
-        header.append(f"prefill/decode split {best.prefill_gpus}:{best.decode_gpus} GPUs: this file is the decode side; "
-                      f"{Path(args.emit).stem}.prefill.yaml the prefill side")
-    settings = emit.serve_settings(best.sides[1] if best.sides else best, w, source, hw.gpus_per_node, dtype, placement)
-    emit.write(args.emit, settings, header)
-    if best.sides:
-        pre_settings = emit.serve_settings(best.sides[0], w, source, hw.gpus_per_node, dtype, placement)
-        emit.write(str(Path(args.emit).with_name(Path(args.emit).stem + ".prefill.yaml")), pre_settings, header)
+        return run(lay, args.batch, w, o), note
+    best = planner.best_batch(lambda b: run(lay, b, w, o), planner.decode_batches(lay), w)
+    return best or run(lay, planner.decode_batches(lay)[0], w, o), note
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,19 +16,21 @@ class Efficiency:
     # GEMMs (dense and grouped, FP8 with per-block scales) at serving shapes: share of dense
     # tensor-core peak (DeepGEMM README: 1,550 of 1,979 TFLOPS at its best shapes on H800, a few
     # hundred at small ones; serving mixes both plus quantization and routing kernels between them)
-    gemm: float = 0.39
-    # attention kernels (prefill MLA/FlashAttention-3 with causal masking; FlashMLA decode reaches
-    # 660 of 989 BF16 TFLOPS on H800 compute-bound)
-    attention: float = 0.39
+    gemm: float = 0.54
+    # prefill attention kernels (expanded MLA / FlashAttention-3 with causal masking)
+    attention: float = 0.242
+    # decode attention kernels (absorbed MLA over the latent cache, paged GQA) when compute-bound:
+    # FlashMLA README reaches 660 of 989 BF16 TFLOPS on H800 (0.67)
+    attention_decode: float = 0.67
     # HBM reads by GEMMs streaming weights (DeepGEMM README: 1.5-2.7 of 3.35 TB/s on H800)
-    weight_stream: float = 0.78
+    weight_stream: float = 0.619
     # HBM reads by attention streaming the KV cache (FlashMLA README: 3,000 of 3,350 GB/s)
-    kv_stream: float = 0.80
+    kv_stream: float = 0.612
     # dispatch/combine and all-reduce: share of link bandwidth (DeepEP README: 153-158 of H800's
     # 200 GB/s NVLink; 43-58 GB/s of 50 GB/s InfiniBand per GPU as it counts)
-    network: float = 0.88
+    network: float = 0.746
     # share of the shorter of compute and communication that two-batch overlap hides
-    overlap: float = 0.66
+    overlap: float = 0.738
 
     def with_overrides(self, **kw) -> "Efficiency":
         known = {f.name for f in fields(self)}

@@ -1,14 +1,47 @@
-"""Write a deployment as a `moeserve serve --config` YAML file (keys from server/config_file.py)."""
+"""Write a deployment as `moeserve serve --config` YAML files (keys from the settings table, settings.py).
+
+A colocated winner is one file; a prefill/decode winner two: NAME.yaml (decode side) and
+NAME.prefill.yaml, each an ordinary instance (moeserve's `kv_role` is set by hand or by the P/D
+launcher). The plan behind them is made in the formats moeserve serve runs (SERVED): on GPUs
+bfloat16 weights, activations and KV (`dtype`, settings.py; FP8 and FP4 checkpoints are refused at
+load, models/deepseek.py), on CPUs float32. `model` is the checkpoint directory given to --model, or,
+for a shipped model name, a placeholder naming the Hugging Face repository to download: moeserve
+serve reads local checkpoints only.
+"""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+from moeserve.capacity.layout import Precision
+from moeserve.capacity.model_spec import ModelSpec, shipped_hub_id
 from moeserve.capacity.predict import Prediction, Workload
 
 MIB = 1 << 20
 # KV space the emitted config asks for beyond what the planned batch holds
 KV_HEADROOM = 1.2
+# formats moeserve serve runs weights and KV in (one --dtype for the whole model), and their dtype names
+SERVED = {"gpu": ("bf16", "fp16"), "cpu": ("fp32", "bf16", "fp16")}
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def served_formats(gpu: bool) -> tuple[str, ...]:
+    return SERVED["gpu" if gpu else "cpu"]
+
+
+def checkpoint(model_arg: str | None) -> tuple[str | None, str | None]:
+    """(the `model` value, a note when it is a placeholder). None: the built-in model."""
+    if model_arg is None:
+        return None, None
+    hub = shipped_hub_id(model_arg)
+    if hub:
+        return (f"<local directory of {hub}>",
+                f"model: replace the placeholder with a local copy of {hub} (in bfloat16: moeserve serve reads local "
+                "checkpoints and refuses FP8 ones)")
+    path = Path(model_arg)
+    if path.name == "config.json":
+        path = path.parent
+    return str(path.resolve()), None
 
 
 def serve_settings(pred: Prediction, w: Workload, model: str | None, gpus_per_node: int, dtype: str,
@@ -18,10 +51,10 @@ def serve_settings(pred: Prediction, w: Workload, model: str | None, gpus_per_no
     lay = pred.layout
     mem = pred.memory
     if pred.phase == "prefill":
-        seqs_per_group = max(1, math.ceil(pred.batch / max(1, w.isl)))
-        batched_tokens = int(pred.batch) * lay.tp
+        seqs_per_group = max(1, math.ceil(pred.batch * lay.tp / max(1, w.isl)))
+        batched_tokens = max(1, int(pred.batch * lay.tp))
     else:
-        seqs_per_group = max(1, int(pred.batch) * lay.tp)
+        seqs_per_group = max(1, round(pred.batch * lay.tp))
         batched_tokens = max(w.isl, 2048)
     kv_bytes = seqs_per_group * (w.isl + w.osl) * mem["kv_bytes_per_token"] * KV_HEADROOM
     return {
@@ -34,7 +67,7 @@ def serve_settings(pred: Prediction, w: Workload, model: str | None, gpus_per_no
         "max_num_seqs": seqs_per_group,
         "max_num_batched_tokens": batched_tokens,
         "tp": lay.tp,
-        "ep": lay.ep,
+        "ep": lay.world if lay.ep > 1 else 1,
         "nodes": max(1, math.ceil(lay.world / gpus_per_node)),
         "placement": placement,
     }
@@ -45,3 +78,39 @@ def write(path: str, settings: dict, header: list[str]) -> None:
 
     text = "".join(f"# {h}\n" for h in header) + yaml.safe_dump(settings, sort_keys=False)
     Path(path).write_text(text)
+
+
+def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, hw, prec: Precision, model: ModelSpec,
+               plan: str | None) -> list[tuple[str, str]]:
+    """Write the winner's file(s); returns (path, what it holds) for each."""
+    value, note = checkpoint(model_arg)
+    dtype = DTYPE_NAMES[prec.moe_weights]
+    header = [f"moeserve configure: {model.name} on {hw.name}, isl {w.isl}, osl {w.osl}",
+              f"planned in the formats this file runs: {prec.describe()} (dtype {dtype})",
+              f"predicted: TTFT {best.ttft_ms or 0:.1f} ms, TPOT {best.tpot_ms or 0:.2f} ms, "
+              f"{best.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU"]
+    header += [note] if note else []
+    placement = plan if plan and best.layout.ep > 1 else None
+    out = Path(path)
+    if not best.sides:
+        lay = best.layout
+        if lay.moe_tp and lay.expert_tp not in (1, lay.tp if lay.ep == 1 else 0):
+            header.append(f"moeserve splits experts TP x EP only as --tp {lay.tp} --ep 1 or whole experts per rank: "
+                          f"this layout's --moe-tp {lay.moe_tp} is served as --ep {lay.world}")
+        write(path, serve_settings(best, w, value, hw.gpus_per_node, dtype, placement), header)
+        return [(path, f"{best.phase} instance, tp {lay.tp}, ep {lay.world if lay.ep > 1 else 1}, {lay.world} GPUs")]
+    pre, dec = best.sides
+    prefill_path = str(out.with_name(out.stem + ".prefill.yaml"))
+    split = f"prefill/decode split {best.prefill_gpus}:{best.decode_gpus} GPUs"
+    write(path, serve_settings(dec, w, value, hw.gpus_per_node, dtype, placement),
+          header + [f"{split}: this file is the decode side ({best.decode_gpus // dec.layout.world} instance(s)); "
+                    f"{Path(prefill_path).name} the prefill side"])
+    write(prefill_path, serve_settings(pre, w, value, hw.gpus_per_node, dtype, placement),
+          header + [f"{split}: this file is the prefill side ({best.prefill_gpus // pre.layout.world} instance(s)); "
+                    f"{out.name} the decode side"]
+          + (["routed experts offloaded to host memory in the plan: moeserve serve has no offload; this side needs "
+              "its weights on the GPUs"] if pre.offload else []))
+    return [(path, f"decode side, {best.decode_gpus // dec.layout.world} instance(s) of tp {dec.layout.tp} ep "
+                   f"{dec.layout.world if dec.layout.ep > 1 else 1}"),
+            (prefill_path, f"prefill side, {best.prefill_gpus // pre.layout.world} instance(s) of tp {pre.layout.tp} ep "
+                           f"{pre.layout.world if pre.layout.ep > 1 else 1}")]

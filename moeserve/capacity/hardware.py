@@ -1,11 +1,14 @@
 """Accelerator profiles: YAML files under hardware/, every number given with its source.
 
 A profile file maps each field below to `{value: NUMBER, source: "where it comes from"}`
-(`tflops` maps each number format to such a pair). `moeserve configure --calibrate` writes one for
-the machine it runs on. Bandwidths are per GPU and per direction.
+(`tflops` maps each number format to such a pair; `card_class` is `{value: NAME, source}`).
+`moeserve configure --calibrate` writes one for the machine it runs on. Bandwidths are per GPU and
+per direction. The fields after `gemm_tile_rows` are optional in a profile of your own: a missing
+one takes the default in `_OPTIONAL`, and its source says so.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +16,15 @@ _DIR = Path(__file__).with_name("hardware")
 _NUMBERS = ("memory_gb", "memory_bandwidth_gbs", "gpus_per_node", "scaleup_gbs", "scaleup_latency_us",
             "scaleout_gbs", "scaleout_latency_us", "layer_overhead_us", "graph_layer_overhead_us", "step_overhead_ms",
             "seq_overhead_us", "expert_overhead_us", "gemm_tile_rows")
+# optional fields: default value, or the name of the field whose value they default to
+_OPTIONAL = {
+    "gemm_min_tile_rows": "gemm_tile_rows",
+    "kernel_floor_us": 0.0,
+    "allreduce_latency_us": "scaleup_latency_us",
+    "host_memory_gb": 0.0,
+    "host_link_gbs": 0.0,
+}
+CARD_CLASSES = ("hopper", "blackwell", "cdna3", "cdna4", "cpu")
 
 
 @dataclass(frozen=True)
@@ -26,13 +38,19 @@ class Hardware:
     scaleup_latency_us: float  # one dispatch or combine phase inside the domain
     scaleout_gbs: float  # InfiniBand/RoCE per GPU per direction, GB/s
     scaleout_latency_us: float  # one dispatch or combine phase across nodes
-    layer_overhead_us: float  # kernel launches of one layer, eager
-    graph_layer_overhead_us: float  # the same, replayed from a CUDA graph
+    layer_overhead_us: float  # kernel launches of one layer, eager (at least this long)
+    graph_layer_overhead_us: float  # fixed time per layer beyond its kernels (CPU: Python and operator dispatch)
     step_overhead_ms: float  # per engine step: scheduling, sampling, host-device copies
     seq_overhead_us: float  # per sequence in a step: the host work that grows with the batch
     expert_overhead_us: float  # per expert with work in a MoE layer: calls the grouped GEMM does not fuse
-    gemm_tile_rows: int  # a GEMM of M rows costs the FLOPs of at least this many (tensor-core tile height)
+    gemm_tile_rows: int  # the largest row tile of the GEMM kernels (block M)
     sources: dict  # field -> source text
+    gemm_min_tile_rows: int = 0  # the smallest row tile they offer (WGMMA's 64 on Hopper; swapAB kernels 32)
+    kernel_floor_us: float = 0.0  # the least a dependent kernel takes inside a CUDA graph, launch to finish
+    allreduce_latency_us: float = 0.0  # a TP all-reduce of a few KB (one-shot custom all-reduce)
+    host_memory_gb: float = 0.0  # host memory per GPU that weights may be offloaded to
+    host_link_gbs: float = 0.0  # host-to-GPU bandwidth per GPU per direction (PCIe, NVLink-C2C)
+    card_class: str = "hopper"  # which published GEMM-efficiency curve applies (capacity/gemm.py)
 
     def peak_flops(self, fmt: str) -> float:
         """FLOP/s of `fmt`; a format the chip lacks runs at the next wider one it has."""
@@ -40,6 +58,18 @@ class Hardware:
             if self.tflops.get(f):
                 return self.tflops[f] * 1e12
         raise ValueError(f"hardware {self.name} has no {fmt} peak")
+
+    def has_tensor_format(self, fmt: str) -> bool:
+        return bool(self.tflops.get(fmt))
+
+    def gemm_tiles(self) -> list[int]:
+        """Row tiles the GEMM kernels choose from: powers of two from the smallest to the largest."""
+        lo, hi = max(1, self.gemm_min_tile_rows or self.gemm_tile_rows), max(1, self.gemm_tile_rows)
+        tiles, t = [], lo
+        while t < hi:
+            tiles.append(t)
+            t *= 2
+        return tiles + [hi]
 
 
 def known_profiles() -> list[str]:
@@ -50,8 +80,8 @@ def _number(entry, field: str, origin: str) -> tuple[float, str]:
     if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
         raise ValueError(f"{origin}: {field} must be {{value: NUMBER, source: TEXT}}, got {entry!r}")
     value = entry["value"]
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{origin}: {field} must be a number >= 0, got {value!r}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{origin}: {field} must be a finite number >= 0, got {value!r}")
     return float(value), str(entry["source"])
 
 
@@ -62,12 +92,27 @@ def from_dict(data: dict, origin: str) -> Hardware:
     values, sources = {}, {}
     for field in _NUMBERS:
         values[field], sources[field] = _number(data[field], field, origin)
+    for field, default in _OPTIONAL.items():
+        if field in data:
+            values[field], sources[field] = _number(data[field], field, origin)
+        else:
+            values[field] = values[default] if isinstance(default, str) else default
+            sources[field] = f"not in the profile: {'as ' + default if isinstance(default, str) else default}"
+    if not isinstance(data["tflops"], dict) or not data["tflops"]:
+        raise ValueError(f"{origin}: tflops must map formats (fp4, fp8, bf16, fp32) to {{value, source}}")
     tflops = {}
     for fmt, entry in data["tflops"].items():
+        if fmt not in ("fp4", "fp8", "bf16", "fp32"):
+            raise ValueError(f"{origin}: tflops.{fmt}: formats are fp4, fp8, bf16 and fp32")
         tflops[fmt], sources[f"tflops.{fmt}"] = _number(entry, f"tflops.{fmt}", origin)
-    values["gpus_per_node"] = int(values["gpus_per_node"])
-    values["gemm_tile_rows"] = max(1, int(values["gemm_tile_rows"]))
-    return Hardware(name=str(data.get("name", origin)), tflops=tflops, sources=sources, **values)
+    card = data.get("card_class", {"value": "hopper", "source": "not in the profile: hopper"})
+    if not isinstance(card, dict) or card.get("value") not in CARD_CLASSES:
+        raise ValueError(f"{origin}: card_class must be {{value: one of {', '.join(CARD_CLASSES)}, source}}, got {card!r}")
+    sources["card_class"] = str(card.get("source", ""))
+    for field in ("gpus_per_node", "gemm_tile_rows", "gemm_min_tile_rows"):
+        values[field] = max(1, int(values[field]))
+    values["gemm_min_tile_rows"] = min(values["gemm_min_tile_rows"], values["gemm_tile_rows"])
+    return Hardware(name=str(data.get("name", origin)), tflops=tflops, sources=sources, card_class=card["value"], **values)
 
 
 def load_hardware(name_or_path: str) -> Hardware:
@@ -80,7 +125,10 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not path.is_file():
         raise ValueError(f"--hardware {name_or_path}: not a profile file nor a known name "
                          f"({', '.join(known_profiles())})")
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ValueError(f"--hardware {path}: not a YAML profile ({type(e).__name__})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a hardware profile is a mapping of field: {{value, source}}")
     return from_dict(data, str(path.name))

@@ -1,6 +1,7 @@
 """A deployment's parallel layout and number formats: the plain data the fit and step models take."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from moeserve.capacity.dtypes import nbytes
@@ -8,44 +9,105 @@ from moeserve.capacity.dtypes import nbytes
 
 @dataclass(frozen=True)
 class Layout:
-    """moeserve's --tp/--ep (DESIGN.md section 2): world = ep (or tp when ep is 1); ep/tp attention
-    groups of tp ranks each; every MoE layer spans all ep ranks, `redundant` extra expert slots among them."""
+    """moeserve's --tp/--ep (docs/architecture.md): attention and dense layers split over groups of tp
+    ranks; every MoE layer spans the world, its experts split over `ep` expert groups (`redundant`
+    extra slots among them) and each expert's intermediate width over the `moe_tp` ranks of a group.
+
+    moe_tp 0 is moeserve's own layout: experts split tensor-parallel over the tp ranks at ep 1, and
+    whole experts per rank (MoE TP 1) at ep > 1. A set moe_tp is the MoE TP x EP split of TensorRT-LLM's
+    min-latency layouts (attention TP 8, experts TP 4 x EP 2 on 8 GPUs). world = ep x moe_tp."""
     tp: int = 1
     ep: int = 1
     redundant: int = 0
+    moe_tp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        if self.moe_tp:
+            return self.moe_tp
+        return self.tp if self.ep == 1 else 1
 
     @property
     def world(self) -> int:
-        return self.ep if self.ep > 1 else self.tp
+        return self.ep * self.expert_tp
 
     @property
     def attention_groups(self) -> int:
         return self.world // self.tp
 
     def validate(self, num_experts: int) -> "Layout":
-        if self.tp < 1 or self.ep < 1 or self.redundant < 0:
-            raise ValueError(f"tp {self.tp}, ep {self.ep} and redundant {self.redundant} must be positive")
-        if self.ep > 1 and self.ep % self.tp:
-            raise ValueError(f"--ep {self.ep} is not a multiple of --tp {self.tp}")
+        if self.tp < 1 or self.ep < 1 or self.redundant < 0 or self.moe_tp < 0:
+            raise ValueError(f"tp {self.tp}, ep {self.ep}, moe-tp {self.moe_tp} and redundant {self.redundant} "
+                             "must be positive")
+        if self.world % self.tp:
+            if not self.moe_tp:
+                raise ValueError(f"--ep {self.ep} is not a multiple of --tp {self.tp} (or split each expert over "
+                                 f"--moe-tp {self.tp // math.gcd(self.ep, self.tp)} ranks: world = ep x moe-tp)")
+            raise ValueError(f"--ep {self.ep} x --moe-tp {self.moe_tp} = {self.world} ranks is not a multiple of --tp {self.tp}")
         if self.ep == 1 and self.redundant:
             raise ValueError("redundant experts need --ep > 1")
+        if self.redundant > num_experts * (self.ep - 1):
+            raise ValueError(f"--redundant {self.redundant}: at most {num_experts * (self.ep - 1)} for {num_experts} "
+                             f"experts over --ep {self.ep} (each expert at most once per rank)")
+        if self.ep > num_experts + self.redundant:
+            raise ValueError(f"--ep {self.ep} is more than the {num_experts + self.redundant} expert slots")
         if self.ep > 1 and (num_experts + self.redundant) % self.ep:
-            raise ValueError(f"{num_experts} experts + {self.redundant} redundant do not split evenly over --ep {self.ep}")
+            raise ValueError(f"{num_experts} experts + {self.redundant} redundant do not split evenly over --ep {self.ep} "
+                             f"(--redundant auto adds the {-(num_experts + self.redundant) % self.ep} more that make them)")
         return self
 
     def slots_per_rank(self, num_experts: int) -> int:
         return (num_experts + self.redundant) // self.ep if self.ep > 1 else num_experts
 
 
+def fill_redundant(num_experts: int, ep: int) -> int:
+    """The fewest redundant slots that split `num_experts` evenly over `ep` ranks (0 when they already do)."""
+    return -num_experts % ep if ep > 1 else 0
+
+
 @dataclass(frozen=True)
 class Precision:
-    weights: str = "fp8"  # linear layers (attention, MLPs, experts)
+    """Number formats per module. `weights` sets every linear module left unset (attention projections,
+    routed experts, dense MLPs and shared experts); embeddings, LM head and routers stay in the
+    activation format. `kv` is the KV cache format, and attention computes in it where the card has
+    tensor cores for it (FP8 MLA/FlashAttention). `dispatch` is the format tokens travel to the experts
+    in (default FP8 with per-128 scales when the experts run FP8 or FP4, as DeepEP does); `combine` the
+    format they come back in (default the activation format)."""
+    weights: str = "fp8"
     kv: str = "bf16"
-    activations: str = "bf16"  # also embeddings, LM head and the combine direction of dispatch
+    activations: str = "bf16"
+    attn: str | None = None
+    moe: str | None = None
+    dense: str | None = None
+    dispatch: str | None = None
+    combine: str | None = None
+
+    @property
+    def attn_weights(self) -> str:
+        return self.attn or self.weights
+
+    @property
+    def moe_weights(self) -> str:
+        return self.moe or self.weights
+
+    @property
+    def dense_weights(self) -> str:
+        return self.dense or self.weights
+
+    @property
+    def dispatch_format(self) -> str:
+        if self.dispatch:
+            return self.dispatch
+        return "fp8" if self.moe_weights in ("fp8", "fp4") else self.activations
+
+    @property
+    def combine_format(self) -> str:
+        return self.combine or self.activations
 
     @property
     def weight_bytes(self) -> float:
-        return nbytes(self.weights)
+        """Bytes per routed-expert weight (the bulk of an MoE's weights)."""
+        return nbytes(self.moe_weights)
 
     @property
     def kv_bytes(self) -> float:
@@ -57,5 +119,18 @@ class Precision:
 
     @property
     def dispatch_bytes(self) -> float:
-        """Bytes per value sent by dispatch: FP8 when the experts run in FP8/FP4 (DeepEP's way)."""
-        return nbytes("fp8") + 4 / 128 if self.weights in ("fp8", "fp4") else self.act_bytes
+        """Bytes per value dispatch sends: FP8 carries one fp32 scale per 128 values, NVFP4 one fp8 per 16."""
+        fmt = self.dispatch_format
+        return 1.0 + 4 / 128 if fmt == "fp8" else nbytes(fmt)
+
+    @property
+    def combine_bytes(self) -> float:
+        return nbytes(self.combine_format)
+
+    def describe(self) -> str:
+        parts = {"attention": self.attn_weights, "experts": self.moe_weights, "dense": self.dense_weights}
+        if len(set(parts.values())) == 1:
+            text = f"weights {self.moe_weights}"
+        else:
+            text = ", ".join(f"{k} {v}" for k, v in parts.items())
+        return f"{text}, KV {self.kv}, dispatch {self.dispatch_format}, combine {self.combine_format}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moeserve.capacity.dtypes import nbytes
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
 
@@ -27,6 +28,8 @@ class MemoryReport:
     dispatch_buffers: float
     budget: float  # memory_fraction x HBM
     mla: bool = False
+    host_weights: float = 0.0  # routed experts offloaded to host memory, per GPU
+    host_budget: float = 0.0  # memory_fraction x host memory per GPU
 
     @property
     def total(self) -> float:
@@ -34,13 +37,14 @@ class MemoryReport:
 
     @property
     def fits(self) -> bool:
-        return self.total <= self.budget
+        return self.total <= self.budget and self.host_weights <= self.host_budget
 
     def as_dict(self) -> dict:
         return {"weights_gb": self.weights / GB, "kv_gb": self.kv_needed / GB, "kv_bytes_per_token": self.kv_per_token,
                 "kv_tokens_capacity": self.kv_tokens, "activations_gb": self.activations / GB,
                 "dispatch_buffers_gb": self.dispatch_buffers / GB, "total_gb": self.total / GB,
-                "budget_gb": self.budget / GB, "mla": self.mla}
+                "budget_gb": self.budget / GB, "mla": self.mla,
+                **({"host_weights_gb": self.host_weights / GB, "host_budget_gb": self.host_budget / GB} if self.host_weights else {})}
 
 
 def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
@@ -52,22 +56,36 @@ def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> flo
     return per_layer * model.num_layers * prec.kv_bytes
 
 
-def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False) -> float:
-    """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts
-    over EP (slots_per_rank of them, replicas included) or over TP when ep is 1, embeddings and LM
-    head vocabulary-parallel over TP, routers replicated."""
-    tp, wb = layout.tp, prec.weight_bytes
-    routed = model.expert_params * layout.slots_per_rank(model.num_experts) * wb
-    if layout.ep == 1:
-        routed /= tp
-    per_moe = routed + model.shared_params * wb / tp + model.router_params * prec.act_bytes
-    layers = (model.num_layers * model.attention_params * wb / tp + model.num_dense_layers * model.dense_mlp_params * wb / tp
-              + model.num_moe_layers * per_moe)
+def routed_expert_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> float:
+    """Routed-expert weights of one MoE layer on one GPU: its slots (replicas included), each 1/moe_tp
+    of an expert's width."""
+    return model.expert_params * layout.slots_per_rank(model.num_experts) / layout.expert_tp * prec.weight_bytes
+
+
+def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False, offload: bool = False) -> float:
+    """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts over
+    EP (slots_per_rank of them, replicas included) and moe_tp, embeddings and LM head
+    vocabulary-parallel over TP, routers replicated; each module in its own format. offload: the
+    routed experts live in host memory and two layers' worth of them are on the GPU at a time (one
+    computing, one arriving)."""
+    tp = layout.tp
+    attn, dense = nbytes(prec.attn_weights), nbytes(prec.dense_weights)
+    routed = routed_expert_bytes(model, layout, prec)
+    shared_router = model.shared_params * dense / tp + model.router_params * prec.act_bytes
+    experts = 2 * routed if offload else model.num_moe_layers * routed
+    layers = (model.num_layers * model.attention_params * attn / tp + model.num_dense_layers * model.dense_mlp_params * dense / tp
+              + model.num_moe_layers * shared_router + experts)
     extra = 0.0
     if mtp and model.mtp_layers:
         # each MTP module: one decoder layer with an MoE block and a 2H x H input projection
-        extra = model.mtp_layers * (model.attention_params * wb / tp + per_moe + 2 * model.hidden ** 2 * prec.act_bytes / tp)
+        extra = model.mtp_layers * (model.attention_params * attn / tp + routed + shared_router
+                                    + 2 * model.hidden ** 2 * prec.act_bytes / tp)
     return layers + extra + model.embedding_params * prec.act_bytes / tp
+
+
+def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> float:
+    """Host memory one GPU's offloaded routed experts take (every MoE layer's)."""
+    return model.num_moe_layers * routed_expert_bytes(model, layout, prec)
 
 
 def activation_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_per_gpu: int) -> float:
@@ -83,20 +101,24 @@ def activation_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_p
 def dispatch_buffer_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_per_gpu: int) -> float:
     """Send and receive space of dispatch and combine for one step, double-buffered: every token's
     top_k rows in the dispatch format one way and the activation format back."""
-    if layout.ep == 1:
+    if layout.world == 1 or layout.attention_groups == 1:
         return 0.0
     rows = tokens_per_gpu * model.top_k
-    return min(DISPATCH_BUFFER_CAP, 2 * rows * model.hidden * (prec.dispatch_bytes + prec.act_bytes))
+    return min(DISPATCH_BUFFER_CAP, 2 * rows * model.hidden * (prec.dispatch_bytes + prec.combine_bytes))
 
 
-def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: int,
-                  kv_tokens_needed: int, memory_fraction: float = 0.9, mtp: bool = False) -> MemoryReport:
+def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: float,
+                  kv_tokens_needed: float, memory_fraction: float = 0.9, mtp: bool = False, offload: bool = False,
+                  host_gb: float = 0.0) -> MemoryReport:
     """tokens_per_step: tokens one GPU runs in a step; kv_tokens_needed: tokens whose KV one GPU keeps
-    (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks)."""
+    (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks).
+    offload: routed experts in host memory (host_gb per GPU, of which memory_fraction may be used)."""
     budget = memory_fraction * hbm_gb * GB
-    weights = weight_bytes(model, layout, prec, mtp)
+    weights = weight_bytes(model, layout, prec, mtp, offload)
     act = activation_bytes(model, layout, prec, tokens_per_step)
     buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
     per_token = kv_bytes_per_token(model, layout, prec)
     free = max(0.0, budget - weights - act - buffers)
-    return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget, model.is_mla)
+    host = offloaded_bytes(model, layout, prec) if offload else 0.0
+    return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget,
+                        model.is_mla, host, memory_fraction * host_gb * GB)

@@ -183,3 +183,10 @@ def load_model(source: str | None) -> ModelSpec:
         return from_hf_config(cfg, name)
     except KeyError as e:
         raise ValueError(f"--model {source}: config.json lacks {e.args[0]!r}") from None
+
+
+def shipped_hub_id(source: str | None) -> str | None:
+    """The Hugging Face repository of a shipped model name (deepseek-v3 -> deepseek-ai/DeepSeek-V3), else None."""
+    if not source or Path(source).exists() or not (_SHIPPED / f"{source.lower()}.json").exists():
+        return None
+    return json.loads((_SHIPPED / f"{source.lower()}.json").read_text()).get("_hub_id")

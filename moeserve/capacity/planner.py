@@ -1,42 +1,67 @@
 """Enumerate deployments of a model on N GPUs and rank them by goodput under the SLOs.
 
-Candidates: every (tp, ep, redundant) whose world divides N (colocated: N / world identical
+Candidates: every (tp, ep, moe_tp, redundant) whose world divides N (colocated: N / world identical
 instances), each at its best batch (decode: sequences per GPU; prefill: tokens per GPU per step)
 that fits memory and meets the SLOs; and prefill/decode splits pairing the best prefill and decode
 layouts in the instance ratio that balances them. Ranked by goodput, then output tokens/s per GPU.
+The search is bounded: at most MAX_GPUS GPUs, and expert-parallel worlds of at most
+max(gpus_per_node, 2 x experts) ranks (beyond that every rank would hold replicas only).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Callable
 
-from moeserve.capacity.layout import Layout
+from moeserve.capacity.layout import Layout, fill_redundant
 from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
 
+MAX_GPUS = 65536
 DECODE_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 PREFILL_BATCHES = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 TP_CHOICES = (1, 2, 4, 8)
 
 
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def candidate_worlds(num_experts: int, gpus: int, gpus_per_node: int, split: bool) -> list[int]:
+    """Worlds that divide `gpus`, and with `split` also those of whole nodes (one side of a P/D split)."""
+    limit = max(gpus_per_node, 2 * num_experts)
+    worlds = {w for w in divisors(gpus) if w <= limit}
+    if split:
+        worlds |= {n * gpus_per_node for n in range(1, min(gpus - 1, limit) // gpus_per_node + 1)}
+        worlds.discard(gpus)
+    return sorted(worlds)
+
+
 def layouts(num_experts: int, gpus: int, gpus_per_node: int, split: bool = False) -> list[Layout]:
-    """Valid layouts whose world divides `gpus`; with `split`, also those of fewer ranks in whole
-    nodes (one side of a prefill/decode split)."""
+    """Valid layouts of the candidate worlds: experts split tensor-parallel (ep 1) or over EP with 0,
+    one or two redundant slots per rank or the fewest that split the experts evenly; one attention
+    group of tp ranks may also split its experts TP x EP (TensorRT-LLM's min-latency layouts)."""
     out = []
-    for world in range(1, gpus + 1):
-        whole_nodes = world % gpus_per_node == 0
-        if (gpus % world and not (split and whole_nodes)) or (split and world == gpus):
-            continue
+    for world in candidate_worlds(num_experts, gpus, gpus_per_node, split):
         for tp in TP_CHOICES:
             if tp > min(world, gpus_per_node) or world % tp:
                 continue
-            if world == tp and world <= gpus_per_node:
+            if world == tp:
                 out.append(Layout(tp=tp, ep=1))
+                out += [Layout(tp=tp, ep=d, moe_tp=tp // d, redundant=fill_redundant(num_experts, d))
+                        for d in divisors(tp) if 1 < d < tp]
             if world > 1:
-                fill = -num_experts % world  # fewest extra slots that make the experts split evenly
+                fill = fill_redundant(num_experts, world)
                 for redundant in sorted({0, fill, world, 2 * world}):
                     if (num_experts + redundant) % world == 0 and redundant <= num_experts:
                         out.append(Layout(tp=tp, ep=world, redundant=redundant))
     return out
+
+
+def decode_batches(layout: Layout) -> list[float]:
+    """Sequences per GPU to try: the ladder, and below one per GPU a sequence per attention group."""
+    below = [k / layout.tp for k in (1, 2, 4) if k < layout.tp]
+    return below + list(DECODE_BATCHES)
 
 
 # a batch within this share of the best goodput is as good: the smallest such batch wins (lower latency)
@@ -64,21 +89,24 @@ def best_prefill(pred: Predictor, lay: Layout, w: Workload, o: Options) -> Predi
 
 
 def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float],
-         top: int = 10) -> list[Prediction]:
-    """The `top` best deployments on `gpus` GPUs; balance(layout) gives the expert balancedness."""
+         top: int = 10, offload_prefill: bool = False) -> list[Prediction]:
+    """The `top` best deployments on `gpus` GPUs; balance(layout) gives the expert balancedness.
+    offload_prefill: a prefill side that does not fit may keep its routed experts in host memory."""
     model, hw = pred.model, pred.hw
     colocated, prefills, decodes = [], [], []
     for lay in layouts(model.num_experts, gpus, hw.gpus_per_node):
         opts = replace(o, balancedness=balance(lay))
-        c = best_batch(lambda b: pred.colocated(lay, b, w, opts), DECODE_BATCHES, w)
+        c = best_batch(lambda b: pred.colocated(lay, b, w, opts), decode_batches(lay), w)
         if c is not None:
             colocated.append(c)
     for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, split=True):
         opts = replace(o, balancedness=balance(lay))
-        d = best_batch(lambda b: pred.decode(lay, b, w, opts), DECODE_BATCHES, w)
+        d = best_batch(lambda b: pred.decode(lay, b, w, opts), decode_batches(lay), w)
         if d is not None and d.meets(w):
             decodes.append(d)
         p = best_prefill(pred, lay, w, opts)
+        if p is None and offload_prefill and hw.host_link_gbs > 0:
+            p = best_prefill(pred, lay, w, replace(opts, offload=True))
         if p is not None:
             prefills.append(p)
     split = []

@@ -10,7 +10,7 @@ chunks with decode steps; the share of time prefill takes slows decode (TPOT) an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware
@@ -50,9 +50,13 @@ class Options:
     balancedness: float = 1.0
     memory_fraction: float = 0.9
     decode_context: float | None = None  # mean KV length at decode, when known (else from the workload)
+    mtp_draft: int | None = None  # draft tokens per step (None: the fewest that can yield mtp_accept)
+    offload: bool = False  # prefill: routed experts in host memory, streamed layer by layer
 
     @property
     def draft_tokens(self) -> int:
+        if self.mtp_draft is not None:
+            return self.mtp_draft
         return math.ceil(self.mtp_accept - 1 - 1e-9) if self.mtp_accept > 1 else 0
 
 
@@ -72,6 +76,7 @@ class Prediction:
     prefill_gpus: int = 0  # P/D: GPUs of the prefill side
     decode_gpus: int = 0
     sides: tuple = ()  # P/D: (prefill Prediction, decode Prediction)
+    offload: bool = False  # prefill: routed experts streamed from host memory
 
     def meets(self, w: Workload) -> bool:
         """Fits and meets the SLOs that apply (a decode side has no TTFT, a prefill side no TPOT)."""
@@ -107,14 +112,15 @@ class Predictor:
         prefix = w.isl - new
         context = (prefix + min(new, batch) / 2) * (1 + w.isl_cv ** 2)
         s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
-                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs)
+                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=o.offload)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
-                            kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction)
+                            kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,
+                            offload=o.offload, host_gb=self.hw.host_memory_gb)
         steps = math.ceil(new / batch)
         return Prediction("prefill", layout, batch, st.total * 1e3, ttft_ms=(steps + 0.5) * st.total * 1e3,
                           input_tokens_per_s_per_gpu=batch / st.total * w.isl / new, memory=mem.as_dict(),
-                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})
+                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()}, offload=o.offload)
 
     def colocated(self, layout: Layout, batch: float, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
         """batch sequences per GPU decoding; prompts are prefilled in chunks of `chunk` tokens between
@@ -122,7 +128,7 @@ class Predictor:
         any group stalls every group: with g groups each spending share f of its time in prefill, the
         time lost is 1 - (1 - f)^g (prefills land in independent steps)."""
         d = self.decode(layout, batch, w, o)
-        p = self.prefill(layout, chunk, w, o)
+        p = self.prefill(layout, chunk, w, replace(o, offload=False))
         prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
         lo, hi = 0.0, dec  # out = dec x (1 - share(out))^groups: the left side rises, the right falls

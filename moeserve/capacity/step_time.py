@@ -1,35 +1,49 @@
 """Per-layer roofline step-time model of one GPU (the busiest) in one engine step.
 
 Every kernel costs the larger of its compute time (FLOPs over the profile's peak for its number
-format times an efficiency factor) and its memory time (bytes over HBM bandwidth times `memory`).
-A layer's kernels run one after another; communication (dispatch/combine over NVLink or InfiniBand,
-TP all-reduces) adds to them, or with two-batch overlap mostly hides behind the other micro-batch.
+format times an efficiency factor) and its memory time (bytes over HBM bandwidth times an
+efficiency), and inside a CUDA graph at least the profile's `kernel_floor_us`: a layer of small
+kernels (batch 1) is bound by how many kernels it runs, not by their bytes. Eager (no CUDA graphs),
+a kernel also takes at least the host's time to launch it (`layer_overhead_us` over a layer's
+kernels). A layer's kernels run one after another; communication (comm.py: dispatch/combine, TP
+all-reduces) adds to them, or with two-batch overlap mostly hides behind the other micro-batch.
 
 Shape legend: T tokens one GPU runs this step, G = T x tp the attention group's tokens, S sequences
 per GPU, C context (KV tokens) each query attends to, k top-k, E routed experts, H hidden.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from moeserve.capacity.dtypes import COMPUTE
+from moeserve.capacity import comm
+from moeserve.capacity.dtypes import COMPUTE, nbytes
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
+from moeserve.capacity.gemm import kernel_share, padded_rows
 from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
+
+# kernels each part of a layer launches (fused as SGLang and TensorRT-LLM fuse them): attention core
+# (rope + cache write, attention, split combine), projections (MLA: fused q_a/kv_a, q_b, k and v
+# up-projections, o; GQA: qkv, o), routed experts (quantise, up GEMM, activation, down GEMM),
+# shared expert and router (router GEMM, top-k, shared up, activation, shared down), dense MLP (up,
+# activation, down), elementwise (two fused residual + RMSNorm; the activation and permutation kernels
+# are counted with their GEMMs)
+KERNELS = {"attention": 3, "projections_mla": 5, "projections_gqa": 2, "experts": 4, "shared_router": 5,
+           "dense_mlp": 3, "elementwise": 2, "lm_head": 2}
 
 
 @dataclass(frozen=True)
 class StepInput:
     phase: str  # "prefill" or "decode"
-    tokens: int  # T: tokens per GPU this step (decode: sequences x (1 + draft tokens))
+    tokens: float  # T: tokens per GPU this step (decode: sequences x (1 + draft tokens))
     context: float  # C: mean KV tokens each query token attends to
-    sequences: int  # S: sequences per GPU this step
-    prefix_tokens: int = 0  # prefill: cached prefix tokens per GPU (expanded from the latent for MLA)
+    sequences: float  # S: sequences per GPU this step
+    prefix_tokens: float = 0  # prefill: cached prefix tokens per GPU (expanded from the latent for MLA)
     balancedness: float = 1.0  # mean / max expert load over EP ranks (placement quality)
     tbo: bool = False  # two-batch overlap
     cuda_graphs: bool = True
+    offload: bool = False  # routed experts streamed from host memory layer by layer (prefill)
 
 
 @dataclass
@@ -47,19 +61,28 @@ class StepModel:
         self.m, self.hw, self.lay, self.p, self.eff = model, hw, layout, prec, eff
 
     # --- kernels ---------------------------------------------------------------------------------
-    def roofline(self, flops: float, nbytes: float, fmt: str, compute_eff: float, memory_eff: float) -> float:
-        return max(flops / (self.hw.peak_flops(fmt) * compute_eff), nbytes / (self.hw.memory_bandwidth_gbs * 1e9 * memory_eff))
+    def roofline(self, flops: float, nbytes_: float, fmt: str, compute_eff: float, memory_eff: float) -> float:
+        return max(flops / (self.hw.peak_flops(fmt) * compute_eff), nbytes_ / (self.hw.memory_bandwidth_gbs * 1e9 * memory_eff))
 
-    def gemm(self, rows: float, params: float, high_precision: bool = False) -> float:
-        """rows x params GEMM on this GPU; weights read once, at least the hardware's tile of rows.
-        high_precision: weights kept in the activation format (LM head, routers)."""
-        if rows <= 0 or params <= 0:
+    def gemm(self, rows: float, params: float, weights: str | None = None, groups: float = 1.0) -> float:
+        """`groups` GEMMs of `rows` rows each against `params` weights each, in format `weights` (None:
+        the activation format: LM head, routers). Rows are padded to the kernels' tile; the compute
+        efficiency follows the card's published curve for that many rows (gemm.py)."""
+        if rows <= 0 or params <= 0 or groups <= 0:
             return 0.0
-        fmt = COMPUTE[self.p.activations if high_precision else self.p.weights]
-        wbytes = self.p.act_bytes if high_precision else self.p.weight_bytes
-        flops = 2 * max(rows, self.hw.gemm_tile_rows) * params
-        nbytes = params * wbytes + 2 * rows * self.m.hidden * self.p.act_bytes
-        return self.roofline(flops, nbytes, fmt, self.eff.gemm, self.eff.weight_stream)
+        fmt = weights or self.p.activations
+        padded = padded_rows(rows, self.hw.gemm_tiles())
+        share = kernel_share(self.hw.card_class, padded)
+        flops = 2 * groups * padded * params
+        nbytes_ = groups * (params * nbytes(fmt) + 2 * rows * self.m.hidden * self.p.act_bytes)
+        return self.roofline(flops, nbytes_, COMPUTE[fmt], self.eff.gemm * share, self.eff.weight_stream)
+
+    def attention_format(self) -> str:
+        """Attention computes in the KV format where the card has tensor cores for it (FP8 MLA/FA3)."""
+        kv = COMPUTE[self.p.kv]
+        if kv in ("fp4", "fp8") and self.hw.has_tensor_format("fp8"):
+            return "fp8"
+        return COMPUTE[self.p.activations]
 
     def attention_core(self, s: StepInput) -> float:
         m, tp = self.m, self.lay.tp
@@ -68,8 +91,9 @@ class StepModel:
         flops = group_tokens * s.context * m.attention_flops_per_pair(absorbed=decode) / tp
         kv_layer = self.kv_bytes_per_token_layer()
         read_tokens = group_seqs * s.context if decode else s.prefix_tokens * tp
-        nbytes = (read_tokens + group_tokens) * kv_layer + 2 * group_tokens * m.hidden * self.p.act_bytes
-        return self.roofline(flops, nbytes, COMPUTE[self.p.activations], self.eff.attention, self.eff.kv_stream)
+        nbytes_ = (read_tokens + group_tokens) * kv_layer + 2 * group_tokens * m.hidden * self.p.act_bytes
+        compute_eff = self.eff.attention_decode if decode else self.eff.attention
+        return self.roofline(flops, nbytes_, self.attention_format(), compute_eff, self.eff.kv_stream)
 
     def kv_bytes_per_token_layer(self) -> float:
         m = self.m
@@ -77,113 +101,127 @@ class StepModel:
             return m.kv_values_per_token_layer * self.p.kv_bytes
         return 2 * max(1, m.num_kv_heads // self.lay.tp) * m.head_dim * self.p.kv_bytes
 
-    def experts(self, s: StepInput) -> float:
-        """Routed experts of one MoE layer on the busiest rank."""
+    def expert_rows(self, s: StepInput) -> tuple[float, float, float]:
+        """(active experts, rows per active expert, weights per expert) on the busiest rank. Every
+        distinct token of the world (T x world) picks k experts; an EP group of moe_tp ranks takes 1/ep
+        of the picks, each of its ranks all of them against 1/moe_tp of every expert's width."""
         m, lay = self.m, self.lay
-        if lay.ep > 1:
-            assignments = s.tokens * m.top_k / s.balancedness
-            slots, params = lay.slots_per_rank(m.num_experts), m.expert_params
-        else:
-            assignments = s.tokens * lay.tp * m.top_k
-            slots, params = m.num_experts, m.expert_params / lay.tp
+        assignments = s.tokens * m.top_k * lay.expert_tp / (s.balancedness if lay.ep > 1 else 1.0)
+        slots = lay.slots_per_rank(m.num_experts)
         active = slots * (1 - (1 - 1 / slots) ** assignments)  # experts with at least one row (uniform within the rank)
+        return active, (assignments / active if active > 0 else 0.0), m.expert_params / lay.expert_tp
+
+    def experts(self, s: StepInput) -> float:
+        """Routed experts of one MoE layer on the busiest rank: one grouped GEMM over its active experts."""
+        active, rows, params = self.expert_rows(s)
         if active <= 0:
             return 0.0
-        rows = assignments / active
-        flops = 2 * active * max(rows, self.hw.gemm_tile_rows) * params
-        nbytes = active * params * self.p.weight_bytes + 3 * assignments * m.hidden * self.p.act_bytes
-        fixed = active * self.hw.expert_overhead_us * 1e-6
-        return self.roofline(flops, nbytes, COMPUTE[self.p.weights], self.eff.gemm, self.eff.weight_stream) + fixed
+        t = self.gemm(rows, params, self.p.moe_weights, groups=active)
+        return t + active * self.hw.expert_overhead_us * 1e-6
 
-    # --- communication ---------------------------------------------------------------------------
-    def dispatch_combine(self, s: StepInput) -> float:
-        """Dispatch then combine of one MoE layer. A token goes once to each distinct rank (decode,
-        DeepEP low-latency kernels) or once to each distinct node and on over NVLink (prefill, DeepEP
-        normal kernels); group-limited routing caps the nodes at topk_groups."""
-        m, lay, hw = self.m, self.lay, self.hw
-        if lay.ep == 1:
-            return 0.0
-        ep, per_node = lay.ep, min(hw.gpus_per_node, lay.ep)
-        nodes = math.ceil(ep / per_node)
-        ranks_touched = ep * (1 - (1 - 1 / ep) ** m.top_k)
-        value_bytes = self.p.dispatch_bytes + self.p.act_bytes  # there and back
-        row = m.hidden * value_bytes
-        if nodes == 1:
-            nbytes = s.tokens * ranks_touched * (1 - 1 / ep) * row
-            return nbytes / (hw.scaleup_gbs * 1e9 * self.eff.network) + 2 * hw.scaleup_latency_us * 1e-6
-        if s.phase == "decode":
-            remote = s.tokens * ranks_touched * (1 - per_node / ep) * row
-        else:
-            nodes_touched = nodes * (1 - (1 - 1 / nodes) ** m.top_k)
-            if m.topk_groups and m.num_groups >= nodes:
-                nodes_touched = min(nodes_touched, m.topk_groups)
-            remote = s.tokens * nodes_touched * (1 - 1 / nodes) * row
-        local = s.tokens * ranks_touched * row
-        seconds = max(remote / (hw.scaleout_gbs * 1e9 * self.eff.network), local / (hw.scaleup_gbs * 1e9 * self.eff.network))
-        return seconds + 2 * hw.scaleout_latency_us * 1e-6
-
-    def all_reduce(self, s: StepInput) -> float:
-        tp = self.lay.tp
-        if tp == 1:
-            return 0.0
-        nbytes = s.tokens * tp * self.m.hidden * self.p.act_bytes
-        return 2 * (tp - 1) / tp * nbytes / (self.hw.scaleup_gbs * 1e9 * self.eff.network) + self.hw.scaleup_latency_us * 1e-6
+    def offload_seconds(self) -> float:
+        """Streaming one MoE layer's routed experts of this rank from host memory (prefetched during the
+        layer before it, so only what the layer's own time does not cover is exposed)."""
+        lay, m = self.lay, self.m
+        nbytes_ = lay.slots_per_rank(m.num_experts) * m.expert_params / lay.expert_tp * self.p.weight_bytes
+        if self.hw.host_link_gbs <= 0:
+            raise ValueError(f"{self.hw.name} has no host link (host_link_gbs) to offload weights over")
+        return nbytes_ / (self.hw.host_link_gbs * 1e9 * self.eff.network)
 
     # --- layers and the step ---------------------------------------------------------------------
     def layer(self, s: StepInput, moe: bool) -> tuple[dict, float]:
-        """(compute parts in seconds, communication seconds) of one decoder layer."""
+        """(compute parts in seconds, communication seconds) of one decoder layer, before floors."""
         m, tp = self.m, self.lay.tp
         group = s.tokens * tp
-        parts = {"attention": self.attention_core(s), "projections": self.gemm(group, m.attention_params / tp)}
+        parts = {"attention": self.attention_core(s), "projections": self.gemm(group, m.attention_params / tp, self.p.attn_weights)}
         if m.is_mla and s.phase == "prefill" and s.prefix_tokens:
             # the cached prefix's latents are expanded to keys and values by kv_b for non-absorbed attention
             kv_b = m.kv_lora_rank * m.num_heads * (m.qk_nope_dim + m.v_head_dim)
-            parts["projections"] += self.gemm(s.prefix_tokens * tp, kv_b / tp)
-        comm = 2 * self.all_reduce(s)
+            parts["projections"] += self.gemm(s.prefix_tokens * tp, kv_b / tp, self.p.attn_weights)
+        comm_s = 2 * comm.all_reduce(self, s)
         if moe:
             parts["experts"] = self.experts(s)
-            parts["shared_router"] = self.gemm(group, m.shared_params / tp) + self.gemm(s.tokens, m.router_params, True)
-            comm += self.dispatch_combine(s)
+            parts["shared_router"] = self.gemm(group, m.shared_params / tp, self.p.dense_weights) + self.gemm(s.tokens, m.router_params)
+            comm_s += comm.dispatch_combine(self, s)
         else:
-            parts["dense_mlp"] = self.gemm(group, m.dense_mlp_params / tp)
-        return parts, comm
+            parts["dense_mlp"] = self.gemm(group, m.dense_mlp_params / tp, self.p.dense_weights)
+        parts["elementwise"] = self.elementwise(s, moe)
+        return parts, comm_s
+
+    def elementwise(self, s: StepInput, moe: bool) -> float:
+        """Memory-bound kernels between the GEMMs, by the bytes they move: two residual + RMSNorm passes
+        (read x and residual, write both) per group token; in an MoE layer per row of this rank the
+        permutation into expert order and back (dispatch format in, activation format out), the SwiGLU
+        (read gate and up, write the product in the expert format) and the weighted combine; in a dense
+        layer the SwiGLU of the MLP."""
+        m, lay, a = self.m, self.lay, self.p.act_bytes
+        group = s.tokens * lay.tp
+        nbytes_ = group * 8 * m.hidden * a
+        if moe:
+            active, rows, _ = self.expert_rows(s)
+            inter = m.expert_intermediate / lay.expert_tp
+            per_row = 2 * m.hidden * (self.p.dispatch_bytes + a) + inter * (2 * a + nbytes(self.p.moe_weights))
+            nbytes_ += active * rows * per_row
+        else:
+            inter = m.dense_intermediate / lay.tp
+            nbytes_ += group * inter * (2 * a + nbytes(self.p.dense_weights))
+        return nbytes_ / (self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
+
+    def floored(self, parts: dict, cuda_graphs: bool) -> dict:
+        """Each part at least its kernels' floor: inside a CUDA graph `kernel_floor_us` a kernel; launched
+        one by one (eager) also the host's launch time, `layer_overhead_us` spread over the layer's kernels."""
+        proj = KERNELS["projections_mla" if self.m.is_mla else "projections_gqa"]
+        counts = {k: KERNELS.get(k, proj) for k in parts}
+        per = self.hw.kernel_floor_us
+        if not cuda_graphs:
+            per = max(per, self.hw.layer_overhead_us / sum(counts.values()))
+        if per <= 0:
+            return parts
+        return {k: max(v, counts[k] * per * 1e-6) for k, v in parts.items()}
 
     def layer_time(self, s: StepInput, moe: bool, out: StepTime, count: int) -> None:
         if s.tbo:
-            half = StepInput(**{**s.__dict__, "tokens": s.tokens / 2, "sequences": s.sequences / 2,
-                                "prefix_tokens": s.prefix_tokens / 2})
-            parts, comm = self.layer(half, moe)
-            parts = {k: 2 * v for k, v in parts.items()}
-            comm *= 2
+            half = replace(s, tokens=s.tokens / 2, sequences=s.sequences / 2, prefix_tokens=s.prefix_tokens / 2)
+            parts, comm_s = self.layer(half, moe)
+            parts = {k: 2 * v for k, v in self.floored(parts, s.cuda_graphs).items()}
+            comm_s *= 2
         else:
-            parts, comm = self.layer(s, moe)
+            parts, comm_s = self.layer(s, moe)
+            parts = self.floored(parts, s.cuda_graphs)
         compute = sum(parts.values())
         if s.tbo:
-            exposed = max(compute, comm) + (1 - self.eff.overlap) * min(compute, comm) - compute
+            exposed = max(compute, comm_s) + (1 - self.eff.overlap) * min(compute, comm_s) - compute
         else:
-            exposed = comm
-        # kernels leave gaps between them even replayed from a graph; launched one by one (eager), the
-        # layer also takes at least as long as the host needs to launch them
-        launch = self.hw.graph_layer_overhead_us * 1e-6
-        eager_floor = 0.0 if s.cuda_graphs else max(0.0, self.hw.layer_overhead_us * 1e-6 - compute - exposed - launch)
+            exposed = comm_s
+        fixed = self.hw.graph_layer_overhead_us * 1e-6
+        offload = max(0.0, self.offload_seconds() - compute - exposed) if (moe and s.offload) else 0.0
         for k, v in parts.items():
             out.add(k, v * count)
         out.add("communication", exposed * count)
-        out.add("overhead", (launch + eager_floor) * count)
+        out.add("overhead", fixed * count)
+        if offload:
+            out.add("offload", offload * count)
 
     def step(self, s: StepInput, mtp_draft: int = 0) -> StepTime:
         """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence (each runs one
-        MTP module layer on the step's sequences)."""
-        m = self.m
+        MTP module layer and the LM head on the step's sequences)."""
+        m, tp = self.m, self.lay.tp
         out = StepTime()
         self.layer_time(s, False, out, m.num_dense_layers)
         self.layer_time(s, True, out, m.num_moe_layers)
+        logit_rows = s.tokens if s.phase == "decode" else s.sequences
+        out.add("lm_head", self.lm_head(logit_rows, s.cuda_graphs))
         if mtp_draft and m.mtp_layers:
-            draft = StepInput(**{**s.__dict__, "tokens": s.sequences})
+            draft = replace(s, tokens=s.sequences, offload=False)
             for _ in range(mtp_draft):
                 self.layer_time(draft, True, out, 1)
-        logit_rows = s.tokens if s.phase == "decode" else s.sequences
-        out.add("lm_head", self.gemm(logit_rows * self.lay.tp, m.vocab * m.hidden / self.lay.tp, True))
+                out.add("lm_head", self.lm_head(s.sequences, s.cuda_graphs))
         out.add("overhead", self.hw.step_overhead_ms * 1e-3 + s.sequences * self.hw.seq_overhead_us * 1e-6)
         out.total = sum(out.parts.values())
         return out
+
+    def lm_head(self, rows: float, cuda_graphs: bool) -> float:
+        t = self.gemm(rows * self.lay.tp, self.m.vocab * self.m.hidden / self.lay.tp)
+        if cuda_graphs:
+            t = max(t, KERNELS["lm_head"] * self.hw.kernel_floor_us * 1e-6)
+        return t

@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +96,13 @@ def test_trace_and_plan_set_the_balancedness(capsys, tmp_path):
     assert planned["balancedness"] <= traced["balancedness"] + 1e-9  # the optimizer beats contiguous
 
 
+def exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as stop:  # argparse's own checks (types, choices)
+        return stop.code
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--hardware", "tpu9"], "not a profile file nor a known name"),
     (["--hardware", "h100", "--tp", "4", "--ep", "6"], "not a multiple of --tp 4"),
@@ -98,10 +110,33 @@ def test_trace_and_plan_set_the_balancedness(capsys, tmp_path):
     (["--hardware", "h100", "--mtp-accept", "0.5"], "--mtp-accept"),
     (["--hardware", "h100", "--plan", "p.json"], "--trace"),
     (["--isl", "10"], "pass --hardware"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--ep", "32", "--redundant", "5"], "--redundant auto"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--phase", "decode", "--ep", "8", "--offload-weights"], "prefill only"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--mtp-accept", "2.5", "--mtp-draft", "1"], "--mtp-draft 1"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "fp8", "--emit", "x.yaml"], "moeserve serve runs"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--gemm-min-tile", "48"], "power of two"),
 ])
 def test_mistakes_exit_2_with_a_message(capsys, argv, needle):
-    assert main(argv) == 2
+    assert exit_code(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+# issue 46: nonsense numbers are refused at once (exit 2, one line), none runs a search
+NONSENSE = [["--gpus", "1000000000"], ["--gpus", "0"], ["--tp", "0"], ["--batch", "0"], ["--memory-fraction", "5"],
+            ["--redundant", "-100"], ["--mtp-accept", "7"], ["--top", "-1"], ["--tpot-slo-ms", "nan"], ["--isl-cv", "inf"],
+            ["--ttft-slo-ms", "-1"], ["--ttft-slo-ms", "inf"], ["--isl", "0"], ["--osl", "-5"], ["--cache-hit", "1"],
+            ["--cache-hit", "nan"], ["--balancedness", "0"], ["--balancedness", "1.5"], ["--ep", "0"], ["--moe-tp", "0"],
+            ["--mtp-draft", "-1"], ["--mtp-draft", "99"], ["--gemm-min-tile", "0"], ["--batch", "inf"], ["--batch", "-3"],
+            ["--tp", "4096"], ["--memory-fraction", "0"], ["--isl", "1e3"], ["--gpus", "many"], ["--redundant", "some"]]
+
+
+@pytest.mark.parametrize("bad", NONSENSE, ids=[" ".join(a) for a in NONSENSE])
+def test_nonsense_arguments_exit_2_with_one_line(capsys, bad):
+    assert exit_code(["--model", "deepseek-v3", "--hardware", "h100", *bad]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("moeserve configure: error:") and bad[0] in lines[0], captured.err
 
 
 def test_subcommand_is_registered(capsys):
@@ -109,3 +144,65 @@ def test_subcommand_is_registered(capsys):
 
     assert moeserve_main(["configure", "--hardware", "cpu", "--gpus", "1", "--isl", "16", "--osl", "16", "--top", "1"]) == 0
     assert "moeserve-tiny-moe on cpu" in capsys.readouterr().out
+
+
+def test_per_module_formats_reach_the_prediction(capsys):
+    base = ["--model", "deepseek-v3", "--hardware", "gb200", "--phase", "decode", "--ep", "48", "--batch", "512",
+            "--isl", "2000", "--osl", "100"]
+    fp8 = run_json(capsys, *base)
+    low = run_json(capsys, *base, "--moe-weights", "fp4", "--kv-dtype", "fp8", "--dispatch-dtype", "fp4")
+    assert low["precision"] == {"attention_weights": "fp8", "moe_weights": "fp4", "dense_weights": "fp8", "kv": "fp8",
+                                "dispatch": "fp4", "combine": "bf16", "activations": "bf16"}
+    assert low["memory"]["weights_gb"] < fp8["memory"]["weights_gb"] and low["memory"]["kv_bytes_per_token"] < fp8["memory"]["kv_bytes_per_token"]
+    assert low["output_tokens_per_s_per_gpu"] > fp8["output_tokens_per_s_per_gpu"]
+    everything = run_json(capsys, *base, "--weights", "fp4", "--attn-weights", "bf16")
+    assert (everything["precision"]["attention_weights"], everything["precision"]["dense_weights"]) == ("bf16", "fp4")
+
+
+def test_moe_tp_layout_and_auto_redundant(capsys):
+    # TensorRT-LLM's min-latency layout: attention TP 8, experts TP 4 x EP 2, one sequence
+    out = run_json(capsys, "--model", "deepseek-v3", "--hardware", "b200", "--phase", "decode", "--tp", "8", "--ep", "2",
+                   "--moe-tp", "4", "--batch", "0.125", "--weights", "fp4", "--attn-weights", "bf16")
+    assert (out["tp"], out["ep"], out["moe_tp"], out["world"], out["attention_dp"]) == (8, 2, 4, 8, 1)
+    assert out["tpot_ms"] > 0 and out["fits"]
+    # the README's fixed layout: 256 experts over --ep 72 need 32 redundant slots, chosen and said
+    out = run_json(capsys, "--model", "deepseek-v3", "--hardware", "h100", "--phase", "decode", "--ep", "72", "--batch", "256")
+    assert out["redundant_experts"] == 32 and any("--redundant auto: 32" in n for n in out["notes"])
+    assert run_json(capsys, "--model", "deepseek-v3", "--hardware", "h100", "--phase", "decode", "--ep", "32",
+                    "--redundant", "0", "--batch", "64")["redundant_experts"] == 0
+
+
+def test_prefill_offload_to_host_memory(capsys):
+    base = ["--model", "deepseek-v3", "--hardware", "gb200", "--phase", "prefill", "--ep", "2", "--batch", "16384",
+            "--moe-weights", "fp4"]
+    assert run_json(capsys, *base)["fits"] is False  # 2 GPUs cannot hold DeepSeek-V3's experts
+    out = run_json(capsys, *base, "--offload-weights")
+    assert out["fits"] and out["offload_weights"] and out["memory"]["host_weights_gb"] > 100
+    assert out["breakdown_ms"].get("offload", 0) >= 0
+
+
+def test_ranked_table_shows_every_column_that_differs(capsys):
+    assert main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "16", "--isl", "2000", "--osl", "400",
+                 "--ttft-slo-ms", "3000", "--tpot-slo-ms", "80", "--top", "12"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("#  deployment"))
+    rows = [line.split(None, 1)[1] for line in lines[header + 1:] if line[:1].isdigit()]
+    assert len(rows) >= 5 and len(set(rows)) == len(rows)  # no two printed rows alike
+    assert "p.red" in lines[header] or "p.tp" in lines[header]  # the P/D rows differ in their prefill side
+
+
+def test_the_readme_configure_commands_run_as_written(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    lines = [line.strip() for line in readme.splitlines() if line.startswith("    moeserve configure")]
+    fragments = re.findall(r"`(--phase [^`]*)`", readme)
+    assert lines
+    for line in lines:
+        argv = shlex.split(line.split("  #")[0])[2:]
+        proc = subprocess.run([sys.executable, "-m", "moeserve.cli", "configure", *argv], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert proc.returncode == 0, proc.stderr
+        for path in re.findall(r"--emit (\S+)", line):  # every file it writes is named
+            assert f"wrote {path}" in proc.stdout and (tmp_path / path).is_file()
+    for fragment in fragments:  # "... --phase decode --ep 72 --batch 256 --json predicts one layout"
+        argv = ["--model", "deepseek-v3", "--hardware", "h200", *shlex.split(fragment)]
+        assert main(argv) == 0, fragment

@@ -3,6 +3,7 @@ one that serves the built-in model here."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -35,16 +36,45 @@ def test_emitted_gpu_config_is_accepted_by_the_serve_loader(tmp_path, capsys, mo
     out = tmp_path / "serve.yaml"
     assert main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "16", "--isl", "2000", "--osl", "400",
                  "--tpot-slo-ms", "100", "--emit", str(out)]) == 0
+    printed = capsys.readouterr().out
     data = yaml.safe_load(out.read_text())
-    assert data["model"] == "deepseek-v3" and data["dtype"] == "bfloat16" and data["block_size"] == 64
+    header = out.read_text().split("\nmodel:")[0]
+    # a shipped name is no checkpoint: a placeholder naming the repository to fetch, and a comment saying so
+    assert data["model"] == "<local directory of deepseek-ai/DeepSeek-V3>" and "local copy of deepseek-ai/DeepSeek-V3" in header
+    # planned in what the file runs: bfloat16 everywhere, no FP8 claimed in the header
+    assert data["dtype"] == "bfloat16" and data["block_size"] == 64
+    assert "weights bf16, KV bf16" in header and "fp8" not in header
+    assert "formats: weights bf16, KV bf16" in printed
+    written = [line for line in printed.splitlines() if line.startswith("wrote ")]
+    assert written and written[0].startswith(f"wrote {out}:")
     as_under_torchrun(monkeypatch, data)
     engine, _ = configs_from_args(serve_args(out))
     assert engine.parallel.tp == data["tp"] and engine.parallel.ep == data["ep"]
     assert engine.scheduler.max_num_seqs == data["max_num_seqs"]
     prefill = out.with_name("serve.prefill.yaml")
-    if prefill.exists():  # a prefill/decode split writes both sides
+    assert prefill.exists() == (len(written) == 2)  # a prefill/decode split writes both sides and names both
+    if prefill.exists():
+        assert any(line.startswith(f"wrote {prefill}:") for line in written)
         as_under_torchrun(monkeypatch, yaml.safe_load(prefill.read_text()))
         configs_from_args(serve_args(prefill))
+
+
+def test_emit_names_both_sides_of_a_split_and_a_real_checkpoint_path(tmp_path, capsys):
+    ckpt = tmp_path / "DeepSeek-V3"
+    ckpt.mkdir()
+    cfg = Path(__file__).resolve().parents[2] / "moeserve" / "capacity" / "models" / "deepseek-v3.json"
+    (ckpt / "config.json").write_text(cfg.read_text())
+    out = tmp_path / "pd.yaml"
+    # 64 GPUs, short prompts, long outputs, tight TPOT: a split wins here
+    assert main(["--model", str(ckpt / "config.json"), "--hardware", "h200", "--gpus", "64", "--isl", "4000", "--osl", "200",
+                 "--tpot-slo-ms", "60", "--ttft-slo-ms", "4000", "--emit", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["emitted"][0] == str(out) and all(f"wrote {p}:" in captured.err for p in data["emitted"])
+    assert yaml.safe_load(out.read_text())["model"] == str(ckpt)
+    if data["phase"] == "disaggregated":
+        assert data["emitted"] == [str(out), str(tmp_path / "pd.prefill.yaml")]
+        assert "this file is the prefill side" in (tmp_path / "pd.prefill.yaml").read_text()
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.memory import kv_bytes_per_token, memory_report, weight_bytes
 from moeserve.capacity.model_spec import from_hf_config, load_model
 
+FP8 = 1 + 4 / 16384
+
 
 def test_mla_kv_bytes_per_token_is_the_latent_plus_rope_key():
     m = load_model("deepseek-v3")
@@ -92,3 +94,35 @@ def test_architectures_read_from_config_json(tmp_path):
         from_hf_config({**olmoe, "model_type": "llama"})
     with pytest.raises(ValueError, match="shipped"):
         load_model(str(tmp_path / "nope"))
+
+
+def test_each_module_takes_its_own_format():
+    m = load_model("deepseek-v3")
+    lay = Layout(ep=8)
+    fp8 = weight_bytes(m, lay, Precision(weights="fp8"))
+    mixed = weight_bytes(m, lay, Precision(weights="fp8", moe="fp4", dense="bf16", attn="bf16"))
+    routed = 58 * 32 * m.expert_params  # 32 experts per rank, 58 MoE layers
+    dense = 3 * m.dense_mlp_params + 58 * m.shared_params  # dense MLPs and shared experts
+    attention = 61 * m.attention_params
+    by_hand = routed * ((0.5 + 1 / 16) - FP8) + (dense + attention) * (2 - FP8)
+    assert mixed - fp8 == pytest.approx(by_hand)
+    # --weights sets every module left unset; dispatch follows the experts (FP8 with scales for fp8/fp4), combine the activations
+    p = Precision(weights="fp4", attn="bf16")
+    assert (p.attn_weights, p.moe_weights, p.dense_weights, p.dispatch_format, p.combine_format) == ("bf16", "fp4", "fp4", "fp8", "bf16")
+    assert Precision(weights="bf16").dispatch_format == "bf16" and Precision(dispatch="fp4").dispatch_bytes == 0.5 + 1 / 16
+
+
+def test_moe_tp_and_offload_move_the_expert_weights():
+    m = load_model("deepseek-v3")
+    prec = Precision(weights="fp8")
+    # TP 8 attention, experts TP 4 x EP 2: each rank holds 128 experts at a quarter of their width
+    split = weight_bytes(m, Layout(tp=8, ep=2, moe_tp=4), prec) - weight_bytes(m, Layout(tp=8, ep=8), prec)
+    assert split == pytest.approx(58 * (128 / 4 - 32) * m.expert_params * FP8) == 0
+    # offloaded: the routed experts of every MoE layer live in host memory, two layers' worth on the GPU
+    lay = Layout(ep=2)
+    routed_layer = 128 * m.expert_params * FP8
+    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload=True) == pytest.approx((58 - 2) * routed_layer)
+    r = memory_report(m, lay, prec, 186, tokens_per_step=16384, kv_tokens_needed=1, offload=True, host_gb=240)
+    assert r.host_weights == pytest.approx(58 * routed_layer) and r.host_budget == pytest.approx(0.9 * 240e9)
+    assert r.fits is (r.total <= r.budget and r.host_weights <= r.host_budget)
+    assert not memory_report(m, lay, prec, 186, tokens_per_step=16384, kv_tokens_needed=1, offload=True, host_gb=1).fits

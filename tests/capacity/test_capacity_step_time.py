@@ -1,43 +1,68 @@
 """The step-time model on hand-worked rooflines, and the purity of the library (no torch)."""
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
+from moeserve.capacity import comm
 from moeserve.capacity.efficiency import Efficiency
+from moeserve.capacity.gemm import kernel_share, padded_rows
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import load_model
-from moeserve.capacity.step_time import StepInput, StepModel
+from moeserve.capacity.step_time import KERNELS, StepInput, StepModel
 
-IDEAL = Efficiency(gemm=1.0, attention=1.0, weight_stream=1.0, kv_stream=1.0, network=1.0, overlap=1.0)
+IDEAL = Efficiency(gemm=1.0, attention=1.0, attention_decode=1.0, weight_stream=1.0, kv_stream=1.0, network=1.0, overlap=1.0)
+FP8 = 1 + 4 / 16384  # bytes per fp8 weight with its per-128x128-block fp32 scale
 
 
 def test_gemm_roofline_by_hand():
     m, h100 = load_model("deepseek-v3"), load_hardware("h100")
     sm = StepModel(m, h100, Layout(), Precision(weights="fp8", activations="bf16"), IDEAL)
-    # 64 rows x 1e9 weights (a 128-row tile): 2.56e11 FLOP at 1,979e12 = 129 us; 1e9 x (1 + 4/16384) bytes + activations
-    # 2 x 64 x 7168 x 2 at 3.35e12 B/s = 298.8 us: memory-bound
-    mem_s = (1e9 * (1 + 4 / 16384) + 2 * 64 * 7168 * 2) / 3.35e12
-    assert sm.gemm(64, 1e9) == pytest.approx(mem_s)
-    # 8192 rows: 1.64e13 FLOP / 1.979e15 = 8.28 ms, compute-bound
-    assert sm.gemm(8192, 1e9) == pytest.approx(2 * 8192 * 1e9 / 1979e12)
-    # the profile's 128-row tile makes 8 rows cost 128 rows' FLOPs (with memory made free)
-    assert h100.gemm_tile_rows == 128
-    floor = StepModel(m, h100, Layout(), Precision(), IDEAL.with_overrides(weight_stream=1e9))
-    assert floor.gemm(8, 1e9) == pytest.approx(2 * 128 * 1e9 / 1979e12)
+    # 64 rows x 1e9 fp8 weights: 1e9 x FP8 bytes + activations 2 x 64 x 7168 x 2 at 3.35e12 B/s = 298.8 us: memory-bound
+    mem_s = (1e9 * FP8 + 2 * 64 * 7168 * 2) / 3.35e12
+    assert sm.gemm(64, 1e9, "fp8") == pytest.approx(mem_s)
+    # 8192 rows: beyond the curve's last point (share 1): 1.64e13 FLOP / 1.979e15 = 8.28 ms, compute-bound
+    assert sm.gemm(8192, 1e9, "fp8") == pytest.approx(2 * 8192 * 1e9 / 1979e12)
+    # with memory free, 8 rows cost a 64-row tile (WGMMA's M on Hopper) at the curve's 64-row share: 0.44 / 0.65
+    free = StepModel(m, h100, Layout(), Precision(), IDEAL.with_overrides(weight_stream=1e9))
+    assert h100.gemm_tiles() == [64, 128]
+    assert free.gemm(8, 1e9, "fp8") == pytest.approx(2 * 64 * 1e9 / (1979e12 * 0.44 / 0.65))
+    # swapAB's 32-row tiles: 8 rows cost 32
+    swap = StepModel(m, replace(h100, gemm_min_tile_rows=32), Layout(), Precision(), IDEAL.with_overrides(weight_stream=1e9))
+    assert swap.gemm(8, 1e9, "fp8") == pytest.approx(2 * 32 * 1e9 / (1979e12 * 0.44 / 0.65))
+    # a weight format of its own: bf16 weights stream twice the bytes and compute at the bf16 peak
+    assert sm.gemm(64, 1e9, "bf16") == pytest.approx((1e9 * 2 + 2 * 64 * 7168 * 2) / 3.35e12)
+    assert sm.gemm(8192, 1e9, "bf16") == pytest.approx(2 * 8192 * 1e9 / 989e12)
 
 
-def test_mla_decode_attention_by_hand():
+def test_row_tiles_and_the_published_curve():
+    assert padded_rows(130, [64, 128]) == 192  # three 64-row tiles waste less than two 128-row ones
+    assert padded_rows(46, [32, 64, 128]) == 64 and padded_rows(20, [32, 64, 128]) == 32
+    assert padded_rows(0, [64]) == 0
+    # DeepGEMM's masked-layout shares at 256 and 512 rows (0.44, 0.49), log-linear between them
+    assert kernel_share("hopper", 256) == pytest.approx(0.44 / 0.65)
+    assert kernel_share("hopper", 362) == pytest.approx((0.44 + 0.05 * math.log(362 / 256) / math.log(2)) / 0.65)
+    assert kernel_share("hopper", 100_000) == 1.0 and kernel_share("cpu", 3) == 1.0
+
+
+def test_mla_decode_attention_by_hand_and_in_fp8():
     m, h800 = load_model("deepseek-v3"), load_hardware("h800")
     assert m.attention_flops_per_pair(absorbed=True) == 2 * 128 * (512 + 512 + 64)
-    sm = StepModel(m, h800, Layout(), Precision(kv="bf16"), IDEAL)
     s = StepInput("decode", tokens=128, context=4096, sequences=128)
     flops = 128 * 4096 * 278_528
-    nbytes = (128 * 4096 + 128) * 576 * 2 + 2 * 128 * 7168 * 2
-    assert sm.attention_core(s) == pytest.approx(max(flops / 989e12, nbytes / 3.35e12))
+    for kv, peak, nbytes_per in (("bf16", 989e12, 2), ("fp8", 1979e12, FP8)):
+        sm = StepModel(m, h800, Layout(), Precision(kv=kv), IDEAL)
+        nbytes = (128 * 4096 + 128) * 576 * nbytes_per + 2 * 128 * 7168 * 2
+        # FP8 KV: attention computes at the FP8 tensor-core peak (FlashMLA's FP8 path), reading half the bytes
+        assert sm.attention_core(s) == pytest.approx(max(flops / peak, nbytes / 3.35e12))
+    # a card without FP8 tensor cores computes FP8 KV at BF16
+    no_fp8 = replace(h800, tflops={"bf16": 989})
+    assert StepModel(m, no_fp8, Layout(), Precision(weights="bf16", kv="fp8"), IDEAL).attention_format() == "bf16"
 
 
 def test_busiest_rank_sets_the_expert_time():
@@ -46,6 +71,49 @@ def test_busiest_rank_sets_the_expert_time():
     even = sm.experts(StepInput("prefill", 16384, 512, 16, balancedness=1.0))
     skewed = sm.experts(StepInput("prefill", 16384, 512, 16, balancedness=0.5))
     assert skewed == pytest.approx(2 * even, rel=1e-6)  # compute-bound: twice the rows on the busiest rank
+
+
+def test_moe_tp_splits_each_expert_over_its_group():
+    m = load_model("deepseek-v3")
+    lay = Layout(tp=8, ep=2, moe_tp=4).validate(256)
+    assert (lay.world, lay.expert_tp, lay.attention_groups, lay.slots_per_rank(256)) == (8, 4, 1, 128)
+    sm = StepModel(m, load_hardware("b200"), lay, Precision(), IDEAL)
+    active, rows, params = sm.expert_rows(StepInput("decode", 1, 1024, 1))
+    # every rank of an EP group sees all its group's rows (1 token x top-8 x moe_tp 4 spread over 128 slots)
+    assert params == m.expert_params / 4
+    assert active * rows == pytest.approx(1 * 8 * 4)
+    assert active == pytest.approx(128 * (1 - (1 - 1 / 128) ** 32))
+    # one attention group: every rank holds every token after the all-reduce, no dispatch
+    assert comm.dispatch_combine(sm, StepInput("decode", 1, 1024, 1)) == 0.0
+    # moeserve's own layouts are unchanged: experts over tp at ep 1, whole experts at ep > 1
+    assert Layout(tp=8).expert_tp == 8 and Layout(tp=2, ep=8).expert_tp == 1 and Layout(tp=2, ep=8).world == 8
+    with pytest.raises(ValueError, match="--moe-tp 4"):
+        Layout(tp=8, ep=2).validate(256)
+    with pytest.raises(ValueError, match="not a multiple of --tp 8"):
+        Layout(tp=8, ep=3, moe_tp=1).validate(256)
+
+
+def test_latency_floors_bind_a_batch_of_one():
+    m, b200 = load_model("deepseek-v3"), load_hardware("b200")
+    sm = StepModel(m, b200, Layout(tp=8, ep=4, moe_tp=2), Precision(weights="fp4", attn="bf16"), IDEAL)
+    s = StepInput("decode", 1 / 8, 2048, 1 / 8)
+    parts, _ = sm.layer(s, moe=True)
+    floored = sm.floored(parts, cuda_graphs=True)
+    floor = b200.kernel_floor_us * 1e-6
+    assert floored["shared_router"] == pytest.approx(KERNELS["shared_router"] * floor)  # a few KB of work: the floor
+    assert floored["elementwise"] == pytest.approx(KERNELS["elementwise"] * floor)
+    # eager: each kernel also waits for the host to launch it, layer_overhead_us over the layer's ~20 kernels
+    eager_parts = sm.floored(parts, cuda_graphs=False)
+    kernels = sum(KERNELS[k] for k in ("attention", "projections_mla", "experts", "shared_router", "elementwise"))
+    assert set(parts) == {"attention", "projections", "experts", "shared_router", "elementwise"}
+    per = max(b200.kernel_floor_us, b200.layer_overhead_us / kernels) * 1e-6
+    assert eager_parts["shared_router"] == pytest.approx(KERNELS["shared_router"] * per)
+    # TP all-reduce of one token: the profile's small-message latency plus a ring's bytes
+    ring = 2 * 7 / 8 * (1 / 8 * 8 * 7168 * 2) / (b200.scaleup_gbs * 1e9)
+    assert comm.all_reduce(sm, s) == pytest.approx(ring + b200.allreduce_latency_us * 1e-6)
+    graphs = sm.step(s).total
+    eager = sm.step(replace(s, cuda_graphs=False)).total
+    assert eager >= graphs > m.num_layers * 20 * floor
 
 
 def test_two_batch_overlap_hides_communication():
@@ -57,11 +125,37 @@ def test_two_batch_overlap_hides_communication():
     assert tbo.parts["communication"] < 0.5 * plain.parts["communication"]
 
 
+def test_dispatch_moves_the_dispatch_and_combine_formats():
+    m, h100 = load_model("deepseek-v3"), load_hardware("h100")
+    s = StepInput("decode", 64, 2000, 64)
+    lay = Layout(ep=8)  # one node: NVLink only
+    fp8 = comm.dispatch_combine(StepModel(m, h100, lay, Precision(), IDEAL), s)
+    fp4 = comm.dispatch_combine(StepModel(m, h100, lay, Precision(moe="fp4", dispatch="fp4"), IDEAL), s)
+    touched = 8 * (1 - (7 / 8) ** 8)
+    fixed = 2 * h100.scaleup_latency_us * 1e-6
+    row_fp8 = 7168 * ((1 + 4 / 128) + 2)
+    assert fp8 == pytest.approx(64 * touched * (7 / 8) * row_fp8 / 450e9 + fixed)
+    assert fp4 < fp8  # NVFP4 dispatch: 0.5625 bytes a value instead of 1.03
+
+
+def test_offload_streams_each_layers_experts_over_the_host_link():
+    m, gb200 = load_model("deepseek-v3"), load_hardware("gb200")
+    sm = StepModel(m, gb200, Layout(ep=2), Precision(moe="fp4"), IDEAL)
+    per_layer = 128 * m.expert_params * (0.5 + 1 / 16)
+    assert sm.offload_seconds() == pytest.approx(per_layer / (gb200.host_link_gbs * 1e9))
+    s = StepInput("prefill", 16384, 1000, 8)
+    plain, offloaded = sm.step(s), sm.step(replace(s, offload=True))
+    assert offloaded.total >= plain.total and "offload" not in plain.parts
+    with pytest.raises(ValueError, match="host link"):
+        StepModel(m, replace(gb200, host_link_gbs=0), Layout(ep=2), Precision(), IDEAL).offload_seconds()
+
+
 def test_every_profile_number_has_a_source():
-    assert {"h100", "h200", "h800", "h20", "b200", "gb200", "cpu"} <= set(known_profiles())
+    assert {"h100", "h200", "h800", "h20", "b200", "gb200", "gb300", "mi300x", "mi355x", "cpu"} <= set(known_profiles())
     for name in known_profiles():
         hw = load_hardware(name)
         assert hw.sources and all(len(text) > 10 for text in hw.sources.values()), name
+        assert not any(text.startswith("not in the profile") for text in hw.sources.values()), name
         assert max(hw.tflops.values()) > 0 and hw.memory_bandwidth_gbs > 0
 
 

@@ -1,0 +1,54 @@
+"""Communication of one decoder layer on the busiest GPU: TP all-reduces and MoE dispatch/combine.
+
+All-reduce: a fixed latency (one-shot custom all-reduce at a few KB: the profile's
+`allreduce_latency_us`) plus a ring's bytes over the scale-up link. Dispatch and combine: tokens go
+out in the dispatch format and come back in the combine format; at decode one copy per (token,
+rank) (DeepEP's low-latency kernels), at prefill one per (token, node) then on over NVLink (its normal
+kernels), nodes capped by group-limited routing; bandwidth plus a latency per phase. With one
+attention group (world = tp) every rank already holds every token after the attention all-reduce:
+there is no dispatch, and the second all-reduce sums the experts' partial outputs (TensorRT-LLM's
+TP x EP layouts). Functions take the StepModel whose model, hardware, layout and formats they read.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from moeserve.capacity.step_time import StepInput, StepModel
+
+
+def all_reduce(sm: "StepModel", s: "StepInput") -> float:
+    tp = sm.lay.tp
+    if tp == 1:
+        return 0.0
+    nbytes = s.tokens * tp * sm.m.hidden * sm.p.act_bytes
+    bandwidth = sm.hw.scaleup_gbs * 1e9 * sm.eff.network
+    return 2 * (tp - 1) / tp * nbytes / bandwidth + sm.hw.allreduce_latency_us * 1e-6
+
+
+def dispatch_combine(sm: "StepModel", s: "StepInput") -> float:
+    """Dispatch then combine of one MoE layer: a token goes once to each distinct expert group it picks
+    (to each of the group's moe_tp ranks), or once per distinct node at prefill across nodes."""
+    m, lay, hw = sm.m, sm.lay, sm.hw
+    if lay.world == 1 or lay.attention_groups == 1:
+        return 0.0
+    world, ep, etp = lay.world, lay.ep, lay.expert_tp
+    per_node = min(hw.gpus_per_node, world)
+    nodes = math.ceil(world / per_node)
+    ranks_touched = ep * (1 - (1 - 1 / ep) ** m.top_k) * etp if ep > 1 else etp
+    row = m.hidden * (sm.p.dispatch_bytes + sm.p.combine_bytes)  # there and back
+    link = sm.eff.network * 1e9
+    if nodes == 1:
+        nbytes = s.tokens * ranks_touched * (1 - 1 / world) * row
+        return nbytes / (hw.scaleup_gbs * link) + 2 * hw.scaleup_latency_us * 1e-6
+    if s.phase == "decode":
+        remote = s.tokens * ranks_touched * (1 - per_node / world) * row
+    else:
+        nodes_touched = nodes * (1 - (1 - 1 / nodes) ** m.top_k)
+        if m.topk_groups and m.num_groups >= nodes:
+            nodes_touched = min(nodes_touched, m.topk_groups)
+        remote = s.tokens * nodes_touched * (1 - 1 / nodes) * row
+    local = s.tokens * ranks_touched * row
+    seconds = max(remote / (hw.scaleout_gbs * link), local / (hw.scaleup_gbs * link))
+    return seconds + 2 * hw.scaleout_latency_us * 1e-6

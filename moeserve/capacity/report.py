@@ -1,0 +1,106 @@
+"""What `moeserve configure` prints: a deployment as a JSON row, and the ranked table.
+
+The table always shows the layout, batch, latencies, throughputs and memory; any other column (MoE TP,
+the prefill side of a P/D split, offload) appears as soon as two rows differ in it, so two rows that
+look alike are alike. Identical deployments are listed once.
+"""
+from __future__ import annotations
+
+from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.predict import Prediction, Workload
+
+
+def _side(lay: Layout) -> dict:
+    return {"tp": lay.tp, "ep": lay.ep, "moe_tp": lay.expert_tp, "attention_dp": lay.attention_groups,
+            "redundant_experts": lay.redundant, "world": lay.world}
+
+
+def row(p: Prediction, w: Workload, balance) -> dict:
+    lay = p.layout
+    mem = p.memory.get("decode", p.memory)
+    out = {
+        "phase": p.phase, **_side(lay), "batch_per_gpu": p.batch, "balancedness": balance(lay),
+        "ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms, "step_ms": p.step_ms,
+        "input_tokens_per_s_per_gpu": p.input_tokens_per_s_per_gpu, "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
+        "goodput_tokens_per_s_per_gpu": p.goodput(w), "meets_slo": p.meets(w),
+        "memory_per_gpu_gb": mem.get("total_gb", 0.0), "memory": p.memory, "fits": p.fits, "breakdown_ms": p.breakdown_ms,
+        "offload_weights": p.offload,
+    }
+    if p.phase == "disaggregated":
+        pre = p.sides[0]
+        out.update(prefill_gpus=p.prefill_gpus, decode_gpus=p.decode_gpus, pd_ratio=f"{p.prefill_gpus}:{p.decode_gpus}",
+                   prefill={**_side(pre.layout), "batch_tokens_per_gpu": pre.batch, "ttft_ms": pre.ttft_ms,
+                            "offload_weights": pre.offload})
+    return out
+
+
+def precision_fields(prec: Precision) -> dict:
+    return {"attention_weights": prec.attn_weights, "moe_weights": prec.moe_weights, "dense_weights": prec.dense_weights,
+            "kv": prec.kv, "dispatch": prec.dispatch_format, "combine": prec.combine_format, "activations": prec.activations}
+
+
+def _num(v, width: int, digits: int = 0) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}.{digits}f}"
+
+
+def _kind(r: dict) -> str:
+    return f"P/D {r['pd_ratio']}" if r["phase"] == "disaggregated" else r["phase"]
+
+
+def _pre(key: str):
+    return lambda r: r["prefill"][key] if "prefill" in r else None
+
+
+# (header, value, width, always shown)
+COLUMNS = [
+    ("#", None, 2, True),
+    ("deployment", _kind, 13, True),
+    ("tp", lambda r: r["tp"], 3, True),
+    ("ep", lambda r: r["ep"], 4, True),
+    ("moe-tp", lambda r: r["moe_tp"], 6, False),
+    ("dp", lambda r: r["attention_dp"], 4, True),
+    ("red", lambda r: r["redundant_experts"], 4, True),
+    ("batch", lambda r: r["batch_per_gpu"], 7, True),
+    ("p.tp", _pre("tp"), 4, False),
+    ("p.ep", _pre("ep"), 4, False),
+    ("p.moe-tp", _pre("moe_tp"), 8, False),
+    ("p.red", _pre("redundant_experts"), 5, False),
+    ("p.batch", _pre("batch_tokens_per_gpu"), 7, False),
+    ("p.offload", lambda r: ("yes" if r["prefill"]["offload_weights"] else "no") if "prefill" in r
+     else ("yes" if r["offload_weights"] else "no"), 9, False),
+    ("balance", lambda r: round(r["balancedness"], 3), 7, False),
+]
+
+
+def _cell(v, width: int) -> str:
+    if v is None:
+        return f"{'-':>{width}}"
+    if isinstance(v, float):
+        return f"{v:>{width}g}"
+    return f"{v!s:>{width}}"
+
+
+def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
+    head = (f"{model.name} on {hw.name}: isl {w.isl}, osl {w.osl}"
+            + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else ""))
+    unique, seen = [], set()
+    for r in rows:
+        key = tuple(str(f(r)) for _, f, _, _ in COLUMNS if f) + (round(r["output_tokens_per_s_per_gpu"], 3),)
+        if key not in seen:
+            seen.add(key)
+            unique.append(r)
+    shown = [(h, f, wd) for h, f, wd, always in COLUMNS if always or len({str(f(r)) for r in unique}) > 1]
+    header = " ".join(f"{h:<{wd}}" if h in ("#", "deployment") else f"{h:>{wd}}" for h, _, wd in shown)
+    lines = [head, *notes, header + "  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  GB/GPU (weights+kv+act+buf)"]
+    for i, r in enumerate(unique, 1):
+        cells = []
+        for h, f, wd in shown:
+            value = i if f is None else f(r)
+            cells.append(f"{value!s:<{wd}}" if h in ("#", "deployment") else _cell(value, wd))
+        mem = r["memory"].get("decode", r["memory"])
+        lines.append(" ".join(cells) + f" {_num(r['ttft_ms'], 8, 1)} {_num(r['tpot_ms'], 8, 2)} "
+                     f"{r['input_tokens_per_s_per_gpu']:>13.0f} {r['output_tokens_per_s_per_gpu']:>14.0f} "
+                     f"{r['goodput_tokens_per_s_per_gpu']:>8.0f}  {mem['total_gb']:.1f} ({mem['weights_gb']:.1f}+"
+                     f"{mem['kv_gb']:.1f}+{mem['activations_gb']:.1f}+{mem['dispatch_buffers_gb']:.1f})"
+                     f"{'' if r['fits'] else '  DOES NOT FIT'}")
+    return "\n".join(lines)
