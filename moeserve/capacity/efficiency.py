@@ -1,10 +1,12 @@
 """The efficiency factors of the step-time model: few, named, one set for every hardware profile.
 
 Each is the fraction of a profile's peak that a kind of kernel reaches in a serving engine, or a
-fixed behaviour the roofline leaves out. The values were fitted, within the ranges kernel authors
-publish (quoted per factor), to the published deployments of the validation table in
-docs/capacity.md (moeserve/capacity/validation.py); tests/capacity checks that this one set still
-lands within 15% of each of them. Change a factor only together with that table.
+fixed behaviour the roofline leaves out. The values were fitted (`python -m moeserve.capacity.fit`:
+least squared log error, each factor within the range its kernel authors publish, quoted per factor
+and in fit.BOUNDS) to the fitted part of the validation table in docs/capacity.md
+(moeserve/capacity/validation_cases.py); the held-out part is never used to choose them.
+tests/capacity checks that this one set keeps every fitted case within its band. Change a factor
+only together with that table. The GPU profiles' `kernel_floor_us` (5.9 us) was fitted with them.
 """
 from __future__ import annotations
 
@@ -13,16 +15,19 @@ from dataclasses import dataclass, fields, replace
 
 @dataclass(frozen=True)
 class Efficiency:
-    # GEMMs (dense and grouped, FP8 with per-block scales) at serving shapes: share of dense
-    # tensor-core peak (DeepGEMM README: 1,550 of 1,979 TFLOPS at its best shapes on H800, a few
-    # hundred at small ones; serving mixes both plus quantization and routing kernels between them)
+    # GEMMs (dense and grouped, FP8 with per-block scales): share of dense tensor-core peak of a large
+    # GEMM in a serving engine; fewer rows scale it down by the published curve of gemm.py (DeepGEMM
+    # README: 1,214-1,346 of 1,979 TFLOPS (0.61-0.68) on H800 at 4,096-8,192 rows per group, up to
+    # 1,550 (0.78) at its best shapes)
     gemm: float = 0.54
     # prefill attention kernels (expanded MLA / FlashAttention-3 with causal masking)
     attention: float = 0.242
     # decode attention kernels (absorbed MLA over the latent cache, paged GQA) when compute-bound:
     # FlashMLA README reaches 660 of 989 BF16 TFLOPS on H800 (0.67)
     attention_decode: float = 0.67
-    # HBM reads by GEMMs streaming weights (DeepGEMM README: 1.5-2.7 of 3.35 TB/s on H800)
+    # HBM reads by GEMMs streaming weights and by elementwise kernels (DeepGEMM README: 1.5-2.7 of
+    # 3.35 TB/s on H800; this project's gpu_check.py: cuBLAS grouped GEMM at 16 rows/expert 0.79 of
+    # an H100's bandwidth, 0.64 of an H200's)
     weight_stream: float = 0.619
     # HBM reads by attention streaming the KV cache (FlashMLA README: 3,000 of 3,350 GB/s)
     kv_stream: float = 0.612

@@ -72,6 +72,9 @@ COLUMNS = [
 ]
 
 
+PD_ALWAYS = ("p.tp", "p.ep", "p.batch")  # a P/D row's prefill layout is always shown
+
+
 def _cell(v, width: int) -> str:
     if v is None:
         return f"{'-':>{width}}"
@@ -89,7 +92,10 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
         if key not in seen:
             seen.add(key)
             unique.append(r)
-    shown = [(h, f, wd) for h, f, wd, always in COLUMNS if always or len({str(f(r)) for r in unique}) > 1]
+    split = any("prefill" in r for r in unique)
+    moe_split = any(r["moe_tp"] != (r["tp"] if r["ep"] == 1 else 1) for r in unique)
+    shown = [(h, f, wd) for h, f, wd, always in COLUMNS
+             if always or (split and h in PD_ALWAYS) or (moe_split and h == "moe-tp") or len({str(f(r)) for r in unique}) > 1]
     header = " ".join(f"{h:<{wd}}" if h in ("#", "deployment") else f"{h:>{wd}}" for h, _, wd in shown)
     lines = [head, *notes, header + "  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  GB/GPU (weights+kv+act+buf)"]
     for i, r in enumerate(unique, 1):
