@@ -3,7 +3,7 @@
 Each case fixes what its source states and, where the source is silent, what is assumed (`assumed`).
 `fitted` cases are the ones the efficiency factors and the kernel floor were fitted to; the others
 are held out: never used to choose a factor, reported beside them. `predict_case` runs the model with
-the package's one set of efficiency factors. The cases themselves are in validation_cases.py.
+the package's one set of efficiency factors. The cases themselves (and `Case`) are in validation_cases.py.
 
     python -m moeserve.capacity.validation          # the table of docs/capacity.md
 """
@@ -11,36 +11,13 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware, load_hardware
-from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import load_model
-from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
-
-UNITS = ("tok/s/GPU", "tok/s/user", "ms/request")
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    source: str
-    hardware: str
-    phase: str  # prefill, decode (tokens/s per GPU of that side) or colocated
-    layout: Layout
-    batch: float | None  # per GPU; None: the largest meeting workload.tpot_slo_ms ("slo") or fitting memory ("fit")
-    workload: Workload
-    options: Options
-    published: float
-    unit: str  # tok/s/GPU (input for prefill, output otherwise), tok/s/user (1 / TPOT) or ms/request (TTFT + rest)
-    assumed: str
-    precision: Precision = Precision()
-    model: str = "deepseek-v3"
-    fitted: bool = False
-    batch_rule: str = "slo"
-    hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
-
+from moeserve.capacity.predict import Predictor
+from moeserve.capacity.validation_cases import CASES, FITTED, HELD_OUT, Case  # noqa: F401  (re-exported)
 
 def hardware_for(case: Case) -> Hardware:
     hw = load_hardware(case.hardware)
@@ -83,8 +60,6 @@ def error(case: Case, eff: Efficiency = DEFAULT) -> float:
 
 def table(cases=None) -> str:
     """The validation table of docs/capacity.md, as markdown rows, fitted cases first."""
-    from moeserve.capacity.validation_cases import CASES
-
     cases = CASES if cases is None else cases
     rows = ["| part | deployment | model | hardware | unit | published | predicted | error |",
             "|---|---|---|---|---|---:|---:|---:|"]
@@ -96,8 +71,6 @@ def table(cases=None) -> str:
 
 
 def summary(cases=None) -> str:
-    from moeserve.capacity.validation_cases import CASES
-
     cases = CASES if cases is None else cases
     out = []
     for label, part in (("fitted", [c for c in cases if c.fitted]), ("held out", [c for c in cases if not c.fitted])):

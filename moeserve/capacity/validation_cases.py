@@ -4,10 +4,34 @@ the rest are held out. Figures per GPU are the published per-node or per-cluster
 the GPUs that produced them."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation import Case
+
+UNITS = ("tok/s/GPU", "tok/s/user", "ms/request")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str
+    hardware: str
+    phase: str  # prefill, decode (tokens/s per GPU of that side) or colocated
+    layout: Layout
+    batch: float | None  # per GPU; None: the largest meeting workload.tpot_slo_ms ("slo") or fitting memory ("fit")
+    workload: Workload
+    options: Options
+    published: float
+    unit: str  # tok/s/GPU (input for prefill, output otherwise), tok/s/user (1 / TPOT) or ms/request (TTFT + rest)
+    assumed: str
+    precision: Precision = Precision()
+    model: str = "deepseek-v3"
+    fitted: bool = False
+    batch_rule: str = "slo"
+    hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
+
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance
 DEEPSEEK = "DeepSeek, 'Day 6: DeepSeek-V3/R1 Inference System Overview' (github.com/deepseek-ai/open-infra-index, 2025-03-01)"
