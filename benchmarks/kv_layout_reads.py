@@ -28,6 +28,9 @@ from moeserve.kv_transfer.head_slices import HeadRange  # noqa: E402
 from moeserve.kv_transfer.nixl_agent import KvAgent  # noqa: E402
 from moeserve.kv_transfer.rank_agent import RankKvAgent  # noqa: E402
 from moeserve.kv_transfer.staging import plan_sources  # noqa: E402
+from moeserve.kv_transfer.trust import PoolKey  # noqa: E402
+
+KEY = PoolKey.from_secret("this benchmark's pool secret", "benchmark")  # no side channel is called here
 
 LAYERS, SLOTS, HEADS, DIM = 4, 16, 4, 32
 
@@ -37,7 +40,7 @@ def agents(tp: int, pool: int) -> list[RankKvAgent]:
     for r in range(tp):
         heads = HeadRange(r * HEADS // tp, HEADS // tp, HEADS)
         caches = [[torch.randn(pool, SLOTS, heads.count, DIM) for _ in range(2)] for _ in range(LAYERS)]
-        out.append(RankKvAgent(caches, SLOTS, heads, 0, r))
+        out.append(RankKvAgent(caches, KEY, SLOTS, heads, 0, r))
     return out
 
 

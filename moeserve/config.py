@@ -199,6 +199,10 @@ class KvTransferConfig:
     side_channel_host: str = "127.0.0.1"
     side_channel_port: int = 0  # 0: any free port; the prefill answer names it
     expiry_s: float = 120.0  # vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT
+    # the pool's shared secret (kv_transfer/trust.py); None: MOESERVE_KV_SECRET, the server's --api-key,
+    # or this user's secret file. Never shown in a repr or a log.
+    secret: str | None = field(default=None, repr=False)
+    max_pinned_blocks: int = 0  # per attention group; 0: half of the group's KV blocks
 
     @property
     def enabled(self) -> bool:
@@ -215,6 +219,15 @@ class KvTransferConfig:
             raise ConfigError(f"--kv-side-channel-port must be in [0, 65535], got {self.side_channel_port}")
         if not self.expiry_s > 0:
             raise ConfigError(f"--kv-expiry-s must be positive, got {self.expiry_s}")
+        if self.side_channel_host in ("0.0.0.0", "::", ""):
+            raise ConfigError(f"--kv-side-channel-host {self.side_channel_host!r} would listen on every interface and "
+                              "prefill answers would name an address no decoder can reach: give the address of "
+                              "this host that its peers reach (127.0.0.1 on one machine)")
+        if self.secret is not None and not self.secret:
+            raise ConfigError("--kv-secret must not be empty")
+        if self.max_pinned_blocks < 0:
+            raise ConfigError(f"--kv-max-pinned-blocks must be >= 0 (0: half of each group's KV blocks), got "
+                              f"{self.max_pinned_blocks}")
         import importlib.util
 
         if self.enabled and importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:

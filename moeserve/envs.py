@@ -87,6 +87,8 @@ NVSHMEM_EMULATE = EnvVar("MOESERVE_NVSHMEM_EMULATE", bool, False,
                          "run --dispatch nvshmem's Triton put kernels over the shared-memory heap (no nvshmem4py; how CI tests them)")
 SHM_PLACED_BYTES = EnvVar("MOESERVE_SHM_PLACED_BYTES", int, 1 << 20,
                           "--dispatch shm: bytes of hidden rows per rank (the step's token bound x a row's bytes) from which a call is placed, counts first and every row straight to its ExpertBatch row (docs/dispatch.md); 0: every call")
+KV_SECRET = EnvVar("MOESERVE_KV_SECRET", str, "",
+                   "the prefill/decode pool's shared secret when --kv-secret is not given (kept out of the process list); docs/disaggregation.md")
 ENGINE_CONFIG = EnvVar("MOESERVE_ENGINE_CONFIG", str, "",
                        "the engine configuration as JSON, handed to spawned rank processes", "internal")
 PARENT_PID = EnvVar("MOESERVE_PARENT_PID", int, None,

@@ -325,7 +325,8 @@ class GroupScheduler:
         fetch = range(len(hits), self.blocks.blocks_for(n_prompt - 1))
         # pulled even when empty (the prefix cache held every block): the engine then releases the pin
         step.kv_pulls.append(KvPull(req.request_id, self.group, remote.engine_id, remote.request_id, remote.host, remote.port,
-                                    [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch], remote.group))
+                                    [remote.block_ids[i] for i in fetch], [req.block_ids[i] for i in fetch], remote.group,
+                                    remote.release_token))
         req.remote_prefill = None  # taken: a preempted request recomputes its prompt like any other
         return True
 

@@ -81,6 +81,7 @@ class KvPull:
     remote_block_ids: list[int]
     local_block_ids: list[int]
     remote_group: int = 0  # the prefill engine's attention group whose ranks hold the blocks
+    release_token: str = ""  # this decoder's claim on the pin: its release must carry it
 
 
 @dataclass

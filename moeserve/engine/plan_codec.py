@@ -18,7 +18,7 @@ from moeserve.sampling_params import SamplingParams, params_to_plain
 
 _SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets")
 _PULL_FIELDS = ("request_id", "group", "engine_id", "remote_request_id", "host", "port", "remote_block_ids",
-                "local_block_ids", "remote_group")
+                "local_block_ids", "remote_group", "release_token")
 _DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error")
 
 

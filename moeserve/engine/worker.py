@@ -33,9 +33,12 @@ class Worker:
         if config.kv_transfer.enabled:
             from moeserve.kv_transfer.head_slices import HeadRange
             from moeserve.kv_transfer.rank_agent import RankKvAgent
+            from moeserve.kv_transfer.trust import key_for
 
             heads = HeadRange(*self.runner.model.kv_cache_heads())
-            self.kv_agent = RankKvAgent(self.runner.kv_caches, self.runner.block_size, heads, group, ctx.tp_rank)
+            kv = config.kv_transfer
+            self.kv_agent = RankKvAgent(self.runner.kv_caches, key_for(kv.secret), self.runner.block_size, heads, group,
+                                        ctx.tp_rank, bind_host=kv.side_channel_host)
 
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's

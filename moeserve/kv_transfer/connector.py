@@ -15,7 +15,9 @@ from moeserve.config import KvTransferConfig
 from moeserve.core.kv_pins import Pin
 from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.params import RemotePrefill, prefill_answer
-from moeserve.kv_transfer.side_channel import SideChannel, post_release
+from moeserve.kv_transfer.peer_calls import post_release
+from moeserve.kv_transfer.side_channel import SideChannel
+from moeserve.kv_transfer.trust import key_for, sign_params
 
 log = logging.getLogger("moeserve.kv_transfer")
 
@@ -29,12 +31,14 @@ class KvConnector:
         self.cfg = cfg
         self.engine_id = f"moeserve-{uuid.uuid4().hex}"
         self.tp_size = tp_size
+        self.key = key_for(cfg.secret)
         self.side_channel: SideChannel | None = None
         if cfg.role in ("prefill", "both"):
             layout = {"tp_size": tp_size, "block_size": block_size, "ranks": rank_layouts}
-            self.side_channel = SideChannel(cfg.side_channel_host, cfg.side_channel_port, self.engine_id, layout)
+            self.side_channel = SideChannel(cfg.side_channel_host, cfg.side_channel_port, self.engine_id, layout,
+                                            self.key)
             log.info("KV side channel of engine %s on %s:%d", self.engine_id, self.side_channel.host, self.side_channel.port)
-        self._outbox: queue.SimpleQueue[tuple[str, int, str, str, int] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[str, int, str, str, str, int] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send_releases, name="kv-release", daemon=True)
         self._sender.start()
         self.bytes_pulled = 0
@@ -49,11 +53,12 @@ class KvConnector:
 
     # ---- prefill side ---------------------------------------------------------------------------
     def answer(self, pin: Pin) -> dict[str, Any]:
-        """Publish `pin` on the side channel and return the kv_transfer_params naming it."""
+        """Publish `pin` on the side channel and return the kv_transfer_params naming it, signed with
+        the pool's key (trust.py): a decoder acts on nothing else."""
         assert self.side_channel is not None
         self.side_channel.publish(pin.request_id, pin.block_ids, pin.prompt_digest, pin.group)
-        return prefill_answer(self.engine_id, pin.request_id, pin.block_ids, self.side_channel.host,
-                              self.side_channel.port, self.tp_size, pin.group)
+        return sign_params(self.key, prefill_answer(self.engine_id, pin.request_id, pin.block_ids, self.side_channel.host,
+                                                    self.side_channel.port, self.tp_size, pin.group, pin.prompt_digest))
 
     def released(self) -> list[tuple[str, int | None]]:
         """(request id, bytes its decoder read or None) of each pin decoders released since the last call."""
@@ -92,16 +97,17 @@ class KvConnector:
                     self._latency_sum += d.seconds
             else:
                 self.pull_failures += 1
-            self._outbox.put((pull.host, pull.port, pull.remote_request_id, pull.engine_id, d.num_bytes if ok else 0))
+            self._outbox.put((pull.host, pull.port, pull.remote_request_id, pull.engine_id, pull.release_token,
+                              d.num_bytes if ok else 0))
 
     def give_up(self, remote: RemotePrefill) -> None:
         """A decode request ended before it read its blocks (aborted while waiting): release them."""
-        self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id, 0))
+        self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id, remote.release_token, 0))
 
     def _send_releases(self) -> None:
         while (item := self._outbox.get()) is not None:
-            host, port, request_id, engine_id, num_bytes = item
-            if not post_release(host, port, request_id, engine_id, RELEASE_TIMEOUT_S, num_bytes):
+            host, port, request_id, engine_id, token, num_bytes = item
+            if not post_release(host, port, self.key, request_id, engine_id, token, RELEASE_TIMEOUT_S, num_bytes):
                 log.info("release of %s at %s:%d not acknowledged; it frees at its expiry", request_id, host, port)
 
     # ---- stats ----------------------------------------------------------------------------------

@@ -12,16 +12,19 @@ that also pulls the CUDA 13 build); either import works.
 from __future__ import annotations
 
 import base64
+import os
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch
 from moeserve.kv_transfer.head_slices import HeadRange
+from moeserve.netif import interface_of
 
 MISSING = "--kv-transfer nixl needs NIXL: pip install 'moeserve[pd]' (nixl-cu12 1.5, UCX bundled)"
 
@@ -45,6 +48,18 @@ def import_nixl():
         except ImportError:
             raise ImportError(MISSING) from None
     return nixl_agent, nixl_agent_config
+
+
+def bind_ucx(host: str) -> str:
+    """Confine UCX's network transports to the interface holding `host` (the address this server's
+    peers reach it at), plus any RDMA ports, unless the operator set UCX_NET_DEVICES: by default UCX
+    listens on every interface's address, the machine's external one included. Shared memory
+    transports are not network devices and stay on. Returns the device list in force."""
+    if "UCX_NET_DEVICES" not in os.environ:
+        rdma = sorted(f"{dev.name}:{port.name}" for dev in Path("/sys/class/infiniband").glob("*")
+                      for port in (dev / "ports").glob("*"))
+        os.environ["UCX_NET_DEVICES"] = ",".join([interface_of(host), *rdma])
+    return os.environ["UCX_NET_DEVICES"]
 
 
 def new_agent(name: str):
@@ -83,9 +98,11 @@ class KvAgent:
     Mutates: the local cache tensors, only through `read` into the ranges it is given."""
 
     def __init__(self, caches: list[torch.Tensor], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
-                 group: int = 0, tp_rank: int = 0, name: str | None = None):
+                 group: int = 0, tp_rank: int = 0, name: str | None = None, bind_host: str = "127.0.0.1"):
+        """bind_host: the address this rank's peers reach it at; UCX listens on its interface only."""
         assert caches and all(t.is_contiguous() for t in caches)
         self.name = name or f"moeserve-{uuid.uuid4().hex[:12]}"
+        bind_ucx(bind_host)
         self.agent = new_agent(self.name)
         self.caches = caches
         self._reg = self.agent.register_memory(caches)

@@ -11,20 +11,33 @@ The prefill server's answer, passed unchanged by the router to the decode server
 `remote_group` is moeserve's own field (vLLM runs one engine per data-parallel rank, each with its own
 engine id and side channel; moeserve's --ep engine has several attention groups behind one): absent,
 as from a vLLM prefill server, it means group 0. `tp_size` is informative only: the decoder reads the
-prefill ranks' head ranges from the side channel's /layout.
-Pure: parsing and checking only; a malformed field is a RequestError naming it (a 400).
+prefill ranks' head ranges from the side channel's /layout. moeserve's prefill answer also carries
+`prompt_digest` (the prompt whose KV the blocks hold) and `moeserve_signature` (trust.py: the pool's
+HMAC over every field a decoder acts on); a decode server acts on signed parameters only.
+Pure: parsing and checking only; a malformed field is a RequestError naming it (a 400). Every field
+is bounded (types, ranges, lengths, host syntax) before anything else reads it.
 """
 from __future__ import annotations
 
 import array
 import hashlib
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from moeserve.errors import RequestError
+from moeserve.kv_transfer.trust import SIGNATURE_FIELD
 
 PARAM = "kv_transfer_params"
-MAX_BLOCK_IDS = 1 << 20
+MAX_BLOCK_IDS = 1 << 17  # 2M tokens of 16-token blocks
+MAX_BLOCK_ID = (1 << 31) - 1
+MAX_TP = 4096
+MAX_GROUP = 65535
+# engine and request ids: identifiers (vLLM's and moeserve's ids fit), never path fragments
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,255}")
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,9 @@ class RemotePrefill:
     port: int
     tp_size: int = 1
     group: int = 0  # the prefill engine's attention group holding the blocks
+    prompt_digest: str = ""  # prompt_digest() of the prompt whose KV the blocks hold ("" from a vLLM prefill)
+    signature: str = ""  # trust.sign_params over the fields above ("": unsigned)
+    release_token: str = ""  # set by the decode server's front end: its claim on the pin (trust.release_token)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,44 @@ def _field(raw: dict, name: str, kind: type, required: bool) -> Any:
     return value
 
 
+def _ident(raw: dict, name: str) -> str:
+    value = _field(raw, name, str, True)
+    if not _IDENT.fullmatch(value):
+        raise _bad(f"{name} must be an identifier (letters, digits and . _ : + -, at most 256), got {value[:64]!r}")
+    return value
+
+
+def _host(raw: dict) -> str:
+    host = _field(raw, "remote_host", str, True)
+    try:
+        if "%" not in host:  # a scope id may hold any character
+            ipaddress.ip_address(host)
+            return host
+    except ValueError:
+        pass
+    if not _HOSTNAME.fullmatch(host):
+        raise _bad(f"remote_host must be an IP address or a host name, got {host[:64]!r}")
+    return host
+
+
+def _bounded(raw: dict, name: str, lo: int, hi: int, default: int) -> int:
+    value = _field(raw, name, int, False)
+    if value is None:
+        return default
+    if not lo <= value <= hi:
+        raise _bad(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def _hex(raw: dict, name: str, length: int) -> str:
+    value = _field(raw, name, str, False)
+    if not value:
+        return ""
+    if len(value) != length or not _HEX.fullmatch(value):
+        raise _bad(f"{name} must be {length} lowercase hex digits")
+    return value
+
+
 def parse(raw: Any) -> KvTransfer | None:
     """The request's `kv_transfer_params` (a JSON object or null) -> KvTransfer, or None when it asks
     for nothing. Unknown keys are allowed (vLLM's connectors add their own)."""
@@ -83,32 +137,31 @@ def parse(raw: Any) -> KvTransfer | None:
         return KvTransfer(remote_decode=True) if decode else None
     block_ids = raw.get("remote_block_ids")
     if not isinstance(block_ids, list) or not block_ids or len(block_ids) > MAX_BLOCK_IDS:
-        raise _bad("remote_block_ids must be a non-empty list of block ids")
-    if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in block_ids):
-        raise _bad("remote_block_ids must hold non-negative integers")
+        raise _bad(f"remote_block_ids must be a non-empty list of at most {MAX_BLOCK_IDS} block ids")
+    if any(isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= MAX_BLOCK_ID for b in block_ids):
+        raise _bad(f"remote_block_ids must hold non-negative integers below 2**31")
     port = _field(raw, "remote_port", int, True)
     if not 0 < port < 65536:
         raise _bad(f"remote_port must be in [1, 65535], got {port}")
-    tp_size = _field(raw, "tp_size", int, False)
-    tp_size = 1 if tp_size is None else tp_size
-    group = _field(raw, "remote_group", int, False) or 0  # absent (a vLLM prefill server): group 0
-    if tp_size < 1 or group < 0:
-        raise _bad(f"tp_size must be >= 1 and remote_group >= 0, got {tp_size} and {group}")
     remote = RemotePrefill(
-        engine_id=_field(raw, "remote_engine_id", str, True),
-        request_id=_field(raw, "remote_request_id", str, True),
+        engine_id=_ident(raw, "remote_engine_id"),
+        request_id=_ident(raw, "remote_request_id"),
         block_ids=list(block_ids),
-        host=_field(raw, "remote_host", str, True),
+        host=_host(raw),
         port=port,
-        tp_size=tp_size,
-        group=group,
+        tp_size=_bounded(raw, "tp_size", 1, MAX_TP, 1),
+        group=_bounded(raw, "remote_group", 0, MAX_GROUP, 0),  # absent (a vLLM prefill server): group 0
+        prompt_digest=_hex(raw, "prompt_digest", 32),
+        signature=_hex(raw, SIGNATURE_FIELD, 64),
+        release_token=_hex(raw, "release_token", 32),
     )
     return KvTransfer(remote_prefill=remote)
 
 
 def prefill_answer(engine_id: str, request_id: str, block_ids: list[int], host: str, port: int, tp_size: int,
-                   group: int = 0) -> dict:
-    """The `kv_transfer_params` a prefill engine answers with (the router hands it to the decoder)."""
+                   group: int = 0, prompt_digest: str = "") -> dict:
+    """The `kv_transfer_params` a prefill engine answers with (the router hands it to the decoder),
+    before it is signed (trust.sign_params)."""
     return {
         "do_remote_prefill": True,
         "do_remote_decode": False,
@@ -119,6 +172,7 @@ def prefill_answer(engine_id: str, request_id: str, block_ids: list[int], host: 
         "remote_port": port,
         "tp_size": tp_size,
         "remote_group": group,
+        "prompt_digest": prompt_digest,
     }
 
 
@@ -129,7 +183,12 @@ def to_plain(kv: KvTransfer | None) -> dict | None:
     if kv.remote_prefill is None:
         return {"do_remote_decode": True}
     r = kv.remote_prefill
-    return prefill_answer(r.engine_id, r.request_id, r.block_ids, r.host, r.port, r.tp_size, r.group)
+    plain = prefill_answer(r.engine_id, r.request_id, r.block_ids, r.host, r.port, r.tp_size, r.group, r.prompt_digest)
+    if r.signature:
+        plain[SIGNATURE_FIELD] = r.signature
+    if r.release_token:
+        plain["release_token"] = r.release_token
+    return plain
 
 
 def prompt_digest(prompt_token_ids: list[int]) -> str:

@@ -20,7 +20,6 @@ import logging
 import queue
 import threading
 import time
-from urllib.parse import quote
 
 import torch
 
@@ -28,7 +27,8 @@ from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
-from moeserve.kv_transfer.side_channel import PeerError, get_json
+from moeserve.kv_transfer.peer_calls import PeerError, get_json, pin_path
+from moeserve.kv_transfer.trust import PoolKey
 from moeserve.kv_transfer.staging import (
     SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
 )
@@ -45,11 +45,14 @@ class PinGone(TransferError):
 
 
 class RankKvAgent:
-    def __init__(self, kv_caches: list[list[torch.Tensor]], block_size: int, heads: HeadRange = HeadRange(0, 1, 1),
-                 group: int = 0, tp_rank: int = 0):
-        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]; heads: the
-        KV heads they hold; group, tp_rank: this rank's attention group and place in it."""
-        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank)
+    def __init__(self, kv_caches: list[list[torch.Tensor]], key: PoolKey, block_size: int,
+                 heads: HeadRange = HeadRange(0, 1, 1), group: int = 0, tp_rank: int = 0, bind_host: str = "127.0.0.1"):
+        """kv_caches[layer] = that layer's cache tensors, each [num_blocks, block_size, ...]; key: the
+        pool's (side-channel calls are signed with it); heads: the KV heads they hold; group, tp_rank:
+        this rank's attention group and place in it; bind_host: the address peers reach this host at."""
+        self.key = key
+        self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank,
+                             bind_host=bind_host)
         self._engines: dict[tuple[str, int], tuple[str, list[CacheLayout]]] = {}  # (host, port) -> (engine id, ranks)
         self._init_reader()
 
@@ -158,14 +161,12 @@ class RankKvAgent:
             scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
         return nbytes
 
-    @staticmethod
-    def _check_still_pinned(pull: KvPull) -> None:
+    def _check_still_pinned(self, pull: KvPull) -> None:
         """A one-sided read cannot tell whether the owner freed (and reused) the blocks meanwhile: a
         pin that expired while this request waited in our queue. The owner frees an expired pin and
         withdraws it from its side channel before it can schedule anything into the blocks, so a
         pin still listed after the read was pinned all through it."""
-        status, body = get_json(pull.host, pull.port, f"/pins/{quote(pull.remote_request_id, safe='')}",
-                                HANDSHAKE_TIMEOUT_S)
+        status, body = get_json(pull.host, pull.port, self.key, pin_path(pull.remote_request_id), HANDSHAKE_TIMEOUT_S)
         pinned = body.get("block_ids") if status == 200 and body.get("engine_id") == pull.engine_id else None
         if not isinstance(pinned, list) or not set(pull.remote_block_ids) <= set(pinned):
             raise PinGone(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
@@ -177,7 +178,7 @@ class RankKvAgent:
         known = self._engines.get(key)
         if known is None or known[0] != pull.engine_id:
             self._forget(*key)
-            status, body = get_json(pull.host, pull.port, "/layout", HANDSHAKE_TIMEOUT_S)
+            status, body = get_json(pull.host, pull.port, self.key, "/layout", HANDSHAKE_TIMEOUT_S)
             if status != 200 or not isinstance(body.get("ranks"), list):
                 raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
             if body.get("engine_id") != pull.engine_id:

@@ -1,45 +1,60 @@
-"""The side channel of a prefill engine: a small HTTP server speaking JSON only (never pickle).
+"""The side channel of a prefill engine: a small HTTP server speaking JSON only (never pickle), to the
+servers of its pool only.
 
     GET  /layout          -> {"engine_id", "tp_size", "block_size", "ranks": [CacheLayout JSON, every rank]}
-    GET  /pins/<id>       -> {"engine_id", "block_ids", "prompt_digest", "group"}, or 404: not (or no longer) pinned
-    POST /release {"request_id", "engine_id", "num_bytes"?} -> {"released": bool}
+    GET  /pins/<id>       -> {"engine_id", "block_ids", "prompt_digest", "group", "claimed"}, or 404
+    POST /claim   {"request_id", "engine_id", "token"}                -> the pin as above; 404 gone; 409 claimed
+    POST /release {"request_id", "engine_id", "token", "num_bytes"?}  -> {"released": bool}
 
-num_bytes: what the decoder's ranks read of the pin, together (the prefill side's transfer counters).
+Every call must carry the pool's X-Moeserve-Auth signature (trust.py), else 401: agent metadata,
+buffer addresses and pins go to the pool's servers only. A decoder claims a pin before its engine
+reads the blocks, with a token only it can make; the first claim binds the pin to that token, a
+claim with another token is a 409 (another decoder took it), and only a release with that token
+frees it. num_bytes: what the decoder's ranks read of the pin, together (the transfer counters).
 
-A decoder fetches /layout once per prefill engine (the NIXL handshake), asks /pins before it takes a
-request (stale parameters are a 400 there, not garbage KV later), and posts /release once it has
-read the blocks. The server thread never touches engine state: it reads a snapshot the engine loop
-publishes and queues releases for the loop (`drain_releases`). Binds 127.0.0.1 unless told otherwise.
+Bounded: at most MAX_CONNECTIONS at once (more are answered 503 and closed at once), REQUEST_DEADLINE_S
+for a whole request (a slow client is cut off), MAX_BODY_BYTES of body, Content-Length bodies only.
+The server thread never touches engine state: it reads what the engine loop publishes and queues
+releases for the loop (`drain_releases`). It binds to the address it is given (127.0.0.1 by default).
 """
 from __future__ import annotations
 
 import json
 import logging
 import queue
+import socket
 import threading
-import urllib.error
-import urllib.request
+import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from moeserve.kv_transfer.trust import AUTH_HEADER, PoolKey, check_call
 
 log = logging.getLogger("moeserve.kv_transfer")
 
 MAX_BODY_BYTES = 64 * 1024
+MAX_CONNECTIONS = 64
+REQUEST_DEADLINE_S = 10.0
+_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 class SideChannel:
     """Serves one engine's layout and pins; thread-safe toward the engine loop."""
 
-    def __init__(self, host: str, port: int, engine_id: str, layout: dict[str, Any]):
+    def __init__(self, host: str, port: int, engine_id: str, layout: dict[str, Any], key: PoolKey,
+                 deadline_s: float = REQUEST_DEADLINE_S, max_connections: int = MAX_CONNECTIONS):
         self.engine_id = engine_id
+        self.key = key
         self.layout = dict(layout, engine_id=engine_id)
         self._lock = threading.Lock()
         self._pins: dict[str, dict[str, Any]] = {}
+        self._claims: dict[str, str] = {}  # request id -> the token its decoder claimed it with
         self._released: queue.SimpleQueue[tuple[str, int | None]] = queue.SimpleQueue()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
+        self._server = _BoundedServer((host, port), _handler(self), deadline_s, max_connections)
         self.host, self.port = self._server.server_address[:2]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="kv-side-channel", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="kv-side-channel",
+                                        daemon=True)
         self._thread.start()
 
     def publish(self, request_id: str, block_ids: list[int], prompt_digest: str, group: int = 0) -> None:
@@ -50,19 +65,34 @@ class SideChannel:
     def unpublish(self, request_id: str) -> None:
         with self._lock:
             self._pins.pop(request_id, None)
+            self._claims.pop(request_id, None)
 
     def pin(self, request_id: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._pins.get(request_id)
+            pin = self._pins.get(request_id)
+            return None if pin is None else dict(pin, claimed=request_id in self._claims)
 
-    def release(self, request_id: str, num_bytes: int | None = None) -> bool:
-        """A decoder is done with the pin: no longer named at once (GET /pins answers 404, so no other
-        decoder's check passes), freed when the engine loop drains it."""
+    def claim(self, request_id: str, token: str) -> tuple[int, dict[str, Any]]:
+        """(status, body) of a claim: 200 and the pin, 404 if not pinned, 409 if claimed with another
+        token. Claiming again with the same token is a 200 (a retry to the same decoder)."""
         with self._lock:
-            known = self._pins.pop(request_id, None) is not None
-        if known:
-            self._released.put((request_id, num_bytes))
-        return known
+            pin = self._pins.get(request_id)
+            if pin is None:
+                return 404, {"error": "not pinned"}
+            held = self._claims.setdefault(request_id, token)
+            if held != token:
+                return 409, {"error": "claimed by another decoder"}
+            return 200, dict(pin, claimed=True)
+
+    def release(self, request_id: str, token: str, num_bytes: int | None = None) -> bool:
+        """The decoder that claimed the pin is done with it: no longer named at once (GET /pins
+        answers 404, so no other decoder's claim passes), freed when the engine loop drains it."""
+        with self._lock:
+            if request_id not in self._pins or self._claims.get(request_id) != token:
+                return False
+            del self._pins[request_id], self._claims[request_id]
+        self._released.put((request_id, num_bytes))
+        return True
 
     def drain_releases(self) -> list[tuple[str, int | None]]:
         """(request id, bytes its decoder says it read, or None) of each release since the last call."""
@@ -78,8 +108,67 @@ class SideChannel:
         self._server.server_close()
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` of them, each cut off after `deadline_s`."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type, deadline_s: float, max_connections: int):
+        self.deadline_s = deadline_s
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._open: dict[socket.socket, float] = {}  # connection -> its deadline (time.monotonic())
+        self._open_lock = threading.Lock()
+        self._closed = threading.Event()
+        super().__init__(address, handler)
+        threading.Thread(target=self._reap, name="kv-side-channel-reaper", daemon=True).start()
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        with self._open_lock:
+            self._open[request] = time.monotonic() + self.deadline_s
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.pop(request, None)
+            self._slots.release()
+
+    def _reap(self) -> None:
+        """Shuts down connections past their deadline (a client sending a byte now and then)."""
+        while not self._closed.wait(min(0.5, self.deadline_s / 4)):
+            now = time.monotonic()
+            with self._open_lock:
+                late = [s for s, deadline in self._open.items() if deadline < now]
+            for s in late:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class _BadRequest(Exception):
+    pass
+
+
 def _handler(channel: SideChannel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = REQUEST_DEADLINE_S  # each read; the reaper bounds the whole request
+
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the engine's log is for operators
             log.debug(fmt, *args)
 
@@ -88,72 +177,71 @@ def _handler(channel: SideChannel) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
+            self.close_connection = True
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding"):
+                raise _BadRequest("send the body with a Content-Length")
+            text = self.headers.get("Content-Length") or "0"
+            if not text.isdigit() or int(text) > MAX_BODY_BYTES:
+                raise _BadRequest(f"Content-Length must be a number of at most {MAX_BODY_BYTES} bytes")
+            return self.rfile.read(int(text))
+
+        def _authorized(self, body: bytes) -> bool:
+            if check_call(channel.key, self.headers.get(AUTH_HEADER), self.command, self.path, body):
+                return True
+            self._reply(401, {"error": "this side channel answers the servers of its KV pool only: a call must be "
+                                       "signed with the pool's secret (--kv-secret)"})
+            return False
 
         def do_GET(self) -> None:
+            try:
+                body = self._body()
+            except _BadRequest as e:
+                return self._reply(400, {"error": str(e)})
+            if not self._authorized(body):
+                return
             if self.path == "/layout":
                 return self._reply(200, channel.layout)
             if self.path.startswith("/pins/"):
-                pin = channel.pin(urllib.request.unquote(self.path[len("/pins/"):]))
+                pin = channel.pin(urllib.parse.unquote(self.path[len("/pins/"):]))
                 return self._reply(200, pin) if pin is not None else self._reply(404, {"error": "not pinned"})
             self._reply(404, {"error": "no such path"})
 
         def do_POST(self) -> None:
-            if self.path != "/release":
-                return self._reply(404, {"error": "no such path"})
-            length = int(self.headers.get("Content-Length") or 0)
-            if not 0 < length <= MAX_BODY_BYTES:
-                return self._reply(400, {"error": "a JSON body of at most 64 KiB is required"})
             try:
-                body = json.loads(self.rfile.read(length))
-                request_id, engine_id, num_bytes = body["request_id"], body.get("engine_id"), body.get("num_bytes")
-                if num_bytes is not None and (isinstance(num_bytes, bool) or not isinstance(num_bytes, int)
-                                              or num_bytes < 0):
-                    raise ValueError(num_bytes)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                return self._reply(400, {"error": "body must be {\"request_id\": str, \"engine_id\": str, "
-                                                  "\"num_bytes\": int (optional)}"})
-            if engine_id not in (None, channel.engine_id) or not isinstance(request_id, str):
-                return self._reply(200, {"released": False})
-            self._reply(200, {"released": channel.release(request_id, num_bytes)})
+                raw = self._body()
+            except _BadRequest as e:
+                return self._reply(400, {"error": str(e)})
+            if not self._authorized(raw):
+                return
+            if self.path not in ("/claim", "/release"):
+                return self._reply(404, {"error": "no such path"})
+            try:
+                request_id, engine_id, token, num_bytes = _pin_call(raw)
+            except (_BadRequest, ValueError, RecursionError) as e:
+                return self._reply(400, {"error": f"body must be {{\"request_id\": str, \"engine_id\": str, "
+                                                  f"\"token\": str, \"num_bytes\": int (optional)}}: {e}"})
+            if engine_id != channel.engine_id:  # parameters of an engine that restarted since
+                return self._reply(404, {"error": "not pinned"}) if self.path == "/claim" else \
+                    self._reply(200, {"released": False})
+            if self.path == "/claim":
+                return self._reply(*channel.claim(request_id, token))
+            self._reply(200, {"released": channel.release(request_id, token, num_bytes)})
 
     return Handler
 
 
-class PeerError(RuntimeError):
-    """The side channel of a peer did not answer (connection refused, timeout, not HTTP)."""
-
-
-def get_json(host: str, port: int, path: str, timeout_s: float) -> tuple[int, dict[str, Any]]:
-    """(status, JSON body) of GET http://host:port/path; PeerError when nothing usable answered."""
-    url = f"http://{_netloc(host, port)}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.loads(e.read())
-        except ValueError:
-            return e.code, {}
-    except (OSError, ValueError) as e:
-        raise PeerError(f"the prefill server's side channel at {_netloc(host, port)} did not answer: {e}") from None
-
-
-def post_release(host: str, port: int, request_id: str, engine_id: str, timeout_s: float,
-                 num_bytes: int | None = None) -> bool:
-    body = {"request_id": request_id, "engine_id": engine_id}
-    if num_bytes is not None:
-        body["num_bytes"] = num_bytes
-    data = json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{_netloc(host, port)}/release", data=data,
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return bool(json.loads(resp.read()).get("released"))
-    except (OSError, ValueError):
-        return False  # the prefill side frees the blocks at its expiry anyway
-
-
-def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def _pin_call(raw: bytes) -> tuple[str, str, str, int | None]:
+    body = json.loads(raw)
+    if not isinstance(body, dict):
+        raise _BadRequest("not an object")
+    request_id, engine_id, token, num_bytes = (body.get(k) for k in ("request_id", "engine_id", "token", "num_bytes"))
+    if not all(isinstance(v, str) and v for v in (request_id, engine_id, token)):
+        raise _BadRequest("request_id, engine_id and token must be non-empty strings")
+    if num_bytes is not None and (isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0):
+        raise _BadRequest("num_bytes must be a non-negative integer")
+    return request_id, engine_id, token, num_bytes

@@ -10,11 +10,13 @@ precedence is built-in default < YAML file < command line. Engine settings land 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moeserve import envs
 from moeserve.config import EngineConfig
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import ConfigError
@@ -136,7 +138,17 @@ def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
     if names:  # the engine knows the first name; the front end also answers to the rest
         server["served_model_aliases"] = tuple(names[1:])
     engine = engine_config({k: v for k, v in values.items() if k in ENGINE_KEYS})
+    engine = _kv_secret_from_api_key(engine, server.get("api_key"))
     return check_startup(engine), ServerConfig(**server).validate()
+
+
+def _kv_secret_from_api_key(engine: EngineConfig, api_key: str | None) -> EngineConfig:
+    """A server guarded by --api-key signs its KV pool's parameters with it unless --kv-secret (or
+    MOESERVE_KV_SECRET) names the pool's own secret (docs/disaggregation.md, trust model)."""
+    kv = engine.kv_transfer
+    if not kv.enabled or kv.secret is not None or envs.KV_SECRET.get() or not api_key:
+        return engine
+    return dataclasses.replace(engine, kv_transfer=dataclasses.replace(kv, secret=api_key))
 
 
 def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:

@@ -1,13 +1,19 @@
 """The front end's checks of `kv_transfer_params` (kv_transfer/params.py), before the engine sees
 the request: malformed fields, and stale ones, are a 400 here; an unreachable prefill server is a
-503. A decoder's parameters are checked against the prefill server's side channel (GET /pins/<id>):
-the pin must still exist, on the engine named, with the blocks named, for this very prompt; so a
-decoder never reads blocks that now hold another request's KV.
+503. A decoder acts on parameters signed by its pool only (kv_transfer/trust.py): the signature is
+checked before any connection, and the signed prompt digest against this request's prompt, so a
+client can neither steer a connection nor pair another prompt's KV with its own. Then the decoder
+claims the pin on the prefill server's side channel with a token only it can make (POST /claim): the
+pin must still exist, on the engine named, with the blocks named, unclaimed by another decoder; so a
+decoder never reads blocks that now hold another request's KV, and only it can release them.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,9 +21,12 @@ import httpx
 from moeserve.config import KvTransferConfig
 from moeserve.errors import RequestError
 from moeserve.kv_transfer import params as kv
+from moeserve.kv_transfer import peer_calls, trust
 from moeserve.server.api_errors import ApiError, bad_request, from_request_error, unavailable
 
-PINS_TIMEOUT_S = 30.0  # a busy prefill engine process answers late; waiting costs only this request
+log = logging.getLogger("moeserve.server")
+
+CLAIM_TIMEOUT_S = 30.0  # a busy prefill engine process answers late; waiting costs only this request
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per decode request otherwise
 
 
@@ -25,9 +34,20 @@ def _stale(message: str) -> ApiError:
     return bad_request(f"{kv.PARAM}: {message}", param=kv.PARAM, code="stale_kv_transfer_params")
 
 
+@dataclass(frozen=True, repr=False)
+class _DecoderKeys:
+    pool: trust.PoolKey
+    server: bytes  # this front end's own: its release tokens
+
+
+@functools.cache
+def _keys(secret: str | None) -> _DecoderKeys:
+    return _DecoderKeys(trust.key_for(secret), trust.new_server_key())
+
+
 async def check(raw: Any, prompts: list[list[int]], n: int, stream: bool, cfg: KvTransferConfig) -> dict[str, Any] | None:
     """The request's kv_transfer_params as the engine takes them (params.to_plain), or None. `cfg`:
-    this server's --kv-role and --kv-transfer."""
+    this server's --kv-role, --kv-transfer and the pool's secret."""
     try:
         parsed = kv.parse(raw)
     except RequestError as e:
@@ -47,33 +67,48 @@ async def check(raw: Any, prompts: list[list[int]], n: int, stream: bool, cfg: K
         raise bad_request(f"{kv.PARAM}: a prefill for a remote decoder answers once: send it with stream false",
                           param=kv.PARAM)
     if parsed.remote_prefill is not None:
-        await _check_pin(parsed.remote_prefill, prompts[0])
+        keys = _keys(cfg.secret)
+        remote = _trusted(parsed.remote_prefill, raw, prompts[0], keys.pool)
+        token = trust.release_token(keys.server, remote.engine_id, remote.request_id)
+        await _claim(remote, token, keys.pool)
+        parsed = dataclasses.replace(parsed, remote_prefill=dataclasses.replace(remote, release_token=token))
     return kv.to_plain(parsed)
 
 
-async def _check_pin(remote: kv.RemotePrefill, prompt: list[int]) -> None:
-    host = f"[{remote.host}]" if ":" in remote.host else remote.host
-    url = f"http://{host}:{remote.port}/pins/{httpx.URL(remote.request_id).raw_path.decode()}"
+def _trusted(remote: kv.RemotePrefill, raw: dict[str, Any], prompt: list[int], key: trust.PoolKey) -> kv.RemotePrefill:
+    """`remote` if its pool signed it for this prompt; the 400 otherwise. No connection is made before."""
+    if not trust.verify_params(key, raw):
+        raise bad_request(f"{kv.PARAM} are not signed by a prefill server of this KV pool: pass on the parameters a "
+                          "prefill server answered, unchanged, and start every prefill and decode server of the pool "
+                          "with the same --kv-secret (or --api-key)", param=kv.PARAM, code="invalid_kv_transfer_params")
+    if remote.prompt_digest != kv.prompt_digest(prompt):
+        raise _stale("the prompt is not the one the prefill server computed for this request")
+    return remote
+
+
+async def _claim(remote: kv.RemotePrefill, token: str, key: trust.PoolKey) -> None:
+    """POST /claim on the event loop (httpx: no redirects followed, no proxies from the environment)."""
+    where = peer_calls.netloc(remote.host, remote.port)
+    data, headers = peer_calls.signed(key, "POST", "/claim", peer_calls.claim_body(remote.request_id, remote.engine_id,
+                                                                                   token))
     try:
-        async with httpx.AsyncClient(timeout=PINS_TIMEOUT_S, trust_env=False) as client:
-            resp = await client.get(url)
-        body = resp.json()
+        async with httpx.AsyncClient(timeout=CLAIM_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+            resp = await client.post(f"http://{where}/claim", content=data, headers=headers)
+        status, body = resp.status_code, peer_calls.answer_of(resp.content)
     except (httpx.HTTPError, ValueError) as e:
-        raise unavailable(f"the prefill server's KV side channel at {remote.host}:{remote.port} did not answer "
-                          f"({type(e).__name__})") from None
-    if resp.status_code == 404:
+        log.warning("claiming %s at %s: %s", remote.request_id, where, type(e).__name__)
+        raise unavailable(f"the prefill server's KV side channel at {where} did not answer") from None
+    if status == 404:
         raise _stale(f"request {remote.request_id!r} holds no KV blocks on the prefill server (already read, "
                      f"expired after its --kv-expiry-s, or never there)")
-    if resp.status_code != 200 or not isinstance(body, dict):
-        raise unavailable(f"the prefill server's KV side channel answered {resp.status_code}")
-    if body.get("engine_id") != remote.engine_id:
-        raise _stale(f"remote_engine_id {remote.engine_id!r} is not the engine at {remote.host}:{remote.port}")
-    if body.get("group", 0) != remote.group:
-        raise _stale(f"remote_group {remote.group} is not the attention group holding the blocks ({body.get('group')})")
-    if body.get("block_ids") != remote.block_ids:
-        raise _stale("remote_block_ids are not the blocks the prefill server holds for this request")
-    if body.get("prompt_digest") != kv.prompt_digest(prompt):
-        raise _stale("the prompt is not the one the prefill server computed for this request")
+    if status == 409:
+        raise _stale(f"request {remote.request_id!r}'s KV blocks were taken by another decode server")
+    if status != 200:
+        log.warning("claiming %s: the side channel at %s answered %d", remote.request_id, where, status)
+        raise unavailable(f"the prefill server's KV side channel at {where} did not answer")
+    if body.get("engine_id") != remote.engine_id or body.get("group", 0) != remote.group \
+            or body.get("block_ids") != remote.block_ids or body.get("prompt_digest") != remote.prompt_digest:
+        raise _stale("the prefill server holds other blocks for this request than the parameters name")
 
 
 class TakenPins:

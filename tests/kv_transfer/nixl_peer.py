@@ -19,6 +19,7 @@ from moeserve.core.step_plan import KvPull
 from moeserve.kv_transfer.head_slices import HeadRange
 
 NUM_BLOCKS, BLOCK_SIZE, HEADS, DIM, LAYERS = 12, 4, 2, 8, 2
+SECRET = "the test pool's secret, long enough"
 
 
 def fake_cache(fill: bool, heads: HeadRange = HeadRange(0, HEADS, HEADS)) -> list[list[torch.Tensor]]:
@@ -52,13 +53,15 @@ def main() -> None:
     allow_py_spy()
     from moeserve.kv_transfer.rank_agent import RankKvAgent
     from moeserve.kv_transfer.side_channel import SideChannel
+    from moeserve.kv_transfer.trust import PoolKey
 
+    key = PoolKey.from_secret(SECRET, "test")
     role = sys.argv[1]
     if role == "owner":
         tp = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-        agents = [RankKvAgent(fake_cache(True, rank_heads(r, tp)), BLOCK_SIZE, rank_heads(r, tp), 0, r) for r in range(tp)]
+        agents = [RankKvAgent(fake_cache(True, rank_heads(r, tp)), key, BLOCK_SIZE, rank_heads(r, tp), 0, r) for r in range(tp)]
         layout = {"tp_size": tp, "block_size": BLOCK_SIZE, "ranks": [a.layout() for a in agents]}
-        channel = SideChannel("127.0.0.1", 0, sys.argv[2], layout)
+        channel = SideChannel("127.0.0.1", 0, sys.argv[2], layout, key)
         channel.publish("r", list(range(NUM_BLOCKS)), "digest")
         print(json.dumps({"port": channel.port}), flush=True)
         for line in sys.stdin:
@@ -70,7 +73,7 @@ def main() -> None:
         tp_rank, tp = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (0, 1)
         heads = rank_heads(tp_rank, tp)
         caches = fake_cache(False, heads)
-        agents = [RankKvAgent(caches, BLOCK_SIZE, heads, 0, tp_rank)]
+        agents = [RankKvAgent(caches, key, BLOCK_SIZE, heads, 0, tp_rank)]
         for line in sys.stdin:
             pull = KvPull(**json.loads(line))
             (done,) = agents[0].run([pull])

@@ -22,6 +22,10 @@ def test_roles_pick_their_transfer():
     (dict(kv_role="decode", kv_transfer="none"), "use --kv-transfer nixl"),
     (dict(kv_expiry_s=0.0), "--kv-expiry-s must be positive"),
     (dict(kv_side_channel_port=70000), "--kv-side-channel-port must be in"),
+    (dict(kv_side_channel_host="0.0.0.0"), "would listen on every interface"),
+    (dict(kv_side_channel_host="::"), "would listen on every interface"),
+    (dict(kv_secret=""), "--kv-secret must not be empty"),
+    (dict(kv_max_pinned_blocks=-1), "--kv-max-pinned-blocks must be >= 0"),
 ])
 def test_bad_settings_are_one_line(cfg, words):
     with pytest.raises(ConfigError, match=words):
@@ -46,3 +50,18 @@ def test_missing_nixl_says_how_to_install(monkeypatch):
     with pytest.raises(ConfigError, match=r"pip install 'moeserve\[pd\]'"):
         engine_config({"kv_role": "decode"}).validate()
     engine_config({}).validate()  # the colocated default never needs it
+
+
+def test_the_pools_secret_defaults_to_the_api_key_and_is_never_shown(monkeypatch):
+    from moeserve.server.config_file import build_configs
+
+    monkeypatch.delenv("MOESERVE_KV_SECRET", raising=False)
+    engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key"})
+    assert engine.kv_transfer.secret == "the-server-key" and "the-server-key" not in repr(engine)
+    engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key", "kv_secret": "the-pool-secret"})
+    assert engine.kv_transfer.secret == "the-pool-secret"
+    monkeypatch.setenv("MOESERVE_KV_SECRET", "from-the-environment")
+    engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key"})
+    assert engine.kv_transfer.secret is None  # the environment's, read where the key is made (trust.key_for)
+    engine, _ = build_configs({"api_key": "the-server-key"})
+    assert engine.kv_transfer.secret is None  # no KV transfer, no secret handed to anything

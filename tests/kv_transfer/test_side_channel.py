@@ -1,71 +1,167 @@
-"""The prefill engine's side channel (JSON over HTTP on loopback), without NIXL."""
+"""The prefill engine's side channel (JSON over HTTP on loopback), without NIXL: what it serves, to whom
+(signed calls of its pool only), and its bounds (connections, slow clients, malformed bodies)."""
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.request
+import socket
+import threading
+import time
 
 import pytest
 
-from moeserve.kv_transfer.side_channel import PeerError, SideChannel, get_json, post_release
+from moeserve.kv_transfer.peer_calls import PeerError, call, claim, get_json, pin_path, post_release
+from moeserve.kv_transfer.side_channel import MAX_BODY_BYTES, SideChannel
+from moeserve.kv_transfer.trust import AUTH_HEADER, PoolKey, sign_call
+
+KEY = PoolKey.from_secret("the pool's secret, long enough", "test")
+OTHER = PoolKey.from_secret("another pool's secret, long enough", "test")
 
 
 @pytest.fixture
 def channel():
-    ch = SideChannel("127.0.0.1", 0, "engine-1", {"tp_size": 1, "block_size": 16, "ranks": [{"agent_name": "a"}]})
+    ch = SideChannel("127.0.0.1", 0, "engine-1", {"tp_size": 1, "block_size": 16, "ranks": [{"agent_name": "a"}]}, KEY)
     yield ch
     ch.close()
 
 
+def raw(channel, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", channel.port, timeout=5)
+    try:
+        conn.request(method, path, body=body or None, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, json.loads(data) if data else {}
+    finally:
+        conn.close()
+
+
 def test_layout_names_the_engine(channel):
-    status, body = get_json(channel.host, channel.port, "/layout", 5)
+    status, body = get_json(channel.host, channel.port, KEY, "/layout", 5)
     assert status == 200 and body["engine_id"] == "engine-1" and body["ranks"] == [{"agent_name": "a"}]
 
 
 def test_pins_are_served_until_unpublished(channel):
     channel.publish("cmpl-1-0", [4, 5], "digest")
-    status, body = get_json(channel.host, channel.port, "/pins/cmpl-1-0", 5)
+    status, body = get_json(channel.host, channel.port, KEY, pin_path("cmpl-1-0"), 5)
     assert status == 200 and body == {"engine_id": "engine-1", "block_ids": [4, 5], "prompt_digest": "digest",
-                                      "group": 0}
+                                      "group": 0, "claimed": False}
     channel.unpublish("cmpl-1-0")
-    assert get_json(channel.host, channel.port, "/pins/cmpl-1-0", 5)[0] == 404
+    assert get_json(channel.host, channel.port, KEY, pin_path("cmpl-1-0"), 5)[0] == 404
 
 
-def test_a_release_is_queued_for_the_engine_loop_once(channel):
+@pytest.mark.parametrize("method, path", [("GET", "/layout"), ("GET", "/pins/r"), ("POST", "/claim"),
+                                          ("POST", "/release"), ("GET", "/nothing")])
+def test_every_route_answers_401_without_the_pools_signature(channel, method, path):
     channel.publish("r", [1], "d")
-    assert post_release(channel.host, channel.port, "r", "engine-1", 5)
-    assert not post_release(channel.host, channel.port, "r", "another-engine", 5)  # a restarted engine's id
-    assert not post_release(channel.host, channel.port, "unknown", "engine-1", 5)
-    assert channel.drain_releases() == [("r", None)]
+    body = json.dumps({"request_id": "r", "engine_id": "engine-1", "token": "t"}).encode() if method == "POST" else b""
+    assert raw(channel, method, path, body)[0] == 401
+    assert raw(channel, method, path, body, {AUTH_HEADER: "garbage"})[0] == 401
+    assert raw(channel, method, path, body, {AUTH_HEADER: sign_call(OTHER, method, path, body)})[0] == 401
+    # a signature of another call (path, method, body), or of long ago, is no signature of this one
+    assert raw(channel, method, path, body, {AUTH_HEADER: sign_call(KEY, method, "/other", body)})[0] == 401
+    assert raw(channel, method, path, body, {AUTH_HEADER: sign_call(KEY, method, path, body + b" ")})[0] == 401
+    assert raw(channel, method, path, body, {AUTH_HEADER: sign_call(KEY, method, path, body, time.time() - 3600)})[0] == 401
+    assert raw(channel, method, path, body, {AUTH_HEADER: sign_call(KEY, method, path, body)})[0] != 401
+    assert channel.pin("r") is not None and channel.drain_releases() == []  # nothing unsigned touched the pin
+
+
+def test_a_pin_is_claimed_by_one_decoder_and_released_only_with_its_token(channel):
+    channel.publish("r", [1, 2], "d", group=1)
+    status, pin = claim(channel.host, channel.port, KEY, "r", "engine-1", "token-a", 5)
+    assert status == 200 and pin["block_ids"] == [1, 2] and pin["group"] == 1 and pin["claimed"]
+    assert claim(channel.host, channel.port, KEY, "r", "engine-1", "token-a", 5)[0] == 200  # a retry, same decoder
+    assert claim(channel.host, channel.port, KEY, "r", "engine-1", "token-b", 5)[0] == 409  # another decoder
+    assert claim(channel.host, channel.port, KEY, "r", "engine-2", "token-a", 5)[0] == 404  # a restarted engine's id
+    assert not post_release(channel.host, channel.port, KEY, "r", "engine-1", "token-b", 5)
+    assert not post_release(channel.host, channel.port, KEY, "r", "engine-2", "token-a", 5)
+    assert channel.drain_releases() == []
+    assert post_release(channel.host, channel.port, KEY, "r", "engine-1", "token-a", 5, num_bytes=4096)
+    assert channel.drain_releases() == [("r", 4096)]
+    assert get_json(channel.host, channel.port, KEY, pin_path("r"), 5)[0] == 404  # no longer named at once
+    assert not post_release(channel.host, channel.port, KEY, "r", "engine-1", "token-a", 5)
     assert channel.drain_releases() == []
 
 
-def test_a_release_carries_the_bytes_the_decoder_read(channel):
-    channel.publish("r", [1, 2], "d", group=1)
-    assert get_json(channel.host, channel.port, "/pins/r", 5)[1]["group"] == 1
-    assert post_release(channel.host, channel.port, "r", "engine-1", 5, num_bytes=4096)
-    assert channel.drain_releases() == [("r", 4096)]
+def test_an_unclaimed_pin_cannot_be_released(channel):
+    channel.publish("r", [1], "d")
+    assert not post_release(channel.host, channel.port, KEY, "r", "engine-1", "any-token", 5)
+    assert channel.pin("r") is not None
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"engine_id": "engine-1"}',
-                                  b'{"request_id": "r", "num_bytes": -1}', b'{"request_id": "r", "num_bytes": "9"}'])
-def test_a_bad_release_body_is_a_400(channel, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{channel.port}/release", data=body, method="POST")
-    with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(req, timeout=5)
-    assert e.value.code == 400 and "error" in json.loads(e.value.read())
+@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"engine_id": "engine-1"}', b'{"request_id": "r"}',
+                                  b'{"request_id": "r", "engine_id": "engine-1", "token": "t", "num_bytes": -1}',
+                                  b'{"request_id": "r", "engine_id": "engine-1", "token": "t", "num_bytes": "9"}',
+                                  b'{"request_id": 1, "engine_id": "engine-1", "token": "t"}',
+                                  b"[" * 100_000])
+def test_a_bad_body_is_a_400(channel, body):
+    for path in ("/claim", "/release"):
+        status, answer = raw(channel, "POST", path, body, {AUTH_HEADER: sign_call(KEY, "POST", path, body)})
+        assert status == 400 and "error" in answer
+
+
+def test_a_bad_length_or_chunked_body_is_a_400_not_a_crash(channel):
+    for headers in ({"Content-Length": "abc"}, {"Content-Length": "-1"}, {"Content-Length": str(MAX_BODY_BYTES + 1)},
+                    {"Transfer-Encoding": "chunked"}):
+        with socket.create_connection(("127.0.0.1", channel.port), timeout=5) as s:
+            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            s.sendall(f"POST /release HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode())
+            assert s.recv(64).startswith(b"HTTP/1.0 400"), headers
+    assert get_json(channel.host, channel.port, KEY, "/layout", 5)[0] == 200
+
+
+def test_slow_clients_are_cut_off_and_connections_are_capped():
+    ch = SideChannel("127.0.0.1", 0, "engine-1", {"ranks": []}, KEY, deadline_s=1.0, max_connections=4)
+    try:
+        slow = [socket.create_connection(("127.0.0.1", ch.port), timeout=10) for _ in range(4)]
+        for s in slow:
+            s.sendall(b"GET /layout HTTP/1.1\r\n")  # and never the rest
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", ch.port), timeout=5) as extra:  # past the cap: 503 at once
+            assert extra.recv(64).startswith(b"HTTP/1.0 503")
+        for s in slow:  # each cut off at its deadline, not held open
+            assert s.recv(64) == b""
+            s.close()
+        assert get_json(ch.host, ch.port, KEY, "/layout", 5)[0] == 200  # the slots came back
+    finally:
+        ch.close()
+
+
+def test_many_slow_connections_hold_few_threads():
+    ch = SideChannel("127.0.0.1", 0, "engine-1", {"ranks": []}, KEY, deadline_s=2.0, max_connections=8)
+    before = threading.active_count()
+    try:
+        conns = [socket.create_connection(("127.0.0.1", ch.port), timeout=10) for _ in range(200)]
+        time.sleep(0.5)
+        assert threading.active_count() - before <= 8 + 1
+        for c in conns:
+            c.close()
+    finally:
+        ch.close()
 
 
 def test_a_dead_side_channel_is_a_peer_error(channel):
     port = channel.port
     channel.close()
     with pytest.raises(PeerError, match="did not answer"):
-        get_json("127.0.0.1", port, "/layout", 2)
-    assert not post_release("127.0.0.1", port, "r", "engine-1", 2)
+        get_json("127.0.0.1", port, KEY, "/layout", 2)
+    assert not post_release("127.0.0.1", port, KEY, "r", "engine-1", "t", 2)
 
 
-def test_a_released_pin_is_no_longer_named_before_the_loop_frees_it(channel):
-    """So a second decoder's check fails at once, not only once the engine loop has drained the release."""
-    channel.publish("r", [1], "d")
-    assert post_release(channel.host, channel.port, "r", "engine-1", 5)
-    assert get_json(channel.host, channel.port, "/pins/r", 5)[0] == 404
-    assert channel.drain_releases() == [("r", None)]
+def test_no_redirect_is_followed():
+    """A peer answering 302 is an answer, not a hop to somewhere else."""
+    hits = []
+
+    class Redirector(threading.Thread):
+        def run(self) -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                hits.append(1)
+                conn.sendall(b"HTTP/1.0 302 Found\r\nLocation: http://127.0.0.1:1/x\r\nContent-Length: 2\r\n\r\n{}")
+
+    server = socket.create_server(("127.0.0.1", 0))
+    Redirector(daemon=True).start()
+    status, body = call("127.0.0.1", server.getsockname()[1], KEY, "GET", "/layout", None, 5)
+    server.close()
+    assert status == 302 and body == {} and hits == [1]

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +23,8 @@ if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12",
 pytestmark = pytest.mark.slow
 
 ARGS = ("--kv-cache-blocks", "160", "--max-model-len", "1024", "--max-num-seqs", "8")
-ENV = {"UCX_NET_DEVICES": "lo"}
+# no UCX_* variable: moeserve binds UCX to the side channel's interface itself (loopback here)
+ENV = {k: "" for k in os.environ if k.startswith("UCX_")}
 EXPIRY_S = 15
 # byte for byte what vllm-router 0.1.17 adds to the prefill call
 ROUTER_PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
@@ -184,18 +186,28 @@ def test_bad_parameters_are_400s_and_stale_ones_too(pd):
     body = body_for(prefill, PROMPTS["one-block"])
     first = post(prefill.url, "/v1/completions", dict(body, max_tokens=1, kv_transfer_params=ROUTER_PREFILL)).json()
     params = first["kv_transfer_params"]
-    cases = [
+    malformed = [
         ({"do_remote_prefill": True}, "remote_block_ids"),
         (dict(params, remote_block_ids="0"), "remote_block_ids"),
         (dict(params, remote_port=70000), "remote_port"),
-        (dict(params, remote_engine_id="someone-else"), "remote_engine_id"),
-        (dict(params, remote_block_ids=[b + 1 for b in params["remote_block_ids"]]), "remote_block_ids"),
-        (dict(params, remote_request_id="cmpl-unknown-0"), "holds no KV blocks"),
+        (dict(params, remote_host="127.0.0.1\r\nX: y"), "remote_host"),
+        (dict(params, remote_host="[::1"), "remote_host"),
+        (dict(params, remote_request_id="../layout"), "remote_request_id"),
+        (dict(params, remote_request_id="a?b=c"), "remote_request_id"),
+        (dict(params, remote_request_id="x\x00" * 50_000), "remote_request_id"),
+        (dict(params, tp_size=2**64), "tp_size"),
+        (dict(params, remote_block_ids=[2**64]), "remote_block_ids"),
     ]
-    for bad, words in cases:
+    for bad, words in malformed:
         r = post(decode.url, "/v1/completions", dict(body, kv_transfer_params=bad))
         assert r.status_code == 400, (bad, r.text)
         assert r.json()["error"]["param"] == "kv_transfer_params" and words in r.json()["error"]["message"]
+    tampered = [dict(params, remote_engine_id="someone-else"), dict(params, remote_block_ids=[b + 1 for b in params["remote_block_ids"]]),
+                dict(params, remote_request_id="cmpl-unknown-0"), dict(params, remote_port=params["remote_port"] + 1),
+                {k: v for k, v in params.items() if k != "moeserve_signature"}]
+    for bad in tampered:
+        r = post(decode.url, "/v1/completions", dict(body, kv_transfer_params=bad))
+        assert r.status_code == 400 and "not signed by a prefill server of this KV pool" in r.json()["error"]["message"]
     other_prompt = post(decode.url, "/v1/completions", dict(body, prompt="Another prompt", kv_transfer_params=params))
     assert other_prompt.status_code == 400 and "not the one" in other_prompt.json()["error"]["message"]
     assert post(decode.url, "/v1/completions", dict(body, kv_transfer_params=params)).status_code == 200
@@ -206,6 +218,144 @@ def test_bad_parameters_are_400s_and_stale_ones_too(pd):
     streamed_prefill = post(prefill.url, "/v1/completions", dict(body, stream=True, kv_transfer_params=ROUTER_PREFILL))
     assert streamed_prefill.status_code == 400
     assert post(decode.url, "/v1/completions", dict(body, n=2, kv_transfer_params=params)).status_code == 400
+
+
+class ListeningPeer:
+    """A TCP port that counts the connections made to it and answers each as the forged side channel
+    of an attacker would (every pin exists; /layout redirects to the real side channel)."""
+
+    def __init__(self, answer: bytes):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.answer = answer
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_forged_parameters_make_no_connection_and_poison_nothing(pd):
+    """The attack: another request's real engine id and blocks, the attacker's own side channel (which
+    vouches for anything), and a digest of the attacker's prompt. The decoder refuses before it
+    connects anywhere, and the attacker's prompt later gets its own continuation."""
+    prefill, decode = pd
+    victim = body_for(prefill, PROMPTS["shared-a"])
+    real = post(prefill.url, "/v1/completions", dict(victim, max_tokens=1, kv_transfer_params=ROUTER_PREFILL))
+    real = real.json()["kv_transfer_params"]
+    attacker_prompt = "Poison: " + PROMPTS["one-block"]
+    tokens = post(prefill.url, "/tokenize", {"model": prefill.model, "prompt": attacker_prompt}).json()["tokens"]
+    digest = __import__("moeserve.kv_transfer.params", fromlist=["x"]).prompt_digest(tokens)
+    pin = json.dumps({"engine_id": real["remote_engine_id"], "block_ids": real["remote_block_ids"],
+                      "prompt_digest": digest, "group": 0, "claimed": True}).encode()
+    fake = ListeningPeer(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                         str(len(pin)).encode() + b"\r\n\r\n" + pin)
+    try:
+        forged = dict(real, remote_host="127.0.0.1", remote_port=fake.port, prompt_digest=digest)
+        for params in (forged, {k: v for k, v in forged.items() if k != "moeserve_signature"}):
+            r = post(decode.url, "/v1/completions", dict(body_for(prefill, attacker_prompt), kv_transfer_params=params))
+            assert r.status_code == 400 and r.json()["error"]["param"] == "kv_transfer_params", r.text
+        # the victim's genuine parameters with the attacker's prompt: its digest is signed
+        r = post(decode.url, "/v1/completions", dict(body_for(prefill, attacker_prompt), kv_transfer_params=real))
+        assert r.status_code == 400 and "not the one" in r.json()["error"]["message"]
+        assert fake.connections == 0
+    finally:
+        fake.close()
+    honest = body_for(prefill, attacker_prompt)
+    out = post(decode.url, "/v1/completions", honest).json()
+    assert out["choices"][0]["token_ids"] == post(prefill.url, "/v1/completions", honest).json()["choices"][0]["token_ids"]
+    assert two_calls(prefill, decode, victim)["choices"][0]["token_ids"] == \
+        post(prefill.url, "/v1/completions", victim).json()["choices"][0]["token_ids"]
+
+
+def test_the_side_channel_answers_the_pool_only(pd):
+    prefill, decode = pd
+    body = body_for(prefill, PROMPTS["short"])
+    params = post(prefill.url, "/v1/completions", dict(body, max_tokens=1, kv_transfer_params=ROUTER_PREFILL)).json()
+    params = params["kv_transfer_params"]
+    side = f"http://127.0.0.1:{params['remote_port']}"
+    release = {"request_id": params["remote_request_id"], "engine_id": params["remote_engine_id"], "token": "x" * 32}
+    for method, path, payload in (("GET", "/layout", None), ("GET", f"/pins/{params['remote_request_id']}", None),
+                                  ("POST", "/claim", release), ("POST", "/release", release)):
+        r = httpx.request(method, side + path, json=payload, timeout=10)
+        assert r.status_code == 401, (path, r.status_code)
+        r = httpx.request(method, side + path, json=payload, timeout=10, headers={"X-Moeserve-Auth": "1.abc"})
+        assert r.status_code == 401
+    out = decoded(decode.url, "/v1/completions", dict(body, kv_transfer_params=params))  # the pin was untouched
+    assert out["choices"][0]["token_ids"] == post(prefill.url, "/v1/completions", body).json()["choices"][0]["token_ids"]
+
+
+def listening_sockets(pids: list[int]) -> list[str]:
+    """Local addresses ("ip:port") of the TCP sockets in LISTEN state the processes hold."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    out = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            hex_ip, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_ip)
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # per 32-bit word, host order
+            out.append(f"{socket.inet_ntop(family, raw)}:{int(hex_port, 16)}")
+    return out
+
+
+def test_every_listening_socket_is_on_loopback(pd):
+    """Started without any UCX_* variable, the servers' process trees (front end, engine, NIXL/UCX
+    agents, side channel) listen on loopback only."""
+    from server_harness import descendants
+
+    prefill, decode = pd
+    two_calls(prefill, decode, body_for(prefill, PROMPTS["short"]))  # every agent has been used
+    for server in (prefill, decode):
+        sockets = listening_sockets([server.proc.pid, *descendants(server.proc.pid)])
+        assert sockets, "found no listening socket at all: the check itself is broken"
+        assert all(s.startswith(("127.", "::1:")) for s in sockets), sockets
+
+
+def test_unread_pins_never_starve_plain_requests(pd):
+    """Remote-decode prefills nobody decodes pin at most half the pool (--kv-max-pinned-blocks): older
+    pins give way, so a plain request that needs the rest runs now, not after --kv-expiry-s."""
+    prefill, _ = pd
+    words = PROMPTS["long"].split()
+    evicted = metric(prefill.url, "moeserve_kv_pins_evicted_total")
+    started = time.monotonic()
+    for i in range(4):  # ~48 blocks of 160 each: the four would hold more than the pool
+        prompt = f"Flood {i}: " + " ".join(words * 2)[:2600]
+        r = post(prefill.url, "/v1/completions", body_for(prefill, prompt, max_tokens=1, kv_transfer_params=ROUTER_PREFILL))
+        assert r.status_code == 200, r.text
+    plain = post(prefill.url, "/v1/completions", body_for(prefill, "Plain: " + " ".join(words * 2)[:2600], max_tokens=4))
+    assert plain.status_code == 200
+    assert time.monotonic() - started < EXPIRY_S  # nothing waited for a pin to expire
+    assert metric(prefill.url, "moeserve_kv_blocks_pinned_remote") <= 80
+    assert metric(prefill.url, "moeserve_kv_pins_evicted_total") >= evicted + 2
 
 
 def test_prefill_frees_blocks_no_decoder_reads_at_expiry(pd):

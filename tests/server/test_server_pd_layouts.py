@@ -10,6 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from server_harness import ServerProcess
+
+from moeserve.kv_transfer.peer_calls import get_json
+from moeserve.kv_transfer.trust import PoolKey
 from test_server_pd import (
     ENV, PROMPTS, ROUTER_PREFILL, body_for, decoded, first_routed, metric, post, start_router, wait_for,
 )
@@ -19,8 +22,9 @@ if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12",
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
+SECRET = "this pool's secret, given on the command line"
 ARGS = ("--kv-cache-blocks", "160", "--max-model-len", "1024", "--max-num-seqs", "8", "--kv-role", "both",
-        "--kv-transfer", "nixl")
+        "--kv-transfer", "nixl", "--kv-secret", SECRET)
 LAYOUTS = {"tp1": (), "tp2": ("--tp", "2"), "ep2": ("--ep", "2")}
 PAIRS = [("tp1", "tp2"), ("tp2", "tp1"), ("ep2", "tp1"), ("tp1", "ep2"), ("tp2", "ep2")]
 
@@ -106,7 +110,7 @@ def test_an_ep_prefill_names_the_group_holding_the_blocks(servers):
         if attempt == 0:
             wrong = dict(params[0], remote_group=1 - params[0]["remote_group"])
             r = post(decode.url, "/v1/completions", dict(bodies[0], kv_transfer_params=wrong))
-            assert r.status_code == 400 and "remote_group" in r.json()["error"]["message"]
+            assert r.status_code == 400 and "not signed" in r.json()["error"]["message"]  # the group is signed
         # every round's blocks are read (and so released) by the decoder, which gets the colocated tokens
         outs = [decoded(decode.url, "/v1/completions", dict(b, kv_transfer_params=p)) for b, p in zip(bodies, params)]
         assert [o["choices"][0]["token_ids"] for o in outs] == [colocated(decode, b) for b in bodies]
@@ -137,7 +141,8 @@ def test_both_sides_count_the_bytes_every_rank_moved(servers):
               metric(decode.url, "moeserve_kv_blocks_transferred_total"))
     body = body_for(prefill, " ".join(f"count{i}" for i in range(70)), max_tokens=2)  # many blocks, none cached
     params, _ = transfer(prefill, decode, body)
-    layout = httpx.get(f"http://{params['remote_host']}:{params['remote_port']}/layout", timeout=10).json()
+    status, layout = get_json(params["remote_host"], params["remote_port"], PoolKey.from_secret(SECRET, "test"), "/layout", 10)
+    assert status == 200
     block_bytes = sum(layout["ranks"][0]["block_bytes"])
     n = metric(decode.url, "moeserve_kv_blocks_transferred_total") - before[2]  # the last token's block may stay
     assert n >= len(params["remote_block_ids"]) - 1 > 4
