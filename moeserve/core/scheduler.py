@@ -42,8 +42,9 @@ class BlockUsage:
 class Scheduler:
     def __init__(
         self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int,
-        kv_expiry_s: float = 120.0,
+        kv_expiry_s: float = 120.0, kv_max_pinned_blocks: int = 0,
     ):
+        """kv_max_pinned_blocks: the most blocks per group kept for remote decoders (0: half the group's)."""
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
         self.block_size = cache_cfg.block_size
@@ -60,7 +61,9 @@ class Scheduler:
         self._finished_ids: list[str] = []
         self._failed: list[Request] = []
         self._step = 0
-        self.pins = KvPins(kv_expiry_s)  # blocks of finished prefills kept for remote decoders
+        # blocks of finished prefills kept for remote decoders, at most half of a group's by default
+        self.pins = KvPins(kv_expiry_s, kv_max_pinned_blocks or max(1, num_blocks // 2))
+        self._evicted_pins: list[Pin] = []  # pins newer ones displaced, for the engine to withdraw
         self.num_prompt_tokens_computed = 0  # prompt positions whose KV a step computed here
         self.num_kv_pull_failures = 0
         # (group, blocks) of requests that ended while their KV read ran: a one-sided read may still
@@ -118,6 +121,11 @@ class Scheduler:
                 param="prompt",
                 code="context_length_exceeded",
             )
+        if req.remote_decode and need > self.pins.max_blocks:
+            raise RequestError(
+                f"{PARAM}: the prompt fills {need} KV blocks and this prefill server keeps at most "
+                f"{self.pins.max_blocks} per attention group for remote decoders (--kv-max-pinned-blocks): send a "
+                f"shorter prompt or serve it colocated", param=PARAM, code="context_length_exceeded")
         if req.remote_prefill is not None:
             remote = len(req.remote_prefill.block_ids)
             if remote != need:
@@ -217,7 +225,11 @@ class Scheduler:
             return None
         group = self.groups[req.group]
         if req.remote_decode and reason in ("stop", "length"):
-            self.pins.pin(request_id, req.group, group.detach(req), prompt_digest(req.prompt_token_ids), time.monotonic())
+            blocks = group.detach(req)
+            for old in self.pins.make_room(req.group, len(blocks)):  # the oldest unread pins give way
+                group.blocks.free(old.block_ids)
+                self._evicted_pins.append(old)
+            self.pins.pin(request_id, req.group, blocks, prompt_digest(req.prompt_token_ids), time.monotonic())
         elif req.status is RequestStatus.PULLING:  # its read may still write the blocks: freed when done
             self._orphaned_pulls[request_id] = (req.group, group.detach(req))
         else:
@@ -231,6 +243,12 @@ class Scheduler:
         if pin is not None:
             self.groups[pin.group].blocks.free(pin.block_ids)
         return pin
+
+    def take_evicted_pins(self) -> list[Pin]:
+        """Pins newer ones displaced (their blocks already free) since the last call: the engine
+        withdraws them from its side channel before the next schedule() can reuse the blocks."""
+        evicted, self._evicted_pins = self._evicted_pins, []
+        return evicted
 
     def expire_pins(self, now: float) -> list[Pin]:
         """Free the blocks of pins no decoder released in time (it died, or never came)."""
@@ -286,6 +304,7 @@ class Scheduler:
             "prefix_cache_query_tokens": prefix.query_tokens,
             "prefix_cache_hit_tokens": prefix.hit_tokens,
             "kv_blocks_pinned_remote": self.pins.num_blocks,
+            "kv_pins_evicted": self.pins.num_evicted,
             "prompt_tokens_computed": self.num_prompt_tokens_computed,
         }
         for g, usage in enumerate(self.block_usage()):

@@ -101,6 +101,7 @@ class EngineCore:
             num_blocks=self.executor.num_blocks,
             max_model_len=self.max_model_len,
             kv_expiry_s=config.kv_transfer.expiry_s,
+            kv_max_pinned_blocks=config.kv_transfer.max_pinned_blocks,
         )
         self.kv = None  # the prefill/decode split's side channel and releases (kv_transfer/connector.py)
         if config.kv_transfer.enabled:
@@ -195,6 +196,15 @@ class EngineCore:
                 self.kv.unpublish(pin, read=True, num_bytes=num_bytes)
         for pin in self.scheduler.expire_pins(time.monotonic()):
             logger.info("KV blocks of %s expired unread after %.0f s", pin.request_id, self.scheduler.pins.expiry_s)
+            self.kv.unpublish(pin, read=False)
+        self._withdraw_evicted_pins()
+
+    def _withdraw_evicted_pins(self) -> None:
+        """Pins newer ones displaced: their blocks are free, so the side channel stops naming them before
+        the next schedule() can reuse the blocks (a decoder reading one then fails its pin check)."""
+        for pin in self.scheduler.take_evicted_pins():
+            logger.warning("KV blocks of %s released unread: --kv-max-pinned-blocks (%d per attention group) were "
+                           "held by prefills no decoder had read", pin.request_id, self.scheduler.pins.max_blocks)
             self.kv.unpublish(pin, read=False)
 
     def step(self) -> list[RequestOutput]:
@@ -298,6 +308,8 @@ class EngineCore:
         if finish_reason is not None:
             self.scheduler.finish_request(request.request_id, finish_reason)  # pins a remote decoder's blocks
             del self._tracked[request.request_id]
+            if self.kv is not None:
+                self._withdraw_evicted_pins()
             pin = self.scheduler.pins.get(request.request_id) if request.remote_decode else None
             if pin is not None and self.kv is not None:
                 output.kv_transfer_params = self.kv.answer(pin)

@@ -67,7 +67,8 @@ class EngineStatsCollector(Collector):
                                ("prompt_tokens_computed", "prompt_tokens_computed", "prompt tokens whose KV this instance computed (a decode instance: about one per transferred prompt)"),
                                ("kv_transfer_bytes", "kv_transfer_bytes", "KV bytes moved between prefill and decode instances, read by this one or from it"),
                                ("kv_blocks_transferred", "kv_blocks_transferred", "KV blocks moved between prefill and decode instances, read by this one or from it"),
-                               ("kv_transfer_failures", "kv_transfer_failures", "KV reads from a prefill instance that failed")):
+                               ("kv_transfer_failures", "kv_transfer_failures", "KV reads from a prefill instance that failed"),
+                               ("kv_pins_evicted", "kv_pins_evicted", "pins of unread prefills released early to keep pinned blocks under --kv-max-pinned-blocks")):
             if key in s:
                 yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))
         yield from _transfer_histogram(s)

@@ -25,6 +25,7 @@ def make_scheduler(
     max_model_len: int = 4096,
     max_queued_requests: int = 1000,
     prefix_caching: bool = True,
+    kv_max_pinned_blocks: int = 0,
 ) -> Scheduler:
     return Scheduler(
         SchedulerConfig(max_num_seqs, max_num_batched_tokens, max_queued_requests),
@@ -32,6 +33,7 @@ def make_scheduler(
         num_groups=num_groups,
         num_blocks=num_blocks,
         max_model_len=max_model_len,
+        kv_max_pinned_blocks=kv_max_pinned_blocks,
     )
 
 

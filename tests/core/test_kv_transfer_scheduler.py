@@ -112,13 +112,53 @@ def test_pinned_blocks_survive_pool_pressure():
 
 
 def test_pins_expire_in_pin_order():
-    pins = KvPins(expiry_s=10)
+    pins = KvPins(expiry_s=10, max_blocks=100)
     pins.pin("a", 0, [1, 2], "d", now=0.0)
     pins.pin("b", 0, [3], "d", now=5.0)
     assert pins.expire(9.9) == []
     assert [p.request_id for p in pins.expire(10.0)] == ["a"]
     assert [p.request_id for p in pins.expire(100.0)] == ["b"]
     assert (pins.num_expired, len(pins)) == (2, 0)
+
+
+def test_pins_make_room_oldest_first_within_their_group():
+    pins = KvPins(expiry_s=10, max_blocks=4)
+    pins.pin("a", 0, [1, 2], "d", now=0.0)
+    pins.pin("x", 1, [1, 2, 3], "d", now=0.5)  # another group's pool: its own room
+    pins.pin("b", 0, [3], "d", now=1.0)
+    assert pins.make_room(0, 1) == []
+    assert [p.request_id for p in pins.make_room(0, 2)] == ["a"]
+    assert (pins.blocks_in(0), pins.blocks_in(1), pins.num_evicted) == (1, 3, 1)
+    assert [p.request_id for p in pins.make_room(0, 4)] == ["b"]
+    assert pins.num_blocks == 3 and pins.get("x") is not None
+
+
+def test_new_pins_displace_the_oldest_past_the_cap_and_plain_requests_keep_room():
+    """Prefills nobody decodes hold at most half the pool (the default cap): a plain request that
+    needs the other half runs at once instead of waiting for the pins to expire."""
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS))
+    s = eng.scheduler
+    assert s.pins.max_blocks == 8
+    for rid in ("a", "b", "c"):
+        prefill(eng, rid, [ord(rid)] * 15)  # 4 blocks each
+    assert [p.request_id for p in s.take_evicted_pins()] == ["a"] and s.take_evicted_pins() == []
+    assert s.pins.get("a") is None and s.pins.num_blocks == 8 and s.stats()["kv_pins_evicted"] == 1
+    s.check_invariants()
+    s.add_request(make_request("plain", list(range(500, 531)), max_tokens=1))  # 8 blocks: all that is left
+    eng.run()
+    assert eng.finished["plain"].finish_reason == "length"
+    s.check_invariants()
+
+
+def test_the_cap_is_a_setting_and_a_prompt_past_it_is_refused():
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS, kv_max_pinned_blocks=3))
+    req = make_request("big", list(range(13)), max_tokens=1)  # 4 blocks > 3
+    req.remote_decode = True
+    with pytest.raises(RequestError, match="--kv-max-pinned-blocks") as e:
+        eng.scheduler.add_request(req)
+    assert e.value.status == 400
+    prefill(eng, "small", list(range(12)))  # 3 blocks fit
+    assert eng.scheduler.pins.num_blocks == 3
 
 
 def test_scheduler_frees_expired_pins():
