@@ -2,7 +2,8 @@
 
 Shape legend: T tokens, I in features, O out features, tp tensor-parallel size.
 Each layer loads its own shard from a `CheckpointReader` (models/checkpoint.py) so a rank reads only
-the rows or columns it owns. Row-parallel layers return partial sums: the caller all-reduces
+the rows or columns it owns; FP8 block-scaled weights stay FP8 or are dequantized (`load_weight`).
+Row-parallel layers return partial sums: the caller all-reduces
 (`if ctx.tp_size > 1: dist.all_reduce(y, group=ctx.tp_group)`), so collectives stay visible.
 """
 
@@ -14,11 +15,13 @@ import torch
 from torch import nn
 
 from moeserve.kernels.base import KernelWeight
+from moeserve.kernels.reference.fp8 import Fp8Block, concat_rows
 from moeserve.parallel_state import ParallelContext
 
 
 class ShardReader(Protocol):
-    """What layers need from a checkpoint reader (see models/checkpoint.py)."""
+    """What layers need from a checkpoint reader (see models/checkpoint.py). A reader of an FP8
+    checkpoint also has `fp8_keepable`, `fp8_block` and `read_fp8` (models/quant_fp8.py)."""
 
     def read(self, name: str, shard_dim: int | None = None, start: int = 0, end: int | None = None) -> torch.Tensor: ...
 
@@ -37,6 +40,50 @@ def copy_param(param: torch.Tensor, value: torch.Tensor, name: str) -> None:
     param.data.copy_(value)
 
 
+def load_weight(layer: nn.Module, reader: ShardReader, parts: Sequence[tuple[str, int, int]], dim: int | None) -> None:
+    """layer.weight from the checkpoint weights `parts`, each (module prefix, start, size): rows
+    [start, start + size) of each, stacked in order (dim 0), columns [start, start + size) of the one
+    part (dim 1), or the one whole tensor (dim None).
+
+    FP8 block-scaled weights stay FP8 (kernels/reference/fp8.py) when the reader keeps them for the
+    rank's kernels (`read_fp8`), the layer allows it (`keep_fp8`), and every part's shard is in block
+    form (starts on a block boundary; all but the last hold whole row blocks). Otherwise `read` gives
+    the values (an FP8 weight dequantized element by element), cast into the layer's dtype."""
+    fp8 = _fp8_stack(layer, reader, parts, dim)
+    if fp8 is not None:
+        if fp8.shape != tuple(layer.weight.shape):
+            raise ValueError(f"checkpoint tensor {parts[0][0]}.weight gives this rank {fp8.shape}, "
+                             f"expected {tuple(layer.weight.shape)}")
+        layer.weight = nn.Parameter(fp8.data, requires_grad=False)
+        layer.weight_scale_inv = nn.Parameter(fp8.scale_inv, requires_grad=False)
+        layer.weight_block = fp8.block
+        return
+    offset = 0
+    for prefix, start, size in parts:
+        name = f"{prefix}.weight"
+        if dim is None:
+            copy_param(layer.weight, reader.read(name), name)
+        elif dim == 1:
+            copy_param(layer.weight, reader.read(name, 1, start, start + size), name)
+        else:
+            copy_param(layer.weight[offset:offset + size], reader.read(name, 0, start, start + size), name)
+            offset += size
+
+
+def _fp8_stack(layer: nn.Module, reader: ShardReader, parts: Sequence[tuple[str, int, int]],
+               dim: int | None) -> Fp8Block | None:
+    """The parts as one FP8 block-form weight, or None when they are read as values instead."""
+    keepable = getattr(reader, "fp8_keepable", None)
+    if keepable is None or not getattr(layer, "keep_fp8", True):
+        return None
+    names = [(f"{prefix}.weight", start, size) for prefix, start, size in parts]
+    if not all(keepable(name, dim, start) for name, start, _ in names):
+        return None
+    if dim == 0 and any(size % reader.fp8_block[0] for _, _, size in names[:-1]):
+        return None  # a fused part that ends inside a row block: the stack would not be in block form
+    return concat_rows([reader.read_fp8(name, dim, start, start + size) for name, start, size in names])
+
+
 class ReplicatedLinear(nn.Module, KernelWeight):
     """Full weight on every rank (routers, tiny projections)."""
 
@@ -51,7 +98,7 @@ class ReplicatedLinear(nn.Module, KernelWeight):
 
     def load(self, reader: ShardReader, prefix: str) -> None:
         self.unpack()
-        copy_param(self.weight, reader.read(f"{prefix}.weight"), f"{prefix}.weight")
+        load_weight(self, reader, [(prefix, 0, self.weight.shape[0])], None)
         if self.bias is not None:
             copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
 
@@ -81,14 +128,10 @@ class ColumnParallelLinear(nn.Module, KernelWeight):
     def load(self, reader: ShardReader, prefixes: Sequence[str]) -> None:
         self.unpack()
         assert len(prefixes) == len(self.local_splits)
-        offset = 0
-        for prefix, size in zip(prefixes, self.local_splits):
-            start = self.tp_rank * size
-            rows = slice(offset, offset + size)
-            copy_param(self.weight[rows], reader.read(f"{prefix}.weight", 0, start, start + size), prefix)
-            if self.bias is not None:
-                copy_param(self.bias[rows], reader.read(f"{prefix}.bias", 0, start, start + size), prefix)
-            offset += size
+        parts = [(prefix, self.tp_rank * size, size) for prefix, size in zip(prefixes, self.local_splits)]
+        load_weight(self, reader, parts, 0)
+        if self.bias is not None:
+            _load_bias_rows(self.bias, reader, parts)
 
 
 class QKVParallelLinear(nn.Module, KernelWeight):
@@ -152,13 +195,9 @@ class QKVParallelLinear(nn.Module, KernelWeight):
             (k_prefix, self.kv_head_start * D, self.kv_size),
             (v_prefix, self.kv_head_start * D, self.kv_size),
         ]
-        offset = 0
-        for prefix, start, size in parts:
-            rows = slice(offset, offset + size)
-            copy_param(self.weight[rows], reader.read(f"{prefix}.weight", 0, start, start + size), prefix)
-            if self.bias is not None:
-                copy_param(self.bias[rows], reader.read(f"{prefix}.bias", 0, start, start + size), prefix)
-            offset += size
+        load_weight(self, reader, parts, 0)
+        if self.bias is not None:
+            _load_bias_rows(self.bias, reader, parts)
 
 
 class RowParallelLinear(nn.Module, KernelWeight):
@@ -181,7 +220,13 @@ class RowParallelLinear(nn.Module, KernelWeight):
 
     def load(self, reader: ShardReader, prefix: str) -> None:
         self.unpack()
-        start = self.tp_rank * self.in_local
-        copy_param(self.weight, reader.read(f"{prefix}.weight", 1, start, start + self.in_local), prefix)
+        load_weight(self, reader, [(prefix, self.tp_rank * self.in_local, self.in_local)], 1)
         if self.bias is not None:
             copy_param(self.bias, reader.read(f"{prefix}.bias"), f"{prefix}.bias")
+
+
+def _load_bias_rows(bias: torch.Tensor, reader: ShardReader, parts: Sequence[tuple[str, int, int]]) -> None:
+    offset = 0
+    for prefix, start, size in parts:
+        copy_param(bias[offset:offset + size], reader.read(f"{prefix}.bias", 0, start, start + size), prefix)
+        offset += size

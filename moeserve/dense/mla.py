@@ -105,6 +105,9 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         self.kv_b_proj = ColumnParallelLinear(
             d.kv_lora_rank, [d.num_heads * (d.qk_nope_head_dim + d.v_head_dim)], False, ctx, dtype
         )
+        # the absorbed path reads kv_b_proj's weight as W_uk / W_uv itself, so it is held dequantized
+        # (as vLLM's MLA does) even where the kernels keep FP8 weights
+        self.kv_b_proj.keep_fp8 = False
         self.o_proj = RowParallelLinear(d.num_heads * d.v_head_dim, d.hidden_size, d.attention_bias, ctx, dtype)
 
     def load(self, reader: ShardReader, prefix: str) -> None:

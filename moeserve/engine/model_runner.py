@@ -22,7 +22,8 @@ from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.process_groups import RankEnv
 from moeserve.kernels.registry import make_kernel_set, rank_device, resolve, resolve_dtype
-from moeserve.models.checkpoint import CheckpointReader, load_hf_config
+from moeserve.models.checkpoint import load_hf_config
+from moeserve.models.quantization import open_checkpoint
 from moeserve.models.registry import check_layout, model_class
 from moeserve.parallel_state import ParallelContext
 
@@ -115,9 +116,15 @@ class ModelRunner:
             apply_placement(self.model, plan, engine_config.placement, ctx)
         self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx))
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
-        self.model.load_weights(CheckpointReader(model_dir, progress=first_rank))
+        reader = open_checkpoint(model_dir, self.hf_config, self.kernels.fp8_block_weights, progress=first_rank)
+        self.model.load_weights(reader)
         self.model.eval()
         self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        if hasattr(reader, "summary") and first_rank:
+            logger.info("%s", reader.summary(self.dtype))
+        logger.info("weights of rank %d (tp rank %d of %d, ep rank %d of %d): %.1f MiB (%d bytes)",
+                    ctx.ep_rank if ctx.ep_size > 1 else ctx.tp_rank, ctx.tp_rank, ctx.tp_size, ctx.ep_rank,
+                    ctx.ep_size, self.weight_bytes / 2**20, self.weight_bytes)
         if self.device.type == "cuda":
             self._to_device()
         self.kernels.prepare_model(self.model, engine_config)  # bind, and the set's copies of the weights

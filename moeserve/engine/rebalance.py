@@ -9,9 +9,10 @@ reduced.
 Moves: a step whose plan carries `rebalance` switches every rank to the new phy2log before its
 forward. Per layer, every rank computes the same transfer schedule (placement/rebalancer.py), posts
 its sends (from the live weights) and receives (into staging buffers) with point-to-point ops on the
-ep group, waits for all of them, and only then writes the staging buffers into `experts.w13 / w2`
-and calls `MoELayer.remap`: a forward never sees a half-copied expert, and a slot that both sends
-its old expert and receives a new one sends the old weights.
+ep group, waits for all of them, and only then writes the staging buffers into the experts' weights
+(`slot_tensors`: w13 / w2, and their scale blocks when FP8) and calls `MoELayer.remap`: a forward
+never sees a half-copied expert, and a slot that both sends its old expert and receives a new one
+sends the old weights.
 Shape legend: L MoE layers, E experts, P physical slots, S slots on this rank, T tokens, k top-k.
 """
 from __future__ import annotations
@@ -98,37 +99,41 @@ class RankPlacement:
 
     def _move_layer(self, moe: MoELayer, transfers: list[Transfer]) -> int:
         """Runs this rank's share of one layer's transfers; returns the bytes crossing ranks (all ranks)."""
-        w13, w2 = moe.experts.w13.data, moe.experts.w2.data  # [S, 2Il, H], [S, H, Il]
+        # w13 [S, 2Il, H], w2 [S, H, Il] (and their scale blocks when FP8), one expert as one byte row
+        tensors = moe.experts.slot_tensors()
         per_rank, me, first = moe.slots_per_rank, self.ctx.ep_rank, moe.first_slot
-        expert_numel = w13[0].numel() + w2[0].numel()
+        sizes = [t[0].numel() * t.element_size() for t in tensors]
+        expert_bytes = sum(sizes)
         ops, staged, remote_bytes = [], [], 0
 
         def rank_of(slot: int) -> int:
             return slot // per_rank if self.num_ranks > 1 else 0
 
+        def flat(local: int) -> torch.Tensor:
+            return torch.cat([t[local].reshape(-1).view(torch.uint8) for t in tensors])
+
         for tag, t in enumerate(transfers):
             src_rank, dst_rank = rank_of(t.src), rank_of(t.dst)
             if src_rank != dst_rank:
-                remote_bytes += expert_numel * w13.element_size()
+                remote_bytes += expert_bytes
             if src_rank == me and dst_rank != me:
-                flat = torch.cat([w13[t.src - first].reshape(-1), w2[t.src - first].reshape(-1)])
-                staged.append((None, flat))  # keep the send buffer alive until the wait
-                ops.append(dist.P2POp(dist.isend, flat, dst_rank, self.ctx.ep_group, tag))
+                row = flat(t.src - first)
+                staged.append((None, row))  # keep the send buffer alive until the wait
+                ops.append(dist.P2POp(dist.isend, row, dst_rank, self.ctx.ep_group, tag))
             elif dst_rank == me:
                 if src_rank == me:
-                    flat = torch.cat([w13[t.src - first].reshape(-1), w2[t.src - first].reshape(-1)])
+                    row = flat(t.src - first)
                 else:
-                    flat = torch.empty(expert_numel, dtype=w13.dtype, device=w13.device)
-                    ops.append(dist.P2POp(dist.irecv, flat, src_rank, self.ctx.ep_group, tag))
-                staged.append((t.dst - first, flat))
+                    row = torch.empty(expert_bytes, dtype=torch.uint8, device=tensors[0].device)
+                    ops.append(dist.P2POp(dist.irecv, row, src_rank, self.ctx.ep_group, tag))
+                staged.append((t.dst - first, row))
         if ops:
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
-        split = w13[0].numel()
-        for local, flat in staged:  # every transfer of the layer is complete: now overwrite
+        for local, row in staged:  # every transfer of the layer is complete: now overwrite
             if local is not None:
-                w13[local].copy_(flat[:split].view_as(w13[local]))
-                w2[local].copy_(flat[split:].view_as(w2[local]))
+                for tensor, part in zip(tensors, row.split(sizes)):
+                    tensor[local].copy_(part.view(tensor.dtype).view_as(tensor[local]))
         written = [local for local, _ in staged if local is not None]
         if written:
             moe.experts.prepare(written)  # the kernel set's copy is a snapshot: retake the written slots

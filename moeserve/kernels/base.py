@@ -15,6 +15,13 @@ in `prepare_linear` / `prepare_experts` and the layer holds it as `kernel_state`
 layer; a layer drops it whenever its weight is written (`load`, `set_slot`), and whoever wrote it
 calls `prepare` again (the rank after loading, the rebalancer after moving experts).
 
+FP8 block-scaled weights (kernels/reference/fp8.py): a set that runs them itself says so with
+`fp8_block_weights = True`; the loader then keeps a layer's weight as float8_e4m3fn `weight` with a
+`weight_scale_inv` [ceil(O / bn), ceil(I / bk)] and `weight_block` (bn, bk) (GroupedExperts: `w13`,
+`w2` with `w13_scale_inv`, `w2_scale_inv`), and `linear` / `experts` receive such layers. A set that
+does not (all of today's) never sees one: the loader dequantizes FP8 checkpoints for it and logs so.
+The reference below computes FP8 layers by dequantizing per call, the oracle for FP8 kernels.
+
 Shape legend: T rows, I in features, O out features, N new tokens, B sequences, hq / hk query / KV
 heads, D head dim, NB cache blocks, BS block size, R rows dispatched to this rank's experts, S local
 expert slots, H hidden.
@@ -31,6 +38,7 @@ from torch import nn
 
 from moeserve.kernels.reference import attention as reference_attention
 from moeserve.kernels.reference import experts as reference_experts
+from moeserve.kernels.reference import fp8 as reference_fp8
 from moeserve.kernels.reference.mla import mla_decode as reference_mla_decode
 
 
@@ -38,6 +46,8 @@ class KernelSet:
     """The plain-torch kernel set (`--kernels torch`). Stateless apart from `device`."""
 
     name = "torch"
+    # runs FP8 block-scaled weights itself (kept FP8 in memory); False: FP8 checkpoints are dequantized at load
+    fp8_block_weights = False
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
@@ -85,13 +95,16 @@ class KernelSet:
     # ---- operations -------------------------------------------------------------------------------
 
     def linear(self, layer: KernelWeight, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """x [T, I] -> x @ layer.weight.T + bias [T, O]."""
-        return F.linear(x, layer.weight, bias)
+        """x [T, I] -> x @ layer.weight.T + bias [T, O] (an FP8 weight dequantized to x's dtype)."""
+        return F.linear(x, reference_fp8.layer_weight(layer, "weight", x.dtype), bias)
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch: an ExpertBatch (hidden [R, H] slot-major, offsets [S] int32, counts [S] int64) ->
         [R, H] = w2 @ (act(gate) * up) per row with its slot's weights (see GroupedExperts)."""
         x = batch.hidden
+        if layer.w13.dtype == reference_fp8.FP8_DTYPE:
+            w13, w2 = (reference_fp8.layer_weight(layer, name, x.dtype) for name in ("w13", "w2"))
+            return reference_experts.experts_reference(x, batch.counts, w13, w2, layer.blocked_act)
         # grouped_mm takes fp32 on CPU only (CUDA's runs bf16). The loop wins on CPU past LOOP_ROWS_PER_SLOT
         # rows a slot; on a GPU one cuBLAS grouped GEMM beat the fused MoE at every size measured (16-2048
         # rows a slot, docs/kernels.md), and the loop costs a host sync and a few launches a slot

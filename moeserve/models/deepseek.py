@@ -12,6 +12,8 @@ kv_a_layernorm, kv_b_proj, o_proj}`, `mlp.{gate_proj, up_proj, down_proj}` (dens
 (or the fused 3D layout, see models/expert_loading.py), `mlp.shared_experts.{gate,up,down}_proj`.
 Layers past num_hidden_layers (V3's multi-token-prediction module, layer 61 in the release) are
 claimed unread: moeserve does not run MTP.
+FP8 releases (V3, R1, Kimi K2: `weight_scale_inv` beside each quantized weight) load through
+models/quant_fp8.py like any other architecture's.
 """
 
 from __future__ import annotations
@@ -41,13 +43,6 @@ class _DeepseekForCausalLM(MoEDecoderModel):
     VERSION = 0
 
     def __init__(self, hf_config: Any, ctx: Any, dtype: Any):
-        quant = getattr(hf_config, "quantization_config", None)
-        if quant:
-            method = quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", quant)
-            raise ValueError(
-                f"quantized DeepSeek checkpoints ({method}) are not supported: convert the weights to bf16 first "
-                "(DeepSeek's fp8_cast_bf16.py) and drop quantization_config from config.json"
-            )
         if getattr(hf_config, "mlp_bias", False):
             raise ValueError("DeepSeek checkpoints with mlp_bias=True are not supported")
         if self.VERSION == 2 and getattr(hf_config, "norm_topk_prob", False):

@@ -10,6 +10,8 @@ Fused 3D layout (the transformers >= 5 in-memory state dict; Llama-4 ships the t
 (an optional `.weight` suffix is accepted). The orientation is read from the shapes; when H == 2I
 the untransposed transformers layout is assumed. GPT-OSS's interleaved gate/up columns with
 expert biases are not supported.
+FP8 block-scaled experts (models/quant_fp8.py) stay FP8 where the rank's kernels keep FP8 and the
+shards are in block form (per-expert layout only); otherwise they are read dequantized.
 Only this rank's experts (and its tp slice of each) are read; the others are claimed unread.
 """
 
@@ -59,18 +61,35 @@ def _tp_rows(moe: MoELayer) -> tuple[int, int]:
 
 def _load_per_expert(reader: CheckpointReader, moe: MoELayer, prefix: str, names: ExpertNames) -> None:
     lo, hi = _tp_rows(moe)
+    fp8 = _keeps_fp8(reader, moe, prefix, names, lo)
     for slot, e in enumerate(moe.local_slot_experts()):
         base = f"{prefix}.experts.{e}"
-        moe.experts.set_slot(
-            slot,
-            reader.read(f"{base}.{names.gate}.weight", 0, lo, hi),
-            reader.read(f"{base}.{names.up}.weight", 0, lo, hi),
-            reader.read(f"{base}.{names.down}.weight", 1, lo, hi),
-        )
+        gate, up, down = (f"{base}.{n}.weight" for n in (names.gate, names.up, names.down))
+        if fp8:
+            moe.experts.set_slot_fp8(slot, reader.read_fp8(gate, 0, lo, hi), reader.read_fp8(up, 0, lo, hi),
+                                     reader.read_fp8(down, 1, lo, hi))
+        else:
+            moe.experts.set_slot(slot, reader.read(gate, 0, lo, hi), reader.read(up, 0, lo, hi),
+                                 reader.read(down, 1, lo, hi))
     all_names = [
         f"{prefix}.experts.{e}.{n}.weight" for e in range(moe.num_experts) for n in (names.gate, names.up, names.down)
     ]
     reader.claim(all_names)
+
+
+def _keeps_fp8(reader: CheckpointReader, moe: MoELayer, prefix: str, names: ExpertNames, lo: int) -> bool:
+    """Whether this layer's expert shards stay FP8 (models/quant_fp8.py): the reader keeps FP8 for the
+    rank's kernels, every local expert's tensors are FP8, each shard starts on a block boundary, and
+    gate and up stack into w13 in whole row blocks. Decided once for all of the layer's slots."""
+    keepable = getattr(reader, "fp8_keepable", None)
+    if keepable is None or moe.intermediate_local % reader.fp8_block[0]:
+        return False
+    for e in set(moe.local_slot_experts()):
+        base = f"{prefix}.experts.{e}"
+        if not (keepable(f"{base}.{names.gate}.weight", 0, lo) and keepable(f"{base}.{names.up}.weight", 0, lo)
+                and keepable(f"{base}.{names.down}.weight", 1, lo)):
+            return False
+    return True
 
 
 def _load_fused(reader: CheckpointReader, moe: MoELayer, gate_up: str, down: str) -> None:

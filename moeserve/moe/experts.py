@@ -20,6 +20,7 @@ from torch import nn
 from moeserve.dense.blocked import by_rows
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.kernels.base import UsesKernels
+from moeserve.kernels.reference.fp8 import FP8_DTYPE, Fp8Block, blocks, concat_rows
 from moeserve.kernels.reference.experts import grouped_mm_supported
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -102,3 +103,35 @@ class GroupedExperts(nn.Module, UsesKernels):
         self.w13.data[slot, :Il].copy_(gate)
         self.w13.data[slot, Il:].copy_(up)
         self.w2.data[slot].copy_(down)
+
+    def set_slot_fp8(self, slot: int, gate: Fp8Block, up: Fp8Block, down: Fp8Block) -> None:
+        """set_slot for FP8 block-scaled shards (kernels/reference/fp8.py): gate, up [Il, H] and down
+        [H, Il] with their scale blocks; Il must hold whole row blocks (gate and up stack into w13). The
+        first call turns w13 / w2 into FP8 with `w13_scale_inv` [S, ceil(2Il / bn), ceil(H / bk)] and
+        `w2_scale_inv` [S, ceil(H / bn), ceil(Il / bk)]; every slot of a layer is then set this way."""
+        Il, H, S = self.intermediate, self.hidden, self.num_slots
+        w13 = concat_rows([gate, up])
+        if w13 is None or w13.block != down.block:
+            raise ValueError(f"FP8 expert shards of {Il} rows do not stack in {gate.block} blocks")
+        for name, value, shape in (("gate_up", w13, (2 * Il, H)), ("down", down, (H, Il))):
+            if value.shape != shape:
+                raise ValueError(f"expert {name} shard has shape {value.shape}, expected {shape}")
+        self.kernel_state = None
+        if self.w13.dtype != FP8_DTYPE:
+            bn, bk = self.weight_block = w13.block
+            self.w13 = nn.Parameter(torch.zeros(S, 2 * Il, H, dtype=FP8_DTYPE), requires_grad=False)
+            self.w2 = nn.Parameter(torch.zeros(S, H, Il, dtype=FP8_DTYPE), requires_grad=False)
+            self.w13_scale_inv = nn.Parameter(torch.ones(S, blocks(2 * Il, bn), blocks(H, bk)), requires_grad=False)
+            self.w2_scale_inv = nn.Parameter(torch.ones(S, blocks(H, bn), blocks(Il, bk)), requires_grad=False)
+        self.w13.data[slot].copy_(w13.data)
+        self.w13_scale_inv.data[slot].copy_(w13.scale_inv)
+        self.w2.data[slot].copy_(down.data)
+        self.w2_scale_inv.data[slot].copy_(down.scale_inv)
+
+    def slot_tensors(self) -> list[torch.Tensor]:
+        """Every tensor with one row per slot that makes up the experts' weights ([S, ...] each): w13
+        and w2, and their scale blocks when FP8. What moving an expert between slots copies."""
+        if self.w13.dtype != FP8_DTYPE:
+            return [self.w13.data, self.w2.data]
+        # fp32 scales first: a byte row of them all then keeps every part aligned to its element size
+        return [self.w13_scale_inv.data, self.w2_scale_inv.data, self.w13.data, self.w2.data]
