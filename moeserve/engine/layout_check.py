@@ -14,6 +14,8 @@ from types import SimpleNamespace
 from moeserve import envs
 from moeserve.config import EngineConfig
 from moeserve.errors import ConfigError
+from moeserve.models.config_sizes import check_config_sizes
+from moeserve.models.quantization import check_quantization
 from moeserve.models.registry import check_layout
 
 
@@ -32,13 +34,17 @@ def config_fields(model: str | None) -> SimpleNamespace | None:
 
 
 def check_model_layout(config: EngineConfig) -> None:
-    """Raises ConfigError naming each model size (config.json field and value) that does not split
-    over --tp / --ep, and the flag to change; and a --placement plan that cannot be read or does not
+    """Raises ConfigError naming a config.json size that is not an integer or disagrees with the
+    checkpoint's tensors (models/config_sizes.py), a quantization moeserve does not load, each model
+    size (config.json field and value) that does not split over --tp / --ep, and the flag to change; and a --placement plan that cannot be read or does not
     fit the model and layout (before, a missing file, or a plan for other ranks, failed inside the
     engine or every rank, with tracebacks)."""
     plan = load_plan(config.placement)
     fields = config_fields(config.model.model)
     if fields is not None:
+        if config.model.model is not None:  # the sizes first: the layout check loops over num_hidden_layers
+            check_config_sizes(config.model.model, fields)
+        check_quantization(fields)
         check_layout(fields, config.parallel.tp, config.parallel.ep, plan, f"--placement {config.placement}")
         check_context_length(fields, config.model.max_model_len)
 

@@ -5,10 +5,10 @@ ship them: config.json `quantization_config = {"quant_method": "fp8", "weight_bl
     {module}.weight            float8_e4m3fn [N, K]
     {module}.weight_scale_inv  float32 [ceil(N / 128), ceil(K / 128)]    W = weight * scale_inv per block
 
-(the per-expert tensors included). Modules the checkpoint left unquantized (router gates, norms,
-embeddings, `lm_head`, `modules_to_not_convert` / `ignored_layers`) are plain tensors on disk and are
-read as they are: whether a tensor is FP8 is read from the file (its dtype and its `_scale_inv`),
-never guessed from its name.
+(the per-expert tensors included; models/quantization.py reads quantization_config). Modules the
+checkpoint left unquantized (router gates, norms, embeddings, `lm_head`, `modules_to_not_convert` /
+`ignored_layers`) are plain tensors on disk and are read as they are: whether a tensor is FP8 is read
+from the file (its dtype and its `_scale_inv`), never guessed from its name.
 
 `Fp8CheckpointReader` is a `CheckpointReader` whose `read` / `read_index` return any FP8 weight (or
 any slice of one) dequantized: each element times its own block's scale, so a tensor-parallel cut
@@ -16,56 +16,26 @@ through the middle of a 128-block is exact. Every architecture gets this by load
 (models/quantization.py opens it). When the rank's kernel set runs FP8 weights itself
 (`KernelSet.fp8_block_weights`), layers ask `read_fp8` first and keep the FP8 data and its scale
 blocks (kernels/reference/fp8.py): a shard that starts on a block boundary keeps its blocks; one that
-does not is dequantized at load and counted (`stats`), so a layout never changes what is computed.
+does not (`fp8_keepable` says no) is read dequantized, so a layout never changes what is computed;
+`stats` counts both, and the rank logs them (`summary`).
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from moeserve.kernels.reference.fp8 import Fp8Block, blocks, expand_scale
 from moeserve.models.checkpoint import CheckpointError, CheckpointReader
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from moeserve.models.quantization import Fp8BlockQuant
 
 SCALE_SUFFIX = "_scale_inv"  # {module}.weight -> {module}.weight_scale_inv
 _FP8_ON_DISK = "F8_E4M3"
-
-
-@dataclass(frozen=True)
-class Fp8BlockQuant:
-    """quantization_config of an FP8 block-scaled checkpoint. block: (rows, cols) of one scale block
-    (weight_block_size); unquantized: the module names the checkpoint says it left alone."""
-
-    block: tuple[int, int]
-    unquantized: tuple[str, ...] = ()
-
-    @classmethod
-    def from_config(cls, quant: dict[str, Any]) -> Fp8BlockQuant:
-        """quant: config.json's quantization_config with quant_method "fp8"; CheckpointError naming
-        the field for what moeserve cannot load."""
-        block = quant.get("weight_block_size")
-        if block is None:
-            raise CheckpointError(
-                "quantization_config: fp8 without weight_block_size (per-tensor scales) is not supported; "
-                "moeserve loads block-scaled FP8 (weight_block_size [128, 128], weight_scale_inv per block)")
-        if (not isinstance(block, (list, tuple)) or len(block) != 2
-                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
-            raise CheckpointError(f"quantization_config.weight_block_size must be two positive integers, got {block!r}")
-        fmt = quant.get("fmt", "e4m3")
-        if fmt != "e4m3":
-            raise CheckpointError(f"quantization_config.fmt {fmt!r} is not supported; FP8 weights must be e4m3")
-        scheme = quant.get("activation_scheme", "dynamic")
-        if scheme != "dynamic":
-            raise CheckpointError(f"quantization_config.activation_scheme {scheme!r} is not supported: "
-                                  "block-scaled FP8 checkpoints quantize activations dynamically")
-        names = [*(quant.get("modules_to_not_convert") or ()), *(quant.get("ignored_layers") or ())]
-        return cls((int(block[0]), int(block[1])), tuple(str(n) for n in names))
 
 
 @dataclass

@@ -1,22 +1,58 @@
-"""The reader a checkpoint is loaded through, chosen by its config.json `quantization_config`.
+"""The quantization a checkpoint declares (config.json `quantization_config`), and the reader it is
+loaded through.
 
+    check_quantization(fields)                       # start-up, on config.json alone (torch-free)
     reader = open_checkpoint(model_dir, hf_config, keep_fp8=kernels.fp8_block_weights)
 
-No quantization_config: a plain `CheckpointReader`. `quant_method: "fp8"` with block scales:
-`Fp8CheckpointReader` (models/quant_fp8.py), which every architecture's loader reads through
-unchanged. A method moeserve does not load is refused with one line naming it (before any weight is
-read: `check_quantization` runs in the start-up checks on config.json alone).
+No quantization_config: a plain `CheckpointReader`. `quant_method: "fp8"` with block scales
+(`Fp8BlockQuant`): `Fp8CheckpointReader` (models/quant_fp8.py), which every architecture's loader
+reads through unchanged. A method or variant moeserve does not load is a ConfigError with one line
+naming the field, before any rank starts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from moeserve.errors import ConfigError
-from moeserve.models.checkpoint import CheckpointError, CheckpointReader
+
+if TYPE_CHECKING:
+    from moeserve.models.checkpoint import CheckpointReader
 
 LOADABLE_METHODS = ("fp8",)
+
+
+@dataclass(frozen=True)
+class Fp8BlockQuant:
+    """quantization_config of an FP8 block-scaled checkpoint. block: (rows, cols) of one scale block
+    (weight_block_size); unquantized: the module names the checkpoint says it left alone
+    (modules_to_not_convert / ignored_layers; informative: which tensors are FP8 is read from the file)."""
+
+    block: tuple[int, int]
+    unquantized: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, quant: dict[str, Any]) -> Fp8BlockQuant:
+        """quant: quantization_config with quant_method "fp8"; ConfigError naming what moeserve cannot load."""
+        block = quant.get("weight_block_size")
+        if block is None:
+            raise ConfigError(
+                "quantization_config: fp8 without weight_block_size (per-tensor scales) is not supported; "
+                "moeserve loads block-scaled FP8 (weight_block_size [128, 128], weight_scale_inv per block)")
+        if (not isinstance(block, (list, tuple)) or len(block) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+            raise ConfigError(f"quantization_config.weight_block_size must be two positive integers, got {block!r}")
+        fmt = quant.get("fmt", "e4m3")
+        if fmt != "e4m3":
+            raise ConfigError(f"quantization_config.fmt {fmt!r} is not supported; FP8 weights must be e4m3")
+        scheme = quant.get("activation_scheme", "dynamic")
+        if scheme != "dynamic":
+            raise ConfigError(f"quantization_config.activation_scheme {scheme!r} is not supported: "
+                              "block-scaled FP8 checkpoints quantize activations dynamically")
+        names = [*(quant.get("modules_to_not_convert") or ()), *(quant.get("ignored_layers") or ())]
+        return cls((int(block[0]), int(block[1])), tuple(str(n) for n in names))
 
 
 def quantization_config(hf_config: Any) -> dict[str, Any] | None:
@@ -29,32 +65,35 @@ def quantization_config(hf_config: Any) -> dict[str, Any] | None:
     return quant
 
 
-def check_quantization(hf_config: Any) -> None:
-    """ConfigError naming a quantization moeserve does not load (one line, before any rank starts)."""
-    try:
-        _reader_factory(hf_config)
-    except CheckpointError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _reader_factory(hf_config: Any) -> Callable[..., CheckpointReader]:
+def checkpoint_quantization(hf_config: Any) -> Fp8BlockQuant | None:
+    """What the checkpoint's weights are quantized as (None: not quantized); ConfigError for a
+    quantization moeserve does not load."""
     quant = quantization_config(hf_config)
     if quant is None:
-        return lambda model_dir, keep_fp8, progress: CheckpointReader(model_dir, progress=progress)
+        return None
     method = quant.get("quant_method")
     if method == "fp8":
-        from moeserve.models.quant_fp8 import Fp8BlockQuant, Fp8CheckpointReader
-
-        fp8 = Fp8BlockQuant.from_config(quant)
-        return lambda model_dir, keep_fp8, progress: Fp8CheckpointReader(model_dir, fp8, keep_fp8, progress)
-    raise CheckpointError(
+        return Fp8BlockQuant.from_config(quant)
+    raise ConfigError(
         f"quantization_config.quant_method {method!r} is not supported; moeserve loads "
         f"{', '.join(LOADABLE_METHODS)} checkpoints (block-scaled FP8: weight_block_size, weight_scale_inv) and "
         "unquantized ones (bf16/fp16/fp32)")
+
+
+def check_quantization(hf_config: Any) -> None:
+    """ConfigError naming a quantization moeserve does not load (one line, before any rank starts)."""
+    checkpoint_quantization(hf_config)
 
 
 def open_checkpoint(model_dir: str | Path, hf_config: Any, keep_fp8: bool = False,
                     progress: bool = True) -> CheckpointReader:
     """The reader for `model_dir`. keep_fp8: the rank's kernel set runs FP8 block-scaled weights
     (KernelSet.fp8_block_weights), so layers may keep them; otherwise FP8 weights are dequantized."""
-    return _reader_factory(hf_config)(model_dir, keep_fp8, progress)
+    quant = checkpoint_quantization(hf_config)
+    if isinstance(quant, Fp8BlockQuant):
+        from moeserve.models.quant_fp8 import Fp8CheckpointReader
+
+        return Fp8CheckpointReader(model_dir, quant, keep_fp8, progress)
+    from moeserve.models.checkpoint import CheckpointReader
+
+    return CheckpointReader(model_dir, progress=progress)

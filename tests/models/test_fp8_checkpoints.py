@@ -21,7 +21,8 @@ from moeserve.kernels import registry
 from moeserve.kernels.base import KernelSet
 from moeserve.kernels.reference.fp8 import FP8_DTYPE
 from moeserve.models.checkpoint import CheckpointError
-from moeserve.models.quant_fp8 import Fp8BlockQuant, Fp8CheckpointReader
+from moeserve.models.quant_fp8 import Fp8CheckpointReader
+from moeserve.models.quantization import Fp8BlockQuant
 from moeserve.parallel_state import SINGLE
 
 TOL = 1e-4
