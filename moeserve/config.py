@@ -24,6 +24,8 @@ class ModelConfig:
     dtype: str = "auto"
     served_model_name: str | None = None
     max_model_len: int | None = None  # None = the checkpoint's max_position_embeddings
+    # a Jinja chat template (a file, read at start-up: engine/model_source.py) that replaces the checkpoint's
+    chat_template: str | None = None
 
     def validate(self) -> None:
         if self.dtype not in VALID_DTYPES:

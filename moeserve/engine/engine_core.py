@@ -56,15 +56,19 @@ def resolve_model(config: EngineConfig) -> EngineConfig:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
-def load_tokenizer(model_dir: str):
-    """The checkpoint's tokenizer, or None for a checkpoint without one (token-id prompts only, no text)."""
+def load_tokenizer(model_dir: str, chat_template: str | None = None):
+    """The checkpoint's tokenizer, or None for a checkpoint without one (token-id prompts only, no text).
+    chat_template: a template (--chat-template's text) that replaces the checkpoint's."""
     from pathlib import Path
 
     from transformers import AutoTokenizer
 
     if not any((Path(model_dir) / name).exists() for name in _TOKENIZER_FILES):
         return None
-    return AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    return tokenizer
 
 
 def _eos_ids(model_dir: str, tokenizer) -> set[int]:
@@ -89,7 +93,7 @@ class EngineCore:
         self.config = config
         model_dir = config.model.model
         self.model_name = config.model.served_model_name or model_dir.rstrip("/").split("/")[-1]
-        self.tokenizer = load_tokenizer(model_dir)
+        self.tokenizer = load_tokenizer(model_dir, config.model.chat_template)
         self.executor = executor or make_executor(config)
         self.max_model_len = self.executor.max_model_len
         self.vocab_size = self.executor.vocab_size

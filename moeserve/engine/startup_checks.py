@@ -10,14 +10,17 @@ from __future__ import annotations
 from moeserve.config import EngineConfig
 from moeserve.engine.launch_check import check_device, check_launch
 from moeserve.engine.layout_check import check_model_layout
+from moeserve.engine.model_source import resolve_model_source
 
 
 def check_startup(config: EngineConfig) -> EngineConfig:
-    """`config` after its field checks, the model's sizes against --tp / --ep (config.json, before any
-    weight is read), the --placement plan, what the launcher gives the layout and what the machine
-    gives --device / --kernels; ConfigError
-    saying what to change otherwise."""
+    """`config` after its field checks, with --model resolved to a directory (a Hugging Face name
+    through the cache: engine/model_source.py), the model's sizes against its tensors and --tp / --ep
+    (config.json and safetensors headers, before any weight is read), the --placement plan, what the
+    launcher gives the layout and what the machine gives --device / --kernels; ConfigError saying
+    what to change otherwise."""
     config.validate()
+    config = resolve_model_source(config)  # --model org/name -> its directory in the Hugging Face cache
     check_model_layout(config)
     check_launch(config.parallel)  # what torchrun / deepspeed / the machine give the layout
     check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run

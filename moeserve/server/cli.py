@@ -145,8 +145,11 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     try:
         logger.info("starting the engine process (model: %s)", engine_config.model.model or _builtin_description())
         ready = await client.start(server_config.startup_timeout_s)
-        tokenizer = await asyncio.to_thread(load_tokenizer, ready.model_dir)
+        tokenizer = await asyncio.to_thread(load_tokenizer, ready.model_dir, engine_config.model.chat_template)
         logger.info("tokenizer: %s", _tokenizer_description(tokenizer, ready.model_dir))
+        if engine_config.model.chat_template is not None:
+            logger.info("chat template: from --chat-template%s", "" if tokenizer is not None else
+                        " (unused: the checkpoint has no tokenizer, so chats cannot be rendered)")
     except asyncio.CancelledError:
         await client.shutdown()
         return 0

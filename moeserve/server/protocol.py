@@ -56,7 +56,7 @@ UNSERVED_FIELDS = {
     "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
     "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
     # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
-    "chat_template": "a chat template sent with a request is not trusted; the checkpoint's template is used",
+    "chat_template": "a chat template sent with a request is not trusted; the server's template is used (the checkpoint's, or --chat-template's)",
 }
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
 # guided decoding has no "off" value but null: `guided_json: {}` is the schema that allows any JSON

@@ -43,6 +43,8 @@ def test_shipped_configs_have_every_key_commented_and_valid(path, monkeypatch):
     for line in path.read_text().splitlines():
         if line and not line.startswith("#"):
             assert "#" in line, f"uncommented key: {line}"
+    # the deployment's checkpoint is not on this machine (nor downloaded by a test): taken as given
+    monkeypatch.setattr("moeserve.engine.model_source.resolve_model_path", lambda model: model)
     if values["nodes"] > 1:  # runs under a launcher, as its header says: rank 0 of the whole world
         monkeypatch.setenv("RANK", "0")
         monkeypatch.setenv("WORLD_SIZE", str(values["ep"] if values["ep"] > 1 else values["tp"]))
