@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import torch
@@ -27,7 +28,7 @@ BLOCK = (128, 128)
 FP8_MAX = torch.finfo(torch.float8_e4m3fn).max
 # weights an FP8 release quantizes (DeepSeek-V3's and Qwen3-FP8's choice); the rest stay plain
 QUANTIZED = ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj",
-             "gate_proj", "up_proj", "down_proj")
+             "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
 QUANT_CONFIG = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": list(BLOCK)}
 
 FP8_CONFIGS = {
@@ -45,6 +46,20 @@ FP8_CONFIGS = {
         vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=40, intermediate_size=200, moe_intermediate_size=72, num_experts=8, num_experts_per_tok=2,
         norm_topk_prob=True, max_position_embeddings=128, initializer_range=0.07, tie_word_embeddings=False)),
+    # the other architectures, single rank: the same reader and layers, their own names (Mixtral's w1/w2/w3)
+    "mixtral": (transformers.MixtralConfig, dict(
+        vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=72, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=128,
+        initializer_range=0.07, tie_word_embeddings=False)),
+    "qwen2_moe": (transformers.Qwen2MoeConfig, dict(
+        vocab_size=96, hidden_size=144, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=200, moe_intermediate_size=72, shared_expert_intermediate_size=56, mlp_only_layers=[1],
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=False, max_position_embeddings=128,
+        initializer_range=0.07, tie_word_embeddings=False)),
+    "olmoe": (transformers.OlmoeConfig, dict(
+        vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=72, num_experts=8, num_experts_per_tok=2, clip_qkv=4.0, norm_topk_prob=False,
+        max_position_embeddings=128, initializer_range=0.07, tie_word_embeddings=False)),
 }
 
 
@@ -104,7 +119,7 @@ def make_fp8_checkpoint(arch: str, path: Path, seed: int = 0, block: tuple[int, 
                     dequantized[name] = dequantize_blocks(q, scale_inv, block)
                 else:
                     on_disk[name] = dequantized[name] = tensor
-    assert any(n.endswith("experts.0.gate_proj.weight_scale_inv") for n in on_disk), "experts were not quantized"
+    assert any(re.search(r"experts\.0\.(gate_proj|w1)\.weight_scale_inv", n) for n in on_disk), "experts not quantized"
     model.save_pretrained(oracle)
     for f in oracle.glob("*.safetensors*"):
         f.unlink()

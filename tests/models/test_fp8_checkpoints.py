@@ -155,11 +155,20 @@ def fp8_model(request, tmp_path_factory):
     return request.param, hf, path
 
 
-def test_fp8_checkpoint_dequantized_at_load_matches_transformers(fp8_model):
+def test_fp8_checkpoint_dequantized_at_load_matches_transformers(fp8_model, caplog):
     _, hf, path = fp8_model
-    r = runner(path, "torch")  # the cpu set loads the same way (the slow layout tests run it)
+    with caplog.at_level("INFO", logger="moeserve.engine.model_runner"):
+        r = runner(path, "torch")  # the cpu set loads the same way (the slow layout tests run it)
     assert not any(p.dtype == FP8_DTYPE for p in r.model.parameters())
+    assert "FP8 weights dequantized to float32 at load (the kernel set has no FP8 kernels)" in caplog.text
+    assert f"weights of rank 0 (tp rank 0 of 1, ep rank 0 of 1): {r.weight_bytes / 2**20:.1f} MiB" in caplog.text
     check_against(hf, greedy_logits(r, PROMPT, 4), PROMPT)
+
+
+@pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe"])
+def test_fp8_checkpoints_of_the_other_architectures_match_transformers(arch, tmp_path):
+    hf, path = make_fp8_checkpoint(arch, tmp_path)
+    check_against(hf, greedy_logits(runner(path, "torch"), PROMPT, 3), PROMPT)
 
 
 def test_fp8_weights_kept_for_fp8_kernels_match_transformers(tmp_path):
@@ -171,7 +180,7 @@ def test_fp8_weights_kept_for_fp8_kernels_match_transformers(tmp_path):
     fp8 = {n for n, p in kept.model.named_parameters() if p.dtype == FP8_DTYPE}
     assert "layers.1.mlp.experts.w13" in fp8 and "layers.0.self_attn.q_b_proj.weight" in fp8
     assert "layers.0.self_attn.kv_b_proj.weight" not in fp8
-    assert kept.weight_bytes < 0.5 * dequantized.weight_bytes
+    assert kept.weight_bytes < 0.5 * dequantized.weight_bytes  # fp8 + fp32 scales per 8x8 block vs fp32
     check_against(hf, greedy_logits(kept, PROMPT, 4), PROMPT)
 
 
@@ -251,3 +260,53 @@ class _KeptRank:
         logits = greedy_logits(r, PROMPT, 3)
         fp8 = [n for n, p in r.model.named_parameters() if p.dtype == FP8_DTYPE]
         return {"logits": [x.tolist() for x in logits], "fp8": fp8}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernels,dtype,tol", [("torch", "float32", TOL), ("fp8-reference", "float32", TOL),
+                                                ("triton", "bfloat16", 3e-2)])
+def test_fp8_checkpoint_on_a_gpu(tmp_path, kernels, dtype, tol):
+    """On CUDA: a set without FP8 kernels (torch, triton) gets the weights dequantized to --dtype; the
+    FP8-keeping set holds float8 weights and their scales on the device; all match transformers on the
+    dequantized weights (bf16 within its rounding)."""
+    hf, path = make_fp8_checkpoint("deepseek_v3", tmp_path, block=(8, 8))
+    if kernels == "fp8-reference":
+        use_fp8_reference_set()
+    cfg = EngineConfig(model=ModelConfig(model=str(path), dtype=dtype), cache=CacheConfig(block_size=4, num_blocks=32),
+                       device=DeviceConfig(device="cuda", kernels=kernels))
+    r = ModelRunner(cfg, SINGLE)
+    fp8 = [p for p in r.model.parameters() if p.dtype == FP8_DTYPE]
+    assert bool(fp8) == (kernels == "fp8-reference") and all(p.is_cuda for p in r.model.parameters())
+    seqs = Seqs()
+    got = r.execute(GroupBatch(0, [seqs.chunk("a", PROMPT, 0, len(PROMPT))]))[0].float().cpu()
+    want = hf_logits(hf, PROMPT)[-1]
+    assert rel_err(got, want) <= tol
+
+
+def test_moving_fp8_experts_between_slots_moves_their_scales(tmp_path):
+    """The rebalancer copies an expert as one byte row of every slot tensor (engine/rebalance.py): FP8
+    experts arrive with their scale blocks, bit for bit."""
+    from types import SimpleNamespace
+
+    from moeserve.engine.rebalance import RankPlacement
+    from moeserve.kernels.reference.fp8 import Fp8Block
+    from moeserve.moe.experts import GroupedExperts
+    from moeserve.placement.rebalancer import Transfer
+
+    g = torch.Generator().manual_seed(3)
+    experts = GroupedExperts(3, hidden=24, intermediate=16, dtype=torch.float32)
+
+    def block(rows: int, cols: int) -> Fp8Block:
+        q, s = quantize_blocks(torch.randn(rows, cols, generator=g), (8, 8))
+        return Fp8Block(q, s, (8, 8))
+
+    for slot in range(3):
+        experts.set_slot_fp8(slot, block(16, 24), block(16, 24), block(24, 16))
+    before = [t.clone() for t in experts.slot_tensors()]
+    assert [t.dtype for t in before] == [torch.float32, torch.float32, FP8_DTYPE, FP8_DTYPE]
+    moe = SimpleNamespace(experts=experts, slots_per_rank=3, first_slot=0)
+    RankPlacement([], SINGLE)._move_layer(moe, [Transfer(dst=0, src=2), Transfer(dst=2, src=0)])
+    for old, new in zip(before, experts.slot_tensors()):
+        assert torch.equal(new[0].view(torch.uint8), old[2].view(torch.uint8))
+        assert torch.equal(new[2].view(torch.uint8), old[0].view(torch.uint8))
+        assert torch.equal(new[1].view(torch.uint8), old[1].view(torch.uint8))
