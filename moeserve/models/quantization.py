@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from moeserve.models.checkpoint import CheckpointReader
 
 LOADABLE_METHODS = ("fp8",)
+E4M3_NAMES = ("e4m3", "float8_e4m3fn", "float8_e4m3")  # how releases spell `fmt` (the file's dtype is checked too)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Fp8BlockQuant:
                 or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
             raise ConfigError(f"quantization_config.weight_block_size must be two positive integers, got {block!r}")
         fmt = quant.get("fmt", "e4m3")
-        if fmt != "e4m3":
+        if fmt not in E4M3_NAMES:
             raise ConfigError(f"quantization_config.fmt {fmt!r} is not supported; FP8 weights must be e4m3")
         scheme = quant.get("activation_scheme", "dynamic")
         if scheme != "dynamic":
