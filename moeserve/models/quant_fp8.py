@@ -141,7 +141,7 @@ class Fp8CheckpointReader(CheckpointReader):
 
     def claim(self, names: list[str]) -> None:
         """Claiming a weight claims its scale blocks too."""
-        super().claim([*names, *(n + SCALE_SUFFIX for n in names if n.endswith(".weight") and self.has(n + SCALE_SUFFIX))])
+        super().claim([*names, *(n + SCALE_SUFFIX for n in names if self.has(n + SCALE_SUFFIX))])
 
     def summary(self, dtype: torch.dtype) -> str:
         """One line on what became of the FP8 weights this rank read."""

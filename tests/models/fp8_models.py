@@ -142,3 +142,27 @@ def make_fp8_checkpoint(arch: str, path: Path, seed: int = 0, block: tuple[int, 
     hf.config._attn_implementation = "eager"
     hf.config._experts_implementation = "eager"
     return hf.eval(), ckpt
+
+
+def make_fp8_fused_checkpoint(arch: str, path: Path, block: tuple[int, int] = BLOCK):
+    """As make_fp8_checkpoint, in the fused 3D expert layout (`experts.gate_up_proj` [E, 2I, H] and
+    `experts.down_proj` [E, H, I], each expert's matrix quantized in blocks, scales
+    [E, ceil(rows / bn), ceil(cols / bk)] beside them): (oracle holding these dequantized weights, dir)."""
+    hf, plain = make_fp8_checkpoint(arch, path, block=block)
+    on_disk = {}
+    with torch.no_grad():
+        for name, tensor in hf.state_dict().items():
+            fused = name.endswith(("experts.gate_up_proj", "experts.down_proj"))
+            if fused or _quantized(name, tensor):
+                mats = [quantize_blocks(m, block) for m in (tensor if fused else tensor[None])]
+                q, scale = torch.stack([m[0] for m in mats]), torch.stack([m[1] for m in mats])
+                deq = torch.stack([dequantize_blocks(a, b, block) for a, b in mats])
+                on_disk[name], on_disk[name + "_scale_inv"] = (q, scale) if fused else (q[0], scale[0])
+                tensor.copy_(deq if fused else deq[0])  # state_dict tensors are the oracle's parameters
+            else:
+                on_disk[name] = tensor.clone()
+    ckpt = Path(path) / "fp8_fused"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text((plain / "config.json").read_text())
+    save_file(on_disk, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+    return hf, ckpt

@@ -169,6 +169,14 @@ def test_fp8_checkpoint_dequantized_at_load_matches_transformers(fp8_model, capl
     check_against(hf, greedy_logits(r, PROMPT, 4), PROMPT)
 
 
+def test_fp8_fused_expert_layout_matches_transformers(tmp_path):
+    """The fused 3D layout (transformers' in-memory names) in FP8: experts read dequantized per slice."""
+    from fp8_models import make_fp8_fused_checkpoint
+
+    hf, path = make_fp8_fused_checkpoint("qwen3_moe", tmp_path)
+    check_against(hf, greedy_logits(runner(path, "torch"), PROMPT, 3), PROMPT)
+
+
 @pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe"])
 def test_fp8_checkpoints_of_the_other_architectures_match_transformers(arch, tmp_path):
     hf, path = make_fp8_checkpoint(arch, tmp_path)
