@@ -3,10 +3,10 @@
 A colocated winner is one file; a prefill/decode winner two: NAME.yaml (decode side) and
 NAME.prefill.yaml, each an ordinary instance (moeserve's `kv_role` is set by hand or by the P/D
 launcher). The plan behind them is made in the formats moeserve serve runs (SERVED): on GPUs
-bfloat16 weights, activations and KV (`dtype`, settings.py; FP8 and FP4 checkpoints are refused at
-load, models/deepseek.py), on CPUs float32. `model` is the checkpoint directory given to --model, or,
-for a shipped model name, a placeholder naming the Hugging Face repository to download: moeserve
-serve reads local checkpoints only.
+bfloat16 weights, activations and KV (`dtype`, settings.py; FP8 checkpoints are dequantized to it at
+load until moeserve has FP8 kernels, models/quant_fp8.py), on CPUs float32. `model` is the checkpoint
+directory given to --model, or, for a shipped model name, a placeholder naming the Hugging Face
+repository (which `moeserve serve --model org/name` also takes).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def checkpoint(model_arg: str | None) -> tuple[str | None, str | None]:
     hub = shipped_hub_id(model_arg)
     if hub:
         return (f"<local directory of {hub}>",
-                f"model: replace the placeholder with a local copy of {hub} (in bfloat16: moeserve serve reads local "
-                "checkpoints and refuses FP8 ones)")
+                f"model: replace the placeholder with a local copy of {hub}, or with the name {hub} (moeserve serve "
+                "finds it in the Hugging Face cache or downloads it; an FP8 release is dequantized to bfloat16 at load)")
     path = Path(model_arg)
     if path.name == "config.json":
         path = path.parent

@@ -48,6 +48,8 @@ def test_emitted_gpu_config_is_accepted_by_the_serve_loader(tmp_path, capsys, mo
     written = [line for line in printed.splitlines() if line.startswith("wrote ")]
     assert written and written[0].startswith(f"wrote {out}:")
     as_under_torchrun(monkeypatch, data)
+    # the checkpoint is not on this machine (nor downloaded by a test): the model taken as given
+    monkeypatch.setattr("moeserve.engine.model_source.resolve_model_path", lambda model: model)
     engine, _ = configs_from_args(serve_args(out))
     assert engine.parallel.tp == data["tp"] and engine.parallel.ep == data["ep"]
     assert engine.scheduler.max_num_seqs == data["max_num_seqs"]
