@@ -1,5 +1,6 @@
 """No import cycles in the package: imports go one way (server -> engine -> core/models -> dense/moe ->
-dispatch), and a cycle held apart only by a function-local import is still a cycle.
+dispatch), and a cycle held apart only by a function-local import is still a cycle. The leaves every
+package imports import only leaves; capacity/, a pure library, imports no engine or model code.
 
 The graph counts every `import` of a moeserve module anywhere in a file (module level and inside
 functions), except under `if TYPE_CHECKING:`. `from moeserve.a import b` counts moeserve.a.b when b is
@@ -87,6 +88,26 @@ def test_the_package_has_no_import_cycle():
         graph[a].discard(b)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# Modules any package may import (docs/architecture.md): they import only each other.
+LEAVES = {"moeserve." + name for name in (
+    "parallel_state", "sampling_params", "outputs", "errors", "envs", "config", "settings", "builtin_model_info")}
+# What capacity/ (the planner: pure, no torch) may import besides itself and the leaves.
+CAPACITY_MAY_IMPORT = ("moeserve.capacity", "moeserve.placement")
+
+
+def test_the_leaves_import_only_leaves():
+    graph = import_graph()
+    wrong = {leaf: sorted(graph[leaf] - LEAVES) for leaf in sorted(LEAVES) if graph[leaf] - LEAVES}
+    assert not wrong, f"a leaf imports a module above it (move what both need down into a leaf): {wrong}"
+
+
+def test_capacity_imports_no_engine_or_model_code():
+    graph = import_graph()
+    wrong = sorted(f"{module} -> {dep}" for module, deps in graph.items() if module.startswith("moeserve.capacity")
+                   for dep in deps if dep not in LEAVES and dep != "moeserve" and not dep.startswith(CAPACITY_MAY_IMPORT))
+    assert not wrong, "capacity/ imports engine or model code:\n" + "\n".join(wrong)
 
 
 def test_the_cycle_finder_finds_cycles_through_function_local_imports(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def layer_seconds() -> float:
     """One decoder layer of the built-in model's shape at one token, in plain torch (median of 200)."""
     import torch
 
-    from moeserve.engine.builtin_model import builtin_config_fields
+    from moeserve.builtin_model_info import builtin_config_fields
 
     f = builtin_config_fields()
     h, heads, kv, hd, e, inter = (f["hidden_size"], f["num_attention_heads"], f["num_key_value_heads"], f["head_dim"],

@@ -152,10 +152,10 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
 
 def _builtin() -> ModelSpec:
     """The built-in model, from the config.json shipped with its weights."""
-    from moeserve.engine import builtin_model as bm
+    from moeserve.builtin_model_info import BUILTIN_NAME, builtin_model_dir
 
-    config = json.loads((bm.builtin_model_dir() / "config.json").read_text())
-    return from_hf_config(config, bm.BUILTIN_NAME)
+    config = json.loads((builtin_model_dir() / "config.json").read_text())
+    return from_hf_config(config, BUILTIN_NAME)
 
 
 def shipped_models() -> list[str]:

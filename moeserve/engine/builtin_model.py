@@ -8,10 +8,10 @@ the numbers: docs/builtin_model.md).
 """
 from __future__ import annotations
 
-from pathlib import Path
+from moeserve.builtin_model_info import (  # noqa: F401  (re-exported: the engine's importers read them here)
+    BUILTIN_NAME, MODEL_SHAPE, VOCAB_SIZE, builtin_config_fields, builtin_model_dir,
+)
 
-BUILTIN_NAME = "moeserve-tiny-moe"
-VOCAB_SIZE = 4096
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # generation ends at either (generation_config.json), as ChatML models' do: a chat reply at its end of turn
 END_TOKENS = ("<|endoftext|>", "<|im_end|>")
@@ -21,32 +21,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 ROPE_THETA = 10000.0
-# 16 experts so that --ep 16 gives every rank one expert; 4 heads / 4 KV heads so --tp 4 splits evenly.
-# Small because it was trained on a shared 2-core CPU in about 40 minutes (docs/builtin_model.md).
-MODEL_SHAPE = dict(
-    hidden_size=128,
-    intermediate_size=128,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    head_dim=32,
-    num_local_experts=16,
-    num_experts_per_tok=2,
-    max_position_embeddings=4096,
-    rms_norm_eps=1e-5,
-    tie_word_embeddings=False,
-)
-
-
-def builtin_config_fields() -> dict:
-    """The built-in model's config.json fields that its layout depends on (engine/layout_check.py),
-    known without reading the checkpoint."""
-    return dict(architectures=["MixtralForCausalLM"], vocab_size=VOCAB_SIZE, **MODEL_SHAPE)
-
-
-def builtin_model_dir() -> Path:
-    """The shipped checkpoint directory (package data)."""
-    return Path(__file__).with_name("data") / BUILTIN_NAME
 
 
 def build_tokenizer():

@@ -21,7 +21,7 @@ from moeserve.placement.evaluate import score
 from moeserve.placement.optimizer import PlacementSpec, optimize
 from moeserve.placement.plan import PlacementPlan
 from moeserve.placement.recorder import RoutingRecorder
-from moeserve.placement.runtime_config import PlacementRuntimeConfig
+from moeserve.config import PlacementRuntimeConfig
 
 
 @dataclass(frozen=True)

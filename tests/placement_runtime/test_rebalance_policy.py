@@ -8,7 +8,7 @@ from runtime_plans import random_row
 from moeserve.core.step_plan import StepPlan
 from moeserve.placement.plan import PlacementPlan
 from moeserve.placement.rebalancer import PlacementController, plan_transfers
-from moeserve.placement.runtime_config import PlacementRuntimeConfig
+from moeserve.config import PlacementRuntimeConfig
 
 
 @pytest.mark.parametrize("seed", range(20))

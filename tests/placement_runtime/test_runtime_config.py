@@ -6,7 +6,7 @@ import pytest
 from moeserve.config import ConfigError, EngineConfig, config_from_dict, config_to_dict
 from moeserve.core.step_plan import GroupBatch, StepPlan
 from moeserve.engine.plan_codec import decode_plan, encode_plan
-from moeserve.placement.runtime_config import PlacementRuntimeConfig
+from moeserve.config import PlacementRuntimeConfig
 
 
 def test_config_round_trips_and_old_dicts_still_load():
