@@ -1,6 +1,9 @@
-"""Placement benchmark: our optimizer vs an EPLB-style baseline on the shared real traces.
+"""Placement benchmark: our optimizer vs an EPLB-style baseline on the third-party real traces
+(traces/README.md: what they are, where they come from).
 
-    python benchmarks/placement_bench.py [--traces ../shared/traces] [--only insample,locality,loo,mixtral,moves,runtime]
+    python benchmarks/placement_bench.py [--traces DIR] [--only insample,locality,loo,mixtral,moves,runtime]
+
+DIR holds deepseek_sglang_counts/ and mixtral_per_token/ (default: $MOESERVE_SHARED_TRACES).
 
 Prints markdown tables (the numbers in docs/placement.md come from here). Not run by CI.
 """
@@ -134,11 +137,13 @@ def runtime(ds: dict) -> None:
 
 
 def main() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--traces", default=os.path.join(here, "..", "..", "shared", "traces"))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--traces", default=os.environ.get("MOESERVE_SHARED_TRACES"),
+                   help="folder of the third-party traces (default: $MOESERVE_SHARED_TRACES)")
     p.add_argument("--only", default="insample,locality,loo,mixtral,moves,runtime")
     args = p.parse_args()
+    if not args.traces:
+        p.error("give --traces DIR or set MOESERVE_SHARED_TRACES (traces/README.md)")
     only = set(args.only.split(","))
     ds = _deepseek(args.traces)
     for name, fn in (("insample", insample), ("locality", locality), ("loo", loo), ("moves", moves), ("runtime", runtime)):

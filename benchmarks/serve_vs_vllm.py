@@ -175,7 +175,7 @@ def vllm_cmd(python: str, model: str, port: int) -> list[str]:
             "--max-num-seqs", "64"]
 
 
-# ../shared/PEERS.md: what vLLM's CPU build needs on these machines (offline, loopback only).
+# what vLLM's CPU build needs to run offline and on loopback only (docs/performance.md, "How to measure")
 VLLM_ENV = dict(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
                 VLLM_HOST_IP="127.0.0.1", GLOO_SOCKET_IFNAME="lo", VLLM_CPU_KVCACHE_SPACE="2")
 

@@ -1,4 +1,4 @@
-"""Run by the vLLM venv's python (see ../shared/PEERS.md): same prompts, greedy, ignore_eos.
+"""Run by the vLLM venv's python (docs/performance.md, "How to measure"): same prompts, greedy, ignore_eos.
 
     VENV/bin/python benchmarks/vllm_offline.py MODEL_DIR
 

@@ -17,10 +17,17 @@ _COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Misuse is one line and status 2 (`serve`'s usage alone is 40 lines: --help shows it)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or with `only` set, one whose sub-command `only` alone has its arguments:
     a sub-command's module is imported only when it runs (a broken one cannot break the others)."""
-    parser = argparse.ArgumentParser(prog="moeserve", description="Serve mixture-of-experts models.")
+    parser = _Parser(prog="moeserve", description="Serve mixture-of-experts models.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
     for name, (module, help_text) in _COMMANDS.items():

@@ -73,7 +73,7 @@ class SchedulerConfig:
 
 @dataclass(frozen=True)
 class ParallelConfig:
-    """--tp T, --ep E (DESIGN.md section 2). E == 1: world is T ranks, experts TP-sharded.
+    """--tp T, --ep E (docs/architecture.md, "Parallel layout"). E == 1: world is T ranks, experts TP-sharded.
     E > 1: E must be a multiple of T; world is E ranks in E/T attention groups of T ranks."""
 
     tp: int = 1
@@ -140,13 +140,14 @@ class ParallelConfig:
         if self.ep > 1 and self.dispatch == "local":
             raise ConfigError(f"--dispatch local keeps every expert on one rank; --ep is {self.ep}: use a2a, agrs or auto")
         check_dispatch_host(self.dispatch, self.nodes)
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise ConfigError(f"--backend {self.backend!r} is not supported; choose auto, gloo or nccl")
+        if self.backend not in TORCH_BACKENDS:
+            raise ConfigError(f"--backend {self.backend!r} is not supported; choose {', '.join(TORCH_BACKENDS)}")
         if not 0 < self.step_timeout_s < float("inf"):
             raise ConfigError(f"--step-timeout-s must be a positive number of seconds, got {self.step_timeout_s}")
 
 
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
+TORCH_BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto = nccl with CUDA, else gloo
 DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs", "shm", "nvshmem")
 MULTI_RANK_DISPATCH = ("a2a", "agrs", "shm", "nvshmem")
 

@@ -94,7 +94,7 @@ ENGINE_CONFIG = EnvVar("MOESERVE_ENGINE_CONFIG", str, "",
 PARENT_PID = EnvVar("MOESERVE_PARENT_PID", int, None,
                     "the process a spawned rank exits with when it dies", "internal")
 SHARED_TRACES = EnvVar("MOESERVE_SHARED_TRACES", Path, None,
-                       "folder of third-party routing traces some placement tests run on (default: ../shared/traces beside the checkout; skipped without)", "test")
+                       "folder of the third-party routing traces (deepseek_sglang_counts/, mixtral_per_token/: traces/README.md) that some placement tests, benchmarks/placement_bench.py and traces/make_samples.py read; the tests skip without it", "test")
 TEST_RAISE_AT = EnvVar("MOESERVE_TEST_RAISE_AT", str, "",
                        "RANK:STEP makes that spawned rank raise in that step, RANK:start exit as it starts (tests/engine/test_rank_failure.py)", "test")
 

@@ -16,7 +16,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.config import EngineConfig
+from moeserve.config import (
+    DEVICES, DISPATCH_BACKENDS, KERNEL_SET_NAMES, KV_ROLES, KV_TRANSFERS, TORCH_BACKENDS, VALID_DTYPES, EngineConfig,
+)
 from moeserve.errors import ConfigError
 
 
@@ -29,6 +31,7 @@ class Flag:
     # what `moeserve serve` uses when neither the command line nor the YAML file sets the key; None:
     # the config's default, as in the Python API
     serve_default: Any = None
+    choices: tuple[str, ...] | None = None  # the values a str flag takes (argparse lists them in the usage line)
 
     @property
     def flag(self) -> str:
@@ -39,7 +42,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("model", "model.model", str, "Hugging Face checkpoint directory, or a model name (org/name) found in the Hugging Face cache or downloaded (HF_HUB_OFFLINE=1: cache only); omit to serve the built-in tiny MoE"),
     Flag("served_model_name", "model.served_model_name", tuple, "name(s) clients pass as `model`, space-separated on the command line (a list in YAML): any of them is accepted, /v1/models lists each, and responses carry the first, as vLLM's (default: derived from --model)"),
     Flag("chat_template", "model.chat_template", str, "Jinja chat template that replaces the checkpoint's for /v1/chat/completions and /tokenize: a file, or the template itself (vLLM's flag); read and checked at start-up"),
-    Flag("dtype", "model.dtype", str, "weight and activation dtype: auto (bfloat16 on cuda, float32 on cpu), float32, bfloat16 or float16"),
+    Flag("dtype", "model.dtype", str, "weight and activation dtype: auto (bfloat16 on cuda, float32 on cpu), float32, bfloat16 or float16", choices=VALID_DTYPES),
     Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
     Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
     Flag("kv_cache_blocks", "cache.num_blocks", int, "KV-cache blocks per attention group (overrides --kv-cache-memory-mb)"),
@@ -55,10 +58,10 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
-    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs, shm, nvshmem (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)"),
-    Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo"),
-    Flag("device", "device.device", str, "where the ranks run: auto (cuda when torch sees a GPU, else cpu), cpu, or cuda (each rank on cuda:LOCAL_RANK; NCCL between ranks)"),
-    Flag("kernels", "device.kernels", str, "kernel set of the hot operations: auto (triton on cuda, cpu on cpu), torch (plain torch reference, any device), cpu, triton (docs/kernels.md)"),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, agrs, shm, nvshmem (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)", choices=DISPATCH_BACKENDS),
+    Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo", choices=TORCH_BACKENDS),
+    Flag("device", "device.device", str, "where the ranks run: auto (cuda when torch sees a GPU, else cpu), cpu, or cuda (each rank on cuda:LOCAL_RANK; NCCL between ranks)", choices=DEVICES),
+    Flag("kernels", "device.kernels", str, "kernel set of the hot operations: auto (triton on cuda, cpu on cpu), torch (plain torch reference, any device), cpu, triton (docs/kernels.md)", choices=KERNEL_SET_NAMES),
     Flag("gpu_memory_utilization", "device.gpu_memory_utilization", float, "share of each GPU's memory the weights and KV cache may take; the KV cache is sized from what is free of it after loading unless --kv-cache-blocks is given (CUDA only)"),
     Flag("step_timeout_s", "parallel.step_timeout_s", float, "a step slower than this means a stuck rank"),
     Flag("num_threads", "parallel.num_threads", int, "torch intra-op threads per rank, pinned (default: auto; a single-rank engine times each step size both ways, one per 1024 hidden with --expert-threads forks or all of its cores without, and runs the faster; a start-up bit check keeps it on the first way unless both give the same bits)"),
@@ -66,8 +69,8 @@ ENGINE_FLAGS: list[Flag] = [
     # the server's HTTP front end and its clients need a core of their own (as vLLM's CPU backend
     # reserves one); the offline LLM has no front end, so its engine takes every core
     Flag("reserved_cores", "parallel.reserved_cores", int, "cores of this node left to the HTTP front end and its clients; the ranks share the rest (default 1 for serve, as vLLM's CPU backend reserves; 0 in the Python LLM, which has no front end, and 0 gives the engine every core); a single-rank engine still borrows their idle time at the lowest priority (MOESERVE_IDLE_HELPERS=0 turns that off)", serve_default=1),
-    Flag("kv_role", "kv_transfer.role", str, "prefill/decode split (docs/disaggregation.md): both (prompts and tokens here), prefill (keep a finished prompt's KV blocks for a remote decoder), decode (take a prompt's KV from a prefill server); vllm-router's kv_transfer_params"),
-    Flag("kv_transfer", "kv_transfer.transfer", str, "how KV blocks move between servers: auto (nixl for --kv-role prefill or decode, none for both), none, nixl (one-sided NIXL reads; needs pip install 'moeserve[pd]')"),
+    Flag("kv_role", "kv_transfer.role", str, "prefill/decode split (docs/disaggregation.md): both (prompts and tokens here), prefill (keep a finished prompt's KV blocks for a remote decoder), decode (take a prompt's KV from a prefill server); vllm-router's kv_transfer_params", choices=KV_ROLES),
+    Flag("kv_transfer", "kv_transfer.transfer", str, "how KV blocks move between servers: auto (nixl for --kv-role prefill or decode, none for both), none, nixl (one-sided NIXL reads; needs pip install 'moeserve[pd]')", choices=KV_TRANSFERS),
     Flag("kv_side_channel_host", "kv_transfer.side_channel_host", str, "address the KV side channel (NIXL handshake, pins, releases; JSON over HTTP) binds to and that prefill answers name"),
     Flag("kv_side_channel_port", "kv_transfer.side_channel_port", int, "port of the KV side channel; 0 = any free port (the prefill answer names it)"),
     Flag("kv_expiry_s", "kv_transfer.expiry_s", float, "seconds a prefill server keeps a finished prompt's KV blocks for a decoder that has not read them"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from moeserve.envs import markdown_table
-from moeserve.server.config_file import flags_markdown
+from moeserve.server.config_file import FLAGS, flags_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGURATION = REPO / "docs" / "configuration.md"
@@ -28,6 +28,19 @@ def _block(text: str, name: str) -> str:
 def test_generated_tables_are_in_sync(name, render, source):
     assert _block(CONFIGURATION.read_text(), name) == render(), (
         f"docs/configuration.md's {name} is out of date: replace it with the output of {source}")
+
+
+def test_the_config_files_comments_list_every_choice():
+    """configs/*.yaml are read as documentation: a key with a fixed set of values names them all."""
+    choices = {f.key: f.choices for f in FLAGS if f.choices}
+    missing = []
+    for path in sorted((REPO / "configs").glob("*.yaml")):
+        for line in path.read_text().splitlines():
+            key, _, rest = line.partition(":")
+            comment = rest.partition("#")[2]
+            missing += [f"{path.name}: {key} does not name {value}" for value in choices.get(key, ())
+                        if not re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", comment)]
+    assert not missing, "\n".join(missing)
 
 
 # Results are labelled by date, machine and command; history lives in git. No file names numbered

@@ -1,13 +1,14 @@
 """Regenerate the sample traces in this folder (run from the repo root):
 
-    python traces/make_samples.py [--shared ../shared/traces] [--only NAME ...]
+    python traces/make_samples.py [--shared DIR] [--only NAME ...]
 
 - synthetic_recorder.npz: 6 windows written by `RoutingRecorder` from seeded synthetic top-2 routing of a
   4-layer, 16-expert model whose hot experts drift between windows, with per-token samples.
 - builtin_model.npz: the built-in model's own routing (the placement commands' sample), recorded by the
   engine's recorder while it completes the prompts below greedily: real, skewed routing.
-- mixtral_excerpt.npz: the shared Mixtral per-token file `routing_raw.jsonl` through the importer, all counts
-  and 400 of its token records (a small excerpt, kept for examples; the full file stays in ../shared).
+- mixtral_excerpt.npz: the third-party Mixtral per-token file `routing_raw.jsonl` through the importer, all
+  counts and 400 of its token records (a small excerpt, kept for examples; the full file is not copied
+  here). DIR holds the third-party traces (default: $MOESERVE_SHARED_TRACES; traces/README.md).
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def builtin(path: str, window_steps: int = 8, max_tokens: int = 48) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared", "traces"))
+    p.add_argument("--shared", default=os.environ.get("MOESERVE_SHARED_TRACES", ""),
+                   help="folder of the third-party traces (default: $MOESERVE_SHARED_TRACES)")
     p.add_argument("--only", nargs="+", choices=("synthetic", "builtin", "mixtral"), help="regenerate only these")
     args = p.parse_args()
     only = set(args.only or ("synthetic", "builtin", "mixtral"))
@@ -82,7 +84,8 @@ def main() -> int:
 
         cli(["trace", "convert", src, "-o", os.path.join(HERE, "mixtral_excerpt.npz"), "--max-tokens", "400"])
     else:
-        print(f"skipped mixtral_excerpt.npz: {src} not found", file=sys.stderr)
+        print("skipped mixtral_excerpt.npz: mixtral_per_token/routing_raw.jsonl not found under --shared "
+              "(or $MOESERVE_SHARED_TRACES)", file=sys.stderr)
     return 0
 
 

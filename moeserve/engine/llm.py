@@ -21,8 +21,8 @@ class LLM:
     """Runs an engine in this process (rank 0; other ranks, if any, are spawned by the executor).
 
     `LLM(model=DIR, tp=2, ep=4, ...)`: every keyword is a `moeserve serve` setting of the same name
-    and default (moeserve/settings.py); model None serves the built-in model. tp / ep: DESIGN.md
-    section 2. The settings:
+    and default (moeserve/settings.py); model None serves the built-in model. tp / ep: docs/architecture.md,
+    "Parallel layout". The settings:
     """
 
     def __init__(self, model: str | None = None, **settings: Any):

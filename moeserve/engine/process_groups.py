@@ -1,4 +1,5 @@
-"""torch.distributed set-up for one rank: the mesh of DESIGN.md section 2 and the control groups.
+"""torch.distributed set-up for one rank: the mesh of docs/architecture.md
+("Parallel layout") and the control groups.
 
 Rank r belongs to attention group r // tp with TP rank r % tp (ranks are node-major, so a TP group
 never straddles a node). With ep > 1 the MoE layers span the whole world. Besides the data group

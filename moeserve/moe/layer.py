@@ -4,7 +4,7 @@ plus optional shared experts.
 Shape legend: T tokens, H hidden, E logical experts, P physical slots (E plus replicas), S slots on
 this rank, k top-k, I expert intermediate size, tp / ep the parallel sizes.
 
-Layouts (DESIGN.md section 2):
+Layouts (docs/architecture.md, "Parallel layout"):
 - ep == 1: every rank holds all P slots, each expert split over tp along I; routed and shared
   outputs are partial sums, reduced with one all-reduce over tp here.
 - ep > 1: this rank holds slots [ep_rank * S, (ep_rank + 1) * S) with full-width experts; the

@@ -24,6 +24,7 @@ from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, Flag, check_value, comm
 
 # what a browser sends as Origin: scheme://host[:port], no path (docs/server.md, CORS)
 _ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#]+")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class ServerConfig:
         for name in ("shutdown_timeout_s", "health_timeout_s", "startup_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
-        if self.log_level not in ("debug", "info", "warning", "error"):
-            raise ConfigError(f"--log-level must be one of debug, info, warning, error, got {self.log_level}")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level}")
         for origin in self.allowed_origins:
             if origin != "*" and not _ORIGIN.fullmatch(origin):
                 raise ConfigError(f"--allowed-origins: {origin!r} is not an origin; write scheme://host[:port] with no "
@@ -75,7 +76,7 @@ SERVER_FLAGS: list[Flag] = [
     Flag("shutdown_timeout_s", "server.shutdown_timeout_s", float, "on SIGTERM, seconds in-flight requests may take before they are aborted"),
     Flag("health_timeout_s", "server.health_timeout_s", float, "seconds without an engine heartbeat before /health says 503"),
     Flag("startup_timeout_s", "server.startup_timeout_s", float, "seconds the engine may take to load"),
-    Flag("log_level", "server.log_level", str, "debug, info, warning or error"),
+    Flag("log_level", "server.log_level", str, "debug, info, warning or error", choices=LOG_LEVELS),
     Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 FLAGS: list[Flag] = [*ENGINE_FLAGS, *SERVER_FLAGS]
@@ -93,20 +94,29 @@ def _default(flag: Flag) -> Any:
 SPACE_SEPARATED = {"served_model_name"}  # lists given as several words, as vLLM's flag takes them
 
 
+def cli_flag(flag: Flag) -> str:
+    """What a user types: a switch that is on unless turned off is only its `--no-` form
+    (`--no-prefix-caching`); the others are `--` + key."""
+    if flag.type is bool and _default(flag) is True:
+        return "--no-" + flag.flag[2:].removeprefix("enable-")
+    return flag.flag
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Adds every flag with default SUPPRESS, so `vars(args)` holds only what the user typed."""
     for f in FLAGS:
         help_text = f.help if "default" in f.help else f"{f.help} (default: {_default(f)})"
         if f.type is bool:
-            parser.add_argument(f.flag, dest=f.key, action="store_true", default=argparse.SUPPRESS, help=help_text)
-            parser.add_argument(
-                "--no-" + f.flag[2:].removeprefix("enable-"), dest=f.key, action="store_false",
-                default=argparse.SUPPRESS, help=f"turn {f.flag} off",
-            )
+            on = _default(f) is not True  # a switch on by default can only be turned off
+            help_text = help_text if on else f"off: {f.help}" + ("" if "default" in f.help else " (on by default)")
+            parser.add_argument(cli_flag(f), dest=f.key, action="store_true" if on else "store_false",
+                                default=argparse.SUPPRESS, help=help_text)
         elif f.key in SPACE_SEPARATED:
             parser.add_argument(f.flag, dest=f.key, nargs="+", default=argparse.SUPPRESS, metavar="NAME", help=help_text)
         elif f.type is tuple:
             parser.add_argument(f.flag, dest=f.key, type=comma_list, default=argparse.SUPPRESS, metavar="A,B", help=help_text)
+        elif f.choices:
+            parser.add_argument(f.flag, dest=f.key, type=f.type, choices=f.choices, default=argparse.SUPPRESS, help=help_text)
         else:
             parser.add_argument(f.flag, dest=f.key, type=f.type, default=argparse.SUPPRESS, metavar=f.key.upper(), help=help_text)
 
@@ -172,5 +182,5 @@ def flags_markdown() -> str:
         if f.serve_default is not None:
             default = f"{f.serve_default} (`LLM`: {shown(config_default(f))})"
         where = " (serve only)" if f.target.startswith("server.") else ""
-        rows.append(f"| `{f.key}`{where} | `{f.flag}` | {default} | {f.help.replace('|', '/')} |")
+        rows.append(f"| `{f.key}`{where} | `{cli_flag(f)}` | {default} | {f.help.replace('|', '/')} |")
     return "\n".join(rows)

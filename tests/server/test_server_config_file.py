@@ -69,7 +69,7 @@ def test_cli_overrides_file_overrides_defaults(tmp_path):
     [
         ("", ["--ep", "6", "--tp", "4"], "--ep 6 is not a multiple of --tp 4"),
         ("", ["--block-size", "12"], "power of two"),
-        ("", ["--dtype", "int3"], "--dtype int3"),
+        ("dtype: int3\n", [], "--dtype int3"),
         ("bogus_key: 1\n", [], "unknown keys ['bogus_key']"),
         ("tp: four\n", [], "tp must be a int"),
         ("- a\n- b\n", [], "mapping"),
@@ -85,6 +85,30 @@ def test_mistakes_are_config_errors(tmp_path, yaml_text, argv, needle):
     with pytest.raises(ConfigError) as e:
         configs_from_args(parse(["--config", str(f), *argv]))
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("flag, value", [("--device", "gpu"), ("--kernels", "cuda"), ("--dispatch", "nccl"),
+                                         ("--dtype", "int3"), ("--tp", "four")])
+def test_a_bad_flag_value_is_one_line_and_status_2(flag, value, capsys):
+    from moeserve.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as stop:
+        cli_main(["serve", flag, value])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and f"argument {flag}" in err and "--help" in err
+
+
+def test_switches_on_by_default_have_only_their_off_form(capsys):
+    from moeserve.cli import main as cli_main
+
+    engine, _ = configs_from_args(parse(["--no-prefix-caching"]))
+    assert engine.cache.enable_prefix_caching is False
+    with pytest.raises(SystemExit):
+        cli_main(["serve", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert "[--no-prefix-caching]" in usage and "--enable-prefix-caching" not in usage
+    for name in ("device {auto,cpu,cuda}", "kernels {auto,torch,cpu,triton}", "dispatch {auto,local,a2a,agrs,shm,nvshmem}"):
+        assert f"--{name}" in usage
 
 
 def test_bad_config_exits_before_spawning_anything(capsys):
