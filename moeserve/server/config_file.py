@@ -42,8 +42,9 @@ class ServerConfig:
     # browser origins allowed to call the API (CORS); empty = no CORS headers, as a server that binds
     # loopback should be: "*" would let any web page the user visits read this server's answers
     allowed_origins: tuple[str, ...] = ()
-    # further names clients may pass as `model` (--served-model-name's second and later); the first is
-    # the engine's model name, which responses carry
+    # further names clients may pass as `model` (--served-model-name's second and later, --model as
+    # given and its last path component: model_aliases); the engine's model name, which responses
+    # carry, is not among them
     served_model_aliases: tuple[str, ...] = ()
 
     def validate(self) -> "ServerConfig":
@@ -144,9 +145,7 @@ def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
     """values: YAML keys -> values (already merged, CLI over file). Validates both configs."""
     server = {_BY_KEY[k].target.split(".")[1]: v for k, v in values.items()
               if _BY_KEY[k].target.startswith("server.") and v is not None}
-    names = values.get("served_model_name")
-    if names:  # the engine knows the first name; the front end also answers to the rest
-        server["served_model_aliases"] = tuple(names[1:])
+    server["served_model_aliases"] = model_aliases(values.get("model"), values.get("served_model_name"))
     engine = engine_config({k: v for k, v in values.items() if k in ENGINE_KEYS})
     engine = _kv_secret_from_api_key(engine, server.get("api_key"))
     return check_startup(engine), ServerConfig(**server).validate()
@@ -159,6 +158,16 @@ def _kv_secret_from_api_key(engine: EngineConfig, api_key: str | None) -> Engine
     if not kv.enabled or kv.secret is not None or envs.KV_SECRET.get() or not api_key:
         return engine
     return dataclasses.replace(engine, kv_transfer=dataclasses.replace(kv, secret=api_key))
+
+
+def model_aliases(model: str | None, served_names: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The names the front end answers to besides the engine's (the first served name, else --model's
+    last path component): the other served names, and --model as given (a path or org/name, what a
+    client written for vLLM sends) with its last component."""
+    names = list(served_names[1:]) if served_names else []
+    if model:
+        names += [model, model.rstrip("/").split("/")[-1]]
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:

@@ -169,3 +169,15 @@ def test_several_served_model_names_as_vllm_takes_them(tmp_path):
     assert engine.model.served_model_name == "solo" and server.served_model_aliases == ()
     with pytest.raises(ConfigError, match="non-empty names"):
         configs_from_args(parse(["--served-model-name", ""]))
+
+
+def test_the_model_is_also_served_under_the_name_given_by_model():
+    """As vLLM: a client that sends the --model argument (a path, or org/name) is answered, besides
+    every --served-model-name and the last path component."""
+    from moeserve.builtin_model_info import builtin_model_dir
+
+    given = str(builtin_model_dir()) + "/"
+    engine, server = configs_from_args(parse(["--model", given]))
+    assert engine.model.served_model_name is None and server.served_model_aliases == (given, "moeserve-tiny-moe")
+    engine, server = configs_from_args(parse(["--model", given, "--served-model-name", "a", "b"]))
+    assert engine.model.served_model_name == "a" and server.served_model_aliases == ("b", given, "moeserve-tiny-moe")
