@@ -190,6 +190,38 @@ _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
 assert set(_BACKENDS) == set(DISPATCH_BACKENDS), "config.DISPATCH_BACKENDS names the backends --dispatch accepts"
 
 
+def describe(name: str, dispatcher: Dispatcher, ctx: ParallelContext) -> str:
+    """What `--dispatch name` built, in words, and for `auto` why (the start-up summary). Reads
+    only this rank's facts: no collective."""
+    if isinstance(dispatcher, LocalDispatcher):
+        what = "local (one expert rank)"
+    elif isinstance(dispatcher, OneSidedDispatcher):
+        from moeserve.dispatch.puts import TorchPuts
+
+        shm = isinstance(dispatcher.puts, TorchPuts)
+        how = ("C++ kernels" if dispatcher.native else "torch ops") if shm else "Triton kernels"
+        what = f"{'shm' if shm else 'nvshmem'}: one-sided, {how}"
+    elif isinstance(dispatcher, AutoDispatcher):
+        agrs = dispatcher.ep_size <= dispatcher.agrs_max_ranks
+        what = f"a2a, agrs for steps of <= {dispatcher.tiny_tokens} tokens" if agrs else "a2a"
+    else:
+        what = next((n for n, cls in (("a2a", A2ADispatcher), ("agrs", AgrsDispatcher)) if isinstance(dispatcher, cls)),
+                    type(dispatcher).__name__)
+    if name != "auto":
+        return what
+    if ctx.ep_size == 1:
+        why = "one expert rank"
+    elif isinstance(dispatcher, OneSidedDispatcher):
+        why = "every rank on this host"
+    elif not _host_group(ctx):
+        why = "GPU ranks keep NCCL's collectives"
+    elif not _store_order_is_program_order():
+        why = f"shm needs x86-64's store order, this is {platform.machine()}"
+    else:
+        why = "the ranks span several hosts"
+    return f"{what} (auto: {why})"
+
+
 def dispatcher_names() -> list[str]:
     return list(_BACKENDS)
 

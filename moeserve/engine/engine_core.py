@@ -120,6 +120,13 @@ class EngineCore:
         self._pending_outputs: list[RequestOutput] = []
         self.num_steps = 0
 
+    def summary(self) -> list[tuple[str, str]]:
+        """The start-up summary's rows: model, dtype, layout, dispatch, kernels, KV cache, placement
+        (engine/startup_summary.py)."""
+        from moeserve.engine.startup_summary import summary_rows
+
+        return summary_rows(self)
+
     # -- requests ---------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                     owner: str | None = None, kv_transfer: KvTransfer | None = None) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from moeserve.engine.engine_core import EngineCore
+from moeserve.engine.startup_summary import log_summary
 from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
@@ -32,6 +33,7 @@ class LLM:
         values = {k: check_value(ENGINE_KEYS[k], v, "LLM()") for k, v in {"model": model, **settings}.items()}
         config = engine_config(values)
         self.engine = EngineCore(config)
+        log_summary(self.engine.summary(), "moeserve LLM is ready")
         self.tokenizer = self.engine.tokenizer
         self._ids = itertools.count()
         # `del llm` (or losing the last reference) stops the engine and its ranks, as shutdown() does

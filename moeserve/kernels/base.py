@@ -55,6 +55,10 @@ class KernelSet:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.device})"
 
+    def describe(self) -> str:
+        """What runs the hot operations, in a few words (the start-up summary)."""
+        return "plain torch, the reference"
+
     # ---- life cycle (a rank calls these in this order) ----------------------------------------
 
     @classmethod

@@ -41,6 +41,13 @@ def resolve(device: str = "auto", kernels: str = "auto") -> tuple[str, str]:
     return device, kernels
 
 
+def why_auto(device: str, kernels: str) -> str:
+    """Why `auto` resolved as it did ("" when neither --device nor --kernels was auto)."""
+    if "auto" not in (device, kernels):
+        return ""
+    return "auto: torch sees a CUDA GPU" if torch.cuda.is_available() else "auto: torch sees no CUDA GPU"
+
+
 def kernels_available(name: str) -> bool:
     """Whether the set can run on this machine (triton: importable, and CUDA or TRITON_INTERPRET=1)."""
     if name == "triton":

@@ -40,6 +40,10 @@ class TritonKernels(KernelSet):
         fused = envs.TRITON_FUSED_MOE.get()  # unset: cuBLAS's grouped GEMM on a GPU (docs/kernels.md)
         self._fused_moe = fused if fused is not None else self.device.type != "cuda"
 
+    def describe(self) -> str:
+        experts = "the fused MoE kernel" if self._fused_moe else "cuBLAS's grouped GEMM"
+        return f"Triton paged attention, MLA decode and RMSNorm; experts on {experts}"
+
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
         if layer.act_name not in self._moe.ACTIVATION_IDS or not self._fused_moe:

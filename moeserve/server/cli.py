@@ -16,6 +16,7 @@ import time
 from moeserve import envs
 from moeserve.config import EngineConfig
 from moeserve.engine.gc_heap import freeze_startup_objects
+from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import ConfigError, EngineDeadError
 from moeserve.server.config_file import ServerConfig, add_flags, configs_from_args
 
@@ -93,8 +94,9 @@ def _cannot_listen(server_config: ServerConfig) -> str | None:
     return None
 
 
-def _make_server(app, server_config: ServerConfig, model_name: str):
-    """uvicorn without its own signal handling (we drain first) and with a log line saying where."""
+def _make_server(app, server_config: ServerConfig, summary: list[tuple[str, str]], model_names: tuple[str, ...]):
+    """uvicorn without its own signal handling (we drain first) and with the start-up summary, which
+    ends with the address to send requests to, logged once it listens."""
     import contextlib
 
     import uvicorn
@@ -105,10 +107,8 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
 
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets)
-            for server in self.servers:
-                for sock in server.sockets:
-                    host, port = sock.getsockname()[:2]
-                    logger.info("moeserve is serving %s on http://%s:%d (OpenAI API under /v1)", model_name, host, port)
+            addresses = [sock.getsockname()[:2] for server in self.servers for sock in server.sockets]
+            log_summary(summary, footer=serving_lines(addresses, model_names))
 
     from moeserve.server.http_protocol import HEAD_LIMIT_BYTES
 
@@ -116,6 +116,16 @@ def _make_server(app, server_config: ServerConfig, model_name: str):
                             http=_http_protocol(), h11_max_incomplete_event_size=HEAD_LIMIT_BYTES,
                             access_log=server_config.log_level == "debug", timeout_graceful_shutdown=5, lifespan="off")
     return Server(config)
+
+
+def serving_lines(addresses: list[tuple[str, int]], model_names: tuple[str, ...]) -> list[str]:
+    """The summary's last lines: where to send requests (scripts parse `serving NAME on URL`), and the
+    other `model` names requests may carry."""
+    lines = [f"moeserve is serving {model_names[0]} on http://{f'[{host}]' if ':' in host else host}:{port} "
+             "(OpenAI API under /v1)" for host, port in addresses]
+    if len(model_names) > 1:
+        lines.append(f"requests may also name the model {', '.join(model_names[1:])}")
+    return lines
 
 
 def _builtin_description() -> str:
@@ -163,7 +173,8 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
                         max_queued_requests=engine_config.scheduler.max_queued_requests)
     logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
                 "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")
-    uv = _make_server(build_app(state), server_config, ready.model_name)
+    uv = _make_server(build_app(state), server_config, [(label, text) for label, text in ready.summary],
+                      state.model_names)
     freeze_startup_objects()  # a full collection must not walk start-up's objects while requests stream
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -166,6 +166,7 @@ def _ready(engine: Any) -> ipc.Ready:
         max_model_len=int(engine.max_model_len),
         vocab_size=int(engine.vocab_size),
         model_dir=str(engine.config.model.model),
+        summary=[list(row) for row in engine.summary()] if hasattr(engine, "summary") else [],
     )
 
 

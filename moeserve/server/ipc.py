@@ -48,6 +48,7 @@ class Ready:
     max_model_len: int
     vocab_size: int
     model_dir: str  # the checkpoint the engine loaded; the front end reads its tokenizer from here
+    summary: list[list[str]] = field(default_factory=list)  # the start-up summary's [label, text] rows
 
 
 @dataclass(frozen=True)

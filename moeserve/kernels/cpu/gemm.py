@@ -105,7 +105,7 @@ def warm_up(model: nn.Module, max_rows: int | None = None, limits: dict[int, int
     with torch.inference_mode():
         for rows in range(1, max_rows + 1):
             if time.monotonic() > deadline:
-                logger.info("GEMM warm-up stopped at %d rows: its %.1f s budget is spent", rows - 1, budget_s)
+                logger.debug("GEMM warm-up stopped at %d rows: its %.1f s budget is spent", rows - 1, budget_s)
                 break
             for in_features, packed, limit in shapes:
                 if rows <= limit:

@@ -51,6 +51,11 @@ class CpuKernels(KernelSet):
         self.step_threads: StepThreads | None = None
         self.max_num_seqs = self.max_batched_tokens = 0
 
+    def describe(self) -> str:
+        native = "C++ few-row GEMMs and decode attention" if cpu_kernels.load() else "C++ kernels off (SDPA attention)"
+        threads = torch.get_num_threads()
+        return f"oneDNN GEMMs, {native}; {threads} intra-op thread{'s' if threads > 1 else ''} per rank"
+
     @classmethod
     def tune_engine_process(cls, config: Any) -> Any:
         return cpu_binding.pinned(config)
