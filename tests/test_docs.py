@@ -75,6 +75,35 @@ def test_no_file_labels_results_by_work_rounds_or_names_a_machine_path():
     assert not found, "\n".join(found)
 
 
+# Documents that are not in the repository: a maintainer who clones it has none of them.
+_OUTSIDE = [
+    (re.compile(r"\b(?:DESIGN|STYLE|PEERS)\.md\b"), "a document outside the repository"),
+    (re.compile(r"\.\./shared\b"), "a folder beside the checkout"),
+]
+
+
+def test_no_file_cites_a_document_outside_the_repository():
+    me = Path(__file__).resolve().relative_to(REPO).as_posix()
+    found = [f"{name}:{number}: {why}: {line.strip()[:120]}"
+             for name in _tracked("*.md", "*.py", "*.yaml", "*.toml", "*.cfg", "*.txt", ".ci/*") if name != me
+             and (REPO / name).is_file()
+             for number, line in enumerate((REPO / name).read_text(errors="replace").splitlines(), 1)
+             for pattern, why in _OUTSIDE if pattern.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_every_markdown_link_leads_to_a_file_in_the_repository():
+    broken = []
+    for name in _tracked("*.md"):
+        for target in re.findall(r"\]\(([^)\s]+)\)", (REPO / name).read_text()):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a URL or an anchor of the same page
+            path = ((REPO / name).parent / target.split("#")[0]).resolve()
+            if not path.is_relative_to(REPO) or not path.exists():
+                broken.append(f"{name}: {target}")
+    assert not broken, "links to nothing in the repository:\n" + "\n".join(broken)
+
+
 def _within_next(pattern: re.Pattern, lines: list[str], number: int) -> bool:
     """Whether the next line alone matches (it is reported on its own line then)."""
     return number < len(lines) and bool(pattern.search(lines[number]))
@@ -84,8 +113,16 @@ def _within_next(pattern: re.Pattern, lines: list[str], number: int) -> bool:
 # the guard rejects (it is also exempt from the scan above).
 @pytest.mark.parametrize("text, bad", [
     ("measured in sess" "ion 12", True), ("run" " AM gave", True), ("runs" " K and O", True), ("round" " 3 of 5", True),
-    ("another engin" "eer's tests", True), ("see /" "work/shared/PEERS.md", True),
+    ("another engin" "eer's tests", True), ("see /" "work/shared/PEERS.md", True), ("/" "home/me/ckpt", True),
     ("every rank runs E * capacity rows", False), ("a run U+FFFD", False), ("rounds of the load", False),
 ])
 def test_the_label_patterns(text, bad):
     assert any(pattern.search(text) for pattern, _ in _LABELS) is bad
+
+
+@pytest.mark.parametrize("text, bad", [
+    ("read with ../" "shared/DESIGN.md", True), ("DESI" "GN.md section 2", True), ("see ../" "shared/traces", True),
+    ("docs/architecture.md, \"Parallel layout\"", False), ("MOESERVE_SHARED_TRACES", False),
+])
+def test_the_outside_patterns(text, bad):
+    assert any(pattern.search(text) for pattern, _ in _OUTSIDE) is bad

@@ -1,6 +1,7 @@
 """The README's short commands run as written, so they cannot rot: the test command is CI's, the
 placement commands run on the sample trace, every `moeserve serve` line parses, and the Python
-snippet generates on the built-in model."""
+snippet generates on the built-in model. The README stays short (under README_LIMIT characters:
+detail belongs in docs/)."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,12 @@ from moeserve import cli
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
+README_LIMIT = 8000  # characters: what it is, the two commands, how to use it, results, links
+
+
+def test_the_readme_stays_under_its_limit():
+    assert len(README) < README_LIMIT, (
+        f"README.md has {len(README):,} characters, the limit is {README_LIMIT:,}: move detail to docs/ and link it")
 
 
 def _command_lines(prefix: str) -> list[str]:
