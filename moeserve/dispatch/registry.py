@@ -194,7 +194,7 @@ def describe(name: str, dispatcher: Dispatcher, ctx: ParallelContext) -> str:
     """What `--dispatch name` built, in words, and for `auto` why (the start-up summary). Reads
     only this rank's facts: no collective."""
     if isinstance(dispatcher, LocalDispatcher):
-        what = "local (one expert rank)"
+        what = "local (one expert rank)" if ctx.tp_size == 1 else f"local (every expert split {ctx.tp_size} ways)"
     elif isinstance(dispatcher, OneSidedDispatcher):
         from moeserve.dispatch.puts import TorchPuts
 

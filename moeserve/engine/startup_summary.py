@@ -120,9 +120,14 @@ def _placement(config: Any, runner: Any) -> str:
     runtime = config.placement_runtime
     online = f"; rebalancing every {runtime.eplb_interval} steps" if runtime.eplb_interval else ""
     recording = f"; recording routing to {runtime.record_trace_dir}" if runtime.record_trace_dir else ""
-    layers = list(runner.model.moe_layers().values()) if runner is not None else []
+    if runner is None:
+        return f"{config.placement or 'none'}{online}{recording}"
+    moe_layers = getattr(runner.model, "moe_layers", None)
+    layers = list(moe_layers().values()) if moe_layers is not None else []
+    if not layers:
+        return f"none (no MoE layer){online}{recording}"
     if config.placement is None:
-        per_rank = f", {layers[0].num_experts // config.parallel.ep} per rank" if layers and config.parallel.ep > 1 else ""
+        per_rank = f", {layers[0].num_experts // config.parallel.ep} per rank" if config.parallel.ep > 1 else ""
         return f"none: experts in order{per_rank}{online}{recording}"
-    extra = f", {layers[0].num_slots - layers[0].num_experts} redundant slots per layer" if layers else ""
-    return f"{config.placement} applied{extra}{online}{recording}"
+    extra = layers[0].num_slots - layers[0].num_experts
+    return f"{config.placement} applied, {extra} redundant slots per layer{online}{recording}"
