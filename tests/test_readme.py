@@ -1,6 +1,6 @@
 """The README's short commands run as written, so they cannot rot: the test command is CI's, the
-placement commands run on the sample trace, every `moeserve serve` line parses, and the Python
-snippet generates on the built-in model. The README stays short (under README_LIMIT characters:
+placement commands run on the sample trace, the planning command writes a config `serve` reads,
+every `moeserve serve` line parses, and the Python snippet generates on the built-in model. The README stays short (under README_LIMIT characters:
 detail belongs in docs/)."""
 from __future__ import annotations
 
@@ -66,6 +66,16 @@ def test_the_placement_commands_run_on_the_sample_trace(tmp_path):
         proc = _run(shlex.split(line)[1:], tmp_path)
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     assert (tmp_path / "plan.json").is_file() and "balancedness" in proc.stdout
+
+
+def test_the_planning_command_writes_a_config_serve_reads(tmp_path):
+    from moeserve.server.config_file import load_yaml
+
+    (line,) = _command_lines("moeserve configure")
+    proc = _run(shlex.split(line)[1:], tmp_path)
+    assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+    emitted = shlex.split(line)[shlex.split(line).index("--emit") + 1]
+    assert load_yaml(str(tmp_path / emitted))  # every key a serve setting of the right type
 
 
 def _python_blocks() -> list[str]:
