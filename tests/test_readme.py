@@ -1,7 +1,7 @@
 """The README's short commands run as written, so they cannot rot: the test command is CI's, the
 placement commands run on the sample trace, the planning command writes a config `serve` reads,
-every `moeserve serve` line parses, and the Python snippet generates on the built-in model. The README stays short (under README_LIMIT characters:
-detail belongs in docs/)."""
+every `moeserve serve` line parses, and the Python snippet generates on the built-in model. The
+README stays short (under README_LIMIT characters: detail belongs in docs/)."""
 from __future__ import annotations
 
 import os
