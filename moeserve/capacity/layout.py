@@ -9,8 +9,8 @@ from moeserve.capacity.dtypes import nbytes
 
 @dataclass(frozen=True)
 class Layout:
-    """moeserve's --tp/--ep (docs/architecture.md, "Parallel layout"): attention and dense layers split over groups of tp
-    ranks; every MoE layer spans the world, its experts split over `ep` expert groups (`redundant`
+    """moeserve's --tp/--ep (docs/architecture.md, "Parallel layout"): attention and dense layers split
+    over groups of tp ranks; every MoE layer spans the world, its experts split over `ep` expert groups (`redundant`
     extra slots among them) and each expert's intermediate width over the `moe_tp` ranks of a group.
 
     moe_tp 0 is moeserve's own layout: experts split tensor-parallel over the tp ranks at ep 1, and
