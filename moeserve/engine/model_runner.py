@@ -122,7 +122,7 @@ class ModelRunner:
         self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         if hasattr(reader, "summary") and first_rank:
             logger.info("%s", reader.summary(self.dtype))
-        logger.info("weights of rank %d (tp rank %d of %d, ep rank %d of %d): %.1f MiB (%d bytes)",
+        logger.debug("weights of rank %d (tp rank %d of %d, ep rank %d of %d): %.1f MiB (%d bytes)",
                     ctx.ep_rank if ctx.ep_size > 1 else ctx.tp_rank, ctx.tp_rank, ctx.tp_size, ctx.ep_rank,
                     ctx.ep_size, self.weight_bytes / 2**20, self.weight_bytes)
         if self.device.type == "cuda":

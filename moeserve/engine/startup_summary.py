@@ -23,7 +23,8 @@ def summary_rows(engine: Any) -> Rows:
     runner = getattr(getattr(engine.executor, "worker", None), "runner", None)
     rows: Rows = [("model", _model(engine, runner))]
     if runner is not None:
-        rows.append(("dtype", f"{str(runner.dtype).removeprefix('torch.')} on {runner.device}"))
+        weights = f"{runner.weight_bytes / 2**20:,.1f} MiB of weights on rank 0"
+        rows.append(("dtype", f"{str(runner.dtype).removeprefix('torch.')} on {runner.device}; {weights}"))
     rows.append(("layout", _layout(config.parallel)))
     if runner is not None:
         rows.append(("dispatch", _dispatch(config, runner)))

@@ -161,7 +161,7 @@ def fp8_model(request, tmp_path_factory):
 
 def test_fp8_checkpoint_dequantized_at_load_matches_transformers(fp8_model, caplog):
     _, hf, path = fp8_model
-    with caplog.at_level("INFO", logger="moeserve.engine.model_runner"):
+    with caplog.at_level("DEBUG", logger="moeserve.engine.model_runner"):  # each rank's weight bytes: debug
         r = runner(path, "torch")  # the cpu set loads the same way (the slow layout tests run it)
     assert not any(p.dtype == FP8_DTYPE for p in r.model.parameters())
     assert "FP8 weights dequantized to float32 at load (the kernel set has no FP8 kernels)" in caplog.text
