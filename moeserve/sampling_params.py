@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json as jsonlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,84 @@ class SamplingParamsError(ValueError):
     def __init__(self, message: str, param: str):
         super().__init__(message)
         self.param = param
+
+
+@dataclass
+class StructuredOutputsParams:
+    """What constrains a request's output to a shape (vLLM's `StructuredOutputsParams`): exactly one of
+
+    json: a JSON schema (a dict, or its JSON text; kept as text, so any number survives the wire);
+    json_object: any JSON object;
+    regex: a regular expression the whole output matches;
+    choice: the output is one of these strings;
+    grammar: an EBNF grammar (xgrammar's dialect, rule `root` first).
+
+    disable_any_whitespace (default True here, vLLM's default is False): generated JSON has no free
+    whitespace between tokens, so a small model cannot fill its budget with newlines.
+    The constraint applies to the answer, not to reasoning (engine/grammar_book.py), through fields
+    the server fills from its reasoning parser: `in_reasoning` the output starts inside reasoning;
+    `reasoning_end` token sequences that end it; `reasoning_start` a token the model may begin its
+    output with to open reasoning (allowed beside the grammar's first tokens).
+    """
+
+    json: str | dict | bool | None = None
+    json_object: bool = False
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    disable_any_whitespace: bool = True
+    in_reasoning: bool = False
+    reasoning_end: list[list[int]] = field(default_factory=list)
+    reasoning_start: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.json is not None and not isinstance(self.json, str):
+            self.json = jsonlib.dumps(self.json, ensure_ascii=False)
+        self.choice = list(self.choice) if self.choice is not None else None
+        self.reasoning_end = [list(seq) for seq in self.reasoning_end or []]
+        self.validate()
+
+    @property
+    def kind(self) -> str:
+        """json, json_object, regex, choice or grammar."""
+        return next(k for k in _STRUCTURED_KINDS if getattr(self, k) not in (None, False))
+
+    @property
+    def spec(self) -> str:
+        """The constraint as one string (the grammar cache's key, with `kind` and the whitespace rule)."""
+        value = getattr(self, self.kind)
+        return jsonlib.dumps(value) if self.kind == "choice" else "" if self.kind == "json_object" else value
+
+    def validate(self) -> None:
+        def bad(msg: str) -> None:
+            raise SamplingParamsError(msg, "structured_outputs")
+
+        given = [k for k in _STRUCTURED_KINDS if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            bad(f"structured_outputs takes exactly one of {', '.join(_STRUCTURED_KINDS)}; got "
+                f"{', '.join(given) if given else 'none'}")
+        if self.json is not None:
+            try:
+                schema = jsonlib.loads(self.json)
+            except ValueError:
+                bad("structured_outputs.json must be a JSON schema (an object), given as an object or JSON text")
+            if not isinstance(schema, (dict, bool)):
+                bad("structured_outputs.json must be a JSON schema: an object (or true / false)")
+        if self.json_object is not False and self.json_object is not True:
+            bad("structured_outputs.json_object must be true or false")
+        for name in ("regex", "grammar"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                bad(f"structured_outputs.{name} must be a non-empty string")
+        if self.choice is not None and (not self.choice or any(not isinstance(c, str) or not c for c in self.choice)):
+            bad("structured_outputs.choice must be a non-empty list of non-empty strings")
+        if any(not seq or any(not isinstance(t, int) or t < 0 for t in seq) for seq in self.reasoning_end):
+            bad("reasoning_end must hold non-empty lists of token ids")
+        if self.in_reasoning and not self.reasoning_end:
+            bad("in_reasoning needs reasoning_end: a reasoning that never ends would never be constrained")
+
+
+_STRUCTURED_KINDS = ("json", "json_object", "regex", "choice", "grammar")
 
 
 @dataclass
@@ -37,6 +116,10 @@ class SamplingParams:
     (no penalties, no temperature). A request that asks computes its whole prompt (no prefix-cache hits).
     detokenize: False returns token ids only (text stays ""), as vLLM's flag of that name; stop
     strings need text, so they are refused without it.
+    structured_outputs: constrains the output to a JSON schema, a regex, a choice or a grammar
+    (StructuredOutputsParams, or a dict of its fields); the engine compiles it on admission and
+    refuses what xgrammar cannot enforce. A constrained request ends when its grammar is complete (at
+    an end-of-sequence token, even under ignore_eos or min_tokens).
     logit_bias: token id -> a value in [-100, 100] added to that token's logit before sampling
     (OpenAI semantics: -100 in effect bans the token, +100 in effect forces it). It applies with
     the penalties, so logprobs see it too; the engine checks the ids against the vocabulary.
@@ -62,6 +145,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     min_p: float = 0.0
     min_tokens: int = 0
+    structured_outputs: StructuredOutputsParams | None = None
     # set by the engine from the checkpoint (generation_config / tokenizer), not by callers: the ids
     # that end a request unless ignore_eos; min_tokens masks them
     eos_token_ids: list[int] = field(default_factory=list)
@@ -73,6 +157,11 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.eos_token_ids = list(self.eos_token_ids or [])
+        if isinstance(self.structured_outputs, dict):
+            try:
+                self.structured_outputs = StructuredOutputsParams(**self.structured_outputs)
+            except TypeError as e:
+                raise SamplingParamsError(f"structured_outputs: {e}", "structured_outputs") from None
         self.validate()
 
     @property
@@ -121,6 +210,8 @@ class SamplingParams:
             bad("stop", "stop strings need detokenize=True")
         if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
             bad("stop_token_ids", "stop_token_ids must be non-negative integers")
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
+            bad("structured_outputs", "structured_outputs must be a StructuredOutputsParams (or a dict of its fields)")
         if self.seed is not None and not isinstance(self.seed, int):
             bad("seed", f"seed must be an integer, got {self.seed!r}")
         for token, value in (self.logit_bias or {}).items():

@@ -17,6 +17,7 @@ from moeserve.core.request import Request
 from moeserve.core.scheduler import Scheduler
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 from moeserve.engine.executor import Executor, make_executor
+from moeserve.engine.grammar import GrammarError, shared_compiler
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import RequestError
 from moeserve.kv_transfer.params import PARAM, KvTransfer
@@ -138,7 +139,10 @@ class EngineCore:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._check_prompt(prompt_token_ids, params)
         self._check_kv_transfer(kv_transfer)
-        if params.min_tokens:  # the sampler masks these until min_tokens are out
+        if params.structured_outputs is not None:
+            self._check_grammar(params)
+        if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
+            # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
         request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params, owner=owner)
         if kv_transfer is not None:
@@ -166,6 +170,17 @@ class EngineCore:
             raise RequestError(f"stop_token_ids must lie in [0, {self.vocab_size})", param="stop_token_ids")
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
+
+    def _check_grammar(self, params: SamplingParams) -> None:
+        """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400
+        now, never an error inside a step. The sampling ranks compile it again from their own cache."""
+        if self.tokenizer is None:
+            raise RequestError("structured outputs need a tokenizer and this checkpoint has none",
+                               param="structured_outputs")
+        try:
+            shared_compiler(self.config.model.model, self.vocab_size, self.tokenizer).compile(params.structured_outputs)
+        except GrammarError as e:
+            raise RequestError(str(e), param="structured_outputs") from None
 
     def _check_kv_transfer(self, kv: KvTransfer | None) -> None:
         role = self.config.kv_transfer.role
@@ -283,9 +298,12 @@ class EngineCore:
         finish_reason, stop_reason = None, None
         n_out = len(request.output_token_ids)
         may_stop = n_out > params.min_tokens  # vLLM: nothing stops a request before min_tokens
+        # a grammar allows the end of sequence only where it is complete: that ends the request, whatever
+        # ignore_eos or min_tokens say (nothing else could follow)
+        grammar_end = params.structured_outputs is not None and token in self.eos_token_ids
         if may_stop and token in params.stop_token_ids:
             finish_reason, stop_reason = "stop", token
-        elif may_stop and token in self.eos_token_ids and not params.ignore_eos:
+        elif grammar_end or (may_stop and token in self.eos_token_ids and not params.ignore_eos):
             finish_reason = "stop"
         shown = finish_reason is None or params.include_stop_str_in_output  # an ending stop/EOS token shows no text
         if shown:

@@ -4,12 +4,14 @@ Shape legend: S rows sampled this step (one per request), V vocabulary, R rows t
 P rows with penalties, L rows that asked for logprobs.
 
 Order of processing, per row (Hugging Face's order for the warpers):
+  0. a structured output's bitmask (`allowed`): tokens its grammar does not allow at -inf;
   1. repetition_penalty over the prompt and output tokens (HF and vLLM: a seen token's logit is
      divided by it when positive, multiplied when negative), presence/frequency penalties (OpenAI
      semantics, over the tokens this sampler produced for the request:
      `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
      (`logit[t] += bias[t]`), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
-     while fewer than min_tokens tokens were produced);
+     while fewer than min_tokens tokens were produced, unless that leaves no token: a grammar
+     that is complete allows only the end);
   2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
      as the request shaped it, before temperature and top-k/top-p. That is what a client can
      interpret without knowing our sampling internals, and it is stable across temperatures;
@@ -96,13 +98,18 @@ class Sampler:
         """How many top alternatives the request wants per prompt token (SamplingParams.prompt_logprobs)."""
         return self._states[request_id].params.prompt_logprobs or 0
 
-    def sample(self, logits: torch.Tensor, request_ids: list[str]) -> list[SampledToken]:
-        """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row."""
+    def sample(self, logits: torch.Tensor, request_ids: list[str], allowed: torch.Tensor | None = None) -> list[SampledToken]:
+        """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row.
+        allowed: None, or [S, ceil(V / 32)] int32 on the logits' device, a packed bitmask of the tokens
+        each row may take (structured outputs, engine/grammar_book.py); the others get -inf before
+        anything else, so penalties, temperature, filters and logprobs all see the constrained row."""
         assert logits.dim() == 2 and logits.shape[0] == len(request_ids), (tuple(logits.shape), len(request_ids))
         try:
             states = [self._states[r] for r in request_ids]
         except KeyError as e:
             raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
+        if allowed is not None:
+            logits = apply_token_bitmask(logits, allowed)
         if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
             return [SampledToken(r, t) for r, t in zip(request_ids, logits.argmax(dim=-1).tolist())]
         logits = self._mask_min_tokens(self._bias(self._penalize(self._penalize_repeats(logits, states), states), states), states)
@@ -158,7 +165,10 @@ class Sampler:
         if not rows:
             return logits
         index = (torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device))
-        return logits.index_put(index, logits.new_tensor(float("-inf")))
+        masked = logits.index_put(index, logits.new_tensor(float("-inf")))
+        # a grammar that allows nothing but the end leaves such a row empty: the grammar wins (no host sync)
+        empty = torch.isneginf(masked).all(dim=-1, keepdim=True)
+        return torch.where(empty, logits, masked)
 
     def _penalize(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         rows = [i for i, s in enumerate(states) if s.penalized and s.counts is not None]
@@ -238,6 +248,15 @@ class Sampler:
         if state.generator is None:
             state.generator = torch.Generator(device=device).manual_seed(state.params.seed)
         return state.generator
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """logits [S, V] fp32 with -inf where bit (t % 32) of bitmask[:, t // 32] ([S, ceil(V / 32)] int32) is
+    clear: a new tensor, on the logits' device, with no host sync."""
+    S, V = logits.shape
+    shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
+    bits = (bitmask.to(logits.device, torch.int32).unsqueeze(-1) >> shifts) & 1  # [S, W, 32]
+    return logits.masked_fill(bits.view(S, -1)[:, :V] == 0, float("-inf"))
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, n: int) -> list[tuple[float, list[tuple[int, float]]]]:

@@ -5,7 +5,8 @@ import torch
 
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import StepPlan, StepResult
-from moeserve.engine.model_runner import ModelRunner
+from moeserve.engine.grammar_book import GrammarBook
+from moeserve.engine.model_runner import ModelRunner, resolve_model_dir
 from moeserve.engine.rebalance import RankPlacement
 from moeserve.engine.sampler import Sampler
 from moeserve.parallel_state import ParallelContext
@@ -29,6 +30,10 @@ class Worker:
         # each attention group samples its unseeded requests from its own stream: with one seed for
         # all, two groups drew the same noise and returned the same "random" samples
         self.sampler = Sampler(seed=group_seed(config.seed, group)) if ctx.tp_rank == 0 else None
+        # structured outputs' matchers live where their tokens are sampled (engine/grammar_book.py)
+        self.grammars = None
+        if self.sampler is not None:
+            self.grammars = GrammarBook(str(resolve_model_dir(config)), self.runner.hf_config.vocab_size)
         self.kv_agent = None  # prefill/decode split: this rank's cache registered with NIXL
         if config.kv_transfer.enabled:
             from moeserve.kv_transfer.head_slices import HeadRange
@@ -46,8 +51,10 @@ class Worker:
         if self.sampler is not None:
             for request_id in plan.finished_request_ids:
                 self.sampler.remove(request_id)
+                self.grammars.remove(request_id)
             for new in plan.new_requests:
                 self.sampler.add(new)
+                self.grammars.add(new)
         if plan.rebalance is not None:  # every rank switches placement before this step's forward
             self.placement.apply(plan.rebalance)
         batch = plan.groups[self.group]
@@ -70,8 +77,19 @@ class Worker:
         if self.sampler is None:  # every rank reports its own reads: the executor merges them
             return StepResult(plan.step, kv_pulls=pulled)
         request_ids = [s.request_id for s in batch.seqs if s.sample]
-        sampled = self.sampler.sample(logits, request_ids) if request_ids else []
+        sampled = self._sample(logits, request_ids) if request_ids else []
         return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs, kv_pulls=pulled)
+
+    def _sample(self, logits: torch.Tensor, request_ids: list[str]) -> list:
+        """The sampler over logits [S, V], under the grammars' bitmask: filled on the host while the
+        device may still run the forward (launched above), copied to the device as one more input."""
+        allowed = self.grammars.bitmask(request_ids)
+        if allowed is not None and logits.device.type == "cuda":
+            allowed = allowed.pin_memory().to(logits.device, non_blocking=True)
+        sampled = self.sampler.sample(logits, request_ids, allowed=allowed)
+        if len(self.grammars):
+            self.grammars.accept(request_ids, [s.token_id for s in sampled])
+        return sampled
 
     def close(self) -> None:
         """Deregister from NIXL before the interpreter exits (NIXL crashed at exit without it), then let

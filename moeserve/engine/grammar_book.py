@@ -1,0 +1,122 @@
+"""The grammar matchers of a sampling rank: which tokens each constrained request may take next.
+
+Lives beside the Sampler on each attention group's TP-rank 0 (engine/worker.py), the process that
+samples: the matcher of a request advances with the tokens that rank sampled, so the next step's
+mask needs nothing from rank 0 and no round trip, whichever layout runs. Per step:
+
+    mask = book.bitmask(request_ids)       # [S, ceil(V / 32)] int32 on the host, None if nothing is constrained
+    sampled = sampler.sample(logits, request_ids, allowed=mask)
+    book.accept(request_ids, token_ids)    # once the sampled ids are on the host
+
+A request's matcher is made when it first samples (its grammar was compiled, and checked, by the
+engine core on admission: the compile here finds it in this process's cache, or compiles it again in
+another rank's process). It keeps its state until the request finishes: a preempted request recomputes
+its tokens and keeps its output, so its matcher stays where it was, as the sampler's generators do.
+
+Reasoning (StructuredOutputsParams.in_reasoning / reasoning_end / reasoning_start): while a request
+reasons its rows are unconstrained; the grammar starts after the first end sequence in its output.
+When the model may open reasoning itself, its first token may be `reasoning_start` or what the grammar
+allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from moeserve.core.step_plan import NewRequest
+from moeserve.engine.grammar import shared_compiler
+from moeserve.sampling_params import StructuredOutputsParams
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """int32 words per row of a token bitmask (bit j of word w: token 32 * w + j may be sampled)."""
+    return (vocab_size + 31) // 32
+
+
+@dataclass
+class _Constrained:
+    spec: StructuredOutputsParams
+    stop_ids: list[int]
+    matcher: Any = None  # xgrammar GrammarMatcher, made on first use
+    in_reasoning: bool = False
+    num_out: int = 0
+    tail: list[int] = field(default_factory=list)  # the last tokens while reasoning (to find an end sequence)
+
+    def reasoning_ended(self, token: int) -> bool:
+        self.tail.append(token)
+        longest = max(len(seq) for seq in self.spec.reasoning_end)
+        del self.tail[:-longest]
+        return any(self.tail[-len(seq):] == seq for seq in self.spec.reasoning_end)
+
+
+class GrammarBook:
+    """Mutates only its matchers; never the logits or the sampler's state."""
+
+    def __init__(self, model_dir: str, vocab_size: int):
+        self.model_dir = model_dir
+        self.vocab_size = vocab_size
+        self._requests: dict[str, _Constrained] = {}
+        self._compiler = None
+
+    def add(self, new: NewRequest) -> None:
+        spec = new.sampling.structured_outputs
+        if spec is not None:
+            self._requests[new.request_id] = _Constrained(spec, list(new.sampling.eos_token_ids), in_reasoning=spec.in_reasoning)
+
+    def remove(self, request_id: str) -> None:
+        self._requests.pop(request_id, None)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def bitmask(self, request_ids: list[str]) -> torch.Tensor | None:
+        """[S, W] int32 of the next tokens each row may take (-1: every token), or None when no row is
+        constrained this step."""
+        rows = [(i, self._requests[r]) for i, r in enumerate(request_ids) if r in self._requests]
+        rows = [(i, c) for i, c in rows if not c.in_reasoning]
+        if not rows:
+            return None
+        mask = torch.full((len(request_ids), bitmask_words(self.vocab_size)), -1, dtype=torch.int32)
+        for i, c in rows:
+            matcher = self._matcher(c)
+            if matcher.is_terminated():  # its grammar is complete: only the end of the sequence is left
+                mask[i] = 0
+                _allow(mask[i], c.stop_ids)
+                continue
+            matcher.fill_next_token_bitmask(mask, i)
+            if c.num_out == 0 and c.spec.reasoning_start is not None:
+                _allow(mask[i], [c.spec.reasoning_start])
+        return mask
+
+    def accept(self, request_ids: list[str], token_ids: list[int]) -> None:
+        """Advance each constrained request by the token it sampled (which its mask allowed)."""
+        for request_id, token in zip(request_ids, token_ids):
+            c = self._requests.get(request_id)
+            if c is None:
+                continue
+            first, c.num_out = c.num_out == 0, c.num_out + 1
+            if c.in_reasoning:
+                c.in_reasoning = not c.reasoning_ended(token)
+            elif first and token == c.spec.reasoning_start:
+                c.in_reasoning = True
+            elif not self._matcher(c).is_terminated() and not c.matcher.accept_token(token):
+                raise RuntimeError(f"request {request_id!r}: token {token} was sampled against its grammar")
+
+    def _matcher(self, c: _Constrained) -> Any:
+        if c.matcher is None:
+            if self._compiler is None:
+                self._compiler = shared_compiler(self.model_dir, self.vocab_size)
+            grammar = self._compiler.compile(c.spec)
+            c.matcher = self._compiler.xgr.GrammarMatcher(grammar, override_stop_tokens=c.stop_ids or None)
+        return c.matcher
+
+
+def _allow(row: torch.Tensor, token_ids: list[int]) -> None:
+    """Set the bits of `token_ids` in one bitmask row (int32 words, two's complement for bit 31)."""
+    for t in token_ids:
+        word, bit = divmod(t, 32)
+        if word < row.shape[0]:
+            value = (int(row[word]) & 0xFFFFFFFF) | (1 << bit)
+            row[word] = value - (1 << 32) if value >= 1 << 31 else value
