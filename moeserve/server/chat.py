@@ -7,6 +7,8 @@ the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE, ChatML-like
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,11 +16,14 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
-from moeserve.server import common, kv_params
+from moeserve.sampling_params import StructuredOutputsParams
+from moeserve.server import common, kv_params, structured
 from moeserve.server.api_errors import bad_request, clip
+from moeserve.server.chat_output import ChoicePlan, plan_output
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
 from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, ContentPart
+from moeserve.server.tools import forced_schema, tool_request
 
 
 def _content(message: ChatMessage) -> str:
@@ -42,6 +47,8 @@ def render_messages(state: ServerState, req: Any, check: Callable[[str], None] |
     extra = dict(_template_kwargs(req.chat_template_kwargs))
     if req.documents is not None:
         extra["documents"] = req.documents
+    if getattr(req, "tools", None):
+        extra["tools"] = req.tools
     try:
         text = tokenizer.apply_chat_template(
             turns, chat_template=template, add_generation_prompt=req.add_generation_prompt,
@@ -74,7 +81,22 @@ def _turn(message: ChatMessage) -> dict[str, Any]:
         value = getattr(message, key)
         if value is not None:
             turn[key] = value
+    if message.tool_calls:
+        turn["tool_calls"] = [_call_for_template(call) for call in message.tool_calls]
     return turn
+
+
+def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
+    """An earlier turn's tool call with its arguments as an object, as vLLM hands them to templates
+    (GLM-4.5's iterates them; Qwen3's writes either); arguments that are not a JSON object stay text."""
+    fn = call.get("function")
+    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+        return call
+    try:
+        arguments = json.loads(fn["arguments"])
+    except ValueError:
+        return call
+    return {**call, "function": {**fn, "arguments": arguments}} if isinstance(arguments, dict) else call
 
 
 # apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
@@ -97,10 +119,6 @@ def _template_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
-    if req.tools:
-        raise bad_request("tools are not supported", param="tools")
-    if req.tool_choice not in (None, "none"):
-        raise bad_request("tool_choice is not supported", param="tool_choice")
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
     if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
@@ -150,20 +168,33 @@ def _echo(req: ChatCompletionRequest) -> str:
     return _content(last) if req.echo and last.role == "assistant" else ""
 
 
-def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> dict[str, Any]:
+def _finish(reason: str | None, message: dict[str, Any]) -> str | None:
+    """OpenAI's "tool_calls" for an output that ended by itself with calls in it."""
+    return "tool_calls" if reason == "stop" and message.get("tool_calls") else reason
+
+
+def _message(plan: ChoicePlan, echo: str, text: str) -> dict[str, Any]:
+    if not plan.parsed:
+        return {"role": "assistant", "content": echo + text}
+    message = plan.new_parser().message(text)
+    if echo:
+        message["content"] = echo + (message["content"] or "")
+    return message
+
+
+def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, plan: ChoicePlan) -> dict[str, Any]:
     echo = _echo(req)
-    choices = [
-        {"index": c.index, "message": {"role": "assistant", "content": echo + c.text},
-         "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
-         "finish_reason": c.finish_reason, "stop_reason": c.stop_reason,
-         **common.token_ids_fields(req, gen, c, c.token_ids)}
-        for c in sorted(gen.choices.values(), key=lambda c: c.index)
-    ]
+    choices = []
+    for c in sorted(gen.choices.values(), key=lambda c: c.index):
+        message = _message(plan, echo, c.text)
+        choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
+                        "finish_reason": _finish(c.finish_reason, message), "stop_reason": c.stop_reason,
+                        **common.token_ids_fields(req, gen, c, c.token_ids)})
     return {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
             "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
 
 
-async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest) -> AsyncIterator[bytes]:
+async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest, plan: ChoicePlan) -> AsyncIterator[bytes]:
     """The data chunks; SSEResponse ends them with [DONE], after an error event if one is raised."""
     chunks = common.StreamChunks(req, gen, "chat.completion.chunk", state.model_name)
 
@@ -178,13 +209,22 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
     for c in choices if echo else []:  # as vLLM: the echo is each choice's first content delta
         yield chunk(c, {"content": echo})
     sent: dict[int, int] = {}
+    parsers = {c.index: plan.new_parser() for c in choices} if plan.parsed else {}
+    called: set[int] = set()  # choices whose output holds tool calls
     async for choice, out in gen.events():
         logprobs = None
         if req.logprobs:
             logprobs = _logprobs(state, choice, sent.get(choice.index, 0))
             sent[choice.index] = len(choice.logprobs)
         text = gen.text_to_stream(choice)
-        if out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
+        if parsers:  # reasoning, content and tool calls from all the text streamed so far
+            delta = parsers[choice.index].delta(choice.text[: choice.sent], final=out.finish_reason is not None)
+            if "tool_calls" in delta:
+                called.add(choice.index)
+            finish = "tool_calls" if out.finish_reason == "stop" and choice.index in called else out.finish_reason
+            if delta or out.finish_reason or (out.new_token_ids and req.logprobs):
+                yield chunk(choice, delta, logprobs, finish, out.stop_reason, out.new_token_ids)
+        elif out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
             delta = {"content": text} if text or out.new_token_ids else {}
             yield chunk(choice, delta, logprobs, out.finish_reason, out.stop_reason, out.new_token_ids)
     for usage in chunks.usage(gen.usage()):
@@ -198,9 +238,18 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_request_fields(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, 1)
+    tools = tool_request(req, state.config.tool_call_parser)
+    constraint, source = structured.request_constraint(req)
+    if tools is not None and tools.forced:
+        if constraint is not None:
+            raise bad_request(f"{source} cannot be combined with tool_choice 'required' or a named function: both "
+                              "constrain the output", param=source)
+        constraint, source = StructuredOutputsParams(json=forced_schema(tools)), "tools"
     wanted, param = (req.max_completion_tokens, "max_completion_tokens") if req.max_completion_tokens is not None else (req.max_tokens, "max_tokens")
+    rendered: list[str] = []
 
     def refuse_unfittable(text: str) -> None:  # before the rendered text is tokenized
+        rendered.append(text)
         if req.truncate_prompt_tokens is None:
             common.refuse_unfittable(state, len(text.encode()), wanted, param, "messages")
 
@@ -208,14 +257,17 @@ async def create_chat_completion(request: Request) -> Any:
     prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens)[0]
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param)
+    plan = plan_output(state.formats, tools, rendered[-1], constraint)
+    params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param, structured=plan.constraint)
+    if plan.keep_special_tokens:  # the parsers' markers are special tokens: the text must keep them
+        params = dataclasses.replace(params, skip_special_tokens=False)
     kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream,
                                  state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv,
                      kv_taken=state.kv_taken)
-    await gen.start()
+    await common.start(gen, source)
     if req.stream:
-        return common.SSEResponse(_stream(state, gen, req), gen)
+        return common.SSEResponse(_stream(state, gen, req, plan), gen)
     await common.run_to_completion(request, gen)
-    return JSONResponse(_response(state, gen, req))
+    return JSONResponse(_response(state, gen, req, plan))

@@ -18,8 +18,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from moeserve.errors import context_length_error
-from moeserve.sampling_params import SamplingParams, SamplingParamsError
+from moeserve.sampling_params import SamplingParams, SamplingParamsError, StructuredOutputsParams
 from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
+from moeserve.server.chat_output import OutputFormats
 from moeserve.server.config_file import ServerConfig
 from moeserve.server.engine_client import EngineClient
 from moeserve.server.generation import Generation
@@ -58,10 +59,14 @@ class ServerState:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tokenize-long"))
     # the fewest tokens a text of so many bytes has: a prompt that cannot fit is refused untokenized
     prompt_bound: PromptBound | None = field(default=None, init=False)
+    # the chat output parsers (--tool-call-parser, --reasoning-parser) and their markers' tokens
+    formats: OutputFormats = field(default_factory=OutputFormats, init=False)
     _long_lane: "ServerState | None" = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.prompt_bound = PromptBound.of(self.tokenizer)
+        if self.config.tool_call_parser or self.config.reasoning_parser:
+            self.formats = OutputFormats.of(self.config.tool_call_parser, self.config.reasoning_parser, self.tokenizer)
 
     @property
     def long_lane(self) -> "ServerState":
@@ -192,8 +197,6 @@ def check_request_fields(req: Any, state: ServerState) -> None:
     if keep is not None and not (keep == -1 or 1 <= keep <= state.max_model_len):
         raise bad_request(f"truncate_prompt_tokens must be -1 (the model's context, {state.max_model_len}) or in "
                           f"[1, {state.max_model_len}], got {keep}", param="truncate_prompt_tokens")
-    if req.response_format is not None and req.response_format.type != "text":
-        raise bad_request("only response_format type 'text' is supported", param="response_format")
     if req.stream_options is not None and not req.stream:
         raise bad_request("stream_options can only be given with stream: true", param="stream_options")
 
@@ -217,9 +220,10 @@ def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
             f"{state.max_queued_requests} (--max-queued-requests)", param="n")
 
 
-def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_param: str = "max_tokens") -> SamplingParams:
+def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_param: str = "max_tokens",
+                    structured: StructuredOutputsParams | None = None) -> SamplingParams:
     """The request's SamplingParams (its fan-out checked by `check_fan_out`); max_tokens_param names
-    the field max_tokens came from in errors."""
+    the field max_tokens came from in errors; `structured` its constraint (server/structured.py)."""
     try:
         return SamplingParams(
             n=req.n,
@@ -240,12 +244,24 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_
             repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
             min_p=req.min_p or 0.0,
             min_tokens=req.min_tokens or 0,
+            structured_outputs=structured,
         )
     except SamplingParamsError as e:
         message = clip(e, MAX_REASON_CHARS)  # it quotes values, and a logit_bias id may have 4,000 digits
         if e.param == "max_tokens" and max_tokens_param != "max_tokens":
             raise bad_request(message.replace("max_tokens", max_tokens_param), param=max_tokens_param) from None
         raise bad_request(message, param=e.param) from None
+
+
+async def start(gen: Generation, constraint_source: str | None) -> None:
+    """gen.start(); the engine's refusal of a constraint names the field it came from (response_format,
+    structured_outputs or tools), not the engine's own name for it."""
+    try:
+        await gen.start()
+    except ApiError as e:
+        if e.param == "structured_outputs" and constraint_source is not None:
+            e.param = constraint_source
+        raise
 
 
 async def _wait_disconnect(receive: Receive) -> None:

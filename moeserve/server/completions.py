@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
-from moeserve.server import common, kv_params
+from moeserve.server import common, kv_params, structured
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
@@ -184,7 +184,8 @@ async def create_completion(request: Request) -> Any:
                 f"echo with max_tokens 0 generates one hidden token, so a prompt it scores may have at most "
                 f"{state.max_model_len - 1} tokens (max_model_len {state.max_model_len} - 1)", param="prompt")
         max_tokens = 1  # generated and left out of the response
-    params = common.sampling_params(req, max_tokens, req.logprobs)
+    constraint, source = structured.request_constraint(req)
+    params = common.sampling_params(req, max_tokens, req.logprobs, structured=constraint)
     if req.echo and req.logprobs is not None:
         params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
     prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
@@ -193,7 +194,7 @@ async def create_completion(request: Request) -> Any:
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv,
                      kv_taken=state.kv_taken)
-    await gen.start()
+    await common.start(gen, source)
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req, prompt_texts), gen)
     await common.run_to_completion(request, gen)

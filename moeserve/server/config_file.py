@@ -20,6 +20,7 @@ from moeserve import envs
 from moeserve.config import EngineConfig
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import ConfigError
+from moeserve.server.parsers import REASONING_CHOICES, TOOL_PARSERS, check_parser_names
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, Flag, check_value, comma_list, config_default, engine_config
 
 # what a browser sends as Origin: scheme://host[:port], no path (docs/server.md, CORS)
@@ -46,6 +47,9 @@ class ServerConfig:
     # given and its last path component: model_aliases); the engine's model name, which responses
     # carry, is not among them
     served_model_aliases: tuple[str, ...] = ()
+    # chat output parsers by model family (server/parsers/): tool calls for tool_choice "auto", reasoning
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
 
     def validate(self) -> "ServerConfig":
         if not 0 <= self.port <= 65535:
@@ -61,6 +65,7 @@ class ServerConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level}")
+        check_parser_names(self.tool_call_parser, self.reasoning_parser)
         for origin in self.allowed_origins:
             if origin != "*" and not _ORIGIN.fullmatch(origin):
                 raise ConfigError(f"--allowed-origins: {origin!r} is not an origin; write scheme://host[:port] with no "
@@ -78,6 +83,8 @@ SERVER_FLAGS: list[Flag] = [
     Flag("health_timeout_s", "server.health_timeout_s", float, "seconds without an engine heartbeat before /health says 503"),
     Flag("startup_timeout_s", "server.startup_timeout_s", float, "seconds the engine may take to load"),
     Flag("log_level", "server.log_level", str, "debug, info, warning or error", choices=LOG_LEVELS),
+    Flag("tool_call_parser", "server.tool_call_parser", str, "how chat output holds tool calls, for tool_choice \"auto\": hermes (Qwen, Hermes), deepseek_v3, glm45, openai (gpt-oss); \"required\" and named tools work without (docs/structured_outputs.md)", choices=tuple(TOOL_PARSERS)),
+    Flag("reasoning_parser", "server.reasoning_parser", str, "split chat output's reasoning into reasoning_content: deepseek_r1, qwen3, glm45, openai (gpt-oss); a structured output constrains the answer after it", choices=REASONING_CHOICES),
     Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 FLAGS: list[Flag] = [*ENGINE_FLAGS, *SERVER_FLAGS]

@@ -46,12 +46,15 @@ def _seed_range(value: int) -> int:
 Seed = Annotated[int, BeforeValidator(_whole), AfterValidator(_seed_range)]
 
 
+# vLLM's older guided decoding fields, which vLLM itself replaced by structured_outputs
+_GUIDED = "vLLM's older guided decoding field: send structured_outputs: {{\"{}\": ...}} instead"
 # Fields of OpenAI's or vLLM's API that change what is generated and that moeserve does not serve:
 # refused by name (unknown fields are otherwise ignored), unless they carry their "off" value.
 UNSERVED_FIELDS = {
     "functions": "function calling", "function_call": "function calling", "audio": "audio output",
-    "modalities": "text is the only output", "guided_json": "guided decoding", "guided_regex": "guided decoding",
-    "guided_choice": "guided decoding", "guided_grammar": "guided decoding", "structured_outputs": "guided decoding",
+    "modalities": "text is the only output", "guided_json": _GUIDED.format("json"),
+    "guided_regex": _GUIDED.format("regex"), "guided_choice": _GUIDED.format("choice"),
+    "guided_grammar": _GUIDED.format("grammar"),
     "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
     "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
     "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
@@ -61,7 +64,7 @@ UNSERVED_FIELDS = {
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
 # guided decoding has no "off" value but null: `guided_json: {}` is the schema that allows any JSON
 # value, a constraint we would silently not apply (vLLM applies it)
-_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
 
 
 class _Strict(BaseModel):
@@ -102,6 +105,7 @@ class StreamOptions(_Strict):
 
 class ResponseFormat(_Strict):
     type: str
+    json_schema: Any = None  # {"name", "schema", "strict", "description"}: checked in server/structured.py
 
 
 class _Sampling(_Strict):
@@ -136,6 +140,7 @@ class _Sampling(_Strict):
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
     response_format: ResponseFormat | None = None
+    structured_outputs: Any = None  # vLLM's: {"json" | "regex" | "choice" | "grammar" | "json_object": ...}
     # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
     truncate_prompt_tokens: WholeInt | None = None
     # vLLM's prefill/decode split, as vllm-router sends it; checked in server/kv_params.py
@@ -216,8 +221,9 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: WholeInt | None = None
     logprobs: bool = False
     top_logprobs: WholeInt | None = None
-    tools: list[Any] | None = None
+    tools: list[Any] | None = None  # OpenAI's function tools, checked in server/tools.py
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
     add_generation_prompt: bool = True  # vLLM's: end the prompt with the assistant turn's opening
     continue_final_message: bool = False  # vLLM's: leave the last (assistant) message open and continue it
     add_special_tokens: bool = False  # vLLM's: the template writes its own special tokens

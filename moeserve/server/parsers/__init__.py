@@ -29,6 +29,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "openai": ("<|channel|>", "<|message|>", "<|start|>", "<|call|>"),
 }
 REASONING_ALIASES = {"openai_gptoss": "openai"}  # vLLM's name for gpt-oss's reasoning parser
+REASONING_CHOICES = (*REASONING_FAMILIES, *REASONING_ALIASES)
 
 
 def check_parser_names(tool_parser: str | None, reasoning_parser: str | None) -> None:

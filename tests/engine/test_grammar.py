@@ -1,0 +1,199 @@
+"""Structured outputs below the server: the schema keyword check, compiling (and its errors), the
+bitmask the sampler applies, and the matchers beside the sampler, with the built-in tokenizer."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from moeserve.core.step_plan import NewRequest
+from moeserve.engine import grammar
+from moeserve.engine.builtin_model import VOCAB_SIZE, build_tokenizer, builtin_model_dir
+from moeserve.engine.grammar import GrammarError, shared_compiler
+from moeserve.engine.grammar_book import GrammarBook, bitmask_words
+from moeserve.engine.json_schema_check import FORMATS, UnsupportedSchema, check_json_schema
+from moeserve.engine.sampler import Sampler, apply_token_bitmask
+from moeserve.sampling_params import SamplingParams, SamplingParamsError, StructuredOutputsParams
+
+pytest.importorskip("xgrammar")
+MODEL_DIR = str(builtin_model_dir())
+EOS = [0, 2]  # <|endoftext|>, <|im_end|>
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    return shared_compiler(MODEL_DIR, VOCAB_SIZE)
+
+
+def allowed(mask_row: torch.Tensor) -> set[int]:
+    bits = ((mask_row.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1).flatten()
+    return set(bits.nonzero().flatten().tolist())
+
+
+# ---- what a schema may say ----------------------------------------------------------------------------
+ENFORCED = [  # (keyword's schema, the same without it): xgrammar's grammar must differ
+    ({"type": "integer", "minimum": 3, "maximum": 9}, {"type": "integer"}),
+    ({"type": "integer", "exclusiveMinimum": 3}, {"type": "integer"}),
+    ({"type": "integer", "multipleOf": 3}, {"type": "integer"}),
+    ({"type": "string", "minLength": 2, "maxLength": 4}, {"type": "string"}),
+    ({"type": "string", "pattern": "^a+$"}, {"type": "string"}),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 2}, {"type": "array", "items": {"type": "integer"}}),
+    ({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2},
+     {"type": "object", "additionalProperties": {"type": "integer"}}),
+    ({"type": "object", "propertyNames": {"pattern": "^a"}}, {"type": "object"}),
+    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, {"type": "object"}),
+    ({"enum": ["x", "y"]}, {}),
+    ({"const": 5}, {}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "items": False}, {"type": "array"}),
+] + [({"type": "string", "format": f}, {"type": "string"}) for f in sorted(FORMATS)]
+
+
+@pytest.mark.parametrize("with_kw,without", ENFORCED, ids=lambda s: json.dumps(s)[:50])
+def test_every_allowed_keyword_constrains(with_kw, without):
+    import xgrammar as xgr
+
+    check_json_schema(with_kw)
+    assert str(xgr.Grammar.from_json_schema(json.dumps(with_kw))) != str(xgr.Grammar.from_json_schema(json.dumps(without)))
+
+
+@pytest.mark.parametrize("schema,named", [
+    ({"not": {"type": "string"}}, "not"),
+    ({"type": "object", "properties": {"a": {"if": {"type": "string"}}}}, "#/properties/a"),
+    ({"type": "array", "contains": {"type": "integer"}}, "contains"),
+    ({"type": "array", "uniqueItems": True}, "uniqueItems"),
+    ({"type": "number", "multipleOf": 0.5}, "multipleOf"),
+    ({"type": "string", "format": "iri"}, "iri"),
+    ({"allOf": [{"type": "integer"}, {"minimum": 3}]}, "allOf"),
+    ({"$defs": {"x": {"dependentRequired": {"a": ["b"]}}}}, "#/$defs/x"),
+    ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
+    ({"properties": []}, "properties"),
+])
+def test_keywords_a_grammar_would_ignore_are_refused(schema, named):
+    with pytest.raises(UnsupportedSchema, match=named.replace("$", r"\$")):
+        check_json_schema(schema)
+
+
+def test_pydantic_schemas_pass():
+    from pydantic import BaseModel, Field
+
+    class Item(BaseModel):
+        """An item."""
+        sku: str = Field(pattern=r"^[A-Z]{3}$", description="stock keeping unit")
+        count: int = Field(ge=1, le=9, default=1)
+
+    class Order(BaseModel):
+        items: list[Item] = Field(min_length=1, max_length=3)
+        note: str | None = None
+
+    check_json_schema(Order.model_json_schema())
+
+
+# ---- compiling ------------------------------------------------------------------------------------------
+def test_compile_errors_say_why(compiler):
+    for spec, words in [({"regex": "(a"}, "regex could not be compiled: Regex parsing error at position 3"),
+                        ({"grammar": "root ::= foo"}, 'grammar could not be compiled: EBNF parser error at line 1, column 10: Rule "foo"'),
+                        ({"json": {"type": "strin"}}, 'JSON schema could not be compiled: Unsupported type "strin"'),
+                        ({"json": {"not": {}}}, "JSON schema cannot be enforced: the JSON schema keyword 'not' (at #)")]:
+        with pytest.raises(GrammarError) as e:
+            compiler.compile(StructuredOutputsParams(**spec))
+        assert words in str(e.value) and "/project/" not in str(e.value)
+    compiler.compile(StructuredOutputsParams(choice=['say "hi"', "back\\slash", "é"]))  # escapes
+
+
+def test_params_check_their_shape():
+    with pytest.raises(SamplingParamsError, match="exactly one"):
+        StructuredOutputsParams(regex="a", choice=["b"])
+    with pytest.raises(SamplingParamsError, match="exactly one"):
+        StructuredOutputsParams()
+    with pytest.raises(SamplingParamsError, match="choice"):
+        StructuredOutputsParams(choice=[])
+    with pytest.raises(SamplingParamsError, match="JSON schema"):
+        StructuredOutputsParams(json="[1, 2]")
+    big = StructuredOutputsParams(json={"type": "integer", "maximum": 10**30})  # kept as text: any number survives msgpack
+    assert SamplingParams(**json.loads(json.dumps({"structured_outputs": big.__dict__}))).structured_outputs == big
+
+
+def test_missing_xgrammar_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "xgrammar", None)
+    monkeypatch.setattr(grammar, "_COMPILERS", {})
+    with pytest.raises(GrammarError, match=r"pip install 'moeserve\[structured\]'"):
+        shared_compiler(MODEL_DIR, VOCAB_SIZE)
+
+
+# ---- the sampler's side ----------------------------------------------------------------------------------
+def test_bitmask_applies_like_a_per_token_loop():
+    g = torch.Generator().manual_seed(0)
+    V = 70  # not a multiple of 32: the last word's high bits lie past the vocabulary
+    logits = torch.randn(3, V, generator=g)
+    mask = torch.randint(-2**31, 2**31 - 1, (3, bitmask_words(V)), dtype=torch.int32, generator=g)
+    got = apply_token_bitmask(logits, mask)
+    for r in range(3):
+        for t in range(V):
+            ok = (int(mask[r, t // 32]) >> (t % 32)) & 1
+            assert got[r, t] == (logits[r, t] if ok else float("-inf"))
+
+
+def test_sampler_keeps_to_the_mask_and_grammar_beats_min_tokens():
+    sampler = Sampler(seed=0)
+    eos = 5
+    for rid, params in [("greedy", SamplingParams(temperature=0)), ("random", SamplingParams(temperature=1.5, top_k=50)),
+                        ("min", SamplingParams(temperature=0, min_tokens=3, eos_token_ids=[eos]))]:
+        sampler.add(NewRequest(rid, params))
+    logits = torch.randn(3, 64, generator=torch.Generator().manual_seed(1))
+    mask = torch.zeros(3, 2, dtype=torch.int32)
+    mask[0, 1] = 1 << 3  # only token 35
+    mask[1, 0] = (1 << 7) | (1 << 9)
+    mask[2, 0] = 1 << eos  # the grammar is complete: only the end is left, min_tokens or not
+    for _ in range(20):
+        out = sampler.sample(logits, ["greedy", "random", "min"], allowed=mask)
+        assert out[0].token_id == 35 and out[1].token_id in (7, 9) and out[2].token_id == eos
+
+
+def test_grammar_book_masks_follow_the_matcher(tok, compiler):
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["n"],
+              "additionalProperties": False}
+    book = GrammarBook(MODEL_DIR, VOCAB_SIZE)
+    book.add(NewRequest("j", SamplingParams(structured_outputs={"json": schema}, eos_token_ids=EOS)))
+    book.add(NewRequest("free", SamplingParams()))
+    assert book.bitmask(["free"]) is None
+    for t in tok.encode('{"n": 7}'):
+        mask = book.bitmask(["free", "j"])
+        assert allowed(mask[0]) == set(range(VOCAB_SIZE)) and t in allowed(mask[1])
+        book.accept(["free", "j"], [11, t])
+    assert allowed(book.bitmask(["j"])[0]) == set(EOS)  # complete: only the end
+    book.accept(["j"], [EOS[0]])
+    assert allowed(book.bitmask(["j"])[0]) == set(EOS)  # terminated, if a step ran ahead
+    with pytest.raises(RuntimeError, match="against its grammar"):
+        book.add(NewRequest("k", SamplingParams(structured_outputs={"regex": "a+"}, eos_token_ids=EOS)))
+        book.accept(["k"], [tok.convert_tokens_to_ids("}")])
+    book.remove("j")
+    assert len(book) == 1
+
+
+def test_the_grammar_starts_after_the_reasoning(tok):
+    end = tok.encode("</end>")  # several tokens: the gate matches sequences
+    book = GrammarBook(MODEL_DIR, VOCAB_SIZE)
+    spec = {"regex": "[0-9]+", "in_reasoning": True, "reasoning_end": [end]}
+    book.add(NewRequest("r", SamplingParams(structured_outputs=spec, eos_token_ids=EOS)))
+    free = tok.encode("some thoughts")
+    for t in free + end[:-1]:
+        assert book.bitmask(["r"]) is None
+        book.accept(["r"], [t])
+    book.accept(["r"], [end[-1]])
+    digits = allowed(book.bitmask(["r"])[0])
+    assert tok.encode("7")[0] in digits and tok.encode("a")[0] not in digits
+    # the model may open its reasoning with its first token, or answer at once
+    opener = tok.convert_tokens_to_ids("{")
+    book.add(NewRequest("m", SamplingParams(structured_outputs={**spec, "in_reasoning": False, "reasoning_start": opener},
+                                            eos_token_ids=EOS)))
+    first = allowed(book.bitmask(["m"])[0])
+    assert opener in first and tok.encode("7")[0] in first
+    book.accept(["m"], [opener])
+    assert book.bitmask(["m"]) is None  # reasoning now
