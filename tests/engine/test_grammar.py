@@ -197,3 +197,32 @@ def test_the_grammar_starts_after_the_reasoning(tok):
     assert opener in first and tok.encode("7")[0] in first
     book.accept(["m"], [opener])
     assert book.bitmask(["m"]) is None  # reasoning now
+
+
+# ---- on a GPU (benchmarks/gpu_check.py runs these) -------------------------------------------------------
+@pytest.mark.gpu
+def test_bitmask_on_the_gpu_matches_the_host():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(5, 1000, generator=g)
+    mask = torch.randint(-2**31, 2**31 - 1, (5, bitmask_words(1000)), dtype=torch.int32, generator=g)
+    on_gpu = apply_token_bitmask(logits.cuda(), mask.pin_memory().cuda(non_blocking=True))
+    assert torch.equal(on_gpu.cpu(), apply_token_bitmask(logits, mask))
+
+
+@pytest.mark.gpu
+def test_a_constrained_run_on_the_gpu_validates():
+    """The worker's path on cuda: the host-filled mask goes to the device through pinned memory."""
+    import jsonschema
+
+    from moeserve import LLM
+
+    schema = {"type": "object", "required": ["n", "w"], "additionalProperties": False,
+              "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 99}, "w": {"type": "string", "maxLength": 12}}}
+    llm = LLM(device="cuda", kernels="torch", dtype="float32")
+    try:
+        outs = llm.generate(["Once upon a time"] * 4, [SamplingParams(temperature=0.8, seed=i, max_tokens=64,
+                                                                     structured_outputs={"json": schema}) for i in range(4)])
+    finally:
+        llm.shutdown()
+    for out in outs:
+        jsonschema.validate(json.loads(out.text), schema)

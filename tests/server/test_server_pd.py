@@ -153,6 +153,25 @@ def test_chat_through_the_two_calls(pd):
     assert out["choices"][0]["message"]["content"] == colocated
 
 
+def test_structured_output_is_the_decoders_to_apply(pd):
+    """The decode instance samples every output token, so its grammar makes the answer: equal to the
+    colocated one (greedy), streamed or not, and valid."""
+    import jsonschema
+
+    prefill, decode = pd
+    schema = {"type": "object", "required": ["n", "tags"], "additionalProperties": False,
+              "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 999},
+                             "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "minItems": 1, "maxItems": 3}}}
+    body = {"model": prefill.model, "prompt": PROMPTS["shared-b"], "max_tokens": 120, "temperature": 0,
+            "return_token_ids": True, "structured_outputs": {"json": schema}}
+    colocated = post(prefill.url, "/v1/completions", body).json()["choices"][0]
+    out = two_calls(prefill, decode, body)["choices"][0]
+    assert out["token_ids"] == colocated["token_ids"] and out["finish_reason"] == "stop"
+    jsonschema.validate(json.loads(out["text"]), schema)
+    chunks = two_calls(prefill, decode, dict(body, stream=True))
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == out["text"]
+
+
 def test_decode_refetches_nothing_its_prefix_cache_holds(pd):
     prefill, decode = pd
     body = body_for(prefill, PROMPTS["long"], max_tokens=2)
