@@ -6,7 +6,12 @@ mask needs nothing from rank 0 and no round trip, whichever layout runs. Per ste
 
     mask = book.bitmask(request_ids)       # [S, ceil(V / 32)] int32 on the host, None if nothing is constrained
     sampled = sampler.sample(logits, request_ids, allowed=mask)
-    book.accept(request_ids, token_ids)    # once the sampled ids are on the host
+    book.accept_later(request_ids, token_ids)  # a list, or a tensor the device may still be writing
+
+The tokens of a step are accepted when the next mask is asked for, not when they are sampled: with
+the GPU runtime's one-step-ahead schedule the host launches step N+1's forward before step N's
+tokens have come back, and fills step N+1's mask while that forward runs; only then does it need
+step N's tokens (`.tolist()` waits for that copy alone, and only when a constrained request sampled).
 
 A request's matcher is made when it first samples (its grammar was compiled, and checked, by the
 engine core on admission: the compile here finds it in this process's cache, or compiles it again in
@@ -59,6 +64,7 @@ class GrammarBook:
         self.vocab_size = vocab_size
         self._requests: dict[str, _Constrained] = {}
         self._compiler = None
+        self._pending: tuple[list[str], Any] | None = None  # the last step's tokens, not yet accepted
 
     def add(self, new: NewRequest) -> None:
         spec = new.sampling.structured_outputs
@@ -66,6 +72,7 @@ class GrammarBook:
             self._requests[new.request_id] = _Constrained(spec, list(new.sampling.eos_token_ids), in_reasoning=spec.in_reasoning)
 
     def remove(self, request_id: str) -> None:
+        self._accept_pending()  # its last token may still be pending: the others' must not be lost
         self._requests.pop(request_id, None)
 
     def __len__(self) -> int:
@@ -74,6 +81,7 @@ class GrammarBook:
     def bitmask(self, request_ids: list[str]) -> torch.Tensor | None:
         """[S, W] int32 of the next tokens each row may take (-1: every token), or None when no row is
         constrained this step."""
+        self._accept_pending()
         rows = [(i, self._requests[r]) for i, r in enumerate(request_ids) if r in self._requests]
         rows = [(i, c) for i, c in rows if not c.in_reasoning]
         if not rows:
@@ -89,6 +97,18 @@ class GrammarBook:
             if c.num_out == 0 and c.spec.reasoning_start is not None:
                 _allow(mask[i], [c.spec.reasoning_start])
         return mask
+
+    def accept_later(self, request_ids: list[str], token_ids: Any) -> None:
+        """A step's sampled tokens (a list, or a [S] tensor on any device), accepted before the next mask."""
+        self._accept_pending()
+        if any(r in self._requests for r in request_ids):
+            self._pending = (request_ids, token_ids)
+
+    def _accept_pending(self) -> None:
+        if self._pending is not None:
+            request_ids, token_ids = self._pending
+            self._pending = None
+            self.accept(request_ids, token_ids.tolist() if isinstance(token_ids, torch.Tensor) else token_ids)
 
     def accept(self, request_ids: list[str], token_ids: list[int]) -> None:
         """Advance each constrained request by the token it sampled (which its mask allowed)."""

@@ -87,8 +87,8 @@ class Worker:
         if allowed is not None and logits.device.type == "cuda":
             allowed = allowed.pin_memory().to(logits.device, non_blocking=True)
         sampled = self.sampler.sample(logits, request_ids, allowed=allowed)
-        if len(self.grammars):
-            self.grammars.accept(request_ids, [s.token_id for s in sampled])
+        if len(self.grammars):  # accepted when the next step's mask is filled (grammar_book.py)
+            self.grammars.accept_later(request_ids, [s.token_id for s in sampled])
         return sampled
 
     def close(self) -> None:

@@ -48,12 +48,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="random token ids are drawn from [10, this) without --tokenizer (the default fits any model "
                         "with 500 tokens or more, the built-in one's 741 included)")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature sent with each request")
+    p.add_argument("--extra-body", type=_json_object, default=None, metavar="JSON",
+                   help="more fields for every request body, e.g. '{\"structured_outputs\": {\"regex\": \"[a-z ]+\"}}'")
     p.add_argument("--seed", type=int, default=0, help="seeds prompts and arrival times")
     p.add_argument("--warmup", type=int, default=1, help="untimed requests sent first")
     p.add_argument("--timeout-s", type=float, default=300.0, help="per-request timeout")
     p.add_argument("--slo-ttft-ms", type=float, default=None, help="goodput counts requests with TTFT at most this")
     p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput counts requests with TPOT at most this")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON to PATH ('-' = stdout, no table)")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not valid JSON") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 class BenchInputError(Exception):
@@ -121,7 +133,7 @@ def _dataset_row(args: argparse.Namespace, n: int, line: str) -> Item:
 
 def _payload(args: argparse.Namespace, item: Item) -> tuple[str, dict[str, Any]]:
     common = {"model": args.model, "max_tokens": item.output_len, "temperature": args.temperature,
-              "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+              "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True, **(args.extra_body or {})}
     if args.endpoint == "chat":  # text prompts only: run() refuses token-id prompts for chat first
         return "/v1/chat/completions", dict(common, messages=[{"role": "user", "content": item.prompt}])
     return "/v1/completions", dict(common, prompt=item.prompt)

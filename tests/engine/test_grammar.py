@@ -166,7 +166,7 @@ def test_grammar_book_masks_follow_the_matcher(tok, compiler):
     for t in tok.encode('{"n": 7}'):
         mask = book.bitmask(["free", "j"])
         assert allowed(mask[0]) == set(range(VOCAB_SIZE)) and t in allowed(mask[1])
-        book.accept(["free", "j"], [11, t])
+        book.accept_later(["free", "j"], torch.tensor([11, t]))  # as a device's tokens, taken at the next mask
     assert allowed(book.bitmask(["j"])[0]) == set(EOS)  # complete: only the end
     book.accept(["j"], [EOS[0]])
     assert allowed(book.bitmask(["j"])[0]) == set(EOS)  # terminated, if a step ran ahead
