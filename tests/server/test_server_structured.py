@@ -133,6 +133,18 @@ def test_completions_json_regex_choice_and_grammar(client, server, stream):
     assert all(re.fullmatch(r"(Hello|Goodbye) [A-Z][a-z]+!", t) for t in complete({"grammar": grammar}))
 
 
+def test_stop_strings_and_max_tokens_cut_a_constrained_answer(client, server):
+    """The user's limits still apply: a stop string ends the answer where it occurs, max_tokens cuts it."""
+    pattern = r"[a-z]{2,6}( and [a-z]{2,6}){2,3}\."
+    resp = client.completions.create(model=server.model, prompt="We bought", n=2, temperature=0.8, max_tokens=60,
+                                     stop=[" and "], extra_body={"structured_outputs": {"regex": pattern}})
+    for c in resp.choices:
+        assert re.fullmatch(r"[a-z]{2,6}", c.text) and c.finish_reason == "stop" and c.model_extra["stop_reason"] == " and "
+    cut = client.completions.create(model=server.model, prompt="We bought", max_tokens=6, temperature=0.8,
+                                    extra_body={"structured_outputs": {"json": PERSON}})
+    assert cut.choices[0].finish_reason == "length" and '{"name": "'.startswith(cut.choices[0].text[:10])
+
+
 def test_json_object_and_chat_regex(client, server):
     # the built-in model writes prose: `}` closes an object only if the model ever picks it, so a
     # logit bias asks for it (the grammar still decides where it may go)
