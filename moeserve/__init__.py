@@ -3,9 +3,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import SamplingParams, StructuredOutputsParams
 
-__all__ = ["LLM", "SamplingParams", "__version__"]
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "__version__"]
 
 
 def __getattr__(name: str):

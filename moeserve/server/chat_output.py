@@ -74,7 +74,7 @@ class ChoicePlan:
         if tools is not None and tools.choice == "auto":
             return TOOL_PARSERS[self.formats.tool_parser](tools.tools)
         if self.formats.reasoning is not None and self.formats.reasoning.name == "openai":
-            return TOOL_PARSERS["openai"](None)  # harmony's answer is its final channel, calls or not
+            return TOOL_PARSERS["openai"](None, calls=False)  # harmony's answer is its final channel
         return None
 
 

@@ -39,29 +39,34 @@ def check(outputs) -> None:
         assert out.finish_reason == "stop", out.text
 
 
-def test_preemption_keeps_the_matchers():
-    """A pool too small for all four at once preempts (recompute); every request keeps its output and
-    its matcher's state, so the tokens are those of the requests run one at a time."""
-    llm = LLM(kv_cache_blocks=14, block_size=16, max_model_len=224)
+SETTINGS = dict(kv_cache_blocks=14, block_size=16, max_model_len=224)  # too small for all four at once
+
+
+@pytest.fixture(scope="module")
+def alone():
+    """The requests run one at a time on one rank, and the engine that ran them."""
+    llm = LLM(**SETTINGS)
     try:
-        alone = [llm.generate([prompt], p)[0] for prompt, p in zip(PROMPTS, params())]
-        before = llm.engine.stats()["num_preemptions"]
-        together = llm.generate(PROMPTS, params())
-        assert llm.engine.stats()["num_preemptions"] > before
+        yield llm, [llm.generate([prompt], p)[0] for prompt, p in zip(PROMPTS, params())]
     finally:
         llm.shutdown()
+
+
+def test_preemption_keeps_the_matchers(alone):
+    """A pool too small for all four at once preempts (recompute); every request keeps its output and
+    its matcher's state, so the tokens are those of the requests run one at a time."""
+    llm, want = alone
+    before = llm.engine.stats()["num_preemptions"]
+    together = llm.generate(PROMPTS, params())
+    assert llm.engine.stats()["num_preemptions"] > before
     check(together)
-    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert [o.token_ids for o in together] == [o.token_ids for o in want]
 
 
-def test_two_attention_groups_sample_as_one_rank():
-    single = LLM(kv_cache_blocks=64)
-    try:
-        want = single.generate(PROMPTS, params())
-    finally:
-        single.shutdown()
+def test_two_attention_groups_sample_as_one_rank(alone):
+    _, want = alone
     check(want)
-    ep2 = LLM(kv_cache_blocks=64, ep=2, tp=1)  # two ranks, two attention groups, a sampler (and matchers) in each
+    ep2 = LLM(ep=2, tp=1, **SETTINGS)  # two ranks, two attention groups, a sampler (and matchers) in each
     try:
         engine = ep2.engine
         for i, (prompt, p) in enumerate(zip(PROMPTS, params())):

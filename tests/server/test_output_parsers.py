@@ -187,6 +187,10 @@ def test_harmony_preamble_recipient_in_role_and_builtin_tools():
             "<|channel|>analysis<|message|>{\"query\": \"x\"}<|end|>")
     whole = check_all_ways(harmony(), text)
     assert whole["content"] == "Checking the forecast." and calls_of(whole) == [("get_time", {"zone": "UTC"})]
+    answer_only = lambda: ChoiceParser(REASONING_FAMILIES["openai"].parser(REASONING),  # noqa: E731
+                                       TOOL_PARSERS["openai"](None, calls=False))
+    whole = check_all_ways(answer_only, HARMONY_CALL)  # no tools offered: a call is not an answer
+    assert whole["content"] == "" and "tool_calls" not in whole
     whole = check_all_ways(harmony(), "Plain text from a model that does not write harmony.")
     assert whole["content"] == "Plain text from a model that does not write harmony."
 
@@ -233,3 +237,40 @@ def test_required_and_named_calls():
     assert calls_of(whole) == [("get_weather", {"city": "Oslo", "days": 2}), ("get_time", {})]
     whole = check_all_ways(lambda: ChoiceParser(None, NamedCallParser("get_time")), '{"zone": "UTC"}')
     assert calls_of(whole) == [("get_time", {"zone": "UTC"})] and whole["content"] is None
+
+
+# ---- the server's plan for a request ---------------------------------------------------------------------
+class _Tok:
+    """A tokenizer whose harmony and think markers are single special tokens."""
+
+    SPECIAL = ["<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|call|>", "<think>", "</think>"]
+
+    def encode(self, text, add_special_tokens=False):
+        pieces = re.split("(" + "|".join(re.escape(m) for m in self.SPECIAL) + ")", text)
+        return [i for p in pieces for i in ([100 + self.SPECIAL.index(p)] if p in self.SPECIAL else map(ord, p))]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join("" if i >= 100 and skip_special_tokens else self.SPECIAL[i - 100] if i >= 100 else chr(i) for i in ids)
+
+
+def test_the_plan_gates_the_grammar_and_keeps_special_markers(caplog):
+    from moeserve.sampling_params import StructuredOutputsParams
+    from moeserve.server.chat_output import OutputFormats, plan_output
+
+    qwen = OutputFormats.of(None, "qwen3", _Tok())
+    assert qwen.keep_special_tokens  # <think> is special in _Tok: detokenizing would drop it
+    plan = plan_output(qwen, None, "<|im_start|>assistant\n", StructuredOutputsParams(regex="[0-9]+"))
+    assert plan.reasoning_mode == MODEL and plan.keep_special_tokens
+    assert plan.constraint.reasoning_start == 105 and plan.constraint.reasoning_end == [[106]]
+    assert not plan.constraint.in_reasoning
+    off = plan_output(qwen, None, "<|im_start|>assistant\n<think>\n\n</think>\n\n", StructuredOutputsParams(regex="a"))
+    assert off.constraint.reasoning_end == [] and off.reasoning_mode == ANSWER
+    gpt = plan_output(OutputFormats.of("openai", "openai_gptoss", _Tok()), None, "<|start|>assistant",
+                      StructuredOutputsParams(json_object=True))
+    assert gpt.constraint.in_reasoning and gpt.constraint.reasoning_end == [[100, *map(ord, "final"), 101]]
+    assert gpt.new_parser().message("<|channel|>final<|message|>{}")["content"] == "{}"
+    from moeserve.engine.builtin_model import build_tokenizer
+
+    with caplog.at_level("WARNING"):
+        hermes = OutputFormats.of("hermes", None, build_tokenizer())  # not Qwen's tokenizer: warned, not kept
+    assert "<tool_call> is not one token" in caplog.text and not hermes.keep_special_tokens

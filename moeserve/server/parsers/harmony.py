@@ -118,14 +118,17 @@ class HarmonyToolParser:
     """Content: final messages, preambles (commentary without a recipient) and text outside messages.
     Calls: messages addressed to functions.NAME."""
 
-    def __init__(self, tools: list[dict[str, Any]] | None = None):
+    def __init__(self, tools: list[dict[str, Any]] | None = None, calls: bool = True):
         self._reader = HarmonyReader()
+        self.calls = calls  # False: the final answer only (no tools offered), calls left out
 
     def parse(self, text: str, final: bool = False) -> ToolParse:
         done, current = self._reader.read(text, final)
         out = ToolParse()
         for m in done + ([current] if current is not None else []):
             if m.recipient is not None and m.recipient.startswith("functions."):
+                if not self.calls:
+                    continue
                 args = body(text, m).strip()
                 out.calls.append(ParsedCall(m.recipient[len("functions."):], args or ("{}" if m.end else ""),
                                             complete=m.end is not None))
