@@ -136,7 +136,7 @@ def test_deepseek_v3_calls():
 
 
 # ---- glm45 (GLM-4.5 / 4.6) ---------------------------------------------------------------------------
-GLM45 = ("I'll check.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n"
+GLM45 = ("I'll check.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n"
          "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call><tool_call>get_time\n"
          "<arg_key>zone</arg_key>\n<arg_value>Asia/Shanghai</arg_value>\n</tool_call>")
 
@@ -144,7 +144,7 @@ GLM45 = ("I'll check.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value
 def test_glm45_calls_typed_by_the_schema():
     whole = check_all_ways(tool_parser("glm45"), GLM45)
     assert whole["content"] == "I'll check."
-    assert calls_of(whole) == [("get_weather", {"city": "Beijing", "days": 3}), ("get_time", {"zone": "Asia/Shanghai"})]
+    assert calls_of(whole) == [("get_weather", {"city": "北京", "days": 3}), ("get_time", {"zone": "Asia/Shanghai"})]
     # a string parameter keeps text that looks like JSON; an unknown one is read as JSON when it is
     text = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>123</arg_value>\n<arg_key>extra</arg_key>\n" \
            "<arg_value>[1, 2]</arg_value>\n</tool_call>"

@@ -132,3 +132,14 @@ def test_a_non_utf8_dataset_is_refused(tmp_path, capsys):
     data.write_bytes(b"\xff\xfe{\"prompt\": \"a\"}\n")
     assert bench.run(parse(["--base-url", "http://127.0.0.1:9", "--model", "m", "--dataset", str(data)])) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_extra_body_joins_every_request(capsys):
+    args = parse(["--model", "m", "--extra-body", '{"structured_outputs": {"regex": "[a-z]+"}, "top_k": 5}'])
+    path, body = bench._payload(args, bench.Item([11, 12], 2, 4))
+    assert path == "/v1/completions" and body["structured_outputs"] == {"regex": "[a-z]+"} and body["top_k"] == 5
+    assert body["prompt"] == [11, 12] and body["max_tokens"] == 4
+    for bad in ("[1]", "{nope"):
+        with pytest.raises(SystemExit):
+            parse(["--model", "m", "--extra-body", bad])
+    assert "--extra-body" in capsys.readouterr().err
