@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moeserve.sampling_params import StructuredOutputsParams
-from moeserve.server.parsers import REASONING_ALIASES, TOOL_MARKERS, TOOL_PARSERS
+from moeserve.server.parsers import TOOL_MARKERS, TOOL_PARSERS
 from moeserve.server.parsers.forced import NamedCallParser, RequiredCallsParser
 from moeserve.server.parsers.reasoning import ANSWER, REASONING_FAMILIES
 from moeserve.server.parsers.stream import ChoiceParser
@@ -33,7 +33,7 @@ class OutputFormats:
 
     @classmethod
     def of(cls, tool_parser: str | None, reasoning_parser: str | None, tokenizer: Any) -> "OutputFormats":
-        reasoning = REASONING_FAMILIES[REASONING_ALIASES.get(reasoning_parser, reasoning_parser)] if reasoning_parser else None
+        reasoning = REASONING_FAMILIES[reasoning_parser] if reasoning_parser else None
         markers = (TOOL_MARKERS[tool_parser] if tool_parser else ()) + (reasoning.markers if reasoning else ())
         keep = False
         for marker in markers if tokenizer is not None else ():

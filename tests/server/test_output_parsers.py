@@ -265,7 +265,7 @@ def test_the_plan_gates_the_grammar_and_keeps_special_markers(caplog):
     assert not plan.constraint.in_reasoning
     off = plan_output(qwen, None, "<|im_start|>assistant\n<think>\n\n</think>\n\n", StructuredOutputsParams(regex="a"))
     assert off.constraint.reasoning_end == [] and off.reasoning_mode == ANSWER
-    gpt = plan_output(OutputFormats.of("openai", "openai_gptoss", _Tok()), None, "<|start|>assistant",
+    gpt = plan_output(OutputFormats.of("openai", "openai", _Tok()), None, "<|start|>assistant",
                       StructuredOutputsParams(json_object=True))
     assert gpt.constraint.in_reasoning and gpt.constraint.reasoning_end == [[100, *map(ord, "final"), 101]]
     assert gpt.new_parser().message("<|channel|>final<|message|>{}")["content"] == "{}"

@@ -28,13 +28,12 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "<arg_value>"),
     "openai": ("<|channel|>", "<|message|>", "<|start|>", "<|call|>"),
 }
-REASONING_ALIASES = {"openai_gptoss": "openai"}  # vLLM's name for gpt-oss's reasoning parser
-REASONING_CHOICES = (*REASONING_FAMILIES, *REASONING_ALIASES)
+REASONING_CHOICES = tuple(REASONING_FAMILIES)
 
 
 def check_parser_names(tool_parser: str | None, reasoning_parser: str | None) -> None:
     """ConfigError naming the valid choices for an unknown --tool-call-parser / --reasoning-parser."""
     if tool_parser is not None and tool_parser not in TOOL_PARSERS:
         raise ConfigError(f"--tool-call-parser {tool_parser!r} is not one of: {', '.join(TOOL_PARSERS)}")
-    if reasoning_parser is not None and REASONING_ALIASES.get(reasoning_parser, reasoning_parser) not in REASONING_FAMILIES:
+    if reasoning_parser is not None and reasoning_parser not in REASONING_FAMILIES:
         raise ConfigError(f"--reasoning-parser {reasoning_parser!r} is not one of: {', '.join(REASONING_FAMILIES)}")
