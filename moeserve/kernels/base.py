@@ -126,11 +126,14 @@ class KernelSet:
         meta: Any,
         scale: float,
         sliding_window: int | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V; meta: the step's
         AttentionMetadata (prefill, chunked prefill over a cached prefix, decode, or a mix) -> [N, hq, D].
-        sliding_window: a query at position p sees keys at positions > p - sliding_window."""
-        return reference_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+        sliding_window: a query at position p sees keys at positions > p - sliding_window.
+        sinks: [hq] fp32 attention-sink logits (gpt-oss): one per query head, in the softmax's
+        denominator only; None = none."""
+        return reference_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
 
     def mla_decode(
         self,

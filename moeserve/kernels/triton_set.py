@@ -50,16 +50,17 @@ class TritonKernels(KernelSet):
             return super().experts(layer, batch)
         return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name)
 
-    def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None) -> torch.Tensor:
-        """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V -> [N, hq, D]."""
+    def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
+        """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D]."""
         N, B = q.shape[0], meta.num_seqs
         if N == 0:
             return q.new_empty(q.shape)
         tables, seq_lens = block_tables(meta), meta.seq_lens
         if N == B:  # one new token per sequence: a decode step
-            return self._attention.paged_decode(q, k_cache, v_cache, tables, seq_lens, scale, sliding_window)
+            return self._attention.paged_decode(q, k_cache, v_cache, tables, seq_lens, scale, sliding_window,
+                                                sinks=sinks)
         return self._attention.paged_prefill(
-            q, k_cache, v_cache, tables, meta.query_start, seq_lens, scale, sliding_window
+            q, k_cache, v_cache, tables, meta.query_start, seq_lens, scale, sliding_window, sinks=sinks
         )
 
     def mla_decode(self, q_latent, q_rope, cache, block_tables, seq_lens, scale) -> torch.Tensor:

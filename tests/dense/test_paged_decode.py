@@ -149,3 +149,25 @@ def test_a_nan_or_inf_query_gives_nan_as_torchs_path_does_not_zeros():
     torch.testing.assert_close(got[0, 1:], want[0, 1:], rtol=1e-5, atol=1e-5)  # the other heads are untouched
     with pytest.raises(RuntimeError, match="integer"):
         paged_decode.decode(q, k_cache, v_cache, meta.block_tables, meta.positions.float(), 0.3, None)
+
+
+@needs_kernel
+@pytest.mark.parametrize("window", [None, 3])
+def test_sinks_in_decode_and_mixed_steps_match_the_reference(window):
+    """gpt-oss's attention sinks: each query head's sink logit joins the kernel's softmax denominator,
+    as in the reference and torch's gather path (decode steps and the decoding rows of mixed steps)."""
+    hq, hk, D, BS = 6, 2, 16, 4
+    sinks = torch.tensor([3.0, -2.0, 0.5, 1.0, 6.0, -0.5])
+    q, k_cache, v_cache, meta = decode_step([0, 5, 40, 17], hq, hk, D, BS, seed=11)
+    got = paged_attention(q, k_cache, v_cache, meta, D**-0.5, window, sinks)
+    want = paged_attention_reference(q, k_cache, v_cache, meta, D**-0.5, window, sinks)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch_paged_attention(q, k_cache, v_cache, meta, D**-0.5, window, sinks), want,
+                               rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, paged_attention(q, k_cache, v_cache, meta, D**-0.5, window), atol=1e-3)
+    mixed = GroupBatch(0, [ScheduledSeq("a", [1], 9, [3, 7, 1], True), ScheduledSeq("b", [1] * 5, 3, [2, 9], True)])
+    meta = build_attention_metadata(mixed, BS)
+    q = torch.randn(meta.num_tokens, hq, D)
+    torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta, 0.25, window, sinks),
+                               paged_attention_reference(q, k_cache, v_cache, meta, 0.25, window, sinks),
+                               rtol=1e-5, atol=1e-5)

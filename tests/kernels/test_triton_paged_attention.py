@@ -52,21 +52,34 @@ def queries(n: int, hq: int, D: int, dtype: torch.dtype, seed: int = 1) -> torch
     return torch.randn(n, hq, D, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
-def check_decode(lens, BS, hq, hk, D, dtype, window=None, **kw):
+def check_decode(lens, BS, hq, hk, D, dtype, window=None, sinks=None, **kw):
     k_cache, v_cache, tables, seq_lens, _ = paged_cache(lens, BS, hk, D, dtype)
     q = queries(len(lens), hq, D, dtype)
-    out = paged_decode(q, k_cache, v_cache, tables, seq_lens, SCALE, window, **kw)
-    ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, SCALE, window)
+    out = paged_decode(q, k_cache, v_cache, tables, seq_lens, SCALE, window, sinks=sinks, **kw)
+    ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, SCALE, window, sinks)
     torch.testing.assert_close(out, ref, **TOL[dtype])
 
 
-def check_prefill(qlens, lens, BS, hq, hk, D, dtype, window=None, **kw):
+def check_prefill(qlens, lens, BS, hq, hk, D, dtype, window=None, sinks=None, **kw):
     k_cache, v_cache, tables, seq_lens, _ = paged_cache(lens, BS, hk, D, dtype)
     query_start = torch.tensor([0] + qlens).cumsum(0)
     q = queries(sum(qlens), hq, D, dtype)
-    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, **kw)
-    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window)
+    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, sinks=sinks, **kw)
+    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, sinks)
     torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+def test_sinks_in_decode_and_prefill_with_windows_and_splits():
+    """gpt-oss: one sink logit per query head in the softmax's denominator, with sliding windows, split
+    contexts (the sink counts in the first split only) and prefill over a cached prefix; large sinks
+    take most of the probability, so an output not scaled down by them fails."""
+    sinks = torch.tensor([2.5, -1.0, 0.3, 4.0, -3.0, 1.5])
+    for window, splits in ((None, 1), (None, 3), (5, 2)):
+        check_decode([3, 41, 64], BS=8, hq=6, hk=3, D=20, dtype=torch.float32, window=window, sinks=sinks,
+                     splits=splits, block_n=16)
+    for window in (None, 6):
+        check_prefill([20, 7], [20, 30], BS=4, hq=6, hk=2, D=16, dtype=torch.float32, window=window, sinks=sinks,
+                      block_q=8, block_n=16)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -28,20 +28,22 @@ def paged_attention(
     meta: Any,
     scale: float,
     sliding_window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D]."""
+    """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V; sinks [hq] fp32 or None
+    -> out [N, hq, D]."""
     N = q.shape[0]
     if N == 0 or not paged_decode.applies(q, k_cache):
-        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
     tables, bias = block_tables_and_bias(meta)
     if bias.shape[2] == 1 and tables.shape[0] == N:  # a decode step
-        return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window)
+        return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window, sinks)
     split = mixed_split(meta)
     if split is None:
-        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
-    return mixed_attention(q, k_cache, v_cache, meta, tables, bias.to(q.dtype), split, scale, sliding_window)
+    return mixed_attention(q, k_cache, v_cache, meta, tables, bias.to(q.dtype), split, scale, sliding_window, sinks)
 
 
 def mixed_split(meta: Any) -> tuple[torch.Tensor, ...] | None:
@@ -70,6 +72,7 @@ def mixed_attention(
     split: tuple[torch.Tensor, ...],
     scale: float,
     sliding_window: int | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A mixed step (`split` from mixed_split): the sequences with one new token through the decode
     kernel, the others (prefills, chunks) through the gather + SDPA path on just their rows and
@@ -78,9 +81,9 @@ def mixed_attention(
     one, tokens, rest, index, valid = split
     out = torch.empty_like(q)
     out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
-                                      sliding_window)
+                                      sliding_window, sinks)
     if rest.numel():
         Q = index.shape[1]
-        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale)
+        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale, sinks)
         out[index[valid]] = prefills
     return out

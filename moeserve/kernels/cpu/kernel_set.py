@@ -141,5 +141,5 @@ class CpuKernels(KernelSet):
             return super().experts(layer, batch)
         return cpu_experts.run(layer, state, batch.hidden, batch.counts, self.expert_threads)
 
-    def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None) -> torch.Tensor:
-        return cpu_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window)
+    def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
+        return cpu_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)

@@ -54,7 +54,9 @@ def decode(
     positions: torch.Tensor,
     scale: float,
     window: int | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [b, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; tables [b, C] block ids;
-    positions [b] the query positions -> [b, hq, D]. A query at p sees keys p - window < pos <= p."""
-    return torch.ops.moeserve.decode_attention(q, k_cache, v_cache, tables, positions, scale, window or 0)
+    positions [b] the query positions; sinks [hq] fp32 attention-sink logits or None -> [b, hq, D].
+    A query at p sees keys p - window < pos <= p."""
+    return torch.ops.moeserve.decode_attention(q, k_cache, v_cache, tables, positions, scale, window or 0, sinks)

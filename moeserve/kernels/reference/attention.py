@@ -6,6 +6,11 @@ blocks are gathered through its block table, queries are padded to [B, Q] with `
 and one `scaled_dot_product_attention` call with an additive mask covers every sequence of the step.
 `meta` is an AttentionMetadata (dense/attention_metadata.py), read only.
 
+Attention sinks (gpt-oss): `sinks` [hq] fp32 holds one learned logit per query head that joins the
+softmax's denominator and adds nothing to the output: softmax over [scores..., sink], sink's share
+dropped. The gather path appends one zero key and value per KV head whose additive bias is the sink of
+each query row's head (a zero key scores 0, so the row's logit there is the sink).
+
 Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context length,
 hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block size.
 """
@@ -25,10 +30,12 @@ def paged_attention(
     meta: Any,
     scale: float,
     sliding_window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D].
 
     sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+    sinks: [hq] fp32 attention-sink logits of this rank's query heads, or None.
     Keys are gathered whole blocks at a time (one index_select per cache, C * BS = Lc keys per
     sequence) and masked with the additive `meta.attn_bias`: a float mask keeps SDPA off its slow
     boolean path, and gathering blocks instead of single slots copies 16 rows per index.
@@ -47,13 +54,14 @@ def paged_attention(
     if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
         groups = meta.decode_groups or [(None, C)]
         if len(groups) == 1:
-            return decode_attention(q, k_cache, v_cache, tables[:, :C], bias, scale)
+            return decode_attention(q, k_cache, v_cache, tables[:, :C], bias, scale, sinks)
         out = torch.empty_like(q)
         for index, c in groups:  # shorter contexts gather fewer blocks
             lc = c * k_cache.shape[1]
-            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale)
+            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale,
+                                          sinks)
         return out
-    return gathered_attention(q, k_cache, v_cache, tables, bias, meta.query_index, meta.query_valid, scale)
+    return gathered_attention(q, k_cache, v_cache, tables, bias, meta.query_index, meta.query_valid, scale, sinks)
 
 
 def gathered_attention(
@@ -65,10 +73,11 @@ def gathered_attention(
     query_index: torch.Tensor,
     query_valid: torch.Tensor,
     scale: float,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Each sequence's context gathered from the cache, one SDPA call for all. q [N, hq, D]; tables
-    [B, C]; bias [B, 1, Q, C * BS]; query_index, query_valid [B, Q] -> [valid queries, hq, D] in the
-    order of query_index[query_valid]."""
+    [B, C]; bias [B, 1, Q, C * BS]; query_index, query_valid [B, Q]; sinks [hq] fp32 or None ->
+    [valid queries, hq, D] in the order of query_index[query_valid]."""
     (B, Q), (hq, D), hk = query_index.shape, q.shape[1:], k_cache.shape[-2]
     Lc, g = tables.shape[1] * k_cache.shape[1], hq // hk
     blocks = tables.reshape(-1)
@@ -76,24 +85,50 @@ def gathered_attention(
     values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
     queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
+    if sinks is not None:
+        keys, values, bias = with_sinks(keys, values, bias, sinks, Q)
     out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
     return out[query_valid]
 
 
 def decode_attention(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tables: torch.Tensor, bias: torch.Tensor, scale: float
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    tables: torch.Tensor,
+    bias: torch.Tensor,
+    scale: float,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """One new token per sequence. q [b, hq, D]; tables [b, c] blocks; bias [b, 1, 1, c * BS] -> [b, hq, D].
-    The g query heads of a KV head are that head's g query rows: no K/V repeat, no query copy."""
+    """One new token per sequence. q [b, hq, D]; tables [b, c] blocks; bias [b, 1, 1, c * BS]; sinks [hq]
+    fp32 or None -> [b, hq, D]. The g query heads of a KV head are that head's g query rows: no K/V
+    repeat, no query copy."""
     b, hq, D = q.shape
     hk = k_cache.shape[-2]
     lc = tables.shape[1] * k_cache.shape[1]
     blocks = tables.reshape(-1)
     keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
+    if sinks is not None:
+        keys, values, bias = with_sinks(keys, values, bias.expand(b, 1, hq // hk, lc), sinks, 1)
     out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
+
+
+def with_sinks(
+    keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor, Q: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """keys, values [B, hk, L, D]; bias [B, 1, g * Q, L] (row j * Q + t: query head j of each KV head,
+    token t); sinks [hk * g] fp32 -> keys and values with a zero row appended [B, hk, L + 1, D], and
+    bias [B, hk, g * Q, L + 1] whose last column is each row's head's sink: the zero key scores 0, so
+    that logit is the sink, which joins the softmax's denominator and adds nothing to the output."""
+    B, hk, L, D = keys.shape
+    R = bias.shape[2]
+    zero = keys.new_zeros(B, hk, 1, D)
+    sink_col = sinks.to(bias.dtype).view(hk, R // Q, 1).expand(hk, R // Q, Q).reshape(1, hk, R, 1)
+    bias = torch.cat((bias.expand(B, hk, R, L), sink_col.expand(B, hk, R, 1)), dim=-1)
+    return torch.cat((keys, zero), dim=2), torch.cat((values, zero), dim=2), bias
 
 
 # query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
@@ -152,6 +187,7 @@ def paged_attention_reference(
     meta: Any,
     scale: float,
     sliding_window: int | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-sequence, per-head softmax attention: the plain version `paged_attention` is tested against.
     Computed in fp32, or in fp64 for fp64 inputs (an fp32 reference would round them, by amounts that
@@ -171,5 +207,9 @@ def paged_attention_reference(
             for h in range(hq):
                 kv_h = h // (hq // hk)
                 scores = (keys[first : pos + 1, kv_h].to(wide) @ q[i, h].to(wide)) * scale
-                out[i, h] = (scores.softmax(-1) @ values[first : pos + 1, kv_h].to(wide)).to(q.dtype)
+                if sinks is not None:  # the sink's logit joins the softmax; its probability is dropped
+                    probs = torch.cat((scores, sinks[h].to(wide).view(1))).softmax(-1)[:-1]
+                else:
+                    probs = scores.softmax(-1)
+                out[i, h] = (probs @ values[first : pos + 1, kv_h].to(wide)).to(q.dtype)
     return out

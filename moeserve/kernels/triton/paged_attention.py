@@ -6,6 +6,9 @@ blocks, BS block size, C block-table columns, P context splits.
     block_tables      [B, C] int        block of each sequence's positions c * BS .. c * BS + BS - 1
     seq_lens          [B] int           context length, this step's tokens included
 sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+sinks: [hq] fp32 attention-sink logits (gpt-oss) or None: each query head's sink joins its softmax's
+denominator and adds nothing to the output. The online softmax starts from it (running max = the sink,
+sum = 1, accumulator 0), in the first split only when the context is split.
 
 Decode (`_decode_kernel`): program (sequence, KV head, split) takes the G query heads sharing the KV
 head as the rows of one tile (padded to 16 for the tensor cores), so each key is read once for all
@@ -30,10 +33,11 @@ LOG2E = 1.4426950408889634
 
 
 def _decode_kernel(
-    q_ptr, k_ptr, v_ptr, tables_ptr, seq_lens_ptr, out_ptr, acc_ptr, ml_ptr,
+    q_ptr, k_ptr, v_ptr, tables_ptr, seq_lens_ptr, sinks_ptr, out_ptr, acc_ptr, ml_ptr,
     scale_log2, window, G, D, BS,
     sq_b, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, P,
-    SPLIT: tl.constexpr, UPCAST: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    SPLIT: tl.constexpr, UPCAST: tl.constexpr, SINKS: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -53,6 +57,10 @@ def _decode_kernel(
         q = q.to(tl.float32)
     m = tl.full([BLOCK_G], EMPTY, tl.float32)
     l = tl.full([BLOCK_G], 0.0, tl.float32)
+    if SINKS:  # the sink counts once: in the first split
+        sink = tl.load(sinks_ptr + heads, mask=g_ok, other=0.0).to(tl.float32) * 1.4426950408889634
+        m = tl.where(part == 0, sink, m)
+        l = tl.where(part == 0, 1.0, l)
     acc = tl.full([BLOCK_G, BLOCK_D], 0.0, tl.float32)
     table = tables_ptr + b.to(tl.int64) * st_b
     for n0 in range(start, stop, BLOCK_N):
@@ -91,10 +99,10 @@ def _decode_kernel(
 
 
 def _prefill_kernel(
-    q_ptr, k_ptr, v_ptr, tables_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, tables_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, sinks_ptr, out_ptr,
     scale_log2, window, G, D, BS,
     sq_n, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_n, so_h,
-    UPCAST: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr, SINKS: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -123,6 +131,9 @@ def _prefill_kernel(
     oldest = tl.where(window > 0, q_pos - window, -1)  # [rows]: newest key each row may not see
     m = tl.full([BLOCK_Q * BLOCK_G], EMPTY, tl.float32)
     l = tl.full([BLOCK_Q * BLOCK_G], 0.0, tl.float32)
+    if SINKS:
+        m = tl.load(sinks_ptr + kvh * G + g, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634
+        l = tl.full([BLOCK_Q * BLOCK_G], 1.0, tl.float32)
     acc = tl.full([BLOCK_Q * BLOCK_G, BLOCK_D], 0.0, tl.float32)
     table = tables_ptr + b.to(tl.int64) * st_b
     for n0 in range(lo, hi, BLOCK_N):
@@ -161,6 +172,14 @@ decode_kernel = Kernel(_decode_kernel, do_not_specialize=("P", "st_b", "sa_b", "
 prefill_kernel = Kernel(_prefill_kernel, do_not_specialize=("st_b",))
 
 
+def _sinks(sinks: torch.Tensor | None, q: torch.Tensor, hq: int) -> torch.Tensor:
+    """The kernels' sinks pointer: sinks [hq] fp32 contiguous, or q when there are none (never read)."""
+    if sinks is None:
+        return q
+    assert sinks.shape == (hq,), f"sinks {tuple(sinks.shape)} for {hq} query heads"
+    return sinks.float().contiguous()
+
+
 def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int]:
     hq, hk = q.shape[1], k_cache.shape[2]
     assert hq % hk == 0, f"{hq} query heads do not split over {hk} KV heads"
@@ -179,8 +198,10 @@ def paged_decode(
     splits: int | None = None,
     block_n: int = 64,
     num_warps: int = 4,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """q [B, hq, D], one query per sequence at position seq_lens[b] - 1 -> out [B, hq, D] in q's dtype.
+    """q [B, hq, D], one query per sequence at position seq_lens[b] - 1; sinks [hq] fp32 or None
+    -> out [B, hq, D] in q's dtype.
     splits: parts of the context per sequence (None: from the shapes, split_combine.num_splits)."""
     (B, hq, D), BS = q.shape, k_cache.shape[1]
     out = torch.empty_like(q)
@@ -193,12 +214,13 @@ def paged_decode(
     acc = torch.empty(B, hq, P, D, dtype=torch.float32, device=q.device) if P > 1 else out
     ml = torch.empty(B, hq, P, 2, dtype=torch.float32, device=q.device) if P > 1 else out
     decode_kernel[(B, hk, P)](
-        q, k_cache, v_cache, block_tables, seq_lens, out, acc, ml,
+        q, k_cache, v_cache, block_tables, seq_lens, _sinks(sinks, q, hq), out, acc, ml,
         scale * LOG2E, window, G, D, BS,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
         acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2), P,
-        SPLIT=P > 1, UPCAST=upcast(q.dtype), BLOCK_G=pow2(G, 16), BLOCK_N=block_n, BLOCK_D=pow2(D, 16),
+        SPLIT=P > 1, UPCAST=upcast(q.dtype), SINKS=sinks is not None, BLOCK_G=pow2(G, 16), BLOCK_N=block_n,
+        BLOCK_D=pow2(D, 16),
         num_warps=num_warps,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out
@@ -216,10 +238,12 @@ def paged_prefill(
     block_q: int | None = None,
     block_n: int = 64,
     num_warps: int = 4,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [N, hq, D]; query_start [B + 1] int: sequence b's queries are rows query_start[b] ..
-    query_start[b + 1], the last of its seq_lens[b] positions (a cached prefix before them); causal
-    -> out [N, hq, D] in q's dtype. block_q: query tokens per tile (tile rows = block_q * G)."""
+    query_start[b + 1], the last of its seq_lens[b] positions (a cached prefix before them); causal;
+    sinks [hq] fp32 or None -> out [N, hq, D] in q's dtype. block_q: query tokens per tile (tile rows =
+    block_q * G)."""
     (N, hq, D), BS, B = q.shape, k_cache.shape[1], block_tables.shape[0]
     out = torch.empty_like(q)
     if N == 0:
@@ -230,11 +254,12 @@ def paged_prefill(
     BLOCK_Q = pow2(block_q, -(-16 // BLOCK_G))  # at least 16 rows per tile
     tile_seq, tile_row = tile_table(query_start[1:], BLOCK_Q, N // BLOCK_Q + B)
     prefill_kernel[(tile_seq.shape[0], hk)](
-        q, k_cache, v_cache, block_tables, query_start, seq_lens, tile_seq, tile_row, out,
+        q, k_cache, v_cache, block_tables, query_start, seq_lens, tile_seq, tile_row, _sinks(sinks, q, hq), out,
         scale * LOG2E, sliding_window or 0, G, D, BS,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
-        UPCAST=upcast(q.dtype), BLOCK_Q=BLOCK_Q, BLOCK_G=BLOCK_G, BLOCK_N=block_n, BLOCK_D=pow2(D, 16),
+        UPCAST=upcast(q.dtype), SINKS=sinks is not None, BLOCK_Q=BLOCK_Q, BLOCK_G=BLOCK_G, BLOCK_N=block_n,
+        BLOCK_D=pow2(D, 16),
         num_warps=num_warps,
     )  # fmt: skip
     return out
@@ -246,8 +271,10 @@ def _context(cache: torch.Tensor, table: torch.Tensor, length: int) -> torch.Ten
     return cache[table[pos // cache.shape[1]].long(), pos % cache.shape[1]]
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, scale: float, window: int | None):
-    """q [n, hq, D] at positions q_pos [n]; k, v [L, hk, D] at 0..L-1 -> [n, hq, D] (fp32 math)."""
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, scale: float, window: int | None,
+            sinks: torch.Tensor | None = None):
+    """q [n, hq, D] at positions q_pos [n]; k, v [L, hk, D] at 0..L-1; sinks [hq] or None -> [n, hq, D]
+    (fp32 math)."""
     G = q.shape[1] // k.shape[1]
     k, v = k.float().repeat_interleave(G, dim=1), v.float().repeat_interleave(G, dim=1)
     scores = torch.einsum("nhd,lhd->hnl", q.float(), k) * scale
@@ -255,20 +282,26 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tens
     seen = k_pos[None, :] <= q_pos[:, None]
     if window:
         seen &= k_pos[None, :] > q_pos[:, None] - window
-    probs = torch.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1)
+    scores = scores.masked_fill(~seen, float("-inf"))
+    if sinks is not None:  # one more logit per head in the softmax, its probability dropped
+        sink = sinks.float()[:, None, None].expand(-1, scores.shape[1], 1)
+        probs = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+    else:
+        probs = torch.softmax(scores, dim=-1)
     return torch.einsum("hnl,lhd->nhd", probs, v).to(q.dtype)
 
 
-def paged_decode_reference(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window=None):
+def paged_decode_reference(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window=None, sinks=None):
     """`paged_decode` in plain torch, one sequence at a time."""
     out = torch.empty_like(q)
     for b, L in enumerate(seq_lens.tolist()):
         k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
-        out[b] = _attend(q[b : b + 1], k, v, torch.tensor([L - 1], device=q.device), scale, sliding_window)[0]
+        out[b] = _attend(q[b : b + 1], k, v, torch.tensor([L - 1], device=q.device), scale, sliding_window, sinks)[0]
     return out
 
 
-def paged_prefill_reference(q, k_cache, v_cache, block_tables, query_start, seq_lens, scale, sliding_window=None):
+def paged_prefill_reference(q, k_cache, v_cache, block_tables, query_start, seq_lens, scale, sliding_window=None,
+                            sinks=None):
     """`paged_prefill` in plain torch, one sequence at a time."""
     out = torch.empty_like(q)
     starts = query_start.tolist()
@@ -277,5 +310,5 @@ def paged_prefill_reference(q, k_cache, v_cache, block_tables, query_start, seq_
         if e > s:
             k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
             q_pos = torch.arange(L - (e - s), L, device=q.device)
-            out[s:e] = _attend(q[s:e], k, v, q_pos, scale, sliding_window)
+            out[s:e] = _attend(q[s:e], k, v, q_pos, scale, sliding_window, sinks)
     return out

@@ -14,7 +14,9 @@
 // the output in the queries' dtype.
 // Shapes: q [b, hq, D]; k_cache, v_cache [NB, BS, hk, D] contiguous; tables [b, C] int64
 // (block ids, at least ceil((p + 1) / BS) valid per row); positions [b] int64, the query's position p;
-// the query sees keys at positions max(0, p + 1 - window) .. p (window <= 0: no window); out [b, hq, D].
+// the query sees keys at positions max(0, p + 1 - window) .. p (window <= 0: no window); sinks [hq] fp32 or
+// none: attention-sink logits (gpt-oss), one per query head, that join the softmax's denominator and add
+// nothing to the output; out [b, hq, D].
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -130,12 +132,13 @@ inline void axpy(float w, const T* v, float* out, int64_t D) {
 
 // softmax of s[0..L) in place: max, exp(s - max) 8 lanes at a time (the tail with the same
 // polynomial), the sum as 8-lane partial sums in a fixed tree plus the tail in order, then scaled.
-// A NaN or +inf score, or scores all -inf, make every probability NaN, as torch's softmax does: a
-// model that blew up shows it instead of attending to zeros.
-inline void softmax(float* s, int64_t L) {
+// With a sink (has_sink), its logit counts in the max and, last, in the sum, and gets no probability
+// of its own. A NaN or +inf score, or scores all -inf (and no sink), make every probability NaN, as
+// torch's softmax does: a model that blew up shows it instead of attending to zeros.
+inline void softmax(float* s, int64_t L, bool has_sink, float sink) {
   const float inf = std::numeric_limits<float>::infinity();
-  float top = -inf;
-  bool bad = false;
+  float top = has_sink ? sink : -inf;
+  bool bad = has_sink && (std::isnan(sink) || sink == inf);
   for (int64_t t = 0; t < L; ++t) {
     bad |= std::isnan(s[t]) || s[t] == inf;
     top = std::max(top, s[t]);
@@ -156,6 +159,9 @@ inline void softmax(float* s, int64_t L) {
   for (; t < L; ++t) {
     s[t] = exp1(s[t] - top);
     total += s[t];
+  }
+  if (has_sink) {
+    total += exp1(sink - top);
   }
   const float inv = 1.0f / total;
   for (t = 0; t < L; ++t) {
@@ -205,7 +211,8 @@ inline void weighted_sum(const float* p, int64_t L, Rows&& v, float* out, int64_
 }
 
 at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                            const at::Tensor& tables_in, const at::Tensor& positions_in, double scale, int64_t window) {
+                            const at::Tensor& tables_in, const at::Tensor& positions_in, double scale, int64_t window,
+                            const std::optional<at::Tensor>& sinks_in) {
   TORCH_CHECK(q_in.device().is_cpu() && k_cache.device().is_cpu() && v_cache.device().is_cpu(),
               "decode_attention: CPU tensors only");
   const auto dtype = k_cache.scalar_type();
@@ -223,6 +230,11 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
               "decode_attention: tables [b, C], positions [b]");
   TORCH_CHECK(!at::isFloatingType(tables_in.scalar_type()) && !at::isFloatingType(positions_in.scalar_type()),
               "decode_attention: tables and positions must be integer tensors");
+  const bool has_sinks = sinks_in.has_value() && sinks_in->defined();
+  TORCH_CHECK(!has_sinks || (sinks_in->dim() == 1 && sinks_in->size(0) == hq && sinks_in->device().is_cpu()),
+              "decode_attention: sinks [hq] on the CPU");
+  const at::Tensor sinks = has_sinks ? sinks_in->to(at::kFloat).contiguous() : at::Tensor();
+  const float* sp = has_sinks ? sinks.data_ptr<float>() : nullptr;
   const at::Tensor q = q_in.to(at::kFloat).contiguous();  // scores and sums in fp32 whatever the dtype
   const at::Tensor tables = tables_in.to(at::kLong).contiguous();
   const at::Tensor positions = positions_in.to(at::kLong).contiguous();
@@ -298,7 +310,7 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
           }
         }
         for (int64_t head = 0; head < hq; ++head) {
-          softmax(scores.data() + head * L, L);
+          softmax(scores.data() + head * L, L, has_sinks, has_sinks ? sp[head] : 0.0f);
         }
         // out_head = sum_t p_head[t] v_{t, head / g}, over t in order (the same sums either way)
         for (int64_t head = 0; head < hq; ++head) {
@@ -320,7 +332,7 @@ at::Tensor decode_attention(const at::Tensor& q_in, const at::Tensor& k_cache, c
 
 TORCH_LIBRARY_FRAGMENT(moeserve, m) {
   m.def("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor tables, Tensor positions, float scale, "
-        "int window) -> Tensor");
+        "int window, Tensor? sinks=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(moeserve, CPU, m) {
