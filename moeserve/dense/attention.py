@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from moeserve.dense.attention_metadata import AttentionMetadata
-from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardReader
+from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardReader, copy_param
 from moeserve.dense.norm import RMSNorm, ShardedRMSNorm
 from moeserve.dense.rotary import RotaryEmbedding
 from moeserve.kernels.base import UsesKernels
@@ -34,10 +34,14 @@ def write_kv(
 
 @dataclass(frozen=True)
 class AttentionSpec:
-    """What differs between the GQA attention blocks of Mixtral, Qwen2/3-MoE and OLMoE.
+    """What differs between the GQA attention blocks of Mixtral, Qwen2/3-MoE, OLMoE, gpt-oss, GLM-4.5
+    and MiniMax-M2.
 
-    qk_norm: None, "head" (RMSNorm over each head's D, Qwen3) or "full" (RMSNorm over all heads'
-    concatenated projections, OLMoE). clip_qkv: clamp q, k, v to [-c, c] after the norms (OLMoE).
+    qk_norm: None, "head" (RMSNorm over each head's D, Qwen3, GLM-4.5) or "full" (RMSNorm over all
+    heads' concatenated projections, OLMoE, MiniMax-M2). clip_qkv: clamp q, k, v to [-c, c] after the
+    norms (OLMoE). rotary_dim: rotate only the first rotary_dim of each head's D (partial rotary,
+    GLM-4.5, MiniMax-M2); None = all of D. sinks: one learned attention-sink logit per query head
+    (checkpoint `self_attn.sinks` [heads], gpt-oss).
     """
 
     hidden_size: int
@@ -50,8 +54,12 @@ class AttentionSpec:
     qk_norm: str | None = None
     clip_qkv: float | None = None
     sliding_window: int | None = None
+    rotary_dim: int | None = None
+    sinks: bool = False
 
     def __post_init__(self) -> None:
+        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
+            raise ValueError(f"rotary dimension {self.rotary_dim} must be even and within the head dim {self.head_dim}")
         if self.num_kv_heads < 1 or self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads = {self.num_heads} is not a multiple of num_key_value_heads = "
@@ -68,6 +76,10 @@ class Attention(nn.Module, UsesKernels):
         self.qkv = QKVParallelLinear(spec.hidden_size, D, spec.num_heads, spec.num_kv_heads, spec.qkv_bias, ctx, dtype)
         self.o_proj = RowParallelLinear(spec.num_heads * D, spec.hidden_size, spec.o_bias, ctx, dtype)
         self.scale = D**-0.5
+        self.rotary_dim = spec.rotary_dim or D
+        # [hq local] fp32, this rank's query heads' sink logits (kept fp32: they enter the softmax as is)
+        self.sinks = (nn.Parameter(torch.zeros(self.qkv.q_heads, dtype=torch.float32), requires_grad=False)
+                      if spec.sinks else None)
         self.q_norm = self.k_norm = None
         if spec.qk_norm == "head":
             self.q_norm = RMSNorm(D, spec.rms_norm_eps, dtype)
@@ -98,23 +110,30 @@ class Attention(nn.Module, UsesKernels):
         cos, sin = self._cos_sin(meta, qkv.dtype)
         if self.spec.qk_norm is None and self.spec.clip_qkv is None:
             # q and k are adjacent columns: rotate them as one [N, hq + hk, D] tensor
-            qk = self.kernels.rotary(qkv[:, : (hq + hk) * D].view(N, hq + hk, D), cos, sin)
+            qk = self._rotate(qkv[:, : (hq + hk) * D].view(N, hq + hk, D), cos, sin)
             q, k = qk[:, :hq], qk[:, hq:]
             v = qkv[:, (hq + hk) * D :].view(N, hk, D)
         else:
             q, k, v = self._normed_qkv(qkv)
-            q, k = self.kernels.rotary(q, cos, sin), self.kernels.rotary(k, cos, sin)
+            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
         write_kv(kv_cache[0], kv_cache[1], k, v, meta.slot_mapping)
         attn = self.kernels.paged_attention(
-            q.contiguous(), kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window
+            q.contiguous(), kv_cache[0], kv_cache[1], meta, self.scale, self.spec.sliding_window, self.sinks
         )
         out = self.o_proj(attn.reshape(N, hq * D))
         if self.ctx.tp_size > 1:
             dist.all_reduce(out, group=self.ctx.tp_group)
         return out
 
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [N, h, D]; cos, sin [N, rotary_dim] -> x with its first rotary_dim dims of each head rotated."""
+        rd = self.rotary_dim
+        if rd == x.shape[-1]:
+            return self.kernels.rotary(x, cos, sin)
+        return torch.cat((self.kernels.rotary(x[..., :rd], cos, sin), x[..., rd:]), dim=-1)
+
     def _cos_sin(self, meta: AttentionMetadata, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [N, D] of this step's positions, computed once per step for all layers alike."""
+        """cos, sin [N, rotary_dim] of this step's positions, computed once per step for all layers alike."""
         key = ("rotary", self.rotary.key, dtype)
         if key not in meta.derived:
             meta.derived[key] = self.rotary.cos_sin(meta.positions, dtype)
@@ -142,3 +161,7 @@ class Attention(nn.Module, UsesKernels):
         if self.q_norm is not None:
             self.q_norm.load(reader, f"{prefix}.q_norm.weight")
             self.k_norm.load(reader, f"{prefix}.k_norm.weight")
+        if self.sinks is not None:
+            start = self.qkv.q_head_start
+            name = f"{prefix}.sinks"
+            copy_param(self.sinks, reader.read(name, 0, start, start + self.qkv.q_heads).float(), name)

@@ -99,7 +99,8 @@ class RankPlacement:
 
     def _move_layer(self, moe: MoELayer, transfers: list[Transfer]) -> int:
         """Runs this rank's share of one layer's transfers; returns the bytes crossing ranks (all ranks)."""
-        # w13 [S, 2Il, H], w2 [S, H, Il] (and their scale blocks when FP8), one expert as one byte row
+        # w13 [S, 2Il, H], w2 [S, H, Il] (their scale blocks when FP8, their biases for gpt-oss), one expert as
+        # one byte row
         tensors = moe.experts.slot_tensors()
         per_rank, me, first = moe.slots_per_rank, self.ctx.ep_rank, moe.first_slot
         sizes = [t[0].numel() * t.element_size() for t in tensors]

@@ -114,9 +114,10 @@ class KernelSet:
         # rows a slot, docs/kernels.md), and the loop costs a host sync and a few launches a slot
         grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
         few_rows = batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots
+        extra = dict(glu=layer.gated if layer.glu is not None else None, b13=layer.b13, b2=layer.b2)
         if grouped and (few_rows or x.device.type == "cuda"):
-            return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act)
-        return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act)
+            return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act, **extra)
+        return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act, **extra)
 
     def paged_attention(
         self,

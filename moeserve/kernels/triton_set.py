@@ -46,7 +46,9 @@ class TritonKernels(KernelSet):
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
-        if layer.act_name not in self._moe.ACTIVATION_IDS or not self._fused_moe:
+        # gpt-oss's experts (biases, the clamped SwiGLU) have no fused kernel: the torch set's GEMMs
+        biased = getattr(layer, "b13", None) is not None
+        if layer.act_name not in self._moe.ACTIVATION_IDS or biased or not self._fused_moe:
             return super().experts(layer, batch)
         return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 import torch
@@ -15,13 +17,26 @@ from moeserve.moe.layer import MoELayer
 from moeserve.moe.router import SoftmaxTopKRouter
 from moeserve.parallel_state import ParallelContext
 
+logger = logging.getLogger(__name__)
+
 
 def head_dim(cfg: Any) -> int:
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
 
-def make_rotary(cfg: Any) -> RotaryEmbedding:
-    inv_freq, scaling = inv_freq_for(rope_parameters(cfg), head_dim(cfg), getattr(cfg, "max_position_embeddings", None))
+def rotary_dim(cfg: Any) -> int:
+    """The rotated dims of each head: head_dim times the rope's `partial_rotary_factor` (transformers
+    keeps it in rope_parameters; older configs have it, or MiniMax's `rotary_dim`, at the top level)."""
+    factor = rope_parameters(cfg).get("partial_rotary_factor") or getattr(cfg, "partial_rotary_factor", None)
+    if factor is None and getattr(cfg, "rotary_dim", None):
+        return int(cfg.rotary_dim)
+    return int(head_dim(cfg) * (factor or 1.0))
+
+
+def make_rotary(cfg: Any, dim: int | None = None) -> RotaryEmbedding:
+    """dim: the rotated dims of a head (partial rotary); None = head_dim."""
+    dim = dim or head_dim(cfg)
+    inv_freq, scaling = inv_freq_for(rope_parameters(cfg), dim, getattr(cfg, "max_position_embeddings", None))
     return RotaryEmbedding(inv_freq, scaling)
 
 
@@ -77,4 +92,20 @@ def load_moe(reader: CheckpointReader, moe: MoELayer, prefix: str, names: Expert
 
 
 def new_attention(cfg: Any, ctx: ParallelContext, dtype: torch.dtype, **overrides: Any) -> Attention:
-    return Attention(attention_spec(cfg, **overrides), make_rotary(cfg), ctx, dtype)
+    spec = attention_spec(cfg, **overrides)
+    return Attention(spec, make_rotary(cfg, spec.rotary_dim), ctx, dtype)
+
+
+_LAYER_INDEX = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def claim_mtp_layers(reader: CheckpointReader, num_layers: int, architecture: str) -> None:
+    """Claim, unread, the tensors of decoder layers past num_hidden_layers: the multi-token-prediction
+    modules DeepSeek-V3 (`num_nextn_predict_layers`) and GLM-4.5 (`num_mtp_layers`) ship there, which
+    only speculative decoding would run. Logged once per load, on the rank that shows progress."""
+    beyond = [n for n in reader.names() if (m := _LAYER_INDEX.match(n)) and int(m.group(1)) >= num_layers]
+    if beyond:
+        layers = sorted({int(_LAYER_INDEX.match(n).group(1)) for n in beyond})
+        logger.info("%s: %d tensors of layers %s (multi-token prediction) are not loaded", architecture,
+                    len(beyond), layers)
+        reader.claim(beyond)

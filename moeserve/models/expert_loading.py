@@ -8,8 +8,8 @@ Fused 3D layout (the transformers >= 5 in-memory state dict; Llama-4 ships the t
     {prefix}.experts.gate_up_proj [E, 2I, H] (gate rows first) or transposed [E, H, 2I]
     {prefix}.experts.down_proj    [E, H, I]                     or transposed [E, I, H]
 (an optional `.weight` suffix is accepted). The orientation is read from the shapes; when H == 2I
-the untransposed transformers layout is assumed. GPT-OSS's interleaved gate/up columns with
-expert biases are not supported.
+the untransposed transformers layout is assumed. gpt-oss's interleaved gate/up layout with expert
+biases, in BF16 or MXFP4, has its own loader (models/gpt_oss_experts.py).
 FP8 block-scaled experts (models/quant_fp8.py) stay FP8 where the rank's kernels keep FP8 and the
 shards are in block form (per-expert layout only); otherwise they are read dequantized.
 Only this rank's experts (and its tp slice of each) are read; the others are claimed unread.
@@ -52,7 +52,7 @@ def load_experts(reader: CheckpointReader, moe: MoELayer, prefix: str, names: Ex
         _load_per_expert(reader, moe, prefix, names)
 
 
-def _tp_rows(moe: MoELayer) -> tuple[int, int]:
+def tp_rows(moe: MoELayer) -> tuple[int, int]:
     """[start, end) of this rank's share of the intermediate dimension."""
     Il = moe.intermediate_local
     rank = moe.ctx.tp_rank if moe.ctx.ep_size == 1 else 0
@@ -60,7 +60,7 @@ def _tp_rows(moe: MoELayer) -> tuple[int, int]:
 
 
 def _load_per_expert(reader: CheckpointReader, moe: MoELayer, prefix: str, names: ExpertNames) -> None:
-    lo, hi = _tp_rows(moe)
+    lo, hi = tp_rows(moe)
     fp8 = _keeps_fp8(reader, moe, prefix, names, lo)
     for slot, e in enumerate(moe.local_slot_experts()):
         base = f"{prefix}.experts.{e}"
@@ -105,7 +105,7 @@ def _load_fused(reader: CheckpointReader, moe: MoELayer, gate_up: str, down: str
             f"{gate_up} {gu_shape} / {down} {d_shape} match neither fused layout "
             f"[E, 2I, H] / [E, H, I] nor [E, H, 2I] / [E, I, H] with E={E}, H={H}, I={I}"
         )
-    lo, hi = _tp_rows(moe)
+    lo, hi = tp_rows(moe)
     rows, up_rows, full = slice(lo, hi), slice(I + lo, I + hi), slice(None)
     for slot, e in enumerate(moe.local_slot_experts()):
         if transposed:

@@ -120,6 +120,12 @@ def deepseek_moe_layer(cfg: Any, i: int) -> bool:
     return bool(getattr(cfg, "n_routed_experts", 0)) and i >= first_dense and i % freq == 0
 
 
+def glm4_moe_layer(cfg: Any, i: int) -> bool:
+    """GLM-4.5: MoE from layer first_k_dense_replace on (every layer after it)."""
+    first_dense = getattr(cfg, "first_k_dense_replace", 0) or 0
+    return bool(_value(cfg, "n_routed_experts", "num_local_experts")[1]) and i >= first_dense
+
+
 # --- the cuts of each architecture -----------------------------------------------------------------
 def mixtral_cuts(cfg: Any) -> list[Cut]:
     """Every layer MoE, no shared expert."""
@@ -161,6 +167,36 @@ def deepseek_cuts(cfg: Any) -> list[Cut]:
     cuts = _cuts(cfg, (HEADS, "attention heads", "num_attention_heads"))
     if any(moe):
         cuts += _cuts(cfg, (EXPERTS, "routed experts", "n_routed_experts"),
+                      (EXPERT_ROWS, "routed experts", "moe_intermediate_size"))
+        shared, rows = getattr(cfg, "n_shared_experts", None), getattr(cfg, "moe_intermediate_size", None)
+        if shared and rows:
+            cuts.append(Cut(MLP_ROWS, f"n_shared_experts {shared} x moe_intermediate_size {rows} =", shared * rows,
+                            "shared experts"))
+    if not all(moe):
+        cuts += _cuts(cfg, (MLP_ROWS, "dense MLP layers", "intermediate_size"))
+    return cuts
+
+
+def gpt_oss_cuts(cfg: Any) -> list[Cut]:
+    """Every layer MoE, no shared expert (the MXFP4 down projection's 32-column groups may be cut
+    anywhere: a rank reads the groups holding its columns, models/mxfp4.py)."""
+    return _gqa(cfg) + _cuts(
+        cfg, (EXPERTS, "routed experts", "num_local_experts", "num_experts"),
+        (EXPERT_ROWS, "routed experts", "intermediate_size"))
+
+
+def minimax_m2_cuts(cfg: Any) -> list[Cut]:
+    """Every layer MoE, no shared expert."""
+    return gpt_oss_cuts(cfg)
+
+
+def glm4_moe_cuts(cfg: Any) -> list[Cut]:
+    """DeepSeek's MoE over GQA attention: shared experts as one MLP of n_shared_experts x
+    moe_intermediate_size, dense layers before first_k_dense_replace."""
+    moe = [glm4_moe_layer(cfg, i) for i in range(getattr(cfg, "num_hidden_layers", 0) or 0)]
+    cuts = _gqa(cfg)
+    if any(moe):
+        cuts += _cuts(cfg, (EXPERTS, "routed experts", "n_routed_experts", "num_local_experts"),
                       (EXPERT_ROWS, "routed experts", "moe_intermediate_size"))
         shared, rows = getattr(cfg, "n_shared_experts", None), getattr(cfg, "moe_intermediate_size", None)
         if shared and rows:

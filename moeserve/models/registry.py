@@ -2,6 +2,7 @@
 a parallel layout cuts (models/layout.py, torch-free: read before any rank starts)."""
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any, Callable
 
@@ -18,6 +19,10 @@ _ARCHITECTURES: dict[str, tuple[str, Callable[[Any], list[layout.Cut]], Callable
                               layout.deepseek_moe_layer),
     "DeepseekV3ForCausalLM": ("moeserve.models.deepseek:DeepseekV3ForCausalLM", layout.deepseek_cuts,
                               layout.deepseek_moe_layer),
+    "GptOssForCausalLM": ("moeserve.models.gpt_oss:GptOssForCausalLM", layout.gpt_oss_cuts, layout.every_layer),
+    "Glm4MoeForCausalLM": ("moeserve.models.glm4_moe:Glm4MoeForCausalLM", layout.glm4_moe_cuts, layout.glm4_moe_layer),
+    "MiniMaxM2ForCausalLM": ("moeserve.models.minimax_m2:MiniMaxM2ForCausalLM", layout.minimax_m2_cuts,
+                             layout.every_layer),
 }
 
 
@@ -30,8 +35,25 @@ def architecture_of(hf_config: Any) -> str | None:
     return (getattr(hf_config, "architectures", None) or [None])[0]
 
 
+def nearest_supported(architecture: str) -> str:
+    """The supported architecture whose name is most like `architecture` (case-insensitive): the
+    longest common prefix (the family and its version), then difflib's ratio: 'Glm4MoeLiteForCausalLM'
+    -> Glm4MoeForCausalLM, 'DeepseekV32ForCausalLM' -> DeepseekV3ForCausalLM, 'Qwen3NextForCausalLM' ->
+    Qwen3MoeForCausalLM. A pointer for the user, not a promise that it loads."""
+    name = architecture.lower()
+
+    def likeness(supported: str) -> tuple[int, float]:
+        other = supported.lower()
+        prefix = next((i for i, (a, b) in enumerate(zip(name, other)) if a != b), min(len(name), len(other)))
+        return prefix, difflib.SequenceMatcher(None, name, other).ratio()
+
+    return max(supported_architectures(), key=likeness)
+
+
 def _unsupported(architecture: str | None) -> str:
-    return f"unsupported architecture {architecture!r}; moeserve supports: {', '.join(supported_architectures())}"
+    nearest = f"; the nearest by name is {nearest_supported(architecture)}" if architecture else ""
+    supported = ", ".join(supported_architectures())
+    return f"unsupported architecture {architecture!r}; moeserve supports: {supported}{nearest}"
 
 
 def model_class(architecture: str) -> type:

@@ -4,13 +4,18 @@ through the rank's kernel set (`kernels.experts`, kernels/base.py).
 Weights are fused per rank in nn.Linear orientation (what `grouped_mm` takes as a transposed view):
     w13 [S, 2 * Il, H]  rows [0, Il) = gate (w1), rows [Il, 2 * Il) = up (w3)
     w2  [S, H, Il]
+    b13 [S, 2 * Il], b2 [S, H]  optional biases (gpt-oss), in the same layout; under expert tensor
+                                parallelism b2 is held by tp rank 0 only (zeros elsewhere), so the
+                                reduced partial sums add it once
 Shape legend: S local slots, R dispatched rows, H hidden, Il intermediate size on this rank
 (= I / tp when the experts are tensor-parallel, ep == 1; = I when expert-parallel).
-out = w2 @ (act(w1 @ x) * (w3 @ x)) per row, with the weights of the row's slot.
+out = w2 @ (act(w1 @ x + b1) * (w3 @ x + b3)) + b2 per row, with the weights of the row's slot; gpt-oss's
+clamped SwiGLU (`ClampedSwiGLU`) takes the place of act(gate) * up.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -37,12 +42,31 @@ def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     return ACTIVATIONS[name]
 
 
+@dataclass(frozen=True)
+class ClampedSwiGLU:
+    """gpt-oss's expert activation (`swiglu_alpha`, `swiglu_limit`), in transformers' order of operations:
+    g = min(gate, limit), u = clamp(up, -limit, limit), out = (u + 1) * (g * sigmoid(alpha * g)).
+    The sigmoid runs in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
+
+    alpha: float
+    limit: float
+    name = "swigluoai"  # vLLM's name for it
+
+    def __call__(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        """gate, up [R, Il] -> [R, Il]."""
+        gate = gate.clamp(min=None, max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        glu = gate * by_rows(torch.sigmoid, gate * self.alpha)
+        return (up + 1) * glu
+
+
 class GroupedExperts(nn.Module, UsesKernels):
     """The weights of this rank's S expert slots, and their forward over an `ExpertBatch`.
 
     use_grouped_mm: None = whenever the shapes allow it; False forces the per-slot loop (the torch
     set's choice; other sets have their own kernels). `kernel_state`: the bound set's copy of the
-    slots' weights (`prepare`), dropped by `set_slot`.
+    slots' weights (`prepare`), dropped by `set_slot`. act: a `hidden_act` name, or a ClampedSwiGLU
+    (gpt-oss). bias: hold b13 / b2 (gpt-oss's expert biases).
     """
 
     kernel_state = None
@@ -53,14 +77,22 @@ class GroupedExperts(nn.Module, UsesKernels):
         hidden: int,
         intermediate: int,
         dtype: torch.dtype,
-        act: str = "silu",
+        act: str | ClampedSwiGLU = "silu",
         use_grouped_mm: bool | None = None,
+        bias: bool = False,
     ):
         super().__init__()
         self.num_slots, self.hidden, self.intermediate = num_slots, hidden, intermediate
-        self.act, self.act_name = activation(act), act
+        if isinstance(act, ClampedSwiGLU):
+            self.act, self.act_name, self.glu = None, act.name, act
+        else:
+            self.act, self.act_name, self.glu = activation(act), act, None
         self.w13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, hidden, dtype=dtype), requires_grad=False)
         self.w2 = nn.Parameter(torch.zeros(num_slots, hidden, intermediate, dtype=dtype), requires_grad=False)
+        self.b13 = self.b2 = None
+        if bias:
+            self.b13 = nn.Parameter(torch.zeros(num_slots, 2 * intermediate, dtype=dtype), requires_grad=False)
+            self.b2 = nn.Parameter(torch.zeros(num_slots, hidden, dtype=dtype), requires_grad=False)
         ok = grouped_mm_supported(hidden, intermediate, dtype)
         self.use_grouped_mm = ok if use_grouped_mm is None else (use_grouped_mm and ok)
 
@@ -89,20 +121,38 @@ class GroupedExperts(nn.Module, UsesKernels):
         """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
         return by_rows(self.act, x)
 
-    def set_slot(self, slot: int, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
-        """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`."""
+    def gated(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """gate_up [R, 2Il] (gate columns first) -> [R, Il]: act(gate) * up, or the ClampedSwiGLU."""
+        gate, up = gate_up.chunk(2, dim=-1)
+        return self.glu(gate, up) if self.glu is not None else self.blocked_act(gate) * up
+
+    def set_slot(
+        self,
+        slot: int,
+        gate: torch.Tensor,
+        up: torch.Tensor,
+        down: torch.Tensor,
+        biases: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
+        """gate, up [Il, H]; down [H, Il]: this rank's shard of one expert, copied into `slot`.
+        biases: (gate [Il], up [Il], down [H]) where the experts have biases."""
         Il = self.intermediate
         self.kernel_state = None  # a stale copy must not outlive the write
-        for name, value, shape in (
-            ("gate", gate, (Il, self.hidden)),
-            ("up", up, (Il, self.hidden)),
-            ("down", down, (self.hidden, Il)),
-        ):
+        checks = [("gate", gate, (Il, self.hidden)), ("up", up, (Il, self.hidden)), ("down", down, (self.hidden, Il))]
+        if (biases is None) != (self.b13 is None):
+            raise ValueError("expert biases given to experts without biases, or missing for experts with them")
+        if biases is not None:
+            checks += list(zip(("gate bias", "up bias", "down bias"), biases, ((Il,), (Il,), (self.hidden,))))
+        for name, value, shape in checks:
             if tuple(value.shape) != shape:
                 raise ValueError(f"expert {name} shard has shape {tuple(value.shape)}, expected {shape}")
         self.w13.data[slot, :Il].copy_(gate)
         self.w13.data[slot, Il:].copy_(up)
         self.w2.data[slot].copy_(down)
+        if biases is not None:
+            self.b13.data[slot, :Il].copy_(biases[0])
+            self.b13.data[slot, Il:].copy_(biases[1])
+            self.b2.data[slot].copy_(biases[2])
 
     def set_slot_fp8(self, slot: int, gate: Fp8Block, up: Fp8Block, down: Fp8Block) -> None:
         """set_slot for FP8 block-scaled shards (kernels/reference/fp8.py): gate, up [Il, H] and down
@@ -130,8 +180,10 @@ class GroupedExperts(nn.Module, UsesKernels):
 
     def slot_tensors(self) -> list[torch.Tensor]:
         """Every tensor with one row per slot that makes up the experts' weights ([S, ...] each): w13
-        and w2, and their scale blocks when FP8. What moving an expert between slots copies."""
+        and w2, their scale blocks when FP8, their biases (gpt-oss). What moving an expert between
+        slots copies (engine/rebalance.py)."""
+        biases = [self.b13.data, self.b2.data] if self.b13 is not None else []
         if self.w13.dtype != FP8_DTYPE:
-            return [self.w13.data, self.w2.data]
-        # fp32 scales first: a byte row of them all then keeps every part aligned to its element size
-        return [self.w13_scale_inv.data, self.w2_scale_inv.data, self.w13.data, self.w2.data]
+            return [self.w13.data, self.w2.data, *biases]
+        # fp32 scales (and biases) first: a byte row of them all then keeps every part aligned to its element size
+        return [self.w13_scale_inv.data, self.w2_scale_inv.data, *biases, self.w13.data, self.w2.data]

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from moeserve.dispatch.base import Dispatcher
-from moeserve.moe.experts import GroupedExperts
+from moeserve.moe.experts import ClampedSwiGLU, GroupedExperts
 from moeserve.moe.router import Router
 from moeserve.parallel_state import ParallelContext
 
@@ -42,18 +42,20 @@ class MoELayer(nn.Module):
         intermediate: int,
         ctx: ParallelContext,
         dtype: torch.dtype,
-        act: str = "silu",
+        act: str | ClampedSwiGLU = "silu",
         shared_expert: nn.Module | None = None,
         shared_expert_gate: nn.Module | None = None,
         use_grouped_mm: bool | None = None,
+        expert_bias: bool = False,
     ):
         """gate: hidden [T, H] -> router logits [T, E]. router: see moe/router.py.
         shared_expert: hidden [T, H] -> partial [T, H] over tp. shared_expert_gate: hidden [T, H] -> [T, 1]
-        logits, applied as sigmoid(g) * shared (Qwen2-MoE)."""
+        logits, applied as sigmoid(g) * shared (Qwen2-MoE). act: the experts' activation (a hidden_act
+        name, or gpt-oss's ClampedSwiGLU); expert_bias: the experts have biases (gpt-oss)."""
         super().__init__()
         self.gate, self.router, self.ctx = gate, router, ctx
         self.num_experts, self.hidden, self.dtype, self.act = num_experts, hidden, dtype, act
-        self.use_grouped_mm = use_grouped_mm
+        self.use_grouped_mm, self.expert_bias = use_grouped_mm, expert_bias
         self.intermediate_full = intermediate
         if ctx.ep_size == 1 and intermediate % ctx.tp_size:
             raise ValueError(f"expert intermediate size {intermediate} is not divisible by --tp {ctx.tp_size}")
@@ -85,7 +87,7 @@ class MoELayer(nn.Module):
         self.first_slot = self.ctx.ep_rank * self.slots_per_rank if ep > 1 else 0
         num_local = self.slots_per_rank if ep > 1 else P
         self.experts = GroupedExperts(
-            num_local, self.hidden, self.intermediate_local, self.dtype, self.act, self.use_grouped_mm
+            num_local, self.hidden, self.intermediate_local, self.dtype, self.act, self.use_grouped_mm, self.expert_bias
         )
 
     def remap(self, phy2log: Sequence[int], slot_map: SlotMap | None) -> None:

@@ -36,6 +36,20 @@ class SoftmaxTopKRouter(nn.Module):
         return ids, weights
 
 
+class TopKSoftmaxRouter(nn.Module):
+    """Top-k of the logits, then a softmax over those k (gpt-oss): the k weights sum to 1. The same
+    experts as SoftmaxTopKRouter with renormalize; computed as transformers' GptOssTopKRouter does."""
+
+    def __init__(self, top_k: int):
+        super().__init__()
+        self.top_k = top_k
+
+    def forward(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """router_logits [T, E] any float dtype -> ids [T, k] int64, weights [T, k] fp32."""
+        values, ids = torch.topk(router_logits.float(), self.top_k, dim=-1)
+        return ids, torch.softmax(values, dim=-1)
+
+
 def softmax_topk_reference(
     router_logits: torch.Tensor, top_k: int, renormalize: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:

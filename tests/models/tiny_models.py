@@ -63,8 +63,54 @@ TINY_CONFIGS: dict[str, tuple[type, dict[str, Any]]] = {
         transformers.OlmoeConfig,
         dict(intermediate_size=48, num_hidden_layers=2, num_experts=8, clip_qkv=4.0, norm_topk_prob=False),
     ),
+    # layer 0 slides over 5 positions (prompts are longer), layer 1 attends to all; YaRN rope without
+    # truncation, as released (factor 4 here, for 256 positions); the SwiGLU clamp at 1.0 clamps some
+    # activations; I = 96: three MXFP4 groups of 32, so --tp 2 cuts the down projection inside a group
+    "gpt_oss": (
+        transformers.GptOssConfig,
+        dict(intermediate_size=96, num_hidden_layers=2, num_local_experts=8, head_dim=16, sliding_window=5,
+             swiglu_limit=1.0, rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0,
+                                                    beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                                    original_max_position_embeddings=64)),
+    ),
+    # a dense first layer, then DeepSeek-V3 routing over 2 groups, a shared expert, qk-norm, q/k/v bias and
+    # half the head rotated (partial_rotary_factor 0.5, the release's)
+    "glm4_moe": (
+        transformers.Glm4MoeConfig,
+        dict(intermediate_size=80, moe_intermediate_size=48, num_hidden_layers=3, n_routed_experts=8,
+             n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1, use_qk_norm=True,
+             attention_bias=True, routed_scaling_factor=2.5),
+    ),
+    # q/k norm over all heads, 8 of the 16 head dims rotated
+    "minimax_m2": (
+        transformers.MiniMaxM2Config,
+        dict(intermediate_size=48, num_hidden_layers=2, num_local_experts=8, head_dim=16, rotary_dim=8,
+             bos_token_id=None, eos_token_id=None),
+    ),
 }
 ARCHITECTURES = sorted(TINY_CONFIGS)
+
+
+def _spread(*names: str, std: float):
+    """A tweak that redraws the parameters or buffers named `names` (suffixes) with this std: transformers
+    initialises them to zeros or tiny values, which would leave the feature they drive untested."""
+
+    def tweak(model) -> None:
+        with torch.no_grad():
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                if name.endswith(names):
+                    tensor.normal_(0.0, std)
+
+    return tweak
+
+
+# sinks large enough to take a visible share of the softmax; expert and router biases; correction biases
+# that change which experts are chosen
+TWEAKS = {
+    "gpt_oss": _spread("self_attn.sinks", "router.bias", "gate_up_proj_bias", "down_proj_bias", std=0.5),
+    "glm4_moe": _spread("e_score_correction_bias", std=0.1),
+    "minimax_m2": _spread("e_score_correction_bias", std=0.1),
+}
 
 
 def tiny_config(arch: str, **overrides: Any):
@@ -76,6 +122,8 @@ def make_hf_model(arch: str, seed: int = 0, **overrides: Any):
     torch.manual_seed(seed)
     config = tiny_config(arch, **overrides)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if arch in TWEAKS:
+        TWEAKS[arch](model)
     return model.eval()
 
 

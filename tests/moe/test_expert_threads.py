@@ -15,7 +15,7 @@ from moeserve.kernels.cpu.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST
 from moeserve.kernels.cpu.kernel_set import CpuKernels
 from moeserve.kernels.cpu.split_chooser import SplitChooser
 from moeserve.kernels.reference.experts import experts_reference
-from moeserve.moe.experts import ACTIVATIONS, GroupedExperts
+from moeserve.moe.experts import ACTIVATIONS, ClampedSwiGLU, GroupedExperts
 
 needs_packing = pytest.mark.skipif(not gemm.packing_enabled(), reason="torch built without oneDNN packing")
 
@@ -30,7 +30,37 @@ def packed_experts(S: int, H: int, Il: int, act: str = "silu") -> GroupedExperts
 
 
 def test_the_scripted_loop_knows_every_activation_the_layer_accepts():
-    assert set(ACTIVATION_NAMES) == set(ACTIVATIONS)
+    assert set(ACTIVATION_NAMES) == set(ACTIVATIONS) | {ClampedSwiGLU.name}
+
+
+@needs_packing
+def test_gpt_oss_experts_biases_and_clamped_swiglu_at_any_thread_count():
+    """Biases after each GEMM and the clamped SwiGLU (gpt-oss) in the packed loop: the same bits at any
+    fork count and intra-op thread count (rows x Il above the elementwise grain), and the torch set's
+    experts to fp32 rounding, through the panel kernel (few rows) and oneDNN (many)."""
+    torch.manual_seed(4)
+    S, H, Il = 4, 40, 24
+    experts = GroupedExperts(S, H, Il, torch.float32, ClampedSwiGLU(1.702, 0.8), bias=True)
+    for t in (experts.w13, experts.w2, experts.b13, experts.b2):
+        t.data.normal_(0, 0.3)
+    experts.kernels = CpuKernels()
+    assert experts.prepare()
+    from moeserve.kernels.base import REFERENCE
+
+    for counts in ([2, 0, 3, 1], [700, 1, 0, 9]):
+        c = torch.tensor(counts)
+        batch = ExpertBatch(torch.randn(int(c.sum()), H) * 3, torch.cumsum(c, 0).to(torch.int32), c)
+        outs = []
+        try:
+            for threads, forks in ((1, 1), (2, 2), (3, 1)):
+                torch.set_num_threads(threads)
+                experts.kernels.expert_threads = forks
+                outs.append(experts(batch))
+        finally:
+            torch.set_num_threads(1)
+        assert all(torch.equal(out, outs[0]) for out in outs[1:])
+        want = REFERENCE.experts(experts, batch)
+        assert float((outs[0] - want).abs().max() / want.abs().max()) < 1e-5
 
 
 @pytest.mark.parametrize(

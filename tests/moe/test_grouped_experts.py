@@ -219,3 +219,33 @@ def test_an_output_of_another_dtype_is_not_cast_into_the_buffer():
     y = moe.experts(batch, out=buffer)
     assert y is not buffer and y.dtype == torch.float32 and not bool(buffer.any())
     assert torch.equal(y, moe.experts(batch))
+
+
+def test_biases_and_the_clamped_swiglu_match_gpt_oss_experts():
+    """gpt-oss's experts (transformers' GptOssExperts: gate/up interleaved, biases, clamped SwiGLU) equal
+    the grouped GEMMs and the per-slot loop over the same weights, de-interleaved into w13 / b13."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
+
+    from moeserve.kernels.base import REFERENCE
+    from moeserve.moe.experts import ClampedSwiGLU
+
+    torch.manual_seed(5)
+    E, H, I, T = 4, 32, 16, 9
+    hf = GptOssExperts(GptOssConfig(hidden_size=H, intermediate_size=I, num_local_experts=E, swiglu_limit=0.7))
+    for p in hf.parameters():
+        p.data.normal_(0, 0.4)
+    x, ids = torch.randn(T, H), torch.randint(0, E, (T, 1))
+    want = hf(x, ids, torch.ones(T, 1))
+    experts = GroupedExperts(E, H, I, torch.float32, ClampedSwiGLU(hf.alpha, hf.limit), bias=True)
+    for e in range(E):
+        w, b = hf.gate_up_proj.data[e].t(), hf.gate_up_proj_bias.data[e]  # [2I, H] interleaved
+        experts.set_slot(e, w[0::2], w[1::2], hf.down_proj.data[e].t(), (b[0::2], b[1::2], hf.down_proj_bias.data[e]))
+    order = torch.argsort(ids[:, 0], stable=True)
+    counts = torch.bincount(ids[:, 0], minlength=E)
+    batch = ExpertBatch(x[order], torch.cumsum(counts, 0).to(torch.int32), counts)
+    for use_grouped in (True, False):
+        experts.use_grouped_mm = use_grouped
+        got = torch.empty_like(x)
+        got[order] = REFERENCE.experts(experts, batch)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -36,7 +36,7 @@ from moeserve.kernels.cpu.split_chooser import Scripted, take
 # (measured at tiny-mixtral's shapes: ~200 us fixed, ~10 us a row, both GEMMs together)
 FIXED_ROW_COST = 16
 
-ACTIVATION_NAMES = ("silu", "gelu", "gelu_pytorch_tanh", "relu")
+ACTIVATION_NAMES = ("silu", "gelu", "gelu_pytorch_tanh", "relu", "swigluoai")
 
 
 
@@ -55,10 +55,16 @@ def _slots(
     hi: int,
     Il: int,
     act: str,
+    b13: List[torch.Tensor],
+    b2: List[torch.Tensor],
+    alpha: float,
+    limit: float,
 ) -> List[torch.Tensor]:
     """Outputs of the non-empty slots in [lo, hi), in slot order; nothing when `claims` is given and
     another thread has taken chunk `chunk` (a forked call: split_chooser.take). A slot with at most
-    `small` rows runs the panel kernel on q13/q2 (kernels/cpu/panel_gemm.py), others oneDNN on p13/p2."""
+    `small` rows runs the panel kernel on q13/q2 (kernels/cpu/panel_gemm.py), others oneDNN on p13/p2.
+    b13 [S] of [2Il], b2 [S] of [H]: the slots' biases, added after each GEMM (empty lists: none);
+    alpha, limit: the clamped SwiGLU's, for act "swigluoai"."""
     outs: List[torch.Tensor] = []
     if claims is not None and not take(claims, chunk):
         return outs
@@ -72,18 +78,28 @@ def _slots(
                 gate_up = torch.ops.moeserve.panel_linear(rows, q13[s], 2 * Il)
             else:
                 gate_up = torch.ops.mkldnn._linear_pointwise(rows, p13[s], None, "none", none, "")
-            gate = gate_up[:, :Il]
+            if len(b13) > 0:
+                gate_up = gate_up + b13[s]
             step = max(1, 16383 // Il)  # rows per block: below dense/blocked.py's ELEMENTWISE_GRAIN (TorchScript reads no globals)
             if n <= step:
-                gate = _activate(gate, act)
+                hidden = _gated(gate_up, Il, act, alpha, limit)
             else:  # dense/blocked.py: same bits at any intra-op thread count
-                gate = torch.cat([_activate(gate[r : r + step], act) for r in range(0, n, step)])
-            hidden = gate.mul_(gate_up[:, Il:])
+                hidden = torch.cat([_gated(gate_up[r : r + step], Il, act, alpha, limit) for r in range(0, n, step)])
             if n <= small:
-                outs.append(torch.ops.moeserve.panel_linear(hidden, q2[s], H))
+                out = torch.ops.moeserve.panel_linear(hidden, q2[s], H)
             else:
-                outs.append(torch.ops.mkldnn._linear_pointwise(hidden, p2[s], None, "none", none, ""))
+                out = torch.ops.mkldnn._linear_pointwise(hidden, p2[s], None, "none", none, "")
+            outs.append(out + b2[s] if len(b2) > 0 else out)
     return outs
+
+
+def _gated(gate_up: torch.Tensor, Il: int, act: str, alpha: float, limit: float) -> torch.Tensor:
+    """gate_up [r, 2Il] -> [r, Il]: act(gate) * up, or gpt-oss's clamped SwiGLU (moe/experts.py)."""
+    if act == "swigluoai":
+        gate = gate_up[:, :Il].clamp(max=limit)
+        up = gate_up[:, Il:].clamp(min=-limit, max=limit)
+        return (up + 1) * (gate * torch.sigmoid(gate * alpha))
+    return _activate(gate_up[:, :Il], act).mul_(gate_up[:, Il:])
 
 
 def _activate(gate: torch.Tensor, act: str) -> torch.Tensor:
@@ -108,19 +124,26 @@ def _split(
     cuts: List[int],
     Il: int,
     act: str,
+    b13: List[torch.Tensor],
+    b2: List[torch.Tensor],
+    alpha: float,
+    limit: float,
 ) -> torch.Tensor:
     """Chunk i = slots [cuts[i], cuts[i + 1]); chunks 1.. forked, chunk 0 on this thread, which then
     runs every forked chunk no thread has started (split_chooser.take) and waits for the rest."""
     claims = torch.zeros(len(cuts) - 1, dtype=torch.int8)
     futures = [
-        torch.jit.fork(_slots, claims, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act)
+        torch.jit.fork(_slots, claims, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act,
+                       b13, b2, alpha, limit)
         for i in range(1, len(cuts) - 1)
     ]
-    outs = _slots(None, 0, x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act)
+    outs = _slots(None, 0, x, counts, starts, p13, p2, q13, q2, small, cuts[0], cuts[1], Il, act, b13, b2, alpha,
+                  limit)
     mine = [take(claims, i) for i in range(1, len(cuts) - 1)]
     for i in range(1, len(cuts) - 1):
         if mine[i - 1]:
-            outs.extend(_slots(None, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act))
+            outs.extend(_slots(None, i, x, counts, starts, p13, p2, q13, q2, small, cuts[i], cuts[i + 1], Il, act,
+                               b13, b2, alpha, limit))
         else:
             outs.extend(torch.jit.wait(futures[i - 1]))
     return outs[0] if len(outs) == 1 else torch.cat(outs)
@@ -169,11 +192,14 @@ def run_packed(
     act: str,
     threads: int = 1,
     panels: Optional[Tuple[List[torch.Tensor], List[torch.Tensor]]] = None,
+    biases: Optional[Tuple[List[torch.Tensor], List[torch.Tensor]]] = None,
+    swiglu: Tuple[float, float] = (0.0, 0.0),
 ) -> torch.Tensor:
     """x [R, H] slot-major fp32 CPU, counts [S] rows per slot (python ints, sum R > 0), p13/p2 the
     slots' packed weights (gemm.pack_weight) -> [R, H]. act: one of ACTIVATION_NAMES.
     panels: the slots' (w13, w2) as panel_gemm.pack panels, used by slots with at most
-    panel_gemm.small_rows() rows; None = oneDNN for every slot."""
+    panel_gemm.small_rows() rows; None = oneDNN for every slot. biases: the slots' (b13 [2Il], b2 [H])
+    (gpt-oss), or None. swiglu: (alpha, limit) of act "swigluoai"."""
     starts, acc = [], 0
     for n in counts:
         starts.append(acc)
@@ -181,4 +207,6 @@ def run_packed(
     panel_gemm.ensure_op()  # the scripted loop names the op whether or not the kernel is loaded
     q13, q2 = panels if panels is not None else ([], [])
     small = panel_gemm.small_rows() if panels is not None else 0
-    return _split_scripted(x, counts, starts, p13, p2, q13, q2, small, chunk_cuts(counts, threads), Il, act)
+    b13, b2 = biases if biases is not None else ([], [])
+    return _split_scripted(x, counts, starts, p13, p2, q13, q2, small, chunk_cuts(counts, threads), Il, act, b13, b2,
+                           float(swiglu[0]), float(swiglu[1]))

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from moeserve.kernels.cpu import gemm, panel_gemm
-from moeserve.kernels.cpu.expert_threads import run_packed
+from moeserve.kernels.cpu.expert_threads import ACTIVATION_NAMES, run_packed
 from moeserve.kernels.cpu.split_chooser import SplitChooser
 
 
@@ -39,6 +39,8 @@ def _pack(w: torch.Tensor) -> torch.Tensor | None:
 def prepare(layer: Any, slots: list[int] | None = None) -> PackedExperts | None:
     """The layer's slots packed, or None where packing does not apply (the torch set's path then
     runs). slots: only these changed (layer.kernel_state holds the others)."""
+    if layer.act_name not in ACTIVATION_NAMES:
+        return None
     state: PackedExperts | None = layer.kernel_state
     if slots is not None and state is not None:
         for s in slots:
@@ -55,13 +57,23 @@ def prepare(layer: Any, slots: list[int] | None = None) -> PackedExperts | None:
     return PackedExperts(p13, p2, None if any(q is None for q in q13 + q2) else (q13, q2))
 
 
+def _extras(layer: Any) -> tuple:
+    """(biases, swiglu) for run_packed: the slots' biases as per-slot views (gpt-oss), and the clamped
+    SwiGLU's (alpha, limit)."""
+    biases = (list(layer.b13.unbind(0)), list(layer.b2.unbind(0))) if layer.b13 is not None else None
+    swiglu = (layer.glu.alpha, layer.glu.limit) if layer.glu is not None else (0.0, 0.0)
+    return biases, swiglu
+
+
 def run(layer: Any, state: PackedExperts, x: torch.Tensor, counts: torch.Tensor, threads: int) -> torch.Tensor:
     """x [R, H] fp32 slot-major; counts [S] int64 -> [R, H], split over up to `threads` threads."""
     args = (x, counts.tolist(), state.packed13, state.packed2, layer.intermediate, layer.act_name)
+    biases, swiglu = _extras(layer)
     if threads == 1:
-        return run_packed(*args, 1, state.panels)
+        return run_packed(*args, 1, state.panels, biases, swiglu)
     return state.chooser.timed(
-        x.shape[0], lambda: run_packed(*args, 1, state.panels), lambda: run_packed(*args, threads, state.panels)
+        x.shape[0], lambda: run_packed(*args, 1, state.panels, biases, swiglu),
+        lambda: run_packed(*args, threads, state.panels, biases, swiglu)
     )
 
 
@@ -72,7 +84,9 @@ def warm_up(layer: Any, state: PackedExperts, threads: int) -> None:
         return
     x = torch.zeros(layer.num_slots, layer.hidden)
     counts = [1] * layer.num_slots
+    biases, swiglu = _extras(layer)
     with torch.inference_mode():
         for t in sorted({1, threads}):
             for _ in range(3):
-                run_packed(x, counts, state.packed13, state.packed2, layer.intermediate, layer.act_name, t, state.panels)
+                run_packed(x, counts, state.packed13, state.packed2, layer.intermediate, layer.act_name, t,
+                           state.panels, biases, swiglu)

@@ -86,7 +86,7 @@ def gathered_attention(
     queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     if sinks is not None:
-        keys, values, bias = with_sinks(keys, values, bias, sinks, Q)
+        keys, values, bias = with_sinks(keys, values, bias, sinks, g)
     out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
     return out[query_valid]
@@ -111,22 +111,22 @@ def decode_attention(
     keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
     if sinks is not None:
-        keys, values, bias = with_sinks(keys, values, bias.expand(b, 1, hq // hk, lc), sinks, 1)
+        keys, values, bias = with_sinks(keys, values, bias.expand(b, 1, hq // hk, lc), sinks, hq // hk)
     out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
 
 
 def with_sinks(
-    keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor, Q: int
+    keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor, g: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """keys, values [B, hk, L, D]; bias [B, 1, g * Q, L] (row j * Q + t: query head j of each KV head,
-    token t); sinks [hk * g] fp32 -> keys and values with a zero row appended [B, hk, L + 1, D], and
+    token t; Q may be 0); sinks [hk * g] fp32 -> keys and values with a zero row appended [B, hk, L + 1, D], and
     bias [B, hk, g * Q, L + 1] whose last column is each row's head's sink: the zero key scores 0, so
     that logit is the sink, which joins the softmax's denominator and adds nothing to the output."""
     B, hk, L, D = keys.shape
     R = bias.shape[2]
     zero = keys.new_zeros(B, hk, 1, D)
-    sink_col = sinks.to(bias.dtype).view(hk, R // Q, 1).expand(hk, R // Q, Q).reshape(1, hk, R, 1)
+    sink_col = sinks.to(bias.dtype).view(hk, g, 1).expand(hk, g, R // g).reshape(1, hk, R, 1)
     bias = torch.cat((bias.expand(B, hk, R, L), sink_col.expand(B, hk, R, 1)), dim=-1)
     return torch.cat((keys, zero), dim=2), torch.cat((values, zero), dim=2), bias
 

@@ -1,0 +1,76 @@
+"""GLM-4.5 / 4.6 / 4.7 (`Glm4MoeForCausalLM`, transformers' `glm4_moe`).
+
+- Attention: GQA with biases on q/k/v (`attention_bias`; none on o_proj), optional per-head q/k
+  RMSNorm (`use_qk_norm`), partial rotary: the first `partial_rotary_factor` x head_dim dims of each
+  head are rotated (NeoX halves), the rest pass through.
+- Layers below `first_k_dense_replace` have a dense gated MLP of `intermediate_size`; the others are
+  MoE: DeepSeek-V3's routing (sigmoid scores, `e_score_correction_bias` for the choice only, group-
+  limited top-k over `n_group` / `topk_group`, `norm_topk_prob`, `routed_scaling_factor`;
+  moe/deepseek_router.py) over `n_routed_experts` experts of `moe_intermediate_size`, plus
+  `n_shared_experts` shared experts as one gated MLP, always added.
+- Checkpoint names as DeepSeek's: `mlp.gate.weight`, `mlp.gate.e_score_correction_bias`,
+  `mlp.experts.{e}.{gate,up,down}_proj` (or the fused layout), `mlp.shared_experts.*`. The MTP layer
+  the releases carry past num_hidden_layers (`num_nextn_predict_layers`) is claimed unread.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from moeserve.dense.mlp import GatedMLP
+from moeserve.models.checkpoint import CheckpointReader
+from moeserve.models.common import claim_mtp_layers, load_attention_and_norms, new_attention, rotary_dim
+from moeserve.models.expert_loading import load_experts
+from moeserve.models.layout import glm4_moe_layer
+from moeserve.models.moe_decoder import MoEDecoderModel
+from moeserve.moe.deepseek_router import DeepseekGate, DeepseekRouter, DeepseekRoutingConfig
+from moeserve.moe.layer import MoELayer
+
+
+class Glm4MoeForCausalLM(MoEDecoderModel):
+    def build_attention(self, i: int) -> nn.Module:
+        cfg = self.config
+        return new_attention(cfg, self.ctx, self.dtype, qkv_bias=bool(getattr(cfg, "attention_bias", False)),
+                             qk_norm="head" if getattr(cfg, "use_qk_norm", False) else None, rotary_dim=rotary_dim(cfg))
+
+    def build_mlp(self, i: int) -> nn.Module:
+        cfg = self.config
+        if not glm4_moe_layer(cfg, i):
+            return GatedMLP(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, self.ctx, self.dtype)
+        shared = None
+        if cfg.n_shared_experts:
+            shared = GatedMLP(cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts, cfg.hidden_act,
+                              self.ctx, self.dtype)
+        routing = DeepseekRoutingConfig(
+            num_experts=cfg.n_routed_experts, top_k=cfg.num_experts_per_tok, scoring_func="sigmoid",
+            topk_method="noaux_tc", num_groups=cfg.n_group or 1, topk_group=cfg.topk_group or 1,
+            norm_topk_prob=bool(cfg.norm_topk_prob), routed_scaling_factor=float(cfg.routed_scaling_factor))
+        return MoELayer(
+            gate=DeepseekGate(cfg.n_routed_experts, cfg.hidden_size, self.dtype),
+            router=DeepseekRouter(routing),
+            num_experts=cfg.n_routed_experts,
+            hidden=cfg.hidden_size,
+            intermediate=cfg.moe_intermediate_size,
+            ctx=self.ctx,
+            dtype=self.dtype,
+            act=cfg.hidden_act,
+            shared_expert=shared,
+        )
+
+    def load_layer(self, reader: CheckpointReader, i: int) -> None:
+        prefix = f"model.layers.{i}"
+        layer = self.layers[i]
+        load_attention_and_norms(reader, layer, prefix)
+        mlp = f"{prefix}.mlp"
+        if not isinstance(layer.mlp, MoELayer):
+            layer.mlp.load(reader, mlp)
+            return
+        layer.mlp.gate.load(reader, f"{mlp}.gate.weight")
+        layer.mlp.router.load(reader, f"{mlp}.gate.e_score_correction_bias")
+        load_experts(reader, layer.mlp, mlp)
+        if layer.mlp.shared_expert is not None:
+            layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
+
+    def load_weights(self, reader: CheckpointReader) -> None:
+        claim_mtp_layers(reader, len(self.layers), "Glm4MoeForCausalLM")
+        super().load_weights(reader)
