@@ -51,7 +51,8 @@ def nearest_supported(architecture: str) -> str:
 
 
 def _unsupported(architecture: str | None) -> str:
-    nearest = f"; the nearest by name is {nearest_supported(architecture)}" if architecture else ""
+    named = architecture is not None and architecture.isidentifier()
+    nearest = f"; the nearest by name is {nearest_supported(architecture)}" if named else ""
     supported = ", ".join(supported_architectures())
     return f"unsupported architecture {architecture!r}; moeserve supports: {supported}{nearest}"
 

@@ -124,6 +124,21 @@ FLAG_VARIANTS = [
                                         "original_max_position_embeddings": 64})),
     ("mixtral", dict(head_dim=16, rope_parameters={"rope_type": "yarn", "rope_theta": 1000.0, "factor": 8.0,
                                                    "beta_fast": 16, "original_max_position_embeddings": 32})),
+    # gpt-oss: odd KV heads (6 over 3), a window of 3 on both layers (shorter than every chunk), 32
+    # experts top-4, a SwiGLU clamp that bites; then 5 query heads on one KV head, the window on layer 1
+    ("gpt_oss", dict(num_attention_heads=6, num_key_value_heads=3, sliding_window=3, num_local_experts=32,
+                     num_experts_per_tok=4, swiglu_limit=0.3, layer_types=["sliding_attention"] * 2)),
+    ("gpt_oss", dict(num_attention_heads=5, num_key_value_heads=1, sliding_window=2, num_hidden_layers=3,
+                     layer_types=["full_attention", "sliding_attention", "full_attention"])),
+    # GLM-4.5: 6 heads over 3 KV heads, a quarter of each head rotated, 32 experts in 4 groups (top-6 from
+    # 2 groups), 2 dense layers, 2 shared experts, no qk-norm or bias, no weight normalisation
+    ("glm4_moe", dict(num_attention_heads=6, num_key_value_heads=3, head_dim=16, partial_rotary_factor=0.25,
+                      n_routed_experts=32, num_experts_per_tok=6, n_group=4, topk_group=2, first_k_dense_replace=2,
+                      num_hidden_layers=4, n_shared_experts=2, use_qk_norm=False, attention_bias=False,
+                      norm_topk_prob=False)),
+    # MiniMax-M2: 6 heads over 2 KV heads, 4 of 16 dims rotated, 32 experts top-6
+    ("minimax_m2", dict(num_attention_heads=6, num_key_value_heads=2, rotary_dim=4, num_local_experts=32,
+                        num_experts_per_tok=6)),
 ]
 
 

@@ -5,7 +5,11 @@
 The weights come from transformers' own initialisation under a fixed seed; the checkpoint is written
 with `save_pretrained` (per-expert layout) or, with layout="fused", as the transformers in-memory
 state dict (experts.gate_up_proj [E, 2I, H] / experts.down_proj [E, H, I]); layout="fused_t" writes
-the transposed fused layout ([E, H, 2I] / [E, I, H]). No tokenizer is written.
+the transposed fused layout ([E, H, 2I] / [E, I, H]). gpt-oss's own layout is fused ([E, H, 2I], gate
+and up interleaved; "fused_t" writes [E, 2I, H]); layout="mxfp4" writes its experts as the openai
+releases do (`*_blocks` / `*_scales`, `quantization_config.quant_method: "mxfp4"`), and
+`mxfp4_reference(dir)` is transformers' own model of such a checkpoint, dequantized. No tokenizer is
+written.
 """
 
 from __future__ import annotations
@@ -128,16 +132,19 @@ def make_hf_model(arch: str, seed: int = 0, **overrides: Any):
 
 
 def save_checkpoint(model, path: Path, layout: str = "per_expert") -> Path:
-    """Write `model` to `path` in one of the layouts: per_expert, fused, fused_t."""
+    """Write `model` to `path` in one of the layouts: per_expert, fused, fused_t, mxfp4 (gpt-oss)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if layout == "per_expert":
         model.save_pretrained(path)
         return path
-    if layout not in ("fused", "fused_t"):
-        raise ValueError(f"layout {layout!r} is not one of per_expert, fused, fused_t")
+    if layout not in ("fused", "fused_t", "mxfp4"):
+        raise ValueError(f"layout {layout!r} is not one of per_expert, fused, fused_t, mxfp4")
+    model.config.architectures = [type(model).__name__]  # what save_pretrained records
     model.config.save_pretrained(path)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if layout == "mxfp4":
+        state = _mxfp4_experts(state, path)
     if layout == "fused_t":
         state = {
             k: v.transpose(1, 2).contiguous() if k.endswith(("experts.gate_up_proj", "experts.down_proj")) else v
@@ -157,6 +164,33 @@ def save_checkpoint(model, path: Path, layout: str = "per_expert") -> Path:
         weight_map.update({n: shard for n in part})
     (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     return path
+
+
+def _mxfp4_experts(state: dict, path: Path) -> dict:
+    """gpt-oss's expert weights ([E, in, out]) as MXFP4 blocks and scales of [E, out, in], as the openai
+    releases store them, and quantization_config in config.json."""
+    from moeserve.models import mxfp4
+
+    out = {}
+    for name, value in state.items():
+        if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            out[f"{name}_blocks"], out[f"{name}_scales"] = mxfp4.quantize(value.transpose(1, 2))
+        else:
+            out[name] = value
+    config = json.loads((path / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                   "lm_head"],
+    }
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    return out
+
+
+def mxfp4_reference(path: Path):
+    """transformers' own gpt-oss model of an MXFP4 checkpoint, dequantized (fp32): the oracle."""
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        str(path), quantization_config=transformers.Mxfp4Config(dequantize=True), dtype=torch.float32).eval()
 
 
 def make_checkpoint(arch: str, path: Path, layout: str = "per_expert", seed: int = 0, **overrides: Any):
