@@ -136,6 +136,12 @@ ODD_SIZES = {
     "qwen3_moe": dict(hidden_size=96, num_attention_heads=12, num_key_value_heads=3, head_dim=8, num_experts=12,
                       moe_intermediate_size=20, intermediate_size=36, mlp_only_layers=[1]),
     "olmoe": dict(hidden_size=96, num_attention_heads=12, num_key_value_heads=1, num_experts=6, intermediate_size=30),
+    "gpt_oss": dict(hidden_size=96, num_attention_heads=12, num_key_value_heads=3, head_dim=8, num_local_experts=6,
+                    intermediate_size=20),
+    "glm4_moe": dict(hidden_size=96, num_attention_heads=12, num_key_value_heads=4, head_dim=8, n_routed_experts=6,
+                     moe_intermediate_size=20, n_shared_experts=3, intermediate_size=36),
+    "minimax_m2": dict(hidden_size=96, num_attention_heads=12, num_key_value_heads=2, head_dim=8, num_local_experts=12,
+                       intermediate_size=30, rotary_dim=4),
 }
 GRID = [(tp, ep) for tp in (1, 2, 3, 4, 5, 6, 8) for ep in (1, 2, 3, 4, 6, 8, 12) if ep == 1 or ep % tp == 0]
 

@@ -27,3 +27,15 @@ def test_serve_names_the_supported_architectures_and_exits_2(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
     assert cli.main(["serve", "--model", str(tmp_path), "--ep", "2", "--port", "0"]) == 2
     assert "unsupported architecture 'LlamaForCausalLM'; moeserve supports: DeepseekV2ForCausalLM" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("architecture,nearest", [
+    ("Glm4MoeLiteForCausalLM", "Glm4MoeForCausalLM"), ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM"),
+    ("Qwen3NextForCausalLM", "Qwen3MoeForCausalLM"), ("MiniMaxForCausalLM", "MiniMaxM2ForCausalLM"),
+    ("GptOssForSequenceClassification", "GptOssForCausalLM"),
+])
+def test_the_error_names_the_nearest_supported_architecture(tmp_path, architecture, nearest):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": [architecture], "model_type": "x"}))
+    with pytest.raises(ConfigError, match=f"unsupported architecture '{architecture}'; moeserve supports: .*"
+                                          f"GptOssForCausalLM.*; the nearest by name is {nearest}$"):
+        LLM(model=str(tmp_path), ep=2)
