@@ -46,11 +46,12 @@ class TritonKernels(KernelSet):
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
-        # gpt-oss's experts (biases, the clamped SwiGLU) have no fused kernel: the torch set's GEMMs
-        biased = getattr(layer, "b13", None) is not None
-        if layer.act_name not in self._moe.ACTIVATION_IDS or biased or not self._fused_moe:
+        if layer.act_name not in self._moe.ACTIVATION_IDS or not self._fused_moe:
             return super().experts(layer, batch)
-        return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name)
+        glu = getattr(layer, "glu", None)  # gpt-oss: biases and the clamped SwiGLU
+        return self._moe.fused_experts(
+            batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name, b13=getattr(layer, "b13", None),
+            b2=getattr(layer, "b2", None), swiglu=(glu.alpha, glu.limit) if glu is not None else (0.0, 0.0))
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
         """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D]."""

@@ -12,7 +12,8 @@ from moeserve import LLM, SamplingParams
 from tiny_models import make_any_checkpoint, make_checkpoint
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=3)
-ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"]
+ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe",
+         "minimax_m2"]
 # (ep, tp): every architecture at the richest layout, the two ends on the cheapest models
 LAYOUTS = {arch: [(4, 2), (1, 2)] for arch in ARCHS}
 LAYOUTS["mixtral"] = [(2, 1), (1, 2), (2, 2), (4, 2), (4, 4)]

@@ -60,6 +60,27 @@ def test_every_activation(activation):
     check([3, 0, 18], H=24, I=20, dtype=torch.float32, activation=activation)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpt_oss_biases_and_clamped_swiglu(dtype):
+    """Biases added to both accumulators and the clamped SwiGLU (a limit that clamps some gates and ups),
+    against the reference and, in fp32, the torch set's experts (moe/experts.py)."""
+    from moeserve.kernels.reference.experts import experts_reference
+    from moeserve.moe.experts import ClampedSwiGLU
+
+    counts = [0, 1, 37, 0, 5]
+    x, offsets, w13, w2 = make(counts, 40, 24, dtype)
+    g = torch.Generator().manual_seed(7)
+    b13, b2 = torch.randn(5, 48, generator=g).to(dtype), torch.randn(5, 40, generator=g).to(dtype)
+    swiglu = (1.702, 0.6)
+    out = fused_experts(x, offsets, w13, w2, "swigluoai", SMALL, b13, b2, swiglu)
+    torch.testing.assert_close(out, fused_experts_reference(x, offsets, w13, w2, "swigluoai", b13, b2, swiglu),
+                               **TOL[dtype])
+    if dtype == torch.float32:
+        glu = ClampedSwiGLU(*swiglu)
+        want = experts_reference(x, torch.tensor(counts), w13, w2, None, lambda gu: glu(*gu.chunk(2, -1)), b13, b2)
+        torch.testing.assert_close(out, want, **TOL[dtype])
+
+
 def test_one_token_and_default_blocks():
     check([0, 0, 1, 0], H=48, I=40, dtype=torch.float16, tiles=None)
     check([9, 30, 2], H=72, I=80, dtype=torch.float32, tiles=None)  # the shape's tiles: H, I not multiples

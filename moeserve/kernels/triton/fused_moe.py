@@ -6,7 +6,10 @@ slot, T tiles of up to BLOCK_M rows of one slot.
     offsets [S] int32   cumulative end row of each slot (ExpertBatch.offsets)
     w13     [S, 2I, H]  rows [0, I) gate, [I, 2I) up (nn.Linear orientation, moe/experts.py)
     w2      [S, H, I]
-    out     [R, H]      w2[s] @ (act(gate) * up) for each row of slot s
+    b13     [S, 2I], b2 [S, H]   optional biases (gpt-oss), added to the fp32 accumulators
+    out     [R, H]      w2[s] @ (act(gate) * up) + b2[s] for each row of slot s (gate, up with b13[s] added)
+Activation "swigluoai" is gpt-oss's clamped SwiGLU (moe/experts.py ClampedSwiGLU, `alpha` and `limit`):
+(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
 
 Kernel 1 (`_gate_up_kernel`): program (tile, column block) multiplies the tile's rows by the gate and
 up weight columns of its slot, accumulating both in fp32, and writes act(gate) * up [R, I] in x's
@@ -27,14 +30,14 @@ import triton.language as tl
 
 from moeserve.kernels.triton.launch import Kernel, tile_table, upcast
 
-ACTIVATION_IDS = {"silu": 0, "gelu": 1, "gelu_pytorch_tanh": 2, "relu": 3}  # moe/experts.py ACTIVATIONS
+ACTIVATION_IDS = {"silu": 0, "gelu": 1, "gelu_pytorch_tanh": 2, "relu": 3, "swigluoai": 4}  # moe/experts.py
 
 
 def _gate_up_kernel(
-    x_ptr, w_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
-    H, I,
-    sx_r, sx_k, sw_s, sw_n, sw_k, sh_r,
-    ACT: tl.constexpr, UPCAST: tl.constexpr,
+    x_ptr, w_ptr, b_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
+    H, I, alpha, limit,
+    sx_r, sx_k, sw_s, sw_n, sw_k, sb_s, sh_r,
+    ACT: tl.constexpr, BIAS: tl.constexpr, UPCAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -65,7 +68,15 @@ def _gate_up_kernel(
         else:
             gate = tl.dot(a, bg, gate)
             up = tl.dot(a, bu, up)
-    if ACT == 0:  # silu
+    if BIAS:
+        bias = b_ptr + slot.to(tl.int64) * sb_s + cols
+        gate += tl.load(bias, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        up += tl.load(bias + I, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if ACT == 4:  # gpt-oss's clamped SwiGLU
+        gate = tl.minimum(gate, limit)
+        up = tl.minimum(tl.maximum(up, -limit), limit) + 1.0
+        gate = gate / (1.0 + tl.exp(-alpha * gate))
+    elif ACT == 0:  # silu
         gate = gate / (1.0 + tl.exp(-gate))
     elif ACT == 1:  # gelu (erf)
         gate = 0.5 * gate * (1.0 + tl.math.erf(gate * 0.7071067811865476))
@@ -80,10 +91,10 @@ def _gate_up_kernel(
 
 
 def _down_kernel(
-    h_ptr, w_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
+    h_ptr, w_ptr, b_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
     I, H,
-    sh_r, sw_s, sw_n, sw_k, so_r,
-    UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    sh_r, sw_s, sw_n, sw_k, sb_s, so_r,
+    BIAS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     slot = tl.load(tile_slot_ptr + tile)
@@ -106,6 +117,8 @@ def _down_kernel(
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc)
+    if BIAS:
+        acc += tl.load(b_ptr + slot.to(tl.int64) * sb_s + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     out_ptrs = out_ptr + rows.to(tl.int64)[:, None] * so_r + cols[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
@@ -151,9 +164,13 @@ def fused_experts(
     w2: torch.Tensor,
     activation: str = "silu",
     tiles: Tiles | None = None,
+    b13: torch.Tensor | None = None,
+    b2: torch.Tensor | None = None,
+    swiglu: tuple[float, float] = (0.0, 0.0),
 ) -> torch.Tensor:
     """x [R, H]; offsets [S] int32 cumulative end rows; w13 [S, 2I, H]; w2 [S, H, I] -> out [R, H] in x's
-    dtype (rows past offsets[-1] are not written). tiles: None = `tiles_for` the batch's shape."""
+    dtype (rows past offsets[-1] are not written). tiles: None = `tiles_for` the batch's shape.
+    b13 [S, 2I], b2 [S, H]: biases (both or neither); swiglu: (alpha, limit) of "swigluoai"."""
     if activation not in ACTIVATION_IDS:
         raise ValueError(f"activation {activation!r} is not supported; choose one of {', '.join(ACTIVATION_IDS)}")
     (R, H), (S, two_i, _) = x.shape, w13.shape
@@ -167,17 +184,20 @@ def fused_experts(
     ends = offsets.to(torch.int32)
     h = torch.empty(R, I, dtype=x.dtype, device=x.device)
     cast = upcast(x.dtype)
+    bias = b13 is not None
+    assert bias == (b2 is not None), "both biases or neither"
+    b13, b2 = (b13.contiguous(), b2.contiguous()) if bias else (w13, w2)  # never read without BIAS
     tuning = dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, num_warps=t.num_warps,
                   num_stages=t.num_stages)  # fmt: skip
     gate_up_kernel[(tile_slot.shape[0], -(-I // t.block_n))](
-        x, w13, h, tile_slot, tile_row, ends, H, I,
-        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), h.stride(0),
-        ACT=ACTIVATION_IDS[activation], UPCAST=cast, **tuning,
+        x, w13, b13, h, tile_slot, tile_row, ends, H, I, float(swiglu[0]), float(swiglu[1]),
+        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), b13.stride(0), h.stride(0),
+        ACT=ACTIVATION_IDS[activation], BIAS=bias, UPCAST=cast, **tuning,
     )  # fmt: skip
     down_kernel[(tile_slot.shape[0], -(-H // t.block_n))](
-        h, w2, out, tile_slot, tile_row, ends, I, H,
-        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), out.stride(0),
-        UPCAST=cast, **tuning,
+        h, w2, b2, out, tile_slot, tile_row, ends, I, H,
+        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), b2.stride(0), out.stride(0),
+        BIAS=bias, UPCAST=cast, **tuning,
     )  # fmt: skip
     return out
 
@@ -191,17 +211,30 @@ REFERENCE_ACTIVATIONS = {
 
 
 def fused_experts_reference(
-    x: torch.Tensor, offsets: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, activation: str = "silu"
+    x: torch.Tensor,
+    offsets: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    activation: str = "silu",
+    b13: torch.Tensor | None = None,
+    b2: torch.Tensor | None = None,
+    swiglu: tuple[float, float] = (0.0, 0.0),
 ) -> torch.Tensor:
     """The kernel's arithmetic in plain torch, a loop over slots: products in fp32, the intermediate
     act(gate) * up rounded to x's dtype (the kernel stores it so), out in x's dtype."""
-    act = REFERENCE_ACTIVATIONS[activation]
+    from moeserve.moe.experts import ClampedSwiGLU
+
+    glu = ClampedSwiGLU(*swiglu) if activation == "swigluoai" else None
     out = torch.empty(x.shape[0], w2.shape[1], dtype=x.dtype, device=x.device)
     start = 0
     for s, end in enumerate(offsets.tolist()):
         if end > start:
-            gate, up = (x[start:end].float() @ w13[s].float().T).chunk(2, dim=-1)
-            h = (act(gate) * up).to(x.dtype).float()
-            out[start:end] = (h @ w2[s].float().T).to(x.dtype)
+            gate_up = x[start:end].float() @ w13[s].float().T
+            if b13 is not None:
+                gate_up = gate_up + b13[s].float()
+            gate, up = gate_up.chunk(2, dim=-1)
+            h = (glu(gate, up) if glu is not None else REFERENCE_ACTIVATIONS[activation](gate) * up).to(x.dtype)
+            y = h.float() @ w2[s].float().T
+            out[start:end] = (y if b2 is None else y + b2[s].float()).to(x.dtype)
         start = end
     return out
