@@ -12,10 +12,14 @@ from moeserve import LLM, SamplingParams
 from tiny_models import make_any_checkpoint, make_checkpoint
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, logprobs=3)
-ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe",
+ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3", "gpt_oss-mxfp4", "glm4_moe",
          "minimax_m2"]
 # (ep, tp): every architecture at the richest layout, the two ends on the cheapest models
 LAYOUTS = {arch: [(4, 2), (1, 2)] for arch in ARCHS}
+# gpt-oss as released (MXFP4 experts): --tp 2 cuts its down projection inside a 32-column group.
+# GLM-4.5 at the richest layout only; MiniMax-M2 at --tp 2 (its q/k norm spans the split heads)
+LAYOUTS["glm4_moe"] = [(4, 2)]
+LAYOUTS["minimax_m2"] = [(1, 2)]
 LAYOUTS["mixtral"] = [(2, 1), (1, 2), (2, 2), (4, 2), (4, 4)]
 LAYOUTS["deepseek_v3"] = [(2, 1), (2, 2), (4, 2), (4, 4)]
 

@@ -214,7 +214,11 @@ def arch_params(names):
 
 
 def make_any_checkpoint(arch: str, path: Path):
-    """(hf_model, checkpoint_dir) for any name in ALL_ARCHITECTURES."""
+    """(hf_model, checkpoint_dir) for any name in ALL_ARCHITECTURES, or "gpt_oss-mxfp4" (gpt-oss with
+    MXFP4 experts; hf_model is then transformers' dequantized load of it)."""
+    if arch == "gpt_oss-mxfp4":
+        path = save_checkpoint(make_hf_model("gpt_oss"), Path(path), layout="mxfp4")
+        return mxfp4_reference(path), path
     if arch in DEEPSEEK_CASES:
         from test_deepseek_model import _make_checkpoint
 
