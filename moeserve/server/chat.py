@@ -1,7 +1,11 @@
 """POST /v1/chat/completions.
 
-The prompt is the checkpoint's chat template applied to the messages. A checkpoint without one gets
-the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE, ChatML-like):
+The prompt is the checkpoint's chat template applied to the messages: the one its tokenizer loads
+(`chat_template.jinja`, or `chat_template` in tokenizer_config.json; of named templates, transformers'
+choice: "default"), as each family ships it (gpt-oss's harmony format, GLM-4.5's, MiniMax-M2's, ...).
+`reasoning_effort` (OpenAI's field) reaches the template as the variable gpt-oss's template reads.
+A checkpoint without a template gets the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE,
+ChatML-like):
 
     <|im_start|>{role}\\n{content}<|im_end|>\\n ... <|im_start|>assistant\\n
 """
@@ -43,8 +47,12 @@ def render_messages(state: ServerState, req: Any, check: Callable[[str], None] |
 
     tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
     turns = [_turn(m) for m in req.messages]
-    template = getattr(tokenizer, "chat_template", None) or CHAT_TEMPLATE
+    # the tokenizer's own template(s): None lets transformers pick among named ones (a dict), which it
+    # cannot take as `chat_template` itself
+    template = None if getattr(tokenizer, "chat_template", None) else CHAT_TEMPLATE
     extra = dict(_template_kwargs(req.chat_template_kwargs))
+    if getattr(req, "reasoning_effort", None) is not None:
+        extra.setdefault("reasoning_effort", req.reasoning_effort)
     if req.documents is not None:
         extra["documents"] = req.documents
     if getattr(req, "tools", None):

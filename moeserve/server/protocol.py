@@ -229,6 +229,8 @@ class ChatCompletionRequest(_Sampling):
     add_special_tokens: bool = False  # vLLM's: the template writes its own special tokens
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's: more variables for the template
     documents: list[dict[str, Any]] | None = None  # vLLM's: for templates that render retrieved documents
+    # OpenAI's, for reasoning models: the template variable of that name (gpt-oss's harmony template reads it)
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
 
 
 class TokenizeRequest(_Strict):
@@ -256,6 +258,7 @@ class TokenizeChatRequest(_Strict):
     add_special_tokens: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
     documents: list[dict[str, Any]] | None = None
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
     return_token_strs: bool = False
 
 
