@@ -6,8 +6,9 @@ loaded through.
 
 No quantization_config: a plain `CheckpointReader`. `quant_method: "fp8"` with block scales
 (`Fp8BlockQuant`): `Fp8CheckpointReader` (models/quant_fp8.py), which every architecture's loader
-reads through unchanged. A method or variant moeserve does not load is a ConfigError with one line
-naming the field, before any rank starts.
+reads through unchanged. `quant_method: "mxfp4"` (gpt-oss's experts): a plain reader too, the
+architecture's own expert loader reads the blocks and scales (models/gpt_oss_experts.py). A method or
+variant moeserve does not load is a ConfigError with one line naming the field, before any rank starts.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from moeserve.errors import ConfigError
 if TYPE_CHECKING:
     from moeserve.models.checkpoint import CheckpointReader
 
-LOADABLE_METHODS = ("fp8",)
+LOADABLE_METHODS = ("fp8", "mxfp4")
+# methods only some architectures' loaders read (their own tensors, not a reader-level format)
+ARCHITECTURE_METHODS = {"mxfp4": ("GptOssForCausalLM",)}
 E4M3_NAMES = ("e4m3", "float8_e4m3fn", "float8_e4m3")  # how releases spell `fmt` (the file's dtype is checked too)
 
 
@@ -75,10 +78,16 @@ def checkpoint_quantization(hf_config: Any) -> Fp8BlockQuant | None:
     method = quant.get("quant_method")
     if method == "fp8":
         return Fp8BlockQuant.from_config(quant)
+    if method in ARCHITECTURE_METHODS:
+        architecture = (getattr(hf_config, "architectures", None) or [None])[0]
+        if architecture in ARCHITECTURE_METHODS[method]:
+            return None  # the architecture's loader reads it (no reader-level transform)
+        raise ConfigError(f"quantization_config.quant_method {method!r} is loaded for "
+                          f"{', '.join(ARCHITECTURE_METHODS[method])} only, not {architecture}")
     raise ConfigError(
         f"quantization_config.quant_method {method!r} is not supported; moeserve loads "
-        f"{', '.join(LOADABLE_METHODS)} checkpoints (block-scaled FP8: weight_block_size, weight_scale_inv) and "
-        "unquantized ones (bf16/fp16/fp32)")
+        f"{', '.join(LOADABLE_METHODS)} checkpoints (block-scaled FP8: weight_block_size, weight_scale_inv; MXFP4: "
+        "gpt-oss's experts) and unquantized ones (bf16/fp16/fp32)")
 
 
 def check_quantization(hf_config: Any) -> None:

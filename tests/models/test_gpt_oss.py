@@ -124,3 +124,18 @@ def test_other_quantizations_and_malformed_blocks_are_refused(tmp_path):
     model = GptOssForCausalLM(load_hf_config(path), SINGLE, torch.float32)
     with pytest.raises(CheckpointError, match=r"gate_up_proj_blocks .* not MXFP4 of a \[128, 64\] weight"):
         model.load_weights(CheckpointReader(path, progress=False))
+
+
+def test_mxfp4_is_loadable_for_gpt_oss_only():
+    """The start-up check (models/quantization.py) lets gpt-oss's MXFP4 through to its loader and
+    refuses it, in one line, for an architecture whose loader does not read MXFP4."""
+    from types import SimpleNamespace
+
+    from moeserve.errors import ConfigError
+    from moeserve.models.quantization import check_quantization, checkpoint_quantization
+
+    quant = {"quant_method": "mxfp4"}
+    assert checkpoint_quantization(SimpleNamespace(architectures=["GptOssForCausalLM"], quantization_config=quant)) \
+        is None
+    with pytest.raises(ConfigError, match="'mxfp4' is loaded for GptOssForCausalLM only, not MixtralForCausalLM"):
+        check_quantization(SimpleNamespace(architectures=["MixtralForCausalLM"], quantization_config=quant))
