@@ -60,6 +60,18 @@ FP8_CONFIGS = {
         vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=72, num_experts=8, num_experts_per_tok=2, clip_qkv=4.0, norm_topk_prob=False,
         max_position_embeddings=128, initializer_range=0.07, tie_word_embeddings=False)),
+    # GLM-4.5-FP8 and MiniMax-M2 ship FP8 block-scaled: a dense layer, shared experts and DeepSeek-V3
+    # routing; q/k norm over all heads and partial rotary
+    "glm4_moe": (transformers.Glm4MoeConfig, dict(
+        vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=200, moe_intermediate_size=72, n_routed_experts=8, num_experts_per_tok=2,
+        n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1, use_qk_norm=True, attention_bias=True,
+        max_position_embeddings=128, initializer_range=0.07, tie_word_embeddings=False)),
+    "minimax_m2": (transformers.MiniMaxM2Config, dict(
+        vocab_size=96, hidden_size=144, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=40, rotary_dim=20, intermediate_size=72, num_local_experts=8, num_experts_per_tok=2,
+        max_position_embeddings=128, initializer_range=0.07, tie_word_embeddings=False, bos_token_id=None,
+        eos_token_id=None)),
 }
 
 

@@ -177,7 +177,8 @@ def test_fp8_fused_expert_layout_matches_transformers(tmp_path):
     check_against(hf, greedy_logits(runner(path, "torch"), PROMPT, 3), PROMPT)
 
 
-@pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe"])
+@pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe", pytest.param("glm4_moe", marks=pytest.mark.slow),
+                                  pytest.param("minimax_m2", marks=pytest.mark.slow)])
 def test_fp8_checkpoints_of_the_other_architectures_match_transformers(arch, tmp_path):
     hf, path = make_fp8_checkpoint(arch, tmp_path)
     check_against(hf, greedy_logits(runner(path, "torch"), PROMPT, 3), PROMPT)
