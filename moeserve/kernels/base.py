@@ -106,15 +106,16 @@ class KernelSet:
         """batch: an ExpertBatch (hidden [R, H] slot-major, offsets [S] int32, counts [S] int64) ->
         [R, H] = w2 @ (act(gate) * up) per row with its slot's weights (see GroupedExperts)."""
         x = batch.hidden
+        # gpt-oss: the clamped SwiGLU in place of act(gate) * up, and biases after each GEMM
+        extra = dict(glu=layer.gated if layer.glu is not None else None, b13=layer.b13, b2=layer.b2)
         if layer.w13.dtype == reference_fp8.FP8_DTYPE:
             w13, w2 = (reference_fp8.layer_weight(layer, name, x.dtype) for name in ("w13", "w2"))
-            return reference_experts.experts_reference(x, batch.counts, w13, w2, layer.blocked_act)
+            return reference_experts.experts_reference(x, batch.counts, w13, w2, layer.blocked_act, **extra)
         # grouped_mm takes fp32 on CPU only (CUDA's runs bf16). The loop wins on CPU past LOOP_ROWS_PER_SLOT
         # rows a slot; on a GPU one cuBLAS grouped GEMM beat the fused MoE at every size measured (16-2048
         # rows a slot, docs/kernels.md), and the loop costs a host sync and a few launches a slot
         grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
         few_rows = batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots
-        extra = dict(glu=layer.gated if layer.glu is not None else None, b13=layer.b13, b2=layer.b2)
         if grouped and (few_rows or x.device.type == "cuda"):
             return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act, **extra)
         return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act, **extra)
