@@ -8,8 +8,9 @@ and one `scaled_dot_product_attention` call with an additive mask covers every s
 
 Attention sinks (gpt-oss): `sinks` [hq] fp32 holds one learned logit per query head that joins the
 softmax's denominator and adds nothing to the output: softmax over [scores..., sink], sink's share
-dropped. The gather path appends one zero key and value per KV head whose additive bias is the sink of
-each query row's head (a zero key scores 0, so the row's logit there is the sink).
+dropped. The gather path gives each KV head g more keys, one per query head sharing it, that score
+exactly that head's sink and hold zero values (`sdpa_with_sinks`), so the additive bias stays one per
+row, shared by the KV heads, as without sinks.
 
 Shape legend: N new tokens, B sequences, Q max new tokens per sequence, L max context length,
 hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block size.
@@ -86,8 +87,9 @@ def gathered_attention(
     queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     if sinks is not None:
-        keys, values, bias = with_sinks(keys, values, bias, sinks, g)
-    out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
+        out = sdpa_with_sinks(queries, keys, values, bias, sinks, scale)
+    else:
+        out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
     return out[query_valid]
 
@@ -111,24 +113,37 @@ def decode_attention(
     keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
     if sinks is not None:
-        keys, values, bias = with_sinks(keys, values, bias.expand(b, 1, hq // hk, lc), sinks, hq // hk)
-    out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
+        out = sdpa_with_sinks(q.view(b, hk, hq // hk, D), keys, values, bias.expand(b, 1, hq // hk, lc), sinks, scale)
+    else:
+        out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
 
 
-def with_sinks(
-    keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor, g: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """keys, values [B, hk, L, D]; bias [B, 1, g * Q, L] (row j * Q + t: query head j of each KV head,
-    token t; Q may be 0); sinks [hk * g] fp32 -> keys and values with a zero row appended [B, hk, L + 1, D], and
-    bias [B, hk, g * Q, L + 1] whose last column is each row's head's sink: the zero key scores 0, so
-    that logit is the sink, which joins the softmax's denominator and adds nothing to the output."""
-    B, hk, L, D = keys.shape
-    R = bias.shape[2]
-    zero = keys.new_zeros(B, hk, 1, D)
-    sink_col = sinks.to(bias.dtype).view(hk, g, 1).expand(hk, g, R // g).reshape(1, hk, R, 1)
-    bias = torch.cat((bias.expand(B, hk, R, L), sink_col.expand(B, hk, R, 1)), dim=-1)
-    return torch.cat((keys, zero), dim=2), torch.cat((values, zero), dim=2), bias
+def sdpa_with_sinks(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """`sdpa` with attention sinks. queries [B, hk, g * Q, D] (row j * Q + t: query head j of its KV head,
+    token t; Q may be 0); keys, values [B, hk, L, D]; bias [B, 1, g * Q, L]; sinks [hk * g] fp32 ->
+    [B, hk, g * Q, D].
+
+    Each KV head h gets g more keys, one per query head j sharing it, in g more dims: the queries carry
+    a one-hot of j there, key L + j carries sinks[h g + j] / scale in dim D + j (and zeros in the first
+    D), so row (j, t) scores exactly its sink on key L + j; the bias hides keys L + j' (j' != j) from it;
+    those keys' values are zero. The sink joins the softmax's denominator and adds nothing to the output,
+    and the bias stays [B, 1, rows, L + g], shared by the KV heads (a per-head bias column would
+    multiply its size by hk)."""
+    B, hk, R, D = queries.shape
+    L, g = keys.shape[2], sinks.shape[0] // hk
+    rows_head = torch.eye(g, dtype=queries.dtype, device=queries.device).repeat_interleave(R // g, dim=0)  # [R, g]
+    queries = torch.cat((queries, rows_head.expand(B, hk, R, g)), dim=-1)
+    sink_keys = torch.zeros(hk, g, D + g, dtype=keys.dtype, device=keys.device)
+    sink_keys[:, :, D:] = torch.diag_embed(sinks.view(hk, g).to(keys.dtype) / scale)
+    keys = torch.cat((F.pad(keys, (0, g)), sink_keys.expand(B, hk, g, D + g)), dim=2)
+    values = F.pad(values, (0, g, 0, g))  # zero values for the sink keys; D + g wide, as the keys, for SDPA
+    hidden = torch.zeros(R, g, dtype=bias.dtype, device=bias.device).masked_fill(rows_head == 0, float("-inf"))
+    bias = torch.cat((bias.expand(B, 1, R, L), hidden.expand(B, 1, R, g)), dim=-1)
+    return sdpa(queries, keys, values, bias, scale)[..., :D]
 
 
 # query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
