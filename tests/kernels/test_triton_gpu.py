@@ -85,6 +85,40 @@ def test_paged_prefill_on_gpu(dtype, window):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_gpt_oss_sinks_and_windows_on_gpu(dtype):
+    """gpt-oss's shapes: 64 query heads over 8 KV heads, head dim 64, a window of 128, attention sinks."""
+    k_cache, v_cache, tables, seq_lens = paged([4096, 1, 700, 129], BS=16, hk=8, D=64, dtype=dtype)
+    sinks = randn(64, dtype=torch.float32, scale=2.0, seed=11)
+    q = randn(4, 64, 64, dtype=dtype, scale=4.0, seed=12)
+    for window in (None, 128):
+        ref = paged_decode_reference(q, k_cache, v_cache, tables, seq_lens, 0.125, window, sinks)
+        for splits in (None, 1):
+            out = paged_decode(q, k_cache, v_cache, tables, seq_lens, 0.125, window, splits=splits, sinks=sinks)
+            torch.testing.assert_close(out, ref, **TOL[dtype])
+    qlens = [700, 1, 129, 3]
+    q = randn(sum(qlens), 64, 64, dtype=dtype, scale=4.0, seed=13)
+    query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
+    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, 0.125, 128, sinks=sinks)
+    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, 0.125, 128, sinks)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_moe_gpt_oss_experts_on_gpu(dtype):
+    """Biases and the clamped SwiGLU in the fused MoE at gpt-oss-20b's widths (H = I = 2880)."""
+    counts = [0, 3, 17, 1, 40, 0, 5, 2]
+    S, H, I = len(counts), 2880, 2880
+    x = randn(sum(counts), H, dtype=dtype)
+    w13 = randn(S, 2 * I, H, dtype=dtype, scale=H**-0.5, seed=1)
+    w2 = randn(S, H, I, dtype=dtype, scale=I**-0.5, seed=2)
+    b13, b2 = randn(S, 2 * I, dtype=dtype, seed=3), randn(S, H, dtype=dtype, seed=4)
+    offsets = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
+    out = fused_experts(x, offsets, w13, w2, "swigluoai", None, b13, b2, (1.702, 7.0))
+    ref = fused_experts_reference(x, offsets, w13, w2, "swigluoai", b13, b2, (1.702, 7.0))
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_mla_decode_on_gpu(dtype):
     lens = [4096, 3, 1500]
     cache = randn(3 * 64 + 5, 64, 576, dtype=dtype, seed=6)  # 64 blocks of 64 hold 4096 tokens
