@@ -201,8 +201,8 @@ class KvTransferConfig:
     side_channel_host: str = "127.0.0.1"
     side_channel_port: int = 0  # 0: any free port; the prefill answer names it
     expiry_s: float = 120.0  # vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT
-    # the pool's shared secret (kv_transfer/trust.py); None: MOESERVE_KV_SECRET, the server's --api-key,
-    # or this user's secret file. Never shown in a repr or a log.
+    # the pool's shared secret (kv_transfer/trust.py); None: MOESERVE_KV_SECRET, or this user's secret
+    # file. Never the server's --api-key (clients hold it); never shown in a repr or a log.
     secret: str | None = field(default=None, repr=False)
     max_pinned_blocks: int = 0  # per attention group; 0: half of the group's KV blocks
 

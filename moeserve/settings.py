@@ -74,7 +74,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("kv_side_channel_host", "kv_transfer.side_channel_host", str, "address the KV side channel (NIXL handshake, pins, releases; JSON over HTTP) binds to and that prefill answers name"),
     Flag("kv_side_channel_port", "kv_transfer.side_channel_port", int, "port of the KV side channel; 0 = any free port (the prefill answer names it)"),
     Flag("kv_expiry_s", "kv_transfer.expiry_s", float, "seconds a prefill server keeps a finished prompt's KV blocks for a decoder that has not read them"),
-    Flag("kv_secret", "kv_transfer.secret", str, "the secret every prefill and decode server of one pool shares: prefill answers are signed with it and side-channel calls must be (docs/disaggregation.md, trust model); default: MOESERVE_KV_SECRET, else --api-key, else a random secret kept in MOESERVE_CACHE/kv-secret (0600), which pairs the servers one user runs on one machine"),
+    Flag("kv_secret", "kv_transfer.secret", str, "the secret every prefill and decode server of one pool shares: prefill answers are signed with it and side-channel calls must be (docs/disaggregation.md, trust model); default: MOESERVE_KV_SECRET, else a random secret kept in MOESERVE_CACHE/kv-secret (0600), which pairs the servers one user runs on one machine; never the --api-key, which clients hold"),
     Flag("kv_max_pinned_blocks", "kv_transfer.max_pinned_blocks", int, "most KV blocks per attention group a prefill server keeps for remote decoders; a new pin past it releases the oldest unread ones, and a prompt larger than it is refused (default 0: half of the group's blocks)"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),

@@ -15,10 +15,11 @@ So (docs/disaggregation.md, "Trust model"):
 - a decoder claims a pin with a token only it can make (`release_token`); the pin is then released
   only by a call carrying that token.
 
-The secret: `--kv-secret`, else MOESERVE_KV_SECRET, else the server's `--api-key`, else a random
-secret kept in a file of this user's (MOESERVE_CACHE/kv-secret, mode 0600), which makes the servers
-one user starts on one machine a pool without a setting; servers on several hosts need the same
-secret given to each. The secret itself never crosses a socket: only HMACs of it do.
+The secret: `--kv-secret`, else MOESERVE_KV_SECRET, else a random secret kept in a file of this
+user's (MOESERVE_CACHE/kv-secret, mode 0600), which makes the servers one user starts on one machine a
+pool without a setting; servers on several hosts need the same secret given to each. Never the
+server's `--api-key`: clients hold that (server/config_file.py refuses a secret equal to it). The
+secret itself never crosses a socket: only HMACs of it do.
 Pure: hashing and files, no sockets.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ class PoolKey:
 
     params: bytes
     calls: bytes
-    source: str  # where the secret came from, for the log: "--kv-secret", "--api-key", ...
+    source: str  # where the secret came from, for the log: "--kv-secret", "MOESERVE_KV_SECRET", ...
 
     @classmethod
     def from_secret(cls, secret: str, source: str) -> "PoolKey":
@@ -130,8 +131,8 @@ def new_server_key() -> bytes:
 
 # ---- the secret ---------------------------------------------------------------------------------
 def key_for(secret: str | None) -> PoolKey:
-    """The pool's key as a server of it finds it: `secret` (KvTransferConfig.secret: --kv-secret, or
-    the server's --api-key), else MOESERVE_KV_SECRET, else this user's secret file."""
+    """The pool's key as a server of it finds it: `secret` (KvTransferConfig.secret: --kv-secret),
+    else MOESERVE_KV_SECRET, else this user's secret file."""
     if secret:
         return pool_key(secret, envs.CACHE.get(), "--kv-secret")
     return pool_key(envs.KV_SECRET.get() or None, envs.CACHE.get(), "MOESERVE_KV_SECRET")

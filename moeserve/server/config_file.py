@@ -10,7 +10,7 @@ precedence is built-in default < YAML file < command line. Engine settings land 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import hmac
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,17 +154,22 @@ def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
               if _BY_KEY[k].target.startswith("server.") and v is not None}
     server["served_model_aliases"] = model_aliases(values.get("model"), values.get("served_model_name"))
     engine = engine_config({k: v for k, v in values.items() if k in ENGINE_KEYS})
-    engine = _kv_secret_from_api_key(engine, server.get("api_key"))
+    engine = _kv_secret_not_api_key(engine, server.get("api_key"))
     return check_startup(engine), ServerConfig(**server).validate()
 
 
-def _kv_secret_from_api_key(engine: EngineConfig, api_key: str | None) -> EngineConfig:
-    """A server guarded by --api-key signs its KV pool's parameters with it unless --kv-secret (or
-    MOESERVE_KV_SECRET) names the pool's own secret (docs/disaggregation.md, trust model)."""
+def _kv_secret_not_api_key(engine: EngineConfig, api_key: str | None) -> EngineConfig:
+    """The KV pool's secret is never the --api-key: every client holds that key, and whoever holds the
+    pool's secret signs kv_transfer_params and side-channel calls (NIXL metadata: read and write any KV)
+    as a server of the pool (docs/disaggregation.md, trust model). A --kv-secret or MOESERVE_KV_SECRET
+    equal to it is refused; none given: this user's secret file (kv_transfer/trust.py)."""
     kv = engine.kv_transfer
-    if not kv.enabled or kv.secret is not None or envs.KV_SECRET.get() or not api_key:
-        return engine
-    return dataclasses.replace(engine, kv_transfer=dataclasses.replace(kv, secret=api_key))
+    secret = kv.secret or envs.KV_SECRET.get()
+    if kv.enabled and api_key and secret and hmac.compare_digest(secret.encode(), api_key.encode()):
+        source = "--kv-secret" if kv.secret else envs.KV_SECRET.name
+        raise ConfigError(f"{source} must not be the --api-key: clients hold the API key, and the KV pool's secret lets "
+                          "its holder read and write every KV cache of the pool; give the pool a secret of its own")
+    return engine
 
 
 def model_aliases(model: str | None, served_names: tuple[str, ...] | None) -> tuple[str, ...]:

@@ -80,7 +80,7 @@ def _trusted(remote: kv.RemotePrefill, raw: dict[str, Any], prompt: list[int], k
     if not trust.verify_params(key, raw):
         raise bad_request(f"{kv.PARAM} are not signed by a prefill server of this KV pool: pass on the parameters a "
                           "prefill server answered, unchanged, and start every prefill and decode server of the pool "
-                          "with the same --kv-secret (or --api-key)", param=kv.PARAM, code="invalid_kv_transfer_params")
+                          "with the same --kv-secret (or MOESERVE_KV_SECRET)", param=kv.PARAM, code="invalid_kv_transfer_params")
     if remote.prompt_digest != kv.prompt_digest(prompt):
         raise _stale("the prompt is not the one the prefill server computed for this request")
     return remote

@@ -52,16 +52,24 @@ def test_missing_nixl_says_how_to_install(monkeypatch):
     engine_config({}).validate()  # the colocated default never needs it
 
 
-def test_the_pools_secret_defaults_to_the_api_key_and_is_never_shown(monkeypatch):
+def test_the_pools_secret_is_never_the_api_key_and_never_shown(monkeypatch):
+    """Every client holds the API key; whoever holds the pool's secret signs as a server of the pool.
+    So --api-key is never the default secret (it was: any client could then sign parameters and
+    side-channel calls), and a --kv-secret or MOESERVE_KV_SECRET equal to it is refused."""
     from moeserve.server.config_file import build_configs
 
     monkeypatch.delenv("MOESERVE_KV_SECRET", raising=False)
     engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key"})
-    assert engine.kv_transfer.secret == "the-server-key" and "the-server-key" not in repr(engine)
+    assert engine.kv_transfer.secret is None  # this user's secret file (trust.key_for), not the API key
     engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key", "kv_secret": "the-pool-secret"})
-    assert engine.kv_transfer.secret == "the-pool-secret"
+    assert engine.kv_transfer.secret == "the-pool-secret" and "the-pool-secret" not in repr(engine)
+    with pytest.raises(ConfigError, match="--kv-secret must not be the --api-key: clients hold the API key"):
+        build_configs({"kv_role": "decode", "api_key": "the-server-key", "kv_secret": "the-server-key"})
+    monkeypatch.setenv("MOESERVE_KV_SECRET", "the-server-key")
+    with pytest.raises(ConfigError, match="MOESERVE_KV_SECRET must not be the --api-key"):
+        build_configs({"kv_role": "prefill", "api_key": "the-server-key"})
     monkeypatch.setenv("MOESERVE_KV_SECRET", "from-the-environment")
     engine, _ = build_configs({"kv_role": "prefill", "api_key": "the-server-key"})
     assert engine.kv_transfer.secret is None  # the environment's, read where the key is made (trust.key_for)
-    engine, _ = build_configs({"api_key": "the-server-key"})
-    assert engine.kv_transfer.secret is None  # no KV transfer, no secret handed to anything
+    engine, _ = build_configs({"api_key": "from-the-environment"})  # no KV transfer: nothing signs with it
+    assert engine.kv_transfer.secret is None
