@@ -12,8 +12,11 @@ reads the blocks, with a token only it can make; the first claim binds the pin t
 claim with another token is a 409 (another decoder took it), and only a release with that token
 frees it. num_bytes: what the decoder's ranks read of the pin, together (the transfer counters).
 
-Bounded: at most MAX_CONNECTIONS at once (more are answered 503 and closed at once), REQUEST_DEADLINE_S
-for a whole request (a slow client is cut off), MAX_BODY_BYTES of body, Content-Length bodies only.
+Bounded: at most MAX_CONNECTIONS at once, REQUEST_DEADLINE_S for a whole request (a slow client is cut
+off), MAX_BODY_BYTES of body, Content-Length bodies only. A connection past the cap closes the oldest
+one whose call has not yet been verified as signed (a pool server sends its whole call at once, so
+an idle connection is no server of the pool: one process holding MAX_CONNECTIONS idle connections
+kept every decoder out); only when every slot holds a signed call is it answered 503 and closed.
 The server thread never touches engine state: it reads what the engine loop publishes and queues
 releases for the loop (`drain_releases`). It binds to the address it is given (127.0.0.1 by default).
 """
@@ -23,6 +26,7 @@ import json
 import logging
 import queue
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -35,6 +39,7 @@ log = logging.getLogger("moeserve.kv_transfer")
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_CONNECTIONS = 64
+MAX_NUM_BYTES = 1 << 48  # what a release may say its decoder read: far above any pin, far below msgpack's 2**64
 REQUEST_DEADLINE_S = 10.0
 _BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
@@ -109,7 +114,8 @@ class SideChannel:
 
 
 class _BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most `max_connections` of them, each cut off after `deadline_s`."""
+    """A thread per connection, at most `max_connections` of them, each cut off after `deadline_s`;
+    past the cap the oldest connection without a verified call makes room."""
 
     daemon_threads = True
     request_queue_size = 128
@@ -117,7 +123,8 @@ class _BoundedServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type, deadline_s: float, max_connections: int):
         self.deadline_s = deadline_s
         self._slots = threading.BoundedSemaphore(max_connections)
-        self._open: dict[socket.socket, float] = {}  # connection -> its deadline (time.monotonic())
+        self._open: dict[socket.socket, float] = {}  # connection -> its deadline (time.monotonic()), oldest first
+        self._signed: set[socket.socket] = set()  # connections whose call was verified: never closed to make room
         self._open_lock = threading.Lock()
         self._closed = threading.Event()
         super().__init__(address, handler)
@@ -128,7 +135,7 @@ class _BoundedServer(ThreadingHTTPServer):
         super().server_close()
 
     def process_request(self, request: socket.socket, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not self._make_room():
             try:
                 request.settimeout(1.0)
                 request.sendall(_BUSY)
@@ -146,7 +153,32 @@ class _BoundedServer(ThreadingHTTPServer):
         finally:
             with self._open_lock:
                 self._open.pop(request, None)
+                self._signed.discard(request)
             self._slots.release()
+
+    def signed(self, request: socket.socket) -> None:
+        """The connection's call carries the pool's signature: it keeps its slot until its deadline."""
+        with self._open_lock:
+            self._signed.add(request)
+
+    def _make_room(self) -> bool:
+        """Close the oldest connection without a verified call and take its slot once its thread ends."""
+        with self._open_lock:
+            victim = next((s for s in self._open if s not in self._signed), None)
+        if victim is None:
+            return False
+        try:
+            victim.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return self._slots.acquire(timeout=1.0)
+
+    def handle_error(self, request: socket.socket, client_address: Any) -> None:
+        """One line, not socketserver's traceback on stderr: a peer that hung up (or was closed to make
+        room) is routine; anything else is a bug worth a warning."""
+        error = sys.exc_info()[1]
+        level = logging.DEBUG if isinstance(error, OSError) else logging.WARNING
+        log.log(level, "side channel: a call from %s ended in %s: %s", client_address[0], type(error).__name__, error)
 
     def _reap(self) -> None:
         """Shuts down connections past their deadline (a client sending a byte now and then)."""
@@ -185,13 +217,16 @@ def _handler(channel: SideChannel) -> type[BaseHTTPRequestHandler]:
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding"):
                 raise _BadRequest("send the body with a Content-Length")
+            if len(self.headers.get_all("Content-Length") or ()) > 1:
+                raise _BadRequest("send one Content-Length")
             text = self.headers.get("Content-Length") or "0"
-            if not text.isdigit() or int(text) > MAX_BODY_BYTES:
+            if not (text.isascii() and text.isdigit()) or int(text) > MAX_BODY_BYTES:  # "²".isdigit() too
                 raise _BadRequest(f"Content-Length must be a number of at most {MAX_BODY_BYTES} bytes")
             return self.rfile.read(int(text))
 
         def _authorized(self, body: bytes) -> bool:
             if check_call(channel.key, self.headers.get(AUTH_HEADER), self.command, self.path, body):
+                self.server.signed(self.request)
                 return True
             self._reply(401, {"error": "this side channel answers the servers of its KV pool only: a call must be "
                                        "signed with the pool's secret (--kv-secret)"})
@@ -242,6 +277,7 @@ def _pin_call(raw: bytes) -> tuple[str, str, str, int | None]:
     request_id, engine_id, token, num_bytes = (body.get(k) for k in ("request_id", "engine_id", "token", "num_bytes"))
     if not all(isinstance(v, str) and v for v in (request_id, engine_id, token)):
         raise _BadRequest("request_id, engine_id and token must be non-empty strings")
-    if num_bytes is not None and (isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0):
-        raise _BadRequest("num_bytes must be a non-negative integer")
+    if num_bytes is not None and (isinstance(num_bytes, bool) or not isinstance(num_bytes, int)
+                                  or not 0 <= num_bytes <= MAX_NUM_BYTES):  # 10**100 ended the engine (msgpack)
+        raise _BadRequest(f"num_bytes must be an integer in [0, {MAX_NUM_BYTES}]")
     return request_id, engine_id, token, num_bytes

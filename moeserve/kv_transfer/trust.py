@@ -110,8 +110,8 @@ def check_call(key: PoolKey, header: str | None, method: str, path: str, body: b
     if not header or header.count(".") != 1:
         return False
     stamp, mac = header.split(".")
-    if not stamp.isdigit() or len(stamp) > 12:
-        return False
+    if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12 or not mac.isascii():
+        return False  # a header is Latin-1: "²" is a digit to isdigit(), and compare_digest takes ASCII only
     if abs(int(stamp) - (time.time() if now is None else now)) > CALL_SKEW_S:
         return False
     return hmac.compare_digest(mac, _mac(key.calls, _call_bytes(stamp, method, path, body)))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from moeserve.kv_transfer.peer_calls import PeerError, call, claim, get_json, pin_path, post_release
-from moeserve.kv_transfer.side_channel import MAX_BODY_BYTES, SideChannel
+from moeserve.kv_transfer.side_channel import MAX_BODY_BYTES, MAX_NUM_BYTES, SideChannel
 from moeserve.kv_transfer.trust import AUTH_HEADER, PoolKey, sign_call
 
 KEY = PoolKey.from_secret("the pool's secret, long enough", "test")
@@ -110,21 +110,75 @@ def test_a_bad_length_or_chunked_body_is_a_400_not_a_crash(channel):
     assert get_json(channel.host, channel.port, KEY, "/layout", 5)[0] == 200
 
 
-def test_slow_clients_are_cut_off_and_connections_are_capped():
-    ch = SideChannel("127.0.0.1", 0, "engine-1", {"ranks": []}, KEY, deadline_s=1.0, max_connections=4)
+def test_slow_clients_are_cut_off_and_idle_connections_make_room():
+    """Connections that hold their slot without a signed call (one process kept 64 of them open, and
+    every decoder of the pool got a 503) give way to a new one, oldest first; the rest are cut off at
+    their deadline."""
+    ch = SideChannel("127.0.0.1", 0, "engine-1", {"ranks": []}, KEY, deadline_s=1.5, max_connections=4)
     try:
         slow = [socket.create_connection(("127.0.0.1", ch.port), timeout=10) for _ in range(4)]
         for s in slow:
             s.sendall(b"GET /layout HTTP/1.1\r\n")  # and never the rest
         time.sleep(0.3)
-        with socket.create_connection(("127.0.0.1", ch.port), timeout=5) as extra:  # past the cap: 503 at once
-            assert extra.recv(64).startswith(b"HTTP/1.0 503")
-        for s in slow:  # each cut off at its deadline, not held open
+        assert get_json(ch.host, ch.port, KEY, "/layout", 5)[0] == 200  # past the cap, at once
+        assert slow[0].recv(64) == b""  # the oldest made room
+        for s in slow[1:]:  # each cut off at its deadline, not held open
             assert s.recv(64) == b""
+        for s in slow:
             s.close()
         assert get_json(ch.host, ch.port, KEY, "/layout", 5)[0] == 200  # the slots came back
     finally:
         ch.close()
+
+
+def test_past_the_cap_of_signed_calls_a_connection_is_a_503():
+    """Only signed calls keep their slots: four of them, each stuck writing a large /layout to a peer
+    that does not read, and a fifth connection gets a 503 at once."""
+    layout = {"ranks": [{"agent_metadata": "x" * (16 << 20)}]}  # more than the socket buffers hold
+    ch = SideChannel("127.0.0.1", 0, "engine-1", layout, KEY, deadline_s=5.0, max_connections=4)
+    try:
+        stuck = []
+        for _ in range(4):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the layout's write blocks
+            s.settimeout(10)
+            s.connect(("127.0.0.1", ch.port))
+            s.sendall(f"GET /layout HTTP/1.1\r\n{AUTH_HEADER}: {sign_call(KEY, 'GET', '/layout')}\r\n\r\n".encode())
+            stuck.append(s)
+        time.sleep(1.0)
+        with socket.create_connection(("127.0.0.1", ch.port), timeout=5) as extra:
+            assert extra.recv(64).startswith(b"HTTP/1.0 503")
+        for s in stuck:
+            s.close()
+    finally:
+        ch.close()
+
+
+@pytest.mark.parametrize("head", [b"Content-Length: \xb2\r\n",  # Latin-1 superscript two: isdigit(), not int()
+                                  b"Content-Length: 2\r\nContent-Length: 100\r\n"])
+def test_a_length_that_is_no_ascii_number_or_given_twice_is_a_400(channel, head):
+    with socket.create_connection(("127.0.0.1", channel.port), timeout=5) as s:
+        s.sendall(b"POST /release HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n{}")
+        assert s.recv(64).startswith(b"HTTP/1.0 400")
+
+
+@pytest.mark.parametrize("auth", [lambda: f"{int(time.time())}.".encode() + b"\xe9" * 64,  # compare_digest: ASCII only
+                                  lambda: b"\xb2\xb3." + b"0" * 64])
+def test_a_signature_header_that_is_no_ascii_is_a_401_not_a_crash(channel, auth):
+    with socket.create_connection(("127.0.0.1", channel.port), timeout=5) as s:
+        s.sendall(b"GET /layout HTTP/1.1\r\nHost: x\r\n" + AUTH_HEADER.encode() + b": " + auth() + b"\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.0 401")
+
+
+def test_a_release_that_says_it_read_more_than_a_pin_can_hold_is_a_400(channel):
+    """num_bytes 10**100 reached the engine's counters and ended the engine (msgpack cannot pack it)."""
+    channel.publish("r", [1], "d")
+    assert claim(channel.host, channel.port, KEY, "r", "engine-1", "t", 5)[0] == 200
+    body = {"request_id": "r", "engine_id": "engine-1", "token": "t", "num_bytes": 10**100}
+    status, answer = call(channel.host, channel.port, KEY, "POST", "/release", body, 5)
+    assert status == 400 and "num_bytes" in answer["error"] and channel.drain_releases() == []
+    assert post_release(channel.host, channel.port, KEY, "r", "engine-1", "t", 5, num_bytes=MAX_NUM_BYTES)
+    assert channel.drain_releases() == [("r", MAX_NUM_BYTES)]
 
 
 def test_many_slow_connections_hold_few_threads():

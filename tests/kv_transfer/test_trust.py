@@ -45,7 +45,8 @@ def test_a_call_signature_binds_method_path_body_and_time():
     assert not trust.check_call(KEY, header, "GET", "/claim", b"{}", now=1000)
     assert not trust.check_call(KEY, header, "POST", "/release", b"{}", now=1000)
     assert not trust.check_call(KEY, header, "POST", "/claim", b"{ }", now=1000)
-    for bad in (None, "", "x", "1.2.3", "-1.ab", "9" * 20 + ".ab"):
+    for bad in (None, "", "x", "1.2.3", "-1.ab", "9" * 20 + ".ab",
+                "\u00b2\u00b3.ab", "1000." + "\u00e9" * 64):  # Latin-1 header text: ValueError, TypeError before
         assert not trust.check_call(KEY, bad, "POST", "/claim", b"{}", now=1000)
 
 
