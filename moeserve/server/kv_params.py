@@ -100,7 +100,8 @@ async def _claim(remote: kv.RemotePrefill, token: str, key: trust.PoolKey) -> No
         raise unavailable(f"the prefill server's KV side channel at {where} did not answer") from None
     if status == 404:
         raise _stale(f"request {remote.request_id!r} holds no KV blocks on the prefill server (already read, "
-                     f"expired after its --kv-expiry-s, or never there)")
+                     f"expired after its --kv-expiry-s, released early for newer prefills past its "
+                     f"--kv-max-pinned-blocks, or never there)")
     if status == 409:
         raise _stale(f"request {remote.request_id!r}'s KV blocks were taken by another decode server")
     if status != 200:
