@@ -16,7 +16,7 @@ from moeserve.config import EngineConfig
 from moeserve.errors import ConfigError
 from moeserve.models.config_sizes import check_config_sizes
 from moeserve.models.quantization import check_quantization
-from moeserve.models.registry import check_layout
+from moeserve.models.registry import check_architecture, check_layout
 
 
 def config_fields(model: str | None) -> SimpleNamespace | None:
@@ -26,11 +26,16 @@ def config_fields(model: str | None) -> SimpleNamespace | None:
         from moeserve.engine.builtin_model import builtin_config_fields
 
         return SimpleNamespace(**builtin_config_fields())
+    path = Path(model) / "config.json"
     try:
-        fields = json.loads((Path(model) / "config.json").read_text())
+        fields = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return SimpleNamespace(**fields) if isinstance(fields, dict) else None
+    except RecursionError:  # json's own nesting limit
+        raise ConfigError(f"{path} nests too deep to be a model's config") from None
+    if not isinstance(fields, dict):
+        raise ConfigError(f"{path} must hold a JSON object (a model's config), got a JSON {type(fields).__name__}")
+    return SimpleNamespace(**fields)
 
 
 def check_model_layout(config: EngineConfig) -> None:
@@ -42,6 +47,7 @@ def check_model_layout(config: EngineConfig) -> None:
     plan = load_plan(config.placement)
     fields = config_fields(config.model.model)
     if fields is not None:
+        check_architecture(fields)  # an architecture moeserve does not serve is named before its files are read
         if config.model.model is not None:  # the sizes first: the layout check loops over num_hidden_layers
             check_config_sizes(config.model.model, fields)
         check_quantization(fields)

@@ -7,6 +7,12 @@ it. The shapes come from the safetensors headers alone (no tensor data is read) 
 imported, so `moeserve serve` and `LLM(...)` refuse such a checkpoint in well under a second, before
 any rank starts (engine/layout_check.py), with one line naming the field and the tensor.
 
+Every architecture moeserve serves names its tensors model.embed_tokens.weight and model.layers.N.*:
+a directory without safetensors weights, without the embedding or without any tensor of a layer is
+refused when config.json sizes the model by those fields (before, such a directory left every size
+unchecked: num_hidden_layers 10000000 beside no weights grew the engine until memory ran out). Sizes
+that other sizes are divided by (heads, experts per token, ...) must be at least 1.
+
 What is compared (each only where the config sets the field and the checkpoint has the tensor, so an
 architecture with other names is never refused for them):
 - vocab_size, hidden_size: model.embed_tokens.weight [vocab_size, hidden_size];
@@ -39,6 +45,11 @@ SIZE_FIELDS = (
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "max_position_embeddings",
 )
 EXPERT_COUNT_FIELDS = ("n_routed_experts", "num_experts", "num_local_experts")
+# divisors of other sizes, or counts a model needs one of: at least 1 when set (0 raised ZeroDivisionError
+# or ValueError inside the engine, or served a top-0 MoE)
+POSITIVE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                   "num_experts_per_tok", *EXPERT_COUNT_FIELDS)
+EMBEDDING = "model.embed_tokens.weight"
 _LAYER = re.compile(r"model\.layers\.(\d+)\.")
 _ROUTER = re.compile(r"model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.gate\.weight")
 _EXPERT0 = re.compile(r"model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.0\.(?:gate_proj|w1)\.weight")
@@ -76,14 +87,22 @@ def check_config_sizes(model_dir: str | Path, fields: Any, shapes: dict[str, tup
     for name in SIZE_FIELDS:
         value = getattr(fields, name, None)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ConfigError(f"{where}: {name} must be a non-negative integer, got {value!r}")
+            raise ConfigError(f"{where}: {name} must be a non-negative integer, got {_short(value)}")
+        if name in POSITIVE_FIELDS and value == 0:
+            raise ConfigError(f"{where}: {name} must be at least 1, got 0")
     shapes = tensor_shapes(model_dir) if shapes is None else shapes
     if not shapes:
-        return
+        raise ConfigError(f"{where}: no *.safetensors weights beside it to check its sizes against (moeserve "
+                          "loads safetensors checkpoints)")
     for problem in (_embedding, _layers, _experts, _mlp_rows, _attention):
         message = problem(fields, shapes)
         if message:
             raise ConfigError(f"{where}: {message}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _mismatch(field: str, value: int, tensor: str, shape: tuple[int, ...], what: str) -> str:
@@ -91,8 +110,12 @@ def _mismatch(field: str, value: int, tensor: str, shape: tuple[int, ...], what:
 
 
 def _embedding(cfg: Any, shapes: dict) -> str | None:
-    shape = shapes.get("model.embed_tokens.weight")
-    if shape is None or len(shape) != 2:
+    shape = shapes.get(EMBEDDING)
+    sized = [f for f in ("vocab_size", "hidden_size") if getattr(cfg, f, None) is not None]
+    if sized and (shape is None or len(shape) != 2):
+        return (f"{' and '.join(sized)} cannot be checked: the checkpoint has no {EMBEDDING} [vocab_size, "
+                f"hidden_size]{'' if shape is None else f' (it is {list(shape)})'}")
+    if shape is None:
         return None
     for field, dim in (("vocab_size", 0), ("hidden_size", 1)):
         value = getattr(cfg, field, None)
@@ -104,8 +127,11 @@ def _embedding(cfg: Any, shapes: dict) -> str | None:
 def _layers(cfg: Any, shapes: dict) -> str | None:
     layers = getattr(cfg, "num_hidden_layers", None)
     present = {int(m.group(1)) for n in shapes if (m := _LAYER.match(n))}
-    if not layers or not present:
+    if not layers:
         return None
+    if not present:
+        return (f"num_hidden_layers {layers} cannot be checked: the checkpoint has no tensor of any layer "
+                "(model.layers.N.*)")
     missing = next((i for i in range(layers) if i not in present), None)  # stops at max(present) + 1 at most
     if missing is None:
         return None

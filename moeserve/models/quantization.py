@@ -55,8 +55,13 @@ class Fp8BlockQuant:
         if scheme != "dynamic":
             raise ConfigError(f"quantization_config.activation_scheme {scheme!r} is not supported: "
                               "block-scaled FP8 checkpoints quantize activations dynamically")
-        names = [*(quant.get("modules_to_not_convert") or ()), *(quant.get("ignored_layers") or ())]
-        return cls((int(block[0]), int(block[1])), tuple(str(n) for n in names))
+        names = []
+        for key in ("modules_to_not_convert", "ignored_layers"):
+            value = quant.get(key) or []
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                raise ConfigError(f"quantization_config.{key} must be a list of module names, got {str(value)[:60]}")
+            names += value
+        return cls((int(block[0]), int(block[1])), tuple(names))
 
 
 def quantization_config(hf_config: Any) -> dict[str, Any] | None:
@@ -65,7 +70,12 @@ def quantization_config(hf_config: Any) -> dict[str, Any] | None:
     if not quant:
         return None
     if not isinstance(quant, dict):
-        quant = quant.to_dict() if hasattr(quant, "to_dict") else dict(vars(quant))
+        if hasattr(quant, "to_dict"):
+            quant = quant.to_dict()
+        elif hasattr(quant, "__dict__"):
+            quant = dict(vars(quant))
+        else:  # config.json's quantization_config is a string, a list, a number: vars() raised TypeError
+            raise ConfigError(f"quantization_config must be an object (quant_method, ...), got {str(quant)[:60]}")
     return quant
 
 

@@ -64,6 +64,17 @@ def model_class(architecture: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def check_architecture(hf_config: Any) -> None:
+    """ConfigError naming the supported architectures when config.json names another one (a config
+    without `architectures` is left to the loader)."""
+    names = getattr(hf_config, "architectures", None)
+    if names is not None and (not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names)):
+        raise ConfigError(f"config.json: architectures must be a list of class names, got {str(names)[:60]}")
+    architecture = architecture_of(hf_config)
+    if architecture is not None and architecture not in _ARCHITECTURES:
+        raise ConfigError(_unsupported(architecture))
+
+
 def check_layout(hf_config: Any, tp: int, ep: int, plan: Any = None, plan_name: str = "the placement plan") -> None:
     """Raises ConfigError naming each size of the model that does not split over --tp / --ep
     (models/layout.py), and an architecture moeserve does not serve, naming the ones it does (before any
@@ -73,8 +84,7 @@ def check_layout(hf_config: Any, tp: int, ep: int, plan: Any = None, plan_name: 
     architecture = architecture_of(hf_config)
     if architecture is None:
         return
-    if architecture not in _ARCHITECTURES:
-        raise ConfigError(_unsupported(architecture))
+    check_architecture(hf_config)
     _, cuts_of, is_moe = _ARCHITECTURES[architecture]
     cuts = cuts_of(hf_config)
     if plan is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 from tiny_models import ARCHITECTURES, make_checkpoint
 
@@ -118,3 +119,44 @@ def test_serve_exits_2_with_one_line_before_loading(qwen3, tmp_path, changes, ne
     assert cli.run(p.parse_args(["--model", str(edited)])) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("field", ["num_key_value_heads", "num_attention_heads", "num_experts_per_tok", "num_experts",
+                                   "num_hidden_layers", "vocab_size"])
+def test_sizes_other_sizes_are_divided_by_are_at_least_one(qwen3, field):
+    """num_key_value_heads 0 ended in a ValueError inside the engine (exit 1), num_experts_per_tok 0 served
+    a top-0 MoE: both are refused with the field named."""
+    with pytest.raises(ConfigError, match=f"{field} must be at least 1, got 0"):
+        check_config_sizes(qwen3, argparse.Namespace(**(vars(_fields(qwen3)) | {field: 0})))
+
+
+def test_sizes_the_checkpoint_cannot_check_are_refused(qwen3, tmp_path):
+    """A directory without safetensors, or with tensors named otherwise, left every size unchecked:
+    num_hidden_layers 10000000 beside them grew the engine until memory ran out."""
+    from safetensors.numpy import save_file
+
+    fields = argparse.Namespace(**(vars(_fields(qwen3)) | {"num_hidden_layers": 10000000}))
+    with pytest.raises(ConfigError, match="no \\*.safetensors weights beside it"):
+        check_config_sizes(tmp_path, fields)
+    save_file({"x": np.zeros(1, np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ConfigError, match="vocab_size and hidden_size cannot be checked: the checkpoint has no "
+                                          "model.embed_tokens.weight"):
+        check_config_sizes(tmp_path, fields)
+    save_file({"model.embed_tokens.weight": np.zeros((96, 64), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ConfigError, match="num_hidden_layers 10000000 cannot be checked: the checkpoint has no tensor "
+                                          "of any layer"):
+        check_config_sizes(tmp_path, fields)
+
+
+@pytest.mark.parametrize("text,needle", [("[" * 100_000 + "]" * 100_000, "nests too deep"),
+                                         ("[]", "must hold a JSON object"),
+                                         ('{"architectures": 5}', "architectures must be a list of class names")])
+def test_a_config_json_that_is_no_config_is_one_line_at_start_up(tmp_path, text, needle):
+    """They ended in RecursionError, TypeError (inside the engine, after it started) or an IndexError."""
+    from moeserve.config import EngineConfig, ModelConfig
+    from moeserve.engine.startup_checks import check_startup
+
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ConfigError, match=needle) as e:
+        check_startup(EngineConfig(model=ModelConfig(model=str(tmp_path))))
+    assert "\n" not in str(e.value)

@@ -138,6 +138,10 @@ def test_reader_names_what_it_cannot_read(tmp_path):
     ({"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "float8_e4m3fn", "ignored_layers": ["x"]}, None),
     ({"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "static"}, "activation_scheme"),
     ({"quant_method": "awq"}, "quant_method 'awq' is not supported"),
+    # TypeError tracebacks before (vars() of a string or a number, `*` of an int)
+    ("fp8", "quantization_config must be an object"),
+    (5, "quantization_config must be an object"),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": 5}, "must be a list of module names"),
 ])
 def test_quantization_configs_moeserve_cannot_load_are_named_and_the_rest_pass(quant, match):
     from types import SimpleNamespace
