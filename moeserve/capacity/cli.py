@@ -22,7 +22,9 @@ MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); 
 BOUNDS = {
     "gpus": (1, planner.MAX_GPUS, True, True), "isl": (1, 10_000_000, True, True), "osl": (1, 10_000_000, True, True),
     "cache_hit": (0, 1, True, False), "isl_cv": (0, 10, True, True), "ttft_slo_ms": (0, 1e9, False, True),
-    "tpot_slo_ms": (0, 1e9, False, True), "balancedness": (0, 1, False, True), "tp": (1, 1024, True, True),
+    "tpot_slo_ms": (0, 1e9, False, True),
+    # mean/max load over at most MAX_GPUS ranks is at least 1/MAX_GPUS; 1e-300 printed Infinity into --json
+    "balancedness": (1 / planner.MAX_GPUS, 1, True, True), "tp": (1, 1024, True, True),
     "ep": (1, planner.MAX_GPUS, True, True), "moe_tp": (1, 1024, True, True), "batch": (0, 1e7, False, True),
     "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),

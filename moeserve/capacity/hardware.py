@@ -25,6 +25,8 @@ _OPTIONAL = {
     "host_link_gbs": 0.0,
 }
 CARD_CLASSES = ("hopper", "blackwell", "cdna3", "cdna4", "cpu")
+_DIVISORS = ("memory_bandwidth_gbs", "scaleup_gbs", "scaleout_gbs")  # times are bytes over them: 0 divided by zero
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KB
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,15 @@ def known_profiles() -> list[str]:
 
 def _number(entry, field: str, origin: str) -> tuple[float, str]:
     if not isinstance(entry, dict) or "value" not in entry or not entry.get("source"):
-        raise ValueError(f"{origin}: {field} must be {{value: NUMBER, source: TEXT}}, got {entry!r}")
-    value = entry["value"]
+        raise ValueError(f"{origin}: {field} must be {{value: NUMBER, source: TEXT}}, got {str(entry)[:60]}")
+    value, source = entry["value"], entry["source"]
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{origin}: {field} must be a finite number >= 0, got {value!r}")
-    return float(value), str(entry["source"])
+        raise ValueError(f"{origin}: {field} must be a finite number >= 0, got {str(value)[:40]}")
+    if field in _DIVISORS and value == 0:
+        raise ValueError(f"{origin}: {field} must be more than 0")
+    if not isinstance(source, (str, int, float)):
+        raise ValueError(f"{origin}: {field}'s source must be text")
+    return float(value), str(source)
 
 
 def from_dict(data: dict, origin: str) -> Hardware:
@@ -119,16 +125,31 @@ def load_hardware(name_or_path: str) -> Hardware:
     """A shipped profile by name (h100, ...) or a YAML file path."""
     import yaml
 
+    class _NoAliases(yaml.SafeLoader):
+        """A profile has no use for `*alias`: nine nested aliases of nine made str() of a `source`
+        expand to 9**9 items (configure ran until killed)."""
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise ValueError(f"--hardware {name_or_path}: YAML aliases (*name) are not allowed in a profile")
+            return super().compose_node(parent, index)
+
     path = Path(name_or_path)
     if not path.suffix and (_DIR / f"{name_or_path.lower()}.yaml").exists():
         path = _DIR / f"{name_or_path.lower()}.yaml"
     if not path.is_file():
         raise ValueError(f"--hardware {name_or_path}: not a profile file nor a known name "
                          f"({', '.join(known_profiles())})")
+    with open(path, "rb") as f:
+        raw = f.read(MAX_PROFILE_BYTES + 1)
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ValueError(f"--hardware {path}: larger than {MAX_PROFILE_BYTES} bytes, not a profile")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(raw.decode(), Loader=_NoAliases)
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise ValueError(f"--hardware {path}: not a YAML profile ({type(e).__name__})") from None
+    except RecursionError:
+        raise ValueError(f"--hardware {path}: nests too deep to be a profile") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a hardware profile is a mapping of field: {{value, source}}")
     return from_dict(data, str(path.name))

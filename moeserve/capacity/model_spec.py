@@ -11,6 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _SHIPPED = Path(__file__).with_name("models")
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB
+# every config.json field read here: (least, most). Far above any model (DeepSeek-V3: 61 layers, hidden 7168,
+# 256 experts); a field outside is named before anything loops or divides by it (num_hidden_layers 10**12
+# looped without end, num_attention_heads 0 divided by zero, "61" or 61.5 raised TypeError)
+_SIZES = {
+    "num_hidden_layers": (1, 4096), "hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 16),
+    "vocab_size": (1, 1 << 24), "num_key_value_heads": (0, 1 << 16), "head_dim": (0, 1 << 16),
+    "num_experts_per_tok": (1, 1 << 16), "n_routed_experts": (1, 1 << 16), "num_experts": (1, 1 << 16),
+    "num_local_experts": (1, 1 << 16), "moe_intermediate_size": (1, 1 << 24), "intermediate_size": (0, 1 << 24),
+    "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 16),
+    "first_k_dense_replace": (0, 4096), "moe_layer_freq": (0, 4096), "decoder_sparse_step": (0, 4096),
+    "q_lora_rank": (0, 1 << 20), "kv_lora_rank": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
+    "qk_rope_head_dim": (0, 1 << 16), "v_head_dim": (0, 1 << 16), "topk_group": (0, 1 << 16), "n_group": (0, 1 << 16),
+    "num_nextn_predict_layers": (0, 64),
+}
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,7 @@ def _moe_layers_qwen(cfg: dict, layers: int) -> int:
 
 def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
     """ModelSpec from a config.json dict; raises ValueError for an architecture it cannot read."""
+    _check_sizes(cfg, name)
     kind = cfg.get("model_type", "")
     layers, hidden, heads = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
     common = dict(name=name, hidden=hidden, num_layers=layers, vocab=cfg["vocab_size"], num_heads=heads,
@@ -150,6 +166,19 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
                      "qwen2_moe, mixtral and olmoe")
 
 
+def _check_sizes(cfg: dict, name: str) -> None:
+    """ValueError naming the first field of `cfg` that is not a whole number within _SIZES."""
+    if not isinstance(cfg.get("model_type", ""), str):
+        raise ValueError(f"{name}: config.json model_type must be a string")
+    for key, (low, high) in _SIZES.items():
+        value = cfg.get(key)
+        if value is not None and (type(value) is not int or not low <= value <= high):
+            raise ValueError(f"{name}: config.json {key} must be a whole number in [{low}, {high}], got {repr(value)[:40]}")
+    only = cfg.get("mlp_only_layers")
+    if only is not None and (not isinstance(only, list) or len(only) > 4096 or any(type(i) is not int for i in only)):
+        raise ValueError(f"{name}: config.json mlp_only_layers must be a list of layer numbers")
+
+
 def _builtin() -> ModelSpec:
     """The built-in model, from the config.json shipped with its weights."""
     from moeserve.builtin_model_info import BUILTIN_NAME, builtin_model_dir
@@ -174,10 +203,18 @@ def load_model(source: str | None) -> ModelSpec:
     if not path.exists():
         raise ValueError(f"--model {source}: no such directory, config.json or shipped model "
                          f"(shipped: {', '.join(shipped_models())})")
+    with open(path, "rb") as f:
+        raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"--model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no config.json")
     try:
-        cfg = json.loads(path.read_text())
+        cfg = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ValueError(f"--model {source}: {path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"--model {source}: {path} nests too deep to be a config.json") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"--model {source}: {path} must hold a JSON object, got a JSON {type(cfg).__name__}")
     try:
         name = path.stem if path.parent == _SHIPPED else cfg.get("_name_or_path") or path.parent.name
         return from_hf_config(cfg, name)

@@ -127,7 +127,8 @@ NONSENSE = [["--gpus", "1000000000"], ["--gpus", "0"], ["--tp", "0"], ["--batch"
             ["--ttft-slo-ms", "-1"], ["--ttft-slo-ms", "inf"], ["--isl", "0"], ["--osl", "-5"], ["--cache-hit", "1"],
             ["--cache-hit", "nan"], ["--balancedness", "0"], ["--balancedness", "1.5"], ["--ep", "0"], ["--moe-tp", "0"],
             ["--mtp-draft", "-1"], ["--mtp-draft", "99"], ["--gemm-min-tile", "0"], ["--batch", "inf"], ["--batch", "-3"],
-            ["--tp", "4096"], ["--memory-fraction", "0"], ["--isl", "1e3"], ["--gpus", "many"], ["--redundant", "some"]]
+            ["--tp", "4096"], ["--memory-fraction", "0"], ["--isl", "1e3"], ["--gpus", "many"], ["--redundant", "some"],
+            ["--balancedness", "1e-300", "--phase", "decode", "--ep", "8"]]  # printed Infinity into --json
 
 
 @pytest.mark.parametrize("bad", NONSENSE, ids=[" ".join(a) for a in NONSENSE])
@@ -137,6 +138,56 @@ def test_nonsense_arguments_exit_2_with_one_line(capsys, bad):
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("moeserve configure: error:") and bad[0] in lines[0], captured.err
+
+
+_DEEPSEEK = json.loads((Path(__file__).resolve().parents[2] / "moeserve/capacity/models/deepseek-v3.json").read_text())
+_BOMB = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + "".join(
+    f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+_H100 = (Path(__file__).resolve().parents[2] / "moeserve/capacity/hardware/h100.yaml").read_text()
+
+
+@pytest.mark.parametrize("text, needle", [
+    (json.dumps(_DEEPSEEK | {"num_hidden_layers": 10**12}), "num_hidden_layers must be a whole number in [1, 4096]"),
+    (json.dumps(_DEEPSEEK | {"num_attention_heads": 0}), "num_attention_heads must be a whole number"),
+    (json.dumps(_DEEPSEEK | {"num_hidden_layers": "61"}), "got '61'"),
+    (json.dumps(_DEEPSEEK | {"num_hidden_layers": 61.5}), "got 61.5"),
+    (json.dumps(_DEEPSEEK | {"n_routed_experts": -256}), "n_routed_experts must be a whole number"),
+    (json.dumps(_DEEPSEEK | {"mlp_only_layers": 5}), "mlp_only_layers must be a list"),
+    ("[]", "must hold a JSON object"),
+    ("[" * 100_000 + "]" * 100_000, "nests too deep"),
+])
+def test_a_config_json_configure_cannot_use_exits_2_with_one_line(capsys, tmp_path, text, needle):
+    """Before: num_hidden_layers 10**12 looped without end; the others ended in ZeroDivisionError,
+    TypeError, OverflowError, AttributeError or RecursionError tracebacks."""
+    (tmp_path / "config.json").write_text(text)
+    assert exit_code(["--hardware", "h100", "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("text, needle", [
+    (_BOMB + _H100.replace("name: h100", "name: *i"), "YAML aliases (*name) are not allowed"),
+    (re.sub(r"memory_bandwidth_gbs: \{value: [\d.]+", "memory_bandwidth_gbs: {value: 0", _H100),
+     "memory_bandwidth_gbs must be more than 0"),
+    (re.sub(r"scaleout_gbs: \{value: [\d.]+", "scaleout_gbs: {value: 0", _H100), "scaleout_gbs must be more than 0"),
+    ("[" * 100_000 + "]" * 100_000, "nests too deep"),
+])
+def test_a_hardware_profile_configure_cannot_use_exits_2_with_one_line(capsys, tmp_path, text, needle):
+    """Before: nine nested YAML aliases made str() of a field expand to 9**9 items (ran until killed);
+    a bandwidth of 0 divided by zero; deep nesting raised RecursionError."""
+    (tmp_path / "hw.yaml").write_text(text)
+    assert exit_code(["--hardware", str(tmp_path / "hw.yaml"), "--model", "deepseek-v3"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_a_file_too_large_for_a_config_is_refused_unread(capsys, tmp_path):
+    """--model /dev/zero read until MemoryError."""
+    big = tmp_path / "config.json"
+    with open(big, "wb") as f:
+        f.truncate((16 << 20) + 1)  # sparse: no disk
+    assert exit_code(["--hardware", "h100", "--model", str(big)]) == 2
+    assert "larger than 16777216 bytes" in capsys.readouterr().err
 
 
 def test_subcommand_is_registered(capsys):
