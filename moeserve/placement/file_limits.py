@@ -22,6 +22,9 @@ MAX_TEXT_BYTES = 256 << 20  # a JSON or JSONL trace, or a plan
 MAX_META_CHARS = 1 << 24  # the JSON metadata string of an npz trace
 MAX_JSON_DEPTH = 32  # nesting of any JSON value read (the formats need at most 4)
 MAX_TOKEN_ID = 1 << 62  # token keys of a token sample (merging traces offsets them)
+# one count of a trace (tokens routed to an expert): sums of MAX_CELLS of them stay finite (1e308 each summed
+# to inf over windows, and every balancedness became NaN: `place --json` printed NaN, `place -o` planned on it)
+MAX_COUNT = float(1 << 53)
 
 
 class FileContentError(ValueError):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from moeserve.placement.file_limits import (
-    MAX_EXPERTS, MAX_LAYERS, MAX_TOKEN_ID, MAX_TOKEN_RECORDS, MAX_TOP_K,
+    MAX_COUNT, MAX_EXPERTS, MAX_LAYERS, MAX_TOKEN_ID, MAX_TOKEN_RECORDS, MAX_TOP_K,
     FileContentError, TrailingData, check_cells, decode_text, int_list, parse_json, read_bounded, show, whole,
 )
 from moeserve.placement.trace import TokenSample, Trace, TraceFormatError, default_meta
@@ -98,10 +98,11 @@ def _count_array(value) -> np.ndarray:
         counts = np.array(value, dtype=np.float64)
     except OverflowError:
         raise TraceFormatError(f"{field} holds a number too large for a count") from None
-    bad = ~np.isfinite(counts) | (counts < 0)
+    bad = ~np.isfinite(counts) | (counts < 0) | (counts > MAX_COUNT)
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise TraceFormatError(f"{field} holds {counts[at]} at {list(at)}: counts are finite and >= 0")
+        raise TraceFormatError(f"{field} holds {counts[at]} at {list(at)}: counts are finite, >= 0 and at most "
+                               f"{MAX_COUNT:.0f}")
     return counts
 
 

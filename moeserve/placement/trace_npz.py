@@ -12,7 +12,7 @@ from typing import BinaryIO
 import numpy as np
 
 from moeserve.placement.file_limits import (
-    MAX_EXPERTS, MAX_LAYERS, MAX_META_CHARS, MAX_SLOTS, MAX_TOKEN_ID, MAX_TOKEN_RECORDS, MAX_TOP_K,
+    MAX_COUNT, MAX_EXPERTS, MAX_LAYERS, MAX_META_CHARS, MAX_SLOTS, MAX_TOKEN_ID, MAX_TOKEN_RECORDS, MAX_TOP_K,
     FileContentError, check_cells, int_list, optional_whole, parse_json, show, whole,
 )
 from moeserve.placement.npz_reader import NpzReader
@@ -84,11 +84,11 @@ def _read_counts(z: NpzReader, meta: dict) -> np.ndarray:
     check_cells(shape, "array 'counts'")
     _check_meta_sizes(meta, layers, experts)
     counts = z.array("counts").astype(np.float64)
-    bad = ~np.isfinite(counts) | (counts < 0)
+    bad = ~np.isfinite(counts) | (counts < 0) | (counts > MAX_COUNT)
     if bad.any():
         w, l, e = np.argwhere(bad)[0]
         raise FileContentError(f"array 'counts' holds {counts[w, l, e]} at [window {w}, layer {l}, expert {e}]: "
-                               "counts are finite and >= 0")
+                               f"counts are finite, >= 0 and at most {MAX_COUNT:.0f}")
     return counts
 
 

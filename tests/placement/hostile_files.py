@@ -106,6 +106,7 @@ TRACE_CASES: dict[str, tuple[bytes, str]] = {
     "sglang_ragged": (_sglang([[1.0] * 8, [1.0] * 7]), "'logical_count' row 1"),
     "sglang_negative": (_sglang([[1.0] * 8, [-3.0] + [1.0] * 7]), "'logical_count' holds -3.0"),
     "sglang_inf": (b'{"logical_count": [[1e999, 1.0]]}', "'logical_count' holds inf"),
+    "sglang_overflow_when_summed": (_sglang([_GOOD_ROWS, [[1e308] * 8] * 3]), "'logical_count' holds 1e+308"),
     "sglang_nan_literal": (b'{"logical_count": [[NaN, 1.0]]}', "NaN"),
     "sglang_string_count": (_sglang([[1.0, "2"]]), "'logical_count' row 0 holds '2'"),
     "sglang_bool_count": (_sglang([[1.0, True]]), "'logical_count' row 0 holds True"),
@@ -136,6 +137,8 @@ TRACE_CASES: dict[str, tuple[bytes, str]] = {
     "npz_counts_structured": (npz(counts=np.zeros(3, dtype=[("a", "f8")])), "array 'counts' has dtype"),
     "npz_counts_nan": (npz(counts=np.full((2, 3, 8), np.nan)), "array 'counts' holds nan"),
     "npz_counts_negative": (npz(counts=-np.ones((2, 3, 8))), "array 'counts' holds -1.0"),
+    # finite each, infinite summed: every balancedness NaN (place --json printed NaN, place -o planned on it)
+    "npz_counts_overflow_when_summed": (npz(counts=np.full((2, 3, 8), 1e308)), "at most 9007199254740992"),
     "npz_counts_no_windows": (npz(counts=np.ones((0, 3, 8))), "array 'counts' has shape (0, 3, 8)"),
     "npz_counts_experts_past_bound": (npz(counts=np.ones((1, 1, 5000)), meta=_meta(layer_ids=None, num_experts=None)),
                                       "array 'counts' has shape (1, 1, 5000)"),
