@@ -186,6 +186,17 @@ class DeviceConfig:
             raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
 
+def _unspecified(host: str) -> bool:
+    """An IP literal meaning every interface, however spelled (::0, 0:0::0); names and "0" (which
+    inet_aton reads as 0.0.0.0) are resolved at start-up (engine/startup_checks.py)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_unspecified
+    except ValueError:
+        return False
+
+
 KV_ROLES = ("both", "prefill", "decode")
 KV_TRANSFERS = ("auto", "none", "nixl")
 
@@ -221,7 +232,7 @@ class KvTransferConfig:
             raise ConfigError(f"--kv-side-channel-port must be in [0, 65535], got {self.side_channel_port}")
         if not self.expiry_s > 0:
             raise ConfigError(f"--kv-expiry-s must be positive, got {self.expiry_s}")
-        if self.side_channel_host in ("0.0.0.0", "::", ""):
+        if self.side_channel_host in ("0.0.0.0", "::", "") or _unspecified(self.side_channel_host):
             raise ConfigError(f"--kv-side-channel-host {self.side_channel_host!r} would listen on every interface and "
                               "prefill answers would name an address no decoder can reach: give the address of "
                               "this host that its peers reach (127.0.0.1 on one machine)")

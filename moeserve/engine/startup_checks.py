@@ -11,6 +11,7 @@ from moeserve.config import EngineConfig
 from moeserve.engine.launch_check import check_device, check_launch
 from moeserve.engine.layout_check import check_model_layout
 from moeserve.engine.model_source import resolve_model_source
+from moeserve.netif import interface_of
 
 
 def check_startup(config: EngineConfig) -> EngineConfig:
@@ -23,5 +24,7 @@ def check_startup(config: EngineConfig) -> EngineConfig:
     config = resolve_model_source(config)  # --model org/name -> its directory in the Hugging Face cache
     check_model_layout(config)
     check_launch(config.parallel)  # what torchrun / deepspeed / the machine give the layout
+    if config.kv_transfer.enabled:  # UCX listens on this address's interface only (kv_transfer/nixl_agent.py):
+        interface_of(config.kv_transfer.side_channel_host)  # "0" or "::0" (every interface) named here, not in the engine
     check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run
     return config

@@ -24,6 +24,8 @@ def test_roles_pick_their_transfer():
     (dict(kv_side_channel_port=70000), "--kv-side-channel-port must be in"),
     (dict(kv_side_channel_host="0.0.0.0"), "would listen on every interface"),
     (dict(kv_side_channel_host="::"), "would listen on every interface"),
+    (dict(kv_side_channel_host="::0"), "would listen on every interface"),
+    (dict(kv_side_channel_host="0:0::0"), "would listen on every interface"),
     (dict(kv_secret=""), "--kv-secret must not be empty"),
     (dict(kv_max_pinned_blocks=-1), "--kv-max-pinned-blocks must be >= 0"),
 ])
@@ -73,3 +75,14 @@ def test_the_pools_secret_is_never_the_api_key_and_never_shown(monkeypatch):
     assert engine.kv_transfer.secret is None  # the environment's, read where the key is made (trust.key_for)
     engine, _ = build_configs({"api_key": "from-the-environment"})  # no KV transfer: nothing signs with it
     assert engine.kv_transfer.secret is None
+
+
+def test_a_side_channel_host_no_interface_holds_is_named_at_start_up():
+    """"0" is 0.0.0.0 to the socket layer (every interface), and a mistyped address no interface holds:
+    both ended in a traceback inside the engine; now one ConfigError before it starts."""
+    from moeserve.engine.startup_checks import check_startup
+
+    for host in ("0", "192.0.2.1"):  # 192.0.2.0/24: TEST-NET-1, on no host's interface
+        with pytest.raises(ConfigError, match="is not an address of any interface of this host"):
+            check_startup(engine_config({"kv_role": "prefill", "kv_side_channel_host": host}))
+    check_startup(engine_config({"kv_role": "prefill"}))  # 127.0.0.1: loopback
