@@ -149,7 +149,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     @app.api_route("/v1/models/{model_id:path}", methods=READ_METHODS)
     async def model(model_id: str) -> Any:
         check_model(state, model_id)
-        return cards[state.model_names.index(model_id)]
+        return cards[state.model_names.index(model_id)] if model_id in state.model_names else cards[0]
 
     @app.api_route("/metrics", methods=READ_METHODS)
     async def metrics() -> Any:

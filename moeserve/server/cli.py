@@ -174,7 +174,7 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
                 "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")
     uv = _make_server(build_app(state), server_config, [(label, text) for label, text in ready.summary],
-                      state.model_names)
+                      (*state.model_names, *server_config.accepted_model_names))
     freeze_startup_objects()  # a full collection must not walk start-up's objects while requests stream
     drain = _Drain(state, uv, server_config.shutdown_timeout_s)
     for sig in (signal.SIGTERM, signal.SIGINT):

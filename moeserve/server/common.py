@@ -80,8 +80,12 @@ class ServerState:
 
     @property
     def model_names(self) -> tuple[str, ...]:
-        """Every name clients may pass as `model`: the engine's first, then --served-model-name's others."""
+        """The names /v1/models lists: the engine's first, then --served-model-name's others."""
         return (self.model_name, *(n for n in self.config.served_model_aliases if n != self.model_name))
+
+    def accepts(self, model: str) -> bool:
+        """Whether `model` names this server's model: a listed name, or --model as given or its last part."""
+        return model in self.model_names or model in self.config.accepted_model_names
 
 
 def new_id(prefix: str) -> str:
@@ -131,9 +135,8 @@ def _parse(body: bytes, model: type | Callable[[dict[str, Any]], type]) -> Any:
 
 
 def check_model(state: ServerState, model: str | None) -> None:
-    names = state.model_names
-    if model is not None and model not in names:
-        served = ", ".join(f"'{n}'" for n in names)
+    if model is not None and not state.accepts(model):
+        served = ", ".join(f"'{n}'" for n in state.model_names)
         raise ApiError(404, f"the model '{clip(model)}' does not exist; this server serves {served}",
                        param="model", code="model_not_found")
 

@@ -43,10 +43,12 @@ class ServerConfig:
     # browser origins allowed to call the API (CORS); empty = no CORS headers, as a server that binds
     # loopback should be: "*" would let any web page the user visits read this server's answers
     allowed_origins: tuple[str, ...] = ()
-    # further names clients may pass as `model` (--served-model-name's second and later, --model as
-    # given and its last path component: model_aliases); the engine's model name, which responses
-    # carry, is not among them
+    # further names /v1/models lists and clients may pass as `model` (--served-model-name's second and
+    # later); the engine's model name, which responses carry, is not among them
     served_model_aliases: tuple[str, ...] = ()
+    # names clients may also pass, unlisted: --model as given (a path or org/name, what a client written
+    # for vLLM sends) and its last path component (model_aliases)
+    accepted_model_names: tuple[str, ...] = ()
     # chat output parsers by model family (server/parsers/): tool calls for tool_choice "auto", reasoning
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
@@ -152,7 +154,8 @@ def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
     """values: YAML keys -> values (already merged, CLI over file). Validates both configs."""
     server = {_BY_KEY[k].target.split(".")[1]: v for k, v in values.items()
               if _BY_KEY[k].target.startswith("server.") and v is not None}
-    server["served_model_aliases"] = model_aliases(values.get("model"), values.get("served_model_name"))
+    server["served_model_aliases"], server["accepted_model_names"] = model_aliases(values.get("model"),
+                                                                                   values.get("served_model_name"))
     engine = engine_config({k: v for k, v in values.items() if k in ENGINE_KEYS})
     engine = _kv_secret_not_api_key(engine, server.get("api_key"))
     return check_startup(engine), ServerConfig(**server).validate()
@@ -172,14 +175,13 @@ def _kv_secret_not_api_key(engine: EngineConfig, api_key: str | None) -> EngineC
     return engine
 
 
-def model_aliases(model: str | None, served_names: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The names the front end answers to besides the engine's (the first served name, else --model's
-    last path component): the other served names, and --model as given (a path or org/name, what a
-    client written for vLLM sends) with its last component."""
-    names = list(served_names[1:]) if served_names else []
-    if model:
-        names += [model, model.rstrip("/").split("/")[-1]]
-    return tuple(dict.fromkeys(n for n in names if n))
+def model_aliases(model: str | None, served_names: tuple[str, ...] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names the front end answers to besides the engine's (the first served name, else the name
+    --model gives): (the other served names, listed by /v1/models; --model as given, a path or
+    org/name as a client written for vLLM sends it, and its last component, accepted unlisted)."""
+    listed = tuple(dict.fromkeys(served_names[1:])) if served_names else ()
+    implicit = (model, model.rstrip("/").split("/")[-1]) if model else ()
+    return listed, tuple(dict.fromkeys(n for n in implicit if n and n not in listed))
 
 
 def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:

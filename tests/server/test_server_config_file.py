@@ -178,6 +178,8 @@ def test_the_model_is_also_served_under_the_name_given_by_model():
 
     given = str(builtin_model_dir()) + "/"
     engine, server = configs_from_args(parse(["--model", given]))
-    assert engine.model.served_model_name is None and server.served_model_aliases == (given, "moeserve-tiny-moe")
+    assert engine.model.served_model_name is None and server.served_model_aliases == ()
+    assert server.accepted_model_names == (given, "moeserve-tiny-moe")
     engine, server = configs_from_args(parse(["--model", given, "--served-model-name", "a", "b"]))
-    assert engine.model.served_model_name == "a" and server.served_model_aliases == ("b", given, "moeserve-tiny-moe")
+    assert engine.model.served_model_name == "a" and server.served_model_aliases == ("b",)
+    assert server.accepted_model_names == (given, "moeserve-tiny-moe")
