@@ -2,7 +2,8 @@
 
 Each case fixes what its source states and, where the source is silent, what is assumed (`assumed`).
 `fitted` cases are the ones the efficiency factors and the kernel floor were fitted to; the others
-are held out: never used to choose a factor, reported beside them. `predict_case` runs the model with
+are held out: never used to choose a factor, reported beside them; the `blind` ones
+(validation_blind.py) were moreover recorded before a model change and not predicted while it was made. `predict_case` runs the model with
 the package's one set of efficiency factors. The cases themselves (and `Case`) are in validation_cases.py.
 
     python -m moeserve.capacity.validation          # the table of docs/capacity.md
@@ -17,7 +18,11 @@ from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware, load_hardware
 from moeserve.capacity.model_spec import load_model
 from moeserve.capacity.predict import Predictor
-from moeserve.capacity.validation_cases import CASES, FITTED, HELD_OUT, Case  # noqa: F401  (re-exported)
+from moeserve.capacity.validation_blind import BLIND
+from moeserve.capacity.validation_cases import FITTED, HELD_OUT, Case
+
+CASES = FITTED + HELD_OUT + BLIND
+PARTS = ("fitted", "held out", "blind")
 
 def hardware_for(case: Case) -> Hardware:
     hw = load_hardware(case.hardware)
@@ -29,14 +34,16 @@ def predict_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = No
     lay, w, o = case.layout, case.workload, case.options
     if case.phase == "prefill":
         return pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
+    batch = case.batch or largest_batch(pred, case)
     if case.phase == "colocated":
-        return pred.colocated(lay, case.batch, w, o).output_tokens_per_s_per_gpu
-    d = pred.decode(lay, case.batch or largest_batch(pred, case), w, o)
+        return pred.colocated(lay, batch, w, o).output_tokens_per_s_per_gpu
+    d = pred.decode(lay, batch, w, o)
     if case.unit == "tok/s/user":
         return 1000 / d.tpot_ms
-    if case.unit == "ms/request":
+    if case.unit in ("ms/request", "tok/s/request"):
         first = pred.prefill(lay, w.computed_input / lay.tp, w, replace(o, tbo=False))
-        return first.step_ms + (w.osl - 1) * d.tpot_ms
+        ms = first.step_ms + (w.osl - 1) * d.tpot_ms
+        return ms if case.unit == "ms/request" else (w.isl + w.osl) / ms * 1e3
     return d.output_tokens_per_s_per_gpu
 
 
@@ -59,13 +66,13 @@ def error(case: Case, eff: Efficiency = DEFAULT) -> float:
 
 
 def table(cases=None) -> str:
-    """The validation table of docs/capacity.md, as markdown rows, fitted cases first."""
+    """The validation table of docs/capacity.md, as markdown rows: fitted, held-out, then blind cases."""
     cases = CASES if cases is None else cases
     rows = ["| part | deployment | model | hardware | unit | published | predicted | error |",
             "|---|---|---|---|---|---:|---:|---:|"]
-    for c in sorted(cases, key=lambda c: not c.fitted):
+    for c in sorted(cases, key=lambda c: PARTS.index(c.part)):
         p = predict_case(c)
-        rows.append(f"| {'fitted' if c.fitted else 'held out'} | {c.name} | {c.model} | {c.hardware} | {c.unit} | "
+        rows.append(f"| {c.part} | {c.name} | {c.model} | {c.hardware} | {c.unit} | "
                     f"{c.published:,.1f} | {p:,.1f} | {p / c.published - 1:+.1%} |")
     return "\n".join(rows)
 
@@ -73,7 +80,10 @@ def table(cases=None) -> str:
 def summary(cases=None) -> str:
     cases = CASES if cases is None else cases
     out = []
-    for label, part in (("fitted", [c for c in cases if c.fitted]), ("held out", [c for c in cases if not c.fitted])):
+    for label in PARTS:
+        part = [c for c in cases if c.part == label]
+        if not part:
+            continue
         errs = [abs(error(c)) for c in part]
         within = sum(e <= 0.15 for e in errs)
         out.append(f"{label}: {len(errs)} cases, {within} within 15%, {sum(e <= 0.25 for e in errs)} within 25%, "

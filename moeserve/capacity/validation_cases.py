@@ -10,7 +10,7 @@ from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
 
-UNITS = ("tok/s/GPU", "tok/s/user", "ms/request")
+UNITS = ("tok/s/GPU", "tok/s/user", "ms/request", "tok/s/request")
 
 
 @dataclass(frozen=True)
@@ -20,17 +20,25 @@ class Case:
     hardware: str
     phase: str  # prefill, decode (tokens/s per GPU of that side) or colocated
     layout: Layout
-    batch: float | None  # per GPU; None: the largest meeting workload.tpot_slo_ms ("slo") or fitting memory ("fit")
+    # per GPU; None: the largest meeting workload.tpot_slo_ms ("slo") or whose decode fits memory ("fit")
+    batch: float | None
     workload: Workload
     options: Options
     published: float
-    unit: str  # tok/s/GPU (input for prefill, output otherwise), tok/s/user (1 / TPOT) or ms/request (TTFT + rest)
+    # tok/s/GPU (input for prefill, output otherwise), tok/s/user (1 / TPOT), ms/request (one request's
+    # prefill + its other output tokens) or tok/s/request ((prompt + output tokens) / that time)
+    unit: str
     assumed: str
     precision: Precision = Precision()
     model: str = "deepseek-v3"
     fitted: bool = False
     batch_rule: str = "slo"
     hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
+    blind: bool = False  # recorded before a model change and not predicted while making it (validation_blind.py)
+
+    @property
+    def part(self) -> str:
+        return "fitted" if self.fitted else "blind" if self.blind else "held out"
 
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance
@@ -166,4 +174,4 @@ HELD_OUT = [
          model="qwen3-235b-a22b"),
 ]
 
-CASES = FITTED + HELD_OUT
+CASES = FITTED + HELD_OUT  # validation.CASES adds the blind part (validation_blind.py)
