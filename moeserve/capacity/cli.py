@@ -77,6 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mtp-accept", type=num, default=1.0, help="mean tokens per decode step with MTP (1 + accepted drafts; default 1: off)")
     p.add_argument("--mtp-draft", type=integer, help=f"MTP draft tokens per step, 0-{MAX_DRAFT} (default: the fewest that can yield --mtp-accept)")
     p.add_argument("--tbo", action="store_true", help="two-batch overlap of communication with compute")
+    p.add_argument("--sbo", action="store_true", help="single-batch overlap: dispatch behind the shared expert, combine "
+                   "behind the experts' down projection (SGLang's --enable-single-batch-overlap)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="eager kernel launches")
     p.add_argument("--offload-weights", action="store_true", help="prefill: routed experts may live in host memory, streamed "
                    "layer by layer over the host link (Grace memory on GB200/GB300)")
@@ -85,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")
     p.add_argument("--moe-weights", choices=DTYPES, help="routed experts' format (default --weights)")
     p.add_argument("--dense-weights", choices=DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
+    p.add_argument("--mtp-weights", choices=DTYPES, help="the MTP module's format (default: as the main model's modules; "
+                   "TensorRT-LLM's min-latency recipe keeps it bf16)")
     p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format; attention computes in it where the card has FP8 "
                    "tensor cores (default bf16 on GPUs, fp32 on CPUs)")
     p.add_argument("--dispatch-dtype", choices=DTYPES, help="format tokens go to the experts in (default fp8 when the experts "
@@ -159,15 +163,17 @@ def _precision(args, hw) -> Precision:
     if args.emit:  # the file must run on moeserve serve: plan in what it runs, unless told otherwise (refused below)
         default = act
     prec = Precision(weights=args.weights or default, kv=args.kv_dtype or act, activations=act, attn=args.attn_weights,
-                     moe=args.moe_weights, dense=args.dense_weights, dispatch=args.dispatch_dtype, combine=args.combine_dtype)
+                     moe=args.moe_weights, dense=args.dense_weights, dispatch=args.dispatch_dtype, combine=args.combine_dtype,
+                     mtp=args.mtp_weights)
     if args.emit:
         served = served_formats(gpu)
         wrong = {k: v for k, v in (("attention", prec.attn_weights), ("experts", prec.moe_weights),
-                                   ("dense", prec.dense_weights), ("KV", prec.kv)) if v not in served}
+                                   ("dense", prec.dense_weights), ("KV", prec.kv), ("MTP", prec.mtp or prec.moe_weights))
+                 if v not in served}
         if wrong:
             raise ValueError(f"--emit writes a config moeserve serve runs, in {'/'.join(served)} weights and KV; "
                              f"{', '.join(f'{k} {v}' for k, v in wrong.items())} is not among them (drop --emit to plan it)")
-        if len({prec.attn_weights, prec.moe_weights, prec.dense_weights, prec.kv}) > 1:
+        if len({prec.attn_weights, prec.moe_weights, prec.dense_weights, prec.kv, prec.mtp or prec.kv}) > 1:
             raise ValueError("--emit writes a config moeserve serve runs, in one --dtype for weights and KV: "
                              f"{prec.describe()} mixes formats (drop --emit to plan it)")
     return prec
@@ -200,8 +206,10 @@ def _run(args) -> int:
     prec = _precision(args, hw)
     pred = Predictor(model, hw, prec, DEFAULT)
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
+    if args.tbo and args.sbo:
+        raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
-                memory_fraction=args.memory_fraction)
+                memory_fraction=args.memory_fraction, sbo=args.sbo)
     balance = _balance(args, model)
     fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]

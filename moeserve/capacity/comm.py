@@ -28,27 +28,35 @@ def all_reduce(sm: "StepModel", s: "StepInput") -> float:
 
 
 def dispatch_combine(sm: "StepModel", s: "StepInput") -> float:
-    """Dispatch then combine of one MoE layer: a token goes once to each distinct expert group it picks
-    (to each of the group's moe_tp ranks), or once per distinct node at prefill across nodes."""
+    """Dispatch then combine of one MoE layer (seconds): dispatch_and_combine's two phases together."""
+    return sum(dispatch_and_combine(sm, s))
+
+
+def dispatch_and_combine(sm: "StepModel", s: "StepInput") -> tuple[float, float]:
+    """(dispatch, combine) seconds of one MoE layer: a token goes once to each distinct expert group it
+    picks (to each of the group's moe_tp ranks), or once per distinct node at prefill across nodes, in
+    the dispatch format, and comes back in the combine format; each phase pays its latency."""
     m, lay, hw = sm.m, sm.lay, sm.hw
     if lay.world == 1 or lay.attention_groups == 1:
-        return 0.0
+        return 0.0, 0.0
     world, ep, etp = lay.world, lay.ep, lay.expert_tp
     per_node = min(hw.gpus_per_node, world)
     nodes = math.ceil(world / per_node)
     ranks_touched = ep * (1 - (1 - 1 / ep) ** m.top_k) * etp if ep > 1 else etp
-    row = m.hidden * (sm.p.dispatch_bytes + sm.p.combine_bytes)  # there and back
+    fmt_bytes = (sm.p.dispatch_bytes, sm.p.combine_bytes)
     link = sm.eff.network * 1e9
     if nodes == 1:
-        nbytes = s.tokens * ranks_touched * (1 - 1 / world) * row
-        return nbytes / (hw.scaleup_gbs * link) + 2 * hw.scaleup_latency_us * 1e-6
+        latency = hw.scaleup_latency_us * 1e-6
+        return tuple(s.tokens * ranks_touched * (1 - 1 / world) * m.hidden * b / (hw.scaleup_gbs * link) + latency
+                     for b in fmt_bytes)
     if s.phase == "decode":
-        remote = s.tokens * ranks_touched * (1 - per_node / world) * row
+        remote_copies = s.tokens * ranks_touched * (1 - per_node / world)
     else:
         nodes_touched = nodes * (1 - (1 - 1 / nodes) ** m.top_k)
         if m.topk_groups and m.num_groups >= nodes:
             nodes_touched = min(nodes_touched, m.topk_groups)
-        remote = s.tokens * nodes_touched * (1 - 1 / nodes) * row
-    local = s.tokens * ranks_touched * row
-    seconds = max(remote / (hw.scaleout_gbs * link), local / (hw.scaleup_gbs * link))
-    return seconds + 2 * hw.scaleout_latency_us * 1e-6
+        remote_copies = s.tokens * nodes_touched * (1 - 1 / nodes)
+    local_copies = s.tokens * ranks_touched
+    latency = hw.scaleout_latency_us * 1e-6
+    return tuple(max(remote_copies * m.hidden * b / (hw.scaleout_gbs * link), local_copies * m.hidden * b / (hw.scaleup_gbs * link))
+                 + latency for b in fmt_bytes)

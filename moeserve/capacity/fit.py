@@ -18,7 +18,7 @@ from moeserve.capacity.validation import hardware_for, predict_case
 
 # published ranges (efficiency.py gives the sources); kernel_floor_us in microseconds
 BOUNDS = {"gemm": (0.30, 0.78), "attention": (0.20, 0.70), "attention_decode": (0.20, 0.67),
-          "weight_stream": (0.45, 0.90), "kv_stream": (0.60, 0.90), "network": (0.60, 0.95), "overlap": (0.30, 1.00),
+          "weight_stream": (0.45, 0.80), "kv_stream": (0.60, 0.90), "network": (0.60, 0.95), "overlap": (0.30, 1.00),
           "kernel_floor_us": (1.0, 10.0)}
 
 
@@ -35,7 +35,7 @@ def loss(params: dict, cases) -> float:
 
 def fit(cases, rounds: int = 4, steps: int = 24) -> dict:
     params = {f.name: getattr(DEFAULT, f.name) for f in fields(Efficiency)}
-    params["kernel_floor_us"] = 4.0
+    params["kernel_floor_us"] = 6.25
     best = loss(params, cases)
     for _ in range(rounds):
         for name, (lo, hi) in BOUNDS.items():

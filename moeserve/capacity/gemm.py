@@ -1,23 +1,27 @@
-"""GEMM time as a function of the rows each weight matrix multiplies and the row tile the kernels use.
+"""GEMM time as a function of the rows each weight matrix multiplies, the row tile the kernels use and
+the card and number format they run on.
 
 A GEMM of M rows against a weight matrix is padded to the kernels' row tile: the kernels pick, among
 the card's tiles (`Hardware.gemm_tiles`: 64 and 128 rows on Hopper's WGMMA, 32 with swapAB kernels),
-the one that wastes the fewest rows. Compute-bound, a padded GEMM reaches a share of the tensor-core
-peak that grows with M (fewer tiles than SMs, prologue and epilogue amortised over less work): the
-published curves below, per card class. Memory-bound, it streams its weights at the `weight_stream`
-efficiency factor. The package's fitted `gemm` factor scales the curve to what a serving engine gets
-between quantisation, routing and other kernels (efficiency.py).
+the one that wastes the fewest rows. Compute-bound, a padded GEMM reaches a share of the format's
+dense tensor-core peak that grows with M (fewer tiles than SMs, prologue and epilogue amortised over
+less work): the published kernel benchmarks below, per curve (the profile's `card_class`) and format.
+Memory-bound, it streams its weights at the `weight_stream` efficiency factor. The package's fitted
+`gemm` factor is the share a serving engine gets of a large FP8 GEMM on Hopper (REFERENCE, DeepGEMM's
+0.65 on H800) between quantisation, routing and other kernels (efficiency.py); every curve is scaled
+by gemm / REFERENCE, so a card whose kernels reach less of their peak (NVFP4 on Blackwell) or more
+(FP8 on the compute-poor H20) keeps that ratio in serving.
 
-Shape legend: M rows of one GEMM (per expert for grouped GEMMs), G groups (experts with rows),
-P parameters of one group's weight matrix.
+Shape legend: M rows of one GEMM (per expert for grouped GEMMs), padded to the tile.
 """
 from __future__ import annotations
 
 import bisect
 import math
 
-# Compute-bound share of dense tensor-core peak at M rows per group, per card class: (M, share) points,
-# log-linear between them and flat beyond. Sources:
+# Compute-bound share of the format's dense tensor-core peak at M (padded) rows per group: (M, share)
+# points, log-linear between them and flat beyond. Shares are of the padded work (a kernel measured at
+# m rows in a tile of t reaches measured x ceil(m / t) x t / m of peak on the rows it computes).
 # hopper: DeepGEMM README (2025-03-25 tables, H800, FP8, DeepSeek-V3 shapes N x K = 4096 x 7168 and
 #   7168 x 2048): masked layout 256 rows/group 932 and 815 TFLOPS, 512 rows 1040 and 916, 1024 rows 1233
 #   and 925, contiguous layout 4096-8192 rows 1346 and 1214, of 1979 peak: 0.44, 0.49, 0.55, 0.65;
@@ -26,20 +30,53 @@ import math
 #   experts at 2048 rows 9036 / 9424 us (0.65 / 0.62). At 1024 rows the two sources are averaged
 #   (0.59). Below 256 rows neither publishes a compute-bound figure (on H800 those shapes are
 #   memory-bound); the 256-row share is held.
-# blackwell, cdna3, cdna4: no published grouped-GEMM table was found for B200/GB200/GB300 or MI300X/MI355X
-#   (the GB200 part II blog of LMSYS gives NVFP4 against FP8 speed-ups only); the Hopper curve is
-#   assumed, and the validation table says which predictions rest on it.
-# cpu: oneDNN/MKL have no tensor-core tile and reach their measured rate (calibrate.py) at any M.
 _HOPPER = ((256, 0.44), (512, 0.49), (1024, 0.59), (2048, 0.63), (4096, 0.65))
-CURVES = {"hopper": _HOPPER, "blackwell": _HOPPER, "cdna3": _HOPPER, "cdna4": _HOPPER, "cpu": ((1, 1.0),)}
-# the share the fitted `gemm` factor is relative to: a large GEMM (the curve's last point)
-REFERENCE = {name: points[-1][1] for name, points in CURVES.items()}
+# hopper_h20: the H20's tensor cores are throttled to 296 FP8 TFLOPS over 78 SMs (a quarter of an H800
+#   SM's rate), so a tile's math outlasts its loads and small-M grouped GEMMs stay near peak.
+#   DeepGEMM PR #192 (H20, masked layout, 16 groups, N x K = 4096 x 7168 and 7168 x 2048): 32 rows per
+#   group with swapAB's 32-row tiles 195 and 180 TFLOPS (0.66, 0.61 of 296); 96 rows 181 and 188 TFLOPS
+#   in 64-row tiles (128 rows computed: 0.82, 0.85); 160 rows 163 and 159 (192 computed: 0.66, 0.64);
+#   DeepGEMM issue #114 (H20, masked): 32 groups x 64 rows 248 TFLOPS (0.84, constant inputs). The
+#   median of the padded shares, 0.70, is taken at every M (no H20 figure for large M).
+_H20 = ((32, 0.70),)
+# blackwell, by format:
+#   fp4: vLLM PR #20646 (B200, NVFP4 CUTLASS dense GEMM, N x K = 6144 x 4096, quantisation excluded):
+#     M 512 2,188, 1024 2,895, 2048 3,411, 4096 3,646, 8192 3,779, 16384 3,904 TFLOPS of 9,000 (0.24,
+#     0.32, 0.38, 0.41, 0.42, 0.43); FlashInfer PR #2503 (CuTe-DSL masked grouped NVFP4 GEMM, 18 groups,
+#     DeepSeek shapes): 227 rows/group 2,464 and 2,069 TFLOPS, 341 rows 2,932 and 2,388, 455 rows
+#     3,249 and 2,699 (in 128-row tiles: 0.28, 0.33, 0.37 and 0.30 computed): 256 -> 0.28, 512 -> 0.33
+#     (the grouped kernel; the dense one reaches 0.24 there).
+#   bf16: vLLM PR #20646 (B200, torch BF16, same shapes): M 256 1,127, 512 1,284, 1024 1,326, 2048
+#     1,355, 4096 1,365, 8192 1,421 TFLOPS of 2,250 (0.50, 0.57, 0.59, 0.60, 0.61, 0.63).
+#   fp8: no published grouped or block-scaled FP8 GEMM table for SM100 was found (FlashInfer issue
+#     #2146 reports block-scaled FP8 no faster than BF16 at small shapes on B200); Hopper's assumed.
+# cdna3, cdna4: no published grouped-GEMM table was found for MI300X/MI355X; Hopper's assumed.
+# cpu: oneDNN/MKL have no tensor-core tile and reach their measured rate (calibrate.py) at any M.
+CURVES = {
+    "hopper": {"*": _HOPPER},
+    "hopper_h20": {"*": _H20},
+    "blackwell": {"fp4": ((256, 0.28), (512, 0.33), (1024, 0.35), (2048, 0.38), (4096, 0.41), (8192, 0.42)),
+                  "bf16": ((256, 0.50), (512, 0.57), (1024, 0.59), (2048, 0.60), (4096, 0.61), (8192, 0.63)),
+                  "*": _HOPPER},
+    "cdna3": {"*": _HOPPER},
+    "cdna4": {"*": _HOPPER},
+    "cpu": {"*": ((1, 1.0),)},
+}
+# the share the fitted `gemm` factor is relative to: a large FP8 GEMM on Hopper (the curve's last point)
+REFERENCE = _HOPPER[-1][1]
 
 
-def kernel_share(card_class: str, rows: float) -> float:
-    """Compute-bound share of peak a GEMM kernel reaches at `rows` rows per group, relative to a large
-    GEMM's (1.0 at and beyond the curve's last point)."""
-    points = CURVES[card_class]
+def curve(card_class: str, fmt: str) -> tuple:
+    per_format = CURVES[card_class]
+    return per_format.get(fmt, per_format["*"])
+
+
+def kernel_share(card_class: str, rows: float, fmt: str = "fp8") -> float:
+    """Compute-bound share of `fmt`'s peak a GEMM kernel reaches at `rows` (padded) rows per group on
+    this curve, relative to REFERENCE (1.0: a large FP8 GEMM on Hopper; the CPU curve is 1 everywhere)."""
+    points = curve(card_class, fmt)
+    if card_class == "cpu":
+        return 1.0
     ms = [m for m, _ in points]
     if rows <= ms[0]:
         share = points[0][1]
@@ -49,7 +86,7 @@ def kernel_share(card_class: str, rows: float) -> float:
         i = bisect.bisect_right(ms, rows)
         (m0, s0), (m1, s1) = points[i - 1], points[i]
         share = s0 + (s1 - s0) * math.log(rows / m0) / math.log(m1 / m0)
-    return share / REFERENCE[card_class]
+    return share / REFERENCE
 
 
 def padded_rows(rows: float, tiles: list[int]) -> float:

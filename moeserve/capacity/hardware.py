@@ -24,7 +24,7 @@ _OPTIONAL = {
     "host_memory_gb": 0.0,
     "host_link_gbs": 0.0,
 }
-CARD_CLASSES = ("hopper", "blackwell", "cdna3", "cdna4", "cpu")
+CARD_CLASSES = ("hopper", "hopper_h20", "blackwell", "cdna3", "cdna4", "cpu")
 _DIVISORS = ("memory_bandwidth_gbs", "scaleup_gbs", "scaleout_gbs")  # times are bytes over them: 0 divided by zero
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KB
 

@@ -72,7 +72,8 @@ class Precision:
     activation format. `kv` is the KV cache format, and attention computes in it where the card has
     tensor cores for it (FP8 MLA/FlashAttention). `dispatch` is the format tokens travel to the experts
     in (default FP8 with per-128 scales when the experts run FP8 or FP4, as DeepEP does); `combine` the
-    format they come back in (default the activation format)."""
+    format they come back in (default the activation format). `mtp` is the format of the MTP module's
+    decoder layer and projection (default: as the main model's modules)."""
     weights: str = "fp8"
     kv: str = "bf16"
     activations: str = "bf16"
@@ -81,6 +82,14 @@ class Precision:
     dense: str | None = None
     dispatch: str | None = None
     combine: str | None = None
+    mtp: str | None = None
+
+    def for_mtp(self) -> "Precision":
+        """The formats of the MTP module: every linear module in `mtp` (when set)."""
+        if not self.mtp:
+            return self
+        return Precision(weights=self.mtp, kv=self.kv, activations=self.activations, dispatch=self.dispatch,
+                         combine=self.combine)
 
     @property
     def attn_weights(self) -> str:
@@ -133,4 +142,5 @@ class Precision:
             text = f"weights {self.moe_weights}"
         else:
             text = ", ".join(f"{k} {v}" for k, v in parts.items())
-        return f"{text}, KV {self.kv}, dispatch {self.dispatch_format}, combine {self.combine_format}"
+        mtp = f", MTP {self.mtp}" if self.mtp else ""
+        return f"{text}, KV {self.kv}, dispatch {self.dispatch_format}, combine {self.combine_format}{mtp}"

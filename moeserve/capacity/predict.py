@@ -52,6 +52,7 @@ class Options:
     decode_context: float | None = None  # mean KV length at decode, when known (else from the workload)
     mtp_draft: int | None = None  # draft tokens per step (None: the fewest that can yield mtp_accept)
     offload: bool = False  # prefill: routed experts in host memory, streamed layer by layer
+    sbo: bool = False  # single-batch overlap of dispatch/combine with the shared expert and down GEMM
 
     @property
     def draft_tokens(self) -> int:
@@ -96,7 +97,8 @@ class Predictor:
     def decode(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
         ctx = o.decode_context or w.decode_context
         tokens = batch * (1 + o.draft_tokens)
-        s = StepInput("decode", tokens, ctx, batch, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs)
+        s = StepInput("decode", tokens, ctx, batch, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs,
+                      sbo=o.sbo)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
                             kv_tokens_needed=math.ceil(batch * layout.tp * (w.isl + w.osl)),
@@ -112,7 +114,8 @@ class Predictor:
         prefix = w.isl - new
         context = (prefix + min(new, batch) / 2) * (1 + w.isl_cv ** 2)
         s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
-                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=o.offload)
+                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=o.offload,
+                      sbo=o.sbo)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
                             kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,

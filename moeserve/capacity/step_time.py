@@ -5,8 +5,11 @@ format times an efficiency factor) and its memory time (bytes over HBM bandwidth
 efficiency), and inside a CUDA graph at least the profile's `kernel_floor_us`: a layer of small
 kernels (batch 1) is bound by how many kernels it runs, not by their bytes. Eager (no CUDA graphs),
 a kernel also takes at least the host's time to launch it (`layer_overhead_us` over a layer's
-kernels). A layer's kernels run one after another; communication (comm.py: dispatch/combine, TP
-all-reduces) adds to them, or with two-batch overlap mostly hides behind the other micro-batch.
+kernels). (A floor added to the work instead, latency + bytes / bandwidth, fitted the fitted cases
+worse: rms log error 0.075 against 0.044.)
+A layer's kernels run one after another; communication (comm.py: dispatch/combine, TP all-reduces)
+adds to them, hides behind the other micro-batch with two-batch overlap, or with single-batch overlap
+hides dispatch behind the shared expert and combine behind the experts' down projection.
 
 Shape legend: T tokens one GPU runs this step, G = T x tp the attention group's tokens, S sequences
 per GPU, C context (KV tokens) each query attends to, k top-k, E routed experts, H hidden.
@@ -30,7 +33,13 @@ from moeserve.capacity.model_spec import ModelSpec
 # activation, down), elementwise (two fused residual + RMSNorm; the activation and permutation kernels
 # are counted with their GEMMs)
 KERNELS = {"attention": 3, "projections_mla": 5, "projections_gqa": 2, "experts": 4, "shared_router": 5,
-           "dense_mlp": 3, "elementwise": 2, "lm_head": 2}
+           "dense_mlp": 3, "elementwise": 2, "lm_head": 2,
+           # an MTP draft beyond its decoder layer: the two input RMSNorms, the concatenation and eh_proj
+           # (DeepSeek-V3 report, section 2.2), and sampling the draft (argmax) and preparing the next input
+           "mtp_input": 3, "mtp_sample": 2}
+# the routed experts' down projection: a third of their weights and FLOPs (gate, up, down); single-batch
+# overlap hides combine behind it
+DOWN_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class StepInput:
     tbo: bool = False  # two-batch overlap
     cuda_graphs: bool = True
     offload: bool = False  # routed experts streamed from host memory layer by layer (prefill)
+    sbo: bool = False  # single-batch overlap: dispatch behind the shared expert, combine behind the down GEMM
 
 
 @dataclass
@@ -72,7 +82,7 @@ class StepModel:
             return 0.0
         fmt = weights or self.p.activations
         padded = padded_rows(rows, self.hw.gemm_tiles())
-        share = kernel_share(self.hw.card_class, padded)
+        share = kernel_share(self.hw.card_class, padded, COMPUTE[fmt])
         flops = 2 * groups * padded * params
         nbytes_ = groups * (params * nbytes(fmt) + 2 * rows * self.m.hidden * self.p.act_bytes)
         return self.roofline(flops, nbytes_, COMPUTE[fmt], self.eff.gemm * share, self.eff.weight_stream)
@@ -129,8 +139,9 @@ class StepModel:
         return nbytes_ / (self.hw.host_link_gbs * 1e9 * self.eff.network)
 
     # --- layers and the step ---------------------------------------------------------------------
-    def layer(self, s: StepInput, moe: bool) -> tuple[dict, float]:
-        """(compute parts in seconds, communication seconds) of one decoder layer, before floors."""
+    def layer(self, s: StepInput, moe: bool) -> tuple[dict, tuple[float, float, float]]:
+        """(compute parts in seconds, (all-reduce, dispatch, combine) seconds) of one decoder layer,
+        before kernel latencies."""
         m, tp = self.m, self.lay.tp
         group = s.tokens * tp
         parts = {"attention": self.attention_core(s), "projections": self.gemm(group, m.attention_params / tp, self.p.attn_weights)}
@@ -138,15 +149,15 @@ class StepModel:
             # the cached prefix's latents are expanded to keys and values by kv_b for non-absorbed attention
             kv_b = m.kv_lora_rank * m.num_heads * (m.qk_nope_dim + m.v_head_dim)
             parts["projections"] += self.gemm(s.prefix_tokens * tp, kv_b / tp, self.p.attn_weights)
-        comm_s = 2 * comm.all_reduce(self, s)
+        reduce_s, dispatch_s, combine_s = 2 * comm.all_reduce(self, s), 0.0, 0.0
         if moe:
             parts["experts"] = self.experts(s)
             parts["shared_router"] = self.gemm(group, m.shared_params / tp, self.p.dense_weights) + self.gemm(s.tokens, m.router_params)
-            comm_s += comm.dispatch_combine(self, s)
+            dispatch_s, combine_s = comm.dispatch_and_combine(self, s)
         else:
             parts["dense_mlp"] = self.gemm(group, m.dense_mlp_params / tp, self.p.dense_weights)
         parts["elementwise"] = self.elementwise(s, moe)
-        return parts, comm_s
+        return parts, (reduce_s, dispatch_s, combine_s)
 
     def elementwise(self, s: StepInput, moe: bool) -> float:
         """Memory-bound kernels between the GEMMs, by the bytes they move: two residual + RMSNorm passes
@@ -167,32 +178,44 @@ class StepModel:
             nbytes_ += group * inter * (2 * a + nbytes(self.p.dense_weights))
         return nbytes_ / (self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
 
+    def kernel_counts(self, parts: dict) -> dict:
+        proj = KERNELS["projections_mla" if self.m.is_mla else "projections_gqa"]
+        return {k: KERNELS.get(k, proj) for k in parts}
+
     def floored(self, parts: dict, cuda_graphs: bool) -> dict:
         """Each part at least its kernels' floor: inside a CUDA graph `kernel_floor_us` a kernel; launched
         one by one (eager) also the host's launch time, `layer_overhead_us` spread over the layer's kernels."""
-        proj = KERNELS["projections_mla" if self.m.is_mla else "projections_gqa"]
-        counts = {k: KERNELS.get(k, proj) for k in parts}
+        counts = self.kernel_counts(parts)
         per = self.hw.kernel_floor_us
         if not cuda_graphs:
             per = max(per, self.hw.layer_overhead_us / sum(counts.values()))
-        if per <= 0:
-            return parts
         return {k: max(v, counts[k] * per * 1e-6) for k, v in parts.items()}
+
+    def exposed_communication(self, s: StepInput, parts: dict, comm_parts: tuple) -> float:
+        """Communication the layer's kernels do not hide: all of it; with two-batch overlap `overlap` of
+        the shorter of compute and communication is hidden; with single-batch overlap `overlap` of
+        dispatch behind the shared expert and of combine behind the routed experts' down projection."""
+        reduce_s, dispatch_s, combine_s = comm_parts
+        comm_s = reduce_s + dispatch_s + combine_s
+        compute = sum(parts.values())
+        if s.tbo:
+            return max(compute, comm_s) + (1 - self.eff.overlap) * min(compute, comm_s) - compute
+        if s.sbo:
+            hidden = min(dispatch_s, parts.get("shared_router", 0.0)) + min(combine_s, DOWN_SHARE * parts.get("experts", 0.0))
+            return comm_s - self.eff.overlap * hidden
+        return comm_s
 
     def layer_time(self, s: StepInput, moe: bool, out: StepTime, count: int) -> None:
         if s.tbo:
             half = replace(s, tokens=s.tokens / 2, sequences=s.sequences / 2, prefix_tokens=s.prefix_tokens / 2)
-            parts, comm_s = self.layer(half, moe)
+            parts, comm_parts = self.layer(half, moe)
             parts = {k: 2 * v for k, v in self.floored(parts, s.cuda_graphs).items()}
-            comm_s *= 2
+            comm_parts = tuple(2 * c for c in comm_parts)
         else:
-            parts, comm_s = self.layer(s, moe)
+            parts, comm_parts = self.layer(s, moe)
             parts = self.floored(parts, s.cuda_graphs)
+        exposed = self.exposed_communication(s, parts, comm_parts)
         compute = sum(parts.values())
-        if s.tbo:
-            exposed = max(compute, comm_s) + (1 - self.eff.overlap) * min(compute, comm_s) - compute
-        else:
-            exposed = comm_s
         fixed = self.hw.graph_layer_overhead_us * 1e-6
         offload = max(0.0, self.offload_seconds() - compute - exposed) if (moe and s.offload) else 0.0
         for k, v in parts.items():
@@ -203,25 +226,43 @@ class StepModel:
             out.add("offload", offload * count)
 
     def step(self, s: StepInput, mtp_draft: int = 0) -> StepTime:
-        """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence (each runs one
-        MTP module layer and the LM head on the step's sequences)."""
-        m, tp = self.m, self.lay.tp
+        """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence, each an MTP draft
+        step on the step's sequences (mtp_draft_step)."""
+        m = self.m
         out = StepTime()
         self.layer_time(s, False, out, m.num_dense_layers)
         self.layer_time(s, True, out, m.num_moe_layers)
         logit_rows = s.tokens if s.phase == "decode" else s.sequences
         out.add("lm_head", self.lm_head(logit_rows, s.cuda_graphs))
         if mtp_draft and m.mtp_layers:
-            draft = replace(s, tokens=s.sequences, offload=False)
             for _ in range(mtp_draft):
-                self.layer_time(draft, True, out, 1)
-                out.add("lm_head", self.lm_head(s.sequences, s.cuda_graphs))
+                self.mtp_draft_step(s, out)
         out.add("overhead", self.hw.step_overhead_ms * 1e-3 + s.sequences * self.hw.seq_overhead_us * 1e-6)
         out.total = sum(out.parts.values())
         return out
 
-    def lm_head(self, rows: float, cuda_graphs: bool) -> float:
+    def mtp_draft_step(self, s: StepInput, out: StepTime) -> None:
+        """One draft token for each of the step's sequences (DeepSeek-V3 report, section 2.2; TensorRT-LLM
+        tech blog 2, 'MTP Eagle'): RMSNorm the embedding of the last token and the previous hidden state,
+        concatenate them and project 2H -> H (eh_proj, replicated on every rank), run the MTP module's
+        decoder layer (an MoE layer, in `Precision.mtp`'s format when set: TensorRT-LLM's min-latency
+        recipe keeps it BF16), then the shared LM head and the draft's argmax. Each part has its kernels'
+        latency like the main model's."""
+        draft = replace(s, tokens=s.sequences, offload=False)
+        sm = self if not self.p.mtp else StepModel(self.m, self.hw, self.lay, self.p.for_mtp(), self.eff)
+        h = self.m.hidden
+        group = draft.tokens * self.lay.tp
+        eh = sm.gemm(group, 2 * h * h, sm.p.attn_weights) + group * 6 * h * self.p.act_bytes / (
+            self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
+        floor = self.hw.kernel_floor_us * 1e-6
+        out.add("mtp_draft", eh + KERNELS["mtp_input"] * floor)
+        layer = StepTime()
+        sm.layer_time(draft, True, layer, 1)
+        for k, v in layer.parts.items():
+            out.add("mtp_draft" if k != "communication" else k, v)
+        out.add("mtp_draft", self.lm_head(draft.tokens, s.cuda_graphs) + KERNELS["mtp_sample"] * floor)
+
+    def lm_head(self, rows: float, cuda_graphs: bool = True) -> float:
+        """The LM head over `rows` rows per GPU (split over TP), with its kernels' latency."""
         t = self.gemm(rows * self.lay.tp, self.m.vocab * self.m.hidden / self.lay.tp)
-        if cuda_graphs:
-            t = max(t, KERNELS["lm_head"] * self.hw.kernel_floor_us * 1e-6)
-        return t
+        return max(t, KERNELS["lm_head"] * self.hw.kernel_floor_us * 1e-6)

@@ -76,7 +76,8 @@ BLIND = [
          Layout(tp=8, ep=2, moe_tp=4), 1 / 8, Workload(1024, 2048), Options(mtp_accept=2.82, mtp_draft=3), 299, "tok/s/user",
          "the row 'Introduce moe_backend=TRTLLM, EP2TP4 for better balance' (299 TPS/user): MoE split TP 4 x EP 2, "
          "three MTP layers at the blog's strict acceptance 2.82 (its MTP table); NVFP4 experts and dense FFNs, BF16 "
-         "attention, KV and MTP layers; mean context 1K + half of 2K", Precision(weights="fp4", attn="bf16"), blind=True),
+         "attention, KV and MTP layers; mean context 1K + half of 2K", Precision(weights="fp4", attn="bf16", mtp="bf16"),
+         blind=True),
     Case("SGLang Kimi K2, H20 TP16, concurrency 32 (untuned fused MoE)", SGL_KIMI_H20, "h20", "decode", Layout(16, 1, 0),
          32 / 16, Workload(1719, 726), Options(), 1000 / 56.61, "tok/s/user",
          "1 / the median inter-token latency (56.61 ms) of 128 requests at concurrency 32 on one TP-16 instance (two "

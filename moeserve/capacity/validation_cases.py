@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moeserve.capacity.balance import ASSUMED_REPLICATED
+from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
 
@@ -49,6 +49,12 @@ TRT_B200_LAT = "NVIDIA, TensorRT-LLM tech blog 1 'Pushing Latency Boundaries: Op
 ANT = "LMSYS / Ant Group, 'Together with SGLang: Best Practices for Serving DeepSeek-R1 on H20-96G' (2025-09-26)"
 GB200_1 = "LMSYS, 'Deploying DeepSeek on GB200 NVL72 with PD and Large Scale EP (Part I)' (2025-06-16)"
 GB200_2 = "LMSYS, 'Deploying DeepSeek on GB200 NVL72 with PD and Large Scale EP (Part II)' (2025-09-25)"
+# its reproduction commands: SGLang issue #10903 ('Instructions for DeepSeek'), as the z.blog2_*_decode.sh
+# scripts of github.com/shifangx/Scripts-SGLang copy them: decode DP48/EP48 with 32 redundant experts,
+# --enable-single-batch-overlap and SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK 1408 (FP8 attention,
+# NVFP4 MoE) or 768 (BF16 attention, FP8 MoE) running requests per rank; prefill instances of 4 GPUs
+# (NVFP4, no redundant experts) or 8 (FP8, 32 redundant), 16,384 tokens per rank, no weight offload
+GB200_2_REPRO = GB200_2 + " with the reproduction commands of SGLang issue #10903"
 K2 = "LMSYS / Mooncake, 'Deploying Kimi K2 with PD Disaggregation and Large-Scale Expert Parallelism on 128 H200 GPUs' (2025-07-20)"
 MTP = "LMSYS / Eigen AI, 'Accelerating SGLang with Multiple Token Prediction' (2025-07-17)"
 AMD_MTP = "LMSYS / AMD, 'Accelerating DeepSeek V3 Inference via Multi-Token Prediction in SGLang' (2025-09-02)"
@@ -87,49 +93,52 @@ FITTED = [
          "NVFP4 experts and dense FFNs, BF16 attention and KV; mean context 1K + half of 2K", Precision(weights="fp4", attn="bf16"),
          fitted=True),
     Case("Ant Group H20 decode 'InferX Pro', EP16, batch 32, MTP", ANT, "h20", "decode", Layout(1, 16, 0), 32,
-         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70), 675, "tok/s/GPU",
+         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70, sbo=True), 675, "tok/s/GPU",
          "one MTP draft accepting 1.8-1.9 (1.85); FP8 MLA (KV FP8); DeepGEMM swapAB (32-row tiles); single-batch overlap "
-         "counted as none; no redundant experts stated, the post's '>70% load balance ratio' as balancedness 0.70",
+         "(the post); no redundant experts stated, the post's '>70% load balance ratio' as balancedness 0.70",
          Precision(kv="fp8"), fitted=True, hw_overrides=SWAPAB),
-    Case("GB200 NVL72 decode, EP48, FP8 attention + NVFP4 MoE", GB200_2, "gb200", "decode", Layout(1, 48, 32), 1408,
-         Workload(2000, 100), Options(decode_context=2000, **_EPLB), 13_386, "tok/s/GPU",
-         "batch 1,408 per GPU (the post: KV cache roughly full, 1,408 at 2K input); 32 redundant experts (288 slots over "
-         "48 ranks); NVFP4 dispatch (fused in DeepEP); combine overlapped with the down GEMM counted as no overlap; "
+    Case("GB200 NVL72 decode, EP48, FP8 attention + NVFP4 MoE", GB200_2_REPRO, "gb200", "decode", Layout(1, 48, 32), 1408,
+         Workload(2000, 100), Options(decode_context=2000, sbo=True, **_EPLB), 13_386, "tok/s/GPU",
+         "batch 1,408 per GPU (the reproduction's dispatch cap and CUDA-graph batch); 32 redundant experts (288 slots "
+         "over 48 ranks); NVFP4 dispatch (fused in DeepEP); single-batch overlap (combine behind the down GEMM); "
          "attention weights FP8 (the post quantises o_proj to NVFP4 too, not modelled)",
          Precision(weights="fp8", moe="fp4", kv="fp8", dispatch="fp4"), fitted=True),
 ]
 
 HELD_OUT = [
     Case("Ant Group H20 decode 'InferX Base', EP16, batch 48, MTP", ANT, "h20", "decode", Layout(1, 16, 0), 48,
-         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70), 714, "tok/s/GPU",
+         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70, sbo=True), 714, "tok/s/GPU",
          "as 'InferX Pro'", Precision(kv="fp8"), hw_overrides=SWAPAB),
     Case("Ant Group H20 decode 'InferX Max', EP16, batch 12, MTP 2 drafts", ANT, "h20", "decode", Layout(1, 16, 0), 12,
-         Workload(4096, 1536), Options(mtp_accept=2.55, mtp_draft=2, balancedness=0.70), 423, "tok/s/GPU",
+         Workload(4096, 1536), Options(mtp_accept=2.55, mtp_draft=2, balancedness=0.70, sbo=True), 423, "tok/s/GPU",
          "two MTP drafts accepting 2.4-2.7 (2.55); otherwise as 'InferX Pro'", Precision(kv="fp8"), hw_overrides=SWAPAB),
     Case("Ant Group H20 decode, EP32, batch 8, MTP", ANT, "h20", "decode", Layout(1, 32, 0), 8,
-         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70), 293, "tok/s/GPU",
+         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70, sbo=True), 293, "tok/s/GPU",
          "its EP-size study (293 tok/s per GPU at batch 8); the base MTP setting with every optimisation assumed",
          Precision(kv="fp8"), hw_overrides=SWAPAB),
     Case("Ant Group H20 decode, EP16, batch 1, MTP", ANT, "h20", "decode", Layout(1, 16, 0), 1,
-         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70), 43, "tok/s/user",
+         Workload(4096, 1536), Options(mtp_accept=1.85, mtp_draft=1, balancedness=0.70, sbo=True), 43, "tok/s/user",
          "its MTP study: 43 tok/s at batch 1 with one draft (one sequence per GPU: per GPU = per user)",
          Precision(kv="fp8"), hw_overrides=SWAPAB),
     Case("Ant Group H20 prefill, TP8, 4K input", ANT, "h20", "prefill", Layout(8, 1, 0), 8192 / 8,
          Workload(4096, 1), Options(), 16_500 / 8, "tok/s/GPU",
          "16.5k input tok/s per node; FP8 attention (FA3-FP8); 8,192 tokens per step over the node assumed (SGLang's "
          "chunked prefill); FP8 weights", Precision(kv="fp8")),
-    Case("GB200 NVL72 decode, EP48, BF16 attention + FP8 MoE", GB200_2, "gb200", "decode", Layout(1, 48, 32), None,
-         Workload(2000, 100), Options(decode_context=2000, **_EPLB), 9_087, "tok/s/GPU",
-         "batch: the largest that fits (the post fills the KV cache); 32 redundant experts; FP8 dispatch",
-         Precision(weights="fp8", kv="bf16"), batch_rule="fit"),
-    Case("GB200 NVL72 prefill, 2 ranks, FP8 attention + NVFP4 MoE, offloaded", GB200_2, "gb200", "prefill", Layout(1, 2, 0), 16384,
-         Workload(2000, 1), Options(offload=True, **_EPLB), 26_156, "tok/s/GPU",
-         "2 ranks per prefill instance with weights offloaded to Grace memory (the post); 16,384 tokens per GPU per step "
-         "as in the H100 post; no two-batch overlap", Precision(weights="fp8", moe="fp4", kv="fp8", dispatch="fp4")),
-    Case("GB200 NVL72 prefill, 4 ranks, BF16 attention + FP8 MoE, offloaded", GB200_2, "gb200", "prefill", Layout(1, 4, 0), 16384,
-         Workload(2000, 1), Options(offload=True, **_EPLB), 18_471, "tok/s/GPU",
-         "4 ranks per prefill instance; offload assumed (671 GB of FP8 weights leave ~18 GB per GPU otherwise); "
-         "16,384 tokens per GPU per step", Precision(weights="fp8", kv="bf16")),
+    Case("GB200 NVL72 decode, EP48, BF16 attention + FP8 MoE", GB200_2_REPRO, "gb200", "decode", Layout(1, 48, 32), 768,
+         Workload(2000, 100), Options(decode_context=2000, sbo=True, **_EPLB), 9_087, "tok/s/GPU",
+         "batch 768 per GPU (the reproduction's dispatch cap and CUDA-graph batch); 32 redundant experts; FP8 dispatch; "
+         "single-batch overlap", Precision(weights="fp8", kv="bf16")),
+    Case("GB200 NVL72 prefill, EP4, FP8 attention + NVFP4 MoE", GB200_2_REPRO, "gb200", "prefill", Layout(1, 4, 0), 16384,
+         Workload(2000, 1), Options(sbo=True, balancedness=ASSUMED_PLAIN), 26_156, "tok/s/GPU",
+         "a 4-GPU prefill instance (issue #10903: 'each prefill instance requires 4 GPUs'), NVFP4 weights resident (no "
+         "offload), no redundant experts (balancedness 0.70 assumed), 16,384 tokens per GPU per step (its 65,536-token "
+         "chunks over 4 ranks), single-batch overlap; no two-batch overlap",
+         Precision(weights="fp8", moe="fp4", kv="fp8", dispatch="fp4")),
+    Case("GB200 NVL72 prefill, EP8, BF16 attention + FP8 MoE", GB200_2_REPRO, "gb200", "prefill", Layout(1, 8, 32), 16384,
+         Workload(2000, 1), Options(**_EPLB), 18_471, "tok/s/GPU",
+         "an 8-GPU prefill instance over two trays (the reproduction's --nnodes 2 --tp-size 8), FP8 weights resident, "
+         "32 redundant experts, 16,384 tokens per GPU per step (131,072-token chunks), no overlap",
+         Precision(weights="fp8", kv="bf16")),
     Case("GB200 NVL72 decode, EP48, part I", GB200_1, "gb200", "decode", Layout(1, 48, 32), None,
          Workload(2000, 100), Options(decode_context=2000, **_EPLB), 7_583, "tok/s/GPU",
          "batch: the largest that fits; BF16 attention and KV, FP8 MoE; no two-batch overlap (the post disables it)",
@@ -157,7 +166,8 @@ HELD_OUT = [
          "concurrency 3,072 (384 per GPU); NVFP4 experts and dense FFNs, BF16 KV", NVFP4),
     Case("TensorRT-LLM, 8xB200 batch 1, MTP 3", TRT_B200_LAT, "b200", "decode", Layout(tp=8, ep=4, moe_tp=2), 1 / 8,
          Workload(1024, 2048), Options(mtp_accept=2.82, mtp_draft=3), 253, "tok/s/user",
-         "the MTP 3 row (acceptance 2.82, 253 TPS/user); as the no-MTP case", Precision(weights="fp4", attn="bf16")),
+         "the MTP 3 row (acceptance 2.82, 253 TPS/user); as the no-MTP case; the three MTP layers in BF16 (the blog's "
+         "precision table)", Precision(weights="fp4", attn="bf16", mtp="bf16")),
     Case("TensorRT-LLM, 8xH200 batch 1, MTP 3", TRTLLM + " (H200 min-latency)", "h200", "decode", Layout(tp=8, ep=4, moe_tp=2), 1 / 8,
          Workload(1024, 2048), Options(mtp_accept=2.82, mtp_draft=3), 158, "tok/s/user",
          "TP 8 with --ep 4 (MoE TP 2 x EP 4); FP8; acceptance not published for H200: the B200 post's 2.82 for three "
