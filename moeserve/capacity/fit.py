@@ -35,7 +35,7 @@ def loss(params: dict, cases) -> float:
 
 def fit(cases, rounds: int = 4, steps: int = 24) -> dict:
     params = {f.name: getattr(DEFAULT, f.name) for f in fields(Efficiency)}
-    params["kernel_floor_us"] = 6.25
+    params["kernel_floor_us"] = 5.875
     best = loss(params, cases)
     for _ in range(rounds):
         for name, (lo, hi) in BOUNDS.items():

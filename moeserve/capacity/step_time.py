@@ -26,17 +26,25 @@ from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
 
-# kernels each part of a layer launches (fused as SGLang and TensorRT-LLM fuse them): attention core
-# (rope + cache write, attention, split combine), projections (MLA: fused q_a/kv_a, q_b, k and v
-# up-projections, o; GQA: qkv, o), routed experts (quantise, up GEMM, activation, down GEMM),
-# shared expert and router (router GEMM, top-k, shared up, activation, shared down), dense MLP (up,
-# activation, down), elementwise (two fused residual + RMSNorm; the activation and permutation kernels
-# are counted with their GEMMs)
-KERNELS = {"attention": 3, "projections_mla": 5, "projections_gqa": 2, "experts": 4, "shared_router": 5,
-           "dense_mlp": 3, "elementwise": 2, "lm_head": 2,
-           # an MTP draft beyond its decoder layer: the two input RMSNorms, the concatenation and eh_proj
-           # (DeepSeek-V3 report, section 2.2), and sampling the draft (argmax) and preparing the next input
-           "mtp_input": 3, "mtp_sample": 2}
+# kernels each part of a layer launches (fused as SGLang and TensorRT-LLM fuse them) and the share of the
+# part's work each one does: attention core (rope + cache write, attention, split combine), projections
+# (MLA: fused q_a/kv_a, q_b, k and v up-projections, o, by their weights in DeepSeek-V3; GQA: qkv, o),
+# routed experts (quantise, up GEMM, activation, down GEMM), shared expert and router (router GEMM, top-k,
+# shared up, activation, shared down), dense MLP (up, activation, down), elementwise (two fused residual
+# + RMSNorm), LM head (GEMM, gather/argmax). The floor binds kernel by kernel: a part of small kernels
+# costs its floors, and a GEMM that outgrows its floor (more rows, more experts) costs more.
+KERNEL_WORK = {"attention": (0.0, 1.0, 0.0),
+               "projections_mla": (0.081, 0.203, 0.045, 0.045, 0.626),
+               "projections_gqa": (0.6, 0.4),
+               "experts": (0.0, 2 / 3, 0.0, 1 / 3),
+               "shared_router": (0.04, 0.0, 0.64, 0.0, 0.32),
+               "dense_mlp": (2 / 3, 0.0, 1 / 3),
+               "elementwise": (0.5, 0.5),
+               "lm_head": (1.0, 0.0),
+               # an MTP draft beyond its decoder layer: the two input RMSNorms, the concatenation and eh_proj
+               # (DeepSeek-V3 report, section 2.2), and sampling the draft (argmax) and preparing the next input
+               "mtp_input": (0.0, 0.0, 1.0), "mtp_sample": (1.0, 0.0)}
+KERNELS = {k: len(v) for k, v in KERNEL_WORK.items()}
 # the routed experts' down projection: a third of their weights and FLOPs (gate, up, down); single-batch
 # overlap hides combine behind it
 DOWN_SHARE = 1 / 3
@@ -178,18 +186,21 @@ class StepModel:
             nbytes_ += group * inter * (2 * a + nbytes(self.p.dense_weights))
         return nbytes_ / (self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
 
-    def kernel_counts(self, parts: dict) -> dict:
-        proj = KERNELS["projections_mla" if self.m.is_mla else "projections_gqa"]
-        return {k: KERNELS.get(k, proj) for k in parts}
+    def kernel_work(self, part: str) -> tuple:
+        if part == "projections":
+            return KERNEL_WORK["projections_mla" if self.m.is_mla else "projections_gqa"]
+        return KERNEL_WORK[part]
 
     def floored(self, parts: dict, cuda_graphs: bool) -> dict:
-        """Each part at least its kernels' floor: inside a CUDA graph `kernel_floor_us` a kernel; launched
-        one by one (eager) also the host's launch time, `layer_overhead_us` spread over the layer's kernels."""
-        counts = self.kernel_counts(parts)
+        """Each part's kernels at least their floor, kernel by kernel (KERNEL_WORK): inside a CUDA graph
+        `kernel_floor_us` a kernel; launched one by one (eager) also the host's launch time,
+        `layer_overhead_us` spread over the layer's kernels."""
+        shares = {k: self.kernel_work(k) for k in parts}
         per = self.hw.kernel_floor_us
         if not cuda_graphs:
-            per = max(per, self.hw.layer_overhead_us / sum(counts.values()))
-        return {k: max(v, counts[k] * per * 1e-6) for k, v in parts.items()}
+            per = max(per, self.hw.layer_overhead_us / sum(len(v) for v in shares.values()))
+        floor = per * 1e-6
+        return {k: sum(max(floor, w * v) for w in shares[k]) for k, v in parts.items()}
 
     def exposed_communication(self, s: StepInput, parts: dict, comm_parts: tuple) -> float:
         """Communication the layer's kernels do not hide: all of it; with two-batch overlap `overlap` of
@@ -254,15 +265,15 @@ class StepModel:
         group = draft.tokens * self.lay.tp
         eh = sm.gemm(group, 2 * h * h, sm.p.attn_weights) + group * 6 * h * self.p.act_bytes / (
             self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
-        floor = self.hw.kernel_floor_us * 1e-6
-        out.add("mtp_draft", eh + KERNELS["mtp_input"] * floor)
+        out.add("mtp_draft", self.floored({"mtp_input": eh}, s.cuda_graphs)["mtp_input"])
         layer = StepTime()
         sm.layer_time(draft, True, layer, 1)
         for k, v in layer.parts.items():
             out.add("mtp_draft" if k != "communication" else k, v)
-        out.add("mtp_draft", self.lm_head(draft.tokens, s.cuda_graphs) + KERNELS["mtp_sample"] * floor)
+        out.add("mtp_draft", self.lm_head(draft.tokens, s.cuda_graphs)
+                + self.floored({"mtp_sample": 0.0}, s.cuda_graphs)["mtp_sample"])
 
     def lm_head(self, rows: float, cuda_graphs: bool = True) -> float:
         """The LM head over `rows` rows per GPU (split over TP), with its kernels' latency."""
         t = self.gemm(rows * self.lay.tp, self.m.vocab * self.m.hidden / self.lay.tp)
-        return max(t, KERNELS["lm_head"] * self.hw.kernel_floor_us * 1e-6)
+        return sum(max(self.hw.kernel_floor_us * 1e-6, w * t) for w in KERNEL_WORK["lm_head"])

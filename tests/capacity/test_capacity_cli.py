@@ -115,6 +115,9 @@ def exit_code(argv: list[str]) -> int:
     (["--hardware", "h100", "--model", "deepseek-v3", "--mtp-accept", "2.5", "--mtp-draft", "1"], "--mtp-draft 1"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "fp8", "--emit", "x.yaml"], "moeserve serve runs"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--gemm-min-tile", "48"], "power of two"),
+    (["--hardware", "h20", "--model", "deepseek-v3", "--tbo", "--sbo"], "give one"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "bf16", "--mtp-weights", "fp8", "--emit", "x.yaml"],
+     "moeserve serve runs"),
 ])
 def test_mistakes_exit_2_with_a_message(capsys, argv, needle):
     assert exit_code(argv) == 2
@@ -203,11 +206,23 @@ def test_per_module_formats_reach_the_prediction(capsys):
     fp8 = run_json(capsys, *base)
     low = run_json(capsys, *base, "--moe-weights", "fp4", "--kv-dtype", "fp8", "--dispatch-dtype", "fp4")
     assert low["precision"] == {"attention_weights": "fp8", "moe_weights": "fp4", "dense_weights": "fp8", "kv": "fp8",
-                                "dispatch": "fp4", "combine": "bf16", "activations": "bf16"}
+                                "dispatch": "fp4", "combine": "bf16", "activations": "bf16", "mtp_weights": "fp4"}
     assert low["memory"]["weights_gb"] < fp8["memory"]["weights_gb"] and low["memory"]["kv_bytes_per_token"] < fp8["memory"]["kv_bytes_per_token"]
     assert low["output_tokens_per_s_per_gpu"] > fp8["output_tokens_per_s_per_gpu"]
     everything = run_json(capsys, *base, "--weights", "fp4", "--attn-weights", "bf16")
     assert (everything["precision"]["attention_weights"], everything["precision"]["dense_weights"]) == ("bf16", "fp4")
+
+
+def test_sbo_and_mtp_formats_reach_the_prediction(capsys):
+    base = ["--model", "deepseek-v3", "--hardware", "h20", "--phase", "decode", "--ep", "16", "--batch", "32",
+            "--isl", "4096", "--osl", "1536", "--kv-dtype", "fp8", "--mtp-accept", "1.85"]
+    plain, sbo = run_json(capsys, *base), run_json(capsys, *base, "--sbo")
+    assert sbo["breakdown_ms"]["communication"] < plain["breakdown_ms"]["communication"]
+    assert sbo["output_tokens_per_s_per_gpu"] > plain["output_tokens_per_s_per_gpu"]
+    assert plain["breakdown_ms"]["mtp_draft"] > 0
+    bf16_mtp = run_json(capsys, *base, "--mtp-weights", "bf16")
+    assert bf16_mtp["precision"]["mtp_weights"] == "bf16" and plain["precision"]["mtp_weights"] == "fp8"
+    assert bf16_mtp["breakdown_ms"]["mtp_draft"] > plain["breakdown_ms"]["mtp_draft"]
 
 
 def test_moe_tp_layout_and_auto_redundant(capsys):
