@@ -34,7 +34,7 @@ class Efficiency:
     kv_stream: float = 0.6
     # dispatch/combine and all-reduce: share of link bandwidth (DeepEP README: 153-158 of H800's
     # 200 GB/s NVLink; 43-58 GB/s of 50 GB/s InfiniBand per GPU as it counts)
-    network: float = 0.673
+    network: float = 0.644
     # share of the shorter of compute and communication that two-batch overlap hides (and of what
     # single-batch overlap can hide: dispatch behind the shared expert, combine behind the down GEMM)
     overlap: float = 0.854
