@@ -4,7 +4,8 @@
 
 A maintainer's tool, not used at run time: it searches each factor within the range its kernel
 authors publish (BOUNDS, quoted in efficiency.py) for the smallest sum of squared log errors over the
-cases marked `fitted` (validation_cases.py), coordinate by coordinate; held-out cases are never read.
+cases marked `fitted` (validation_cases.py), coordinate by coordinate; held-out and blind cases are
+never read.
 Copy what it prints into efficiency.py and the profiles' kernel_floor_us, then regenerate the table
 of docs/capacity.md (`python -m moeserve.capacity.validation`).
 """
