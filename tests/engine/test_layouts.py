@@ -3,7 +3,6 @@ per-token logprobs (log-softmax of the logits) within 1e-4 of the single-rank en
 architecture. Ranks are real processes on gloo; every test is bounded by a timeout."""
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
