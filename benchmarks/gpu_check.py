@@ -30,12 +30,15 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from statistics import median
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gpu_kernel_cases import BUILDERS, FULL, MODELS, TINY  # noqa: E402
+from gpu_timing import Row, fmt, measure, table, timer, tune, tuning_table  # noqa: E402
 
 # card name substring -> (HBM TB/s, dense bf16 TFLOP/s, source); the first match wins
 PEAKS = [
@@ -47,264 +50,6 @@ PEAKS = [
     ("A100-SXM4-80GB", 2.039, 312.0, "NVIDIA A100 datasheet (80GB SXM): 2,039 GB/s; 312 TFLOPS bf16 dense"),
     ("A100", 1.555, 312.0, "NVIDIA A100 datasheet (40GB): 1,555 GB/s; 312 TFLOPS bf16 dense"),
 ]
-
-# Layer shapes (config.json of each checkpoint); `local_experts`: one rank's share of DeepSeek-V3's 256
-# routed experts at --ep 8, all 8 of Mixtral's. `tiny`: the dry run's stand-in for both.
-MODELS = {
-    "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, heads=128, kv_lora=512, rope=64,
-                        moe_rows=((16, "decode"), (64, "decode"), (1024, "prefill"))),  # fmt: skip
-    "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, q_heads=32, kv_heads=8, head_dim=128,
-                         moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill"))),  # fmt: skip
-}
-TINY = dict(hidden=64, inter=48, local_experts=4, heads=4, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
-            moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
-            norm_rows=(2, 8))  # fmt: skip
-FULL = dict(context=4096, batch=64, prefill=2048, norm_rows=(64, 4096))
-TARGETS = {"moe-decode": ("bandwidth", 0.70), "moe-prefill": ("compute", 0.60), "attn-decode-4k": ("bandwidth", 0.70)}
-
-
-@dataclass
-class Row:
-    kernel: str
-    model: str
-    phase: str
-    shape: str
-    triton_us: float | None
-    torch_us: float | None
-    torch_op: str
-    roofline_us: float | None = None
-    of_roofline: float | None = None
-    bound: str = ""
-    target: str = ""
-
-
-@dataclass
-class Case:
-    kernel: str
-    model: str
-    phase: str
-    shape: str
-    bytes: float
-    flops: float
-    triton: Callable[[], Any]
-    torch: Callable[[], Any] | None
-    torch_op: str
-    target: str | None = None  # a TARGETS key
-    tune: tuple[int, int, Callable[[Any], Any]] | None = None  # fused MoE: rows, slots, the call with given Tiles
-
-
-def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
-    import torch
-    import torch.nn.functional as F
-
-    from moeserve.kernels.triton.fused_moe import fused_experts
-
-    S, H, I = d["local_experts"], d["hidden"], d["inter"]
-    w13 = torch.randn(S, 2 * I, H, device=dev, dtype=dtype) * H**-0.5
-    w2 = torch.randn(S, H, I, device=dev, dtype=dtype) * I**-0.5
-    cases = []
-    for per_slot, phase in d["moe_rows"]:
-        R = S * per_slot
-        x = torch.randn(R, H, device=dev, dtype=dtype)
-        offsets = torch.full((S,), per_slot, device=dev).cumsum(0).to(torch.int32)
-
-        def grouped(x=x, offsets=offsets):
-            gate, up = F.grouped_mm(x, w13.transpose(-2, -1), offs=offsets).chunk(2, dim=-1)
-            return F.grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
-
-        cases.append(Case(
-            "fused_moe", model, f"{phase}, {per_slot} rows/expert",
-            f"R={R} S={S} H={H} I={I}", 2 * (3 * S * H * I + 2 * R * H + 2 * R * I), 2 * R * H * 3 * I,
-            lambda x=x, offsets=offsets: fused_experts(x, offsets, w13, w2), grouped, "F.grouped_mm (cuBLAS)",
-            f"moe-{phase}", (R, S, lambda tiles, x=x, offsets=offsets: fused_experts(x, offsets, w13, w2, tiles=tiles)),
-        ))  # fmt: skip
-    return cases
-
-
-def paged_cache(B: int, L: int, BS: int, hk: int, D: int, dev, dtype):
-    import torch
-
-    NB = B * L // BS
-    k_cache, v_cache = torch.randn(2, NB, BS, hk, D, device=dev, dtype=dtype)
-    tables = torch.randperm(NB, device=dev).to(torch.int32).view(B, L // BS)  # scattered blocks
-    return k_cache, v_cache, tables, torch.full((B,), L, device=dev)
-
-
-def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
-    import torch
-    import torch.nn.functional as F
-
-    from moeserve.kernels.triton.paged_attention import paged_decode, paged_prefill
-
-    hq, hk, D, L, BS = d["q_heads"], d["kv_heads"], d["head_dim"], d["context"], 16
-    scale, cases = D**-0.5, []
-    for B in (1, d["batch"]):
-        k_cache, v_cache, tables, lens = paged_cache(B, L, BS, hk, D, dev, dtype)
-        q = torch.randn(B, hq, D, device=dev, dtype=dtype)
-        keys, values = torch.randn(2, B, hk, L, D, device=dev, dtype=dtype)  # the same context, dense
-        cases.append(Case(
-            "paged_decode", model, f"decode, context {L}", f"B={B} hq={hq} hk={hk} D={D}",
-            2 * (2 * B * L * hk * D + 2 * B * hq * D), 4 * B * hq * L * D,
-            lambda q=q, k=k_cache, v=v_cache, t=tables, n=lens: paged_decode(q, k, v, t, n, scale),
-            lambda q=q, k=keys, v=values: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale,
-                                                                         enable_gqa=True),
-            "SDPA, dense K/V", "attn-decode-4k" if L == 4096 and B > 1 else None,
-        ))  # fmt: skip
-    n, prefix = d["prefill"], d["prefill"] * 3  # a chunk of n new tokens after 3n cached
-    k_cache, v_cache, tables, lens = paged_cache(1, n + prefix, BS, hk, D, dev, dtype)
-    q = torch.randn(n, hq, D, device=dev, dtype=dtype)
-    keys, values = torch.randn(2, 1, hk, n + prefix, D, device=dev, dtype=dtype)
-    mask = torch.arange(n + prefix, device=dev)[None, :] <= torch.arange(prefix, n + prefix, device=dev)[:, None]
-    starts = torch.tensor([0, n], device=dev)
-    seen = n * prefix + n * (n + 1) // 2
-    cases.append(Case(
-        "paged_prefill", model, f"chunked prefill, {n} after {prefix}", f"N={n} hq={hq} hk={hk} D={D}",
-        2 * (2 * n * hq * D + 2 * (n + prefix) * hk * D), 4 * hq * D * seen,
-        lambda: paged_prefill(q, k_cache, v_cache, tables, starts, lens, scale),
-        lambda: F.scaled_dot_product_attention(q.transpose(0, 1)[None], keys, values, attn_mask=mask, scale=scale,
-                                               enable_gqa=True),
-        "SDPA, dense K/V, mask",
-    ))  # fmt: skip
-    return cases
-
-
-def mla_cases(model: str, d: dict, dev, dtype) -> list[Case]:
-    import torch
-
-    from moeserve.kernels.triton.mla_decode import mla_decode
-
-    h, R, r, L, BS = d["heads"], d["kv_lora"], d["rope"], d["context"], 16
-    scale, cases = (128 + r) ** -0.5, []
-    for B in (1, d["batch"]):
-        NB = B * L // BS
-        cache = torch.randn(NB, BS, R + r, device=dev, dtype=dtype)
-        tables = torch.randperm(NB, device=dev).view(B, L // BS)
-        lens = torch.full((B,), L, device=dev)
-        q_latent, q_rope = torch.randn(B, h, R, device=dev, dtype=dtype), torch.randn(B, h, r, device=dev, dtype=dtype)
-        dense = torch.randn(B, L, R + r, device=dev, dtype=dtype)
-
-        def absorbed(ql=q_latent, qr=q_rope, dense=dense):  # dense/mla.py's absorbed path, unpaged
-            scores = torch.bmm(torch.cat([ql, qr], dim=-1), dense.transpose(1, 2)) * scale
-            return torch.bmm(torch.softmax(scores, dim=-1, dtype=torch.float32).to(dense.dtype), dense[..., :R])
-
-        cases.append(Case(
-            "mla_decode", model, f"decode, context {L}", f"B={B} h={h} R={R} r={r}",
-            2 * (B * L * (R + r) + 2 * B * h * R), 2 * B * h * L * (2 * R + r),
-            lambda ql=q_latent, qr=q_rope, c=cache, t=tables, n=lens: mla_decode(ql, qr, c, t, n, scale),
-            absorbed, "torch bmm, dense latents",
-        ))  # fmt: skip
-    return cases
-
-
-def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
-    import torch
-
-    from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference
-
-    H, cases = d["hidden"], []
-    for T, phase in zip(d["norm_rows"], ("decode", "prefill")):
-        x, res = torch.randn(2, T, H, device=dev, dtype=dtype)
-        w = torch.randn(H, device=dev, dtype=dtype)
-        cases.append(Case(
-            "rms_norm+residual", model, phase, f"T={T} H={H}", 2 * 4 * T * H, 5 * T * H,
-            lambda x=x, r=res, w=w: rms_norm(x, w, 1e-6, r), lambda x=x, r=res, w=w: rms_norm_reference(x, w, 1e-6, r),
-            "eager torch",
-        ))  # fmt: skip
-    return cases
-
-
-def timer(dev) -> Callable[[Callable[[], Any]], float]:
-    """fn -> median microseconds per call. CUDA: events, L2 flushed before each call (weights and caches
-    come from HBM in serving). CPU (dry run): one timed call after one warm-up."""
-    import torch
-
-    if dev.type != "cuda":
-        def time_cpu(fn):
-            fn()
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e6
-        return time_cpu
-
-    flush = torch.empty(256 << 20, dtype=torch.int8, device=dev)
-
-    def time_cuda(fn, reps: int = 20):
-        fn()  # compiles
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e3)
-        return median(times)
-
-    return time_cuda
-
-
-def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None) -> list[Row]:
-    rows = []
-    for c in cases:
-        row = Row(c.kernel, c.model, c.phase, c.shape, None, None, c.torch_op)
-        try:  # a kernel that fails on this card is a row of the table, not the end of the check
-            row.triton_us = time_us(c.triton)
-        except Exception as e:  # noqa: BLE001
-            row.target = f"Triton FAILED: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
-        try:
-            row.torch_us = time_us(c.torch) if c.torch else None
-        except Exception as e:  # noqa: BLE001 - e.g. grouped_mm missing from this torch, or a dtype it lacks
-            row.torch_op += f" (failed: {str(e).splitlines()[0][:60]})"
-        print(f"  {c.kernel:18} {c.model:13} {c.phase:34} {fmt(row.triton_us):>10} us", file=sys.stderr, flush=True)
-        rows.append(row)
-        if row.triton_us is None:
-            continue
-        if peaks:
-            memory_us, compute_us = c.bytes / (peaks[0] * 1e12) * 1e6, c.flops / (peaks[1] * 1e12) * 1e6
-            row.roofline_us = max(memory_us, compute_us)
-            row.of_roofline = row.roofline_us / row.triton_us
-            row.bound = "bandwidth" if memory_us >= compute_us else "compute"
-        if c.target and peaks:
-            kind, share = TARGETS[c.target]
-            bound_us = memory_us if kind == "bandwidth" else compute_us
-            got = bound_us / row.triton_us
-            row.target = f">= {share:.0%} of {kind}: {got:.0%} {'met' if got >= share else 'MISSED'}"
-    return rows
-
-
-def tune(cases: list[Case], time_us, dry_run: bool) -> list[dict]:
-    """Each fused MoE case at every candidate tile shape: the fastest against the shape's default
-    (fused_moe.tiles_for). Candidates that do not fit the card (shared memory) are skipped."""
-    from moeserve.kernels.triton.fused_moe import Tiles, tiles_for
-
-    candidates = [Tiles(16, 64, 128, 4, 4), Tiles(16, 128, 128, 4, 4), Tiles(16, 64, 256, 4, 3),
-                  Tiles(32, 64, 128, 4, 4), Tiles(64, 64, 64, 4, 3), Tiles(64, 128, 64, 8, 3),
-                  Tiles(64, 128, 64, 4, 4), Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3)]  # fmt: skip
-    out = []
-    for c in cases:
-        if c.tune is None or (dry_run and not c.phase.startswith("prefill")):
-            continue
-        R, S, call = c.tune
-        default, times = tiles_for(R, S), {}
-        for tiles in [default] + (candidates[:1] if dry_run else candidates):
-            try:
-                times[tiles] = time_us(lambda: call(tiles))
-            except Exception as e:  # noqa: BLE001 - a candidate the card cannot run (out of resources)
-                print(f"  {tiles}: {type(e).__name__}", file=sys.stderr)
-        best = min(times, key=times.get)
-        out.append({"model": c.model, "phase": c.phase, "default": str(default), "default_us": times[default],
-                    "best": str(best), "best_us": times[best], "gain": times[default] / times[best]})  # fmt: skip
-    return out
-
-
-def tuning_table(rows: list[dict]) -> str:
-    lines = ["| model | phase | default tiles | us | best tiles | us | gain |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['phase']} | {r['default']} | {r['default_us']:.1f} | {r['best']} | "
-              f"{r['best_us']:.1f} | {r['gain']:.2f} |" for r in rows]  # fmt: skip
-    return "\n".join(lines)
-
 
 def card_peaks(name: str, tbps: float | None, tflops: float | None) -> tuple[tuple[float, float] | None, str]:
     if tbps and tflops:
@@ -447,37 +192,36 @@ def wait_for_server(proc, lines: list[str], deadline: float) -> tuple[str, str]:
     raise RuntimeError("no 'serving ... on' line in time")
 
 
-def fmt(v, spec: str = ".1f") -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
-def table(rows: list[Row]) -> str:
-    head = ("| kernel | model | phase | shape | Triton us | torch us | torch op | speed-up | roofline us | of roofline "
-            "| bound | target |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for r in rows:
-        speedup = r.torch_us / r.triton_us if r.torch_us and r.triton_us else None
-        lines.append(f"| {r.kernel} | {r.model} | {r.phase} | {r.shape} | {fmt(r.triton_us)} | {fmt(r.torch_us)} | "
-                     f"{r.torch_op} | {fmt(speedup, '.2f')} | {fmt(r.roofline_us)} | {fmt(r.of_roofline, '.0%')} | "
-                     f"{r.bound} | {r.target} |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def report(result: dict) -> str:
+    kernels, serve = result.get("kernels", []), result.get("serve_bench", "not run")
     lines = [f"## GPU check: {result['device']}, {result['date']}", "", f"Peaks: {result['peaks_source']}", "",
-             table([Row(**r) for r in result["kernels"]]), "", f"GPU tests (pytest -m gpu): {result['gpu_tests']}",
+             table([Row(**r) for r in kernels]) if isinstance(kernels, list) else f"Kernels: {kernels}", "",
+             f"GPU tests (pytest -m gpu): {result.get('gpu_tests', 'not run')}",
              "moeserve serve + moeserve bench (64 requests, 128 in / 64 out, concurrency 16):", "",
-             serve_table(result["serve_bench"]) if isinstance(result["serve_bench"], dict) else result["serve_bench"],
-             "",
-             f"nvshmem dispatch on the GPU (gpu_dispatch_check.py): {json.dumps(result.get('dispatch'))}"]  # fmt: skip
+             serve_table(serve) if isinstance(serve, dict) else serve, "",
+             f"nvshmem dispatch on the GPU (gpu_dispatch_check.py): {json.dumps(result.get('dispatch', 'not run'))}"]
     if result.get("tuning"):
-        lines += ["", "Fused MoE tiles (--tune):", "", tuning_table(result["tuning"])]
+        lines += ["", "Tiles (--tune):", "", tuning_table(result["tuning"])]
     return "\n".join(lines)
+
+
+def default_out(name: str) -> Path:
+    """benchmarks/results/gpu_check-<date>-<card>.json: where a run's raw figures are kept (committed)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return REPO / "benchmarks" / "results" / f"gpu_check-{time.strftime('%Y-%m-%d')}-{slug}.json"
+
+
+def save(result: dict, out: Path) -> None:
+    """The results so far: written after every step, so a run stopped by its time limit keeps them."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=1) if out.suffix == ".json" else report(result) + "\n"
+    out.write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="also write the results: .json as JSON, anything else as markdown")
+    p.add_argument("--out", help="where to write the results: .json as JSON, anything else as markdown "
+                                 "(default benchmarks/results/gpu_check-<date>-<card>.json; none in a dry run)")
     p.add_argument("--dry-run", "--interpret", action="store_true", dest="dry_run",
                    help="tiny shapes on the CPU under TRITON_INTERPRET=1: the harness, no measurement")  # fmt: skip
     p.add_argument("--peak-tbps", type=float, help="HBM bandwidth in TB/s (overrides the card table)")
@@ -487,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-kernels", action="store_true", help="do not time the kernels")
     p.add_argument("--skip-wide", action="store_true", help="serve only the built-in model (no wide Mixtral)")
     p.add_argument("--skip-dispatch", action="store_true", help="do not check the nvshmem dispatch backend")
-    p.add_argument("--tune", action="store_true", help="also time the fused MoE at candidate tile shapes")
+    p.add_argument("--tune", action="store_true", help="also time the fused MoE and MLA at candidate tile shapes")
+    p.add_argument("--only", default="", help="comma-separated kernel names to time (default: all)")
+    p.add_argument("--time-limit", type=float, default=540.0,
+                   help="seconds after which no further case or step starts (default 540); what ran is saved")
     args = p.parse_args(argv)
+    deadline = time.monotonic() + args.time_limit
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
@@ -501,39 +249,58 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cpu" if args.dry_run else "cuda")
     name = "CPU (dry run, TRITON_INTERPRET=1)" if args.dry_run else torch.cuda.get_device_name(dev)
     peaks, source = card_peaks(name if not args.dry_run else "H100", args.peak_tbps, args.peak_tflops)
+    out = Path(args.out) if args.out else (None if args.dry_run else default_out(name))
     result: dict[str, Any] = {"device": name, "date": time.strftime("%Y-%m-%d"), "peaks_source": source,
-                              "command": " ".join(["python", "benchmarks/gpu_check.py", *sys.argv[1:]])}  # fmt: skip
+                              "command": " ".join(["python", "benchmarks/gpu_check.py", *sys.argv[1:]]),
+                              "torch": torch.__version__, "kernels": [], "tuning": []}  # fmt: skip
     skip = "skipped (dry run)" if args.dry_run else "skipped"
-    result["gpu_tests"] = skip if args.dry_run or args.skip_tests else gpu_tests(300)
+    late = "skipped (time limit)"
+
+    def step(key: str, skipped: bool, run) -> None:
+        result[key] = skip if skipped else late if time.monotonic() > deadline else run()
+        if out is not None:
+            save(result, out)
+
+    step("gpu_tests", args.dry_run or args.skip_tests, lambda: gpu_tests(min(300.0, deadline - time.monotonic())))
+    step("kernels", args.skip_kernels, lambda: time_kernels(args, dev, peaks, deadline, result, out))
+    step("serve_bench", args.dry_run or args.skip_serve, lambda: serve_runs(args.skip_wide))
+    step("dispatch", args.dry_run or args.skip_dispatch, dispatch_check)
+    print(report(result))
+    return 0
+
+
+def time_kernels(args, dev, peaks, deadline: float, result: dict, out: Path | None) -> list[dict]:
+    """Every case of every model (or those --only names), their tuning with --tune; saved case by case."""
+    import torch
+
+    import triton
+
+    result["triton"] = triton.__version__
     dtype = torch.float32 if args.dry_run else torch.bfloat16  # the interpreter's bf16 arithmetic is not bf16's
+    only = {k for k in args.only.split(",") if k}
     torch.manual_seed(0)
-    rows, tuning, time_us = [], [], timer(dev)
+    time_us = timer(dev)
     with torch.inference_mode():
-        for model, dims in MODELS.items() if not args.skip_kernels else ():
+        for model, dims in MODELS.items():
             d = {**dims, **(TINY if args.dry_run else FULL)}
-            builders = (moe_cases, mla_cases, norm_cases) if model == "DeepSeek-V3" else (moe_cases, attention_cases)
-            for build in builders:
-                cases = build(model, d, dev, dtype)
-                rows += measure(cases, time_us, peaks)
-                tuning += tune(cases, time_us, args.dry_run) if args.tune else []
+            for build in BUILDERS[model]:
+                if time.monotonic() > deadline:
+                    break
+                cases = [c for c in build(model, d, dev, dtype) if not only or c.kernel in only]
+                result["kernels"] += [asdict(r) for r in measure(cases, time_us, peaks, deadline)]
+                result["tuning"] += tune(cases, time_us, args.dry_run, deadline) if args.tune else []
+                if out is not None:
+                    save(result, out)
                 del cases
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
-    result["kernels"] = [asdict(r) for r in rows]
-    result["tuning"] = tuning
-    result["serve_bench"] = skip if args.dry_run or args.skip_serve else serve_runs(args.skip_wide)
-    if args.dry_run or args.skip_dispatch:
-        result["dispatch"] = skip
-    else:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from gpu_dispatch_check import check as dispatch_check
+    return result["kernels"]
 
-        result["dispatch"] = dispatch_check(worlds=(1, 2), timeout_s=150)
-    text = report(result)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) if args.out.endswith(".json") else text + "\n")
-    return 0
+
+def dispatch_check() -> dict:
+    from gpu_dispatch_check import check
+
+    return check(worlds=(1, 2), timeout_s=150)
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
             elif part.query_index.shape[1] == 1:
                 out[part.tokens] = self._decode_absorbed(q_nope, q_rope, cache, meta, part)
             else:
-                out[part.tokens] = self._attend_absorbed(q_nope, q_rope, flat, part)
+                out[part.tokens] = self._attend_absorbed(q_nope, q_rope, cache, meta, part)
         y = self.o_proj(out.reshape(N, self.h * d.v_head_dim))
         if self.ctx.tp_size > 1:
             dist.all_reduce(y, group=self.ctx.tp_group)
@@ -212,22 +212,18 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
     def _attend_absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, part: SeqSlice
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
     ) -> torch.Tensor:
-        """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)."""
-        d = self.dims
+        """Same contract as `_attend_expanded`; attention runs in the latent space (MQA, one kv head)
+        through the kernel set, over the block tables: each query's causal limit is its position, no
+        padded context and no mask (`kernels.mla_prefill`)."""
         w_uk, w_uv = self._w_kv_b()
-        q_latent = torch.einsum("bqhd,hdr->bqhr", q_nope[part.query_index], w_uk)  # [B, Q, h, R]
-        q = torch.cat([q_latent, q_rope[part.query_index]], dim=-1)  # [B, Q, h, R + r]
-        B, Q = q.shape[:2]
-        ctx_rows = flat[part.context_slots]  # [B, L, R + r]: key = [latent | rope key], value = latent
-        L = ctx_rows.shape[1]
-        # all heads share the key, so (query, head) pairs are rows of one [B, Q * h, L] product
-        scores = torch.bmm(q.reshape(B, Q * self.h, d.cache_dim), ctx_rows.transpose(1, 2))
-        mask = part.attn_mask.view(B, Q, 1, L)
-        probs = _masked_softmax(scores.view(B, Q, self.h, L), mask, self.scale)
-        out_latent = torch.bmm(probs.view(B, Q * self.h, L), ctx_rows[..., : d.kv_lora_rank])  # [B, Q * h, R]
-        out_latent = out_latent.view(B, Q, self.h, d.kv_lora_rank)[part.query_valid]  # [N, h, R]
+        tokens, rows = part.tokens, part.rows
+        q_latent = torch.einsum("nhd,hdr->nhr", q_nope[tokens], w_uk)  # [n, h, R]
+        counts = meta.query_start[rows + 1] - meta.query_start[rows]  # [b] the slice's new tokens per sequence
+        starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)])  # [b + 1] within the slice's n tokens
+        out_latent = self.kernels.mla_prefill(q_latent, q_rope[tokens], cache, meta.block_tables[rows], starts,
+                                              meta.seq_lens[rows], self.scale, part.query_index.shape[1])
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
 

@@ -39,7 +39,7 @@ from torch import nn
 from moeserve.kernels.reference import attention as reference_attention
 from moeserve.kernels.reference import experts as reference_experts
 from moeserve.kernels.reference import fp8 as reference_fp8
-from moeserve.kernels.reference.mla import mla_decode as reference_mla_decode
+from moeserve.kernels.reference import mla as reference_mla
 
 
 class KernelSet:
@@ -146,9 +146,29 @@ class KernelSet:
         seq_lens: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
-        """MLA decode with absorbed weights: q_latent [B, h, R], q_rope [B, h, r]; cache [NB, BS, R + r];
-        block_tables [B, C] int64; seq_lens [B] int64 -> [B, h, R] (kernels/reference/mla.py)."""
-        return reference_mla_decode(q_latent, q_rope, cache, block_tables, seq_lens, scale)
+        """MLA decode with absorbed weights: q_latent [B, h, R], q_rope [B, h, r], or [B, Q, h, R] / [B, Q,
+        h, r] for Q tokens a sequence (MTP verify, at positions seq_lens - Q .. seq_lens - 1); cache [NB,
+        BS, R + r]; block_tables [B, C] int64; seq_lens [B] int64 -> shaped as q_latent
+        (kernels/reference/mla.py)."""
+        return reference_mla.mla_decode(q_latent, q_rope, cache, block_tables, seq_lens, scale)
+
+    def mla_prefill(
+        self,
+        q_latent: torch.Tensor,
+        q_rope: torch.Tensor,
+        cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        query_start: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+        max_query_len: int,
+    ) -> torch.Tensor:
+        """MLA with absorbed weights for any mix of prefills over a cached prefix, decodes and verifies:
+        q_latent [N, h, R], q_rope [N, h, r]; query_start [B + 1] int64 (sequence b's queries are rows
+        query_start[b] .. query_start[b + 1], the last of its seq_lens[b] positions, causal); block_tables
+        [B, C] int64; max_query_len: the longest query (host int) -> [N, h, R] (kernels/reference/mla.py)."""
+        return reference_mla.mla_prefill(q_latent, q_rope, cache, block_tables, query_start, seq_lens, scale,
+                                         max_query_len)
 
     def rms_norm(
         self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None

@@ -5,7 +5,8 @@ under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
                      set's cuBLAS grouped GEMM instead, which measured faster on an H100
                      (MOESERVE_TRITON_FUSED_MOE, docs/kernels.md)
     paged_attention  paged_decode for a decode step, paged_prefill for any other (chunked, mixed)
-    mla_decode       mla_decode on the latent cache
+    mla_decode       mla_decode.mla_decode on the latent cache (64 heads a tile, split contexts, MTP)
+    mla_prefill      mla_decode.mla_prefill: prefill over a cached prefix in the latent space, no masks
     rms_norm         norm.rms_norm
 Dense GEMMs and rotary keep the torch set's (cuBLAS on a GPU). The kernels take plain tensors; this
 module turns the step's AttentionMetadata into them.
@@ -67,12 +68,18 @@ class TritonKernels(KernelSet):
         )
 
     def mla_decode(self, q_latent, q_rope, cache, block_tables, seq_lens, scale) -> torch.Tensor:
-        """q_latent [B, h, R], q_rope [B, h, r]; cache [NB, BS, R + r] -> [B, h, R]."""
+        """q_latent [B, (Q,) h, R], q_rope [B, (Q,) h, r]; cache [NB, BS, R + r] -> shaped as q_latent."""
         if q_latent.shape[0] == 0:
             return q_latent.new_empty(q_latent.shape)
         return self._mla.mla_decode(
             q_latent.contiguous(), q_rope.contiguous(), cache, block_tables, seq_lens, scale
         )
+
+    def mla_prefill(self, q_latent, q_rope, cache, block_tables, query_start, seq_lens, scale,
+                    max_query_len) -> torch.Tensor:  # fmt: skip
+        """q_latent [N, h, R], q_rope [N, h, r]; query_start [B + 1] -> [N, h, R], no mask built."""
+        return self._mla.mla_prefill(q_latent.contiguous(), q_rope.contiguous(), cache, block_tables, query_start,
+                                     seq_lens, scale)  # fmt: skip
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
         """x [..., H] -> [..., H], or with residual (norm(x + residual), x + residual) in one kernel."""

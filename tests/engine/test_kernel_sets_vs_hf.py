@@ -43,7 +43,8 @@ CHILD = textwrap.dedent('''
             setattr(module, name, wrapped)
 
         for module, name in ((fused_moe, "fused_experts"), (paged_attention, "paged_decode"),
-                             (paged_attention, "paged_prefill"), (mla_decode, "mla_decode"), (norm, "rms_norm")):
+                             (paged_attention, "paged_prefill"), (mla_decode, "mla_decode"),
+                             (mla_decode, "mla_prefill"), (norm, "rms_norm")):
             counted(module, name)
     torch.manual_seed(0)
     hf, path = make_any_checkpoint(arch, scratch)

@@ -10,7 +10,12 @@ pytest.importorskip("triton")
 pytestmark = pytest.mark.gpu
 
 from moeserve.kernels.triton.fused_moe import fused_experts, fused_experts_reference  # noqa: E402
-from moeserve.kernels.triton.mla_decode import mla_decode, mla_decode_reference  # noqa: E402
+from moeserve.kernels.triton.mla_decode import (  # noqa: E402
+    mla_decode,
+    mla_decode_reference,
+    mla_prefill,
+    mla_reference,
+)
 from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference  # noqa: E402
 from moeserve.kernels.triton.paged_attention import (  # noqa: E402
     paged_decode,
@@ -119,15 +124,32 @@ def test_fused_moe_gpt_oss_experts_on_gpu(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_mla_decode_on_gpu(dtype):
+@pytest.mark.parametrize("heads, Q", [(128, 1), (16, 1), (128, 2)], ids=["dp", "tp8", "mtp"])
+def test_mla_decode_on_gpu(dtype, heads, Q):
     lens = [4096, 3, 1500]
     cache = randn(3 * 64 + 5, 64, 576, dtype=dtype, seed=6)  # 64 blocks of 64 hold 4096 tokens
     tables = torch.randperm(cache.shape[0], device=DEV)[: 3 * 64].view(3, 64)
-    q_latent = randn(3, 128, 512, dtype=dtype, scale=1.5, seed=7)  # score std ~2.6: peaked, outputs O(1)
-    q_rope = randn(3, 128, 64, dtype=dtype, scale=1.5, seed=8)
+    q_latent = randn(3, Q, heads, 512, dtype=dtype, scale=1.5, seed=7)  # score std ~2.6: peaked, outputs O(1)
+    q_rope = randn(3, Q, heads, 64, dtype=dtype, scale=1.5, seed=8)
+    if Q == 1:
+        q_latent, q_rope = q_latent[:, 0], q_rope[:, 0]
     seq_lens = torch.tensor(lens, device=DEV)
     out = mla_decode(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
     ref = mla_decode_reference(q_latent, q_rope, cache, tables, seq_lens, 192**-0.5)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mla_prefill_on_gpu(dtype):
+    qlens, lens = [700, 1, 300], [700, 900, 1333]
+    cache = randn(3 * 21 + 5, 64, 576, dtype=dtype, seed=6)
+    tables = torch.randperm(cache.shape[0], device=DEV)[: 3 * 21].view(3, 21)
+    q_latent = randn(sum(qlens), 16, 512, dtype=dtype, scale=1.5, seed=7)
+    q_rope = randn(sum(qlens), 16, 64, dtype=dtype, scale=1.5, seed=8)
+    query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
+    seq_lens = torch.tensor(lens, device=DEV)
+    out = mla_prefill(q_latent, q_rope, cache, tables, query_start, seq_lens, 192**-0.5)
+    ref = mla_reference(q_latent, q_rope, cache, tables, query_start, seq_lens, 192**-0.5)
     torch.testing.assert_close(out, ref, **TOL[dtype])
 
 

@@ -34,8 +34,21 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     assert all(r["triton_us"] > 0 and r["torch_us"] > 0 and r["roofline_us"] > 0 for r in rows)
     assert {r["phase"].split(",")[0] for r in rows if r["kernel"] == "fused_moe"} == {"decode", "prefill"}
     assert "| fused_moe | DeepSeek-V3 |" in proc.stdout  # the printed table
-    assert [t["model"] for t in result["tuning"]] == ["DeepSeek-V3", "Mixtral-8x7B"]  # prefill shapes only here
+    # prefill shapes of the fused MoE and the batched MLA decode only, here
+    assert [(t["kernel"], t["model"]) for t in result["tuning"]] == [
+        ("fused_moe", "DeepSeek-V3"), ("mla_decode", "DeepSeek-V3"), ("fused_moe", "Mixtral-8x7B")]  # fmt: skip
     assert all(t["best_us"] <= t["default_us"] for t in result["tuning"])
+    assert {r["timing"] for r in rows} == {"cpu"}
+    mla = [r["phase"] for r in rows if r["kernel"] == "mla_decode"]
+    assert len(mla) == 4 and any("MTP" in p for p in mla)
+
+
+@pytest.mark.slow
+def test_a_spent_time_limit_skips_every_step_and_still_writes_the_json(tmp_path):
+    proc = gpu_check("--dry-run", "--time-limit", "0", "--out", str(tmp_path / "check.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "check.json").read_text())
+    assert result["kernels"] == "skipped (time limit)" and result["gpu_tests"] == "skipped (dry run)"
 
 
 @pytest.mark.slow

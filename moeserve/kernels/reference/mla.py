@@ -1,14 +1,31 @@
-"""MLA decode on the latent cache with absorbed weights (DeepSeek-V2/V3), in plain torch.
+"""MLA attention on the latent cache with absorbed weights (DeepSeek-V2/V3), in plain torch: decode
+(one or several query tokens per sequence) and prefill over a cached prefix.
 
-Shape legend: b sequences (one new token each), h local heads, R kv_lora_rank, r qk_rope_head_dim,
-NB cache blocks, BS block size, C blocks per sequence.
+Shape legend: b sequences, n query tokens, Q query tokens per sequence (padded), h local heads,
+R kv_lora_rank, r qk_rope_head_dim, NB cache blocks, BS block size, C blocks per sequence,
+L = C * BS gathered keys per sequence.
 All heads share one key per token, [latent | rope key], and the value is the latent: attention is
-MQA in the latent space (dense/mla.py folds W_uk into the query and applies W_uv after).
+MQA in the latent space (dense/mla.py folds W_uk into the query and applies W_uv after). Query token
+t of a sequence with n_b new tokens sits at position seq_len - n_b + t and sees keys up to it. Every
+mask is built on the device from seq_lens and query_start: nothing here reads a device value back.
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def _attend(q: torch.Tensor, cache: torch.Tensor, block_tables: torch.Tensor, q_pos: torch.Tensor,
+            R: int, scale: float) -> torch.Tensor:  # fmt: skip
+    """q [b, Q, h, R + r] at positions q_pos [b, Q] -> [b, Q, h, R] in the cache's dtype. Scores and
+    softmax in fp32 where the inputs are lower precision."""
+    b, Q, h, _ = q.shape
+    keys = cache[block_tables].reshape(b, -1, cache.shape[-1])  # [b, L, R + r]
+    scores = torch.bmm(q.reshape(b, Q * h, -1), keys.transpose(1, 2)) * scale  # [b, Q * h, L]
+    hidden = torch.arange(keys.shape[1], device=cache.device)[None, None, :] > q_pos[:, :, None]  # [b, Q, L]
+    scores = scores.view(b, Q, h, -1).masked_fill(hidden[:, :, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(cache.dtype)
+    return torch.bmm(probs.view(b, Q * h, -1), keys[..., :R]).view(b, Q, h, R)
 
 
 def mla_decode(
@@ -19,17 +36,45 @@ def mla_decode(
     seq_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """q_latent [b, h, R] (q_nope @ W_uk); q_rope [b, h, r]; cache [NB, BS, R + r]; block_tables
-    [b, C] int64 (entries past a sequence's blocks are arbitrary); seq_lens [b] int64, the query at
-    position seq_lens - 1 -> out [b, h, R] in q_latent's dtype: the softmax-weighted sum of latents.
-    Scores and softmax in fp32 where the inputs are lower precision, as the padded path does."""
-    b, h, R = q_latent.shape
-    if b == 0:
-        return q_latent.new_empty(0, h, R)
-    keys = cache[block_tables].reshape(b, -1, cache.shape[-1])  # [b, C * BS, R + r]
-    q = torch.cat([q_latent, q_rope], dim=-1).to(cache.dtype)  # [b, h, R + r]
-    scores = torch.bmm(q, keys.transpose(1, 2)) * scale  # [b, h, C * BS]
-    hidden = torch.arange(keys.shape[1], device=cache.device)[None, :] >= seq_lens[:, None].to(cache.device)
-    scores = scores.masked_fill(hidden[:, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(cache.dtype)
-    return torch.bmm(probs, keys[..., :R]).to(q_latent.dtype)  # [b, h, R]
+    """q_latent [b, h, R] or [b, Q, h, R] (q_nope @ W_uk; Q tokens a sequence at positions seq_lens - Q
+    .. seq_lens - 1); q_rope [b, h, r] or [b, Q, h, r]; cache [NB, BS, R + r]; block_tables [b, C] int64
+    (entries past a sequence's blocks are arbitrary); seq_lens [b] int64 -> out shaped as q_latent, in
+    its dtype: the softmax-weighted sum of latents."""
+    if q_latent.shape[0] == 0:
+        return q_latent.new_empty(q_latent.shape)
+    several = q_latent.dim() == 4
+    ql, qr = (q_latent, q_rope) if several else (q_latent[:, None], q_rope[:, None])
+    Q = ql.shape[1]
+    q = torch.cat([ql, qr], dim=-1).to(cache.dtype)  # [b, Q, h, R + r]
+    q_pos = seq_lens.to(cache.device)[:, None] - Q + torch.arange(Q, device=cache.device)[None, :]
+    out = _attend(q, cache, block_tables, q_pos, ql.shape[-1], scale).to(q_latent.dtype)
+    return out if several else out[:, 0]
+
+
+def mla_prefill(
+    q_latent: torch.Tensor,
+    q_rope: torch.Tensor,
+    cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+) -> torch.Tensor:
+    """q_latent [n, h, R]; q_rope [n, h, r]; query_start [b + 1] int64 (sequence i's queries are rows
+    query_start[i] .. query_start[i + 1], the last of its seq_lens[i] positions); max_query_len: the
+    longest of them (host int) -> [n, h, R] in q_latent's dtype. Queries are padded to [b, Q] on the
+    device and put back in token order."""
+    n, h, R = q_latent.shape
+    if n == 0:
+        return q_latent.new_empty(q_latent.shape)
+    dev = cache.device
+    starts, counts = query_start[:-1], query_start[1:] - query_start[:-1]  # [b]
+    cols = torch.arange(max_query_len, device=dev)
+    index = (starts[:, None] + cols[None, :]).clamp(max=n - 1)  # [b, Q] rows of the n queries (padding repeats)
+    q = torch.cat([q_latent, q_rope], dim=-1).to(cache.dtype)[index]  # [b, Q, h, R + r]
+    q_pos = seq_lens[:, None] - counts[:, None] + cols[None, :]  # [b, Q]; padded rows look past the end
+    out = _attend(q, cache, block_tables, q_pos.clamp(max=seq_lens[:, None] - 1), R, scale)
+    seq = torch.searchsorted(query_start[1:], torch.arange(n, device=dev), right=True)  # [n]
+    cells = seq * max_query_len + torch.arange(n, device=dev) - starts[seq]
+    return out.view(-1, h, R).index_select(0, cells).to(q_latent.dtype)

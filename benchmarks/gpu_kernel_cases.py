@@ -1,0 +1,238 @@
+"""The kernel cases benchmarks/gpu_check.py times: each Triton kernel at DeepSeek-V3 / Mixtral-8x7B layer
+shapes beside its honest torch counterpart, with the bytes and FLOPs its roofline counts.
+
+Counterparts (docs/kernels.md): the experts against cuBLAS's grouped GEMM with the serving path's
+gather, activation and routing-weight ops; attention against SDPA's flash backend on the same context,
+unpaged (causal bottom-right for chunked prefill); MLA against the absorbed formulation in batched
+GEMMs over dense latents, the fastest torch form at decode; RMSNorm against eager torch.
+
+Shape legend: B sequences, L context, h heads, R kv_lora_rank, r rope dims, S expert slots, H hidden,
+I expert intermediate size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# Layer shapes (config.json of each checkpoint); `local_experts`: one rank's share of DeepSeek-V3's 256
+# routed experts at --ep 8, all 8 of Mixtral's. `tiny`: the dry run's stand-in for both.
+MODELS = {
+    "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, heads=128, kv_lora=512, rope=64,
+                        moe_rows=((16, "decode"), (64, "decode"), (1024, "prefill"))),  # fmt: skip
+    "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, q_heads=32, kv_heads=8, head_dim=128,
+                         moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill"))),  # fmt: skip
+}
+TINY = dict(hidden=64, inter=48, local_experts=4, heads=16, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
+            moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
+            norm_rows=(2, 8))  # fmt: skip
+FULL = dict(context=4096, batch=64, prefill=2048, norm_rows=(64, 4096))
+# the issue's targets: (roofline kind, share of it, speed-up over the torch counterpart); 0 = none
+TARGETS = {
+    "moe-decode": ("bandwidth", 0.70, 1.0),
+    "moe-prefill": ("compute", 0.60, 1.0),
+    "attn-decode-4k": ("bandwidth", 0.70, 0),
+    "prefill-6k": ("compute", 0.50, 0.9),
+    "mla-decode-4k": ("bandwidth", 0.60, 1.5),
+}
+
+
+@dataclass
+class Case:
+    kernel: str
+    model: str
+    phase: str
+    shape: str
+    bytes: float
+    flops: float
+    triton: Callable[[], Any]
+    torch: Callable[[], Any] | None
+    torch_op: str
+    target: str | None = None  # a TARGETS key
+    # (default tiles, candidate tiles, the call with given tiles): what --tune times
+    tune: tuple[Any, tuple, Callable[[Any], Any]] | None = None
+    peak_factor: float = 1.0  # the compute peak against the card's dense bf16 one (FP8: 2)
+
+
+def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    import torch
+    import torch.nn.functional as F
+
+    from moeserve.kernels.triton.fused_moe import Tiles, fused_experts, tiles_for
+
+    S, H, I = d["local_experts"], d["hidden"], d["inter"]
+    w13 = torch.randn(S, 2 * I, H, device=dev, dtype=dtype) * H**-0.5
+    w2 = torch.randn(S, H, I, device=dev, dtype=dtype) * I**-0.5
+    candidates = (Tiles(16, 64, 128, 4, 4), Tiles(16, 128, 128, 4, 4), Tiles(16, 64, 256, 4, 3),
+                  Tiles(32, 64, 128, 4, 4), Tiles(64, 64, 64, 4, 3), Tiles(64, 128, 64, 8, 3),
+                  Tiles(64, 128, 64, 4, 4), Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3))  # fmt: skip
+    cases = []
+    for per_slot, phase in d["moe_rows"]:
+        R = S * per_slot
+        x = torch.randn(R, H, device=dev, dtype=dtype)
+        offsets = torch.full((S,), per_slot, device=dev).cumsum(0).to(torch.int32)
+
+        def grouped(x=x, offsets=offsets):
+            gate, up = F.grouped_mm(x, w13.transpose(-2, -1), offs=offsets).chunk(2, dim=-1)
+            return F.grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
+
+        tune = None if phase == "decode" and dev.type != "cuda" else (
+            tiles_for(R, S), candidates, lambda tiles, x=x, offsets=offsets: fused_experts(x, offsets, w13, w2,
+                                                                                           tiles=tiles))  # fmt: skip
+        cases.append(Case(
+            "fused_moe", model, f"{phase}, {per_slot} rows/expert",
+            f"R={R} S={S} H={H} I={I}", 2 * (3 * S * H * I + 2 * R * H + 2 * R * I), 2 * R * H * 3 * I,
+            lambda x=x, offsets=offsets: fused_experts(x, offsets, w13, w2), grouped, "F.grouped_mm (cuBLAS)",
+            f"moe-{phase}", tune,
+        ))  # fmt: skip
+    return cases
+
+
+def paged_cache(B: int, L: int, BS: int, hk: int, D: int, dev, dtype):
+    import torch
+
+    NB = B * L // BS
+    k_cache, v_cache = torch.randn(2, NB, BS, hk, D, device=dev, dtype=dtype)
+    tables = torch.randperm(NB, device=dev).to(torch.int32).view(B, L // BS)  # scattered blocks
+    return k_cache, v_cache, tables, torch.full((B,), L, device=dev)
+
+
+def flash_sdpa(q, k, v, scale: float, causal_rows: int | None = None) -> Callable[[], Any]:
+    """SDPA on dense q [B, hq, n, D], k / v [B, hk, L, D] with the flash backend where it runs (GQA by
+    enable_gqa, or K/V expanded to hq heads beforehand), causal bottom-right when causal_rows is given
+    (the last n of L positions: chunked prefill); the default backend elsewhere (the CPU dry run)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
+    mask = causal_lower_right(causal_rows, k.shape[2]) if causal_rows else None
+    G = q.shape[1] // k.shape[1]
+    wide_k, wide_v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)
+    tries = [(dict(enable_gqa=True), k, v), ({}, wide_k, wide_v)]
+    for backend in ([SDPBackend.FLASH_ATTENTION] if q.is_cuda else []) + [None]:
+        for extra, keys, values in tries:
+            def call(keys=keys, values=values, extra=extra, backend=backend):
+                if backend is None:
+                    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, **extra)
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, **extra)
+            try:
+                call()
+                return call
+            except RuntimeError:
+                continue
+    raise RuntimeError("no SDPA backend ran the baseline")
+
+
+def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    import torch
+
+    from moeserve.kernels.triton.paged_attention import paged_decode, paged_prefill
+
+    hq, hk, D, L, BS = d["q_heads"], d["kv_heads"], d["head_dim"], d["context"], 16
+    scale, cases = D**-0.5, []
+    for B in (1, d["batch"]):
+        k_cache, v_cache, tables, lens = paged_cache(B, L, BS, hk, D, dev, dtype)
+        q = torch.randn(B, hq, D, device=dev, dtype=dtype)
+        keys, values = torch.randn(2, B, hk, L, D, device=dev, dtype=dtype)  # the same context, dense
+        cases.append(Case(
+            "paged_decode", model, f"decode, context {L}", f"B={B} hq={hq} hk={hk} D={D}",
+            2 * (2 * B * L * hk * D + 2 * B * hq * D), 4 * B * hq * L * D,
+            lambda q=q, k=k_cache, v=v_cache, t=tables, n=lens: paged_decode(q, k, v, t, n, scale),
+            flash_sdpa(q[:, :, None], keys, values, scale), "SDPA flash, dense K/V",
+            "attn-decode-4k" if L == 4096 and B > 1 else None,
+        ))  # fmt: skip
+    n, prefix = d["prefill"], d["prefill"] * 3  # a chunk of n new tokens after 3n cached
+    k_cache, v_cache, tables, lens = paged_cache(1, n + prefix, BS, hk, D, dev, dtype)
+    q = torch.randn(n, hq, D, device=dev, dtype=dtype)
+    keys, values = torch.randn(2, 1, hk, n + prefix, D, device=dev, dtype=dtype)
+    starts = torch.tensor([0, n], device=dev)
+    seen = n * prefix + n * (n + 1) // 2
+    cases.append(Case(
+        "paged_prefill", model, f"chunked prefill, {n} after {prefix}", f"N={n} hq={hq} hk={hk} D={D}",
+        2 * (2 * n * hq * D + 2 * (n + prefix) * hk * D), 4 * hq * D * seen,
+        lambda: paged_prefill(q, k_cache, v_cache, tables, starts, lens, scale),
+        flash_sdpa(q.transpose(0, 1)[None], keys, values, scale, causal_rows=n), "SDPA flash, is_causal (bottom-right)",
+        "prefill-6k" if n == 2048 else None,
+    ))  # fmt: skip
+    return cases
+
+
+def mla_absorbed_torch(q_latent, q_rope, dense, scale: float) -> Callable[[], Any]:
+    """dense/mla.py's absorbed path over dense latents: q [B, Q, h, R + r] against dense [B, L, R + r] as
+    two batched GEMMs (the (token, head) pairs are the rows of one product) and an fp32 softmax, causal
+    among the Q tokens (bottom-right)."""
+    import torch
+
+    B, Q, h, R = q_latent.shape
+    L = dense.shape[1]
+    q = torch.cat([q_latent, q_rope], dim=-1).reshape(B, Q * h, -1)
+    hidden = torch.arange(L, device=dense.device)[None, :] > torch.arange(L - Q, L, device=dense.device)[:, None]
+    bias = torch.zeros(Q, L, device=dense.device, dtype=dense.dtype).masked_fill_(hidden, float("-inf"))
+    bias = bias.repeat_interleave(h, 0)  # [Q * h, L]: row t * h + head
+
+    def call():
+        scores = torch.baddbmm(bias, q, dense.transpose(1, 2), alpha=scale) if Q > 1 else \
+            torch.bmm(q, dense.transpose(1, 2)) * scale
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(dense.dtype)
+        return torch.bmm(probs, dense[..., :R])
+
+    return call
+
+
+def mla_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    import torch
+
+    from moeserve.kernels.triton.mla_decode import CANDIDATE_TILES, DEFAULT_TILES, mla_decode
+
+    h, R, r, L, BS = d["heads"], d["kv_lora"], d["rope"], d["context"], 16
+    scale, cases = (128 + r) ** -0.5, []
+    # (sequences, local heads, query tokens a sequence): one sequence; a batch with data-parallel attention
+    # (128 heads a rank, the target); --tp 8 (16 heads); MTP verify (2 tokens a sequence)
+    for B, heads, Q in ((1, h, 1), (d["batch"], h, 1), (d["batch"], h // 8, 1), (d["batch"], h, 2)):
+        NB = B * L // BS
+        cache = torch.randn(NB, BS, R + r, device=dev, dtype=dtype)
+        tables = torch.randperm(NB, device=dev).view(B, L // BS)
+        lens = torch.full((B,), L, device=dev)
+        q_latent = torch.randn(B, Q, heads, R, device=dev, dtype=dtype)
+        q_rope = torch.randn(B, Q, heads, r, device=dev, dtype=dtype)
+        dense = torch.randn(B, L, R + r, device=dev, dtype=dtype)
+        ql, qr = (q_latent, q_rope) if Q > 1 else (q_latent[:, 0], q_rope[:, 0])
+
+        def triton_call(tiles=None, ql=ql, qr=qr, c=cache, t=tables, n=lens):
+            return mla_decode(ql, qr, c, t, n, scale, tiles=tiles)
+
+        main = B > 1 and heads == h and Q == 1
+        phase = f"decode, context {L}" + (f", {Q} tokens (MTP)" if Q > 1 else "")
+        cases.append(Case(
+            "mla_decode", model, phase, f"B={B} h={heads} R={R} r={r}",
+            2 * (B * L * (R + r) + 2 * B * Q * heads * R), 2 * B * Q * heads * L * (2 * R + r),
+            triton_call, mla_absorbed_torch(q_latent, q_rope, dense, scale), "torch bmm, dense latents",
+            "mla-decode-4k" if main and L == 4096 else None,
+            (DEFAULT_TILES, CANDIDATE_TILES, lambda tiles, call=triton_call: call(tiles)) if main else None,
+        ))  # fmt: skip
+    return cases
+
+
+def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    import torch
+
+    from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference
+
+    H, cases = d["hidden"], []
+    for T, phase in zip(d["norm_rows"], ("decode", "prefill")):
+        x, res = torch.randn(2, T, H, device=dev, dtype=dtype)
+        w = torch.randn(H, device=dev, dtype=dtype)
+        cases.append(Case(
+            "rms_norm+residual", model, phase, f"T={T} H={H}", 2 * 4 * T * H, 5 * T * H,
+            lambda x=x, r=res, w=w: rms_norm(x, w, 1e-6, r), lambda x=x, r=res, w=w: rms_norm_reference(x, w, 1e-6, r),
+            "eager torch",
+        ))  # fmt: skip
+    return cases
+
+
+# which builders run for which model
+BUILDERS = {
+    "DeepSeek-V3": (moe_cases, mla_cases, norm_cases),
+    "Mixtral-8x7B": (moe_cases, attention_cases),
+}
