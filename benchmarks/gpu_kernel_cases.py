@@ -214,6 +214,52 @@ def mla_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     return cases
 
 
+def mla_prefill_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    """A chunk of n new tokens after 3n cached (chunked prefill), both forms: the latent-space kernel at
+    --tp 8's 16 heads (its torch form materialises [n * h, L] scores), the expanded kernel at 128 heads
+    against SDPA on the same K/V made dense and concatenated beforehand."""
+    import torch
+
+    from moeserve.kernels.triton.mla_decode import mla_prefill
+    from moeserve.kernels.triton.mla_prefill import CANDIDATE_TILES, DEFAULT_TILES, mla_prefill_expanded
+
+    h, R, r, BS, n = d["heads"], d["kv_lora"], d["rope"], 16, d["prefill"]
+    dn, dv, L = R // 4, R // 4, 4 * n  # DeepSeek-V3: 128, 128 for R = 512
+    scale = (dn + r) ** -0.5
+    seen = n * (L - n) + n * (n + 1) // 2  # (query, key) pairs under the causal mask
+    starts, lens = torch.tensor([0, n], device=dev), torch.tensor([L], device=dev)
+    cases = []
+    heads = h // 8
+    cache = torch.randn(L // BS, BS, R + r, device=dev, dtype=dtype)
+    tables = torch.randperm(L // BS, device=dev).view(1, -1)
+    q_latent, q_rope = torch.randn(n, heads, R, device=dev, dtype=dtype), torch.randn(n, heads, r, device=dev, dtype=dtype)
+    dense = torch.randn(1, L, R + r, device=dev, dtype=dtype)
+    cases.append(Case(
+        "mla_prefill", model, f"chunked prefill, {n} after {L - n}, latent form", f"N={n} h={heads} R={R} r={r}",
+        2 * (L * (R + r) + 2 * n * heads * R), 2 * heads * seen * (2 * R + r),
+        lambda: mla_prefill(q_latent, q_rope, cache, tables, starts, lens, scale),
+        mla_absorbed_torch(q_latent[None], q_rope[None], dense, scale), "torch bmm, dense latents",
+    ))  # fmt: skip
+    kv = torch.randn(1, L, h, dn + dv, device=dev, dtype=dtype)  # kv_b_proj's output
+    k_nope, v = kv.split([dn, dv], dim=-1)
+    k_rope = torch.randn(1, L, r, device=dev, dtype=dtype)
+    q_nope, q_pe = torch.randn(n, h, dn, device=dev, dtype=dtype), torch.randn(n, h, r, device=dev, dtype=dtype)
+    q = torch.cat([q_nope, q_pe], dim=-1).transpose(0, 1)[None]  # [1, h, n, dn + r]
+    k = torch.cat([k_nope, k_rope[:, :, None].expand(1, L, h, r)], dim=-1).transpose(1, 2).contiguous()
+    v_dense = v.transpose(1, 2).contiguous()
+
+    def expanded(tiles=None):
+        return mla_prefill_expanded(q_nope, q_pe, k_nope, k_rope, v, starts, lens, scale, tiles=tiles)
+
+    cases.append(Case(
+        "mla_prefill_expanded", model, f"chunked prefill, {n} after {L - n}, expanded", f"N={n} h={h} dn={dn} r={r}",
+        2 * (n * h * (dn + r) + L * h * (dn + dv) + L * r + n * h * dv), 2 * h * seen * (dn + r + dv),
+        expanded, flash_sdpa(q, k, v_dense, scale, causal_rows=n), "SDPA, dense K/V (bottom-right causal)",
+        None, (DEFAULT_TILES, CANDIDATE_TILES, expanded),
+    ))  # fmt: skip
+    return cases
+
+
 def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     import torch
 
@@ -233,6 +279,6 @@ def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
 
 # which builders run for which model
 BUILDERS = {
-    "DeepSeek-V3": (moe_cases, mla_cases, norm_cases),
+    "DeepSeek-V3": (moe_cases, mla_cases, mla_prefill_cases, norm_cases),
     "Mixtral-8x7B": (moe_cases, attention_cases),
 }

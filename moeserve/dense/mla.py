@@ -149,7 +149,7 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         out = hidden.new_zeros(N, self.h, d.v_head_dim)
         for part in seq_slices(meta):
             if not self._use_absorb(part):
-                out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, part)
+                out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, meta, part)
             elif part.query_index.shape[1] == 1:
                 out[part.tokens] = self._decode_absorbed(q_nope, q_rope, cache, meta, part)
             else:
@@ -182,22 +182,22 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         return w[:, : d.qk_nope_head_dim], w[:, d.qk_nope_head_dim :]
 
     def _attend_expanded(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, part: SeqSlice
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, flat: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
     ) -> torch.Tensor:
         """q_nope [N, h, dn], q_rope [N, h, r] (all the step's tokens), flat cache [S, R + r]
-        -> [n, h, dv] for the slice's n tokens, in `part.tokens` order."""
+        -> [n, h, dv] for the slice's n tokens, in `part.tokens` order. kv_b_proj expands each context
+        latent into per-head k_nope and v; attention runs through the kernel set, causal by position
+        (`kernels.mla_prefill_expanded`), no mask."""
         d = self.dims
         ctx_rows = flat[part.context_slots]  # [B, L, R + r]
         B, L = ctx_rows.shape[:2]
         latent, k_rope = ctx_rows.split([d.kv_lora_rank, d.qk_rope_head_dim], dim=-1)
         kv = self.kv_b_proj(latent).view(B, L, self.h, d.qk_nope_head_dim + d.v_head_dim)
         k_nope, v = kv.split([d.qk_nope_head_dim, d.v_head_dim], dim=-1)
-        k = torch.cat([k_nope, k_rope[:, :, None, :].expand(B, L, self.h, d.qk_rope_head_dim)], dim=-1)
-        q = torch.cat([q_nope, q_rope], dim=-1)[part.query_index]  # [B, Q, h, dn + r]
-        scores = torch.matmul(q.transpose(1, 2), k.permute(0, 2, 3, 1))  # [B, h, Q, L]
-        probs = _masked_softmax(scores, part.attn_mask, self.scale)
-        out = torch.matmul(probs, v.transpose(1, 2))  # [B, h, Q, dv]
-        return out.transpose(1, 2)[part.query_valid]
+        tokens, rows = part.tokens, part.rows
+        return self.kernels.mla_prefill_expanded(q_nope[tokens], q_rope[tokens], k_nope, k_rope, v,
+                                                 _slice_starts(meta, rows), meta.seq_lens[rows], self.scale,
+                                                 part.query_index.shape[1])  # fmt: skip
 
     def _decode_absorbed(
         self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
@@ -220,10 +220,9 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         w_uk, w_uv = self._w_kv_b()
         tokens, rows = part.tokens, part.rows
         q_latent = torch.einsum("nhd,hdr->nhr", q_nope[tokens], w_uk)  # [n, h, R]
-        counts = meta.query_start[rows + 1] - meta.query_start[rows]  # [b] the slice's new tokens per sequence
-        starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)])  # [b + 1] within the slice's n tokens
-        out_latent = self.kernels.mla_prefill(q_latent, q_rope[tokens], cache, meta.block_tables[rows], starts,
-                                              meta.seq_lens[rows], self.scale, part.query_index.shape[1])
+        out_latent = self.kernels.mla_prefill(q_latent, q_rope[tokens], cache, meta.block_tables[rows],
+                                              _slice_starts(meta, rows), meta.seq_lens[rows], self.scale,
+                                              part.query_index.shape[1])  # fmt: skip
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
 
@@ -235,7 +234,6 @@ class SeqSlice:
     query_index: torch.Tensor  # [b, q] int64 rows of the step's N tokens
     query_valid: torch.Tensor  # [b, q] bool
     context_slots: torch.Tensor  # [b, l] int64
-    attn_mask: torch.Tensor  # [b, 1, q, l] bool
     rows: torch.Tensor  # [b] int64 the slice's sequences among the step's B
 
     @property
@@ -257,18 +255,14 @@ def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
                     meta.query_index[rows, :q],
                     meta.query_valid[rows, :q],
                     meta.context_slots[rows, :l],
-                    meta.attn_mask[rows, :, :q, :l],
                     rows,
                 )
             )
     return parts
 
 
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """scores [..., L] (any float dtype), mask broadcastable bool (True = attend) -> probs in scores' dtype.
-
-    Written out rather than F.scaled_dot_product_attention: on CPU, SDPA with a boolean mask measured
-    1.2-4.3x slower than these two matmuls, and 60x slower with enable_gqa (docs/deepseek.md).
-    """
-    scores = (scores * scale).masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+def _slice_starts(meta: AttentionMetadata, rows: torch.Tensor) -> torch.Tensor:
+    """[b + 1] int64 query starts of the sequences `rows` [b] within their own tokens (in sequence order),
+    from the step's query_start on the device."""
+    counts = meta.query_start[rows + 1] - meta.query_start[rows]
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])

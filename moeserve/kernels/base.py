@@ -170,6 +170,25 @@ class KernelSet:
         return reference_mla.mla_prefill(q_latent, q_rope, cache, block_tables, query_start, seq_lens, scale,
                                          max_query_len)
 
+    def mla_prefill_expanded(
+        self,
+        q_nope: torch.Tensor,
+        q_rope: torch.Tensor,
+        k_nope: torch.Tensor,
+        k_rope: torch.Tensor,
+        v: torch.Tensor,
+        query_start: torch.Tensor,
+        seq_lens: torch.Tensor,
+        scale: float,
+        max_query_len: int,
+    ) -> torch.Tensor:
+        """MLA prefill in the expanded form (per-head K/V from kv_b_proj, for long prompts): q_nope [N, h, dn],
+        q_rope [N, h, r]; k_nope [B, L, h, dn], k_rope [B, L, r] (shared by the heads), v [B, L, h, dv], each
+        sequence's context padded to L (strided views allowed); query_start [B + 1] as in `mla_prefill`
+        -> [N, h, dv] (kernels/reference/mla.py)."""
+        return reference_mla.mla_prefill_expanded(q_nope, q_rope, k_nope, k_rope, v, query_start, seq_lens, scale,
+                                                  max_query_len)
+
     def rms_norm(
         self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:

@@ -7,6 +7,7 @@ under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
     paged_attention  paged_decode for a decode step, paged_prefill for any other (chunked, mixed)
     mla_decode       mla_decode.mla_decode on the latent cache (64 heads a tile, split contexts, MTP)
     mla_prefill      mla_decode.mla_prefill: prefill over a cached prefix in the latent space, no masks
+    mla_prefill_expanded  mla_prefill.mla_prefill_expanded: FlashAttention-2 over kv_b_proj's K/V (long prompts)
     rms_norm         norm.rms_norm
 Dense GEMMs and rotary keep the torch set's (cuBLAS on a GPU). The kernels take plain tensors; this
 module turns the step's AttentionMetadata into them.
@@ -35,9 +36,10 @@ class TritonKernels(KernelSet):
         if not triton_kernels.available():
             raise ConfigError("--kernels triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1 "
                               "to run its kernels on CPU, slowly)")
-        from moeserve.kernels.triton import fused_moe, mla_decode, norm, paged_attention
+        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention
 
         self._moe, self._mla, self._norm, self._attention = fused_moe, mla_decode, norm, paged_attention
+        self._mla_prefill = mla_prefill
         fused = envs.TRITON_FUSED_MOE.get()  # unset: cuBLAS's grouped GEMM on a GPU (docs/kernels.md)
         self._fused_moe = fused if fused is not None else self.device.type != "cuda"
 
@@ -80,6 +82,11 @@ class TritonKernels(KernelSet):
         """q_latent [N, h, R], q_rope [N, h, r]; query_start [B + 1] -> [N, h, R], no mask built."""
         return self._mla.mla_prefill(q_latent.contiguous(), q_rope.contiguous(), cache, block_tables, query_start,
                                      seq_lens, scale)  # fmt: skip
+
+    def mla_prefill_expanded(self, q_nope, q_rope, k_nope, k_rope, v, query_start, seq_lens, scale,
+                             max_query_len) -> torch.Tensor:  # fmt: skip
+        """q_nope [N, h, dn], q_rope [N, h, r]; k_nope [B, L, h, dn], k_rope [B, L, r], v [B, L, h, dv] -> [N, h, dv]."""
+        return self._mla_prefill.mla_prefill_expanded(q_nope, q_rope, k_nope, k_rope, v, query_start, seq_lens, scale)
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
         """x [..., H] -> [..., H], or with residual (norm(x + residual), x + residual) in one kernel."""

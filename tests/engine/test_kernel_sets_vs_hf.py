@@ -31,9 +31,12 @@ CHILD = textwrap.dedent('''
     from moeserve import LLM, SamplingParams
 
     arch, scratch, kernels = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    if len(sys.argv) > 5:  # an MLA path forced for every slice of sequences
+        from moeserve.dense.mla import MultiHeadLatentAttention
+        MultiHeadLatentAttention._use_absorb = lambda self, part: sys.argv[5] == "absorb"
     calls = {}
     if kernels == "triton":
-        from moeserve.kernels.triton import fused_moe, mla_decode, norm, paged_attention
+        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention
 
         def counted(module, name):
             fn = getattr(module, name)
@@ -44,7 +47,7 @@ CHILD = textwrap.dedent('''
 
         for module, name in ((fused_moe, "fused_experts"), (paged_attention, "paged_decode"),
                              (paged_attention, "paged_prefill"), (mla_decode, "mla_decode"),
-                             (mla_decode, "mla_prefill"), (norm, "rms_norm")):
+                             (mla_decode, "mla_prefill"), (mla_prefill, "mla_prefill_expanded"), (norm, "rms_norm")):
             counted(module, name)
     torch.manual_seed(0)
     hf, path = make_any_checkpoint(arch, scratch)
@@ -66,10 +69,10 @@ CHILD = textwrap.dedent('''
 ''').replace("NEW_TOKENS", str(NEW_TOKENS))
 
 
-def run_child(arch: str, kernels: str, tmp_path: Path, env: dict) -> dict:
+def run_child(arch: str, kernels: str, tmp_path: Path, env: dict, mla_path: str | None = None) -> dict:
     models = Path(__file__).resolve().parents[1] / "models"
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, arch, str(tmp_path), kernels, str(models)],
+        [sys.executable, "-c", CHILD, arch, str(tmp_path), kernels, str(models)] + ([mla_path] if mla_path else []),
         env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -85,10 +88,19 @@ def test_triton_set_under_the_interpreter_matches_transformers(arch, tmp_path):
     assert out["got"] == out["want"]
     # the step kinds the prompts make: prefills (chunked, mixed with decodes) and decode steps
     assert out["calls"].get("fused_experts", 0) > 0 and out["calls"].get("rms_norm", 0) > 0
-    if arch.startswith("deepseek"):
-        assert out["calls"].get("mla_decode", 0) > 0
+    if arch.startswith("deepseek"):  # prefills take the expanded form at these sizes (dense/mla.py)
+        assert out["calls"].get("mla_decode", 0) > 0 and out["calls"].get("mla_prefill_expanded", 0) > 0
     else:
         assert out["calls"].get("paged_prefill", 0) > 0 and out["calls"].get("paged_decode", 0) > 0
+
+
+@pytest.mark.slow
+def test_triton_mla_prefill_in_the_latent_space_matches_transformers(tmp_path):
+    """Every MLA slice forced into the absorbed form: prefill chunks run through mla_decode.mla_prefill."""
+    pytest.importorskip("triton")
+    out = run_child("deepseek_v3", "triton", tmp_path, {"TRITON_INTERPRET": "1"}, mla_path="absorb")
+    assert out["got"] == out["want"]
+    assert out["calls"].get("mla_prefill", 0) > 0 and out["calls"].get("mla_prefill_expanded", 0) == 0
 
 
 @pytest.mark.parametrize("arch", arch_params(ALL_ARCHITECTURES))

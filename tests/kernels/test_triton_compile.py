@@ -19,7 +19,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from moeserve.kernels.triton import fused_moe, launch, mla_decode, norm, paged_attention  # noqa: E402
+from moeserve.kernels.triton import fused_moe, launch, mla_decode, mla_prefill, norm, paged_attention  # noqa: E402
 
 TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int8: "i8", torch.int16: "i16",
@@ -115,6 +115,10 @@ def launches_of_every_kernel(dtype=torch.bfloat16):
         mla_decode.mla_decode(randn(2, 2, 16, 512), randn(2, 2, 16, 64), cache, tables, lens, 0.1, splits=4)
         mla_decode.mla_prefill(randn(12, 16, 512), randn(12, 16, 64), cache, tables, torch.tensor([0, 5, 12]), lens,
                                0.1)  # fmt: skip
+        kv = randn(2, 40, 16, 256)  # kv_b_proj's output at DeepSeek-V3's head dims: k_nope and v are views
+        k_nope, v = kv.split([128, 128], dim=-1)
+        mla_prefill.mla_prefill_expanded(randn(12, 16, 128), randn(12, 16, 64), k_nope, randn(2, 40, 64), v,
+                                         torch.tensor([0, 5, 12]), torch.tensor([30, 7]), 0.1)  # fmt: skip
         x = randn(3, 7168)
         norm.rms_norm(x, randn(7168), 1e-6)
         norm.rms_norm(x, randn(7168), 1e-6, x)
@@ -132,7 +136,7 @@ def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
     launches = launches_of_every_kernel()
     assert {fn.__name__ for fn, _, _ in launches} == {
         "_gate_up_kernel", "_down_kernel", "_decode_kernel", "_combine_kernel", "_prefill_kernel",
-        "_mla_kernel", "_rms_norm_kernel"}  # fmt: skip
+        "_mla_kernel", "_mla_expanded_kernel", "_rms_norm_kernel"}  # fmt: skip
     for fn, args, kwargs in launches:
         compiled = compile_launch(fn, args, kwargs, gpu)
         assert "cubin" in compiled.asm, fn.__name__

@@ -16,6 +16,7 @@ from moeserve.kernels.triton.mla_decode import (  # noqa: E402
     mla_prefill,
     mla_reference,
 )
+from moeserve.kernels.triton.mla_prefill import mla_prefill_expanded, mla_prefill_expanded_reference  # noqa: E402
 from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference  # noqa: E402
 from moeserve.kernels.triton.paged_attention import (  # noqa: E402
     paged_decode,
@@ -151,6 +152,20 @@ def test_mla_prefill_on_gpu(dtype):
     out = mla_prefill(q_latent, q_rope, cache, tables, query_start, seq_lens, 192**-0.5)
     ref = mla_reference(q_latent, q_rope, cache, tables, query_start, seq_lens, 192**-0.5)
     torch.testing.assert_close(out, ref, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mla_prefill_expanded_on_gpu(dtype):
+    qlens, lens = [700, 1, 300], [700, 900, 1333]
+    kv = randn(3, 1340, 16, 256, dtype=dtype, seed=9)  # kv_b_proj's output: k_nope and v are views of it
+    k_nope, v = kv.split([128, 128], dim=-1)
+    k_rope = randn(3, 1340, 64, dtype=dtype, seed=10)
+    q_nope = randn(sum(qlens), 16, 128, dtype=dtype, scale=1.5, seed=11)
+    q_rope = randn(sum(qlens), 16, 64, dtype=dtype, scale=1.5, seed=12)
+    query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
+    seq_lens = torch.tensor(lens, device=DEV)
+    args = (q_nope, q_rope, k_nope, k_rope, v, query_start, seq_lens, 192**-0.5)
+    torch.testing.assert_close(mla_prefill_expanded(*args), mla_prefill_expanded_reference(*args), **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -15,17 +15,25 @@ pytest.importorskip("triton")
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from moeserve.kernels.triton import fused_moe, launch, mla_decode, norm, paged_attention, split_combine  # noqa: E402
+from moeserve.kernels.triton import (  # noqa: E402
+    fused_moe,
+    launch,
+    mla_decode,
+    mla_prefill,
+    norm,
+    paged_attention,
+    split_combine,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-KERNELS = [obj for module in (fused_moe, paged_attention, split_combine, mla_decode, norm)
+KERNELS = [obj for module in (fused_moe, paged_attention, split_combine, mla_decode, mla_prefill, norm)
            for obj in vars(module).values() if isinstance(obj, launch.Kernel)]  # fmt: skip
 # triton's library functions that are themselves jit functions: usable only in the mode triton was imported in
 IMPORT_MODE_FUNCTIONS = r"\btl\.(sum|max|min|zeros|zeros_like|sigmoid|softmax|cdiv|argmax|argmin|cumsum|ravel)\("
 
 
 def test_kernels_call_no_function_fixed_at_triton_import():
-    assert len(KERNELS) == 7
+    assert len(KERNELS) == 8
     for kernel in KERNELS:
         found = re.search(IMPORT_MODE_FUNCTIONS, inspect.getsource(kernel.fn))
         assert found is None, f"{kernel.fn.__name__} calls {found[0]}: use tl.reduce with launch.SUM / MAX, tl.full"

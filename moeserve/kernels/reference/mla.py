@@ -78,3 +78,37 @@ def mla_prefill(
     seq = torch.searchsorted(query_start[1:], torch.arange(n, device=dev), right=True)  # [n]
     cells = seq * max_query_len + torch.arange(n, device=dev) - starts[seq]
     return out.view(-1, h, R).index_select(0, cells).to(q_latent.dtype)
+
+
+def mla_prefill_expanded(
+    q_nope: torch.Tensor,
+    q_rope: torch.Tensor,
+    k_nope: torch.Tensor,
+    k_rope: torch.Tensor,
+    v: torch.Tensor,
+    query_start: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+) -> torch.Tensor:
+    """The expanded form (per-head keys and values from kv_b_proj): q_nope [n, h, dn], q_rope [n, h, r];
+    k_nope [b, L, h, dn], k_rope [b, L, r] (shared by the heads), v [b, L, h, dv] (rows past seq_lens
+    are padding: finite, never weighted); query_start [b + 1] as in `mla_prefill` -> [n, h, dv] in
+    q_nope's dtype. Queries padded to [b, Q] on the device; scores in the inputs' dtype, softmax in fp32."""
+    n, h, _ = q_nope.shape
+    if n == 0:
+        return q_nope.new_empty(0, h, v.shape[-1])
+    dev, L = q_nope.device, k_nope.shape[1]
+    starts, counts = query_start[:-1], query_start[1:] - query_start[:-1]
+    cols = torch.arange(max_query_len, device=dev)
+    index = (starts[:, None] + cols[None, :]).clamp(max=n - 1)  # [b, Q]
+    qn, qr = q_nope[index].transpose(1, 2), q_rope[index].transpose(1, 2)  # [b, h, Q, dn], [b, h, Q, r]
+    scores = torch.matmul(qn, k_nope.permute(0, 2, 3, 1)) + torch.matmul(qr, k_rope.transpose(1, 2)[:, None])
+    q_pos = seq_lens[:, None] - counts[:, None] + cols[None, :]  # [b, Q]
+    hidden = torch.arange(L, device=dev)[None, None, :] > q_pos.clamp(max=seq_lens[:, None] - 1)[:, :, None]
+    scores = (scores * scale).masked_fill(hidden[:, None], float("-inf"))  # [b, h, Q, L]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+    out = torch.matmul(probs, v.transpose(1, 2)).transpose(1, 2)  # [b, Q, h, dv]
+    seq = torch.searchsorted(query_start[1:], torch.arange(n, device=dev), right=True)
+    cells = seq * max_query_len + torch.arange(n, device=dev) - starts[seq]
+    return out.reshape(-1, h, v.shape[-1]).index_select(0, cells).to(q_nope.dtype)
