@@ -21,9 +21,12 @@ MODELS = {
     "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, heads=128, kv_lora=512, rope=64,
                         moe_rows=((16, "decode"), (64, "decode"), (1024, "prefill"))),  # fmt: skip
     "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, q_heads=32, kv_heads=8, head_dim=128,
-                         moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill"))),  # fmt: skip
+                         moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill")),
+                         # gpt-oss-120b's attention (its sliding-window layers), timed beside Mixtral's
+                         oss_q_heads=64, oss_kv_heads=8, oss_head_dim=64, oss_window=128),  # fmt: skip
 }
 TINY = dict(hidden=64, inter=48, local_experts=4, heads=16, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
+            oss_q_heads=4, oss_kv_heads=2, oss_head_dim=16, oss_window=8,
             moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
             norm_rows=(2, 8))  # fmt: skip
 FULL = dict(context=4096, batch=64, prefill=2048, norm_rows=(64, 4096))
@@ -127,7 +130,8 @@ def flash_sdpa(q, k, v, scale: float, causal_rows: int | None = None) -> Callabl
 def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     import torch
 
-    from moeserve.kernels.triton.paged_attention import paged_decode, paged_prefill
+    from moeserve.kernels.triton.paged_attention import paged_decode
+    from moeserve.kernels.triton.paged_prefill import CANDIDATE_TILES, DEFAULT_TILES, paged_prefill
 
     hq, hk, D, L, BS = d["q_heads"], d["kv_heads"], d["head_dim"], d["context"], 16
     scale, cases = D**-0.5, []
@@ -148,14 +152,45 @@ def attention_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     keys, values = torch.randn(2, 1, hk, n + prefix, D, device=dev, dtype=dtype)
     starts = torch.tensor([0, n], device=dev)
     seen = n * prefix + n * (n + 1) // 2
+
+    def prefill(tiles=None):
+        return paged_prefill(q, k_cache, v_cache, tables, starts, lens, scale, tiles=tiles)
+
     cases.append(Case(
         "paged_prefill", model, f"chunked prefill, {n} after {prefix}", f"N={n} hq={hq} hk={hk} D={D}",
         2 * (2 * n * hq * D + 2 * (n + prefix) * hk * D), 4 * hq * D * seen,
-        lambda: paged_prefill(q, k_cache, v_cache, tables, starts, lens, scale),
-        flash_sdpa(q.transpose(0, 1)[None], keys, values, scale, causal_rows=n), "SDPA flash, is_causal (bottom-right)",
-        "prefill-6k" if n == 2048 else None,
+        prefill, flash_sdpa(q.transpose(0, 1)[None], keys, values, scale, causal_rows=n),
+        "SDPA flash, is_causal (bottom-right)", "prefill-6k" if n == 2048 else None,
+        (DEFAULT_TILES, CANDIDATE_TILES, prefill),
     ))  # fmt: skip
     return cases
+
+
+def window_sink_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    """gpt-oss's sliding-window layers (window 128, a sink logit per head) at its attention shape (64 query
+    / 8 KV heads of 64 dims): a chunk of n after 3n cached. SDPA has no sinks and no window of its own:
+    its counterpart is the same window as an additive mask (no sinks), on the same context unpaged."""
+    import torch
+
+    from moeserve.kernels.triton.paged_prefill import paged_prefill
+
+    hq, hk, D, W, BS, n = d["oss_q_heads"], d["oss_kv_heads"], d["oss_head_dim"], d["oss_window"], 16, d["prefill"]
+    L, scale = 4 * n, D**-0.5
+    k_cache, v_cache, tables, lens = paged_cache(1, L, BS, hk, D, dev, dtype)
+    q = torch.randn(n, hq, D, device=dev, dtype=dtype)
+    sinks = torch.randn(hq, device=dev)
+    keys, values = torch.randn(2, 1, hk, L, D, device=dev, dtype=dtype)
+    q_pos, k_pos = torch.arange(L - n, L, device=dev)[:, None], torch.arange(L, device=dev)[None, :]
+    bias = torch.zeros(n, L, device=dev, dtype=dtype).masked_fill_((k_pos > q_pos) | (k_pos <= q_pos - W), float("-inf"))
+    qt, wide_k, wide_v = q.transpose(0, 1)[None], keys.repeat_interleave(hq // hk, 1), values.repeat_interleave(hq // hk, 1)
+    seen = n * W
+    return [Case(
+        "paged_prefill", model, f"chunked prefill, {n} after {L - n}, window {W}, sinks", f"N={n} hq={hq} hk={hk} D={D}",
+        2 * (2 * n * hq * D + 2 * (n + W) * hk * D), 4 * hq * D * seen,
+        lambda: paged_prefill(q, k_cache, v_cache, tables, torch.tensor([0, n], device=dev), lens, scale, W, sinks),
+        lambda: torch.nn.functional.scaled_dot_product_attention(qt, wide_k, wide_v, attn_mask=bias, scale=scale),
+        "SDPA, window as a mask (no sinks)",
+    )]  # fmt: skip
 
 
 def mla_absorbed_torch(q_latent, q_rope, dense, scale: float) -> Callable[[], Any]:
@@ -280,5 +315,5 @@ def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
 # which builders run for which model
 BUILDERS = {
     "DeepSeek-V3": (moe_cases, mla_cases, mla_prefill_cases, norm_cases),
-    "Mixtral-8x7B": (moe_cases, attention_cases),
+    "Mixtral-8x7B": (moe_cases, attention_cases, window_sink_cases),
 }

@@ -4,7 +4,8 @@ under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
     experts          fused_moe.fused_experts over the ExpertBatch layout; on a GPU by default the torch
                      set's cuBLAS grouped GEMM instead, which measured faster on an H100
                      (MOESERVE_TRITON_FUSED_MOE, docs/kernels.md)
-    paged_attention  paged_decode for a decode step, paged_prefill for any other (chunked, mixed)
+    paged_attention  paged_attention.paged_decode for a decode step, paged_prefill.paged_prefill for any
+                     other (chunked, mixed: FlashAttention-2 over the block tables, windows, sinks)
     mla_decode       mla_decode.mla_decode on the latent cache (64 heads a tile, split contexts, MTP)
     mla_prefill      mla_decode.mla_prefill: prefill over a cached prefix in the latent space, no masks
     mla_prefill_expanded  mla_prefill.mla_prefill_expanded: FlashAttention-2 over kv_b_proj's K/V (long prompts)
@@ -25,7 +26,6 @@ from moeserve import envs
 from moeserve.config import ConfigError
 from moeserve.kernels import triton as triton_kernels
 from moeserve.kernels.base import KernelSet
-from moeserve.kernels.reference.attention import block_tables
 
 
 class TritonKernels(KernelSet):
@@ -36,10 +36,10 @@ class TritonKernels(KernelSet):
         if not triton_kernels.available():
             raise ConfigError("--kernels triton needs the triton package and a CUDA GPU (or TRITON_INTERPRET=1 "
                               "to run its kernels on CPU, slowly)")
-        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention
+        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention, paged_prefill
 
         self._moe, self._mla, self._norm, self._attention = fused_moe, mla_decode, norm, paged_attention
-        self._mla_prefill = mla_prefill
+        self._mla_prefill, self._prefill = mla_prefill, paged_prefill
         fused = envs.TRITON_FUSED_MOE.get()  # unset: cuBLAS's grouped GEMM on a GPU (docs/kernels.md)
         self._fused_moe = fused if fused is not None else self.device.type != "cuda"
 
@@ -57,17 +57,18 @@ class TritonKernels(KernelSet):
             b2=getattr(layer, "b2", None), swiglu=(glu.alpha, glu.limit) if glu is not None else (0.0, 0.0))
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
-        """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D]."""
+        """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D].
+        A decode step (one new token per sequence) splits long contexts (paged_decode); any other step,
+        chunked prefill and decode rows together, is one FlashAttention-2 launch (paged_prefill)."""
         N, B = q.shape[0], meta.num_seqs
         if N == 0:
             return q.new_empty(q.shape)
-        tables, seq_lens = block_tables(meta), meta.seq_lens
+        tables, seq_lens = meta.block_tables, meta.seq_lens
         if N == B:  # one new token per sequence: a decode step
             return self._attention.paged_decode(q, k_cache, v_cache, tables, seq_lens, scale, sliding_window,
-                                                sinks=sinks)
-        return self._attention.paged_prefill(
-            q, k_cache, v_cache, tables, meta.query_start, seq_lens, scale, sliding_window, sinks=sinks
-        )
+                                                sinks=sinks)  # fmt: skip
+        return self._prefill.paged_prefill(q, k_cache, v_cache, tables, meta.query_start, seq_lens, scale,
+                                           sliding_window, sinks)  # fmt: skip
 
     def mla_decode(self, q_latent, q_rope, cache, block_tables, seq_lens, scale) -> torch.Tensor:
         """q_latent [B, (Q,) h, R], q_rope [B, (Q,) h, r]; cache [NB, BS, R + r] -> shaped as q_latent."""

@@ -36,7 +36,7 @@ CHILD = textwrap.dedent('''
         MultiHeadLatentAttention._use_absorb = lambda self, part: sys.argv[5] == "absorb"
     calls = {}
     if kernels == "triton":
-        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention
+        from moeserve.kernels.triton import fused_moe, mla_decode, mla_prefill, norm, paged_attention, paged_prefill
 
         def counted(module, name):
             fn = getattr(module, name)
@@ -46,7 +46,7 @@ CHILD = textwrap.dedent('''
             setattr(module, name, wrapped)
 
         for module, name in ((fused_moe, "fused_experts"), (paged_attention, "paged_decode"),
-                             (paged_attention, "paged_prefill"), (mla_decode, "mla_decode"),
+                             (paged_prefill, "paged_prefill"), (mla_decode, "mla_decode"),
                              (mla_decode, "mla_prefill"), (mla_prefill, "mla_prefill_expanded"), (norm, "rms_norm")):
             counted(module, name)
     torch.manual_seed(0)

@@ -19,7 +19,15 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from moeserve.kernels.triton import fused_moe, launch, mla_decode, mla_prefill, norm, paged_attention  # noqa: E402
+from moeserve.kernels.triton import (  # noqa: E402
+    fused_moe,
+    launch,
+    mla_decode,
+    mla_prefill,
+    norm,
+    paged_attention,
+    paged_prefill,
+)
 
 TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int8: "i8", torch.int16: "i16",
@@ -107,7 +115,10 @@ def launches_of_every_kernel(dtype=torch.bfloat16):
         lens = torch.tensor([500, 7])
         paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, splits=1)
         paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 4096, splits=4)
-        paged_attention.paged_prefill(randn(12, 32, 128), kv, kv, tables, torch.tensor([0, 5, 12]), lens, 0.1)
+        sinks = torch.zeros(32)
+        paged_prefill.paged_prefill(randn(500, 32, 128), kv, kv, tables, torch.tensor([0, 495, 500]), lens, 0.1)
+        paged_prefill.paged_prefill(randn(12, 32, 128), kv, kv, tables, torch.tensor([0, 5, 12]), lens, 0.1, 128, sinks)
+        paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 128, splits=4, sinks=sinks)
         cache = randn(64, 16, 576)
         for splits in (1, 4):  # 128 heads (data-parallel attention), 64-head tiles
             mla_decode.mla_decode(randn(2, 128, 512), randn(2, 128, 64), cache, tables.long(), lens, 0.1, splits=splits)

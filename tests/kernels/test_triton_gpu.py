@@ -18,12 +18,8 @@ from moeserve.kernels.triton.mla_decode import (  # noqa: E402
 )
 from moeserve.kernels.triton.mla_prefill import mla_prefill_expanded, mla_prefill_expanded_reference  # noqa: E402
 from moeserve.kernels.triton.norm import rms_norm, rms_norm_reference  # noqa: E402
-from moeserve.kernels.triton.paged_attention import (  # noqa: E402
-    paged_decode,
-    paged_decode_reference,
-    paged_prefill,
-    paged_prefill_reference,
-)
+from moeserve.kernels.triton.paged_attention import paged_decode, paged_decode_reference  # noqa: E402
+from moeserve.kernels.triton.paged_prefill import paged_prefill, paged_prefill_reference  # noqa: E402
 
 DTYPES = [torch.bfloat16, torch.float16]
 # bf16 keeps 8 bits of mantissa: the kernels round p to bf16 before P @ V and the intermediate to bf16
@@ -79,14 +75,15 @@ def test_paged_decode_on_gpu(dtype, window):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("window", [None, 300])
-def test_paged_prefill_on_gpu(dtype, window):
+@pytest.mark.parametrize("window, sinks", [(None, False), (300, False), (128, True)], ids=["causal", "window", "sinks"])
+def test_paged_prefill_on_gpu(dtype, window, sinks):
     qlens, lens = [700, 1, 300], [700, 900, 1333]
     k_cache, v_cache, tables, seq_lens = paged(lens, BS=16, hk=8, D=128, dtype=dtype)
     q = randn(sum(qlens), 32, 128, dtype=dtype, scale=4.0, seed=5)
     query_start = torch.tensor([0] + qlens, device=DEV).cumsum(0)
-    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
-    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window)
+    sink = randn(32, dtype=torch.float32, scale=2.0, seed=6) if sinks else None
+    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window, sink)
+    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, 128**-0.5, window, sink)
     torch.testing.assert_close(out, ref, **TOL[dtype])
 
 

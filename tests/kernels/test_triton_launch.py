@@ -22,11 +22,13 @@ from moeserve.kernels.triton import (  # noqa: E402
     mla_prefill,
     norm,
     paged_attention,
+    paged_prefill,
     split_combine,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-KERNELS = [obj for module in (fused_moe, paged_attention, split_combine, mla_decode, mla_prefill, norm)
+KERNELS = [obj for module in (fused_moe, paged_attention, paged_prefill, split_combine, mla_decode, mla_prefill,
+                                      norm)
            for obj in vars(module).values() if isinstance(obj, launch.Kernel)]  # fmt: skip
 # triton's library functions that are themselves jit functions: usable only in the mode triton was imported in
 IMPORT_MODE_FUNCTIONS = r"\btl\.(sum|max|min|zeros|zeros_like|sigmoid|softmax|cdiv|argmax|argmin|cumsum|ravel)\("

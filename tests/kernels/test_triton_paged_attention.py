@@ -1,5 +1,5 @@
-"""The paged attention Triton kernels (decode, prefill over a cached prefix) equal their torch
-references under TRITON_INTERPRET=1, and the references equal SDPA over a dense context.
+"""The paged decode Triton kernel equals its torch reference under TRITON_INTERPRET=1, and the reference
+equals SDPA over a dense context (prefill: test_triton_paged_prefill.py).
 
 Caches are built with block tables that have holes: blocks are taken in a shuffled order from a pool
 larger than needed, table entries past a sequence's blocks are out of range, and every cache row no
@@ -13,12 +13,7 @@ import torch.nn.functional as F
 pytest.importorskip("triton")
 pytestmark = pytest.mark.usefixtures("interpret")
 
-from moeserve.kernels.triton.paged_attention import (  # noqa: E402
-    paged_decode,
-    paged_decode_reference,
-    paged_prefill,
-    paged_prefill_reference,
-)
+from moeserve.kernels.triton.paged_attention import paged_decode, paged_decode_reference  # noqa: E402
 
 TOL = {
     torch.float32: dict(atol=1e-5, rtol=1e-5),
@@ -60,28 +55,6 @@ def check_decode(lens, BS, hq, hk, D, dtype, window=None, sinks=None, **kw):
     torch.testing.assert_close(out, ref, **TOL[dtype])
 
 
-def check_prefill(qlens, lens, BS, hq, hk, D, dtype, window=None, sinks=None, **kw):
-    k_cache, v_cache, tables, seq_lens, _ = paged_cache(lens, BS, hk, D, dtype)
-    query_start = torch.tensor([0] + qlens).cumsum(0)
-    q = queries(sum(qlens), hq, D, dtype)
-    out = paged_prefill(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, sinks=sinks, **kw)
-    ref = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window, sinks)
-    torch.testing.assert_close(out, ref, **TOL[dtype])
-
-
-def test_sinks_in_decode_and_prefill_with_windows_and_splits():
-    """gpt-oss: one sink logit per query head in the softmax's denominator, with sliding windows, split
-    contexts (the sink counts in the first split only) and prefill over a cached prefix; large sinks
-    take most of the probability, so an output not scaled down by them fails."""
-    sinks = torch.tensor([2.5, -1.0, 0.3, 4.0, -3.0, 1.5])
-    for window, splits in ((None, 1), (None, 3), (5, 2)):
-        check_decode([3, 41, 64], BS=8, hq=6, hk=3, D=20, dtype=torch.float32, window=window, sinks=sinks,
-                     splits=splits, block_n=16)
-    for window in (None, 6):
-        check_prefill([20, 7], [20, 30], BS=4, hq=6, hk=2, D=16, dtype=torch.float32, window=window, sinks=sinks,
-                      block_q=8, block_n=16)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("hk", [4, 2, 1], ids=["gqa1", "gqa2", "gqa4"])
 def test_decode_gqa_with_and_without_splits(dtype, hk):
@@ -95,9 +68,17 @@ def test_decode_sliding_window(dtype):
         check_decode([3, 41, 64], BS=8, hq=6, hk=3, D=20, dtype=dtype, window=window, splits=splits, block_n=16)
 
 
+def test_decode_sinks_with_windows_and_splits():
+    """gpt-oss: one sink logit per query head in the softmax's denominator; a split context counts it in
+    the first split only. Large sinks take most of the probability, so an output not scaled down fails."""
+    sinks = torch.tensor([2.5, -1.0, 0.3, 4.0, -3.0, 1.5])
+    for window, splits in ((None, 1), (None, 3), (5, 2)):
+        check_decode([3, 41, 64], BS=8, hq=6, hk=3, D=20, dtype=torch.float32, window=window, sinks=sinks,
+                     splits=splits, block_n=16)  # fmt: skip
+
+
 def test_bf16_is_upcast_on_load_under_the_interpreter():
     check_decode([9, 33], BS=8, hq=4, hk=2, D=16, dtype=torch.bfloat16, splits=2, block_n=16)
-    check_prefill([9, 4], [9, 33], BS=8, hq=4, hk=2, D=16, dtype=torch.bfloat16, block_n=16)
 
 
 def test_decode_long_context_splits_by_itself():
@@ -111,51 +92,17 @@ def test_decode_empty_batch():
     assert paged_decode(q, k_cache, v_cache, tables[:0], torch.zeros(0, dtype=torch.int64), SCALE).shape == (0, 2, 8)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("hk", [4, 2, 1], ids=["gqa1", "gqa2", "gqa4"])
-def test_prefill_chunked_over_a_cached_prefix(dtype, hk):
-    # a whole prompt, a chunk after 25 cached tokens, a decode row, a chunk after 3 cached tokens
-    check_prefill([18, 9, 1, 6], [18, 34, 12, 9], BS=8, hq=4, hk=hk, D=24, dtype=dtype, block_q=4, block_n=16)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_prefill_sliding_window(dtype):
-    for window in (1, 6, 13, 100):
-        check_prefill([20, 7], [20, 30], BS=4, hq=2, hk=1, D=16, dtype=dtype, window=window, block_q=8, block_n=16)
-
-
-def test_prefill_default_tiles_one_token_and_no_tokens():
-    check_prefill([33, 1], [40, 1], BS=16, hq=8, hk=2, D=40, dtype=torch.float16)
-    k_cache, v_cache, tables, seq_lens, _ = paged_cache([4], BS=4, hk=1, D=8, dtype=torch.float32)
-    q = queries(0, 1, 8, torch.float32)
-    assert paged_prefill(q, k_cache, v_cache, tables, torch.tensor([0, 0]), seq_lens, SCALE).shape == (0, 1, 8)
-
-
-def test_decode_equals_prefill_of_one_token():
-    k_cache, v_cache, tables, seq_lens, _ = paged_cache([9, 30], BS=4, hk=2, D=16, dtype=torch.float32)
-    q = queries(2, 4, 16, torch.float32)
-    decode = paged_decode(q, k_cache, v_cache, tables, seq_lens, SCALE, 11, splits=2, block_n=16)
-    prefill = paged_prefill(q, k_cache, v_cache, tables, torch.tensor([0, 1, 2]), seq_lens, SCALE, 11, block_n=16)
-    torch.testing.assert_close(decode, prefill, atol=1e-6, rtol=1e-5)
-
-
 @pytest.mark.parametrize("window", [None, 5])
-def test_references_equal_sdpa_on_the_dense_context(window):
+def test_reference_equals_sdpa_on_the_dense_context(window):
     """Independent formulation: SDPA over each sequence's dense K/V (never paged) with an explicit mask."""
-    qlens, lens, hq, hk, D = [6, 1, 4], [6, 13, 20], 4, 2, 8
+    lens, hq, hk, D = [6, 13, 20], 4, 2, 8
     k_cache, v_cache, tables, seq_lens, dense = paged_cache(lens, BS=4, hk=hk, D=D, dtype=torch.float32)
-    query_start = torch.tensor([0] + qlens).cumsum(0)
-    q = queries(sum(qlens), hq, D, torch.float32)
-    expected = []
-    for (k, v), n, L, s in zip(dense, qlens, lens, query_start.tolist()):
-        q_pos, k_pos = torch.arange(L - n, L)[:, None], torch.arange(L)[None, :]
+    q = queries(len(lens), hq, D, torch.float32)
+    for b, ((k, v), L) in enumerate(zip(dense, lens)):
+        q_pos, k_pos = L - 1, torch.arange(L)[None, :]
         mask = (k_pos <= q_pos) & ((k_pos > q_pos - window) if window else True)
-        out = F.scaled_dot_product_attention(q[s : s + n].transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                             attn_mask=mask, scale=SCALE, enable_gqa=True)  # fmt: skip
-        expected.append(out.transpose(0, 1))
-    expected = torch.cat(expected)
-    prefill = paged_prefill_reference(q, k_cache, v_cache, tables, query_start, seq_lens, SCALE, window)
-    torch.testing.assert_close(prefill, expected)
-    last = query_start[1:] - 1  # each sequence's last query is its decode query
-    decode = paged_decode_reference(q[last], k_cache, v_cache, tables, seq_lens, SCALE, window)
-    torch.testing.assert_close(decode, expected[last])
+        expected = F.scaled_dot_product_attention(q[b : b + 1].transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                                                  attn_mask=mask, scale=SCALE, enable_gqa=True)  # fmt: skip
+        got = paged_decode_reference(q[b : b + 1], k_cache, v_cache, tables[b : b + 1], seq_lens[b : b + 1], SCALE,
+                                     window)  # fmt: skip
+        torch.testing.assert_close(got, expected.transpose(0, 1))

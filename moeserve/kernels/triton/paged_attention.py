@@ -1,4 +1,5 @@
-"""Paged attention (MHA/GQA) reading the block tables in place: decode and prefill over a cached prefix.
+"""Paged decode attention (MHA/GQA) reading the block tables in place (prefill and mixed steps:
+paged_prefill.py).
 
 Shape legend: N query tokens, B sequences, hq / hk query / KV heads (G = hq / hk), D head dim, NB cache
 blocks, BS block size, C block-table columns, P context splits.
@@ -15,9 +16,6 @@ head as the rows of one tile (padded to 16 for the tensor cores), so each key is
 of them, and runs an online softmax over its part of the context, BLOCK_N keys at a time: a key's
 block comes from the table (positions // BS), its row from positions % BS. With P > 1 splits (long
 contexts, few sequences) each part writes an unnormalised partial and split_combine.py merges them.
-Prefill (`_prefill_kernel`): program (tile of BLOCK_Q query tokens of one sequence, KV head) takes
-those tokens' G heads as BLOCK_Q * G rows and walks keys from the window's start to the tile's last
-query (causal), so later tiles read more keys; tiles map to sequences through launch.tile_table.
 Softmax runs in the log2 domain (exp2) with fp32 statistics and accumulator.
 """
 
@@ -26,7 +24,7 @@ from __future__ import annotations
 import torch
 import triton.language as tl
 
-from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, tile_table, upcast
+from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, upcast
 from moeserve.kernels.triton.split_combine import EMPTY, combine, num_splits
 
 LOG2E = 1.4426950408889634
@@ -98,78 +96,9 @@ def _decode_kernel(
         tl.store(ml + 1, l, mask=g_ok)
 
 
-def _prefill_kernel(
-    q_ptr, k_ptr, v_ptr, tables_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, sinks_ptr, out_ptr,
-    scale_log2, window, G, D, BS,
-    sq_n, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_n, so_h,
-    UPCAST: tl.constexpr, SINKS: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    tile = tl.program_id(0)
-    kvh = tl.program_id(1)
-    b = tl.load(tile_seq_ptr + tile)
-    if b < 0:
-        return
-    first = tl.load(tile_row_ptr + tile)
-    q_begin = tl.load(query_start_ptr + b).to(tl.int32)
-    q_end = tl.load(query_start_ptr + b + 1).to(tl.int32)
-    seq_len = tl.load(seq_lens_ptr + b).to(tl.int32)
-    past = seq_len - (q_end - q_begin)  # cached tokens before this step's queries
-    r = tl.arange(0, BLOCK_Q * BLOCK_G)
-    tok = first + r // BLOCK_G
-    g = r % BLOCK_G
-    row_ok = (tok < q_end) & (g < G)
-    q_pos = past + tok - q_begin
-    d = tl.arange(0, BLOCK_D)
-    d_ok = d < D
-    q_rows = tok.to(tl.int64) * sq_n + (kvh * G + g) * sq_h
-    q = tl.load(q_ptr + q_rows[:, None] + d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-    if UPCAST:
-        q = q.to(tl.float32)
-    hi = past + tl.minimum(first + BLOCK_Q, q_end) - q_begin  # keys up to the tile's last query
-    lo = tl.where(window > 0, tl.maximum(past + first - q_begin - window + 1, 0), 0)
-    oldest = tl.where(window > 0, q_pos - window, -1)  # [rows]: newest key each row may not see
-    m = tl.full([BLOCK_Q * BLOCK_G], EMPTY, tl.float32)
-    l = tl.full([BLOCK_Q * BLOCK_G], 0.0, tl.float32)
-    if SINKS:
-        m = tl.load(sinks_ptr + kvh * G + g, mask=row_ok, other=0.0).to(tl.float32) * 1.4426950408889634
-        l = tl.full([BLOCK_Q * BLOCK_G], 1.0, tl.float32)
-    acc = tl.full([BLOCK_Q * BLOCK_G, BLOCK_D], 0.0, tl.float32)
-    table = tables_ptr + b.to(tl.int64) * st_b
-    for n0 in range(lo, hi, BLOCK_N):
-        pos = n0 + tl.arange(0, BLOCK_N)
-        ok = pos < hi
-        block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
-        row = (pos % BS).to(tl.int64)
-        kt = tl.load(k_ptr + block[None, :] * sk_nb + row[None, :] * sk_bs + kvh * sk_h + d[:, None],
-                     mask=ok[None, :] & d_ok[:, None], other=0.0)  # fmt: skip
-        v = tl.load(v_ptr + block[:, None] * sv_nb + row[:, None] * sv_bs + kvh * sv_h + d[None, :],
-                    mask=ok[:, None] & d_ok[None, :], other=0.0)  # fmt: skip
-        if UPCAST:
-            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
-        else:
-            s = tl.dot(q, kt)
-        seen = ok[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > oldest[:, None])
-        s = tl.where(seen, s * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
-        alpha = tl.exp2(m - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l = l * alpha + tl.reduce(p, 1, SUM)
-        if UPCAST:
-            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
-        else:
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m = m_new
-    out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
-    o_rows = tok.to(tl.int64) * so_n + (kvh * G + g) * so_h
-    tl.store(out_ptr + o_rows[:, None] + d[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=row_ok[:, None] & d_ok[None, :])  # fmt: skip
-
-
 # the split count and the strides that follow it or the batch's block-table width change from step to
 # step: one compiled kernel for all of them (launch.Kernel)
 decode_kernel = Kernel(_decode_kernel, do_not_specialize=("P", "st_b", "sa_b", "sa_h", "sm_b", "sm_h"))
-prefill_kernel = Kernel(_prefill_kernel, do_not_specialize=("st_b",))
 
 
 def _sinks(sinks: torch.Tensor | None, q: torch.Tensor, hq: int) -> torch.Tensor:
@@ -226,45 +155,6 @@ def paged_decode(
     return combine(acc, ml, out) if P > 1 else out
 
 
-def paged_prefill(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    query_start: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    sliding_window: int | None = None,
-    block_q: int | None = None,
-    block_n: int = 64,
-    num_warps: int = 4,
-    sinks: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """q [N, hq, D]; query_start [B + 1] int: sequence b's queries are rows query_start[b] ..
-    query_start[b + 1], the last of its seq_lens[b] positions (a cached prefix before them); causal;
-    sinks [hq] fp32 or None -> out [N, hq, D] in q's dtype. block_q: query tokens per tile (tile rows =
-    block_q * G)."""
-    (N, hq, D), BS, B = q.shape, k_cache.shape[1], block_tables.shape[0]
-    out = torch.empty_like(q)
-    if N == 0:
-        return out
-    G, hk = _check(q, k_cache, v_cache)
-    BLOCK_G = pow2(G)
-    block_q = block_q or max(1, 64 // BLOCK_G)
-    BLOCK_Q = pow2(block_q, -(-16 // BLOCK_G))  # at least 16 rows per tile
-    tile_seq, tile_row = tile_table(query_start[1:], BLOCK_Q, N // BLOCK_Q + B)
-    prefill_kernel[(tile_seq.shape[0], hk)](
-        q, k_cache, v_cache, block_tables, query_start, seq_lens, tile_seq, tile_row, _sinks(sinks, q, hq), out,
-        scale * LOG2E, sliding_window or 0, G, D, BS,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
-        UPCAST=upcast(q.dtype), SINKS=sinks is not None, BLOCK_Q=BLOCK_Q, BLOCK_G=BLOCK_G, BLOCK_N=block_n,
-        BLOCK_D=pow2(D, 16),
-        num_warps=num_warps,
-    )  # fmt: skip
-    return out
-
-
 def _context(cache: torch.Tensor, table: torch.Tensor, length: int) -> torch.Tensor:
     """cache [NB, BS, ...]; table [C] -> the first `length` positions [length, ...]."""
     pos = torch.arange(length, device=cache.device)
@@ -297,18 +187,4 @@ def paged_decode_reference(q, k_cache, v_cache, block_tables, seq_lens, scale, s
     for b, L in enumerate(seq_lens.tolist()):
         k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
         out[b] = _attend(q[b : b + 1], k, v, torch.tensor([L - 1], device=q.device), scale, sliding_window, sinks)[0]
-    return out
-
-
-def paged_prefill_reference(q, k_cache, v_cache, block_tables, query_start, seq_lens, scale, sliding_window=None,
-                            sinks=None):
-    """`paged_prefill` in plain torch, one sequence at a time."""
-    out = torch.empty_like(q)
-    starts = query_start.tolist()
-    for b, L in enumerate(seq_lens.tolist()):
-        s, e = starts[b], starts[b + 1]
-        if e > s:
-            k, v = _context(k_cache, block_tables[b], L), _context(v_cache, block_tables[b], L)
-            q_pos = torch.arange(L - (e - s), L, device=q.device)
-            out[s:e] = _attend(q[s:e], k, v, q_pos, scale, sliding_window, sinks)
     return out
