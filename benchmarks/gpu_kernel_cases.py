@@ -18,14 +18,14 @@ from typing import Any, Callable
 # Layer shapes (config.json of each checkpoint); `local_experts`: one rank's share of DeepSeek-V3's 256
 # routed experts at --ep 8, all 8 of Mixtral's. `tiny`: the dry run's stand-in for both.
 MODELS = {
-    "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, heads=128, kv_lora=512, rope=64,
+    "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, top_k=8, heads=128, kv_lora=512, rope=64,
                         moe_rows=((16, "decode"), (64, "decode"), (1024, "prefill"))),  # fmt: skip
-    "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, q_heads=32, kv_heads=8, head_dim=128,
+    "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, top_k=2, q_heads=32, kv_heads=8, head_dim=128,
                          moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill")),
                          # gpt-oss-120b's attention (its sliding-window layers), timed beside Mixtral's
                          oss_q_heads=64, oss_kv_heads=8, oss_head_dim=64, oss_window=128),  # fmt: skip
 }
-TINY = dict(hidden=64, inter=48, local_experts=4, heads=16, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
+TINY = dict(hidden=64, inter=48, local_experts=4, top_k=2, heads=16, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
             oss_q_heads=4, oss_kv_heads=2, oss_head_dim=16, oss_window=8,
             moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
             norm_rows=(2, 8))  # fmt: skip
@@ -57,18 +57,46 @@ class Case:
     peak_factor: float = 1.0  # the compute peak against the card's dense bf16 one (FP8: 2)
 
 
-def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+def balanced_slots(T: int, k: int, S: int, dev):
+    """[T, k] slots, distinct within a token, every slot chosen T * k / S times."""
+    import torch
+
+    return (torch.arange(T, device=dev)[:, None] * k + torch.arange(k, device=dev)[None, :]) % S
+
+
+def serving_path_torch(x, slots, weights, w13, w2):
+    """What the torch set serves today around cuBLAS's grouped GEMM, on the device without a host sync:
+    rows sorted by slot (argsort), gathered, both grouped GEMMs with the activation between, each row
+    weighted in fp32 and put back in (token, j) order, the sum over k in fp32 (local dispatch + experts +
+    combine, with searchsorted for the counts where local dispatch reads them back)."""
     import torch
     import torch.nn.functional as F
 
-    from moeserve.kernels.triton.fused_moe import Tiles, fused_experts, tiles_for
+    T, k = slots.shape
+    S = w13.shape[0]
+    flat = slots.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    offsets = torch.searchsorted(flat[order], torch.arange(1, S + 1, device=x.device)).to(torch.int32)
+    rows = x[order // k]
+    gate, up = F.grouped_mm(rows, w13.transpose(-2, -1), offs=offsets).chunk(2, dim=-1)
+    out = F.grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
+    weighted = torch.empty(T * k, x.shape[1], device=x.device, dtype=torch.float32)
+    weighted[order] = out.float() * weights.reshape(-1)[order, None]
+    return weighted.view(T, k, -1).sum(dim=1).to(x.dtype)
 
-    S, H, I = d["local_experts"], d["hidden"], d["inter"]
+
+def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    """The fused MoE both ways: over an expert-major batch (`fused_experts`, what a dispatcher hands over)
+    against cuBLAS's grouped GEMM alone, and on the serving path (`fused_moe`: tokens in, the gather and
+    routing weights in its two launches) against the grouped GEMMs with the serving path's other ops."""
+    import torch
+    import torch.nn.functional as F
+
+    from moeserve.kernels.triton.fused_moe import CANDIDATE_TILES, fused_experts, fused_moe, pick_tiles
+
+    S, H, I, k = d["local_experts"], d["hidden"], d["inter"], d["top_k"]
     w13 = torch.randn(S, 2 * I, H, device=dev, dtype=dtype) * H**-0.5
     w2 = torch.randn(S, H, I, device=dev, dtype=dtype) * I**-0.5
-    candidates = (Tiles(16, 64, 128, 4, 4), Tiles(16, 128, 128, 4, 4), Tiles(16, 64, 256, 4, 3),
-                  Tiles(32, 64, 128, 4, 4), Tiles(64, 64, 64, 4, 3), Tiles(64, 128, 64, 8, 3),
-                  Tiles(64, 128, 64, 4, 4), Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3))  # fmt: skip
     cases = []
     for per_slot, phase in d["moe_rows"]:
         R = S * per_slot
@@ -79,14 +107,25 @@ def moe_cases(model: str, d: dict, dev, dtype) -> list[Case]:
             gate, up = F.grouped_mm(x, w13.transpose(-2, -1), offs=offsets).chunk(2, dim=-1)
             return F.grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
 
-        tune = None if phase == "decode" and dev.type != "cuda" else (
-            tiles_for(R, S), candidates, lambda tiles, x=x, offsets=offsets: fused_experts(x, offsets, w13, w2,
-                                                                                           tiles=tiles))  # fmt: skip
         cases.append(Case(
-            "fused_moe", model, f"{phase}, {per_slot} rows/expert",
+            "fused_experts", model, f"{phase}, {per_slot} rows/expert",
             f"R={R} S={S} H={H} I={I}", 2 * (3 * S * H * I + 2 * R * H + 2 * R * I), 2 * R * H * 3 * I,
             lambda x=x, offsets=offsets: fused_experts(x, offsets, w13, w2), grouped, "F.grouped_mm (cuBLAS)",
-            f"moe-{phase}", tune,
+        ))  # fmt: skip
+        T = R // k  # tokens whose k rows give per_slot rows to every slot
+        tokens = torch.randn(T, H, device=dev, dtype=dtype)
+        slots = balanced_slots(T, k, S, dev)
+        weights = torch.rand(T, k, device=dev)
+
+        def fused(tiles=None, x=tokens, slots=slots, weights=weights):
+            return fused_moe(x, slots, weights, w13, w2, tiles=tiles, may_drop=False)
+
+        tune = None if phase == "decode" and dev.type != "cuda" else (pick_tiles(R, w13, w2), CANDIDATE_TILES, fused)
+        cases.append(Case(
+            "fused_moe", model, f"{phase}, {per_slot} rows/expert", f"T={T} k={k} S={S} H={H} I={I}",
+            2 * (3 * S * H * I + T * H + R * I + R * H + T * H), 2 * R * H * 3 * I, fused,
+            lambda x=tokens, slots=slots, weights=weights: serving_path_torch(x, slots, weights, w13, w2),
+            "grouped_mm + gather, act, weights, sum", f"moe-{phase}", tune,
         ))  # fmt: skip
     return cases
 

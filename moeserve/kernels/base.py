@@ -120,6 +120,15 @@ class KernelSet:
             return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act, **extra)
         return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act, **extra)
 
+    def fused_moe(
+        self, layer: Any, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor
+    ) -> torch.Tensor | None:
+        """The routed experts of tokens whose slots are all on this rank, gather and weighting included:
+        hidden [T, H]; slots [T, k] int64 (layer's local slots, none -1); topk_weights [T, k] fp32 ->
+        [T, H] = sum_j topk_weights[t, j] * expert(slots[t, j])(hidden[t]), or None: this set has no
+        fused path, and the layer dispatches, runs `experts` and combines (the torch set's way)."""
+        return None
+
     def paged_attention(
         self,
         q: torch.Tensor,

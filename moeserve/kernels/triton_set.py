@@ -1,9 +1,11 @@
 """The `triton` kernel set: the Triton kernels of kernels/triton/ behind the seam (GPUs; on CPU only
 under TRITON_INTERPRET=1, which is how CI runs the whole model through them).
 
-    experts          fused_moe.fused_experts over the ExpertBatch layout; on a GPU by default the torch
-                     set's cuBLAS grouped GEMM instead, which measured faster on an H100
+    fused_moe        fused_moe.fused_moe where every slot is on this rank: gather, both GEMMs, activation
+                     and routing weights in two launches; off on a GPU until measured ahead
                      (MOESERVE_TRITON_FUSED_MOE, docs/kernels.md)
+    experts          fused_moe.fused_experts over a dispatcher's ExpertBatch; on a GPU by default the
+                     torch set's cuBLAS grouped GEMM instead, which measured faster on an H100
     paged_attention  paged_attention.paged_decode for a decode step, paged_prefill.paged_prefill for any
                      other (chunked, mixed: FlashAttention-2 over the block tables, windows, sinks)
     mla_decode       mla_decode.mla_decode on the latent cache (64 heads a tile, split contexts, MTP)
@@ -49,12 +51,20 @@ class TritonKernels(KernelSet):
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]."""
-        if layer.act_name not in self._moe.ACTIVATION_IDS or not self._fused_moe:
+        if not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS:
             return super().experts(layer, batch)
-        glu = getattr(layer, "glu", None)  # gpt-oss: biases and the clamped SwiGLU
-        return self._moe.fused_experts(
-            batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name, b13=getattr(layer, "b13", None),
-            b2=getattr(layer, "b2", None), swiglu=(glu.alpha, glu.limit) if glu is not None else (0.0, 0.0))
+        extras = _extras(layer)  # gpt-oss: biases and the clamped SwiGLU
+        return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name,
+                                       b13=extras.b13, b2=extras.b2, swiglu=extras.swiglu)  # fmt: skip
+
+    def fused_moe(self, layer: Any, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor):
+        """hidden [T, H]; slots, topk_weights [T, k] -> [T, H]: one gate/up and one down launch, the row
+        gather and the routing weights inside them (fused_moe.fused_moe); None where the fused MoE is off
+        (on a GPU until gpu_check shows it ahead: MOESERVE_TRITON_FUSED_MOE) or does not apply."""
+        if not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS:
+            return None
+        return self._moe.fused_moe(hidden, slots, topk_weights, layer.w13, layer.w2, layer.act_name, may_drop=False,
+                                   extras=_extras(layer))  # fmt: skip
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
         """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D].
@@ -92,3 +102,13 @@ class TritonKernels(KernelSet):
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
         """x [..., H] -> [..., H], or with residual (norm(x + residual), x + residual) in one kernel."""
         return self._norm.rms_norm(x.contiguous(), weight, eps, None if residual is None else residual.contiguous())
+
+
+def _extras(layer: Any) -> Any:
+    """The layer's expert biases and clamped-SwiGLU constants as fused_moe.Extras (gpt-oss; none elsewhere)."""
+    from moeserve.kernels.triton.fused_moe import NO_EXTRAS, Extras
+
+    glu = getattr(layer, "glu", None)
+    if getattr(layer, "b13", None) is None and glu is None:
+        return NO_EXTRAS
+    return Extras(layer.b13, layer.b2, (glu.alpha, glu.limit) if glu is not None else (0.0, 0.0))

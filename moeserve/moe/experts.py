@@ -117,6 +117,14 @@ class GroupedExperts(nn.Module, UsesKernels):
         y = self.kernels.experts(self, batch)
         return y if out is None or y.dtype != out.dtype else out.copy_(y)
 
+    def fused(self, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor | None:
+        """hidden [T, H] of tokens whose slots [T, k] int64 are all this rank's, topk_weights [T, k] fp32 ->
+        [T, H], the weighted sum over k of their experts' outputs, where the kernel set runs the whole
+        routed computation itself (gather and weights in its kernels: `kernels.fused_moe`); else None."""
+        if hidden.shape[0] == 0:
+            return None
+        return self.kernels.fused_moe(self, hidden, slots, topk_weights)
+
     def blocked_act(self, x: torch.Tensor) -> torch.Tensor:
         """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
         return by_rows(self.act, x)

@@ -131,6 +131,10 @@ class MoELayer(nn.Module):
         if self.on_route is not None:
             self.on_route(topk_ids)
         slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
+        if dispatcher.num_local_slots == dispatcher.num_slots:  # every slot here: no row leaves the rank
+            fused = self.experts.fused(hidden, slots, topk_weights)
+            if fused is not None:  # the kernel set gathered, weighted and summed the rows itself
+                return fused
         batch, handle = dispatcher.dispatch(hidden, slots, topk_weights, max_tokens=max_tokens)
         # where the backend offers one, the experts write into its buffer and combine reads it in place
         return dispatcher.combine(self.experts(batch, out=dispatcher.expert_output(batch)), handle)

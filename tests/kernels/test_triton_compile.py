@@ -110,6 +110,8 @@ def launches_of_every_kernel(dtype=torch.bfloat16):
                                 randn(S, H, I))  # fmt: skip
         fused_moe.fused_experts(randn(512, H), torch.tensor([128, 256, 384, 512], dtype=torch.int32),
                                 randn(S, 2 * I, H), randn(S, H, I))  # fmt: skip
+        slots = torch.tensor([[0, 3], [1, 3], [2, 0]])
+        fused_moe.fused_moe(randn(3, H), slots, torch.rand(3, 2), randn(S, 2 * I, H), randn(S, H, I))
         kv = randn(64, 16, 8, 128)
         tables = torch.arange(64, dtype=torch.int32).view(2, 32)
         lens = torch.tensor([500, 7])

@@ -1,5 +1,6 @@
-"""The fused MoE Triton kernel equals its torch reference under TRITON_INTERPRET=1, and the reference
-equals an independent per-row formulation."""
+"""The fused MoE Triton kernels equal their torch references under TRITON_INTERPRET=1, over an
+expert-major batch (`fused_experts`) and over the tokens with the row gather and the routing weights in
+the kernels (`fused_moe`), and the references equal independent formulations."""
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,11 @@ pytestmark = pytest.mark.usefixtures("interpret")
 from moeserve.kernels.triton.fused_moe import (  # noqa: E402
     ACTIVATION_IDS,
     Tiles,
+    align,
     fused_experts,
     fused_experts_reference,
+    fused_moe,
+    fused_moe_reference,
 )
 from moeserve.kernels.triton.launch import tile_table  # noqa: E402
 
@@ -143,3 +147,68 @@ def test_the_switch_sends_the_experts_to_the_fused_kernel_or_the_torch_set(inter
     batch = ExpertBatch(x, torch.tensor([3], dtype=torch.int32), torch.tensor([3]))
     assert TritonKernels(device).experts(layer, batch) is x
     assert calls == ["fused" if fused else "torch"]
+
+
+def routing(T: int, k: int, S: int, dtype: torch.dtype, H: int, I: int, seed: int = 0, dropped: int = 0,
+            unused: tuple[int, ...] = ()):  # fmt: skip
+    """-> x [T, H], slots [T, k] (distinct per token, `unused` slots never chosen, `dropped` ids -1),
+    weights [T, k] fp32, w13, w2."""
+    g = torch.Generator().manual_seed(seed)
+    allowed = torch.tensor([s for s in range(S) if s not in unused])
+    slots = torch.stack([allowed[torch.randperm(len(allowed), generator=g)[:k]] for _ in range(T)]) if T else \
+        torch.zeros(0, k, dtype=torch.int64)  # fmt: skip
+    if dropped:
+        slots.view(-1)[torch.randperm(T * k, generator=g)[:dropped]] = -1
+    weights = torch.rand(T, k, generator=g)
+    _, _, w13, w2 = make([1] * S, H, I, dtype, seed + 1)
+    return torch.randn(T, H, generator=g).to(dtype), slots, weights, w13, w2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_moe_gathers_and_weights_in_the_kernels(dtype):
+    # 21 tokens top-3 over 6 slots, slot 2 and 5 never chosen, 4 dropped ids; H = 40, I = 24 odd sizes
+    x, slots, weights, w13, w2 = routing(21, 3, 6, dtype, H=40, I=24, dropped=4, unused=(2, 5))
+    out = fused_moe(x, slots, weights, w13, w2, tiles=SMALL)
+    torch.testing.assert_close(out, fused_moe_reference(x, slots, weights, w13, w2), **TOL[dtype])
+
+
+def test_fused_moe_one_token_top_1_default_tiles_and_no_tokens():
+    x, slots, weights, w13, w2 = routing(1, 1, 4, torch.float32, H=48, I=40)
+    out = fused_moe(x, slots, weights, w13, w2, may_drop=False)
+    torch.testing.assert_close(out, fused_moe_reference(x, slots, weights, w13, w2), **TOL[torch.float32])
+    x, slots, weights, w13, w2 = routing(0, 2, 4, torch.float32, H=16, I=16)
+    assert fused_moe(x, slots, weights, w13, w2).shape == (0, 16)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_fused_moe_equals_the_dispatch_experts_combine_path(activation):
+    """The serving path it replaces: local dispatch (sort, gather), the experts on the expert-major
+    batch, combine (weights in fp32, summed over j in order) -- the same numbers in fp32."""
+    from moeserve.dispatch.local import LocalDispatcher
+
+    x, slots, weights, w13, w2 = routing(13, 4, 8, torch.float32, H=24, I=16, unused=(0,))
+    dispatcher = LocalDispatcher(8)
+    batch, handle = dispatcher.dispatch(x, slots, weights)
+    rows = fused_experts_reference(batch.hidden, batch.offsets, w13, w2, activation)
+    expected = dispatcher.combine(rows, handle)
+    torch.testing.assert_close(fused_moe(x, slots, weights, w13, w2, activation, SMALL, may_drop=False), expected)
+
+
+def test_align_orders_rows_by_slot_without_a_host_read():
+    slots = torch.tensor([[2, 0], [-1, 2], [0, 3]])
+    order, ends = align(slots, 4)
+    assert order.tolist() == [1, 4, 0, 3, 5, 2]  # slot 0: (0,1) (2,0); slot 2: (0,0) (1,1); slot 3: (2,1); dropped
+    assert ends.tolist() == [2, 2, 4, 5]
+
+
+def test_fused_moe_with_gpt_oss_biases_and_clamped_swiglu():
+    """gpt-oss's experts on the gather path: biases added to both accumulators before the activation and
+    the routing weight, the clamped SwiGLU with its (alpha, limit)."""
+    from moeserve.kernels.triton.fused_moe import Extras
+
+    x, slots, weights, w13, w2 = routing(11, 2, 4, torch.float32, H=24, I=16, dropped=1)
+    g = torch.Generator().manual_seed(7)
+    extras = Extras(torch.randn(4, 32, generator=g), torch.randn(4, 24, generator=g), (1.702, 0.8))
+    out = fused_moe(x, slots, weights, w13, w2, "swigluoai", SMALL, extras=extras)
+    ref = fused_moe_reference(x, slots, weights, w13, w2, "swigluoai", extras)
+    torch.testing.assert_close(out, ref, **TOL[torch.float32])

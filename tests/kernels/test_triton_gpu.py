@@ -9,7 +9,12 @@ import torch
 pytest.importorskip("triton")
 pytestmark = pytest.mark.gpu
 
-from moeserve.kernels.triton.fused_moe import fused_experts, fused_experts_reference  # noqa: E402
+from moeserve.kernels.triton.fused_moe import (  # noqa: E402
+    fused_experts,
+    fused_experts_reference,
+    fused_moe,
+    fused_moe_reference,
+)
 from moeserve.kernels.triton.mla_decode import (  # noqa: E402
     mla_decode,
     mla_decode_reference,
@@ -48,6 +53,21 @@ def test_fused_moe_on_gpu(dtype, counts):
     offsets = torch.tensor(counts, device=DEV).cumsum(0).to(torch.int32)
     out = fused_experts(x, offsets, w13, w2)
     torch.testing.assert_close(out, fused_experts_reference(x, offsets, w13, w2), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", [5, 300], ids=["decode", "prefill"])
+def test_fused_moe_gather_and_weights_on_gpu(dtype, T):
+    S, k, H, I = 8, 3, 1024, 352
+    g = torch.Generator(device=DEV).manual_seed(3)
+    slots = torch.stack([torch.randperm(S - 1, generator=g, device=DEV)[:k] for _ in range(T)])  # slot 7 unused
+    slots[0, 1] = -1  # a dropped id
+    weights = torch.rand(T, k, generator=g, device=DEV)
+    x = randn(T, H, dtype=dtype)
+    w13 = randn(S, 2 * I, H, dtype=dtype, scale=H**-0.5, seed=1)
+    w2 = randn(S, H, I, dtype=dtype, scale=I**-0.5, seed=2)
+    out = fused_moe(x, slots, weights, w13, w2)
+    torch.testing.assert_close(out, fused_moe_reference(x, slots, weights, w13, w2), **TOL[dtype])
 
 
 def paged(lens, BS, hk, D, dtype):

@@ -29,9 +29,10 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     result = json.loads((tmp_path / "check.json").read_text())
     rows = result["kernels"]
     assert {(r["kernel"], r["model"]) for r in rows} == {
-        ("fused_moe", "DeepSeek-V3"), ("mla_decode", "DeepSeek-V3"), ("mla_prefill", "DeepSeek-V3"),
-        ("mla_prefill_expanded", "DeepSeek-V3"), ("rms_norm+residual", "DeepSeek-V3"),
-        ("fused_moe", "Mixtral-8x7B"), ("paged_decode", "Mixtral-8x7B"), ("paged_prefill", "Mixtral-8x7B")}  # fmt: skip
+        ("fused_moe", "DeepSeek-V3"), ("fused_experts", "DeepSeek-V3"), ("mla_decode", "DeepSeek-V3"),
+        ("mla_prefill", "DeepSeek-V3"), ("mla_prefill_expanded", "DeepSeek-V3"), ("rms_norm+residual", "DeepSeek-V3"),
+        ("fused_moe", "Mixtral-8x7B"), ("fused_experts", "Mixtral-8x7B"), ("paged_decode", "Mixtral-8x7B"),
+        ("paged_prefill", "Mixtral-8x7B")}  # fmt: skip
     assert all(r["triton_us"] > 0 and r["torch_us"] > 0 and r["roofline_us"] > 0 for r in rows)
     assert {r["phase"].split(",")[0] for r in rows if r["kernel"] == "fused_moe"} == {"decode", "prefill"}
     assert "| fused_moe | DeepSeek-V3 |" in proc.stdout  # the printed table

@@ -1,23 +1,30 @@
-"""Fused MoE over the ExpertBatch layout: two grouped GEMMs, the activation fused into the first.
+"""Fused MoE: two grouped GEMMs, the activation fused into the first; either over an expert-major batch
+(`fused_experts`, what a dispatcher hands over) or over the tokens themselves (`fused_moe`: the row
+gather and the routing-weight multiply in the kernels too, vLLM's fused_moe).
 
-Shape legend: R dispatched rows (expert-major), S local expert slots, H hidden, I intermediate per
-slot, T tiles of up to BLOCK_M rows of one slot.
-    x       [R, H]      rows grouped by slot; slot s owns rows offsets[s-1]..offsets[s]
-    offsets [S] int32   cumulative end row of each slot (ExpertBatch.offsets)
+Shape legend: T tokens, k top-k, R rows (expert-major: dispatched rows; fused: T * k), S local expert
+slots, H hidden, I intermediate per slot, M rows of a tile.
     w13     [S, 2I, H]  rows [0, I) gate, [I, 2I) up (nn.Linear orientation, moe/experts.py)
     w2      [S, H, I]
     b13     [S, 2I], b2 [S, H]   optional biases (gpt-oss), added to the fp32 accumulators
-    out     [R, H]      w2[s] @ (act(gate) * up) + b2[s] for each row of slot s (gate, up with b13[s] added)
 Activation "swigluoai" is gpt-oss's clamped SwiGLU (moe/experts.py ClampedSwiGLU, `alpha` and `limit`):
 (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
+fused_experts:  x [R, H] grouped by slot, offsets [S] int32 cumulative end rows -> out [R, H]
+fused_moe:      x [T, H], slots [T, k] int (-1: dropped), weights [T, k] fp32
+                -> out [T, H] = sum_j weights[t, j] * w2[s] @ (act(gate) * up)(x[t]), s = slots[t, j]
 
-Kernel 1 (`_gate_up_kernel`): program (tile, column block) multiplies the tile's rows by the gate and
-up weight columns of its slot, accumulating both in fp32, and writes act(gate) * up [R, I] in x's
-dtype. Kernel 2 (`_down_kernel`): the same tiling with w2 writes out. A tile never spans two slots;
-`launch.tile_table` maps programs to tiles on the device, so a launch needs no host sync: the grid is
-rows // BLOCK_M + S tiles (an upper bound), and tiles past the last exit at once. Consecutive
-programs are tiles of the same slot at the same column block, so a slot's weight block is read from
-HBM once and from L2 by its other tiles.
+Kernel 1 (`_gate_up_kernel`): program (tile, column block) multiplies a tile of up to BLOCK_M rows of
+one slot by that slot's gate and up columns (two fp32 accumulators over the same loads of x), applies
+the activation in fp32 and writes act(gate) * up [R, I] in x's dtype. With GATHER its rows are read
+from x through `order` (moe_align_block_size's sorted token ids: order[r] = t * k + j of the r-th row
+in slot order, x's row t), so no gathered copy of x exists. Kernel 2 (`_down_kernel`): the same tiling
+over w2; with SCATTER it multiplies each row by its routing weight in fp32 and writes it to row
+order[r] of a [T * k, H] buffer, which one sum over k reduces to [T, H] (vLLM's moe_sum). A tile never
+spans two slots: `launch.tile_table` maps programs to tiles on the device, so no launch waits on the
+GPU (the grid is rows // BLOCK_M + S tiles, an upper bound; tiles past the last exit at once).
+Consecutive programs are tiles of the same slot at the same column block, so a slot's weight block is
+read from HBM once and from L2 by its other tiles. Tiles come from the tuned table for the card and
+shape (tile_configs.py, configs/fused_moe.json), else from `tiles_for`'s heuristic.
 """
 
 from __future__ import annotations
@@ -28,16 +35,17 @@ import torch
 import torch.nn.functional as F
 import triton.language as tl
 
+from moeserve.kernels.triton import tile_configs
 from moeserve.kernels.triton.launch import Kernel, tile_table, upcast
 
 ACTIVATION_IDS = {"silu": 0, "gelu": 1, "gelu_pytorch_tanh": 2, "relu": 3, "swigluoai": 4}  # moe/experts.py
 
 
 def _gate_up_kernel(
-    x_ptr, w_ptr, b_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
-    H, I, alpha, limit,
+    x_ptr, w_ptr, b_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr,
+    H, I, top_k, alpha, limit,
     sx_r, sx_k, sw_s, sw_n, sw_k, sb_s, sh_r,
-    ACT: tl.constexpr, BIAS: tl.constexpr, UPCAST: tl.constexpr,
+    ACT: tl.constexpr, BIAS: tl.constexpr, UPCAST: tl.constexpr, GATHER: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -47,9 +55,13 @@ def _gate_up_kernel(
     end = tl.load(ends_ptr + slot)
     rows = tl.load(tile_row_ptr + tile) + tl.arange(0, BLOCK_M)
     row_ok = rows < end
+    if GATHER:  # the row's token: x is read in place, never gathered into a copy
+        src = tl.load(order_ptr + rows, mask=row_ok, other=0) // top_k
+    else:
+        src = rows
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < I
-    x_rows = x_ptr + rows.to(tl.int64)[:, None] * sx_r
+    x_rows = x_ptr + src.to(tl.int64)[:, None] * sx_r
     w_gate = w_ptr + slot.to(tl.int64) * sw_s + cols[None, :].to(tl.int64) * sw_n
     w_up = w_gate + I * sw_n
     gate = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
@@ -91,10 +103,11 @@ def _gate_up_kernel(
 
 
 def _down_kernel(
-    h_ptr, w_ptr, b_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr,
+    h_ptr, w_ptr, b_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr, weights_ptr,
     I, H,
     sh_r, sw_s, sw_n, sw_k, sb_s, so_r,
-    BIAS: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BIAS: tl.constexpr, UPCAST: tl.constexpr, SCATTER: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     slot = tl.load(tile_slot_ptr + tile)
@@ -119,11 +132,17 @@ def _down_kernel(
             acc = tl.dot(a, b, acc)
     if BIAS:
         acc += tl.load(b_ptr + slot.to(tl.int64) * sb_s + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    out_ptrs = out_ptr + rows.to(tl.int64)[:, None] * so_r + cols[None, :]
+    if SCATTER:  # the routing weight in fp32, the row to its (token, j) place
+        dst = tl.load(order_ptr + rows, mask=row_ok, other=0)
+        acc = acc * tl.load(weights_ptr + dst, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+    else:
+        dst = rows
+    out_ptrs = out_ptr + dst.to(tl.int64)[:, None] * so_r + cols[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
-gate_up_kernel = Kernel(_gate_up_kernel)
+# the top-k and the row counts change from call to call: top_k 1 must not become a constant
+gate_up_kernel = Kernel(_gate_up_kernel, do_not_specialize=("top_k",))
 down_kernel = Kernel(_down_kernel)
 
 
@@ -142,11 +161,16 @@ class Tiles:
         return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
 
 
+CANDIDATE_TILES = (Tiles(16, 64, 128, 4, 4), Tiles(16, 128, 128, 4, 4), Tiles(16, 64, 256, 4, 3),
+                   Tiles(32, 64, 128, 4, 4), Tiles(64, 64, 64, 4, 3), Tiles(64, 128, 64, 8, 3),
+                   Tiles(64, 128, 64, 4, 4), Tiles(128, 128, 64, 8, 3), Tiles(128, 256, 64, 8, 3))  # fmt: skip
+
+
 def tiles_for(rows: int, slots: int) -> Tiles:
-    """Tiles from the average rows per slot (host shapes only, no sync). Decode batches (a few rows
-    per slot) are weight-bandwidth bound: 16-row tiles waste least, wide K keeps loads in flight.
-    Prefill batches are compute bound: large tiles reuse each weight tile over more rows. Starting
-    points from the usual Triton grouped-GEMM configurations, not yet tuned on a GPU (docs/kernels.md)."""
+    """Tiles from the average rows per slot (host shapes only, no sync), where the tuned table has none.
+    Decode batches (a few rows per slot) are weight-bandwidth bound: 16-row tiles waste least, wide K
+    keeps loads in flight. Prefill batches are compute bound: large tiles reuse each weight tile over
+    more rows. The usual Triton grouped-GEMM starting points (docs/kernels.md)."""
     per_slot = rows / max(slots, 1)
     if per_slot <= 16:
         return Tiles(16, 64, 128, 4, 4)
@@ -155,6 +179,68 @@ def tiles_for(rows: int, slots: int) -> Tiles:
     if per_slot <= 128:
         return Tiles(64, 128, 64, 8, 3)
     return Tiles(128, 128, 64, 8, 3)
+
+
+def shape_key(w13: torch.Tensor, w2: torch.Tensor) -> str:
+    """The tuned table's key of a layer: slots, hidden, intermediate and the weights' dtype."""
+    S, two_i, H = w13.shape
+    return f"S={S},H={H},I={two_i // 2},dtype={str(w13.dtype).removeprefix('torch.')}"
+
+
+def pick_tiles(rows: int, w13: torch.Tensor, w2: torch.Tensor) -> Tiles:
+    """The tuned tiles for this card, layer and batch (configs/fused_moe.json), else `tiles_for`'s."""
+    S = w13.shape[0]
+    tuned = tile_configs.lookup("fused_moe", w13.device, shape_key(w13, w2), rows / max(S, 1))
+    return Tiles(*tuned) if tuned else tiles_for(rows, S)
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What gpt-oss's experts add (moe/experts.py): biases b13 [S, 2I], b2 [S, H] (both or neither), and
+    the clamped SwiGLU's (alpha, limit) for activation "swigluoai"."""
+
+    b13: torch.Tensor | None = None
+    b2: torch.Tensor | None = None
+    swiglu: tuple[float, float] = (0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        assert (self.b13 is None) == (self.b2 is None), "both biases or neither"
+
+
+NO_EXTRAS = Extras()
+
+
+def _check(activation: str, w13: torch.Tensor, w2: torch.Tensor, H: int) -> tuple[int, int]:
+    if activation not in ACTIVATION_IDS:
+        raise ValueError(f"activation {activation!r} is not supported; choose one of {', '.join(ACTIVATION_IDS)}")
+    S, two_i, _ = w13.shape
+    assert w2.shape == (S, H, two_i // 2), "w13 and w2 disagree on slots or sizes"
+    return S, two_i // 2
+
+
+def _launch(x, order, ends, weights, w13, w2, out, R, top_k, activation, t: Tiles, scatter: bool,
+            extras: Extras) -> None:  # fmt: skip
+    """Both GEMMs over R rows in slot order (ends [S] their cumulative end rows); x read through order
+    when it is given, out written through it (weighted) when scatter; biases and SwiGLU's constants."""
+    S, I, H = w13.shape[0], w13.shape[1] // 2, w13.shape[2]
+    tile_slot, tile_row = tile_table(ends, t.block_m, R // t.block_m + S)
+    h = torch.empty(R, I, dtype=x.dtype, device=x.device)
+    cast, gather = upcast(x.dtype), order is not None
+    order = order if gather else ends  # never read without GATHER / SCATTER
+    bias = extras.b13 is not None
+    b13, b2 = (extras.b13.contiguous(), extras.b2.contiguous()) if bias else (w13, w2)  # never read without BIAS
+    tuning = dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, num_warps=t.num_warps,
+                  num_stages=t.num_stages)  # fmt: skip
+    gate_up_kernel[(tile_slot.shape[0], -(-I // t.block_n))](
+        x, w13, b13, h, tile_slot, tile_row, ends, order, H, I, top_k, float(extras.swiglu[0]), float(extras.swiglu[1]),
+        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), b13.stride(0), h.stride(0),
+        ACT=ACTIVATION_IDS[activation], BIAS=bias, UPCAST=cast, GATHER=gather, **tuning,
+    )  # fmt: skip
+    down_kernel[(tile_slot.shape[0], -(-H // t.block_n))](
+        h, w2, b2, out, tile_slot, tile_row, ends, order, weights if scatter else ends, I, H,
+        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), b2.stride(0), out.stride(0),
+        BIAS=bias, UPCAST=cast, SCATTER=scatter, **tuning,
+    )  # fmt: skip
 
 
 def fused_experts(
@@ -169,37 +255,59 @@ def fused_experts(
     swiglu: tuple[float, float] = (0.0, 0.0),
 ) -> torch.Tensor:
     """x [R, H]; offsets [S] int32 cumulative end rows; w13 [S, 2I, H]; w2 [S, H, I] -> out [R, H] in x's
-    dtype (rows past offsets[-1] are not written). tiles: None = `tiles_for` the batch's shape.
+    dtype (rows past offsets[-1] are not written). tiles: None = the tuned or heuristic tiles.
     b13 [S, 2I], b2 [S, H]: biases (both or neither); swiglu: (alpha, limit) of "swigluoai"."""
-    if activation not in ACTIVATION_IDS:
-        raise ValueError(f"activation {activation!r} is not supported; choose one of {', '.join(ACTIVATION_IDS)}")
-    (R, H), (S, two_i, _) = x.shape, w13.shape
-    I = two_i // 2
+    R, H = x.shape
+    _check(activation, w13, w2, H)
     out = torch.empty(R, H, dtype=x.dtype, device=x.device)
     if R == 0:
         return out
-    assert w2.shape == (S, H, I) and offsets.shape == (S,), "weights and offsets disagree on slots or sizes"
-    t = tiles or tiles_for(R, S)
-    tile_slot, tile_row = tile_table(offsets, t.block_m, R // t.block_m + S)
-    ends = offsets.to(torch.int32)
-    h = torch.empty(R, I, dtype=x.dtype, device=x.device)
-    cast = upcast(x.dtype)
-    bias = b13 is not None
-    assert bias == (b2 is not None), "both biases or neither"
-    b13, b2 = (b13.contiguous(), b2.contiguous()) if bias else (w13, w2)  # never read without BIAS
-    tuning = dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, num_warps=t.num_warps,
-                  num_stages=t.num_stages)  # fmt: skip
-    gate_up_kernel[(tile_slot.shape[0], -(-I // t.block_n))](
-        x, w13, b13, h, tile_slot, tile_row, ends, H, I, float(swiglu[0]), float(swiglu[1]),
-        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), b13.stride(0), h.stride(0),
-        ACT=ACTIVATION_IDS[activation], BIAS=bias, UPCAST=cast, **tuning,
-    )  # fmt: skip
-    down_kernel[(tile_slot.shape[0], -(-H // t.block_n))](
-        h, w2, b2, out, tile_slot, tile_row, ends, I, H,
-        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), b2.stride(0), out.stride(0),
-        BIAS=bias, UPCAST=cast, **tuning,
-    )  # fmt: skip
+    assert offsets.shape == (w13.shape[0],), "offsets and weights disagree on slots"
+    t = tiles or pick_tiles(R, w13, w2)
+    extras = Extras(b13, b2, swiglu)
+    _launch(x, None, offsets.to(torch.int32), None, w13, w2, out, R, 1, activation, t, False, extras)
     return out
+
+
+def align(slots: torch.Tensor, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """moe_align_block_size on the device, no host sync: slots [T, k] int (-1: dropped) -> (order [T * k]
+    int64: the (token, j) positions t * k + j in slot order, stable, dropped ones last; ends [S] int32:
+    each slot's cumulative end row in that order)."""
+    flat = slots.reshape(-1).to(torch.int64)
+    keyed = torch.where(flat < 0, num_slots, flat)
+    order = torch.argsort(keyed, stable=True)
+    bounds = torch.arange(1, num_slots + 1, device=slots.device)
+    ends = torch.searchsorted(keyed[order], bounds)  # rows with a key below s + 1
+    return order, ends.to(torch.int32)
+
+
+def fused_moe(
+    x: torch.Tensor,
+    slots: torch.Tensor,
+    weights: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    activation: str = "silu",
+    tiles: Tiles | None = None,
+    may_drop: bool = True,
+    extras: Extras = NO_EXTRAS,
+) -> torch.Tensor:
+    """x [T, H]; slots [T, k] int (this rank's slots; -1 = dropped); weights [T, k] (fp32 for the
+    multiply); w13 [S, 2I, H]; w2 [S, H, I] -> out [T, H] in x's dtype: per token the weighted sum over
+    its k rows, the weights applied in fp32 in the down kernel, the sum over k in fp32 in j order.
+    may_drop: False when no id is -1 (the router's own ids): the [T * k, H] buffer then needs no zeros."""
+    T, H = x.shape
+    S, _ = _check(activation, w13, w2, H)
+    k = slots.shape[1]
+    if T == 0:
+        return torch.empty(0, H, dtype=x.dtype, device=x.device)
+    order, ends = align(slots, S)
+    R = T * k
+    rows = (torch.zeros if may_drop else torch.empty)(R, H, dtype=x.dtype, device=x.device)
+    t = tiles or pick_tiles(R, w13, w2)
+    _launch(x, order, ends, weights.reshape(-1).float().contiguous(), w13, w2, rows, R, k, activation, t, True,
+            extras)  # fmt: skip
+    return rows.view(T, k, H).sum(dim=1, dtype=torch.float32).to(x.dtype)
 
 
 REFERENCE_ACTIVATIONS = {
@@ -208,6 +316,26 @@ REFERENCE_ACTIVATIONS = {
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
 }
+
+
+def _gated(gate_up: torch.Tensor, activation: str, extras: Extras) -> torch.Tensor:
+    """gate_up [n, 2I] fp32 (biases added) -> act(gate) * up, or gpt-oss's clamped SwiGLU."""
+    from moeserve.moe.experts import ClampedSwiGLU
+
+    gate, up = gate_up.chunk(2, dim=-1)
+    if activation == "swigluoai":
+        return ClampedSwiGLU(*extras.swiglu)(gate, up)
+    return REFERENCE_ACTIVATIONS[activation](gate) * up
+
+
+def _expert_rows(x: torch.Tensor, s: int, w13, w2, activation: str, extras: Extras) -> torch.Tensor:
+    """x [n, H] through slot s's experts -> [n, H] fp32: products in fp32 , biases added to them, the intermediate rounded to x's dtype."""
+    gate_up = x.float() @ w13[s].float().T
+    if extras.b13 is not None:
+        gate_up = gate_up + extras.b13[s].float()
+    h = _gated(gate_up, activation, extras).to(x.dtype)
+    y = h.float() @ w2[s].float().T
+    return y if extras.b2 is None else y + extras.b2[s].float()
 
 
 def fused_experts_reference(
@@ -222,19 +350,25 @@ def fused_experts_reference(
 ) -> torch.Tensor:
     """The kernel's arithmetic in plain torch, a loop over slots: products in fp32, the intermediate
     act(gate) * up rounded to x's dtype (the kernel stores it so), out in x's dtype."""
-    from moeserve.moe.experts import ClampedSwiGLU
-
-    glu = ClampedSwiGLU(*swiglu) if activation == "swigluoai" else None
+    extras = Extras(b13, b2, swiglu)
     out = torch.empty(x.shape[0], w2.shape[1], dtype=x.dtype, device=x.device)
     start = 0
     for s, end in enumerate(offsets.tolist()):
         if end > start:
-            gate_up = x[start:end].float() @ w13[s].float().T
-            if b13 is not None:
-                gate_up = gate_up + b13[s].float()
-            gate, up = gate_up.chunk(2, dim=-1)
-            h = (glu(gate, up) if glu is not None else REFERENCE_ACTIVATIONS[activation](gate) * up).to(x.dtype)
-            y = h.float() @ w2[s].float().T
-            out[start:end] = (y if b2 is None else y + b2[s].float()).to(x.dtype)
+            out[start:end] = _expert_rows(x[start:end], s, w13, w2, activation, extras).to(x.dtype)
         start = end
     return out
+
+
+def fused_moe_reference(x, slots, weights, w13, w2, activation="silu", extras: Extras = NO_EXTRAS):
+    """`fused_moe` in plain torch, token by token: each (token, j) row through its slot's experts
+    (`_expert_rows`), weighted in fp32, rounded, summed over j."""
+    T, k = slots.shape
+    out = torch.zeros(T, x.shape[1], dtype=torch.float32, device=x.device)
+    for t in range(T):
+        for j in range(k):
+            s = int(slots[t, j])
+            if s >= 0:
+                row = _expert_rows(x[t : t + 1], s, w13, w2, activation, extras)[0] * weights[t, j].float()
+                out[t] += row.to(x.dtype).float()
+    return out.to(x.dtype)
