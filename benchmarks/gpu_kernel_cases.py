@@ -12,20 +12,22 @@ I expert intermediate size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 # Layer shapes (config.json of each checkpoint); `local_experts`: one rank's share of DeepSeek-V3's 256
 # routed experts at --ep 8, all 8 of Mixtral's. `tiny`: the dry run's stand-in for both.
 MODELS = {
     "DeepSeek-V3": dict(hidden=7168, inter=2048, local_experts=32, top_k=8, heads=128, kv_lora=512, rope=64,
+                        fp8_out=4096,  # a dense linear's output width for the FP8 GEMM (K = hidden)
                         moe_rows=((16, "decode"), (64, "decode"), (1024, "prefill"))),  # fmt: skip
     "Mixtral-8x7B": dict(hidden=4096, inter=14336, local_experts=8, top_k=2, q_heads=32, kv_heads=8, head_dim=128,
                          moe_rows=((16, "decode"), (64, "decode"), (2048, "prefill")),
                          # gpt-oss-120b's attention (its sliding-window layers), timed beside Mixtral's
                          oss_q_heads=64, oss_kv_heads=8, oss_head_dim=64, oss_window=128),  # fmt: skip
 }
-TINY = dict(hidden=64, inter=48, local_experts=4, top_k=2, heads=16, kv_lora=32, rope=16, q_heads=4, kv_heads=2, head_dim=32,
+TINY = dict(hidden=64, inter=48, local_experts=4, top_k=2, heads=16, fp8_out=96, kv_lora=32, rope=16, q_heads=4,
+            kv_heads=2, head_dim=32,
             oss_q_heads=4, oss_kv_heads=2, oss_head_dim=16, oss_window=8,
             moe_rows=((2, "decode"), (4, "decode"), (24, "prefill")), context=48, batch=2, prefill=24,
             norm_rows=(2, 8))  # fmt: skip
@@ -37,6 +39,7 @@ TARGETS = {
     "attn-decode-4k": ("bandwidth", 0.70, 0),
     "prefill-6k": ("compute", 0.50, 0.9),
     "mla-decode-4k": ("bandwidth", 0.60, 1.5),
+    "fp8-moe-decode": ("bandwidth", 0, 1.6),  # against the same kernel in bf16
 }
 
 
@@ -55,6 +58,7 @@ class Case:
     # (default tiles, candidate tiles, the call with given tiles): what --tune times
     tune: tuple[Any, tuple, Callable[[Any], Any]] | None = None
     peak_factor: float = 1.0  # the compute peak against the card's dense bf16 one (FP8: 2)
+    others: dict[str, Callable[[], Any] | None] = field(default_factory=dict)  # more counterparts, by label
 
 
 def balanced_slots(T: int, k: int, S: int, dev):
@@ -306,7 +310,8 @@ def mla_prefill_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     heads = h // 8
     cache = torch.randn(L // BS, BS, R + r, device=dev, dtype=dtype)
     tables = torch.randperm(L // BS, device=dev).view(1, -1)
-    q_latent, q_rope = torch.randn(n, heads, R, device=dev, dtype=dtype), torch.randn(n, heads, r, device=dev, dtype=dtype)
+    q_latent = torch.randn(n, heads, R, device=dev, dtype=dtype)
+    q_rope = torch.randn(n, heads, r, device=dev, dtype=dtype)
     dense = torch.randn(1, L, R + r, device=dev, dtype=dtype)
     cases.append(Case(
         "mla_prefill", model, f"chunked prefill, {n} after {L - n}, latent form", f"N={n} h={heads} R={R} r={r}",
@@ -334,6 +339,128 @@ def mla_prefill_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     return cases
 
 
+def scaled_mm_baseline(x, w, dev) -> tuple[Any, str]:
+    """torch's own FP8 GEMM on the same shapes, activation quantization included (the serving path's
+    extra op): torch._scaled_mm with DeepSeek's scales (1 x 128 activation groups, 128 x 128 weight
+    blocks) where this torch and card take them (either scale layout), else with one scale per row and
+    per column. -> (call, label), or (None, why) where no form runs (the CPU's takes rowwise scales, so
+    the dry run exercises that one)."""
+    import torch
+
+    from moeserve.kernels.reference.fp8_quant import quantize_blocks, quantize_groups, to_fp8
+
+    if not hasattr(torch, "_scaled_mm"):
+        return None, "torch._scaled_mm (missing from this torch)"
+    data, scale_inv = quantize_blocks(w)
+    wt = data.t()  # [K, N] column-major, what _scaled_mm takes as its second operand
+
+    def blockwise(b_scale):
+        def call():
+            q, s = quantize_groups(x)
+            return torch._scaled_mm(q, wt, s, b_scale, out_dtype=x.dtype)
+        return call
+
+    w_rows = w.float().abs().amax(dim=1, keepdim=True).clamp(min=1e-10) / 448.0  # [N, 1]
+    w_rowwise = to_fp8(w.float() / w_rows).t()
+
+    def rowwise():
+        s = x.float().abs().amax(dim=1, keepdim=True).clamp(min=1e-10) / 448.0  # [M, 1]
+        return torch._scaled_mm(to_fp8(x.float() / s), w_rowwise, s, w_rows.t(), out_dtype=x.dtype)
+
+    for call, label in ((blockwise(scale_inv.t()), "torch._scaled_mm 1x128 / 128x128 + act quant"),
+                        (blockwise(scale_inv), "torch._scaled_mm 1x128 / 128x128 + act quant"),
+                        (rowwise, "torch._scaled_mm rowwise + act quant")):  # fmt: skip
+        try:
+            call()
+            return call, label
+        except (RuntimeError, TypeError, ValueError):
+            continue
+    return None, "torch._scaled_mm (no scaling it takes here)"
+
+
+def scaled_grouped_mm_path(x, slots, weights, w13, w2) -> Any:
+    """The serving path around torch._scaled_grouped_mm (rowwise FP8: one scale per row of the
+    activations and per column of each expert's weight): rows sorted and gathered, quantized, both
+    grouped GEMMs with the activation between, weighted, summed over k. None where it does not run."""
+    import torch
+    import torch.nn.functional as F
+
+    from moeserve.kernels.reference.fp8_quant import to_fp8
+
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        return None
+
+    def per_column(w):  # [S, N, K] -> fp8 [S, K, N] (column-major per expert) and scales [S, N]
+        scale = w.float().abs().amax(dim=2).clamp(min=1e-10) / 448.0
+        return to_fp8(w.float() / scale[..., None]).transpose(1, 2), scale
+
+    (q13, s13), (q2, s2) = per_column(w13), per_column(w2)
+    T, k = slots.shape
+    S = w13.shape[0]
+
+    def rowwise(a):
+        scale = a.float().abs().amax(dim=1).clamp(min=1e-10) / 448.0
+        return to_fp8(a.float() / scale[:, None]), scale
+
+    def call():
+        flat = slots.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        offs = torch.searchsorted(flat[order], torch.arange(1, S + 1, device=x.device)).to(torch.int32)
+        a, sa = rowwise(x[order // k])
+        gate, up = torch._scaled_grouped_mm(a, q13, sa, s13, offs=offs, out_dtype=x.dtype).chunk(2, dim=-1)
+        h, sh = rowwise(F.silu(gate) * up)
+        out = torch._scaled_grouped_mm(h, q2, sh, s2, offs=offs, out_dtype=x.dtype)
+        weighted = torch.empty(T * k, x.shape[1], device=x.device, dtype=torch.float32)
+        weighted[order] = out.float() * weights.reshape(-1)[order, None]
+        return weighted.view(T, k, -1).sum(dim=1).to(x.dtype)
+
+    try:
+        call()
+        return call
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return None
+
+
+def fp8_cases(model: str, d: dict, dev, dtype) -> list[Case]:
+    """FP8 block-scaled weights (DeepSeek-V3's format): a dense linear against torch._scaled_mm and the
+    fused MoE against itself in bf16 (the issue's bar at decode sizes: 1.6x, for half the bytes). The
+    compute roofline is FP8's, twice bf16's."""
+    import torch
+
+    from moeserve.kernels.reference.fp8_quant import quantize_blocks
+    from moeserve.kernels.triton.fp8_linear import fp8_linear
+    from moeserve.kernels.triton.fused_moe import Fp8Weights, fused_moe
+
+    H, N, cases = d["hidden"], d["fp8_out"], []
+    w = torch.randn(N, H, device=dev, dtype=torch.float32) * H**-0.5
+    data, scale_inv = quantize_blocks(w)
+    for T, phase in zip(d["norm_rows"], ("decode", "prefill")):
+        x = torch.randn(T, H, device=dev, dtype=dtype)
+        baseline, label = scaled_mm_baseline(x, w.to(dtype), dev)
+        cases.append(Case(
+            "fp8_linear", model, phase, f"T={T} K={H} N={N}", N * H + 2 * T * H + 2 * T * N + 4 * N * H / 16384,
+            2 * T * N * H, lambda x=x: fp8_linear(x, data, scale_inv, (128, 128)), baseline, label, peak_factor=2.0,
+        ))  # fmt: skip
+    S, I, k = d["local_experts"], d["inter"], d["top_k"]
+    w13, w2 = torch.randn(S, 2 * I, H, device=dev) * H**-0.5, torch.randn(S, H, I, device=dev) * I**-0.5
+    (q13, s13), (q2, s2) = quantize_blocks(w13), quantize_blocks(w2)
+    fp8, b13, b2 = Fp8Weights(s13, s2, (128, 128)), w13.to(dtype), w2.to(dtype)
+    for per_slot, phase in d["moe_rows"][::2]:  # the smallest decode batch and the prefill one
+        T = S * per_slot // k
+        x, slots = torch.randn(T, H, device=dev, dtype=dtype), balanced_slots(T, k, S, dev)
+        weights = torch.rand(T, k, device=dev)
+        cases.append(Case(
+            "fused_moe fp8", model, f"{phase}, {per_slot} rows/expert", f"T={T} k={k} S={S} H={H} I={I}",
+            3 * S * H * I + 4 * T * H + 4 * T * k * (I + H), 2 * T * k * H * 3 * I,
+            lambda x=x, slots=slots, weights=weights: fused_moe(x, slots, weights, q13, q2, may_drop=False, fp8=fp8),
+            lambda x=x, slots=slots, weights=weights: fused_moe(x, slots, weights, b13, b2, may_drop=False),
+            "fused_moe bf16 (Triton)", "fp8-moe-decode" if phase == "decode" else None, peak_factor=2.0,
+            others={"torch._scaled_grouped_mm rowwise + gather, act, weights, sum":
+                    scaled_grouped_mm_path(x, slots, weights, w13.to(dtype), w2.to(dtype))},
+        ))  # fmt: skip
+    return cases
+
+
 def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
     import torch
 
@@ -353,6 +480,6 @@ def norm_cases(model: str, d: dict, dev, dtype) -> list[Case]:
 
 # which builders run for which model
 BUILDERS = {
-    "DeepSeek-V3": (moe_cases, mla_cases, mla_prefill_cases, norm_cases),
+    "DeepSeek-V3": (moe_cases, mla_cases, mla_prefill_cases, norm_cases, fp8_cases),
     "Mixtral-8x7B": (moe_cases, attention_cases, window_sink_cases),
 }

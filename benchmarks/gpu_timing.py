@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Any, Callable
 
@@ -34,6 +34,7 @@ class Row:
     bound: str = ""
     target: str = ""
     timing: str = ""  # how the Triton call was timed: graph (CUDA graph replays) or eager (queued launches)
+    others: dict = field(default_factory=dict)  # more counterparts: label -> us (None: it does not run here)
 
 
 @dataclass
@@ -115,6 +116,11 @@ def measure(cases: list[Case], time_us, peaks: tuple[float, float] | None, deadl
             row.torch_us = time_us(c.torch).us if c.torch else None
         except Exception as e:  # noqa: BLE001 - e.g. grouped_mm missing from this torch, or a dtype it lacks
             row.torch_op += f" (failed: {str(e).splitlines()[0][:60]})"
+        for label, fn in c.others.items():
+            try:
+                row.others[label] = time_us(fn).us if fn else None
+            except Exception:  # noqa: BLE001 - recorded as not running here
+                row.others[label] = None
         print(f"  {c.kernel:22} {c.model:13} {c.phase:36} {fmt(row.triton_us):>10} us {fmt(row.torch_us):>10} us",
               file=sys.stderr, flush=True)  # fmt: skip
         rows.append(row)
@@ -170,7 +176,7 @@ def tune(cases: list[Case], time_us, dry_run: bool, deadline: float = float("inf
 
 
 def tuning_table(rows: list[dict]) -> str:
-    lines = ["| kernel | model | phase | default tiles | us | best tiles | us | gain |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| kernel | model | phase | default tiles | us | best tiles | us | gain |", "|" + "---|" * 8]
     lines += [f"| {r['kernel']} | {r['model']} | {r['phase']} | {r['default']} | {r['default_us']:.1f} | {r['best']} | "
               f"{r['best_us']:.1f} | {r['gain']:.2f} |" for r in rows]  # fmt: skip
     return "\n".join(lines)
@@ -185,4 +191,7 @@ def table(rows: list[Row]) -> str:
         lines.append(f"| {r.kernel} | {r.model} | {r.phase} | {r.shape} | {fmt(r.triton_us)} | {fmt(r.torch_us)} | "
                      f"{r.torch_op} | {fmt(speedup, '.2f')} | {fmt(r.roofline_us)} | {fmt(r.of_roofline, '.0%')} | "
                      f"{r.bound} | {r.target} | {r.timing} |")  # fmt: skip
-    return "\n".join(lines)
+    others = [f"- {r.kernel}, {r.model}, {r.phase}: {label} {fmt(us)} us"
+              + (f" ({us / r.triton_us:.2f}x the Triton time)" if us and r.triton_us else "")
+              for r in rows for label, us in r.others.items()]  # fmt: skip
+    return "\n".join(lines + (["", "Further counterparts:"] + others if others else []))

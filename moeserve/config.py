@@ -15,6 +15,8 @@ from moeserve.errors import ConfigError
 __all__ = ["ConfigError"]  # re-exported: defined in errors.py, imported from here by older code
 
 VALID_DTYPES = ("auto", "float32", "bfloat16", "float16")  # auto: bfloat16 on cuda, float32 on cpu
+QUANTIZATIONS = ("none", "fp8")  # fp8: online, into 128 x 128 block-scaled e4m3 (models/online_fp8.py)
+KV_CACHE_DTYPES = ("auto", "fp8")  # auto: the model's dtype; fp8: e4m3 with a scale (vLLM's flag)
 
 
 @dataclass(frozen=True)
@@ -25,10 +27,13 @@ class ModelConfig:
     max_model_len: int | None = None  # None = the checkpoint's max_position_embeddings
     # a Jinja chat template (a file, read at start-up: engine/model_source.py) that replaces the checkpoint's
     chat_template: str | None = None
+    quantization: str = "none"  # QUANTIZATIONS
 
     def validate(self) -> None:
         if self.dtype not in VALID_DTYPES:
             raise ConfigError(f"--dtype {self.dtype} is not one of {', '.join(VALID_DTYPES)}")
+        if self.quantization not in QUANTIZATIONS:
+            raise ConfigError(f"--quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ConfigError(f"--max-model-len must be >= 1, got {self.max_model_len}")
 
@@ -39,8 +44,11 @@ class CacheConfig:
     num_blocks: int | None = None  # None = derived from kv_cache_memory_mb
     kv_cache_memory_mb: int = 512
     enable_prefix_caching: bool = True
+    kv_cache_dtype: str = "auto"  # KV_CACHE_DTYPES
 
     def validate(self) -> None:
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ConfigError(f"--kv-cache-dtype {self.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise ConfigError(f"--block-size must be a power of two, got {self.block_size}")
         if self.num_blocks is not None and self.num_blocks < 1:
@@ -295,6 +303,9 @@ class EngineConfig:
                      self.kv_transfer):
             part.validate()
         # any --tp / --ep pairs with any other (kv_transfer/head_slices.py); several nodes are untested
+        if self.model.quantization == "fp8" and self.placement_runtime.eplb_interval:
+            raise ConfigError("--quantization fp8 with --eplb-interval: moving online-quantized FP8 experts between "
+                              "ranks is not supported yet; drop one of the two")
         if self.kv_transfer.enabled and self.parallel.nodes > 1:
             raise ConfigError(f"--kv-transfer nixl runs on one node for now (--nodes {self.parallel.nodes}): run each "
                               f"prefill and decode server on one node, with any --tp and --ep")

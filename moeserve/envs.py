@@ -82,7 +82,9 @@ PACKED_GEMM = EnvVar("MOESERVE_PACKED_GEMM", bool, True,
 GEMM_WARMUP_ROWS = EnvVar("MOESERVE_GEMM_WARMUP_ROWS", int, 256,
                           "row counts up to which the packed GEMMs are warmed up at start-up; 0 = none")
 TRITON_FUSED_MOE = EnvVar("MOESERVE_TRITON_FUSED_MOE", bool, None,
-                          "the triton set's routed experts in the fused MoE kernel (on) or as the torch set runs them (off: cuBLAS's grouped GEMM on a GPU); unset: off on a GPU, where the grouped GEMM measured faster, on elsewhere")
+                          "the triton set's routed experts in the fused MoE kernels (on: gather and routing weights inside them where one rank holds every slot) or as the torch set runs them (off: cuBLAS's grouped GEMM on a GPU); unset: off on a GPU, where the grouped GEMM measured faster than the earlier kernel, on elsewhere; FP8 experts always take the fused kernels")
+TRITON_MLA_PREFILL = EnvVar("MOESERVE_TRITON_MLA_PREFILL", bool, None,
+                            "the triton set's MLA prefill (both forms) in Triton kernels (on) or as the torch set runs it (off: batched GEMMs with a mask); unset: off on a GPU until gpu_check shows the kernels ahead, on elsewhere")
 NVSHMEM_EMULATE = EnvVar("MOESERVE_NVSHMEM_EMULATE", bool, False,
                          "run --dispatch nvshmem's Triton put kernels over the shared-memory heap (no nvshmem4py; how CI tests them)")
 SHM_PLACED_BYTES = EnvVar("MOESERVE_SHM_PLACED_BYTES", int, 1 << 20,

@@ -20,16 +20,18 @@ from moeserve.dense.linear import QKVParallelLinear, RowParallelLinear, ShardRea
 from moeserve.dense.norm import RMSNorm, ShardedRMSNorm
 from moeserve.dense.rotary import RotaryEmbedding
 from moeserve.kernels.base import UsesKernels
+from moeserve.kernels.reference.fp8_quant import as_cache
 from moeserve.parallel_state import ParallelContext
 
 
 def write_kv(
     k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor
 ) -> None:
-    """k_cache, v_cache [NB, BS, hk, D] (mutated); k, v [N, hk, D]; slots [N] int64 flat slot ids."""
+    """k_cache, v_cache [NB, BS, hk, D] (mutated; e4m3 with --kv-cache-dtype fp8); k, v [N, hk, D]; slots [N]
+    int64 flat slot ids."""
     hk, D = k_cache.shape[-2:]
-    k_cache.view(-1, hk, D)[slots] = k
-    v_cache.view(-1, hk, D)[slots] = v
+    k_cache.view(-1, hk, D)[slots] = as_cache(k, k_cache.dtype)
+    v_cache.view(-1, hk, D)[slots] = as_cache(v, v_cache.dtype)
 
 
 @dataclass(frozen=True)

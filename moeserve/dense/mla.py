@@ -33,6 +33,7 @@ from moeserve.dense.linear import ColumnParallelLinear, ReplicatedLinear, RowPar
 from moeserve.dense.norm import RMSNorm
 from moeserve.dense.yarn import MlaRotaryEmbedding
 from moeserve.kernels.base import UsesKernels
+from moeserve.kernels.reference.fp8_quant import as_cache, read_dtype
 from moeserve.kernels.reference.attention import block_tables
 from moeserve.parallel_state import ParallelContext
 
@@ -144,7 +145,11 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         q_rope = self.rotary.apply(q_rope, cos, sin)
         k_rope = self.rotary.apply(k_rope, cos, sin)
         flat = cache.view(-1, d.cache_dim)
-        flat.index_copy_(0, meta.slot_mapping, torch.cat([self.kv_a_layernorm(latent), k_rope], dim=-1).to(cache.dtype))
+        rows = as_cache(torch.cat([self.kv_a_layernorm(latent), k_rope], dim=-1), cache.dtype)
+        if rows.element_size() == 1:  # e4m3 (--kv-cache-dtype fp8): index_copy_ has no FP8 kernel, bytes it has
+            flat.view(torch.uint8).index_copy_(0, meta.slot_mapping, rows.view(torch.uint8))
+        else:
+            flat.index_copy_(0, meta.slot_mapping, rows)
 
         out = hidden.new_zeros(N, self.h, d.v_head_dim)
         for part in seq_slices(meta):
@@ -189,7 +194,7 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         latent into per-head k_nope and v; attention runs through the kernel set, causal by position
         (`kernels.mla_prefill_expanded`), no mask."""
         d = self.dims
-        ctx_rows = flat[part.context_slots]  # [B, L, R + r]
+        ctx_rows = flat[part.context_slots].to(read_dtype(flat, q_nope))  # [B, L, R + r]
         B, L = ctx_rows.shape[:2]
         latent, k_rope = ctx_rows.split([d.kv_lora_rank, d.qk_rope_head_dim], dim=-1)
         kv = self.kv_b_proj(latent).view(B, L, self.h, d.qk_nope_head_dim + d.v_head_dim)

@@ -22,8 +22,10 @@ from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.process_groups import RankEnv
 from moeserve.kernels.registry import make_kernel_set, rank_device, resolve, resolve_dtype
+from moeserve.kernels.reference.fp8_quant import FP8_DTYPE
 from moeserve.models.checkpoint import load_hf_config
 from moeserve.models.quantization import open_checkpoint
+from moeserve.models.online_fp8 import quantize_fp8
 from moeserve.models.registry import check_layout, model_class
 from moeserve.parallel_state import ParallelContext
 
@@ -111,6 +113,8 @@ class ModelRunner:
         self.kernels = make_kernel_set(kernels, self.device, engine_config, ctx, self.hf_config.hidden_size)
         architecture = (getattr(self.hf_config, "architectures", None) or ["<none in config.json>"])[0]
         self.dtype = resolve_dtype(engine_config.model.dtype, device)
+        # --kv-cache-dtype fp8: K/V (MLA's latents) stored as e4m3, read back upcast by the kernels
+        self.kv_dtype = FP8_DTYPE if engine_config.cache.kv_cache_dtype == "fp8" else self.dtype
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
         if plan is not None:
             apply_placement(self.model, plan, engine_config.placement, ctx)
@@ -119,6 +123,8 @@ class ModelRunner:
         reader = open_checkpoint(model_dir, self.hf_config, self.kernels.fp8_block_weights, progress=first_rank)
         self.model.load_weights(reader)
         self.model.eval()
+        if engine_config.model.quantization == "fp8":  # on the device layer by layer (models/online_fp8.py)
+            quantize_fp8(self.model, self.device)
         self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         if hasattr(reader, "summary") and first_rank:
             logger.info("%s", reader.summary(self.dtype))
@@ -143,7 +149,7 @@ class ModelRunner:
             self.max_model_len = capacity
         self.kv_caches = [
             [
-                torch.zeros(shape, dtype=self.dtype, device=self.device)
+                torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
                 for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)
             ]
             for _ in range(self.hf_config.num_hidden_layers)
@@ -163,7 +169,7 @@ class ModelRunner:
 
     def _block_bytes(self) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
-        return sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.dtype.itemsize
+        return sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.kv_dtype.itemsize
 
     def _blocks_for(self, memory_mb: int, utilization: float = 0.9) -> int:
         """KV blocks of this rank: on a GPU what is free of `utilization` of its memory after the

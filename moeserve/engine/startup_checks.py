@@ -8,6 +8,7 @@ that reads the flags: by `moeserve serve` (server/config_file.py) and by the eng
 from __future__ import annotations
 
 from moeserve.config import EngineConfig
+from moeserve.errors import ConfigError
 from moeserve.engine.launch_check import check_device, check_launch
 from moeserve.engine.layout_check import check_model_layout
 from moeserve.engine.model_source import resolve_model_source
@@ -27,4 +28,17 @@ def check_startup(config: EngineConfig) -> EngineConfig:
     if config.kv_transfer.enabled:  # UCX listens on this address's interface only (kv_transfer/nixl_agent.py):
         interface_of(config.kv_transfer.side_channel_host)  # "0" or "::0" (every interface) named here, not in the engine
     check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run
+    check_formats(config)
     return config
+
+
+def check_formats(config: EngineConfig) -> None:
+    """--quantization fp8 needs a kernel set that runs FP8 block-scaled weights (KernelSet.fp8_block_weights)."""
+    if config.model.quantization != "fp8":
+        return
+    from moeserve.kernels.registry import kernel_set_class, resolve
+
+    _, kernels = resolve(config.device.device, config.device.kernels)
+    if not kernel_set_class(kernels).fp8_block_weights:
+        raise ConfigError(f"--quantization fp8 runs FP8 weights on FP8 kernels, which --kernels {kernels} lacks; use "
+                          "--kernels triton (a GPU, or TRITON_INTERPRET=1 on a CPU)")

@@ -55,9 +55,9 @@ def test_the_shipped_table_loads():
 @pytest.mark.slow
 def test_the_tuning_scripts_dry_run_writes_a_table_the_lookup_reads(tmp_path):
     out = tmp_path / "fused_moe.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "tune_fused_moe.py"), "--dry-run", "--out", str(out)],
-                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    script = str(REPO / "benchmarks" / "tune_fused_moe.py")
+    proc = subprocess.run([sys.executable, script, "--dry-run", "--out", str(out)], cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shapes = json.loads(out.read_text())["configs"]["cpu"]
     (shape,) = shapes  # the dry run's tiny stand-in for both models

@@ -20,6 +20,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from moeserve.kernels.triton import (  # noqa: E402
+    fp8_linear,
     fused_moe,
     launch,
     mla_decode,
@@ -30,7 +31,7 @@ from moeserve.kernels.triton import (  # noqa: E402
 )
 
 TARGETS = {"sm90": (GPUTarget("cuda", 90, 32), 227 * 1024), "sm80": (GPUTarget("cuda", 80, 32), 163 * 1024)}
-DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int8: "i8", torch.int16: "i16",
+DTYPES = {torch.float8_e4m3fn: "fp8e4nv", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int8: "i8", torch.int16: "i16",
           torch.int32: "i32", torch.int64: "i64"}
 OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
 
@@ -97,13 +98,16 @@ def compile_launch(fn, args, kwargs, target):
     return triton.compile(source, target=target, options=options)
 
 
-def launches_of_every_kernel(dtype=torch.bfloat16):
-    """One call of each public function at production widths (small row counts)."""
+def launches_of_every_kernel(dtype=torch.bfloat16, variants: bool = False):
+    """One call of each public function at production widths (small row counts): each kernel once at
+    the tiles its wrapper picks. variants: the other specializations as well (decode and prefill FP8
+    tiles, windows and sinks, FP8 caches, MTP and --tp 8 MLA rows), compiled in the slow set."""
     g = torch.Generator().manual_seed(0)
 
     def randn(*shape):
         return torch.randn(*shape, generator=g).to(dtype)
 
+    fp8 = torch.float8_e4m3fn
     with recorded_launches() as launches:
         S, H, I = 4, 512, 256
         fused_moe.fused_experts(randn(8, H), torch.tensor([2, 4, 6, 8], dtype=torch.int32), randn(S, 2 * I, H),
@@ -117,24 +121,37 @@ def launches_of_every_kernel(dtype=torch.bfloat16):
         lens = torch.tensor([500, 7])
         paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, splits=1)
         paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 4096, splits=4)
-        sinks = torch.zeros(32)
         paged_prefill.paged_prefill(randn(500, 32, 128), kv, kv, tables, torch.tensor([0, 495, 500]), lens, 0.1)
-        paged_prefill.paged_prefill(randn(12, 32, 128), kv, kv, tables, torch.tensor([0, 5, 12]), lens, 0.1, 128, sinks)
-        paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 128, splits=4, sinks=sinks)
         cache = randn(64, 16, 576)
         for splits in (1, 4):  # 128 heads (data-parallel attention), 64-head tiles
             mla_decode.mla_decode(randn(2, 128, 512), randn(2, 128, 64), cache, tables.long(), lens, 0.1, splits=splits)
-        # --tp 8 (16 heads), two tokens a sequence (MTP verify): 32-row tiles
-        mla_decode.mla_decode(randn(2, 2, 16, 512), randn(2, 2, 16, 64), cache, tables, lens, 0.1, splits=4)
         mla_decode.mla_prefill(randn(12, 16, 512), randn(12, 16, 64), cache, tables, torch.tensor([0, 5, 12]), lens,
                                0.1)  # fmt: skip
-        kv = randn(2, 40, 16, 256)  # kv_b_proj's output at DeepSeek-V3's head dims: k_nope and v are views
-        k_nope, v = kv.split([128, 128], dim=-1)
+        kv_b = randn(2, 40, 16, 256)  # kv_b_proj's output at DeepSeek-V3's head dims: k_nope and v are views
+        k_nope, v = kv_b.split([128, 128], dim=-1)
         mla_prefill.mla_prefill_expanded(randn(12, 16, 128), randn(12, 16, 64), k_nope, randn(2, 40, 64), v,
                                          torch.tensor([0, 5, 12]), torch.tensor([30, 7]), 0.1)  # fmt: skip
+        scales = fused_moe.Fp8Weights(torch.ones(S, 2 * I // 128, H // 128), torch.ones(S, H // 128, I // 128),
+                                      (128, 128))  # fmt: skip
+        for T in (3, 300) if variants else (3,):  # FP8 block-scaled weights (sm_90's FP8 tensor cores)
+            fp8_linear.fp8_linear(randn(T, 7168), torch.zeros(512, 7168, dtype=fp8), torch.ones(4, 56), (128, 128))
+            fused_moe.fused_moe(randn(T, H), torch.randint(0, S, (T, 2)), torch.rand(T, 2),
+                                torch.zeros(S, 2 * I, H, dtype=fp8), torch.zeros(S, H, I, dtype=fp8), fp8=scales)
         x = randn(3, 7168)
         norm.rms_norm(x, randn(7168), 1e-6)
         norm.rms_norm(x, randn(7168), 1e-6, x)
+        if variants:
+            sinks = torch.zeros(32)
+            paged_prefill.paged_prefill(randn(12, 32, 128), kv, kv, tables, torch.tensor([0, 5, 12]), lens, 0.1, 128,
+                                        sinks)  # fmt: skip
+            paged_attention.paged_decode(randn(2, 32, 128), kv, kv, tables, lens, 0.1, 128, splits=4, sinks=sinks)
+            # --tp 8 (16 heads), two tokens a sequence (MTP verify): 32-row tiles
+            mla_decode.mla_decode(randn(2, 2, 16, 512), randn(2, 2, 16, 64), cache, tables, lens, 0.1, splits=4)
+            kv8 = torch.zeros(64, 16, 8, 128, dtype=fp8)  # --kv-cache-dtype fp8: caches read upcast
+            paged_attention.paged_decode(randn(2, 32, 128), kv8, kv8, tables, lens, 0.1, splits=4)
+            paged_prefill.paged_prefill(randn(12, 32, 128), kv8, kv8, tables, torch.tensor([0, 5, 12]), lens, 0.1)
+            mla_decode.mla_decode(randn(2, 128, 512), randn(2, 128, 64), torch.zeros(64, 16, 576, dtype=fp8), tables,
+                                  lens, 0.1)  # fmt: skip
     return launches
 
 
@@ -143,14 +160,31 @@ def launches_of_every_kernel(dtype=torch.bfloat16):
     pytest.param("sm80", marks=pytest.mark.slow),
 ])
 def test_every_kernel_compiles_for_the_gpu(monkeypatch, target):
+    check_compiles(monkeypatch, target, variants=False)
+
+
+@pytest.mark.slow
+def test_every_variant_compiles_for_sm90(monkeypatch):
+    """FP8 prefill tiles, windows and sinks, FP8 caches, MTP rows: each its own specialization."""
+    check_compiles(monkeypatch, "sm90", variants=True)
+
+
+def check_compiles(monkeypatch, target: str, variants: bool) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the tensor-core path, as on a GPU
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9's default, without its warning
     gpu, shared_limit = TARGETS[target]
-    launches = launches_of_every_kernel()
+    launches = launches_of_every_kernel(variants=variants)
     assert {fn.__name__ for fn, _, _ in launches} == {
         "_gate_up_kernel", "_down_kernel", "_decode_kernel", "_combine_kernel", "_prefill_kernel",
-        "_mla_kernel", "_mla_expanded_kernel", "_rms_norm_kernel"}  # fmt: skip
+        "_mla_kernel", "_mla_expanded_kernel", "_rms_norm_kernel", "_fp8_linear_kernel"}  # fmt: skip
+    seen = set()
     for fn, args, kwargs in launches:
+        key = specialization_key(fn, args, kwargs)
+        if key in seen:
+            continue  # the same compiled kernel as an earlier launch
+        seen.add(key)
+        if target == "sm80" and any(isinstance(a, torch.Tensor) and a.dtype == torch.float8_e4m3fn for a in args):
+            continue  # FP8 tensor cores start at sm_89: the FP8 kernels are for Hopper
         compiled = compile_launch(fn, args, kwargs, gpu)
         assert "cubin" in compiled.asm, fn.__name__
         shared = compiled.metadata.shared

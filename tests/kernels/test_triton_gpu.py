@@ -193,3 +193,53 @@ def test_rms_norm_on_gpu(dtype):
     ref, ref_residual = rms_norm_reference(x, weight, 1e-6, residual)
     torch.testing.assert_close(out, ref, **TOL[dtype])
     torch.testing.assert_close(new_residual, ref_residual, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("T", [5, 300], ids=["decode", "prefill"])
+def test_fp8_linear_on_gpu(T):
+    """FP8 block-scaled weights on the FP8 tensor cores, the activations cast by the hardware: the same
+    e4m3 values as torch's cast, so only the fp32 summation order and the bf16 output differ."""
+    from moeserve.kernels.reference.fp8_quant import block_fp8_linear, quantize_blocks
+    from moeserve.kernels.triton.fp8_linear import fp8_linear
+
+    data, scale_inv = quantize_blocks(randn(1000, 7168, dtype=torch.float32, scale=7168**-0.5, seed=11))
+    x = randn(T, 7168, dtype=torch.bfloat16, seed=12)
+    out = fp8_linear(x, data, scale_inv, (128, 128))
+    torch.testing.assert_close(out, block_fp8_linear(x, data, scale_inv, (128, 128)), **TOL[torch.bfloat16])
+
+
+@pytest.mark.parametrize("T", [5, 300], ids=["decode", "prefill"])
+def test_fused_moe_with_fp8_experts_on_gpu(T):
+    from moeserve.kernels.reference.fp8_quant import quantize_blocks
+    from moeserve.kernels.triton.fused_moe import Fp8Weights
+
+    S, k, H, I = 8, 3, 1024, 384
+    (w13, s13), (w2, s2) = (quantize_blocks(randn(*shape, dtype=torch.float32, scale=shape[-1] ** -0.5, seed=seed))
+                            for shape, seed in (((S, 2 * I, H), 13), ((S, H, I), 14)))  # fmt: skip
+    fp8 = Fp8Weights(s13, s2, (128, 128))
+    g = torch.Generator(device=DEV).manual_seed(15)
+    slots = torch.stack([torch.randperm(S, generator=g, device=DEV)[:k] for _ in range(T)])
+    weights, x = torch.rand(T, k, generator=g, device=DEV), randn(T, H, dtype=torch.bfloat16, seed=16)
+    out = fused_moe(x, slots, weights, w13, w2, fp8=fp8)
+    torch.testing.assert_close(out, fused_moe_reference(x, slots, weights, w13, w2, fp8=fp8), **TOL[torch.bfloat16])
+
+
+def test_attention_over_fp8_caches_on_gpu():
+    """--kv-cache-dtype fp8: paged decode and prefill and MLA read e4m3 upcast to bf16 as they load."""
+    from moeserve.kernels.reference.fp8_quant import FP8_DTYPE, as_cache
+
+    k_cache, v_cache, tables, seq_lens = paged([4096, 1, 700], BS=16, hk=8, D=128, dtype=torch.float32)
+    k8, v8 = as_cache(k_cache, FP8_DTYPE), as_cache(v_cache, FP8_DTYPE)
+    q = randn(3, 32, 128, dtype=torch.bfloat16, scale=4.0, seed=17)
+    ref = paged_decode_reference(q, k8.float(), v8.float(), tables, seq_lens, 128**-0.5)
+    torch.testing.assert_close(paged_decode(q, k8, v8, tables, seq_lens, 128**-0.5), ref, **TOL[torch.bfloat16])
+    starts = torch.arange(4, device=DEV)
+    got = paged_prefill(q, k8, v8, tables, starts, seq_lens, 128**-0.5)
+    torch.testing.assert_close(got, ref, **TOL[torch.bfloat16])
+    cache = as_cache(randn(3 * 64 + 5, 64, 576, dtype=torch.float32, seed=18), FP8_DTYPE)
+    mla_tables = torch.randperm(cache.shape[0], device=DEV)[: 3 * 64].view(3, 64)
+    ql = randn(3, 128, 512, dtype=torch.bfloat16, scale=1.5, seed=19)
+    qr = randn(3, 128, 64, dtype=torch.bfloat16, seed=20)
+    out = mla_decode(ql, qr, cache, mla_tables, seq_lens, 192**-0.5)
+    ref = mla_decode_reference(ql.float(), qr.float(), cache.float(), mla_tables, seq_lens, 192**-0.5)
+    torch.testing.assert_close(out, ref.to(torch.bfloat16), **TOL[torch.bfloat16])

@@ -16,6 +16,7 @@ from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from moeserve.kernels.triton import (  # noqa: E402
+    fp8_linear,
     fused_moe,
     launch,
     mla_decode,
@@ -27,15 +28,15 @@ from moeserve.kernels.triton import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parents[2]
-KERNELS = [obj for module in (fused_moe, paged_attention, paged_prefill, split_combine, mla_decode, mla_prefill,
-                                      norm)
+MODULES = (fp8_linear, fused_moe, paged_attention, paged_prefill, split_combine, mla_decode, mla_prefill, norm)
+KERNELS = [obj for module in MODULES
            for obj in vars(module).values() if isinstance(obj, launch.Kernel)]  # fmt: skip
 # triton's library functions that are themselves jit functions: usable only in the mode triton was imported in
 IMPORT_MODE_FUNCTIONS = r"\btl\.(sum|max|min|zeros|zeros_like|sigmoid|softmax|cdiv|argmax|argmin|cumsum|ravel)\("
 
 
 def test_kernels_call_no_function_fixed_at_triton_import():
-    assert len(KERNELS) == 8
+    assert len(KERNELS) == 9
     for kernel in KERNELS:
         found = re.search(IMPORT_MODE_FUNCTIONS, inspect.getsource(kernel.fn))
         assert found is None, f"{kernel.fn.__name__} calls {found[0]}: use tl.reduce with launch.SUM / MAX, tl.full"

@@ -78,3 +78,26 @@ def test_torch_set_and_reference_equal_sdpa():
         expected = F.scaled_dot_product_attention(q, k, v[b, :L].transpose(0, 1)[None], attn_mask=mask, scale=SCALE)
         torch.testing.assert_close(batched[s:e], expected[0].transpose(0, 1))
         torch.testing.assert_close(reference[s:e], expected[0].transpose(0, 1))
+
+
+@pytest.mark.parametrize("switch, device, kernels", [("", "cpu", True), ("", "cuda", False), ("1", "cuda", True),
+                                                     ("0", "cpu", False)])  # fmt: skip
+def test_the_switch_sends_mla_prefill_to_the_kernels_or_the_torch_set(monkeypatch, switch, device, kernels):
+    """MOESERVE_TRITON_MLA_PREFILL: unset, the Triton set's MLA prefill stays the torch set's on a GPU
+    (the kernels are unmeasured there) and runs the kernels elsewhere (the interpreter, so CI checks
+    them); 1 / 0 force either."""
+    from moeserve.kernels.base import KernelSet
+    from moeserve.kernels.triton import mla_decode, mla_prefill
+    from moeserve.kernels.triton_set import TritonKernels
+
+    monkeypatch.setenv("MOESERVE_TRITON_MLA_PREFILL", switch)
+    calls = []
+    monkeypatch.setattr(KernelSet, "mla_prefill", lambda self, *a: calls.append("torch"))
+    monkeypatch.setattr(KernelSet, "mla_prefill_expanded", lambda self, *a: calls.append("torch"))
+    monkeypatch.setattr(mla_decode, "mla_prefill", lambda *a, **k: calls.append("kernel"))
+    monkeypatch.setattr(mla_prefill, "mla_prefill_expanded", lambda *a, **k: calls.append("kernel"))
+    x = torch.zeros(1, 1, 1)
+    kernel_set = TritonKernels(device)
+    kernel_set.mla_prefill(x, x, x, x, x, x, 0.1, 1)
+    kernel_set.mla_prefill_expanded(x, x, x, x, x, x, x, 0.1, 1)
+    assert calls == ["kernel" if kernels else "torch"] * 2

@@ -82,8 +82,8 @@ def gathered_attention(
     (B, Q), (hq, D), hk = query_index.shape, q.shape[1:], k_cache.shape[-2]
     Lc, g = tables.shape[1] * k_cache.shape[1], hq // hk
     blocks = tables.reshape(-1)
-    keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)  # [B, hk, Lc, D]
-    values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2)
+    keys = k_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2).to(q.dtype)  # [B, hk, Lc, D]
+    values = v_cache.index_select(0, blocks).view(B, Lc, hk, D).transpose(1, 2).to(q.dtype)  # e4m3 read upcast
     queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     if sinks is not None:
@@ -110,8 +110,8 @@ def decode_attention(
     hk = k_cache.shape[-2]
     lc = tables.shape[1] * k_cache.shape[1]
     blocks = tables.reshape(-1)
-    keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)  # [b, hk, lc, D]
-    values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2)
+    keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2).to(q.dtype)  # [b, hk, lc, D]
+    values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2).to(q.dtype)  # e4m3 read upcast
     if sinks is not None:
         out = sdpa_with_sinks(q.view(b, hk, hq // hk, D), keys, values, bias.expand(b, 1, hq // hk, lc), sinks, scale)
     else:

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import torch
 
+from moeserve.kernels.reference.fp8_quant import read_dtype
+
 
 def _attend(q: torch.Tensor, cache: torch.Tensor, block_tables: torch.Tensor, q_pos: torch.Tensor,
             R: int, scale: float) -> torch.Tensor:  # fmt: skip
-    """q [b, Q, h, R + r] at positions q_pos [b, Q] -> [b, Q, h, R] in the cache's dtype. Scores and
-    softmax in fp32 where the inputs are lower precision."""
+    """q [b, Q, h, R + r] at positions q_pos [b, Q] -> [b, Q, h, R] in q's dtype (the cache's, or the
+    queries' over an e4m3 cache, read upcast). Scores and softmax in fp32 where the inputs are lower
+    precision."""
     b, Q, h, _ = q.shape
-    keys = cache[block_tables].reshape(b, -1, cache.shape[-1])  # [b, L, R + r]
+    keys = cache[block_tables].reshape(b, -1, cache.shape[-1]).to(q.dtype)  # [b, L, R + r]
     scores = torch.bmm(q.reshape(b, Q * h, -1), keys.transpose(1, 2)) * scale  # [b, Q * h, L]
     hidden = torch.arange(keys.shape[1], device=cache.device)[None, None, :] > q_pos[:, :, None]  # [b, Q, L]
     scores = scores.view(b, Q, h, -1).masked_fill(hidden[:, :, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(cache.dtype)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.bmm(probs.view(b, Q * h, -1), keys[..., :R]).view(b, Q, h, R)
 
 
@@ -45,7 +48,7 @@ def mla_decode(
     several = q_latent.dim() == 4
     ql, qr = (q_latent, q_rope) if several else (q_latent[:, None], q_rope[:, None])
     Q = ql.shape[1]
-    q = torch.cat([ql, qr], dim=-1).to(cache.dtype)  # [b, Q, h, R + r]
+    q = torch.cat([ql, qr], dim=-1).to(read_dtype(cache, ql))  # [b, Q, h, R + r]
     q_pos = seq_lens.to(cache.device)[:, None] - Q + torch.arange(Q, device=cache.device)[None, :]
     out = _attend(q, cache, block_tables, q_pos, ql.shape[-1], scale).to(q_latent.dtype)
     return out if several else out[:, 0]
@@ -72,7 +75,7 @@ def mla_prefill(
     starts, counts = query_start[:-1], query_start[1:] - query_start[:-1]  # [b]
     cols = torch.arange(max_query_len, device=dev)
     index = (starts[:, None] + cols[None, :]).clamp(max=n - 1)  # [b, Q] rows of the n queries (padding repeats)
-    q = torch.cat([q_latent, q_rope], dim=-1).to(cache.dtype)[index]  # [b, Q, h, R + r]
+    q = torch.cat([q_latent, q_rope], dim=-1).to(read_dtype(cache, q_latent))[index]  # [b, Q, h, R + r]
     q_pos = seq_lens[:, None] - counts[:, None] + cols[None, :]  # [b, Q]; padded rows look past the end
     out = _attend(q, cache, block_tables, q_pos.clamp(max=seq_lens[:, None] - 1), R, scale)
     seq = torch.searchsorted(query_start[1:], torch.arange(n, device=dev), right=True)  # [n]

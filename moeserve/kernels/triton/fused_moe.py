@@ -35,17 +35,18 @@ import torch
 import torch.nn.functional as F
 import triton.language as tl
 
+from moeserve.kernels.reference import fp8_quant
 from moeserve.kernels.triton import tile_configs
-from moeserve.kernels.triton.launch import Kernel, tile_table, upcast
+from moeserve.kernels.triton.launch import MAX, Kernel, fp8_cast, tile_table, upcast
 
 ACTIVATION_IDS = {"silu": 0, "gelu": 1, "gelu_pytorch_tanh": 2, "relu": 3, "swigluoai": 4}  # moe/experts.py
 
 
 def _gate_up_kernel(
-    x_ptr, w_ptr, b_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr,
-    H, I, top_k, alpha, limit,
-    sx_r, sx_k, sw_s, sw_n, sw_k, sb_s, sh_r,
-    ACT: tl.constexpr, BIAS: tl.constexpr, UPCAST: tl.constexpr, GATHER: tl.constexpr,
+    x_ptr, w_ptr, b_ptr, h_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr, ws_ptr,
+    H, I, top_k, alpha, limit, BN,
+    sx_r, sx_k, sw_s, sw_n, sw_k, sb_s, sh_r, sws_s, sws_n,
+    ACT: tl.constexpr, BIAS: tl.constexpr, UPCAST: tl.constexpr, GATHER: tl.constexpr, FP8: tl.constexpr, CAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -64,6 +65,8 @@ def _gate_up_kernel(
     x_rows = x_ptr + src.to(tl.int64)[:, None] * sx_r
     w_gate = w_ptr + slot.to(tl.int64) * sw_s + cols[None, :].to(tl.int64) * sw_n
     w_up = w_gate + I * sw_n
+    gate_scales = ws_ptr + slot.to(tl.int64) * sws_s + (cols // BN) * sws_n  # FP8: each column's block row
+    up_scales = ws_ptr + slot.to(tl.int64) * sws_s + ((cols + I) // BN) * sws_n
     gate = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
     up = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
     for k0 in range(0, H, BLOCK_K):
@@ -73,7 +76,20 @@ def _gate_up_kernel(
         w_mask = k_ok[:, None] & col_ok[None, :]
         bg = tl.load(w_gate + ks[:, None] * sw_k, mask=w_mask, other=0.0)  # [BLOCK_K, BLOCK_N]
         bu = tl.load(w_up + ks[:, None] * sw_k, mask=w_mask, other=0.0)
-        if UPCAST:
+        if FP8:  # x quantized per token and group (BLOCK_K = the weight's block) on load; block scales after
+            a = a.to(tl.float32)
+            a_scale = tl.maximum(tl.reduce(tl.abs(a), 1, MAX) / 448.0, 1e-10)
+            a_q = CAST(a / a_scale[:, None])
+            g_scale = tl.load(gate_scales + k0 // BLOCK_K, mask=col_ok, other=0.0)
+            u_scale = tl.load(up_scales + k0 // BLOCK_K, mask=col_ok, other=0.0)
+            if UPCAST:  # fp32 products of the e4m3 values (the interpreter; fp32 activations)
+                a_q = a_q.to(tl.float32)
+                bg = bg.to(tl.float32)
+                bu = bu.to(tl.float32)
+            precision: tl.constexpr = "ieee" if UPCAST else None
+            gate += tl.dot(a_q, bg, input_precision=precision) * a_scale[:, None] * g_scale[None, :]
+            up += tl.dot(a_q, bu, input_precision=precision) * a_scale[:, None] * u_scale[None, :]
+        elif UPCAST:
             a = a.to(tl.float32)
             gate = tl.dot(a, bg.to(tl.float32), gate, input_precision="ieee")
             up = tl.dot(a, bu.to(tl.float32), up, input_precision="ieee")
@@ -103,10 +119,10 @@ def _gate_up_kernel(
 
 
 def _down_kernel(
-    h_ptr, w_ptr, b_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr, weights_ptr,
-    I, H,
-    sh_r, sw_s, sw_n, sw_k, sb_s, so_r,
-    BIAS: tl.constexpr, UPCAST: tl.constexpr, SCATTER: tl.constexpr,
+    h_ptr, w_ptr, b_ptr, out_ptr, tile_slot_ptr, tile_row_ptr, ends_ptr, order_ptr, weights_ptr, ws_ptr,
+    I, H, BN,
+    sh_r, sw_s, sw_n, sw_k, sb_s, so_r, sws_s, sws_n,
+    BIAS: tl.constexpr, UPCAST: tl.constexpr, SCATTER: tl.constexpr, FP8: tl.constexpr, CAST: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -120,13 +136,24 @@ def _down_kernel(
     col_ok = cols < H
     h_rows = h_ptr + rows.to(tl.int64)[:, None] * sh_r
     w_cols = w_ptr + slot.to(tl.int64) * sw_s + cols[None, :].to(tl.int64) * sw_n
+    scales = ws_ptr + slot.to(tl.int64) * sws_s + (cols // BN) * sws_n
     acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)
     for k0 in range(0, I, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < I
         a = tl.load(h_rows + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(w_cols + ks[:, None] * sw_k, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-        if UPCAST:
+        if FP8:  # the intermediate quantized per row and group on load, as x in the first kernel
+            a = a.to(tl.float32)
+            a_scale = tl.maximum(tl.reduce(tl.abs(a), 1, MAX) / 448.0, 1e-10)
+            b_scale = tl.load(scales + k0 // BLOCK_K, mask=col_ok, other=0.0)
+            a_q = CAST(a / a_scale[:, None])
+            if UPCAST:
+                a_q = a_q.to(tl.float32)
+                b = b.to(tl.float32)
+            part = tl.dot(a_q, b, input_precision="ieee" if UPCAST else None)
+            acc += part * a_scale[:, None] * b_scale[None, :]
+        elif UPCAST:
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc)
@@ -210,35 +237,54 @@ class Extras:
 NO_EXTRAS = Extras()
 
 
-def _check(activation: str, w13: torch.Tensor, w2: torch.Tensor, H: int) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Fp8Weights:
+    """FP8 block-scaled expert weights (kernels/reference/fp8_quant.py, DeepSeek's layout): w13 and w2
+    float8_e4m3fn as the layer's, with w13_scale_inv [S, ceil(2I / bn), ceil(H / bk)] and w2_scale_inv
+    [S, ceil(H / bn), ceil(I / bk)] fp32 and block (bn, bk)."""
+
+    w13_scale_inv: torch.Tensor
+    w2_scale_inv: torch.Tensor
+    block: tuple[int, int]
+
+
+def _check(activation: str, w13: torch.Tensor, w2: torch.Tensor, H: int, fp8: Fp8Weights | None) -> tuple[int, int]:
     if activation not in ACTIVATION_IDS:
         raise ValueError(f"activation {activation!r} is not supported; choose one of {', '.join(ACTIVATION_IDS)}")
     S, two_i, _ = w13.shape
     assert w2.shape == (S, H, two_i // 2), "w13 and w2 disagree on slots or sizes"
+    assert (fp8 is not None) == (w13.dtype == torch.float8_e4m3fn), "FP8 weights need their scales, and only they"
     return S, two_i // 2
 
 
 def _launch(x, order, ends, weights, w13, w2, out, R, top_k, activation, t: Tiles, scatter: bool,
-            extras: Extras) -> None:  # fmt: skip
+            fp8: Fp8Weights | None, extras: Extras) -> None:  # fmt: skip
     """Both GEMMs over R rows in slot order (ends [S] their cumulative end rows); x read through order
-    when it is given, out written through it (weighted) when scatter; biases and SwiGLU's constants."""
+    when it is given, out written through it (weighted) when scatter; FP8 weights with their scales;
+    biases and SwiGLU's constants."""
     S, I, H = w13.shape[0], w13.shape[1] // 2, w13.shape[2]
+    if fp8 is not None:  # a K step is one scale block: the activations' groups are the weight's blocks
+        t = Tiles(t.block_m, t.block_n, fp8.block[1], t.num_warps, t.num_stages)
     tile_slot, tile_row = tile_table(ends, t.block_m, R // t.block_m + S)
     h = torch.empty(R, I, dtype=x.dtype, device=x.device)
     cast, gather = upcast(x.dtype), order is not None
     order = order if gather else ends  # never read without GATHER / SCATTER
     bias = extras.b13 is not None
     b13, b2 = (extras.b13.contiguous(), extras.b2.contiguous()) if bias else (w13, w2)  # never read without BIAS
-    tuning = dict(BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, num_warps=t.num_warps,
-                  num_stages=t.num_stages)  # fmt: skip
+    unused = ends[:1].view(1, 1, 1)  # the scales' pointer without FP8: never read
+    s13, s2 = (fp8.w13_scale_inv, fp8.w2_scale_inv) if fp8 is not None else (unused, unused)
+    bn = fp8.block[0] if fp8 is not None else 1
+    tuning = dict(FP8=fp8 is not None, CAST=fp8_cast(), BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
+                  num_warps=t.num_warps, num_stages=t.num_stages)  # fmt: skip
     gate_up_kernel[(tile_slot.shape[0], -(-I // t.block_n))](
-        x, w13, b13, h, tile_slot, tile_row, ends, order, H, I, top_k, float(extras.swiglu[0]), float(extras.swiglu[1]),
-        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), b13.stride(0), h.stride(0),
-        ACT=ACTIVATION_IDS[activation], BIAS=bias, UPCAST=cast, GATHER=gather, **tuning,
+        x, w13, b13, h, tile_slot, tile_row, ends, order, s13, H, I, top_k, float(extras.swiglu[0]),
+        float(extras.swiglu[1]), bn,
+        x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), b13.stride(0), h.stride(0), s13.stride(0),
+        s13.stride(1), ACT=ACTIVATION_IDS[activation], BIAS=bias, UPCAST=cast, GATHER=gather, **tuning,
     )  # fmt: skip
     down_kernel[(tile_slot.shape[0], -(-H // t.block_n))](
-        h, w2, b2, out, tile_slot, tile_row, ends, order, weights if scatter else ends, I, H,
-        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), b2.stride(0), out.stride(0),
+        h, w2, b2, out, tile_slot, tile_row, ends, order, weights if scatter else ends, s2, I, H, bn,
+        h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), b2.stride(0), out.stride(0), s2.stride(0), s2.stride(1),
         BIAS=bias, UPCAST=cast, SCATTER=scatter, **tuning,
     )  # fmt: skip
 
@@ -253,19 +299,21 @@ def fused_experts(
     b13: torch.Tensor | None = None,
     b2: torch.Tensor | None = None,
     swiglu: tuple[float, float] = (0.0, 0.0),
+    fp8: Fp8Weights | None = None,
 ) -> torch.Tensor:
-    """x [R, H]; offsets [S] int32 cumulative end rows; w13 [S, 2I, H]; w2 [S, H, I] -> out [R, H] in x's
-    dtype (rows past offsets[-1] are not written). tiles: None = the tuned or heuristic tiles.
-    b13 [S, 2I], b2 [S, H]: biases (both or neither); swiglu: (alpha, limit) of "swigluoai"."""
+    """x [R, H]; offsets [S] int32 cumulative end rows; w13 [S, 2I, H]; w2 [S, H, I] (FP8 with `fp8`'s
+    scales) -> out [R, H] in x's dtype (rows past offsets[-1] are not written). tiles: None = the tuned
+    or heuristic tiles. b13 [S, 2I], b2 [S, H]: biases (both or neither); swiglu: (alpha, limit) of
+    "swigluoai"."""
     R, H = x.shape
-    _check(activation, w13, w2, H)
+    _check(activation, w13, w2, H, fp8)
     out = torch.empty(R, H, dtype=x.dtype, device=x.device)
     if R == 0:
         return out
     assert offsets.shape == (w13.shape[0],), "offsets and weights disagree on slots"
     t = tiles or pick_tiles(R, w13, w2)
-    extras = Extras(b13, b2, swiglu)
-    _launch(x, None, offsets.to(torch.int32), None, w13, w2, out, R, 1, activation, t, False, extras)
+    _launch(x, None, offsets.to(torch.int32), None, w13, w2, out, R, 1, activation, t, False, fp8,
+            Extras(b13, b2, swiglu))  # fmt: skip
     return out
 
 
@@ -290,14 +338,16 @@ def fused_moe(
     activation: str = "silu",
     tiles: Tiles | None = None,
     may_drop: bool = True,
+    fp8: Fp8Weights | None = None,
     extras: Extras = NO_EXTRAS,
 ) -> torch.Tensor:
     """x [T, H]; slots [T, k] int (this rank's slots; -1 = dropped); weights [T, k] (fp32 for the
-    multiply); w13 [S, 2I, H]; w2 [S, H, I] -> out [T, H] in x's dtype: per token the weighted sum over
-    its k rows, the weights applied in fp32 in the down kernel, the sum over k in fp32 in j order.
-    may_drop: False when no id is -1 (the router's own ids): the [T * k, H] buffer then needs no zeros."""
+    multiply); w13 [S, 2I, H]; w2 [S, H, I] (FP8 with `fp8`'s scales) -> out [T, H] in x's dtype: per
+    token the weighted sum over its k rows, the weights applied in fp32 in the down kernel, the sum over
+    k in fp32. may_drop: False when no id is -1 (the router's own ids): the [T * k, H] buffer then needs
+    no zeros."""
     T, H = x.shape
-    S, _ = _check(activation, w13, w2, H)
+    S, _ = _check(activation, w13, w2, H, fp8)
     k = slots.shape[1]
     if T == 0:
         return torch.empty(0, H, dtype=x.dtype, device=x.device)
@@ -305,8 +355,8 @@ def fused_moe(
     R = T * k
     rows = (torch.zeros if may_drop else torch.empty)(R, H, dtype=x.dtype, device=x.device)
     t = tiles or pick_tiles(R, w13, w2)
-    _launch(x, order, ends, weights.reshape(-1).float().contiguous(), w13, w2, rows, R, k, activation, t, True,
-            extras)  # fmt: skip
+    weights = weights.reshape(-1).float().contiguous()
+    _launch(x, order, ends, weights, w13, w2, rows, R, k, activation, t, True, fp8, extras)
     return rows.view(T, k, H).sum(dim=1, dtype=torch.float32).to(x.dtype)
 
 
@@ -328,13 +378,21 @@ def _gated(gate_up: torch.Tensor, activation: str, extras: Extras) -> torch.Tens
     return REFERENCE_ACTIVATIONS[activation](gate) * up
 
 
-def _expert_rows(x: torch.Tensor, s: int, w13, w2, activation: str, extras: Extras) -> torch.Tensor:
-    """x [n, H] through slot s's experts -> [n, H] fp32: products in fp32 , biases added to them, the intermediate rounded to x's dtype."""
-    gate_up = x.float() @ w13[s].float().T
+def _expert_rows(x: torch.Tensor, s: int, w13, w2, activation: str, extras: Extras,
+                 fp8: Fp8Weights | None = None) -> torch.Tensor:  # fmt: skip
+    """x [n, H] through slot s's experts -> [n, H] fp32: products in fp32 (FP8: kernels/reference/fp8_quant's
+    arithmetic), biases added to them, the intermediate rounded to x's dtype."""
+    if fp8 is None:
+        gate_up = x.float() @ w13[s].float().T
+    else:
+        gate_up = fp8_quant.block_fp8_linear(x, w13[s], fp8.w13_scale_inv[s], fp8.block, torch.float32)
     if extras.b13 is not None:
         gate_up = gate_up + extras.b13[s].float()
     h = _gated(gate_up, activation, extras).to(x.dtype)
-    y = h.float() @ w2[s].float().T
+    if fp8 is None:
+        y = h.float() @ w2[s].float().T
+    else:
+        y = fp8_quant.block_fp8_linear(h, w2[s], fp8.w2_scale_inv[s], fp8.block, torch.float32)
     return y if extras.b2 is None else y + extras.b2[s].float()
 
 
@@ -347,6 +405,7 @@ def fused_experts_reference(
     b13: torch.Tensor | None = None,
     b2: torch.Tensor | None = None,
     swiglu: tuple[float, float] = (0.0, 0.0),
+    fp8: Fp8Weights | None = None,
 ) -> torch.Tensor:
     """The kernel's arithmetic in plain torch, a loop over slots: products in fp32, the intermediate
     act(gate) * up rounded to x's dtype (the kernel stores it so), out in x's dtype."""
@@ -355,12 +414,12 @@ def fused_experts_reference(
     start = 0
     for s, end in enumerate(offsets.tolist()):
         if end > start:
-            out[start:end] = _expert_rows(x[start:end], s, w13, w2, activation, extras).to(x.dtype)
+            out[start:end] = _expert_rows(x[start:end], s, w13, w2, activation, extras, fp8).to(x.dtype)
         start = end
     return out
 
 
-def fused_moe_reference(x, slots, weights, w13, w2, activation="silu", extras: Extras = NO_EXTRAS):
+def fused_moe_reference(x, slots, weights, w13, w2, activation="silu", extras: Extras = NO_EXTRAS, fp8: Fp8Weights | None = None):
     """`fused_moe` in plain torch, token by token: each (token, j) row through its slot's experts
     (`_expert_rows`), weighted in fp32, rounded, summed over j."""
     T, k = slots.shape
@@ -369,6 +428,6 @@ def fused_moe_reference(x, slots, weights, w13, w2, activation="silu", extras: E
         for j in range(k):
             s = int(slots[t, j])
             if s >= 0:
-                row = _expert_rows(x[t : t + 1], s, w13, w2, activation, extras)[0] * weights[t, j].float()
+                row = _expert_rows(x[t : t + 1], s, w13, w2, activation, extras, fp8)[0] * weights[t, j].float()
                 out[t] += row.to(x.dtype).float()
     return out.to(x.dtype)

@@ -85,3 +85,33 @@ def tile_table(ends: torch.Tensor, block: int, max_tiles: int) -> tuple[torch.Te
     row = starts[g] + (tiles - first_tile) * block
     group = torch.where(valid, group, -1)
     return group.to(torch.int32), torch.where(valid, row, 0).to(torch.int32)
+
+
+def e4m3_emulated(v):
+    """v fp32 -> the fp32 value float8_e4m3fn holds for it (round-to-nearest-even, saturating at +-448),
+    in arithmetic the interpreter runs exactly. Triton's interpreter casts fp32 -> fp8 wrongly at the top
+    of each binade (1.99 -> 1.0), so under it the FP8 kernels round with this and keep fp32 (their FP8
+    loads are exact); compiled, they cast with the hardware (cvt.rn.satfinite). Kernels take the cast as
+    a constexpr function argument (`fp8_cast()`): a compiled kernel may only reference jit functions,
+    and a jit function cannot be called under the interpreter."""
+    a = tl.minimum(tl.abs(v), 448.0)
+    biased = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF
+    biased = tl.maximum(biased, 121)  # below 2^-6 the spacing is the subnormals': 2^-9
+    quantum = ((biased - 3) << 23).to(tl.float32, bitcast=True)  # 2^(e - 3): e4m3 keeps 3 mantissa bits
+    y = a / quantum
+    r = tl.floor(y + 0.5)
+    r = tl.where((r - y == 0.5) & (r - 2.0 * tl.floor(r * 0.5) == 1.0), r - 1.0, r)  # ties to even
+    return tl.where(v < 0, -r * quantum, r * quantum)
+
+
+def _e4m3_cast(v):
+    return v.to(tl.float8e4nv)
+
+
+E4M3_CAST = JITFunction(_e4m3_cast)
+
+
+def fp8_cast():
+    """The FP8 kernels' `CAST` constexpr: fp32 -> e4m3 by the hardware when compiled (a jit function, the
+    values FP8), by `e4m3_emulated` under the interpreter (the values fp32, rounded as e4m3)."""
+    return e4m3_emulated if interpreting() else E4M3_CAST

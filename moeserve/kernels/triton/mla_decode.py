@@ -12,6 +12,8 @@ columns, P context splits, M rows of a tile.
 Query token i of sequence b sits at position seq_lens[b] - n_b + (i - first token of b) and sees keys at
 positions <= its own (causal, the cached prefix included): decode, MTP verify, chunked prefill alike.
 
+An e4m3 cache (--kv-cache-dtype fp8) is read upcast to the queries' dtype as it is loaded.
+
 Attention is MQA in the latent space, so every (query token, head) pair of a sequence reads the same
 keys. A tile is BLOCK_M such pairs of one sequence, consecutive in the flattened [N * h] order (64
 heads of one token; or 16 heads x 4 tokens where h = 16): the program reads each key's latent row
@@ -95,8 +97,8 @@ def _mla_kernel(
         ok = pos < stop
         block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
         rows = cache_ptr + block * sc_nb + (pos % BS).to(tl.int64) * sc_bs  # [BLOCK_N]
-        kv = tl.load(rows[:, None] + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)  # [N, R]
-        kr = tl.load(rows[None, :] + R + cr[:, None], mask=ok[None, :] & cr_ok[:, None], other=0.0)  # [r, N]
+        kv = tl.load(rows[:, None] + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0).to(ql.dtype)  # [N, R]
+        kr = tl.load(rows[None, :] + R + cr[:, None], mask=ok[None, :] & cr_ok[:, None], other=0.0).to(qr.dtype)
         if UPCAST:
             kv = kv.to(tl.float32)
             s = tl.dot(ql, tl.trans(kv), input_precision="ieee")
@@ -170,7 +172,7 @@ def _launch(ql, qr, cache, tables, seq_lens, query_start, tile_seq, tile_row, ou
         ql.stride(0), ql.stride(1), qr.stride(0), qr.stride(1), cache.stride(0), cache.stride(1), tables.stride(0),
         out.stride(0), out.stride(1), acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1),
         ml.stride(2), P,
-        UNIFORM=uniform, SPLIT=P > 1, UPCAST=upcast(cache.dtype) or ql.dtype != cache.dtype, R=R, RR=r,
+        UNIFORM=uniform, SPLIT=P > 1, UPCAST=upcast(ql.dtype) or cache.dtype == torch.float32, R=R, RR=r,
         BLOCK_M=block_m, BLOCK_N=t.block_n, BLOCK_R=pow2(R, 16), BLOCK_RR=pow2(r, 16),
         num_warps=t.num_warps, num_stages=t.num_stages,
     )  # fmt: skip

@@ -7,6 +7,7 @@ blocks, BS block size, C block-table columns, P context splits.
     block_tables      [B, C] int        block of each sequence's positions c * BS .. c * BS + BS - 1
     seq_lens          [B] int           context length, this step's tokens included
 sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
+An e4m3 cache (--kv-cache-dtype fp8) is read upcast to the queries' dtype as it is loaded.
 sinks: [hq] fp32 attention-sink logits (gpt-oss) or None: each query head's sink joins its softmax's
 denominator and adds nothing to the output. The online softmax starts from it (running max = the sink,
 sum = 1, accumulator 0), in the first split only when the context is split.
@@ -67,9 +68,9 @@ def _decode_kernel(
         block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
         row = (pos % BS).to(tl.int64)
         kt = tl.load(k_ptr + block[None, :] * sk_nb + row[None, :] * sk_bs + kvh * sk_h + d[:, None],
-                     mask=ok[None, :] & d_ok[:, None], other=0.0)  # [BLOCK_D, BLOCK_N]  # fmt: skip
+                     mask=ok[None, :] & d_ok[:, None], other=0.0).to(q.dtype)  # [BLOCK_D, BLOCK_N]  # fmt: skip
         v = tl.load(v_ptr + block[:, None] * sv_nb + row[:, None] * sv_bs + kvh * sv_h + d[None, :],
-                    mask=ok[:, None] & d_ok[None, :], other=0.0)  # [BLOCK_N, BLOCK_D]  # fmt: skip
+                    mask=ok[:, None] & d_ok[None, :], other=0.0).to(q.dtype)  # [BLOCK_N, BLOCK_D]  # fmt: skip
         if UPCAST:
             s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
         else:

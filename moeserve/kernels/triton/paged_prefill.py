@@ -10,7 +10,8 @@ blocks, BS block size, C block-table columns, M rows of a tile.
 Query token t of a sequence with n new tokens sits at position seq_len - n + t (a cached prefix before
 it: chunked prefill; n = 1: a decode row of a mixed step) and sees keys at positions <= its own, and
 > its own - sliding_window with a window (HF semantics). sinks: [hq] fp32 attention-sink logits (gpt-oss)
-or None: each query head's sink joins its softmax's denominator and adds nothing to the output.
+or None: each query head's sink joins its softmax's denominator and adds nothing to the output. An e4m3
+cache (--kv-cache-dtype fp8) is read upcast to the queries' dtype as it is loaded.
 
 Program (tile, KV head): a tile is BLOCK_M consecutive (token, query head of the KV head) rows of one
 sequence in the flattened [N x G] order, so each key and value a program loads serves the G query heads
@@ -88,9 +89,9 @@ def _prefill_kernel(
             block = tl.load(table + pos // BS, mask=ok, other=0).to(tl.int64)
             row = (pos % BS).to(tl.int64)
             kt = tl.load(k_head + block[None, :] * sk_nb + row[None, :] * sk_bs + d[:, None],
-                         mask=ok[None, :] & d_ok[:, None], other=0.0)  # [D, N]  # fmt: skip
+                         mask=ok[None, :] & d_ok[:, None], other=0.0).to(q.dtype)  # [D, N]  # fmt: skip
             vv = tl.load(v_head + block[:, None] * sv_nb + row[:, None] * sv_bs + d[None, :],
-                         mask=ok[:, None] & d_ok[None, :], other=0.0)  # [N, D]  # fmt: skip
+                         mask=ok[:, None] & d_ok[None, :], other=0.0).to(q.dtype)  # [N, D]  # fmt: skip
             if UPCAST:
                 s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
             else:
