@@ -24,7 +24,8 @@ def summary_rows(engine: Any) -> Rows:
     rows: Rows = [("model", _model(engine, runner))]
     if runner is not None:
         weights = f"{runner.weight_bytes / 2**20:,.1f} MiB of weights on rank 0"
-        rows.append(("dtype", f"{str(runner.dtype).removeprefix('torch.')} on {runner.device}; {weights}"))
+        online = "; linears and experts quantized to FP8 at load" if config.model.quantization == "fp8" else ""
+        rows.append(("dtype", f"{str(runner.dtype).removeprefix('torch.')} on {runner.device}; {weights}{online}"))
     rows.append(("layout", _layout(config.parallel)))
     if runner is not None:
         rows.append(("dispatch", _dispatch(config, runner)))
@@ -105,8 +106,9 @@ def _kv_cache(engine: Any) -> str:
     bound = " (--max-num-seqs bounds it)" if blocks // per_seq > seats else ""
     where = f"in each of {groups} attention groups" if groups > 1 else "in one attention group"
     prefix = "on" if engine.config.cache.enable_prefix_caching else "off"
+    fp8 = "; e4m3 (--kv-cache-dtype fp8)" if engine.config.cache.kv_cache_dtype == "fp8" else ""
     return (f"{blocks:,} blocks of {block_size} tokens {where} ({blocks * block_size:,} tokens); {fit:,} sequences "
-            f"of {longest:,} tokens (max_model_len) at once{bound}; prefix caching {prefix}")
+            f"of {longest:,} tokens (max_model_len) at once{bound}; prefix caching {prefix}{fp8}")
 
 
 def _kv_transfer(engine: Any) -> str:

@@ -62,19 +62,22 @@ class TritonKernels(KernelSet):
     def linear(self, layer: Any, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """x [T, I] -> [T, O]: FP8 block-scaled weights on the FP8 tensor cores (fp8_linear.py, the rows
         quantized per token and group of 128 on load); others as the torch set (cuBLAS)."""
-        if layer.weight.dtype != FP8_DTYPE:
-            return super().linear(layer, x, bias)
+        if layer.weight.dtype != FP8_DTYPE or not _fp8_kernels_take(layer.weight_block):
+            return super().linear(layer, x, bias)  # (FP8 in blocks the kernels cannot step: dequantized per call)
         return self._fp8.fp8_linear(x.contiguous(), layer.weight, layer.weight_scale_inv, layer.weight_block, bias)
 
     def describe(self) -> str:
-        experts = "the fused MoE kernel" if self._fused_moe else "cuBLAS's grouped GEMM"
-        return f"Triton paged attention, MLA decode and RMSNorm; experts on {experts}"
+        experts = "the fused MoE kernels" if self._fused_moe else "cuBLAS's grouped GEMM (FP8 experts: the fused kernels)"
+        mla = "Triton" if self._mla_prefill_kernels else "torch"
+        return (f"Triton paged attention, MLA decode, FP8 GEMMs and RMSNorm; MLA prefill in {mla}; experts on "
+                f"{experts}")
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]. FP8 experts always take the
         fused kernels (nothing else here runs their block scales)."""
         fp8 = _fp8_experts(layer)
-        if fp8 is None and (not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS):
+        if fp8 is None and (not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS
+                            or layer.w13.dtype == FP8_DTYPE):  # fmt: skip
             return super().experts(layer, batch)
         extras = _extras(layer)  # gpt-oss: biases and the clamped SwiGLU
         return self._moe.fused_experts(batch.hidden, batch.offsets, layer.w13, layer.w2, layer.act_name,
@@ -85,7 +88,8 @@ class TritonKernels(KernelSet):
         gather and the routing weights inside them (fused_moe.fused_moe); None where the fused MoE is off
         (on a GPU until gpu_check shows it ahead: MOESERVE_TRITON_FUSED_MOE) or does not apply."""
         fp8 = _fp8_experts(layer)
-        if fp8 is None and (not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS):
+        if fp8 is None and (not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS
+                            or layer.w13.dtype == FP8_DTYPE):  # fmt: skip
             return None
         return self._moe.fused_moe(hidden, slots, topk_weights, layer.w13, layer.w2, layer.act_name, may_drop=False,
                                    fp8=fp8, extras=_extras(layer))  # fmt: skip
@@ -146,9 +150,16 @@ def _extras(layer: Any) -> Any:
     return Extras(layer.b13, layer.b2, (glu.alpha, glu.limit) if glu is not None else (0.0, 0.0))
 
 
+def _fp8_kernels_take(block: tuple[int, int]) -> bool:
+    """The FP8 kernels step K one scale block at a time: a power of two of at least 16 columns (128 in
+    every release; the tests' tiny checkpoints use smaller ones, which the torch set's path runs)."""
+    return block[1] >= 16 and block[1] & (block[1] - 1) == 0
+
+
 def _fp8_experts(layer: Any) -> Any:
-    """The layer's FP8 block scales as fused_moe.Fp8Weights, or None when its experts are not FP8."""
-    if layer.w13.dtype != FP8_DTYPE:
+    """The layer's FP8 block scales as fused_moe.Fp8Weights, or None when its experts are not FP8 or
+    their blocks are not ones the kernels take."""
+    if layer.w13.dtype != FP8_DTYPE or not _fp8_kernels_take(layer.weight_block):
         return None
     from moeserve.kernels.triton.fused_moe import Fp8Weights
 
