@@ -31,9 +31,13 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     assert {(r["kernel"], r["model"]) for r in rows} == {
         ("fused_moe", "DeepSeek-V3"), ("fused_experts", "DeepSeek-V3"), ("mla_decode", "DeepSeek-V3"),
         ("mla_prefill", "DeepSeek-V3"), ("mla_prefill_expanded", "DeepSeek-V3"), ("rms_norm+residual", "DeepSeek-V3"),
+        ("fp8_linear", "DeepSeek-V3"), ("fused_moe fp8", "DeepSeek-V3"),
         ("fused_moe", "Mixtral-8x7B"), ("fused_experts", "Mixtral-8x7B"), ("paged_decode", "Mixtral-8x7B"),
         ("paged_prefill", "Mixtral-8x7B")}  # fmt: skip
     assert all(r["triton_us"] > 0 and r["torch_us"] > 0 and r["roofline_us"] > 0 for r in rows)
+    assert {r["torch_op"] for r in rows if r["kernel"] == "fp8_linear"} == {"torch._scaled_mm rowwise + act quant"}
+    assert all(list(r["others"]) == ["torch._scaled_grouped_mm rowwise + gather, act, weights, sum"]
+               for r in rows if r["kernel"] == "fused_moe fp8")  # fmt: skip
     assert {r["phase"].split(",")[0] for r in rows if r["kernel"] == "fused_moe"} == {"decode", "prefill"}
     assert "| fused_moe | DeepSeek-V3 |" in proc.stdout  # the printed table
     # each kernel with candidate tiles, at its main shape (the fused MoE: prefill shapes only, here)
