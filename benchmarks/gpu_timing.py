@@ -79,22 +79,30 @@ def timer(dev, reps: int = 20) -> Callable[[Callable[[], Any]], Timed]:
     flush = torch.empty(256 << 20, dtype=torch.int8, device=dev)
 
     def time_cuda(fn):
-        fn()  # compiles
-        torch.cuda.synchronize()
-        graph = capture(fn)
-        run = graph.replay if graph is not None else fn
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for start, end in events:
-            flush.zero_()
-            start.record()
-            run()
-            end.record()
-        torch.cuda.synchronize()
-        us = median(start.elapsed_time(end) * 1e3 for start, end in events)
-        del graph
-        return Timed(us, "graph" if graph is not None else "eager")
+        return time_replays(fn, capture, lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize,
+                            flush.zero_, reps)  # fmt: skip
 
     return time_cuda
+
+
+def time_replays(fn, capture_fn, event, synchronize, flush, reps: int) -> Timed:
+    """The CUDA timer's steps with its primitives passed in (tests/kernels/test_triton_gpu_check.py runs
+    them on the CPU with stand-ins): a warm-up call that compiles, a capture (None: eager launches), then
+    `reps` repetitions queued back to back, each flush(), start event, the call, end event, one sync."""
+    fn()  # compiles
+    synchronize()
+    graph = capture_fn(fn)
+    run = graph.replay if graph is not None else fn
+    events = [(event(), event()) for _ in range(reps)]
+    for start, end in events:
+        flush()
+        start.record()
+        run()
+        end.record()
+    synchronize()
+    how = "graph" if graph is not None else "eager"
+    del graph, run  # the graph's memory pool goes back before the next case
+    return Timed(median(start.elapsed_time(end) * 1e3 for start, end in events), how)
 
 
 def fmt(v, spec: str = ".1f") -> str:

@@ -64,3 +64,31 @@ def test_without_cuda_it_says_so_in_one_line():
     proc = gpu_check()
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "no CUDA device" in proc.stderr
+
+
+def test_the_cuda_timer_steps_with_stand_ins_on_the_cpu():
+    """gpu_timing.time_replays, the CUDA timer's control flow, with CPU stand-ins for events, capture and
+    sync: a captured call is replayed, an uncapturable one launched, each repetition timed between its
+    own events after a flush; medians in microseconds."""
+    import time
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from gpu_timing import time_replays
+
+    class Event:
+        def record(self):
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, end):  # milliseconds, as CUDA events
+            return (end.t - self.t) * 1e3
+
+    class Graph:
+        def __init__(self, fn):
+            self.replay = fn
+
+    calls, flushes = [], []
+    fn = lambda: calls.append(1) or time.sleep(0.002)  # noqa: E731
+    timed = time_replays(fn, Graph, Event, lambda: None, lambda: flushes.append(1), reps=5)
+    assert timed.how == "graph" and 1500 < timed.us < 50000 and len(calls) == 6 and len(flushes) == 5
+    timed = time_replays(fn, lambda f: None, Event, lambda: None, lambda: None, reps=3)
+    assert timed.how == "eager" and len(calls) == 10
