@@ -6,8 +6,8 @@ dv v_head_dim, H hidden.
 
 Per token the cache holds only `[latent (R) | rope key (r)]`: the kv_a_layernorm'd latent and the
 rotated, head-shared rope key, one tensor per layer `[num_blocks, block_size, R + r]`. K and V are
-never stored expanded. Attention reads the context through `meta.context_slots` and runs one of
-two mathematically equal paths, picked per step by their FLOP count on the padded batch:
+never stored expanded. Attention runs one of two mathematically equal paths, picked per slice of
+sequences by their FLOP count on the padded slice:
 - "expand" (reference): kv_b_proj turns every context latent into per-head k_nope and v, then
   plain attention over dn + r dims. Cheaper for long prefills (Q close to L).
 - "absorb": W_uk is folded into the query (q_nope @ W_uk -> latent space) and W_uv is applied
@@ -15,7 +15,10 @@ two mathematically equal paths, picked per step by their FLOP count on the padde
   = latent, read straight from the cache. Cheaper for decode (Q = 1), where expanding would cost
   L x R x h(dn + dv) per token. See docs/deepseek.md for measured numbers. Decode sequences on
   this path attend through the rank's kernel set (`kernels.mla_decode`, reading the block tables in
-  place); the others through the padded batch here.
+  place); the others through `kernels.mla_prefill` over the block tables.
+Decode sequences take the absorbed kernel path unless `path` is "expand": it costs fewer FLOPs from
+two keys on, and it reads only the O(batch) metadata, so a decode step makes no host read and runs
+inside a CUDA graph. Slices come from the step's host lengths (`seq_slices`), never from a device value.
 Heads are split over tp: q/kv_b are column-parallel by head, o_proj row-parallel (all-reduce here).
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -34,7 +38,6 @@ from moeserve.dense.norm import RMSNorm
 from moeserve.dense.yarn import MlaRotaryEmbedding
 from moeserve.kernels.base import UsesKernels
 from moeserve.kernels.reference.fp8_quant import as_cache, read_dtype
-from moeserve.kernels.reference.attention import block_tables
 from moeserve.parallel_state import ParallelContext
 
 MlaPath = Literal["auto", "expand", "absorb"]
@@ -151,14 +154,19 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         else:
             flat.index_copy_(0, meta.slot_mapping, rows)
 
-        out = hidden.new_zeros(N, self.h, d.v_head_dim)
-        for part in seq_slices(meta):
-            if not self._use_absorb(part):
-                out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, meta, part)
-            elif part.query_index.shape[1] == 1:
-                out[part.tokens] = self._decode_absorbed(q_nope, q_rope, cache, meta, part)
-            else:
-                out[part.tokens] = self._attend_absorbed(q_nope, q_rope, cache, meta, part)
+        if meta.is_decode and self.path != "expand":  # from the O(batch) metadata alone: no host read, graph-safe
+            out = self._decode_absorbed(q_nope, q_rope, cache, meta.block_tables, meta.seq_lens)
+        else:
+            out = hidden.new_zeros(N, self.h, d.v_head_dim)
+            for part in seq_slices(meta):
+                if part.decode and self.path != "expand":
+                    tokens, rows = part.tokens, part.rows
+                    out[tokens] = self._decode_absorbed(q_nope[tokens], q_rope[tokens], cache, meta.block_tables[rows],
+                                                        meta.seq_lens[rows])
+                elif not self._use_absorb(part):
+                    out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, meta, part)
+                else:
+                    out[part.tokens] = self._attend_absorbed(q_nope, q_rope, cache, meta, part)
         y = self.o_proj(out.reshape(N, self.h * d.v_head_dim))
         if self.ctx.tp_size > 1:
             dist.all_reduce(y, group=self.ctx.tp_group)
@@ -205,15 +213,14 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
                                                  part.query_index.shape[1])  # fmt: skip
 
     def _decode_absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
-        """The absorbed path for a slice of decode sequences (one new token each), attending through
-        the kernel set on the paged cache [NB, BS, R + r] -> [b, h, dv] in `part.tokens` order."""
+        """The absorbed path for decode sequences (one new token each), attending through the kernel set
+        on the paged cache [NB, BS, R + r]: q_nope [b, h, dn], q_rope [b, h, r]; tables [b, C] int64;
+        seq_lens [b] int64 -> [b, h, dv]."""
         w_uk, w_uv = self._w_kv_b()
-        tokens = part.tokens
-        q_latent = torch.einsum("bhd,hdr->bhr", q_nope[tokens], w_uk)  # [b, h, R]
-        tables = block_tables(meta)[part.rows]
-        out_latent = self.kernels.mla_decode(q_latent, q_rope[tokens], cache, tables, meta.seq_lens[part.rows], self.scale)
+        q_latent = torch.einsum("bhd,hdr->bhr", q_nope, w_uk)  # [b, h, R]
+        out_latent = self.kernels.mla_decode(q_latent, q_rope, cache, tables, seq_lens, self.scale)
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
     def _attend_absorbed(
@@ -233,36 +240,35 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
 
 @dataclass
 class SeqSlice:
-    """The padded attention inputs of a subset of the step's sequences, padded to the subset's own
-    maxima (b sequences, q new tokens, l context): fields as in AttentionMetadata."""
+    """A subset of the step's sequences, with its padded shape (b sequences, q new tokens, l context)
+    for the path choice and the expanded form; every index comes from the host (AttentionMetadata.host),
+    none from a device value."""
 
     query_index: torch.Tensor  # [b, q] int64 rows of the step's N tokens
-    query_valid: torch.Tensor  # [b, q] bool
     context_slots: torch.Tensor  # [b, l] int64
     rows: torch.Tensor  # [b] int64 the slice's sequences among the step's B
-
-    @property
-    def tokens(self) -> torch.Tensor:
-        """[n] int64: the step rows of the slice's real query tokens, in sequence order."""
-        return self.query_index[self.query_valid]
+    tokens: torch.Tensor  # [n] int64 the step rows of the slice's real query tokens, in sequence order
+    decode: bool  # one new token per sequence
 
 
 def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
     """Decode sequences (one new token) and the rest, as separate slices: in one padded batch a
     single long prefill would pad every decode to its Q x L, and each slice picks its own path."""
-    n_new = meta.query_valid.sum(dim=1)
+    host, views = meta.host, meta.padded()
+    n_new, seq_lens = host.n_new, host.seq_lens
+    starts = np.zeros_like(n_new)
+    np.cumsum(n_new[:-1], out=starts[1:])
     parts = []
-    for rows in ((n_new == 1).nonzero()[:, 0], (n_new > 1).nonzero()[:, 0]):
-        if rows.numel():
-            q, l = int(n_new[rows].max()), int(meta.seq_lens[rows].max())
-            parts.append(
-                SeqSlice(
-                    meta.query_index[rows, :q],
-                    meta.query_valid[rows, :q],
-                    meta.context_slots[rows, :l],
-                    rows,
-                )
-            )
+    for rows in (np.flatnonzero(n_new == 1), np.flatnonzero(n_new > 1)):
+        if not rows.size:
+            continue
+        counts = n_new[rows]
+        q, l = int(counts.max()), int(seq_lens[rows].max())
+        first = np.cumsum(counts) - counts  # each sequence's first of the slice's n tokens
+        tokens = np.repeat(starts[rows] - first, counts) + np.arange(int(counts.sum()))
+        index = meta.from_host(rows)
+        parts.append(SeqSlice(views.query_index[index, :q], views.context_slots[index, :l], index,
+                              meta.from_host(tokens), q == 1))
     return parts
 
 

@@ -98,12 +98,13 @@ class A2ADispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, A2AHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float.
-        max_tokens is unused (a2a needs no global size)."""
+        max_tokens is unused (a2a needs no global size). ids_valid: skip the range check (base.py)."""
         # T tokens, k top-k, H hidden, W ranks, S local slots, N rows sent, M rows received
         W, S, k = self.ctx.ep_size, self.num_local_slots, topk_ids.shape[1]
-        err = routing_error(topk_ids, self.num_slots)
+        err = None if ids_valid else routing_error(topk_ids, self.num_slots)
         plan = None if err else plan_sends(topk_ids, S, W)
         header = torch.zeros(W, 2, dtype=torch.int64, device=hidden.device)
         if plan is None:

@@ -66,9 +66,11 @@ class AgrsDispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, AgrsHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float;
-        max_tokens: M >= T on every rank, identical on all ranks (None: agreed by one all_reduce)."""
+        max_tokens: M >= T on every rank, identical on all ranks (None: agreed by one all_reduce).
+        ids_valid: skip the range check (base.py)."""
         # T tokens, M padded tokens per rank, k top-k, H hidden, W ranks, S local slots
         T, k = topk_ids.shape
         W, S = self.ctx.ep_size, self.num_local_slots
@@ -76,7 +78,7 @@ class AgrsDispatcher:
             agreed = torch.tensor([T], dtype=torch.int64, device=hidden.device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.ctx.ep_group)
             max_tokens = int(agreed)
-        err = routing_error(topk_ids, self.num_slots)
+        err = None if ids_valid else routing_error(topk_ids, self.num_slots)
         if err is None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to agrs dispatch"
         rows = _padded_rows(hidden, topk_ids, topk_weights, max_tokens, ok=err is None)

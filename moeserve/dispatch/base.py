@@ -12,8 +12,13 @@ token's rows on each expert rank first (so one row per (token, rank) travels bac
 the fp32 sum: they equal `local` bit for bit when a token's slots lie on distinct ranks or all on
 one rank, and to fp32 rounding (~1e-7 relative) otherwise (docs/dispatch.md).
 
-Backends may take an optional keyword `max_tokens` in `dispatch`: a bound on every rank's token
-count this step, identical on all ranks (the StepPlan's `max_group_tokens`). `local` ignores it.
+Backends take two optional keywords in `dispatch`:
+- `max_tokens`: a bound on every rank's token count this step, identical on all ranks (the StepPlan's
+  `max_group_tokens`). `local` ignores it.
+- `ids_valid`: the caller vouches that every id lies in [0, num_slots) (none dropped): the MoE layer,
+  whose ids are a router's top-k through a validated placement map. Backends then skip the host-side
+  range check (`check_routing` reads the ids' range back: a device sync per layer on a GPU); `local`
+  and `a2a_ll` then make no host read at all (docs/gpu_runtime.md). Direct callers keep the check.
 """
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ class Dispatcher(Protocol):
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, Handle]: ...
 
     def expert_output(self, batch: ExpertBatch) -> torch.Tensor | None:

@@ -25,15 +25,26 @@ def group_by_slot(slot_ids: torch.Tensor, num_slots: int, none_dropped: bool = F
 
     Returns row_pos [R] int64 (flattened t * k + j of each row; slot-major, then in position order,
     -1 positions left out) and counts [num_slots] int64 (rows per slot).
-    none_dropped: the caller knows there is no -1 (skips the ops that set those positions aside).
+    none_dropped: the caller knows every id lies in [0, num_slots): then R = T * k and nothing is read
+    back to the host (`sorted_by_slot`); otherwise R is the count of ids >= 0, one host read.
     """
-    flat = slot_ids.reshape(-1).long()
     if none_dropped:
-        return torch.argsort(flat, stable=True), torch.bincount(flat, minlength=num_slots)
+        return sorted_by_slot(slot_ids, num_slots)
+    flat = slot_ids.reshape(-1).long()
     keyed = torch.where(flat < 0, num_slots, flat)
     order = torch.argsort(keyed, stable=True)
     counts = torch.bincount(keyed, minlength=num_slots + 1)[:num_slots]
     return order[: int(counts.sum())], counts
+
+
+def sorted_by_slot(slot_ids: torch.Tensor, num_slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """group_by_slot for ids that are all in [0, num_slots) (ids >= num_slots sort last, counted by
+    no slot: a fixed-capacity caller's padding), entirely on the device: a stable sort, and each
+    slot's end found by a binary search in the sorted ids (bincount's output size would need the
+    largest id on the host). row_pos [T * k] int64, counts [num_slots] int64."""
+    keys, order = torch.sort(slot_ids.reshape(-1).long(), stable=True)
+    ends = torch.searchsorted(keys, torch.arange(num_slots, device=keys.device), right=True)  # [S]
+    return order, torch.diff(ends, prepend=ends.new_zeros(1))
 
 
 def expert_batch(hidden: torch.Tensor, row_pos: torch.Tensor, counts: torch.Tensor, top_k: int) -> ExpertBatch:
@@ -58,10 +69,15 @@ class LocalDispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, LocalHandle]:
-        """hidden [T, H]; topk_ids [T, k] int (-1 = dropped); topk_weights [T, k]. max_tokens is unused."""
-        lowest = check_routing(topk_ids, self.num_slots)
-        row_pos, counts = group_by_slot(topk_ids, self.num_slots, none_dropped=lowest is not None and lowest >= 0)
+        """hidden [T, H]; topk_ids [T, k] int (-1 = dropped); topk_weights [T, k]. max_tokens is unused.
+        ids_valid: see base.py; then no host read at all."""
+        if ids_valid:
+            row_pos, counts = sorted_by_slot(topk_ids, self.num_slots)
+        else:
+            lowest = check_routing(topk_ids, self.num_slots)
+            row_pos, counts = group_by_slot(topk_ids, self.num_slots, none_dropped=lowest is not None and lowest >= 0)
         batch = expert_batch(hidden, row_pos, counts, topk_ids.shape[1])
         return batch, LocalHandle(row_pos=row_pos, topk_weights=topk_weights, out_dtype=hidden.dtype)
 

@@ -188,9 +188,11 @@ class OneSidedDispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, OneSidedHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float;
-        max_tokens: >= T on every rank, identical on all ranks (None: agreed by one all_reduce)."""
+        max_tokens: >= T on every rank, identical on all ranks (None: agreed by one all_reduce).
+        ids_valid: the caller vouches for the id range (base.py); the kernels check it anyway."""
         # T tokens, k top-k, W ranks
         T, k = topk_ids.shape
         W, me = self.ctx.ep_size, self.ctx.ep_rank
@@ -205,7 +207,7 @@ class OneSidedDispatcher:
         layout = self._ensure(max_tokens, hidden.shape[1], hidden.dtype, k, w_dtype)
         # the C++ send and the Triton kernels check the id range themselves as they read the ids (one
         # pass fewer at decode sizes)
-        err = shape_error(topk_ids) if self._native or self._fused else routing_error(topk_ids, self.num_slots)
+        err = shape_error(topk_ids) if self._native or self._fused or ids_valid else routing_error(topk_ids, self.num_slots)
         if err is None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         self.epoch += 1

@@ -69,10 +69,12 @@ class AutoDispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, Handle]:
         """hidden [T, H]; topk_ids [T, k] int (-1 = dropped); topk_weights [T, k]; max_tokens: global bound."""
         backend = self.choose(topk_ids.shape[1], max_tokens)
-        return backend.dispatch(hidden, topk_ids, topk_weights, max_tokens=max_tokens)  # type: ignore[call-arg]
+        return backend.dispatch(hidden, topk_ids, topk_weights, max_tokens=max_tokens,  # type: ignore[call-arg]
+                                ids_valid=ids_valid)
 
     def expert_output(self, batch: ExpertBatch) -> None:
         """Neither gloo backend has a buffer of its own for the expert output."""

@@ -15,7 +15,7 @@ import torch
 
 from moeserve.config import EngineConfig
 from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
-from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
+from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata, empty_metadata
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.engine.layout_check import load_plan
@@ -45,26 +45,9 @@ def resolve_model_dir(engine_config: EngineConfig) -> Path:
     return Path(builtin_model_dir())
 
 
-def empty_metadata(block_size: int, device: torch.device | None = None) -> AttentionMetadata:
-    """Zero tokens, zero sequences (build_attention_metadata indexes key 0, which an empty batch lacks)."""
-    i64 = dict(dtype=torch.int64, device=device)
-    return AttentionMetadata(
-        input_ids=torch.zeros(0, **i64),
-        positions=torch.zeros(0, **i64),
-        slot_mapping=torch.zeros(0, **i64),
-        query_start=torch.zeros(1, **i64),
-        seq_lens=torch.zeros(0, **i64),
-        context_slots=torch.zeros(0, 0, **i64),
-        attn_mask=torch.zeros(0, 1, 0, 0, dtype=torch.bool, device=device),
-        query_index=torch.zeros(0, 0, **i64),
-        query_valid=torch.zeros(0, 0, dtype=torch.bool, device=device),
-        sample_index=torch.zeros(0, **i64),
-        block_size=block_size,
-    )
-
-
-def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
-    """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice; before loading.
+def apply_placement(model, plan, plan_path: str, ctx: ParallelContext, device: torch.device | str = "cpu") -> None:
+    """Give MoE layer l (in model order) slots phy2log[l] and the plan's replica choice (its tables on
+    `device`, where the router's ids are); before loading.
     The plan's experts, MoE layers and ranks were checked against the model with its layout
     (`check_layout`)."""
     from moeserve.placement.routing_torch import slot_map_for
@@ -75,7 +58,7 @@ def apply_placement(model, plan, plan_path: str, ctx: ParallelContext) -> None:
             f"placement {plan_path} is for MoE layers {list(plan.layer_ids)}, the model's are {list(model.moe_layers())}"
         )
     for index, moe in enumerate(layers):
-        moe.set_placement(plan.phy2log[index].tolist(), slot_map_for(plan, index, ctx.ep_rank))
+        moe.set_placement(plan.phy2log[index].tolist(), slot_map_for(plan, index, ctx.ep_rank, device))
 
 
 def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext) -> Dispatcher:
@@ -117,7 +100,7 @@ class ModelRunner:
         self.kv_dtype = FP8_DTYPE if engine_config.cache.kv_cache_dtype == "fp8" else self.dtype
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
         if plan is not None:
-            apply_placement(self.model, plan, engine_config.placement, ctx)
+            apply_placement(self.model, plan, engine_config.placement, ctx, self.device)
         self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx))
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         reader = open_checkpoint(model_dir, self.hf_config, self.kernels.fp8_block_weights, progress=first_rank)

@@ -135,7 +135,9 @@ class MoELayer(nn.Module):
             fused = self.experts.fused(hidden, slots, topk_weights)
             if fused is not None:  # the kernel set gathered, weighted and summed the rows itself
                 return fused
-        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights, max_tokens=max_tokens)
+        # a router's top-k through a validated placement map: every id is a slot, so backends skip their
+        # host-side range check (a device sync per layer on a GPU: dispatch/base.py)
+        batch, handle = dispatcher.dispatch(hidden, slots, topk_weights, max_tokens=max_tokens, ids_valid=True)
         # where the backend offers one, the experts write into its buffer and combine reads it in place
         return dispatcher.combine(self.experts(batch, out=dispatcher.expert_output(batch)), handle)
 

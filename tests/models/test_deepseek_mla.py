@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
-from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata
+from moeserve.dense.attention_metadata import build_attention_metadata, empty_metadata
 from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention, seq_slices
 from moeserve.dense.yarn import MlaRotaryEmbedding, inv_freq_and_attention_factor, rope_config_from_hf, softmax_scale
 from moeserve.parallel_state import SINGLE
@@ -169,19 +169,6 @@ def test_empty_batch_returns_no_rows():
     attn, _ = _hf_attention(cfg, 3)
     mla = _ours(cfg, 3, attn, "auto")
     z = torch.zeros(0, dtype=torch.int64)
-    # built by hand: build_attention_metadata cannot yet build an empty batch (reported)
-    meta = AttentionMetadata(
-        z,
-        z,
-        z,
-        torch.zeros(1, dtype=torch.int64),
-        z,
-        z.view(0, 0),
-        torch.zeros(0, 1, 0, 0, dtype=torch.bool),
-        z.view(0, 0),
-        torch.zeros(0, 0, dtype=torch.bool),
-        z,
-        4,
-    )
+    meta = empty_metadata(4)
     cache = torch.zeros(2, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
     assert mla(torch.zeros(0, cfg.hidden_size), meta, [cache]).shape == (0, cfg.hidden_size)

@@ -35,9 +35,9 @@ def paged_attention(
     N = q.shape[0]
     if N == 0 or not paged_decode.applies(q, k_cache):
         return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
+    if meta.is_decode:
+        return paged_decode.decode(q, k_cache, v_cache, meta.block_tables, meta.positions, scale, sliding_window, sinks)
     tables, bias = block_tables_and_bias(meta)
-    if bias.shape[2] == 1 and tables.shape[0] == N:  # a decode step
-        return paged_decode.decode(q, k_cache, v_cache, tables, meta.positions, scale, sliding_window, sinks)
     split = mixed_split(meta)
     if split is None:
         return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
@@ -48,8 +48,9 @@ def paged_attention(
 
 def mixed_split(meta: Any) -> tuple[torch.Tensor, ...] | None:
     """A mixed step's sequences with one new token (`one`, and their `tokens`) and the others
-    (`rest`, their queries `index` / `valid` cut to the longest of them), or None when no sequence
-    has one new token. Worked out once per step, for every layer (meta.derived)."""
+    (`rest`, their queries `index` cut to the longest of them, and the cells `rows` = b * Q + q of
+    their real queries), or None when no sequence has one new token. Worked out once per step, for
+    every layer (meta.derived)."""
     if "mixed_split" not in meta.derived:
         single = meta.query_valid.sum(1) == 1  # [B]
         split = None
@@ -57,7 +58,8 @@ def mixed_split(meta: Any) -> tuple[torch.Tensor, ...] | None:
             one, rest = single.nonzero().squeeze(1), (~single).nonzero().squeeze(1)
             valid = meta.query_valid[rest]
             Q = int(valid.sum(1).max()) if rest.numel() else 0  # the longest of these queries, not of the step's
-            split = (one, meta.query_index[one, 0], rest, meta.query_index[rest, :Q], valid[:, :Q])
+            rows = valid[:, :Q].reshape(-1).nonzero().squeeze(1)  # the cells of real queries, b * Q + q
+            split = (one, meta.query_index[one, 0], rest, meta.query_index[rest, :Q], rows)
         meta.derived["mixed_split"] = split
     return meta.derived["mixed_split"]
 
@@ -78,12 +80,12 @@ def mixed_attention(
     kernel, the others (prefills, chunks) through the gather + SDPA path on just their rows and
     queries, so a decoding sequence's query is not padded to the longest prefill's. Each sequence
     gets the bits it would get in a step of its own kind."""
-    one, tokens, rest, index, valid = split
+    one, tokens, rest, index, rows = split
     out = torch.empty_like(q)
     out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
                                       sliding_window, sinks)
     if rest.numel():
         Q = index.shape[1]
-        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, valid, scale, sinks)
-        out[index[valid]] = prefills
+        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, rows, scale, sinks)
+        out[index.reshape(-1)[rows]] = prefills
     return out

@@ -38,31 +38,46 @@ def paged_attention(
     sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
     sinks: [hq] fp32 attention-sink logits of this rank's query heads, or None.
     Keys are gathered whole blocks at a time (one index_select per cache, C * BS = Lc keys per
-    sequence) and masked with the additive `meta.attn_bias`: a float mask keeps SDPA off its slow
-    boolean path, and gathering blocks instead of single slots copies 16 rows per index.
+    sequence) and masked with an additive bias: a float mask keeps SDPA off its slow boolean path,
+    and gathering blocks instead of single slots copies 16 rows per index.
     GQA without repeating K/V: the g = hq / hk query heads sharing a KV head become g * Q query
     rows of that head, so SDPA sees hk heads and never expands the keys.
+    A decode step reads only the O(batch) metadata (its bias comes from seq_lens on the device), so
+    it runs inside a CUDA graph; other steps read the padded views built on the host.
     """
     N, hq, D = q.shape
     if N == 0:
         return q.new_empty(0, hq, D)
-    tables, bias = block_tables_and_bias(meta)
-    B, C = tables.shape
-    Q = bias.shape[2]  # the longest query of the step
-    if sliding_window:
-        bias = windowed(bias, meta, sliding_window)
-    bias = bias.to(q.dtype)
-    if Q == 1 and B == N:  # decode: the query rows of a KV head are its g heads
-        groups = meta.decode_groups or [(None, C)]
-        if len(groups) == 1:
-            return decode_attention(q, k_cache, v_cache, tables[:, :C], bias, scale, sinks)
+    if meta.is_decode:  # the query rows of a KV head are its g heads
+        tables = meta.block_tables
+        groups = meta.decode_groups if meta.host is not None else None
+        if not groups or len(groups) == 1:
+            bias = decode_bias(meta.seq_lens, tables.shape[1] * k_cache.shape[1], sliding_window, q.dtype)
+            return decode_attention(q, k_cache, v_cache, tables, bias, scale, sinks)
         out = torch.empty_like(q)
         for index, c in groups:  # shorter contexts gather fewer blocks
             lc = c * k_cache.shape[1]
-            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias[index, ..., :lc], scale,
-                                          sinks)
+            bias = decode_bias(meta.seq_lens[index], lc, sliding_window, q.dtype)
+            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias, scale, sinks)
         return out
-    return gathered_attention(q, k_cache, v_cache, tables, bias, meta.query_index, meta.query_valid, scale, sinks)
+    tables, bias = block_tables_and_bias(meta)
+    if sliding_window:
+        bias = windowed(bias, meta, sliding_window)
+    views = meta.padded()
+    return gathered_attention(q, k_cache, v_cache, tables, bias.to(q.dtype), views.query_index, views.query_rows, scale,
+                              sinks)
+
+
+def decode_bias(seq_lens: torch.Tensor, width: int, window: int | None, dtype: torch.dtype) -> torch.Tensor:
+    """[b, 1, 1, width] additive mask of one query per sequence at position seq_lens - 1, built on the
+    device from seq_lens [b] int64: 0 for keys it sees (positions < seq_len, and > seq_len - 1 - window
+    with a sliding window), -inf elsewhere."""
+    key = torch.arange(width, device=seq_lens.device)
+    hidden = key[None, :] >= seq_lens[:, None]
+    if window:
+        hidden |= key[None, :] <= seq_lens[:, None] - 1 - window
+    bias = torch.zeros(hidden.shape, dtype=dtype, device=seq_lens.device).masked_fill_(hidden, float("-inf"))
+    return bias[:, None, None, :]
 
 
 def gathered_attention(
@@ -72,13 +87,13 @@ def gathered_attention(
     tables: torch.Tensor,
     bias: torch.Tensor,
     query_index: torch.Tensor,
-    query_valid: torch.Tensor,
+    query_rows: torch.Tensor,
     scale: float,
     sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Each sequence's context gathered from the cache, one SDPA call for all. q [N, hq, D]; tables
-    [B, C]; bias [B, 1, Q, C * BS]; query_index, query_valid [B, Q]; sinks [hq] fp32 or None ->
-    [valid queries, hq, D] in the order of query_index[query_valid]."""
+    [B, C]; bias [B, 1, Q, C * BS]; query_index [B, Q]; query_rows [n] int64 the cells b * Q + q of the
+    queries wanted; sinks [hq] fp32 or None -> [n, hq, D] in that order."""
     (B, Q), (hq, D), hk = query_index.shape, q.shape[1:], k_cache.shape[-2]
     Lc, g = tables.shape[1] * k_cache.shape[1], hq // hk
     blocks = tables.reshape(-1)
@@ -90,8 +105,8 @@ def gathered_attention(
         out = sdpa_with_sinks(queries, keys, values, bias, sinks, scale)
     else:
         out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
-    out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B, Q, hq, D)
-    return out[query_valid]
+    out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B * Q, hq, D)
+    return out.index_select(0, query_rows)
 
 
 def decode_attention(
@@ -164,25 +179,11 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)[..., :rows, :]
 
 
-def block_tables(meta: Any) -> torch.Tensor:
-    """[B, C] int64 cache blocks of each sequence's context (entries past its blocks are arbitrary)."""
-    if meta.block_tables is not None:
-        return meta.block_tables
-    return meta.context_slots[:, :: meta.block_size] // meta.block_size
-
-
 def block_tables_and_bias(meta: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """meta.block_tables [B, C] and meta.attn_bias [B, 1, Q, C * BS], derived from the slot-level
-    fields when metadata was built without them."""
-    if meta.block_tables is not None and meta.attn_bias is not None:
-        return meta.block_tables, meta.attn_bias
-    BS = meta.block_size
-    B, Q, L = meta.attn_mask.shape[0], meta.attn_mask.shape[2], meta.context_slots.shape[1]
-    C = -(-L // BS)
-    tables = meta.context_slots[:, ::BS] // BS  # [B, C]: first slot of each block
-    bias = torch.full((B, 1, Q, C * BS), float("-inf"), device=meta.context_slots.device)
-    bias[..., :L].masked_fill_(meta.attn_mask, 0.0)
-    return tables, bias
+    """meta.block_tables [B, C] and the padded view attn_bias [B, 1, Q, C * BS] (the tables cut to the
+    bias's width)."""
+    bias = meta.attn_bias
+    return meta.block_tables[:, : bias.shape[-1] // meta.block_size], bias
 
 
 def windowed(bias: torch.Tensor, meta: Any, window: int) -> torch.Tensor:

@@ -1,0 +1,98 @@
+"""No host reads inside the layers during a decode step (docs/gpu_runtime.md).
+
+On a GPU each host read (`.item()`, `.tolist()`, `int()` of a tensor, `nonzero`, boolean-mask
+indexing, `bincount`, ...) makes the host wait for the device. `host_reads.HostReads` counts them on
+CPU; here the whole model runs through the `triton` kernel set under TRITON_INTERPRET=1 (the set a GPU
+runs), and every decode step must make none from models/, moe/, dense/, dispatch/ or kernels/, for
+every architecture (MLA included), with the experts both in the fused Triton kernel and in the grouped
+GEMM (the GPU default). The whole worker step makes at most one: the sampled ids read back.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from host_reads import HostReads
+from moeserve.dispatch.local import group_by_slot, sorted_by_slot
+from tiny_models import ALL_ARCHITECTURES, make_any_checkpoint
+
+
+def test_the_counter_sees_reads_and_where_they_come_from():
+    ids = torch.tensor([[0, 2], [1, -1]])
+    with HostReads() as reads:
+        group_by_slot(ids, 3)  # -1 present: bincount and the row count read back
+    assert len(reads.watched()) >= 2 and set(reads.by_package()) == {"dispatch"}
+    with HostReads() as reads:
+        sorted_by_slot(ids.clamp(min=0), 3)
+    assert reads.reads == []
+    t = torch.arange(4)
+    with HostReads() as reads:  # made here, in tests/: counted, but not as any watched package's
+        t.tolist(), int(t[1]), bool(t[2]), t[t > 1], t.nonzero(), torch.bincount(t), t.unique()
+        t.repeat_interleave(t), t.repeat_interleave(t, output_size=6), t.masked_select(t > 0), t[1].item()
+    ops = [op for op, _, _ in reads.reads]
+    assert ops == ["tolist", "__int__", "__bool__", "__getitem__", "nonzero", "bincount", "unique",
+                   "repeat_interleave", "masked_select", "item"]
+    assert reads.watched() == []
+
+
+def _run(arch: str, tmp_path, monkeypatch, fused_moe: str) -> tuple[list[HostReads], list[HostReads]]:
+    """Greedy generation of three prompts through LLM(kernels="triton") -> the reads of each decode
+    step's forward, and of each decode step's whole worker step (forward + sampling)."""
+    pytest.importorskip("triton")
+    from moeserve import LLM, SamplingParams
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("MOESERVE_TRITON_FUSED_MOE", fused_moe)
+    torch.manual_seed(0)
+    hf, path = make_any_checkpoint(arch, tmp_path)
+    llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=16, kernels="triton")
+    worker = llm.engine.executor.worker
+    forwards, steps = [], []
+    execute_step, execute = worker.runner.execute_step, worker.execute
+
+    def counted_forward(batch, *args, **kwargs):
+        with HostReads() as reads:
+            out = execute_step(batch, *args, **kwargs)
+        if batch.seqs and all(s.num_tokens == 1 and s.start_pos > 0 for s in batch.seqs):
+            forwards.append(reads)
+        return out
+
+    def counted_step(plan):
+        with HostReads() as reads:
+            out = execute(plan)
+        seqs = [s for g in plan.groups for s in g.seqs]
+        if seqs and all(s.num_tokens == 1 and s.start_pos > 0 for s in seqs):
+            steps.append(reads)
+        return out
+
+    worker.runner.execute_step, worker.execute = counted_forward, counted_step
+    rng = random.Random(0)
+    prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in (3, 6, 9)]
+    try:
+        llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True))
+    finally:
+        llm.shutdown()
+    return forwards, steps
+
+
+@pytest.mark.slow  # the whole model under the Triton interpreter, ~10 s each
+@pytest.mark.parametrize("arch", ALL_ARCHITECTURES)
+def test_decode_steps_make_no_host_reads_in_the_layers(arch, tmp_path, monkeypatch):
+    forwards, steps = _run(arch, tmp_path, monkeypatch, fused_moe="1")
+    assert len(forwards) >= 3 and len(steps) == len(forwards)
+    for reads in forwards:
+        assert reads.watched() == [], f"host reads in a decode step of {arch}:\n{reads.describe()}"
+    for reads in steps:  # forward and sampling: the sampled ids, once
+        assert len(reads.reads) <= 1, reads.by_package()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["mixtral", "deepseek_v3"])
+def test_decode_steps_make_no_host_reads_with_grouped_gemm_experts(arch, tmp_path, monkeypatch):
+    """The experts through the torch set's grouped GEMM, as a GPU runs them by default."""
+    forwards, _ = _run(arch, tmp_path, monkeypatch, fused_moe="0")
+    assert len(forwards) >= 3
+    for reads in forwards:
+        assert reads.watched() == [], f"host reads in a decode step of {arch}:\n{reads.describe()}"
