@@ -156,8 +156,8 @@ class ParallelConfig:
 
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
 TORCH_BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto = nccl with CUDA, else gloo
-DISPATCH_BACKENDS = ("auto", "local", "a2a", "agrs", "shm", "nvshmem")
-MULTI_RANK_DISPATCH = ("a2a", "agrs", "shm", "nvshmem")
+DISPATCH_BACKENDS = ("auto", "local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem")
+MULTI_RANK_DISPATCH = ("a2a", "a2a_ll", "agrs", "shm", "nvshmem")
 
 
 def check_dispatch_host(dispatch: str, nodes: int) -> None:

@@ -59,6 +59,8 @@ def expert_batch(hidden: torch.Tensor, row_pos: torch.Tensor, counts: torch.Tens
 class LocalDispatcher:
     """All slots on this rank. dispatch mutates nothing; combine allocates its output."""
 
+    graph_safe = True  # no host read with ids_valid: capturable in a CUDA graph
+
     def __init__(self, num_slots: int):
         self.num_slots = num_slots
         self.num_local_slots = num_slots

@@ -1,8 +1,10 @@
-"""Dispatch backends by name (`--dispatch`): local, a2a, agrs, shm, nvshmem, auto.
+"""Dispatch backends by name (`--dispatch`): local, a2a, a2a_ll, agrs, shm, nvshmem, auto.
 
 `auto` decides once at construction, from facts every rank of the ep group has exchanged:
     ep_size == 1                                              -> local
     every rank on one host (same boot id and /dev/shm), x86-64, gloo -> shm (one-sided, onesided.py)
+    GPU ranks (NCCL) whose decode steps run as CUDA graphs    -> a2a_ll (fixed capacity, no host read:
+                                                                 a2a_ll.py; `cuda_graphs=True`)
 otherwise (several hosts) it decides per call from values identical on every rank, never from the
 local batch, because ranks that picked different backends would enter different collectives and hang:
     max_tokens given, <= tiny_tokens, ep_size <= agrs_max_ranks -> agrs (tiny step: 2 collectives, not 3)
@@ -28,6 +30,7 @@ import torch.distributed as dist
 from moeserve import envs
 from moeserve.config import DISPATCH_BACKENDS, check_dispatch_host
 from moeserve.dispatch.a2a import A2ADispatcher
+from moeserve.dispatch.a2a_ll import A2ALLDispatcher
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
 from moeserve.dispatch.local import LocalDispatcher
@@ -146,11 +149,14 @@ def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any)
     return OneSidedDispatcher(num_slots, ctx, heap, TritonPuts(), bounds.timeout_s, bounds.max_tokens, device)
 
 
-def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: bool = True, **opts: Any) -> Dispatcher:
+def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: bool = True,
+          cuda_graphs: bool = False, **opts: Any) -> Dispatcher:
     if ctx.ep_size == 1:
         return LocalDispatcher(num_slots)
     if one_sided and _host_group(ctx) and _store_order_is_program_order() and _one_host(ctx):
         return _shm(num_slots, ctx, bounds)
+    if cuda_graphs and not _host_group(ctx):  # a2a and agrs read counts back: they cannot be captured
+        return A2ALLDispatcher(num_slots, ctx)
     return AutoDispatcher(num_slots, ctx, **opts)
 
 
@@ -182,6 +188,7 @@ def _one_host(ctx: ParallelContext) -> bool:
 _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
     "local": _local,
     "a2a": _multi_rank(A2ADispatcher, "a2a"),
+    "a2a_ll": _multi_rank(A2ALLDispatcher, "a2a_ll"),
     "agrs": _multi_rank(AgrsDispatcher, "agrs"),
     "shm": _shm,
     "nvshmem": _nvshmem,
@@ -234,11 +241,15 @@ def make_dispatcher(
     """The backend called `name` for num_slots physical slots split evenly over ctx.ep_size ranks.
 
     bounds: the step timeout and token bound (shm, nvshmem, and auto when it picks shm).
-    opts go to the backend: a2a takes combine_dtype; auto takes tiny_tokens and agrs_max_ranks (its
-    multi-host rule) and one_sided=False (never shm); shm takes native=False (torch ops only, not the
+    opts go to the backend: a2a and a2a_ll take combine_dtype; auto takes tiny_tokens and agrs_max_ranks
+    (its multi-host rule), one_sided=False (never shm) and cuda_graphs=True (a2a_ll for GPU ranks,
+    whose decode runs as CUDA graphs); other backends ignore cuda_graphs; shm takes native=False (torch ops only, not the
     C++ kernels of native.py). shm, nvshmem and auto (on one host) are
     collectives over ctx.ep_group: every rank builds them together.
     """
     if name not in _BACKENDS:
         raise ValueError(f"unknown dispatch backend {name!r}; valid: {', '.join(_BACKENDS)}")
+    graphs = opts.pop("cuda_graphs", False)
+    if name == "auto":
+        opts["cuda_graphs"] = graphs
     return _BACKENDS[name](num_slots, ctx, bounds or StepBounds(), **opts)

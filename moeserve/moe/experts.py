@@ -110,11 +110,15 @@ class GroupedExperts(nn.Module, UsesKernels):
 
         out: [R, H] where the result should go (the dispatcher's buffer: Dispatcher.expert_output); the
         kernel sets return a tensor of their own, copied into it. A result of another dtype than out's
-        is returned as it is (a cast would round it differently from `local`)."""
+        is returned as it is (a cast would round it differently from `local`).
+        Rows past offsets[-1] (a fixed-capacity batch's padding: dispatch/a2a_ll.py) are computed or not,
+        as the set finds cheaper; nobody reads them."""
         assert batch.offsets.shape[0] == self.num_slots, "dispatcher and experts disagree on local slots"
         if batch.num_rows == 0:
             return batch.hidden.new_zeros(0, self.hidden) if out is None else out
         y = self.kernels.experts(self, batch)
+        if y.shape[0] < batch.num_rows:  # a set that returns the rows up to offsets[-1] only (the cpu set)
+            y = torch.cat([y, y.new_empty(batch.num_rows - y.shape[0], y.shape[1])])
         return y if out is None or y.dtype != out.dtype else out.copy_(y)
 
     def fused(self, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor | None:

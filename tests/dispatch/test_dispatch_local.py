@@ -83,8 +83,8 @@ def test_sum_in_position_order_follows_positions() -> None:
 
 
 def test_registry_names_and_errors() -> None:
-    assert dispatcher_names() == ["local", "a2a", "agrs", "shm", "nvshmem", "auto"]
-    with pytest.raises(ValueError, match="local, a2a, agrs, shm, nvshmem, auto"):
+    assert dispatcher_names() == ["local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem", "auto"]
+    with pytest.raises(ValueError, match="local, a2a, a2a_ll, agrs, shm, nvshmem, auto"):
         make_dispatcher("nccl-magic", 4, ParallelContext())
     assert isinstance(make_dispatcher("auto", 4, ParallelContext()), LocalDispatcher)
     with pytest.raises(ValueError, match="ep_size > 1"):

@@ -24,7 +24,7 @@ BF16 = torch.bfloat16
 
 def _cases() -> list[Case]:
     cases = []
-    for backend in ("a2a", "agrs", "shm", "nvshmem"):
+    for backend in ("a2a", "agrs", "shm", "nvshmem", "a2a_ll"):
         for w in (2, 3, 4):
             cases += [
                 Case(f"{backend}-w{w}-random", backend, w, 2, 2, tuple(range(3, 3 + w)), seed=w),
@@ -44,6 +44,12 @@ def _cases() -> list[Case]:
         ]
     cases += [
         Case("agrs-w4-no-max-tokens", "agrs", 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=5),
+        Case("a2a_ll-w4-no-max-tokens", "a2a_ll", 4, 2, 2, (2, 5, 0, 3), pass_max_tokens=False, seed=5),
+        Case("a2a_ll-w3-slack", "a2a_ll", 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=6),
+        Case("a2a_ll-w2-too-many-tokens", "a2a_ll", 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=7),
+        Case("a2a_ll-w4-ids-valid", "a2a_ll", 4, 2, 3, (4, 0, 6, 2), ids_valid=True, seed=31),
+        Case("a2a_ll-w3-ids-valid-bf16", "a2a_ll", 3, 2, 2, (5, 1, 3), ids_valid=True, dtype=BF16, seed=32),
+        Case("a2a_ll-w4-wide-slots", "a2a_ll", 4, 130, 2, (6, 3, 0, 5), seed=15),  # int16 slot ids
         Case("agrs-w3-slack", "agrs", 3, 2, 2, (2, 5, 1), max_tokens_slack=4, seed=6),
         Case("agrs-w2-too-many-tokens", "agrs", 2, 2, 2, (3, 3), max_tokens_slack=-1, seed=7),
         Case("auto-gloo-w4-tiny", "auto-gloo", 4, 2, 2, (1, 2, 0, 1), seed=8),
@@ -130,7 +136,7 @@ def _run_case(case: Case, rank: int, group: object) -> str | None:
         onesided.FAN_BYTES = -1  # every batch is "large": one copy per destination, no fan-out op
     try:
         try:
-            batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens)
+            batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens, ids_valid=case.ids_valid)
         except ValueError as e:
             return None if expect_error else f"unexpected error: {e}"
         if expect_error:

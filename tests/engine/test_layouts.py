@@ -56,7 +56,7 @@ def test_layouts_do_not_change_outputs(reference):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("backend", ["a2a", "agrs"])
+@pytest.mark.parametrize("backend", ["a2a", "agrs", "a2a_ll"])
 def test_dispatch_backends_do_not_change_outputs(backend, tmp_path):
     _, path = make_checkpoint("qwen3_moe", tmp_path)
     rng = random.Random(2)

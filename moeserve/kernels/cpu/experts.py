@@ -66,8 +66,12 @@ def _extras(layer: Any) -> tuple:
 
 
 def run(layer: Any, state: PackedExperts, x: torch.Tensor, counts: torch.Tensor, threads: int) -> torch.Tensor:
-    """x [R, H] fp32 slot-major; counts [S] int64 -> [R, H], split over up to `threads` threads."""
-    args = (x, counts.tolist(), state.packed13, state.packed2, layer.intermediate, layer.act_name)
+    """x [R, H] fp32 slot-major; counts [S] int64 -> [sum(counts), H], split over up to `threads`
+    threads (rows past sum(counts), a fixed-capacity batch's padding, are not computed)."""
+    per_slot = counts.tolist()
+    if not any(per_slot):  # padding only
+        return x.new_empty(0, x.shape[1])
+    args = (x, per_slot, state.packed13, state.packed2, layer.intermediate, layer.act_name)
     biases, swiglu = _extras(layer)
     if threads == 1:
         return run_packed(*args, 1, state.panels, biases, swiglu)
