@@ -184,6 +184,8 @@ class DeviceConfig:
     device: str = "auto"
     kernels: str = "auto"
     gpu_memory_utilization: float = 0.9  # share of a GPU's memory weights + KV cache may take (vLLM's)
+    # every step eager: no CUDA graphs of the decode forward (vLLM's --enforce-eager; docs/gpu_runtime.md)
+    enforce_eager: bool = False
 
     def validate(self) -> None:
         if self.device not in DEVICES:

@@ -91,6 +91,8 @@ SHM_PLACED_BYTES = EnvVar("MOESERVE_SHM_PLACED_BYTES", int, 1 << 20,
                           "--dispatch shm: bytes of hidden rows per rank (the step's token bound x a row's bytes) from which a call is placed, counts first and every row straight to its ExpertBatch row (docs/dispatch.md); 0: every call")
 KV_SECRET = EnvVar("MOESERVE_KV_SECRET", str, "",
                    "the prefill/decode pool's shared secret when --kv-secret is not given (kept out of the process list); docs/disaggregation.md")
+DECODE_GRAPHS_EAGER = EnvVar("MOESERVE_DECODE_GRAPHS_EAGER", bool, False,
+                             "run the CUDA-graph decode path (persistent inputs padded to a batch-size bucket) with the captured forward called again at each replay instead of a CUDA graph, on any device: how CI checks that padding never changes a token", "test")
 ENGINE_CONFIG = EnvVar("MOESERVE_ENGINE_CONFIG", str, "",
                        "the engine configuration as JSON, handed to spawned rank processes", "internal")
 PARENT_PID = EnvVar("MOESERVE_PARENT_PID", int, None,

@@ -154,6 +154,13 @@ class StepPlan:
         return sum(g.num_tokens for g in self.groups)
 
     @property
+    def is_decode(self) -> bool:
+        """Every scheduled sequence of every group computes one token and wants no prompt logprobs (the
+        shape decode CUDA graphs replay), and some group has one. The same on every rank."""
+        seqs = [s for g in self.groups for s in g.seqs]
+        return bool(seqs) and all(len(s.token_ids) == 1 and s.prompt_targets is None for s in seqs)
+
+    @property
     def max_group_tokens(self) -> int:
         """Decided on rank 0 and shipped with the plan: backends that need a global size use this."""
         return max((g.num_tokens for g in self.groups), default=0)

@@ -18,9 +18,12 @@ from moeserve.core.step_plan import GroupBatch, PromptLogprobs, ScheduledSeq
 from moeserve.dense.attention_metadata import AttentionMetadata, build_attention_metadata, empty_metadata
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
+from moeserve import envs
+from moeserve.engine.cuda_graphs import DecodeGraphs, capture_sizes
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.process_groups import RankEnv
+from moeserve.engine.step_inputs import StepInputs
 from moeserve.kernels.registry import make_kernel_set, rank_device, resolve, resolve_dtype
 from moeserve.kernels.reference.fp8_quant import FP8_DTYPE
 from moeserve.models.checkpoint import load_hf_config
@@ -61,8 +64,9 @@ def apply_placement(model, plan, plan_path: str, ctx: ParallelContext, device: t
         moe.set_placement(plan.phy2log[index].tolist(), slot_map_for(plan, index, ctx.ep_rank, device))
 
 
-def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext) -> Dispatcher:
-    """LocalDispatcher with one expert rank; otherwise the --dispatch backend from the registry."""
+def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext, cuda_graphs: bool = False) -> Dispatcher:
+    """LocalDispatcher with one expert rank; otherwise the --dispatch backend from the registry
+    (cuda_graphs: decode steps will be captured, so `auto` picks a backend that can be)."""
     slots = {moe.num_slots for moe in model.moe_layers().values()} or {0}
     if len(slots) != 1:
         raise ValueError(f"MoE layers disagree on the number of physical slots: {sorted(slots)}")
@@ -74,7 +78,7 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext)
     # the MoE layer splits a group's tokens over its tp ranks before dispatch (moe/layer.py)
     step_tokens = -(-engine_config.scheduler.max_num_batched_tokens // ctx.tp_size)
     bounds = StepBounds(timeout_s=engine_config.parallel.step_timeout_s, max_tokens=step_tokens)
-    return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx, bounds)
+    return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx, bounds, cuda_graphs=cuda_graphs)
 
 
 class ModelRunner:
@@ -101,7 +105,11 @@ class ModelRunner:
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
         if plan is not None:
             apply_placement(self.model, plan, engine_config.placement, ctx, self.device)
-        self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx))
+        # decode steps replay CUDA graphs unless --enforce-eager (MOESERVE_DECODE_GRAPHS_EAGER: the same
+        # padded path with eager replays, on any device)
+        self.eager_replays = envs.DECODE_GRAPHS_EAGER.get()
+        want_graphs = not engine_config.device.enforce_eager and (self.device.type == "cuda" or self.eager_replays)
+        self.model.set_dispatcher(dispatcher or default_dispatcher(self.model, engine_config, ctx, want_graphs))
         first_rank = ctx.tp_rank == 0 and ctx.ep_rank == 0
         reader = open_checkpoint(model_dir, self.hf_config, self.kernels.fp8_block_weights, progress=first_rank)
         self.model.load_weights(reader)
@@ -130,15 +138,63 @@ class ModelRunner:
                 "serving a max_model_len of %d; raise --kv-cache-blocks or --kv-cache-memory-mb for longer contexts",
                 self.max_model_len, self.num_blocks, self.block_size, capacity)
             self.max_model_len = capacity
+        # persistent input buffers on a GPU (and wherever decode graphs run), with one KV block more than
+        # the scheduler hands out: where padding rows write (engine/step_inputs.py)
+        graphs_on = want_graphs and self._graphs_possible()
+        use_inputs = self.device.type == "cuda" or graphs_on
         self.kv_caches = [
             [
                 torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
-                for shape in self.model.kv_cache_shape(self.num_blocks, self.block_size)
+                for shape in self.model.kv_cache_shape(self.num_blocks + int(use_inputs), self.block_size)
             ]
             for _ in range(self.hf_config.num_hidden_layers)
         ]
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
+        sched = engine_config.scheduler
+        self.inputs: StepInputs | None = None
+        if use_inputs:
+            self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs,
+                                     -(-self.max_model_len // self.block_size) + 1, self.block_size, self.device,
+                                     pad_block=self.num_blocks)
         self.kernels.start_steps(self.sample_forwards)
+        self.graphs: DecodeGraphs | None = None
+        if graphs_on:  # captured by capture_graphs(), once the worker has hooked the MoE layers
+            self.graphs = DecodeGraphs(self._graph_forward, self.inputs,
+                                       capture_sizes(sched.max_num_seqs, sched.max_num_batched_tokens),
+                                       self.max_model_len, eager=self.device.type != "cuda" or self.eager_replays)
+
+    def capture_graphs(self) -> None:
+        """Capture (again) every decode graph: at start-up, and after anything a graph holds changed
+        (a new expert placement's slot maps). A collective on a multi-rank engine: every rank calls it
+        in the same step."""
+        if self.graphs is None:
+            return
+        with torch.inference_mode():
+            try:
+                self.graphs.capture()
+            except torch.cuda.OutOfMemoryError:
+                raise MemoryError(
+                    f"out of GPU memory on {self.device} while capturing the decode CUDA graphs: lower "
+                    "--gpu-memory-utilization or --max-num-seqs, or run with --enforce-eager") from None
+
+    def _graphs_possible(self) -> bool:
+        """Whether the decode path can be captured: a graph-safe kernel set and dispatcher (decided from
+        the configuration alone, alike on every rank)."""
+        dispatcher = self.model.dispatcher
+        if not self.kernels.captures_decode(self.dtype):
+            logger.info("decode steps run eagerly: the %s kernel set reads counts on the host in %s", self.kernels.name,
+                        self.dtype)
+            return False
+        if not getattr(dispatcher, "graph_safe", False):
+            logger.info("decode steps run eagerly: %s dispatch reads counts on the host (use --dispatch a2a_ll or "
+                        "auto for CUDA graphs)", type(dispatcher).__name__)
+            return False
+        return True
+
+    def _graph_forward(self, meta: AttentionMetadata, rows: int) -> torch.Tensor:
+        """What a decode graph of `rows` rows captures: the forward over the persistent buffers and the LM
+        head on every row -> logits [rows, V] fp32. rows is also the dispatch bound (max_tokens)."""
+        return self.model.compute_logits(self.model(meta, self.kv_caches, rows))
 
     def _to_device(self) -> None:
         """The loaded weights onto this rank's GPU; an out-of-memory start is one line."""
@@ -189,9 +245,13 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute_step(
-        self, batch: GroupBatch, max_tokens: int | None = None, prompt_top_n: Callable[[str], int] | None = None
+        self, batch: GroupBatch, max_tokens: int | None = None, prompt_top_n: Callable[[str], int] | None = None,
+        decode_step: bool = False,
     ) -> tuple[torch.Tensor, list[PromptLogprobs]]:
         """`execute`, plus the prompt logprobs of the seqs with `prompt_targets`.
+
+        decode_step: every group of the step decodes (StepPlan.is_decode, the same on every rank): then
+        a decode graph of max_tokens' bucket replays it, where one was captured.
 
         Every TP rank of the group computes the same prompt-logit rows (compute_logits gathers the
         vocabulary across TP ranks, so the calls must line up), PROMPT_LOGITS_ROWS at a time; only
@@ -199,6 +259,10 @@ class ModelRunner:
         logprobs; the others return [].
         """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
+        bound = batch.num_tokens if max_tokens is None else max_tokens
+        if decode_step and self.graphs is not None and self.graphs.covers(len(batch.seqs), bound):
+            with self.kernels.step(batch.num_tokens):
+                return self.graphs.run(batch, bound), []
         with self.kernels.step(batch.num_tokens):
             hidden, meta = self._forward(batch, max_tokens)
             logits = self.model.compute_logits(hidden[meta.sample_index])
@@ -220,10 +284,12 @@ class ModelRunner:
 
     def _forward(self, batch: GroupBatch, max_tokens: int | None = None) -> tuple[torch.Tensor, AttentionMetadata]:
         """hidden [N, H] of the batch's tokens (their K/V written to the cache), and its metadata."""
-        if batch.seqs:
-            meta = build_attention_metadata(batch, self.block_size).to(self.device)
-        else:
+        if not batch.seqs:
             meta = empty_metadata(self.block_size, self.device)
+        elif self.inputs is not None:
+            meta = self.inputs.prepare(batch)
+        else:
+            meta = build_attention_metadata(batch, self.block_size)
         return self.model(meta, self.kv_caches, max_tokens), meta
 
     def sample_forwards(self, max_tokens: int) -> tuple[list[Callable[[], torch.Tensor]], int]:

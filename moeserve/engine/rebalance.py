@@ -33,8 +33,11 @@ from moeserve.placement.routing_torch import slot_map_for
 class RankPlacement:
     """Mutates the MoE layers' weights, maps and `on_route` hooks of this rank's model."""
 
-    def __init__(self, layers: list[MoELayer], ctx: ParallelContext) -> None:
+    def __init__(self, layers: list[MoELayer], ctx: ParallelContext, token_valid: torch.Tensor | None = None) -> None:
+        """token_valid: [max tokens] int64, 1 for a step's real tokens and 0 for the padding rows of a
+        CUDA-graph bucket (engine/step_inputs.py), or None: every token counts."""
         self.layers, self.ctx = layers, ctx
+        self.token_valid = token_valid
         self.num_ranks = ctx.ep_size
         self.num_experts = layers[0].num_experts if layers else 0
         device = layers[0].experts.w13.device if layers else torch.device("cpu")
@@ -50,11 +53,16 @@ class RankPlacement:
     def _counter(self, index: int):
         row = self.counts[index]
 
-        def count(topk_ids: torch.Tensor) -> None:
+        def count(topk_ids: torch.Tensor, first_row: int = 0) -> None:
             # one kernel, no host sync (bincount sizes its output from the data: a sync on GPUs).
             # The routers emit top-k ids, never -1: a capacity router that drops would need a mask here.
             ids = topk_ids.reshape(-1)
-            row.index_add_(0, ids, self._ones_for(ids.numel()))
+            if self.token_valid is None:
+                row.index_add_(0, ids, self._ones_for(ids.numel()))
+            else:  # padding rows of a decode graph add zeros
+                T, k = topk_ids.shape
+                valid = self.token_valid[first_row : first_row + T]
+                row.index_add_(0, ids, valid[:, None].expand(T, k).reshape(-1))
 
         return count
 

@@ -26,7 +26,9 @@ class Worker:
     def __init__(self, config: EngineConfig, ctx: ParallelContext, group: int = 0, dispatcher=None):
         self.group = group
         self.runner = ModelRunner(config, ctx, dispatcher)  # builds the --dispatch backend itself
-        self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx)
+        inputs = self.runner.inputs
+        self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx,
+                                       None if inputs is None else inputs.token_valid)
         # each attention group samples its unseeded requests from its own stream: with one seed for
         # all, two groups drew the same noise and returned the same "random" samples
         self.sampler = Sampler(seed=group_seed(config.seed, group)) if ctx.tp_rank == 0 else None
@@ -44,6 +46,7 @@ class Worker:
             kv = config.kv_transfer
             self.kv_agent = RankKvAgent(self.runner.kv_caches, key_for(kv.secret), self.runner.block_size, heads, group,
                                         ctx.tp_rank, bind_host=kv.side_channel_host)
+        self.runner.capture_graphs()  # after the placement's routing counters hooked the MoE layers
 
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
@@ -57,6 +60,7 @@ class Worker:
                 self.grammars.add(new)
         if plan.rebalance is not None:  # every rank switches placement before this step's forward
             self.placement.apply(plan.rebalance)
+            self.runner.capture_graphs()  # the graphs hold the old slot maps
         batch = plan.groups[self.group]
         pulled = []
         if self.kv_agent is not None:  # reads run beside the steps; each step reports those that ended
@@ -71,7 +75,7 @@ class Worker:
             return StepResult(plan.step, kv_pulls=pulled)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         top_n = self.sampler.prompt_top_n if self.sampler is not None else None
-        logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n)
+        logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n, plan.is_decode)
         if plan.collect_routing:
             self.placement.collect()
         if self.sampler is None:  # every rank reports its own reads: the executor merges them

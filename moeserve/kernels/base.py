@@ -85,6 +85,12 @@ class KernelSet:
         """The context one step of `num_tokens` tokens runs in."""
         return contextlib.nullcontext()
 
+    def captures_decode(self, dtype: torch.dtype) -> bool:
+        """Whether this set's decode path makes no host read in `dtype`, so a CUDA graph can capture it.
+        Attention reads only the O(batch) metadata; the experts need the grouped GEMM (the per-slot loop
+        reads the counts), which CUDA runs in bf16 only."""
+        return self.device.type != "cuda" or dtype == torch.bfloat16
+
     # ---- weights ----------------------------------------------------------------------------------
 
     def prepare_linear(self, layer: KernelWeight) -> Any:

@@ -74,9 +74,12 @@ class TritonKernels(KernelSet):
 
     def experts(self, layer: Any, batch: Any) -> torch.Tensor:
         """batch.hidden [R, H] slot-major, batch.offsets [S] int32 -> [R, H]. FP8 experts always take the
-        fused kernels (nothing else here runs their block scales)."""
+        fused kernels (nothing else here runs their block scales), and so do experts the grouped GEMM
+        cannot run (fp32 or fp16 on a GPU): the torch set's per-slot loop would read the counts back."""
         fp8 = _fp8_experts(layer)
-        if fp8 is None and (not self._fused_moe or layer.act_name not in self._moe.ACTIVATION_IDS
+        x = batch.hidden
+        grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
+        if fp8 is None and ((not self._fused_moe and grouped) or layer.act_name not in self._moe.ACTIVATION_IDS
                             or layer.w13.dtype == FP8_DTYPE):  # fmt: skip
             return super().experts(layer, batch)
         extras = _extras(layer)  # gpt-oss: biases and the clamped SwiGLU
@@ -93,6 +96,9 @@ class TritonKernels(KernelSet):
             return None
         return self._moe.fused_moe(hidden, slots, topk_weights, layer.w13, layer.w2, layer.act_name, may_drop=False,
                                    fp8=fp8, extras=_extras(layer))  # fmt: skip
+
+    def captures_decode(self, dtype: torch.dtype) -> bool:
+        return True  # fused experts where the grouped GEMM cannot run
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
         """q [N, hq, D]; caches [NB, BS, hk, D] holding this step's K/V; sinks [hq] fp32 or None -> [N, hq, D].

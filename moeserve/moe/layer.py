@@ -60,8 +60,9 @@ class MoELayer(nn.Module):
         if ctx.ep_size == 1 and intermediate % ctx.tp_size:
             raise ValueError(f"expert intermediate size {intermediate} is not divisible by --tp {ctx.tp_size}")
         self.shared_expert, self.shared_expert_gate = shared_expert, shared_expert_gate
-        # observer of each step's logical top-k ids [T, k] (the placement recorder); None = off
-        self.on_route: Callable[[torch.Tensor], None] | None = None
+        # observer of each step's logical top-k ids [T, k] and the step row of their first token (the
+        # placement recorder); None = off
+        self.on_route: Callable[[torch.Tensor, int], None] | None = None
         if num_experts % ctx.ep_size == 0:  # one slot per expert until a placement says otherwise
             self.set_placement(list(range(num_experts)), None)
         else:  # only a --placement plan's slots split over --ep (checked before the model is built)
@@ -125,11 +126,12 @@ class MoELayer(nn.Module):
             out = out + shared
         return out
 
-    def _routed(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None) -> torch.Tensor:
-        """hidden [T, H] -> routed expert output [T, H] of these tokens."""
+    def _routed(self, hidden: torch.Tensor, dispatcher: Dispatcher, max_tokens: int | None,
+                first_row: int = 0) -> torch.Tensor:
+        """hidden [T, H], the step's rows from first_row on -> routed expert output [T, H] of these tokens."""
         topk_ids, topk_weights = self.router(self.gate(hidden))  # [T, k] int64, [T, k] fp32
         if self.on_route is not None:
-            self.on_route(topk_ids)
+            self.on_route(topk_ids, first_row)
         slots = topk_ids if self.slot_map is None else self.slot_map(topk_ids)
         if dispatcher.num_local_slots == dispatcher.num_slots:  # every slot here: no row leaves the rank
             fused = self.experts.fused(hidden, slots, topk_weights)
@@ -150,7 +152,7 @@ class MoELayer(nn.Module):
         lo, hi = min(rank * chunk, T), min((rank + 1) * chunk, T)
         mine = hidden.new_zeros(chunk, hidden.shape[1])
         share_max = None if max_tokens is None else -(-max_tokens // tp)
-        mine[: hi - lo] = self._routed(hidden[lo:hi], dispatcher, share_max)
+        mine[: hi - lo] = self._routed(hidden[lo:hi], dispatcher, share_max, lo)
         parts = [torch.empty_like(mine) for _ in range(tp)]
         dist.all_gather(parts, mine, group=self.ctx.tp_group)
         return torch.cat(parts)[:T]

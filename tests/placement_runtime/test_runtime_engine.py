@@ -39,9 +39,9 @@ def test_recorded_counts_equal_a_direct_bincount_and_the_tools_read_the_trace(qw
     layers = list(llm.engine.executor.worker.runner.model.moe_layers().values())
     routed = [[] for _ in layers]
     for index, moe in enumerate(layers):  # observe the same ids the recorder's hook sees
-        def both(ids, hook=moe.on_route, seen=routed[index]):
+        def both(ids, first_row=0, hook=moe.on_route, seen=routed[index]):
             seen.append(ids.clone())
-            hook(ids)
+            hook(ids, first_row)
 
         moe.on_route = both
     try:
@@ -73,11 +73,15 @@ def _assert_slots_hold_their_experts(llm, reference):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_twenty_rebalances_keep_greedy_tokens(qwen3, tmp_path):
+@pytest.mark.parametrize("graphs", [False, True])
+def test_twenty_rebalances_keep_greedy_tokens(qwen3, tmp_path, monkeypatch, graphs):
+    """With decode graphs (eager replays) too: each rebalance re-captures them over the new slot maps."""
     path, prompts, want, reference = qwen3
+    monkeypatch.setenv("MOESERVE_DECODE_GRAPHS_EAGER", "1" if graphs else "0")
     start = str(tmp_path / "start.json")
     random_plan(100, 2, 8, 12, 1).save(start)
-    llm = LLM(model=str(path), block_size=4, placement=start, eplb_interval=2)
+    llm = LLM(model=str(path), block_size=4, placement=start, eplb_interval=2, kernels="torch" if graphs else "auto")
+    assert (llm.engine.executor.worker.runner.graphs is not None) == graphs
     llm.engine.placement.controller.planner = cycling_planner()
     try:
         assert [o.token_ids for o in llm.generate(prompts, PARAMS)] == want
@@ -100,9 +104,9 @@ def test_recorder_start_and_stop_between_requests_count_only_what_ran_in_between
     try:
         llm.generate(prompts[:1], PARAMS)  # not recorded
         for index, moe in enumerate(layers):
-            def both(ids, hook=moe.on_route, seen=routed[index]):
+            def both(ids, first_row=0, hook=moe.on_route, seen=routed[index]):
                 seen.append(ids.clone())
-                hook(ids)
+                hook(ids, first_row)
 
             moe.on_route = both
         llm.engine.recorder_start()

@@ -120,6 +120,9 @@ class CpuKernels(KernelSet):
     def step(self, num_tokens: int) -> contextlib.AbstractContextManager:
         return self.step_threads.step(num_tokens) if self.step_threads is not None else contextlib.nullcontext()
 
+    def captures_decode(self, dtype: torch.dtype) -> bool:
+        return False  # CPU only: its expert loop and thread choice read counts on the host
+
     def _lm_head_packed(self) -> torch.Tensor | None:
         state = getattr(getattr(self.model, "lm_head", None), "kernel_state", None)
         return getattr(state, "packed", None)
