@@ -11,12 +11,12 @@ import torch
 from torch import nn
 
 from moeserve.dense.linear import ColumnParallelLinear, RowParallelLinear, ShardReader
-from moeserve.dense.blocked import by_rows
+from moeserve.kernels.base import UsesKernels
 from moeserve.moe.experts import activation
 from moeserve.parallel_state import ParallelContext
 
 
-class GatedMLP(nn.Module):
+class GatedMLP(nn.Module, UsesKernels):
     def __init__(self, hidden: int, intermediate: int, act: str, ctx: ParallelContext, dtype: torch.dtype):
         super().__init__()
         self.gate_up = ColumnParallelLinear(hidden, [intermediate, intermediate], False, ctx, dtype)
@@ -26,7 +26,7 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, H] -> partial [T, H] (sum over tp ranks is the full output)."""
         gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(by_rows(self.act, gate) * up)  # dense/blocked.py: same bits at any thread count
+        return self.down(self.kernels.elementwise(self.act, gate) * up)
 
     def load(
         self, reader: ShardReader, prefix: str, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")

@@ -12,8 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from moeserve.dense.blocked import by_rows
-from moeserve.kernels.base import apply_rotary_reference
+from moeserve.kernels.base import UsesKernels, apply_rotary_reference
 
 
 def default_inv_freq(dim: int, theta: float) -> torch.Tensor:
@@ -52,7 +51,7 @@ def inv_freq_for(params: dict, dim: int, max_position_embeddings: int | None = N
     raise ValueError(f"rope_type {rope_type!r} is not supported here; supported: default, linear, yarn")
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(nn.Module, UsesKernels):
     def __init__(self, inv_freq: torch.Tensor, scaling: float = 1.0):
         super().__init__()
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
@@ -64,8 +63,8 @@ class RotaryEmbedding(nn.Module):
         """positions [N] int64 -> cos, sin [N, D] in `dtype` (frequencies computed in fp32)."""
         freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [N, P]
         emb = torch.cat((freqs, freqs), dim=-1)
-        # row blocks (dense/blocked.py): the same bits at any intra-op thread count
-        return (by_rows(torch.cos, emb) * self.scaling).to(dtype), (by_rows(torch.sin, emb) * self.scaling).to(dtype)
+        cos, sin = self.kernels.elementwise(torch.cos, emb), self.kernels.elementwise(torch.sin, emb)
+        return (cos * self.scaling).to(dtype), (sin * self.scaling).to(dtype)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [N]; q [N, hq, D]; k [N, hk, D] -> rotated q, k (same shapes and dtype)."""

@@ -23,7 +23,9 @@ from typing import Any, Literal
 
 import torch
 
-from moeserve.dense.blocked import by_rows
+from torch import nn
+
+from moeserve.kernels.base import UsesKernels
 
 RopeLayout = Literal["interleaved", "half"]
 
@@ -143,19 +145,22 @@ def _linear_ramp(low: float, high: float, n: int) -> torch.Tensor:
     return torch.clamp((torch.arange(n, dtype=torch.float32) - low) / (high - low), 0, 1)
 
 
-class MlaRotaryEmbedding:
-    """Holds inv_freq; `cos_sin(positions)` -> (cos, sin) [N, dim // 2] fp32, already times attention_factor."""
+class MlaRotaryEmbedding(nn.Module, UsesKernels):
+    """Holds inv_freq (a buffer: it moves with the model, so no step copies it to the device);
+    `cos_sin(positions)` -> (cos, sin) [N, dim // 2] fp32, already times attention_factor."""
 
     def __init__(self, rope: RopeConfig, layout: RopeLayout):
+        super().__init__()
         self.rope = rope
         self.layout = layout
-        self.inv_freq, self.attention_factor = inv_freq_and_attention_factor(rope)
+        inv_freq, self.attention_factor = inv_freq_and_attention_factor(rope)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: [N] int64 absolute positions."""
-        freqs = positions.float()[:, None] * self.inv_freq.to(positions.device)[None, :]
-        # row blocks (dense/blocked.py): the same bits at any intra-op thread count
-        return by_rows(torch.cos, freqs) * self.attention_factor, by_rows(torch.sin, freqs) * self.attention_factor
+        freqs = positions.float()[:, None] * self.inv_freq[None, :]
+        cos, sin = self.kernels.elementwise(torch.cos, freqs), self.kernels.elementwise(torch.sin, freqs)
+        return cos * self.attention_factor, sin * self.attention_factor
 
     def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x: [N, ..., dim] (any heads in between); cos/sin: [N, dim // 2]. Returns x's shape and dtype."""

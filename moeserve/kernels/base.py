@@ -30,6 +30,7 @@ expert slots, H hidden.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import torch
@@ -116,15 +117,20 @@ class KernelSet:
         extra = dict(glu=layer.gated if layer.glu is not None else None, b13=layer.b13, b2=layer.b2)
         if layer.w13.dtype == reference_fp8.FP8_DTYPE:
             w13, w2 = (reference_fp8.layer_weight(layer, name, x.dtype) for name in ("w13", "w2"))
-            return reference_experts.experts_reference(x, batch.counts, w13, w2, layer.blocked_act, **extra)
+            return reference_experts.experts_reference(x, batch.counts, w13, w2, self._act(layer), **extra)
         # grouped_mm takes fp32 on CPU only (CUDA's runs bf16). The loop wins on CPU past LOOP_ROWS_PER_SLOT
         # rows a slot; on a GPU one cuBLAS grouped GEMM beat the fused MoE at every size measured (16-2048
         # rows a slot, docs/kernels.md), and the loop costs a host sync and a few launches a slot
         grouped = layer.use_grouped_mm and (x.device.type == "cpu" or x.dtype == torch.bfloat16)
         few_rows = batch.num_rows <= reference_experts.LOOP_ROWS_PER_SLOT * layer.num_slots
+        act = self._act(layer)
         if grouped and (few_rows or x.device.type == "cuda"):
-            return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, layer.blocked_act, **extra)
-        return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, layer.blocked_act, **extra)
+            return reference_experts.experts_grouped(x, batch.offsets, layer.w13, layer.w2, act, **extra)
+        return reference_experts.experts_reference(x, batch.counts, layer.w13, layer.w2, act, **extra)
+
+    def _act(self, layer: Any) -> Any:
+        """The layer's activation applied through `elementwise` (unused where its `gated` runs a glu)."""
+        return functools.partial(self.elementwise, layer.act)
 
     def fused_moe(
         self, layer: Any, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor
@@ -216,6 +222,11 @@ class KernelSet:
         if x.dtype == torch.float32 and weight.dtype == torch.float32:
             return F.rms_norm(x, weight.shape, weight, eps)
         return rms_norm_reference(x, weight, eps)
+
+    def elementwise(self, fn: Any, x: torch.Tensor) -> torch.Tensor:
+        """fn(x) for an elementwise fn (activations, rotary cos/sin, sigmoid routers) at once. The cpu set
+        runs it in row blocks whose bits do not depend on the thread count (kernels/cpu/blocked.py)."""
+        return fn(x)
 
     def rotary(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [N, h, D]; cos, sin [N, D] -> x rotated (rotate-half layout, HF's apply_rotary_pos_emb)."""

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moeserve.dense.blocked import by_rows
+from moeserve.kernels.base import UsesKernels
 
 SCORING_FUNCS = ("softmax", "sigmoid")
 TOPK_METHODS = ("greedy", "group_limited_greedy", "noaux_tc")
@@ -76,9 +76,11 @@ class DeepseekRoutingConfig:
 
 
 def deepseek_topk(
-    router_logits: torch.Tensor, cfg: DeepseekRoutingConfig, correction_bias: torch.Tensor | None = None
+    router_logits: torch.Tensor, cfg: DeepseekRoutingConfig, correction_bias: torch.Tensor | None = None,
+    elementwise: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """router_logits: [T, E] fp32. correction_bias: [E] fp32 (sigmoid scoring only; None = zeros).
+    elementwise: how the sigmoid is applied (the rank's kernel set's `elementwise`; None: at once).
 
     Returns topk_ids [T, k] int64 and topk_weights [T, k] fp32.
     """
@@ -88,7 +90,7 @@ def deepseek_topk(
         scores = logits.softmax(dim=-1)
         choice, fill = scores, 0.0
     else:
-        scores = by_rows(torch.sigmoid, logits)  # dense/blocked.py: the same bits at any thread count
+        scores = torch.sigmoid(logits) if elementwise is None else elementwise(torch.sigmoid, logits)
         choice = scores if correction_bias is None else scores + correction_bias.float()
         fill = float("-inf")
     if cfg.topk_method != "greedy":
@@ -168,7 +170,7 @@ class DeepseekGate(nn.Module):
         _copy(self.weight, reader.read(name), name)
 
 
-class DeepseekRouter(nn.Module):
+class DeepseekRouter(nn.Module, UsesKernels):
     """The router contract of moe/router.py: logits [T, E] -> (topk_ids [T, k] int64, topk_weights [T, k] fp32).
 
     e_score_correction_bias: [E] fp32, sigmoid scoring only (checkpoint `mlp.gate.e_score_correction_bias`).
@@ -188,7 +190,7 @@ class DeepseekRouter(nn.Module):
 
     def forward(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """router_logits [T, E] -> (topk_ids [T, k] int64, topk_weights [T, k] fp32)."""
-        return deepseek_topk(router_logits, self.cfg, self.e_score_correction_bias)
+        return deepseek_topk(router_logits, self.cfg, self.e_score_correction_bias, self.kernels.elementwise)
 
     def load(self, reader: Any, name: str) -> None:
         """name: e.g. "model.layers.3.mlp.gate.e_score_correction_bias" ([E]); read only with sigmoid scoring."""

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moeserve.dense.blocked import by_rows
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.kernels.base import UsesKernels
 from moeserve.kernels.reference.fp8 import FP8_DTYPE, Fp8Block, blocks, concat_rows
@@ -46,17 +45,19 @@ def activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
 class ClampedSwiGLU:
     """gpt-oss's expert activation (`swiglu_alpha`, `swiglu_limit`), in transformers' order of operations:
     g = min(gate, limit), u = clamp(up, -limit, limit), out = (u + 1) * (g * sigmoid(alpha * g)).
-    The sigmoid runs in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
+    The sigmoid runs through `elementwise` (the kernel set's: the cpu set's row blocks give the same bits
+    at any intra-op thread count)."""
 
     alpha: float
     limit: float
     name = "swigluoai"  # vLLM's name for it
 
-    def __call__(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        """gate, up [R, Il] -> [R, Il]."""
+    def __call__(self, gate: torch.Tensor, up: torch.Tensor, elementwise: Callable | None = None) -> torch.Tensor:
+        """gate, up [R, Il] -> [R, Il]. elementwise(fn, x): how fn is applied (None: at once)."""
         gate = gate.clamp(min=None, max=self.limit)
         up = up.clamp(min=-self.limit, max=self.limit)
-        glu = gate * by_rows(torch.sigmoid, gate * self.alpha)
+        scaled = gate * self.alpha
+        glu = gate * (torch.sigmoid(scaled) if elementwise is None else elementwise(torch.sigmoid, scaled))
         return (up + 1) * glu
 
 
@@ -129,14 +130,13 @@ class GroupedExperts(nn.Module, UsesKernels):
             return None
         return self.kernels.fused_moe(self, hidden, slots, topk_weights)
 
-    def blocked_act(self, x: torch.Tensor) -> torch.Tensor:
-        """The activation in row blocks (dense/blocked.py): the same bits at any intra-op thread count."""
-        return by_rows(self.act, x)
-
     def gated(self, gate_up: torch.Tensor) -> torch.Tensor:
-        """gate_up [R, 2Il] (gate columns first) -> [R, Il]: act(gate) * up, or the ClampedSwiGLU."""
+        """gate_up [R, 2Il] (gate columns first) -> [R, Il]: act(gate) * up, or the ClampedSwiGLU, their
+        elementwise functions through the bound set (the cpu set's row blocks: kernels/cpu/blocked.py)."""
         gate, up = gate_up.chunk(2, dim=-1)
-        return self.glu(gate, up) if self.glu is not None else self.blocked_act(gate) * up
+        if self.glu is not None:
+            return self.glu(gate, up, self.kernels.elementwise)
+        return self.kernels.elementwise(self.act, gate) * up
 
     def set_slot(
         self,

@@ -8,7 +8,7 @@ from typing import List
 import pytest
 import torch
 
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN
+from moeserve.kernels.cpu.blocked import ELEMENTWISE_GRAIN
 from moeserve.dispatch.base import ExpertBatch
 from moeserve.kernels.cpu import expert_threads, gemm
 from moeserve.kernels.cpu.expert_threads import ACTIVATION_NAMES, FIXED_ROW_COST, chunk_cuts, run_packed

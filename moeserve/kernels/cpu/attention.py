@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from moeserve.kernels.cpu import paged_decode
 from moeserve.kernels.reference.attention import block_tables_and_bias, gathered_attention, windowed
@@ -34,13 +35,13 @@ def paged_attention(
     -> out [N, hq, D]."""
     N = q.shape[0]
     if N == 0 or not paged_decode.applies(q, k_cache):
-        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks, thread_invariant_sdpa)
     if meta.is_decode:
         return paged_decode.decode(q, k_cache, v_cache, meta.block_tables, meta.positions, scale, sliding_window, sinks)
     tables, bias = block_tables_and_bias(meta)
     split = mixed_split(meta)
     if split is None:
-        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
+        return torch_paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks, thread_invariant_sdpa)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
     return mixed_attention(q, k_cache, v_cache, meta, tables, bias.to(q.dtype), split, scale, sliding_window, sinks)
@@ -86,6 +87,25 @@ def mixed_attention(
                                       sliding_window, sinks)
     if rest.numel():
         Q = index.shape[1]
-        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, rows, scale, sinks)
+        prefills = gathered_attention(q, k_cache, v_cache, tables[rest], bias[rest, :, :Q], index, rows, scale, sinks,
+                                      thread_invariant_sdpa)
         out[index.reshape(-1)[rows]] = prefills
     return out
+
+
+# query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
+# OpenMP thread than with several (seen on torch 2.13, AVX2; 2 and 4-16 rows do not differ)
+THREAD_SENSITIVE_ROWS = (1, 3)
+
+
+def thread_invariant_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """scaled_dot_product_attention with q [b, h, R, D], an additive bias [b, 1, R or 1, L]. R of 1 or 3
+    is padded with a zero query row (sliced off after), so the bits do not depend on the thread count
+    (kernels/cpu/step_threads.py switches it between steps); each row's result is its own either way."""
+    rows = q.shape[-2]
+    if rows not in THREAD_SENSITIVE_ROWS:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    q = F.pad(q, (0, 0, 0, 1))
+    if bias.shape[-2] == rows:
+        bias = F.pad(bias, (0, 0, 0, 1))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)[..., :rows, :]

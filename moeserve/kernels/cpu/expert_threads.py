@@ -80,10 +80,10 @@ def _slots(
                 gate_up = torch.ops.mkldnn._linear_pointwise(rows, p13[s], None, "none", none, "")
             if len(b13) > 0:
                 gate_up = gate_up + b13[s]
-            step = max(1, 16383 // Il)  # rows per block: below dense/blocked.py's ELEMENTWISE_GRAIN (TorchScript reads no globals)
+            step = max(1, 16383 // Il)  # rows per block: below kernels/cpu/blocked.py's ELEMENTWISE_GRAIN (TorchScript reads no globals)
             if n <= step:
                 hidden = _gated(gate_up, Il, act, alpha, limit)
-            else:  # dense/blocked.py: same bits at any intra-op thread count
+            else:  # kernels/cpu/blocked.py: same bits at any intra-op thread count
                 hidden = torch.cat([_gated(gate_up[r : r + step], Il, act, alpha, limit) for r in range(0, n, step)])
             if n <= small:
                 out = torch.ops.moeserve.panel_linear(hidden, q2[s], H)

@@ -20,7 +20,7 @@ from moeserve.config import ConfigError
 from moeserve.kernels.base import KernelSet, KernelWeight, bind_kernels
 from moeserve.kernels.cpu import attention as cpu_attention
 from moeserve.kernels.cpu import experts as cpu_experts
-from moeserve.kernels.cpu import cpu_binding, cpu_kernels, gemm, threads
+from moeserve.kernels.cpu import blocked, cpu_binding, cpu_kernels, gemm, threads
 from moeserve.kernels.cpu import linear as cpu_linear
 from moeserve.kernels.cpu.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.parallel_state import SINGLE, ParallelContext
@@ -119,6 +119,11 @@ class CpuKernels(KernelSet):
 
     def step(self, num_tokens: int) -> contextlib.AbstractContextManager:
         return self.step_threads.step(num_tokens) if self.step_threads is not None else contextlib.nullcontext()
+
+    def elementwise(self, fn: Any, x: torch.Tensor) -> torch.Tensor:
+        """In row blocks below torch's one-thread grain: the same bits at any intra-op thread count,
+        which step_threads.py switches between steps (kernels/cpu/blocked.py)."""
+        return blocked.by_rows(fn, x)
 
     def captures_decode(self, dtype: torch.dtype) -> bool:
         return False  # CPU only: its expert loop and thread choice read counts on the host

@@ -22,7 +22,7 @@ ranges, and the elements at the end of each range take the scalar path, where ex
 cos-based functions can differ from the vector path in the last bit (seen: 2 of 100,100 SiLU
 outputs with 3 threads; GELU on 32,700 elements with 2). Every such op of a forward (activations of
 experts and dense MLPs, rotary cos/sin, sigmoid routers) therefore runs in row blocks below the
-threshold (dense/blocked.py), which makes it thread-count-invariant. `verify` then checks at
+threshold (kernels/cpu/blocked.py), which makes it thread-count-invariant. `verify` then checks at
 start-up, on random inputs, that both ways give the same bits: forwards of a few sequences
 (prefill, decode) and of one prefill of `max_tokens` tokens (the largest step the wide way may
 run), and every packed GEMM at each row count 1..128 and a spread of larger ones up to

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from moeserve import envs
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN
+from moeserve.kernels.cpu.blocked import ELEMENTWISE_GRAIN
 from moeserve.kernels.cpu.gemm import distinct_packed
 from moeserve.kernels.cpu.step_threads import MAX_WIDE_TOKENS, StepThreads
 from moeserve.parallel_state import ParallelContext
@@ -68,7 +68,7 @@ def step_threads(
     rank's `share` of cores (kernels/cpu/step_threads.py), or None: the count is pinned (--num-threads,
     MOESERVE_NUM_THREADS), already uses the share, the engine has several ranks, the model has no
     fp32 packed GEMMs (the only kind the start-up check sweeps), or an expert's intermediate row is
-    above the one-thread threshold (its activation blocks by rows, dense/blocked.py)."""
+    above the one-thread threshold (its activation blocks by rows, kernels/cpu/blocked.py)."""
     narrow = torch.get_num_threads()
     if configured is not None or envs.NUM_THREADS.get() is not None or ctx.world_size > 1 or share <= narrow:
         return None

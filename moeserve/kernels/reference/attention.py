@@ -18,10 +18,17 @@ hq / hk query / KV heads on this rank, D head dim, NB cache blocks, BS block siz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """scaled_dot_product_attention with q [b, h, R, D] and an additive bias [b, 1, R or 1, L] (the cpu set
+    passes its own, thread-count invariant one: kernels/cpu/attention.py)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 
 def paged_attention(
@@ -32,8 +39,10 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     sinks: torch.Tensor | None = None,
+    attend: Callable = sdpa,
 ) -> torch.Tensor:
     """q [N, hq, D]; caches [NB, BS, hk, D] already holding this step's K/V -> out [N, hq, D].
+    attend: the SDPA call (`sdpa`'s contract).
 
     sliding_window: a query at position p sees keys at positions > p - sliding_window (HF semantics).
     sinks: [hq] fp32 attention-sink logits of this rank's query heads, or None.
@@ -53,19 +62,19 @@ def paged_attention(
         groups = meta.decode_groups if meta.host is not None else None
         if not groups or len(groups) == 1:
             bias = decode_bias(meta.seq_lens, tables.shape[1] * k_cache.shape[1], sliding_window, q.dtype)
-            return decode_attention(q, k_cache, v_cache, tables, bias, scale, sinks)
+            return decode_attention(q, k_cache, v_cache, tables, bias, scale, sinks, attend)
         out = torch.empty_like(q)
         for index, c in groups:  # shorter contexts gather fewer blocks
             lc = c * k_cache.shape[1]
             bias = decode_bias(meta.seq_lens[index], lc, sliding_window, q.dtype)
-            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias, scale, sinks)
+            out[index] = decode_attention(q[index], k_cache, v_cache, tables[index, :c], bias, scale, sinks, attend)
         return out
     tables, bias = block_tables_and_bias(meta)
     if sliding_window:
         bias = windowed(bias, meta, sliding_window)
     views = meta.padded()
     return gathered_attention(q, k_cache, v_cache, tables, bias.to(q.dtype), views.query_index, views.query_rows, scale,
-                              sinks)
+                              sinks, attend)
 
 
 def decode_bias(seq_lens: torch.Tensor, width: int, window: int | None, dtype: torch.dtype) -> torch.Tensor:
@@ -90,6 +99,7 @@ def gathered_attention(
     query_rows: torch.Tensor,
     scale: float,
     sinks: torch.Tensor | None = None,
+    attend: Callable = sdpa,
 ) -> torch.Tensor:
     """Each sequence's context gathered from the cache, one SDPA call for all. q [N, hq, D]; tables
     [B, C]; bias [B, 1, Q, C * BS]; query_index [B, Q]; query_rows [n] int64 the cells b * Q + q of the
@@ -102,9 +112,9 @@ def gathered_attention(
     queries = q[query_index].view(B, Q, hk, g, D).permute(0, 2, 3, 1, 4).reshape(B, hk, g * Q, D)
     bias = bias.expand(B, g, Q, Lc).reshape(B, 1, g * Q, Lc)  # row (j, t) = query head j, token t
     if sinks is not None:
-        out = sdpa_with_sinks(queries, keys, values, bias, sinks, scale)
+        out = sdpa_with_sinks(queries, keys, values, bias, sinks, scale, attend)
     else:
-        out = sdpa(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
+        out = attend(queries, keys, values, bias, scale)  # [B, hk, gQ, D]
     out = out.view(B, hk, g, Q, D).permute(0, 3, 1, 2, 4).reshape(B * Q, hq, D)
     return out.index_select(0, query_rows)
 
@@ -117,6 +127,7 @@ def decode_attention(
     bias: torch.Tensor,
     scale: float,
     sinks: torch.Tensor | None = None,
+    attend: Callable = sdpa,
 ) -> torch.Tensor:
     """One new token per sequence. q [b, hq, D]; tables [b, c] blocks; bias [b, 1, 1, c * BS]; sinks [hq]
     fp32 or None -> [b, hq, D]. The g query heads of a KV head are that head's g query rows: no K/V
@@ -128,15 +139,16 @@ def decode_attention(
     keys = k_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2).to(q.dtype)  # [b, hk, lc, D]
     values = v_cache.index_select(0, blocks).view(b, lc, hk, D).transpose(1, 2).to(q.dtype)  # e4m3 read upcast
     if sinks is not None:
-        out = sdpa_with_sinks(q.view(b, hk, hq // hk, D), keys, values, bias.expand(b, 1, hq // hk, lc), sinks, scale)
+        out = sdpa_with_sinks(q.view(b, hk, hq // hk, D), keys, values, bias.expand(b, 1, hq // hk, lc), sinks, scale,
+                              attend)
     else:
-        out = sdpa(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
+        out = attend(q.view(b, hk, hq // hk, D), keys, values, bias, scale)
     return out.reshape(b, hq, D)
 
 
 def sdpa_with_sinks(
     queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, sinks: torch.Tensor,
-    scale: float,
+    scale: float, attend: Callable = sdpa,
 ) -> torch.Tensor:
     """`sdpa` with attention sinks. queries [B, hk, g * Q, D] (row j * Q + t: query head j of its KV head,
     token t; Q may be 0); keys, values [B, hk, L, D]; bias [B, 1, g * Q, L]; sinks [hk * g] fp32 ->
@@ -158,25 +170,7 @@ def sdpa_with_sinks(
     values = F.pad(values, (0, g, 0, g))  # zero values for the sink keys; D + g wide, as the keys, for SDPA
     hidden = torch.zeros(R, g, dtype=bias.dtype, device=bias.device).masked_fill(rows_head == 0, float("-inf"))
     bias = torch.cat((bias.expand(B, 1, R, L), hidden.expand(B, 1, R, g)), dim=-1)
-    return sdpa(queries, keys, values, bias, scale)[..., :D]
-
-
-# query rows per (sequence, KV head) for which torch's CPU flash attention gives other bits with one
-# OpenMP thread than with several (seen on torch 2.13, AVX2; 2 and 4-16 rows do not differ)
-THREAD_SENSITIVE_ROWS = (1, 3)
-
-
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
-    """scaled_dot_product_attention with q [b, h, R, D], an additive bias [b, 1, R or 1, L]. R of 1 or 3
-    is padded with a zero query row (sliced off after), so the bits do not depend on the thread count
-    (kernels/cpu/step_threads.py switches it between steps); each row's result is its own either way."""
-    rows = q.shape[-2]
-    if rows not in THREAD_SENSITIVE_ROWS:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
-    q = F.pad(q, (0, 0, 0, 1))
-    if bias.shape[-2] == rows:
-        bias = F.pad(bias, (0, 0, 0, 1))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)[..., :rows, :]
+    return attend(queries, keys, values, bias, scale)[..., :D]
 
 
 def block_tables_and_bias(meta: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,10 @@
 """Elementwise functions applied in row blocks small enough to run on one thread at any intra-op
 thread count, so their bits do not depend on it.
 
+The cpu set's `elementwise` (kernels/cpu/kernel_set.py): layers call `kernels.elementwise(fn, x)`
+for their activations, rotary cos/sin and sigmoid routers; the other sets apply fn at once (on a GPU a
+block is a kernel launch, and a GPU op's bits do not depend on a thread count).
+
 Why: torch runs an elementwise op over more elements than its grain (32768; GELU's own threshold is
 16384) as contiguous ranges on OpenMP threads, and the elements at the end of each range take the
 scalar path instead of the vector one. For exp/erf/tanh/cos-based functions the two paths can

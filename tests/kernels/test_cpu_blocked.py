@@ -1,4 +1,4 @@
-"""Elementwise functions in row blocks (dense/blocked.py): the same bits at any intra-op thread count,
+"""Elementwise functions in row blocks (kernels/cpu/blocked.py): the same bits at any intra-op thread count,
 for the functions the forward runs that way, and within rounding of the unblocked op."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moeserve.dense.blocked import ELEMENTWISE_GRAIN, by_rows
+from moeserve.kernels.cpu.blocked import ELEMENTWISE_GRAIN, by_rows
 
 FUNCTIONS = {
     "silu": F.silu,
@@ -42,8 +42,8 @@ def test_row_blocks_give_the_same_bits_at_any_thread_count(name, shape):
 @pytest.mark.parametrize("rows", range(1, 9))
 def test_attention_gives_the_same_bits_at_any_thread_count(rows):
     """torch's CPU flash attention differs between 1 and more threads at 1 or 3 query rows per
-    (sequence, head); `sdpa` pads those to an even count."""
-    from moeserve.kernels.reference.attention import sdpa
+    (sequence, head); the cpu set's `thread_invariant_sdpa` pads those to an even count."""
+    from moeserve.kernels.cpu.attention import thread_invariant_sdpa as sdpa
 
     gen = torch.Generator().manual_seed(rows)
     q, k, v = (torch.randn(3, 2, n, 32, generator=gen) for n in (rows, 48, 48))
