@@ -65,6 +65,10 @@ class SchedulerConfig:
     split_prefill_bursts: bool = False
     # choices (`n`, and best_of) one HTTP request may ask for: a 400 above it (docs/limits.md)
     max_n: int = 128
+    # the host one step ahead: step N+1 is scheduled and queued while step N runs, its tokens filled in
+    # on the device (vLLM's async scheduling; docs/gpu_runtime.md). None: on for CUDA devices, off on
+    # CPUs, where the forward runs on the host thread and there is nothing to overlap
+    async_scheduling: bool | None = None
 
     def validate(self) -> None:
         from moeserve.sampling_params import MAX_N

@@ -57,6 +57,7 @@ ENGINE_FLAGS: list[Flag] = [
     # a server answers requests that arrive in bursts and is judged by time to first token; the offline
     # LLM submits all its prompts at once and is judged by throughput, which splitting only costs
     Flag("split_prefill_bursts", "scheduler.split_prefill_bursts", bool, "spread a burst of waiting prompts over a few steps, cut between prompts, when the engine's measured step cost says their first tokens then come sooner on average; the burst's last prompts pay one step overhead more, so the median TTFT falls and the p99 rises (default: on for serve; the Python LLM keeps it off for throughput)", serve_default=True),
+    Flag("async_scheduling", "scheduler.async_scheduling", bool, "the host one step ahead (vLLM's async scheduling): step N+1 is scheduled and queued on the device while step N runs, its newest tokens filled in on the device, and each step's sampled ids are read back once, asynchronously; a request that stops at step N costs step N+1 for nothing (default: on with --device cuda, off on CPUs, where the forward runs on the host thread and nothing overlaps; docs/gpu_runtime.md)"),
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),

@@ -38,7 +38,7 @@ from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.step_cost import StepCostModel
-from moeserve.core.step_plan import KvPull, NewRequest, ScheduledSeq
+from moeserve.core.step_plan import PENDING_TOKEN, KvPull, NewRequest, ScheduledSeq
 
 
 @dataclass
@@ -65,8 +65,10 @@ def _wants_prompt_logprobs(req: Request) -> bool:
 
 
 class GroupScheduler:
-    def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig, step_cost: StepCostModel | None = None):
+    def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig, step_cost: StepCostModel | None = None,
+                 max_model_len: int = 1 << 62):
         self.group = group
+        self.max_model_len = max_model_len
         self.blocks = blocks
         self.cfg = cfg
         self.step_cost = step_cost  # read for burst splitting; the engine core feeds it
@@ -175,6 +177,8 @@ class GroupScheduler:
         for req in list(self.running):  # victims leave from the tail while we walk
             if req.status is not RequestStatus.RUNNING or req.num_uncomputed_tokens != 1:
                 continue
+            if req.num_pending and self._ends_with_pending(req):
+                continue  # its pending token is its last: computing it would be a step for nothing
             if step.tokens_left == 0:
                 break
             needs_block = req.num_computed_tokens >= len(req.block_ids) * block_size
@@ -182,6 +186,11 @@ class GroupScheduler:
                 continue
             self.blocks.append_slots(req.block_ids, req.num_computed_tokens + 1)
             self._emit(req, 1, step)
+
+    def _ends_with_pending(self, req: Request) -> bool:
+        """The request's pending token ends it by length (max_tokens or max_model_len), whatever it is."""
+        outputs = req.num_output_tokens + req.num_pending
+        return outputs >= req.max_output_tokens or req.num_tokens >= self.max_model_len
 
     def _schedule_partial_prefills(self, step: GroupStep) -> None:
         block_size = self.blocks.block_size
@@ -388,7 +397,10 @@ class GroupScheduler:
     def _emit(self, req: Request, n: int, step: GroupStep) -> None:
         start = req.num_computed_tokens
         end = start + n
-        seq = ScheduledSeq(req.request_id, req.all_token_ids[start:end], start, req.block_ids.copy(), end == req.num_tokens)
+        tokens = req.all_token_ids[start:end]
+        if len(tokens) < n:  # pending tokens (sampled last step, not yet read back): filled on the device
+            tokens = tokens + [PENDING_TOKEN] * (n - len(tokens))
+        seq = ScheduledSeq(req.request_id, tokens, start, req.block_ids.copy(), end == req.num_tokens)
         if _wants_prompt_logprobs(req):
             last = min(end, req.num_prompt_tokens - 1)  # positions [start, last) score prompt tokens start+1 .. last
             if start < last:

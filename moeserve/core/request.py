@@ -28,7 +28,10 @@ class Request:
 
     `all_token_ids` is kept equal to prompt + output (maintained incrementally so a decode step
     never rebuilds the list). num_computed_tokens counts the leading tokens whose KV is in
-    `block_ids`; the rest are computed by later steps. `block_hashes[i]` is the prefix-cache key of
+    `block_ids`; the rest are computed by later steps. With the host one step ahead (async
+    scheduling), `num_pending` output tokens have been sampled on the device but not read back yet:
+    they count in `num_tokens` (the scheduler computes them next, as placeholders the worker fills
+    on the device), not in the token lists, which hold only tokens the host knows. `block_hashes[i]` is the prefix-cache key of
     full block i (filled lazily); `num_published_blocks` of them have been offered to the cache.
     """
 
@@ -48,6 +51,7 @@ class Request:
     all_token_ids: list[int] = field(init=False)
     status: RequestStatus = field(default=RequestStatus.WAITING, init=False)
     num_computed_tokens: int = field(default=0, init=False)
+    num_pending: int = field(default=0, init=False)  # sampled, not yet read back (async scheduling)
     block_ids: list[int] = field(default_factory=list, init=False)
     block_hashes: list[bytes] = field(default_factory=list, init=False)
     num_published_blocks: int = field(default=0, init=False)
@@ -73,7 +77,8 @@ class Request:
 
     @property
     def num_tokens(self) -> int:
-        return len(self.all_token_ids)
+        """Tokens of the sequence, the pending ones included."""
+        return len(self.all_token_ids) + self.num_pending
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -85,8 +90,10 @@ class Request:
 
     @property
     def num_uncomputed_tokens(self) -> int:
-        return len(self.all_token_ids) - self.num_computed_tokens
+        return self.num_tokens - self.num_computed_tokens
 
     def append_output_token(self, token_id: int) -> None:
+        """A sampled token the host now knows (the oldest pending one, if any)."""
         self.output_token_ids.append(token_id)
         self.all_token_ids.append(token_id)
+        self.num_pending = max(0, self.num_pending - 1)

@@ -3,6 +3,12 @@
     plan = scheduler.schedule()            # one GroupBatch per attention group
     result = executor.execute(plan)        # StepResult: sampled tokens
     reqs = scheduler.update(plan, result)  # requests that got a token; engine checks stop conditions
+
+With `async_scheduling` (the host one step ahead, engine/engine_core.py) `schedule` is called again
+before the previous plan's `update`: it advances every scheduled request past its tokens at once and
+counts each token a step will sample as pending (Request.num_pending), so the next plan computes it
+as a PENDING_TOKEN placeholder that the worker fills on the device; `update` then only appends the
+sampled tokens (to preempted requests too: a token sampled is part of the sequence).
     scheduler.finish_request(rid, "stop")  # engine's decision; frees blocks, tells workers next plan
     failed = scheduler.take_failed()       # (request, message): ended by the scheduler with an error
     scheduler.observe_step(plan, seconds)  # the engine core's measured step time: the step-cost model
@@ -47,13 +53,15 @@ class Scheduler:
         """kv_max_pinned_blocks: the most blocks per group kept for remote decoders (0: half the group's)."""
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
+        self.async_scheduling = bool(sched_cfg.async_scheduling)
         self.block_size = cache_cfg.block_size
         self.num_blocks = num_blocks
         self.max_model_len = max_model_len
         self.step_cost = StepCostModel()  # what a step costs, for splitting prefill bursts
         self.groups = [
             GroupScheduler(
-                g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg, self.step_cost
+                g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg, self.step_cost,
+                max_model_len,
             )
             for g in range(num_groups)
         ]
@@ -153,7 +161,23 @@ class Scheduler:
         finished, self._finished_ids = self._finished_ids, []
         plan = StepPlan(self._step, batches, new_requests, finished, kv_pulls=pulls)
         self._step += 1
+        if self.async_scheduling:
+            self._advance(plan)
         return plan
+
+    def _advance(self, plan: StepPlan) -> None:
+        """Async scheduling: every scheduled request past its tokens now, the tokens the plan samples
+        pending, so the next `schedule` (before this plan's `update`) sees where each will stand."""
+        for batch in plan.groups:
+            for seq in batch.seqs:
+                req = self.requests[seq.request_id]
+                self._computed(req, seq)
+                if seq.sample:
+                    req.num_pending += 1
+
+    def _computed(self, req: Request, seq) -> None:
+        req.num_computed_tokens = seq.start_pos + len(seq.token_ids)
+        self.num_prompt_tokens_computed += max(0, min(req.num_computed_tokens, req.num_prompt_tokens) - seq.start_pos)
 
     def update(self, plan: StepPlan, result: StepResult) -> list[Request]:
         """Advance every scheduled request past its tokens; append sampled tokens. Returns the
@@ -166,19 +190,31 @@ class Scheduler:
             group = self.groups[batch.group]
             for seq in batch.seqs:
                 req = self.requests.get(seq.request_id)
-                if req is None or req.status is not RequestStatus.RUNNING:
+                if req is None:
                     continue
-                req.num_computed_tokens = seq.start_pos + len(seq.token_ids)
-                self.num_prompt_tokens_computed += max(0, min(req.num_computed_tokens, req.num_prompt_tokens) - seq.start_pos)
-                self._publish_full_blocks(req, group.blocks)
+                if self.async_scheduling:  # advanced when scheduled; preempted since: the token is still its
+                    if seq.sample and req.status is not RequestStatus.RUNNING:
+                        self._append(req, seq, sampled, plan, group, got_token)
+                        continue
+                elif req.status is not RequestStatus.RUNNING:
+                    continue
+                else:
+                    self._computed(req, seq)
+                if req.status is RequestStatus.RUNNING:
+                    self._publish_full_blocks(req, group.blocks)
                 if seq.sample:
-                    token = sampled.get(seq.request_id)
-                    if token is None:
-                        raise RuntimeError(f"step {plan.step}: no sampled token for {seq.request_id}")
-                    req.append_output_token(token)
-                    group.load_tokens += 1
-                    got_token.append(req)
+                    self._append(req, seq, sampled, plan, group, got_token)
         return got_token
+
+    @staticmethod
+    def _append(req: Request, seq, sampled: dict[str, int], plan: StepPlan, group: GroupScheduler,
+                got_token: list[Request]) -> None:
+        token = sampled.get(seq.request_id)
+        if token is None:
+            raise RuntimeError(f"step {plan.step}: no sampled token for {seq.request_id}")
+        req.append_output_token(token)
+        group.load_tokens += 1
+        got_token.append(req)
 
     def _pull_done(self, request_id: str, error: str | None) -> None:
         """Every rank has finished reading `request_id`'s prompt KV (error: some rank failed). Read:
@@ -208,7 +244,8 @@ class Scheduler:
         self.step_cost.observe(plan.max_group_tokens, seconds)
 
     def _publish_full_blocks(self, req: Request, blocks: BlockManager) -> None:
-        full = req.num_computed_tokens // self.block_size
+        # a block holding a pending token (computed, not yet read back) waits for the next update
+        full = min(req.num_computed_tokens, len(req.all_token_ids)) // self.block_size
         if full <= req.num_published_blocks or not blocks.enable_prefix_caching:
             return
         extend_block_hashes(req.block_hashes, req.all_token_ids, full, self.block_size)
@@ -269,7 +306,7 @@ class Scheduler:
     def _finish(self, req: Request, reason: str) -> None:
         """Bookkeeping for a request already out of its group's queues."""
         del self.requests[req.request_id]
-        self.groups[req.group].load_tokens -= req.num_tokens
+        self.groups[req.group].load_tokens -= len(req.all_token_ids)
         req.status = RequestStatus.FINISHED
         req.finish_reason = reason
         self._finished_ids.append(req.request_id)

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 
 from moeserve.sampling_params import SamplingParams
 
+# a token id the host does not know yet: the token the previous step samples for this request, which
+# the worker fills in on the device (async scheduling: the host schedules step N+1 while step N runs)
+PENDING_TOKEN = -1
+
 
 @dataclass
 class NewRequest:
@@ -26,7 +30,8 @@ class ScheduledSeq:
     """One request's share of a step.
 
     token_ids: the tokens whose KV is computed this step (a prompt chunk, a recompute chunk after
-        preemption, or the single newest token in decode).
+        preemption, or the single newest token in decode). The last may be PENDING_TOKEN: the token the
+        previous step samples for this request, not yet read back (async scheduling).
     start_pos: absolute position of token_ids[0]; positions [0, start_pos) are already in the cache.
     block_table: the request's physical KV block ids, covering start_pos + len(token_ids) tokens.
     sample: True when token_ids end at the sequence's last token, so the next token is sampled.

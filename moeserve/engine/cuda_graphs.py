@@ -34,6 +34,7 @@ from typing import Protocol
 import torch
 
 from moeserve.core.step_plan import GroupBatch
+from moeserve.engine.host_copy import to_device
 
 logger = logging.getLogger(__name__)
 
@@ -128,11 +129,14 @@ class DecodeGraphs:
     def bucket(self, max_tokens: int) -> int:
         return self.sizes[bisect.bisect_left(self.sizes, max(1, max_tokens))]
 
-    def run(self, batch: GroupBatch, max_tokens: int) -> torch.Tensor:
+    def run(self, batch: GroupBatch, max_tokens: int, fill=None) -> torch.Tensor:
         """The step's sampled rows' logits [S, V] fp32: inputs padded to the bucket of max_tokens (the
-        step's largest group: identical on every rank), then one replay."""
+        step's largest group: identical on every rank), pending tokens filled (`fill`: a TokenFill, on the
+        device), then one replay."""
         rows = self.bucket(max_tokens)
-        self.inputs.prepare(batch, pad_to=rows, max_seq_len=self.max_seq_len)
+        meta = self.inputs.prepare(batch, pad_to=rows, max_seq_len=self.max_seq_len)
+        if fill is not None:
+            fill.apply(meta.input_ids)
         graph = self.graphs[rows]
         graph.replay()
         logits = graph.output
@@ -141,7 +145,7 @@ class DecodeGraphs:
             return logits
         if sampled == list(range(len(sampled))):
             return logits[: len(sampled)]
-        return logits[torch.tensor(sampled, device=logits.device)]
+        return logits[to_device(sampled, torch.int64, logits.device)]
 
     def _fill_padding(self, rows: int) -> None:
         """Padding inputs for the capture (every row a padding row): what capture runs reads."""

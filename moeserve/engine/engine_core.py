@@ -4,6 +4,16 @@
 
 The scheduler decides what runs; the executor runs it on every rank; this class owns what only
 rank 0 needs per request: detokenization and stop conditions.
+
+With `--async-scheduling` the host runs one step ahead (vLLM's async scheduling):
+
+    plan[N+1] = scheduler.schedule()      # while the device runs step N
+    future[N+1] = executor.submit(plan[N+1])
+    outputs = update(plan[N], future[N].result())   # step N's tokens, read back once
+
+Step N+1 is queued on the device before step N's tokens reach the host: its sequences' newest tokens
+are PENDING_TOKEN placeholders the workers fill from step N's sampled ids on the device. A request
+that stops at step N has computed step N+1 for nothing; its output is dropped (docs/gpu_runtime.md).
 """
 from __future__ import annotations
 
@@ -16,7 +26,8 @@ from moeserve.config import EngineConfig
 from moeserve.core.request import Request
 from moeserve.core.scheduler import Scheduler
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
-from moeserve.engine.executor import Executor, make_executor
+from moeserve.core.step_plan import StepPlan
+from moeserve.engine.executor import Executor, StepFuture, make_executor
 from moeserve.engine.grammar import GrammarError, shared_compiler
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import RequestError
@@ -25,6 +36,15 @@ from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _InFlight:
+    """A step submitted ahead (async scheduling)."""
+
+    plan: StepPlan
+    future: StepFuture
+    submitted_at: float
 
 
 @dataclass
@@ -38,6 +58,17 @@ class _Tracked:
     # [None] * prompt length when the request asked for prompt logprobs; filled by position as the
     # prompt's chunks are computed (a chunk recomputed after preemption overwrites its positions)
     prompt_logprobs: list | None = None
+
+
+def resolve_async_scheduling(config: EngineConfig) -> EngineConfig:
+    """A config whose async_scheduling is decided: unset means on for CUDA devices (the ranks get the
+    decided value with the config)."""
+    if config.scheduler.async_scheduling is not None:
+        return config
+    from moeserve.kernels.registry import resolve
+
+    on = resolve(config.device.device, config.device.kernels)[0] == "cuda"
+    return dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, async_scheduling=on))
 
 
 def resolve_model(config: EngineConfig) -> EngineConfig:
@@ -90,7 +121,7 @@ def _eos_ids(model_dir: str, tokenizer) -> set[int]:
 
 class EngineCore:
     def __init__(self, config: EngineConfig, executor: Executor | None = None):
-        config = resolve_model(check_startup(config))
+        config = resolve_async_scheduling(resolve_model(check_startup(config)))
         self.config = config
         model_dir = config.model.model
         self.model_name = config.model.served_model_name or model_dir.rstrip("/").split("/")[-1]
@@ -120,6 +151,9 @@ class EngineCore:
         self._tracked: dict[str, _Tracked] = {}
         self._pending_outputs: list[RequestOutput] = []
         self.num_steps = 0
+        self.async_scheduling = bool(config.scheduler.async_scheduling)
+        self._inflight: _InFlight | None = None  # async scheduling: the step submitted, not yet read back
+        self._last_result_at = 0.0
 
     def summary(self) -> list[tuple[str, str]]:
         """The start-up summary's rows: model, dtype, layout, dispatch, kernels, KV cache, placement
@@ -209,7 +243,8 @@ class EngineCore:
     def has_unfinished_requests(self) -> bool:
         """Work for `step`: live requests, outputs not yet returned, or KV reads still running (an
         aborted request's read too: its blocks come back, and its pin is released, when it ends)."""
-        return bool(self._tracked) or bool(self._pending_outputs) or self.scheduler.pulls_in_flight
+        return (bool(self._tracked) or bool(self._pending_outputs) or self.scheduler.pulls_in_flight
+                or self._inflight is not None)
 
     # -- the step ---------------------------------------------------------------------------------
     def service(self) -> None:
@@ -235,6 +270,8 @@ class EngineCore:
 
     def step(self) -> list[RequestOutput]:
         self.service()
+        if self.async_scheduling:
+            return self._step_ahead()
         plan = self.scheduler.schedule()
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
@@ -250,6 +287,44 @@ class EngineCore:
             if self.placement is not None:
                 self.placement.after(plan)
             self.num_steps += 1
+        return outputs
+
+    def _step_ahead(self) -> list[RequestOutput]:
+        """Schedule and submit step N+1, then read step N back and update: the host's work for N+1 runs
+        while the device runs N, and the device has N+1 queued while the host updates."""
+        if self._inflight is not None and self.placement is not None and self.placement.per_step:
+            self.drain()  # the placement runtime annotates each plan after the previous step's counts
+        plan = self.scheduler.schedule()
+        outputs, self._pending_outputs = self._pending_outputs, []
+        outputs += self._collect_scheduler_failures()
+        submitted = None
+        if plan.num_tokens or plan.new_requests or plan.finished_request_ids or self.scheduler.pulls_in_flight:
+            if self.placement is not None:
+                self.placement.before(plan)
+            submitted = _InFlight(plan, self.executor.submit(plan), time.perf_counter())
+        if self._inflight is not None:
+            outputs += self._finish(self._inflight)
+        self._inflight = submitted
+        return outputs
+
+    def drain(self) -> None:
+        """Read back the step in flight (async scheduling); its outputs go out with the next `step`.
+        Called before anything that must not overlap a step (a control step, a health probe, shutdown)."""
+        if self._inflight is not None:
+            inflight, self._inflight = self._inflight, None
+            self._pending_outputs += self._finish(inflight)
+
+    def _finish(self, inflight: _InFlight) -> list[RequestOutput]:
+        plan = inflight.plan
+        result = inflight.future.result()
+        now = time.perf_counter()
+        if plan.rebalance is None:  # device time: from when it could start (queued behind the step before)
+            self.scheduler.observe_step(plan, now - max(inflight.submitted_at, self._last_result_at))
+        self._last_result_at = now
+        outputs = self._update(plan, result)
+        if self.placement is not None:
+            self.placement.after(plan)
+        self.num_steps += 1
         return outputs
 
     def _collect_scheduler_failures(self) -> list[RequestOutput]:
@@ -352,9 +427,11 @@ class EngineCore:
 
     # -- routing recorder (placement runtime); call between steps ----------------------------------
     def recorder_start(self) -> None:
+        self.drain()
         self._need_placement().start()
 
     def recorder_stop(self) -> None:
+        self.drain()
         self._need_placement().stop()
 
     def recorder_dump(self, path: str | None = None) -> str:
@@ -367,9 +444,14 @@ class EngineCore:
         return self.placement
 
     def check_health(self) -> None:
-        self.executor.check_health()
+        if self._inflight is None:  # a probe step would overlap the one in flight: the next idle call probes
+            self.executor.check_health()
 
     def shutdown(self) -> None:
+        try:
+            self.drain()
+        except Exception:  # a dead world: shut it down all the same
+            logger.exception("the step in flight failed at shutdown")
         if self.kv is not None:
             self.kv.close()
         self.executor.shutdown()

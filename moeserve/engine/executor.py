@@ -9,6 +9,12 @@ from moeserve.core.step_plan import StepPlan, StepResult
 from moeserve.parallel_state import SINGLE
 
 
+class StepFuture(Protocol):
+    def result(self) -> StepResult:
+        """The step's sampled tokens, read back (waits for them alone)."""
+        ...
+
+
 class Executor(Protocol):
     num_blocks: int
     max_model_len: int
@@ -16,6 +22,11 @@ class Executor(Protocol):
     num_groups: int
 
     def execute(self, plan: StepPlan) -> StepResult: ...
+
+    def submit(self, plan: StepPlan, ahead: bool = True) -> StepFuture:
+        """Queue the step on every rank and return before its tokens are read (async scheduling):
+        the engine schedules the next plan meanwhile. Results are taken in submission order."""
+        ...
 
     def check_health(self) -> None: ...
 
@@ -42,6 +53,9 @@ class InProcessExecutor:
 
     def execute(self, plan: StepPlan) -> StepResult:
         return self.worker.execute(plan)
+
+    def submit(self, plan: StepPlan, ahead: bool = True) -> StepFuture:
+        return self.worker.launch(plan)
 
     def check_health(self) -> None:
         return None

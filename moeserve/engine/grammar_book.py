@@ -99,7 +99,8 @@ class GrammarBook:
         return mask
 
     def accept_later(self, request_ids: list[str], token_ids: Any) -> None:
-        """A step's sampled tokens (a list, or a [S] tensor on any device), accepted before the next mask."""
+        """A step's sampled tokens (a list, a [S] tensor on any device, or a callable returning the list:
+        the sampler's read back, which waits for that step's copy alone), accepted before the next mask."""
         self._accept_pending()
         if any(r in self._requests for r in request_ids):
             self._pending = (request_ids, token_ids)
@@ -108,6 +109,8 @@ class GrammarBook:
         if self._pending is not None:
             request_ids, token_ids = self._pending
             self._pending = None
+            if callable(token_ids):
+                token_ids = token_ids()
             self.accept(request_ids, token_ids.tolist() if isinstance(token_ids, torch.Tensor) else token_ids)
 
     def accept(self, request_ids: list[str], token_ids: list[int]) -> None:

@@ -9,6 +9,7 @@ import gc
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve import envs
 from moeserve.engine.cuda_graphs import DecodeGraphs, capture_sizes
+from moeserve.engine.host_copy import to_device
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.process_groups import RankEnv
@@ -79,6 +81,19 @@ def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext,
     step_tokens = -(-engine_config.scheduler.max_num_batched_tokens // ctx.tp_size)
     bounds = StepBounds(timeout_s=engine_config.parallel.step_timeout_s, max_tokens=step_tokens)
     return make_dispatcher(engine_config.parallel.dispatch, num_slots, ctx, bounds, cuda_graphs=cuda_graphs)
+
+
+@dataclass
+class TokenFill:
+    """Tokens the host does not know yet (async scheduling): `values` [m] int64 on the device go to rows
+    `positions` of the step's input ids, replacing their PENDING_TOKEN placeholders."""
+
+    positions: list[int]
+    values: torch.Tensor
+
+    def apply(self, input_ids: torch.Tensor) -> None:
+        """input_ids [N] int64 (written in place, on the device: no read back)."""
+        input_ids.index_copy_(0, to_device(self.positions, torch.int64, input_ids.device), self.values)
 
 
 class ModelRunner:
@@ -246,12 +261,13 @@ class ModelRunner:
     @torch.inference_mode()
     def execute_step(
         self, batch: GroupBatch, max_tokens: int | None = None, prompt_top_n: Callable[[str], int] | None = None,
-        decode_step: bool = False,
+        decode_step: bool = False, fill: TokenFill | None = None,
     ) -> tuple[torch.Tensor, list[PromptLogprobs]]:
         """`execute`, plus the prompt logprobs of the seqs with `prompt_targets`.
 
         decode_step: every group of the step decodes (StepPlan.is_decode, the same on every rank): then
         a decode graph of max_tokens' bucket replays it, where one was captured.
+        fill: the batch's pending tokens, filled into the input ids on the device before the forward.
 
         Every TP rank of the group computes the same prompt-logit rows (compute_logits gathers the
         vocabulary across TP ranks, so the calls must line up), PROMPT_LOGITS_ROWS at a time; only
@@ -262,9 +278,9 @@ class ModelRunner:
         bound = batch.num_tokens if max_tokens is None else max_tokens
         if decode_step and self.graphs is not None and self.graphs.covers(len(batch.seqs), bound):
             with self.kernels.step(batch.num_tokens):
-                return self.graphs.run(batch, bound), []
+                return self.graphs.run(batch, bound, fill), []
         with self.kernels.step(batch.num_tokens):
-            hidden, meta = self._forward(batch, max_tokens)
+            hidden, meta = self._forward(batch, max_tokens, fill)
             logits = self.model.compute_logits(hidden[meta.sample_index])
         prompt: list[PromptLogprobs] = []
         row = 0
@@ -282,7 +298,8 @@ class ModelRunner:
             row += seq.num_tokens
         return logits, prompt
 
-    def _forward(self, batch: GroupBatch, max_tokens: int | None = None) -> tuple[torch.Tensor, AttentionMetadata]:
+    def _forward(self, batch: GroupBatch, max_tokens: int | None = None, fill: TokenFill | None = None
+                 ) -> tuple[torch.Tensor, AttentionMetadata]:
         """hidden [N, H] of the batch's tokens (their K/V written to the cache), and its metadata."""
         if not batch.seqs:
             meta = empty_metadata(self.block_size, self.device)
@@ -290,6 +307,8 @@ class ModelRunner:
             meta = self.inputs.prepare(batch)
         else:
             meta = build_attention_metadata(batch, self.block_size)
+        if fill is not None:
+            fill.apply(meta.input_ids)
         return self.model(meta, self.kv_caches, max_tokens), meta
 
     def sample_forwards(self, max_tokens: int) -> tuple[list[Callable[[], torch.Tensor]], int]:

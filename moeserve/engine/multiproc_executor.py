@@ -15,6 +15,7 @@ not only when the next request arrives.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ import time
 from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, PullTally, StepPlan, StepResult
-from moeserve.engine.plan_codec import decode_result, encode_plan, encode_sampled
+from moeserve.engine.plan_codec import DRAIN, decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
 )
@@ -45,6 +46,17 @@ class RanksDidNotStart(RuntimeError):
     """A spawned rank exited, or was stopped, before the world had formed (the engine's start fails)."""
 
 
+class StepFuture:
+    """A submitted step; `result()` reads it back (rank 0's share and the others', merged)."""
+
+    def __init__(self, executor: MultiprocExecutor, step: int, own) -> None:
+        self.executor, self.step, self.own = executor, step, own
+        self.reported = False  # the ranks send (or sent) its result without a drain
+
+    def result(self) -> StepResult:
+        return self.executor._collect(self)
+
+
 class MultiprocExecutor:
     def __init__(self, config: EngineConfig):
         from moeserve.engine.rank_worker import set_rank_threads
@@ -54,6 +66,7 @@ class MultiprocExecutor:
         self.num_groups = parallel.num_attention_groups
         self._pulls = PullTally(parallel.world_size // self.num_groups)  # KV reads, as the ranks report them
         self.dead: str | None = None
+        self._held: list[StepFuture] = []  # submitted ahead, results not yet reported by the ranks
         self._stopping = False
         self._last_step = time.monotonic()
         self.probe_idle_s = PROBE_IDLE_S
@@ -211,33 +224,41 @@ class MultiprocExecutor:
             self.execute(StepPlan(step=-1, groups=[GroupBatch(g) for g in range(self.num_groups)]))
 
     def execute(self, plan: StepPlan) -> StepResult:
-        """One step on every rank. Any failure on rank 0 (its own error, or a collective that failed or
+        """One step on every rank, its result read back at once."""
+        return self.submit(plan, ahead=False).result()
+
+    def submit(self, plan: StepPlan, ahead: bool = True) -> StepFuture:
+        """Send the plan to every rank and queue this rank's share on the device, without reading
+        anything back. ahead: the ranks hold this step's result until the next plan (or a drain), so the
+        host may schedule that plan while this one runs; False: they report it at once. Results must be
+        taken in submission order. Any failure on rank 0 (its own error, or a collective that failed or
         timed out because a rank died, stopped or raised and exited) ends the world at once: no further
         collective is tried, since each would wait out the step timeout again. A BaseException
         (Ctrl-C in LLM.generate) also ends it: the ranks are mid-step and out of step with rank 0."""
         if self.dead:
             raise EngineDeadError(self.dead)
         self._last_step = time.monotonic()
-        try:
-            broadcast_bytes(encode_plan(plan), self.groups.plan_group)
-            own = self.worker.execute(plan)
+        with self._failing(plan.step):
+            broadcast_bytes(encode_plan(plan, report_now=not ahead), self.groups.plan_group)
+            own = self.worker.launch(plan)
+        future = StepFuture(self, plan.step, own)
+        for earlier in self._held:  # the ranks report them now that this step is queued
+            earlier.reported = True
+        self._held = [future] if ahead else []
+        future.reported = not ahead
+        return future
+
+    def _collect(self, future: StepFuture) -> StepResult:
+        """The step's merged result: rank 0's own, then every rank's share from the result group."""
+        assert not self._held or self._held[0] is future or future.reported, "results are taken in submission order"
+        with self._failing(future.step):
+            if not future.reported:  # the newest step, no plan after it: ask the ranks for it
+                broadcast_bytes(DRAIN, self.groups.plan_group)
+                self._held = []
+            own = future.own.result()
             payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls),
                                     self.groups.result_group)
-        except BaseException as exc:
-            if isinstance(exc, Exception):
-                log.exception("step %d failed on rank 0", plan.step)
-            # dead first (a second interrupt during the wait below must still find the world dead);
-            # then a rank that raised and exited (rank_worker) names the failure better than the
-            # "connection closed" our collective saw
-            fallback = self._stopped_first(f"step {plan.step} failed: {type(exc).__name__}: {exc}")
-            try:
-                self._note_exited_ranks(wait_s=0.5)
-            finally:
-                self.dead = self.dead or fallback
-            if isinstance(exc, Exception):
-                raise EngineDeadError(self.dead) from exc
-            raise
-        merged = StepResult(step=plan.step)
+        merged = StepResult(step=future.step)
         pulls = []
         for payload in payloads:
             part = decode_result(payload)
@@ -246,6 +267,26 @@ class MultiprocExecutor:
             pulls.append(part.kv_pulls)
         merged.kv_pulls = self._pulls.add(pulls)
         return merged
+
+    @contextlib.contextmanager
+    def _failing(self, step: int):
+        """Turns any failure inside into the world's death (see `submit`)."""
+        try:
+            yield
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                log.exception("step %d failed on rank 0", step)
+            # dead first (a second interrupt during the wait below must still find the world dead);
+            # then a rank that raised and exited (rank_worker) names the failure better than the
+            # "connection closed" our collective saw
+            fallback = self._stopped_first(f"step {step} failed: {type(exc).__name__}: {exc}")
+            try:
+                self._note_exited_ranks(wait_s=0.5)
+            finally:
+                self.dead = self.dead or fallback
+            if isinstance(exc, Exception):
+                raise EngineDeadError(self.dead) from exc
+            raise
 
     def shutdown(self) -> None:
         """Tell the ranks to stop and give them 10 s; a dead world (a rank exited, a step failed or

@@ -22,12 +22,17 @@ _PULL_FIELDS = ("request_id", "group", "engine_id", "remote_request_id", "host",
 _DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error")
 
 
-def encode_plan(plan: StepPlan | None) -> bytes:
-    """None encodes the shutdown message."""
+DRAIN = msgpack.packb({"drain": True})  # ranks send the results they still hold (multiproc_executor.py)
+
+
+def encode_plan(plan: StepPlan | None, report_now: bool = True) -> bytes:
+    """None encodes the shutdown message. report_now: the ranks send this step's result as soon as it
+    is read back; False: they hold it until the next plan or a DRAIN (the host one step ahead)."""
     if plan is None:
         return msgpack.packb({"shutdown": True})
     return msgpack.packb(
         {
+            "now": report_now,
             "step": plan.step,
             "groups": [[[getattr(s, f) for f in _SEQ_FIELDS] for s in g.seqs] for g in plan.groups],
             "new": [[n.request_id, params_to_plain(n.sampling), n.prompt_token_ids] for n in plan.new_requests],
@@ -40,9 +45,21 @@ def encode_plan(plan: StepPlan | None) -> bytes:
 
 
 def decode_plan(data: bytes) -> StepPlan | None:
+    """The plan, or None for shutdown (a DRAIN message: see `decode_message`)."""
+    return decode_message(data)[0]
+
+
+def decode_message(data: bytes) -> tuple[StepPlan | None, str]:
+    """(plan, kind): kind "plan" (report now), "plan-ahead" (hold its result), "drain" or "shutdown"."""
     raw = msgpack.unpackb(data)
     if raw.get("shutdown"):
-        return None
+        return None, "shutdown"
+    if raw.get("drain"):
+        return None, "drain"
+    return _plan(raw), "plan" if raw.get("now", True) else "plan-ahead"
+
+
+def _plan(raw: dict) -> StepPlan:
     return StepPlan(
         step=raw["step"],
         groups=[GroupBatch(g, [ScheduledSeq(*s) for s in seqs]) for g, seqs in enumerate(raw["groups"])],

@@ -41,7 +41,7 @@ def set_rank_threads(world_on_node: int, reserved: int = 0) -> None:
 
 
 def run_rank(config: EngineConfig) -> int:
-    from moeserve.engine.plan_codec import decode_plan, encode_sampled
+    from moeserve.engine.plan_codec import decode_message, encode_sampled
     from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
     from moeserve.engine.worker import Worker
     from moeserve.kernels.registry import resolve
@@ -57,20 +57,36 @@ def run_rank(config: EngineConfig) -> int:
     if worker.kv_agent is not None:  # rank 0 serves every rank's layout on its KV side channel
         gather_bytes(json.dumps(worker.kv_agent.layout()).encode(), groups.result_group)
     freeze_startup_objects()  # a full collection must not walk the model's objects mid-step (a stall every rank waits on)
+    held = []  # launched steps whose results rank 0 has not asked for yet (the host one step ahead)
+
+    def report(pending) -> None:
+        result = pending.result()
+        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls), groups.result_group)
+
     while True:
-        plan = decode_plan(broadcast_bytes(None, groups.plan_group))
-        if plan is None:
+        plan, kind = decode_message(broadcast_bytes(None, groups.plan_group))
+        if kind == "shutdown":
             break
         try:
-            result = worker.execute(plan)
+            if kind == "drain":  # rank 0 reads the results it has not asked for yet
+                for pending in held:
+                    report(pending)
+                held = []
+                continue
+            launched = worker.launch(plan)
+            for pending in held:  # results of earlier steps go back once the next one is queued
+                report(pending)
+            held = [launched]
+            if kind == "plan":
+                report(launched)
+                held = []
         except Exception:
             # exit at once: the peers may be waiting for this rank inside a collective of the step,
             # which only our closed sockets (and, on rank 0's node, our exit) end before the step
             # timeout; rank 0 then fails the step and stops the world
-            log.exception("rank %d failed in step %d; exiting", env.rank, plan.step)
+            log.exception("rank %d failed in step %d; exiting", env.rank, plan.step if plan is not None else -1)
             logging.shutdown()
             os._exit(1)  # no interpreter teardown: a gloo group torn down mid-step may block
-        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls), groups.result_group)
     dist.destroy_process_group()
     return 0
 

@@ -189,6 +189,12 @@ class EnginePlacement:
     def stats(self) -> dict:
         return self.controller.stats()
 
+    @property
+    def per_step(self) -> bool:
+        """Whether annotate and after_step must alternate step by step (a recording or EPLB is on): the
+        engine then reads each step back before scheduling the next (no async scheduling meanwhile)."""
+        return self.controller.recorder.recording or bool(self.controller.config.eplb_interval)
+
 
 def engine_placement(config, executor, model_name: str) -> EnginePlacement | None:
     """The placement runtime of an engine whose executor runs rank 0's worker here; None without

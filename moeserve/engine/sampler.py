@@ -23,6 +23,12 @@ Order of processing, per row (Hugging Face's order for the warpers):
      torch.Generator, so its tokens do not depend on what else is in the batch.
 State survives preemption: a request recomputed after preemption continues with its counts and
 its generator, because the scheduler only removes it (finished_request_ids) when it ends.
+
+Reading back: `launch` leaves the sampled ids (and any logprobs) on the device and queues one
+non-blocking copy of them into pinned host memory, then records an event; `SampledBatch.result()`
+waits for that event alone. So the host reads a step's tokens once, when they are there, and never
+waits for work queued after them (the next step, async scheduling). Per-request state (penalty
+counts, seen tokens) is updated on the device from the sampled ids, without reading them.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from moeserve.core.step_plan import NewRequest, SampledToken
+from moeserve.engine.host_copy import to_device
 from moeserve.sampling_params import SamplingParams
 
 GREEDY_BELOW = 1e-5  # temperatures this small are argmax; dividing by them overflows fp32
@@ -74,6 +81,53 @@ class _RequestState:
         return self.penalized or self.repeats_penalized or bool(self.params.logit_bias) or self.masked
 
 
+@dataclass
+class _Logprobs:
+    """Device tensors of the rows that asked for logprobs: L rows, n = the most alternatives asked."""
+
+    rows: list[int]  # their rows among the S sampled
+    wanted: list[int]  # alternatives each asked for
+    chosen: torch.Tensor  # [L] fp32 logprob of the sampled id
+    top_ids: torch.Tensor  # [L, n] int64
+    top_val: torch.Tensor  # [L, n] fp32
+
+
+class SampledBatch:
+    """One step's sampled ids (and logprobs) on their way to the host: `tokens` [S] int64 stays on the
+    device (the next step's pending tokens are filled from it); the host copy is queued at once, into
+    pinned memory on a GPU, and `result()` waits for it alone."""
+
+    def __init__(self, request_ids: list[str], tokens: torch.Tensor, logprobs: _Logprobs | None = None):
+        self.request_ids, self.tokens, self.logprobs = request_ids, tokens, logprobs
+        parts = [tokens] if logprobs is None else [tokens, logprobs.chosen, logprobs.top_ids, logprobs.top_val]
+        self._event = None
+        if tokens.device.type == "cuda":
+            self._host = [torch.empty(p.shape, dtype=p.dtype, pin_memory=True) for p in parts]
+            for host, part in zip(self._host, parts):
+                host.copy_(part, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = parts
+
+    def token_ids(self) -> list[int]:
+        """The sampled ids on the host, once the copy has landed (waits for it alone)."""
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host[0].tolist()
+
+    def result(self) -> list[SampledToken]:
+        """The SampledTokens, once the copy has landed (the step's one wait on the device)."""
+        token_list = self.token_ids()
+        out = [SampledToken(r, t) for r, t in zip(self.request_ids, token_list)]
+        if self.logprobs is not None:
+            chosen, top_ids, top_val = (h.tolist() for h in self._host[1:])
+            for j, (i, n) in enumerate(zip(self.logprobs.rows, self.logprobs.wanted)):
+                out[i].logprob = chosen[j]
+                out[i].top_logprobs = list(zip(top_ids[j], top_val[j]))[:n]
+        return out
+
+
 class Sampler:
     """Mutates only its per-request state; never changes the logits it is given."""
 
@@ -103,6 +157,11 @@ class Sampler:
         allowed: None, or [S, ceil(V / 32)] int32 on the logits' device, a packed bitmask of the tokens
         each row may take (structured outputs, engine/grammar_book.py); the others get -inf before
         anything else, so penalties, temperature, filters and logprobs all see the constrained row."""
+        return self.launch(logits, request_ids, allowed).result()
+
+    def launch(self, logits: torch.Tensor, request_ids: list[str], allowed: torch.Tensor | None = None) -> SampledBatch:
+        """`sample` without reading back: the ids (`SampledBatch.tokens`, [S] int64 on the logits'
+        device) and their host copy on its way."""
         assert logits.dim() == 2 and logits.shape[0] == len(request_ids), (tuple(logits.shape), len(request_ids))
         try:
             states = [self._states[r] for r in request_ids]
@@ -111,18 +170,22 @@ class Sampler:
         if allowed is not None:
             logits = apply_token_bitmask(logits, allowed)
         if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
-            return [SampledToken(r, t) for r, t in zip(request_ids, logits.argmax(dim=-1).tolist())]
+            self._sampled(states)
+            return SampledBatch(request_ids, logits.argmax(dim=-1))
         logits = self._mask_min_tokens(self._bias(self._penalize(self._penalize_repeats(logits, states), states), states), states)
         tokens = logits.argmax(dim=-1)  # [S]; random rows are overwritten below
         random_rows = [i for i, s in enumerate(states) if not s.greedy]
         if random_rows:
-            rows = torch.tensor(random_rows, device=logits.device)
+            rows = to_device(random_rows, torch.int64, logits.device)
             tokens[rows] = self._sample_random(logits[rows], [states[i] for i in random_rows])
-        token_list = tokens.tolist()
-        self._count(states, token_list, logits)
-        out = [SampledToken(r, t) for r, t in zip(request_ids, token_list)]
-        self._fill_logprobs(out, logits, tokens, states)
-        return out
+        self._count(states, tokens, logits.shape[1])
+        self._sampled(states)
+        return SampledBatch(request_ids, tokens, self._logprobs(logits, tokens, states))
+
+    @staticmethod
+    def _sampled(states: list[_RequestState]) -> None:
+        for s in states:
+            s.num_sampled += 1
 
     # ---- steps ---------------------------------------------------------------------------------
     @staticmethod
@@ -136,10 +199,10 @@ class Sampler:
             s = states[i]
             if s.seen is None:
                 s.seen = torch.zeros(V, dtype=torch.bool, device=logits.device)
-                s.seen[torch.tensor(s.prompt or [], dtype=torch.int64, device=logits.device)] = True
-        index = torch.tensor(rows, device=logits.device)
+                s.seen[to_device(s.prompt or [], torch.int64, logits.device)] = True
+        index = to_device(rows, torch.int64, logits.device)
         sub = logits[index]  # [P, V]
-        penalty = logits.new_tensor([states[i].params.repetition_penalty for i in rows])[:, None]
+        penalty = to_device([states[i].params.repetition_penalty for i in rows], logits.dtype, logits.device)[:, None]
         # a tiny penalty (1e-39 is below float32's normal range) would send a logit to inf and softmax
         # to NaN: a bound that stays finite after the smallest temperature keeps such a token the
         # favourite, as the penalty means
@@ -164,8 +227,8 @@ class Sampler:
                 cols += banned
         if not rows:
             return logits
-        index = (torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device))
-        masked = logits.index_put(index, logits.new_tensor(float("-inf")))
+        index = (to_device(rows, torch.int64, logits.device), to_device(cols, torch.int64, logits.device))
+        masked = logits.index_put(index, torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device))
         # a grammar that allows nothing but the end leaves such a row empty: the grammar wins (no host sync)
         empty = torch.isneginf(masked).all(dim=-1, keepdim=True)
         return torch.where(empty, logits, masked)
@@ -175,9 +238,9 @@ class Sampler:
         if not rows:
             return logits
         counts = torch.stack([states[i].counts for i in rows])  # [P, V]
-        freq = logits.new_tensor([states[i].params.frequency_penalty for i in rows])[:, None]
-        pres = logits.new_tensor([states[i].params.presence_penalty for i in rows])[:, None]
-        index = torch.tensor(rows, device=logits.device)
+        freq = to_device([states[i].params.frequency_penalty for i in rows], logits.dtype, logits.device)[:, None]
+        pres = to_device([states[i].params.presence_penalty for i in rows], logits.dtype, logits.device)[:, None]
+        index = to_device(rows, torch.int64, logits.device)
         penalty = torch.addcmul(pres * counts.clamp(max=1.0), freq, counts)  # counts are whole numbers
         return logits.index_add(0, index, penalty, alpha=-1.0)
 
@@ -192,13 +255,13 @@ class Sampler:
                 values.append(value)
         if not rows:
             return logits
-        index = (torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device))
-        return logits.index_put(index, logits.new_tensor(values), accumulate=True)
+        index = (to_device(rows, torch.int64, logits.device), to_device(cols, torch.int64, logits.device))
+        return logits.index_put(index, to_device(values, logits.dtype, logits.device), accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""
         V = logits.shape[1]
-        temps = logits.new_tensor([s.params.temperature for s in states])[:, None]
+        temps = to_device([s.params.temperature for s in states], logits.dtype, logits.device)[:, None]
         x = logits / temps
         x = top_k_filter(x, [s.params.top_k for s in states])
         x = top_p_filter(x, [s.params.top_p for s in states])
@@ -214,28 +277,30 @@ class Sampler:
         return probs.div_(q).argmax(dim=-1)
 
     @staticmethod
-    def _count(states: list[_RequestState], tokens: list[int], logits: torch.Tensor) -> None:
-        for s, t in zip(states, tokens):
-            s.num_sampled += 1
+    def _count(states: list[_RequestState], tokens: torch.Tensor, vocab: int) -> None:
+        """Each row's sampled id into its seen / counts tensors [vocab], on the device (no read back)."""
+        for i, s in enumerate(states):
+            t = tokens[i : i + 1]
             if s.seen is not None:
-                s.seen[t] = True
+                s.seen.index_fill_(0, t, True)
             if s.penalized:
                 if s.counts is None:
-                    s.counts = torch.zeros(logits.shape[1], dtype=torch.float32, device=logits.device)
-                s.counts[t] += 1
+                    s.counts = torch.zeros(vocab, dtype=torch.float32, device=tokens.device)
+                s.counts.index_add_(0, t, torch.ones(1, dtype=torch.float32, device=tokens.device))
 
-    def _fill_logprobs(
-        self, out: list[SampledToken], logits: torch.Tensor, tokens: torch.Tensor, states: list[_RequestState]
-    ) -> None:
+    @staticmethod
+    def _logprobs(logits: torch.Tensor, tokens: torch.Tensor, states: list[_RequestState]) -> _Logprobs | None:
+        """The logprob of each sampled id and the top-n alternatives, on the device, for the rows that
+        asked for them (read back with the ids)."""
         rows = [i for i, s in enumerate(states) if s.params.logprobs is not None]
         if not rows:
-            return
-        index = torch.tensor(rows, device=logits.device)
+            return None
+        index = to_device(rows, torch.int64, logits.device)
         n_max = max(states[i].params.logprobs or 0 for i in rows)
-        entries = token_logprobs(logits[index], tokens[index], n_max)
-        for (chosen, top), i in zip(entries, rows):
-            out[i].logprob = chosen
-            out[i].top_logprobs = top[: states[i].params.logprobs or 0]
+        logprobs = torch.log_softmax(logits[index], dim=-1)  # [L, V]
+        chosen = logprobs.gather(1, tokens[index][:, None])[:, 0]
+        top_val, top_ids = logprobs.topk(min(n_max, logprobs.shape[1]), dim=-1)
+        return _Logprobs(rows, [states[i].params.logprobs or 0 for i in rows], chosen, top_ids, top_val)
 
     # ---- generators ----------------------------------------------------------------------------
     def _shared_generator(self, device: torch.device) -> torch.Generator:
@@ -282,10 +347,11 @@ def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:
     if not rows:
         return x
     V = x.shape[1]
-    ks = torch.tensor([min(top_k[j], V) for j in rows], device=x.device)
-    index = torch.tensor(rows, device=x.device)
+    k_list = [min(top_k[j], V) for j in rows]
+    ks = to_device(k_list, torch.int64, x.device)
+    index = to_device(rows, torch.int64, x.device)
     sub = x[index]
-    kth = sub.topk(int(ks.max()), dim=-1).values.gather(1, (ks - 1)[:, None])  # [rows, 1]
+    kth = sub.topk(max(k_list), dim=-1).values.gather(1, (ks - 1)[:, None])  # [rows, 1]
     x = x.clone()
     x[index] = sub.masked_fill(sub < kth, float("-inf"))
     return x
@@ -293,17 +359,19 @@ def top_k_filter(x: torch.Tensor, top_k: list[int]) -> torch.Tensor:
 
 def top_p_filter(x: torch.Tensor, top_p: list[float], candidates: int = 1024) -> torch.Tensor:
     """x: [R, V]. Rows with top_p < 1 keep their most likely tokens until the mass reaches top_p
-    (ties with the last kept token kept). Looks at the top `candidates` tokens first and sorts
-    the whole vocabulary only when they hold too little mass: a full sort costs ~10x a top-1024."""
+    (ties with the last kept token kept). On a CPU it looks at the top `candidates` tokens first and
+    sorts the whole vocabulary only when they hold too little mass: a full sort costs ~10x a
+    top-1024 there. On a GPU it sorts the whole vocabulary at once: deciding would read a device value
+    back (a sync), and the sort is cheap there. Either way the same threshold."""
     rows = [j for j, p in enumerate(top_p) if p < 1.0]
     if not rows:
         return x
     V = x.shape[1]
-    index = torch.tensor(rows, device=x.device)
-    p = x.new_tensor([top_p[j] for j in rows])[:, None]  # [P, 1]
+    index = to_device(rows, torch.int64, x.device)
+    p = to_device([top_p[j] for j in rows], x.dtype, x.device)[:, None]  # [P, 1]
     sub = x[index]  # [P, V]
     log_z = sub.logsumexp(dim=-1, keepdim=True)
-    k = min(candidates, V)
+    k = min(candidates, V) if x.device.type == "cpu" else V
     while True:
         top = sub.topk(k, dim=-1).values  # [P, k] descending
         probs = (top - log_z).exp()
@@ -325,9 +393,9 @@ def min_p_filter(x: torch.Tensor, min_p: list[float]) -> torch.Tensor:
     rows = [j for j, p in enumerate(min_p) if p > 0.0]
     if not rows:
         return x
-    index = torch.tensor(rows, device=x.device)
+    index = to_device(rows, torch.int64, x.device)
     sub = x[index]
-    threshold = sub.amax(dim=-1, keepdim=True) + x.new_tensor([min_p[j] for j in rows])[:, None].log()
+    threshold = sub.amax(dim=-1, keepdim=True) + to_device([min_p[j] for j in rows], x.dtype, x.device)[:, None].log()
     x = x.clone()
     x[index] = sub.masked_fill(sub < threshold, float("-inf"))
     return x

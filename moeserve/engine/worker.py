@@ -1,14 +1,18 @@
 """One rank's share of a step: its attention group's batch through the model, sampling on TP-rank 0."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
+import torch.distributed as dist
 
 from moeserve.config import EngineConfig
-from moeserve.core.step_plan import StepPlan, StepResult
+from moeserve.core.step_plan import PENDING_TOKEN, GroupBatch, KvPullDone, PromptLogprobs, StepPlan, StepResult
 from moeserve.engine.grammar_book import GrammarBook
-from moeserve.engine.model_runner import ModelRunner, resolve_model_dir
+from moeserve.engine.host_copy import to_device
+from moeserve.engine.model_runner import ModelRunner, TokenFill, resolve_model_dir
 from moeserve.engine.rebalance import RankPlacement
-from moeserve.engine.sampler import Sampler
+from moeserve.engine.sampler import SampledBatch, Sampler
 from moeserve.parallel_state import ParallelContext
 
 # an empty step (the engine waits for KV reads and has nothing to compute) waits this long for a read
@@ -16,15 +20,32 @@ from moeserve.parallel_state import ParallelContext
 PULL_POLL_S = 0.002
 
 
+@dataclass
+class PendingStep:
+    """A launched step: `result()` reads its sampled ids back (waiting for them alone)."""
+
+    step: int
+    sampled: SampledBatch | None = None
+    prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)
+    kv_pulls: list[KvPullDone] = field(default_factory=list)
+
+    def result(self) -> StepResult:
+        tokens = self.sampled.result() if self.sampled is not None else []
+        return StepResult(self.step, tokens, prompt_logprobs=self.prompt_logprobs, kv_pulls=self.kv_pulls)
+
+
 class Worker:
     """Owns the model runner (weights + KV cache of this rank) and, on a group's TP-rank 0, the sampler.
 
-    execute() is called with the same plan on every rank, in the same order; it runs the MoE layers
-    even when this rank's group has no tokens, so every collective lines up across ranks.
+    execute() (or launch(), then the PendingStep's result()) is called with the same plan on every
+    rank, in the same order; it runs the MoE layers even when this rank's group has no tokens, so every
+    collective lines up across ranks.
     """
 
     def __init__(self, config: EngineConfig, ctx: ParallelContext, group: int = 0, dispatcher=None):
-        self.group = group
+        self.group, self.ctx = group, ctx
+        self.async_scheduling = bool(config.scheduler.async_scheduling)
+        self._last: tuple[dict[str, int], torch.Tensor | None] = ({}, None)  # the last step's sampled ids
         self.runner = ModelRunner(config, ctx, dispatcher)  # builds the --dispatch backend itself
         inputs = self.runner.inputs
         self.placement = RankPlacement(list(self.runner.model.moe_layers().values()), ctx,
@@ -51,6 +72,12 @@ class Worker:
     def execute(self, plan: StepPlan) -> StepResult:
         """This rank's share of the step's result: sampled tokens and prompt logprobs on a group's
         TP-rank 0, nothing elsewhere."""
+        return self.launch(plan).result()
+
+    def launch(self, plan: StepPlan) -> PendingStep:
+        """Queue the step on the device and return without reading anything back: the sampled ids stay
+        on the device (where the next plan's pending tokens are filled from) and their host copy is
+        on its way (`PendingStep.result` waits for it). Steps must be launched in plan order."""
         if self.sampler is not None:
             for request_id in plan.finished_request_ids:
                 self.sampler.remove(request_id)
@@ -70,29 +97,64 @@ class Worker:
             assert not plan.kv_pulls, "a KvPull for an engine without --kv-transfer"
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
-            return StepResult(plan.step, kv_pulls=pulled)
+            return PendingStep(plan.step, kv_pulls=pulled)
         if plan.num_tokens == 0:  # nothing to compute on any rank (the plan is the same everywhere)
-            return StepResult(plan.step, kv_pulls=pulled)
+            return PendingStep(plan.step, kv_pulls=pulled)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         top_n = self.sampler.prompt_top_n if self.sampler is not None else None
-        logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n, plan.is_decode)
+        logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n, plan.is_decode,
+                                                           self._pending_tokens(batch))
         if plan.collect_routing:
             self.placement.collect()
-        if self.sampler is None:  # every rank reports its own reads: the executor merges them
-            return StepResult(plan.step, kv_pulls=pulled)
         request_ids = [s.request_id for s in batch.seqs if s.sample]
-        sampled = self._sample(logits, request_ids) if request_ids else []
-        return StepResult(plan.step, sampled, prompt_logprobs=prompt_logprobs, kv_pulls=pulled)
+        sampled = None
+        if self.sampler is not None and request_ids:
+            sampled = self._sample(logits, request_ids)
+        self._remember(request_ids, sampled, logits)
+        if self.sampler is None:  # every rank reports its own reads: the executor merges them
+            return PendingStep(plan.step, kv_pulls=pulled)
+        return PendingStep(plan.step, sampled, prompt_logprobs, pulled)
 
-    def _sample(self, logits: torch.Tensor, request_ids: list[str]) -> list:
+    def _remember(self, request_ids: list[str], sampled: SampledBatch | None, logits: torch.Tensor) -> None:
+        """Keep this step's sampled ids on the device for the next plan's pending tokens (async
+        scheduling): on every TP rank of the group, through a broadcast from its TP-rank 0."""
+        if not self.async_scheduling:
+            return
+        tokens = sampled.tokens if sampled is not None else None
+        if self.ctx.tp_size > 1 and request_ids:
+            if tokens is None:
+                tokens = torch.empty(len(request_ids), dtype=torch.int64, device=logits.device)
+            dist.broadcast(tokens, src=dist.get_global_rank(self.ctx.tp_group, 0), group=self.ctx.tp_group)
+        self._last = ({r: i for i, r in enumerate(request_ids)}, tokens)
+
+    def _pending_tokens(self, batch: GroupBatch) -> TokenFill | None:
+        """Where the batch holds PENDING_TOKEN placeholders, and the last step's sampled ids that fill
+        them (async scheduling: the host scheduled this step before reading those ids)."""
+        positions, rows, row = [], [], 0
+        for seq in batch.seqs:
+            if seq.token_ids[-1] == PENDING_TOKEN:
+                rows_of, _ = self._last
+                if seq.request_id not in rows_of:
+                    raise RuntimeError(f"request {seq.request_id} has a pending token the last step did not sample")
+                positions.append(row + len(seq.token_ids) - 1)
+                rows.append(rows_of[seq.request_id])
+            row += len(seq.token_ids)
+        if not positions:
+            return None
+        tokens = self._last[1]
+        return TokenFill(positions, tokens[to_device(rows, torch.int64, tokens.device)])
+
+    def _sample(self, logits: torch.Tensor, request_ids: list[str]) -> SampledBatch:
         """The sampler over logits [S, V], under the grammars' bitmask: filled on the host while the
-        device may still run the forward (launched above), copied to the device as one more input."""
+        device may still run the forward (launched above), copied to the device as one more input. The
+        mask needs the last step's tokens accepted first: with the host a step ahead, they are read back
+        there (waiting for that step's copy alone), and only when a constrained request sampled."""
         allowed = self.grammars.bitmask(request_ids)
         if allowed is not None and logits.device.type == "cuda":
             allowed = allowed.pin_memory().to(logits.device, non_blocking=True)
-        sampled = self.sampler.sample(logits, request_ids, allowed=allowed)
+        sampled = self.sampler.launch(logits, request_ids, allowed=allowed)
         if len(self.grammars):  # accepted when the next step's mask is filled (grammar_book.py)
-            self.grammars.accept_later(request_ids, [s.token_id for s in sampled])
+            self.grammars.accept_later(request_ids, sampled.token_ids)
         return sampled
 
     def close(self) -> None:

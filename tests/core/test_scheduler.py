@@ -248,3 +248,44 @@ def test_prompt_logprobs_request_skips_prefix_hits_and_gets_its_targets_per_chun
     decode = seqs_of(eng.step())["b"]
     assert decode.prompt_targets is None
     assert all(seq.prompt_targets is None for p in eng.plans for seq in p.groups[0].seqs if seq.request_id == "a")
+
+
+def test_ahead_the_next_plan_computes_the_pending_token_as_a_placeholder():
+    """Async scheduling: the plan scheduled before the previous plan's update decodes each request's
+    sampled-but-unread token as PENDING_TOKEN; the update then appends the real token."""
+    from moeserve.core.step_plan import PENDING_TOKEN, SampledToken, StepResult
+
+    s = make_scheduler(ahead=True)
+    s.add_request(make_request("a", [5, 6, 7], max_tokens=3))
+    first = s.schedule()
+    assert seqs_of(first)["a"].token_ids == [5, 6, 7]
+    a = s.requests["a"]
+    assert (a.num_computed_tokens, a.num_pending, a.num_tokens) == (3, 1, 4)
+    second = s.schedule()  # step 0 still "running"
+    seq = seqs_of(second)["a"]
+    assert (seq.token_ids, seq.start_pos, seq.sample) == ([PENDING_TOKEN], 3, True)
+    assert (a.num_computed_tokens, a.num_pending) == (4, 2)
+    assert s.update(first, StepResult(first.step, [SampledToken("a", 42)])) == [a]
+    assert a.output_token_ids == [42] and a.num_pending == 1 and a.all_token_ids == [5, 6, 7, 42]
+    third = s.schedule()  # step 1's token is pending now; a needs one more after it
+    assert seqs_of(third)["a"].token_ids == [PENDING_TOKEN] and seqs_of(third)["a"].start_pos == 4
+    s.update(second, StepResult(second.step, [SampledToken("a", 43)]))
+    # a's token of step 2 (its third) ends it by max_tokens whatever it is: no step computes past it
+    assert seqs_of(s.schedule()) == {}
+    s.update(third, StepResult(third.step, [SampledToken("a", 44)]))
+    assert a.output_token_ids == [42, 43, 44] and a.num_pending == 0
+
+
+def test_ahead_a_request_preempted_while_its_token_is_pending_keeps_the_token():
+    from moeserve.core.group_scheduler import GroupStep
+    from moeserve.core.request import RequestStatus
+    from moeserve.core.step_plan import SampledToken, StepResult
+
+    s = make_scheduler(num_blocks=2, block_size=2, ahead=True)
+    s.add_request(make_request("a", [1, 2], max_tokens=8))
+    first = s.schedule()
+    a = s.requests["a"]
+    s.groups[0]._preempt(a, GroupStep(tokens_left=0))  # as block pressure in the next schedule would
+    assert a.status is RequestStatus.PREEMPTED and a.num_pending == 1
+    assert s.update(first, StepResult(first.step, [SampledToken("a", 9)])) == [a]
+    assert a.all_token_ids == [1, 2, 9] and a.num_pending == 0 and a.num_computed_tokens == 0

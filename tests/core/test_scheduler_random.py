@@ -19,8 +19,10 @@ def random_prompt(rng: random.Random, prefixes: list[list[int]]) -> list[int]:
     return tail
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
 @pytest.mark.parametrize("seed", range(6))
-def test_random_workload_keeps_invariants_and_leaks_nothing(seed):
+def test_random_workload_keeps_invariants_and_leaks_nothing(seed, ahead):
+    """ahead: async scheduling, each plan scheduled before the previous one's update."""
     rng = random.Random(seed)
     num_groups = 1 + seed % 2
     eng = FakeEngine(
@@ -32,6 +34,7 @@ def test_random_workload_keeps_invariants_and_leaks_nothing(seed):
             num_groups=num_groups,
             max_queued_requests=12,
             prefix_caching=seed != 5,
+            ahead=ahead,
         )
     )
     s = eng.scheduler
@@ -73,9 +76,10 @@ def test_random_workload_keeps_invariants_and_leaks_nothing(seed):
     assert len(new_ids) == len(set(new_ids))
 
 
-def test_tiny_pool_forces_preemption_and_everything_finishes():
+@pytest.mark.parametrize("ahead", [False, True], ids=["sync", "ahead"])
+def test_tiny_pool_forces_preemption_and_everything_finishes(ahead):
     rng = random.Random(7)
-    eng = FakeEngine(make_scheduler(num_blocks=6, block_size=2, max_num_batched_tokens=8, max_num_seqs=4))
+    eng = FakeEngine(make_scheduler(num_blocks=6, block_size=2, max_num_batched_tokens=8, max_num_seqs=4, ahead=ahead))
     for i in range(10):
         eng.scheduler.add_request(make_request(f"r{i}", [rng.randrange(50) for _ in range(3)], max_tokens=6))
     eng.run(max_steps=1000)

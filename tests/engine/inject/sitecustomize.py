@@ -24,11 +24,11 @@ elif _mine:
     import moeserve.engine.worker as _worker
 
     _step = int(_point)
-    _execute = _worker.Worker.execute
+    _launch = _worker.Worker.launch  # execute() launches too
 
-    def _raising_execute(self, plan):
+    def _raising_launch(self, plan):
         if plan.step == _step:
             raise RuntimeError(f"injected failure at step {_step}")
-        return _execute(self, plan)
+        return _launch(self, plan)
 
-    _worker.Worker.execute = _raising_execute
+    _worker.Worker.launch = _raising_launch
