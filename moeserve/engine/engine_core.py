@@ -290,8 +290,8 @@ class EngineCore:
         return outputs
 
     def _step_ahead(self) -> list[RequestOutput]:
-        """Schedule and submit step N+1, then read step N back and update: the host's work for N+1 runs
-        while the device runs N, and the device has N+1 queued while the host updates."""
+        """Schedule and submit step N+1, then read step N back and update: the host prepares step N+1
+        while the device computes step N, and the device has step N+1 queued while the host updates."""
         if self._inflight is not None and self.placement is not None and self.placement.per_step:
             self.drain()  # the placement runtime annotates each plan after the previous step's counts
         plan = self.scheduler.schedule()
