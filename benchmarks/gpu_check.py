@@ -7,16 +7,21 @@
    region (CUDA-graph replays) and L2 flushed (benchmarks/gpu_timing.py), each time against the card's
    roofline -- max(bytes / HBM bandwidth, FLOPs / dense peak), peaks from PEAKS by the card's name
    (--peak-tbps / --peak-tflops for other cards) -- and against the issue's targets;
-2. runs the GPU-marked tests (`pytest -m gpu tests`: the kernels against torch, whole models against
+2. measures the decode step from the host's side (gpu_runtime.py): TPOT at concurrency 1, 16 and 64,
+   host time and host syncs per step, for the built-in model and the wide Mixtral, with CUDA graphs and
+   with --enforce-eager (docs/gpu_runtime.md);
+3. runs the GPU-marked tests (`pytest -m gpu tests`: the kernels against torch, whole models against
    transformers on the GPU), in the time the limit leaves;
-3. serves the built-in model on the GPU with the Triton kernels, then a wide Mixtral (random weights,
+4. serves the built-in model on the GPU with the Triton kernels, then a wide Mixtral (random weights,
    1.6 GB of experts) with the Triton and with the torch kernels, each load-tested by `moeserve bench`;
-4. checks and times the `nvshmem` dispatch backend on the GPU (gpu_dispatch_check.py);
-5. prints one markdown report and writes the raw figures as JSON (benchmarks/results/ by default) after
-   every step and kernel; no step or case starts past --time-limit.
+5. checks and times the `nvshmem` dispatch backend on the GPU (gpu_dispatch_check.py);
+6. prints one markdown report and writes the raw figures as JSON (benchmarks/results/ by default, with
+   the commit, the card, torch, triton and CUDA) after every step and kernel; no step or case starts
+   past --time-limit.
 --tune also times the fused MoE, MLA decode and both prefill kernels at their candidate tiles, fastest
 against the default. Without CUDA it exits with one line. --dry-run runs step 1 at tiny shapes on the
-CPU under TRITON_INTERPRET=1: the harness, not the numbers (tests/kernels/test_triton_gpu_check.py).
+CPU under TRITON_INTERPRET=1, and step 2 on the CPU with the torch set: the harness, not the numbers
+(tests/kernels/test_triton_gpu_check.py).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gpu_kernel_cases import BUILDERS, FULL, MODELS, TINY  # noqa: E402
+from gpu_runtime import runtime_runs, runtime_table  # noqa: E402
 from gpu_timing import Row, fmt, measure, table, timer, tune, tuning_table  # noqa: E402
 
 # card name substring -> (HBM TB/s, dense bf16 TFLOP/s, source); the first match wins
@@ -201,9 +207,31 @@ def report(result: dict) -> str:
              "moeserve serve + moeserve bench (64 requests, 128 in / 64 out, concurrency 16):", "",
              serve_table(serve) if isinstance(serve, dict) else serve, "",
              f"nvshmem dispatch on the GPU (gpu_dispatch_check.py): {json.dumps(result.get('dispatch', 'not run'))}"]
+    runtime = result.get("runtime", "not run")
+    lines += ["", "Decode from the host's side (gpu_runtime.py; in-process, 128 in / 64 out):", "",
+              runtime_table(runtime) if isinstance(runtime, dict) else runtime]
     if result.get("tuning"):
         lines += ["", "Tiles (--tune):", "", tuning_table(result["tuning"])]
     return "\n".join(lines)
+
+
+def versions() -> dict:
+    """The commit checked out here and the library versions this run uses."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        commit = None
+    return {"commit": commit, "torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda,
+            "python": sys.version.split()[0]}
 
 
 def default_out(name: str) -> Path:
@@ -232,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-kernels", action="store_true", help="do not time the kernels")
     p.add_argument("--skip-wide", action="store_true", help="serve only the built-in model (no wide Mixtral)")
     p.add_argument("--skip-dispatch", action="store_true", help="do not check the nvshmem dispatch backend")
+    p.add_argument("--skip-runtime", action="store_true", help="do not measure TPOT, host time and syncs per step")
     p.add_argument("--tune", action="store_true", help="also time the fused MoE and MLA at candidate tile shapes")
     p.add_argument("--only", default="", help="comma-separated kernel names to time (default: all)")
     p.add_argument("--time-limit", type=float, default=540.0,
@@ -253,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else (None if args.dry_run else default_out(name))
     result: dict[str, Any] = {"device": name, "date": time.strftime("%Y-%m-%d"), "peaks_source": source,
                               "command": " ".join(["python", "benchmarks/gpu_check.py", *sys.argv[1:]]),
-                              "torch": torch.__version__, "kernels": [], "tuning": []}  # fmt: skip
+                              **versions(), "kernels": [], "tuning": []}  # fmt: skip
     skip = "skipped (dry run)" if args.dry_run else "skipped"
     late = "skipped (time limit)"
 
@@ -264,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # the kernels' figures first: they are what a short loan is for; the tests next, in the time left
     step("kernels", args.skip_kernels, lambda: time_kernels(args, dev, peaks, deadline, result, out))
+    # the decode step next (the GPU runtime's figures: TPOT, host time, syncs; --skip-kernels runs it first)
+    step("runtime", args.skip_runtime, lambda: runtime_runs(args.dry_run, args.skip_wide, deadline))
     step("gpu_tests", args.dry_run or args.skip_tests, lambda: gpu_tests(min(300.0, deadline - time.monotonic())))
     step("serve_bench", args.dry_run or args.skip_serve, lambda: serve_runs(args.skip_wide))
     step("dispatch", args.dry_run or args.skip_dispatch, dispatch_check)

@@ -48,6 +48,19 @@ def test_dry_run_times_every_kernel_at_both_models_shapes(tmp_path):
     assert {r["timing"] for r in rows} == {"cpu"}
     mla = [r["phase"] for r in rows if r["kernel"] == "mla_decode"]
     assert len(mla) == 4 and any("MTP" in p for p in mla)
+    assert result["commit"] and result["torch"] == torch.__version__
+    # the decode step from the host's side (gpu_runtime.py): every model, mode and concurrency measured
+    runtime = result["runtime"]
+    assert set(runtime) == {"built-in", "wide-mixtral"}
+    assert set(runtime["built-in"]) == {"graphs", "enforce-eager", "graphs, no async scheduling"}
+    assert set(runtime["wide-mixtral"]) == {"graphs", "enforce-eager"}
+    for modes in runtime.values():
+        for mode, figures in modes.items():
+            assert "error" not in figures, figures.get("trace")
+            assert (figures["graphs"] is None) == (mode == "enforce-eager")
+            for c in ("1", "3"):
+                assert figures[c]["tpot_ms"] > 0 and figures[c]["decode_steps"] >= 1
+    assert "| built-in | graphs | 1 |" in proc.stdout
 
 
 @pytest.mark.slow
@@ -56,6 +69,7 @@ def test_a_spent_time_limit_skips_every_step_and_still_writes_the_json(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((tmp_path / "check.json").read_text())
     assert result["kernels"] == "skipped (time limit)" and result["gpu_tests"] == "skipped (dry run)"
+    assert result["runtime"] == "skipped (time limit)"
 
 
 @pytest.mark.slow
