@@ -230,7 +230,8 @@ class OneSidedDispatcher:
                 counts, back_index, own = torch.ops.moeserve_dispatch.send(
                     hidden, topk_ids, weights, self.num_local_slots,
                     fan.hidden, fan.slots, fan.weights, me, start, rows_at)
-                if int(counts[0]) < 0:  # an id out of range: nothing was written
+                # an id out of range: nothing was written (the MoE layer's ids are valid: no read back)
+                if not ids_valid and int(counts[0]) < 0:
                     err, counts = routing_error(topk_ids, self.num_slots), self._no_rows
             torch.ops.moeserve_dispatch.signal(*self._words, me, W, layout.meta_word(p, me), counts,
                                                int(err is not None), row, epoch)

@@ -96,3 +96,42 @@ def test_decode_steps_make_no_host_reads_with_grouped_gemm_experts(arch, tmp_pat
     assert len(forwards) >= 3
     for reads in forwards:
         assert reads.watched() == [], f"host reads in a decode step of {arch}:\n{reads.describe()}"
+
+
+def _dispatch_reads(rank: int, world: int) -> dict[str, list[int]]:
+    """Host reads in dispatch/ of each of five calls (dispatch, expert output, combine) per backend."""
+    import torch.distributed as dist
+
+    from moeserve.dispatch import make_dispatcher, native
+    from moeserve.parallel_state import ParallelContext
+
+    ctx = ParallelContext(ep_size=world, ep_rank=rank, ep_group=dist.group.WORLD)
+    gen = torch.Generator().manual_seed(rank)
+    counts: dict[str, list[int]] = {}
+    for name in ("a2a_ll", "shm") if native.load() else ("a2a_ll",):
+        disp = make_dispatcher(name, 8, ctx)
+        counts[name] = []
+        for _ in range(5):
+            hidden, ids, weights = torch.randn(5, 32, generator=gen), torch.randint(0, 8, (5, 2), generator=gen), torch.rand(5, 2)
+            with HostReads() as reads:
+                batch, handle = disp.dispatch(hidden, ids, weights, max_tokens=8, ids_valid=True)
+                buffer = disp.expert_output(batch)
+                disp.combine(batch.hidden if buffer is None else buffer.copy_(batch.hidden), handle)
+            counts[name].append(len(reads.watched(("dispatch",))))
+    return counts
+
+
+@pytest.mark.slow  # spawns ranks
+def test_expert_parallel_dispatch_makes_no_host_reads_once_set_up():
+    """a2a_ll (fixed capacity, what CUDA graphs capture) and shm's C++ path: no host read per call for
+    the MoE layer's ids, after the first call (which sets up shm's heap)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "dispatch"))
+    from spawn_world import run_world
+
+    for counts in run_world(_dispatch_reads, world=2, timeout_s=300):
+        assert counts["a2a_ll"] == [0] * 5, counts
+        if "shm" in counts:
+            assert counts["shm"][1:] == [0] * 4, counts
