@@ -167,13 +167,18 @@ class Scheduler:
 
     def _advance(self, plan: StepPlan) -> None:
         """Async scheduling: every scheduled request past its tokens now, the tokens the plan samples
-        pending, so the next `schedule` (before this plan's `update`) sees where each will stand."""
+        pending, so the next `schedule` (before this plan's `update`) sees where each will stand. Full
+        blocks of known tokens are published now too: any step that hits them is queued after this one,
+        on every rank, so it reads their KV once written (waiting for `update` would miss a prompt that
+        shares a prefix with one admitted a step before)."""
         for batch in plan.groups:
+            group = self.groups[batch.group]
             for seq in batch.seqs:
                 req = self.requests[seq.request_id]
                 self._computed(req, seq)
                 if seq.sample:
                     req.num_pending += 1
+                self._publish_full_blocks(req, group.blocks)
 
     def _computed(self, req: Request, seq) -> None:
         req.num_computed_tokens = seq.start_pos + len(seq.token_ids)

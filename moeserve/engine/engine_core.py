@@ -127,6 +127,9 @@ class EngineCore:
         self.model_name = config.model.served_model_name or model_dir.rstrip("/").split("/")[-1]
         self.tokenizer = load_tokenizer(model_dir, config.model.chat_template)
         self.executor = executor or make_executor(config)
+        if not hasattr(self.executor, "submit"):  # an executor that only runs a step at a time (a test double)
+            config = dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, async_scheduling=False))
+            self.config = config
         self.max_model_len = self.executor.max_model_len
         self.vocab_size = self.executor.vocab_size
         self.eos_token_ids = _eos_ids(model_dir, self.tokenizer)

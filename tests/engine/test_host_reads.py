@@ -50,7 +50,7 @@ def _run(arch: str, tmp_path, monkeypatch, fused_moe: str) -> tuple[list[HostRea
     llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=16, kernels="triton")
     worker = llm.engine.executor.worker
     forwards, steps = [], []
-    execute_step, execute = worker.runner.execute_step, worker.execute
+    execute_step, launch = worker.runner.execute_step, worker.launch
 
     def counted_forward(batch, *args, **kwargs):
         with HostReads() as reads:
@@ -59,15 +59,23 @@ def _run(arch: str, tmp_path, monkeypatch, fused_moe: str) -> tuple[list[HostRea
             forwards.append(reads)
         return out
 
-    def counted_step(plan):
-        with HostReads() as reads:
-            out = execute(plan)
+    def counted_step(plan):  # launch, then the read back (later, with async scheduling): one step's reads
+        reads = HostReads()
+        with reads:
+            pending = launch(plan)
+        result = pending.result
+
+        def counted_result():
+            with reads:
+                return result()
+
+        pending.result = counted_result
         seqs = [s for g in plan.groups for s in g.seqs]
         if seqs and all(s.num_tokens == 1 and s.start_pos > 0 for s in seqs):
             steps.append(reads)
-        return out
+        return pending
 
-    worker.runner.execute_step, worker.execute = counted_forward, counted_step
+    worker.runner.execute_step, worker.launch = counted_forward, counted_step
     rng = random.Random(0)
     prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in (3, 6, 9)]
     try:
