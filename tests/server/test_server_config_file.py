@@ -107,7 +107,7 @@ def test_switches_on_by_default_have_only_their_off_form(capsys):
         cli_main(["serve", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert "[--no-prefix-caching]" in usage and "--enable-prefix-caching" not in usage
-    for name in ("device {auto,cpu,cuda}", "kernels {auto,torch,cpu,triton}", "dispatch {auto,local,a2a,agrs,shm,nvshmem}"):
+    for name in ("device {auto,cpu,cuda}", "kernels {auto,torch,cpu,triton}", "dispatch {auto,local,a2a,a2a_ll,agrs,shm,nvshmem}"):
         assert f"--{name}" in usage
 
 
