@@ -61,7 +61,7 @@ def test_step_inputs_match_the_host_metadata_and_pad_with_the_spare_block():
         inputs.prepare(GroupBatch(0, [ScheduledSeq("e", [1] * 17, 0, [0] * 5, True)]))
 
 
-def _generate_staggered(arch: str, tmp_path, monkeypatch, kernels: str, graphs_eager: bool):
+def _generate_staggered(arch: str, tmp_path, monkeypatch, kernels: str, graphs_eager: bool, **settings):
     """Eight prompts whose max_tokens are 1..8: decode batches of 7, 6, ..., 1 sequences (buckets 8,
     4, 2, 1, most of them padded). -> (our tokens, transformers' greedy tokens, replays per bucket)."""
     from moeserve import LLM, SamplingParams
@@ -80,7 +80,7 @@ def _generate_staggered(arch: str, tmp_path, monkeypatch, kernels: str, graphs_e
             out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=sp.max_tokens,
                               do_sample=False, pad_token_id=0)
             want.append(out[0, len(p):].tolist())
-    llm = LLM(model=str(path), block_size=4, max_num_seqs=8, max_num_batched_tokens=64, kernels=kernels)
+    llm = LLM(model=str(path), block_size=4, max_num_seqs=8, max_num_batched_tokens=64, kernels=kernels, **settings)
     runner = llm.engine.executor.worker.runner
     replays: dict[int, int] = {}
     if graphs_eager:
@@ -102,6 +102,14 @@ def test_bucket_padding_never_changes_tokens(arch, tmp_path, monkeypatch):
     got, want, replays = _generate_staggered(arch, tmp_path, monkeypatch, "torch", graphs_eager=True)
     assert got == want
     assert set(replays) == {1, 2, 4, 8}, replays  # every bucket replayed, three of them padded
+
+
+def test_graphs_with_the_host_a_step_ahead_give_the_same_tokens(tmp_path, monkeypatch):
+    """As a GPU runs: decode graphs replayed with pending tokens filled into their input buffer."""
+    got, want, replays = _generate_staggered("qwen2_moe", tmp_path, monkeypatch, "torch", graphs_eager=True,
+                                             async_scheduling=True)
+    assert got == want
+    assert set(replays) == {1, 2, 4, 8}, replays
 
 
 @pytest.mark.slow  # the whole model under the Triton interpreter
