@@ -235,7 +235,7 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
     monkeypatch.setattr(cpu_threads, "cores_per_rank", lambda ranks_per_node, reserved=0: 2)
     monkeypatch.setattr(StepThreads, "use_wide", lambda self, tokens: True)
     seen = []
-    sample, prompt = sampler.Sampler.sample, model_runner.prompt_logprobs
+    sample, prompt = sampler.Sampler.launch, model_runner.prompt_logprobs  # the worker launches the sampler
 
     def spy(fn):
         def wrapped(*args, **kwargs):
@@ -244,18 +244,18 @@ def test_sampling_and_prompt_logprobs_run_outside_the_wide_region(monkeypatch, t
 
         return wrapped
 
-    monkeypatch.setattr(sampler.Sampler, "sample", spy(sample))
+    monkeypatch.setattr(sampler.Sampler, "launch", spy(sample))
     monkeypatch.setattr(model_runner, "prompt_logprobs", spy(prompt))
     llm = LLM(model=str(make_checkpoint("mixtral", tmp_path)[1]))
     llm.generate([[5, 6, 7, 8]], SamplingParams(max_tokens=3, temperature=0.8, seed=1, prompt_logprobs=1))
-    assert {name for name, _, _ in seen} == {"sample", "prompt_logprobs"}
+    assert {name for name, _, _ in seen} == {"launch", "prompt_logprobs"}
     assert all(threads == 1 and forks for _, threads, forks in seen), seen
 
 
 @pytest.fixture(scope="module", params=arch_params(ALL_ARCHITECTURES + ["mixtral-mha", "mixtral-gqa3"]))
 def checkpoint(request, tmp_path_factory):
     """Every architecture, plus query heads per KV head of 1 and 3 (flash attention's thread-sensitive
-    row counts, kernels/reference/attention.py `sdpa`)."""
+    row counts, kernels/cpu/attention.py `thread_invariant_sdpa`)."""
     path = tmp_path_factory.mktemp(request.param)
     if request.param == "mixtral-mha":
         return make_checkpoint("mixtral", path, num_key_value_heads=4)[1]
