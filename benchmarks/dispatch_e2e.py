@@ -2,7 +2,7 @@
 
     python benchmarks/dispatch_e2e.py [--backends shm a2a] [--prompts 64] [--new-tokens 32] [--repeats 3]
 
-tiny-mixtral (benchmarks/tiny_models.py, made on first use), 64 prompts of 5-40 random tokens, 32 new
+tiny-mixtral (benchmarks/bench_checkpoints.py, made on first use), 64 prompts of 5-40 random tokens, 32 new
 tokens each, greedy, ignore_eos, all submitted at once. `LLM(ep=1)` stays up; for each backend B,
 `LLM(ep=2, dispatch=B)` runs next to it (its rank 1 idles while ep=1 runs), both run each prompt set,
 in an order swapped every round; the ratio reported is the median of the per-round ratios (the
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_models import make_tiny_mixtral  # noqa: E402
+from bench_checkpoints import make_tiny_mixtral  # noqa: E402
 
 
 def main() -> None:

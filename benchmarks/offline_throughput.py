@@ -134,7 +134,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    from tiny_models import make_tiny_mixtral
+    from bench_checkpoints import make_tiny_mixtral
 
     model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]

@@ -2,7 +2,7 @@
 
     python benchmarks/serve_vs_vllm.py [--model DIR] [--vllm-url URL | --vllm-python PY] [--rounds 3] [--json]
 
-Default model: tiny-mixtral (benchmarks/tiny_models.py, made on first use). Default load (serving
+Default model: tiny-mixtral (benchmarks/bench_checkpoints.py, made on first use). Default load (serving
 issue): 64 requests, concurrency 8, 32 random input token ids, 32 output tokens (ignore_eos),
 greedy, streamed; measured with `moeserve bench`, which works against any OpenAI-compatible server.
 vLLM is compared when `--vllm-url` points at a running vLLM server for the same model directory, or
@@ -208,7 +208,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args()
 
-    from tiny_models import make_tiny_mixtral
+    from bench_checkpoints import make_tiny_mixtral
 
     model = args.model or str(make_tiny_mixtral(Path(tempfile.gettempdir()) / "moeserve-bench-tiny-mixtral"))
     vocab = json.loads((Path(model) / "config.json").read_text())["vocab_size"]

@@ -19,6 +19,7 @@ rank 0 only (the reduced partial sums add it once); the others hold zeros.
 from __future__ import annotations
 
 import logging
+import weakref
 
 import torch
 
@@ -28,7 +29,7 @@ from moeserve.models.expert_loading import tp_rows
 from moeserve.moe.layer import MoELayer
 
 logger = logging.getLogger(__name__)
-_SAID: set[str] = set()
+_SAID: "weakref.WeakSet[CheckpointReader]" = weakref.WeakSet()
 
 
 def load_gpt_oss_experts(reader: CheckpointReader, moe: MoELayer, prefix: str) -> None:
@@ -74,8 +75,8 @@ def _mxfp4_readers(reader: CheckpointReader, moe: MoELayer, prefix: str):
     gate_up, down = f"{prefix}.gate_up_proj", f"{prefix}.down_proj"
     mxfp4.check_shapes(reader, gate_up, (E,), 2 * I, H)
     mxfp4.check_shapes(reader, down, (E,), H, I)
-    if "mxfp4" not in _SAID:
-        _SAID.add("mxfp4")
+    if reader not in _SAID:  # once per load, not per layer
+        _SAID.add(reader)
         logger.warning("MXFP4 expert weights are dequantized to %s at load: moeserve has no MXFP4 kernel, so the "
                        "experts take %.1fx the memory of the checkpoint's blocks", moe.dtype,
                        torch.finfo(moe.dtype).bits / 4.25)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # after tests/models: both have a tiny_models
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from gpu_dispatch_check import check  # noqa: E402
 

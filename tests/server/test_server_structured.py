@@ -146,10 +146,12 @@ def test_stop_strings_and_max_tokens_cut_a_constrained_answer(client, server):
 
 
 def test_json_object_and_chat_regex(client, server):
-    # the built-in model writes prose: `}` closes an object only if the model ever picks it, so a
-    # logit bias asks for it (the grammar still decides where it may go)
-    close = str(build_tokenizer().convert_tokens_to_ids("}"))
-    for c in chat(client, server, False, n=2, response_format={"type": "json_object"}, logit_bias={close: 8}):
+    # the built-in model writes prose: `"` ends a string and `}` closes an object only if the model ever
+    # picks them, so a logit bias asks for both (the grammar still decides where they may go), and a seed
+    # keeps the sample the same from run to run
+    tok = build_tokenizer()
+    bias = {str(tok.convert_tokens_to_ids(c)): 8 for c in ('"', "}")}
+    for c in chat(client, server, False, n=2, seed=3, response_format={"type": "json_object"}, logit_bias=bias):
         assert isinstance(json.loads(c["content"]), dict) and c["finish"] == "stop"
     for c in chat(client, server, True, n=2, extra_body={"structured_outputs": {"regex": r"(yes|no), [a-z]{3,10}\."}}):
         assert re.fullmatch(r"(yes|no), [a-z]{3,10}\.", c["content"]), c
