@@ -4,7 +4,9 @@ output equals the synchronous engine's: stop conditions, sampling state, logprob
 and the multi-rank executors."""
 from __future__ import annotations
 
+import json
 import random
+import re
 
 import pytest
 
@@ -87,6 +89,36 @@ def test_every_sampling_feature_gives_the_synchronous_outputs():
     settings = dict(kernels="torch", max_num_batched_tokens=16)
     want = _run(None, prompts, params, async_scheduling=False, **settings)
     _same(_run(None, prompts, params, async_scheduling=True, **settings), want)
+
+
+def test_constrained_requests_give_the_synchronous_outputs():
+    """Grammar masks with the host a step ahead: a step's mask is filled after the previous step's
+    tokens are accepted (engine/grammar_book.py), so regex, choice and JSON-schema requests batched with
+    an unconstrained one give what the synchronous loop gives."""
+    from moeserve.sampling_params import StructuredOutputsParams as SO
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+    prompts = ["The quick brown fox", "Once upon a time", "Hello", "Paris is"]
+    params = [
+        SamplingParams(temperature=0.8, seed=5, max_tokens=24, structured_outputs=SO(regex=r"(yes|no), [a-z]{3,10}\.")),
+        SamplingParams(temperature=0.0, max_tokens=8, structured_outputs=SO(choice=["pride", "prejudice"])),
+        SamplingParams(temperature=0.7, seed=9, max_tokens=60, logprobs=2, structured_outputs=SO(json=schema)),
+        SamplingParams(temperature=0.0, max_tokens=10),
+    ]
+    settings = dict(kernels="torch", max_num_batched_tokens=16)
+    want = _run(None, prompts, params, async_scheduling=False, **settings)
+    got = _run(None, prompts, params, async_scheduling=True, **settings)
+    for g, w in zip(got, want, strict=True):
+        assert (g.token_ids, g.text, g.finish_reason) == (w.token_ids, w.text, w.finish_reason)
+        # a request that ends at its grammar's end costs the step ahead a row, so later steps may run
+        # other batch sizes: the same tokens, log-probabilities within float noise
+        for (lp_g, top_g), (lp_w, top_w) in zip(g.logprobs or [], w.logprobs or [], strict=True):
+            assert lp_g == pytest.approx(lp_w, abs=1e-5) and [t for t, _ in top_g] == [t for t, _ in top_w]
+            assert [v for _, v in top_g] == pytest.approx([v for _, v in top_w], abs=1e-5)
+    assert want[1].text in ("pride", "prejudice") and re.fullmatch(r"(yes|no), [a-z]{3,10}\.", want[0].text)
+    assert json.loads(want[2].text).keys() == {"name", "age"}
 
 
 def test_preemption_and_a_tiny_pool_give_the_synchronous_tokens(tmp_path):
