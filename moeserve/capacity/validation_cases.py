@@ -34,11 +34,15 @@ class Case:
     fitted: bool = False
     batch_rule: str = "slo"
     hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
-    blind: bool = False  # recorded before a model change and not predicted while making it (validation_blind.py)
+    # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
+    # second blind set (validation_blind2.py)
+    blind: int = 0
 
     @property
     def part(self) -> str:
-        return "fitted" if self.fitted else "blind" if self.blind else "held out"
+        if self.fitted:
+            return "fitted"
+        return {0: "held out", 1: "blind"}.get(int(self.blind), f"blind {int(self.blind)}")
 
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance
