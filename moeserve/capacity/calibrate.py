@@ -163,6 +163,8 @@ def profile_from(t: dict) -> dict:
         "gemm_tile_rows": {"value": 1, "source": "CPU GEMM libraries (oneDNN, MKL) have no tensor-core tile: a row costs a row"},
         "card_class": {"value": "cpu", "source": "a CPU: oneDNN/MKL GEMMs have no tensor-core tile and reach the measured rate at any row count"},
         "allreduce_latency_us": {"value": 300, "source": "estimate, not measured: one gloo collective over loopback"},
+        "scaleout_allreduce_latency_us": {"value": 300, "source": "estimate, not measured: one gloo collective over "
+                                          "loopback (one host: nothing crosses a node)"},
         "gemm_min_tile_rows": {"value": 1, "source": "CPU GEMM libraries (oneDNN, MKL) have no tensor-core tile: a row costs a row"},
         "kernel_floor_us": {"value": 0, "source": "CPU kernels run on the calling thread, no graphs: the fixed costs are graph_layer_overhead_us and step_overhead_ms"},
         "host_memory_gb": {"value": 0, "source": "a CPU rank's weights are in host memory already: nothing to offload to"},

@@ -1,7 +1,11 @@
 """Communication of one decoder layer on the busiest GPU: TP all-reduces and MoE dispatch/combine.
 
 All-reduce: a fixed latency (one-shot custom all-reduce at a few KB: the profile's
-`allreduce_latency_us`) plus a ring's bytes over the scale-up link. Dispatch and combine: tokens go
+`allreduce_latency_us`) plus a ring's bytes over the scale-up link. A TP group that spans nodes (TP 16
+on 8-GPU nodes) all-reduces hierarchically, as NCCL does: reduce-scatter and all-gather inside each
+node over the scale-up link, and each GPU's 1 / (GPUs of the group in a node) share all-reduced
+between the nodes over its own scale-out link, at NCCL's multi-node latency
+(`scaleout_allreduce_latency_us`; custom all-reduce kernels work inside one NVLink domain only). Dispatch and combine: tokens go
 out in the dispatch format and come back in the combine format; at decode one copy per (token,
 rank) (DeepEP's low-latency kernels), at prefill one per (token, node) then on over NVLink (its normal
 kernels), nodes capped by group-limited routing; bandwidth plus a latency per phase. With one
@@ -19,12 +23,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def all_reduce(sm: "StepModel", s: "StepInput") -> float:
-    tp = sm.lay.tp
+    hw, tp = sm.hw, sm.lay.tp
     if tp == 1:
         return 0.0
     nbytes = s.tokens * tp * sm.m.hidden * sm.p.act_bytes
-    bandwidth = sm.hw.scaleup_gbs * 1e9 * sm.eff.network
-    return 2 * (tp - 1) / tp * nbytes / bandwidth + sm.hw.allreduce_latency_us * 1e-6
+    link = sm.eff.network * 1e9
+    per_node = min(hw.gpus_per_node, tp)
+    nodes = math.ceil(tp / per_node)
+    if nodes == 1:
+        return 2 * (tp - 1) / tp * nbytes / (hw.scaleup_gbs * link) + hw.allreduce_latency_us * 1e-6
+    inside = 2 * (per_node - 1) / per_node * nbytes / (hw.scaleup_gbs * link)
+    between = 2 * (nodes - 1) / nodes * nbytes / per_node / (hw.scaleout_gbs * link)
+    return inside + between + hw.scaleout_allreduce_latency_us * 1e-6
 
 
 def dispatch_combine(sm: "StepModel", s: "StepInput") -> float:

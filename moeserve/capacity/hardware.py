@@ -21,6 +21,7 @@ _OPTIONAL = {
     "gemm_min_tile_rows": "gemm_tile_rows",
     "kernel_floor_us": 0.0,
     "allreduce_latency_us": "scaleup_latency_us",
+    "scaleout_allreduce_latency_us": "scaleout_latency_us",
     "host_memory_gb": 0.0,
     "host_link_gbs": 0.0,
 }
@@ -50,6 +51,7 @@ class Hardware:
     gemm_min_tile_rows: int = 0  # the smallest row tile they offer (WGMMA's 64 on Hopper; swapAB kernels 32)
     kernel_floor_us: float = 0.0  # the least a dependent kernel takes inside a CUDA graph, launch to finish
     allreduce_latency_us: float = 0.0  # a TP all-reduce of a few KB (one-shot custom all-reduce)
+    scaleout_allreduce_latency_us: float = 0.0  # the same across nodes (NCCL over the scale-out link)
     host_memory_gb: float = 0.0  # host memory per GPU that weights may be offloaded to
     host_link_gbs: float = 0.0  # host-to-GPU bandwidth per GPU per direction (PCIe, NVLink-C2C)
     card_class: str = "hopper"  # which published GEMM-efficiency curve applies (capacity/gemm.py)
