@@ -12,14 +12,40 @@ kernels), nodes capped by group-limited routing; bandwidth plus a latency per ph
 attention group (world = tp) every rank already holds every token after the attention all-reduce:
 there is no dispatch, and the second all-reduce sums the experts' partial outputs (TensorRT-LLM's
 TP x EP layouts). Functions take the StepModel whose model, hardware, layout and formats they read.
+
+Across nodes at decode, a low-latency dispatch or combine takes at least what DeepEP's README measures
+for one call at its production setting (LL_FLOOR_US): the kernels post RDMA writes to every peer and
+wait for every peer's arrival flags, so a call with few tokens costs round trips and the wait for the
+slowest rank, not bytes. With two-batch overlap that wait runs behind the other micro-batch's
+compute (DeepEP's hook-based receive holds no SM while it waits), so only the bytes count there.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from moeserve.capacity.step_time import StepInput, StepModel
+
+
+# DeepEP README, low-latency kernels on H800 with ConnectX-7 400 Gb/s RDMA, 128 tokens per rank, hidden
+# 7168, top-8, FP8 dispatch and BF16 combine: (EP, dispatch us, combine us); log-linear in EP between
+# the points, flat beyond them. Assumed for every card whose nodes talk over 400 Gb/s RDMA.
+LL_FLOOR_US = ((8, 77, 114), (16, 118, 195), (32, 155, 273), (64, 173, 314), (128, 192, 369), (256, 194, 360))
+
+
+def ll_floor(ep: int) -> tuple[float, float]:
+    """(dispatch, combine) seconds a low-latency call across nodes takes at least at expert parallelism `ep`."""
+    eps = [p[0] for p in LL_FLOOR_US]
+    if ep <= eps[0]:
+        return LL_FLOOR_US[0][1] * 1e-6, LL_FLOOR_US[0][2] * 1e-6
+    if ep >= eps[-1]:
+        return LL_FLOOR_US[-1][1] * 1e-6, LL_FLOOR_US[-1][2] * 1e-6
+    i = bisect.bisect_right(eps, ep)
+    (e0, d0, c0), (e1, d1, c1) = LL_FLOOR_US[i - 1], LL_FLOOR_US[i]
+    f = math.log(ep / e0) / math.log(e1 / e0)
+    return (d0 + f * (d1 - d0)) * 1e-6, (c0 + f * (c1 - c0)) * 1e-6
 
 
 def all_reduce(sm: "StepModel", s: "StepInput") -> float:
@@ -68,5 +94,8 @@ def dispatch_and_combine(sm: "StepModel", s: "StepInput") -> tuple[float, float]
         remote_copies = s.tokens * nodes_touched * (1 - 1 / nodes)
     local_copies = s.tokens * ranks_touched
     latency = hw.scaleout_latency_us * 1e-6
-    return tuple(max(remote_copies * m.hidden * b / (hw.scaleout_gbs * link), local_copies * m.hidden * b / (hw.scaleup_gbs * link))
-                 + latency for b in fmt_bytes)
+    phases = tuple(max(remote_copies * m.hidden * b / (hw.scaleout_gbs * link), local_copies * m.hidden * b / (hw.scaleup_gbs * link))
+                   + latency for b in fmt_bytes)
+    if s.phase == "decode" and not s.tbo:
+        phases = tuple(max(t, floor) for t, floor in zip(phases, ll_floor(ep)))
+    return phases

@@ -136,6 +136,25 @@ def test_tp_all_reduce_across_nodes_runs_hierarchically_over_the_nics():
     assert comm.all_reduce(sm, s) > comm.all_reduce(one_node, s)
 
 
+def test_low_latency_calls_across_nodes_take_at_least_deepep_measured_time():
+    """H20, EP16 over two nodes, 1 token per GPU at decode (hand-computed): the bytes take ~1 us, so each
+    call costs DeepEP's measured time at EP16 (dispatch 118 us, combine 195 us); EP24 lies between
+    EP16 and EP32 on a log scale: 118 + (155 - 118) x log2(1.5) = 139.6 us. With two-batch overlap the
+    wait hides behind the other micro-batch: bytes and the profile's latency only."""
+    m, h20 = load_model("deepseek-v3"), load_hardware("h20")
+    s = StepInput("decode", 1, 4096, 1)
+    sm = StepModel(m, h20, Layout(ep=16), Precision(), IDEAL)
+    assert comm.dispatch_and_combine(sm, s) == pytest.approx((118e-6, 195e-6))
+    assert comm.ll_floor(24)[0] * 1e6 == pytest.approx(139.6, abs=0.05)
+    assert comm.ll_floor(4) == comm.ll_floor(8) and comm.ll_floor(512) == comm.ll_floor(256)
+    dispatch_tbo, _ = comm.dispatch_and_combine(sm, replace(s, tbo=True))
+    assert dispatch_tbo < 70e-6 and dispatch_tbo > h20.scaleout_latency_us * 1e-6
+    # inside one node (NVLink) and at prefill no floor applies
+    one_node = StepModel(m, h20, Layout(ep=8), Precision(), IDEAL)
+    assert comm.dispatch_and_combine(one_node, s)[0] < 30e-6
+    assert comm.dispatch_and_combine(sm, replace(s, phase="prefill"))[0] < 70e-6
+
+
 def test_two_batch_overlap_hides_communication():
     m, h800 = load_model("deepseek-v3"), load_hardware("h800")
     sm = StepModel(m, h800, Layout(ep=32, redundant=32), Precision())
