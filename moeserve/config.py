@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from moeserve import envs
 from moeserve.errors import ConfigError
+from moeserve.speculative_config import SpeculativeConfig
 
 __all__ = ["ConfigError"]  # re-exported: defined in errors.py, imported from here by older code
 
@@ -300,13 +301,14 @@ class EngineConfig:
     placement: str | None = None  # path of a placement plan JSON
     placement_runtime: PlacementRuntimeConfig = field(default_factory=PlacementRuntimeConfig)
     kv_transfer: KvTransferConfig = field(default_factory=KvTransferConfig)
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     seed: int = 0
 
     def validate(self) -> "EngineConfig":
         """Field checks of every part; what needs files or the environment (the model's sizes, the
         --placement plan, the launcher) is engine/startup_checks.py."""
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime,
-                     self.kv_transfer):
+                     self.kv_transfer, self.speculative):
             part.validate()
         # any --tp / --ep pairs with any other (kv_transfer/head_slices.py); several nodes are untested
         if self.model.quantization == "fp8" and self.placement_runtime.eplb_interval:

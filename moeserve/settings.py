@@ -25,8 +25,10 @@ from moeserve.errors import ConfigError
 @dataclass(frozen=True)
 class Flag:
     key: str  # YAML key and LLM keyword; the flag is "--" + key with "-" for "_"
-    target: str  # "<section>.<field>": an EngineConfig part, "engine" (its own fields) or "server"
-    type: type  # bool, int, float, str, or tuple: a list (comma-separated on the command line)
+    # "<section>.<field>": an EngineConfig part, "engine" (its own fields) or "server"; a dict flag
+    # names a whole part ("speculative"), which its class builds from the value (`from_value`)
+    target: str
+    type: type  # bool, int, float, str, tuple: a list (comma-separated on the command line), dict: JSON object
     help: str
     # what `moeserve serve` uses when neither the command line nor the YAML file sets the key; None:
     # the config's default, as in the Python API
@@ -80,6 +82,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("kv_expiry_s", "kv_transfer.expiry_s", float, "seconds a prefill server keeps a finished prompt's KV blocks for a decoder that has not read them"),
     Flag("kv_secret", "kv_transfer.secret", str, "the secret every prefill and decode server of one pool shares: prefill answers are signed with it and side-channel calls must be (docs/disaggregation.md, trust model); default: MOESERVE_KV_SECRET, else a random secret kept in MOESERVE_CACHE/kv-secret (0600), which pairs the servers one user runs on one machine; never the --api-key, which clients hold"),
     Flag("kv_max_pinned_blocks", "kv_transfer.max_pinned_blocks", int, "most KV blocks per attention group a prefill server keeps for remote decoders; a new pin past it releases the oldest unread ones, and a prompt larger than it is refused (default 0: half of the group's blocks)"),
+    Flag("speculative_config", "speculative", dict, "speculative decoding, as vLLM's flag: a JSON object (a mapping in YAML and LLM) with method ngram (prompt lookup: prompt_lookup_min, prompt_lookup_max) or mtp (the checkpoint's multi-token-prediction layers), and num_speculative_tokens (docs/speculative_decoding.md); default unset: off"),
     Flag("placement", "engine.placement", str, "expert placement plan JSON (from `moeserve place`)"),
     Flag("seed", "engine.seed", int, "global random seed"),
     Flag("record_trace_dir", "placement_runtime.record_trace_dir", str, "record routing traces here, one file per window"),
@@ -96,7 +99,9 @@ ENGINE_KEYS = {f.key: f for f in ENGINE_FLAGS}
 
 
 def config_default(flag: Flag) -> Any:
-    """The flag's default in the config dataclasses (what `LLM(...)` uses)."""
+    """The flag's default in the config dataclasses (what `LLM(...)` uses); None for a dict flag (unset)."""
+    if flag.type is dict:
+        return None
     section, name = flag.target.split(".")
     owner = EngineConfig if section == "engine" else SECTIONS[section]
     return next(f for f in dataclasses.fields(owner) if f.name == name).default
@@ -111,6 +116,8 @@ def check_value(flag: Flag, value: Any, origin: str) -> Any:
     ConfigError naming `origin` (the YAML file, `LLM(...)`) and the key."""
     if value is None:
         return None
+    if flag.type is dict:
+        return SECTIONS[flag.target].from_value(value, origin if origin.startswith("--") else f"{origin}: {flag.key}")
     if flag.type is tuple:
         if isinstance(value, str):
             return comma_list(value)
@@ -135,6 +142,7 @@ def engine_config(values: dict[str, Any]) -> EngineConfig:
     left out or None keeps the config's default. `served_model_name` may hold several names: the
     engine takes the first (the server answers to the others)."""
     parts: dict[str, dict[str, Any]] = {s: {} for s in (*SECTIONS, "engine")}
+    whole: dict[str, Any] = {}  # parts a dict flag sets at once
     for key, value in values.items():
         if value is None:
             continue
@@ -142,9 +150,13 @@ def engine_config(values: dict[str, Any]) -> EngineConfig:
             if not value or any(not n for n in value):
                 raise ConfigError(f"--served-model-name needs one or more non-empty names, got {list(value)}")
             value = value[0]
-        section, name = ENGINE_KEYS[key].target.split(".")
+        flag = ENGINE_KEYS[key]
+        if flag.type is dict:
+            whole[flag.target] = SECTIONS[flag.target].from_value(value, flag.flag)
+            continue
+        section, name = flag.target.split(".")
         parts[section][name] = value
-    return EngineConfig(**{s: cls(**parts[s]) for s, cls in SECTIONS.items()}, **parts["engine"])
+    return EngineConfig(**{s: whole.get(s) or cls(**parts[s]) for s, cls in SECTIONS.items()}, **parts["engine"])
 
 
 def describe(flags: list[Flag]) -> str:

@@ -92,7 +92,8 @@ def test_the_package_has_no_import_cycle():
 
 # Modules any package may import (docs/architecture.md): they import only each other.
 LEAVES = {"moeserve." + name for name in (
-    "parallel_state", "sampling_params", "outputs", "errors", "envs", "config", "settings", "builtin_model_info")}
+    "parallel_state", "sampling_params", "outputs", "errors", "envs", "config", "settings", "builtin_model_info",
+    "speculative_config")}
 # What capacity/ (the planner: pure, no torch) may import besides itself and the leaves.
 CAPACITY_MAY_IMPORT = ("moeserve.capacity", "moeserve.placement")
 

@@ -17,6 +17,7 @@ from moeserve.errors import ConfigError
 from moeserve.models.config_sizes import check_config_sizes
 from moeserve.models.quantization import check_quantization
 from moeserve.models.registry import check_architecture, check_layout
+from moeserve.spec_decode.model_check import check_speculative
 
 
 def config_fields(model: str | None) -> SimpleNamespace | None:
@@ -53,6 +54,7 @@ def check_model_layout(config: EngineConfig) -> None:
         check_quantization(fields)
         check_layout(fields, config.parallel.tp, config.parallel.ep, plan, f"--placement {config.placement}")
         check_context_length(fields, config.model.max_model_len)
+    check_speculative(config.speculative, fields, config.scheduler.max_num_batched_tokens)
 
 
 ALLOW_LONG_ENV = envs.ALLOW_LONG_MAX_MODEL_LEN.name

@@ -148,12 +148,18 @@ class Sampler:
     def __len__(self) -> int:
         return len(self._states)
 
+    def states(self, request_ids: list[str]) -> list[_RequestState]:
+        try:
+            return [self._states[r] for r in request_ids]
+        except KeyError as e:
+            raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
+
     def prompt_top_n(self, request_id: str) -> int:
         """How many top alternatives the request wants per prompt token (SamplingParams.prompt_logprobs)."""
         return self._states[request_id].params.prompt_logprobs or 0
 
     def sample(self, logits: torch.Tensor, request_ids: list[str], allowed: torch.Tensor | None = None) -> list[SampledToken]:
-        """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row.
+        """logits: [S, V] fp32, row i belongs to request_ids[i]. One token per row (drafts: engine/spec_sampling.py).
         allowed: None, or [S, ceil(V / 32)] int32 on the logits' device, a packed bitmask of the tokens
         each row may take (structured outputs, engine/grammar_book.py); the others get -inf before
         anything else, so penalties, temperature, filters and logprobs all see the constrained row."""
@@ -163,10 +169,7 @@ class Sampler:
         """`sample` without reading back: the ids (`SampledBatch.tokens`, [S] int64 on the logits'
         device) and their host copy on its way."""
         assert logits.dim() == 2 and logits.shape[0] == len(request_ids), (tuple(logits.shape), len(request_ids))
-        try:
-            states = [self._states[r] for r in request_ids]
-        except KeyError as e:
-            raise KeyError(f"sampler has no state for request {e.args[0]!r}: it was never in new_requests") from None
+        states = self.states(request_ids)
         if allowed is not None:
             logits = apply_token_bitmask(logits, allowed)
         if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
@@ -260,21 +263,20 @@ class Sampler:
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""
-        V = logits.shape[1]
-        temps = to_device([s.params.temperature for s in states], logits.dtype, logits.device)[:, None]
-        x = logits / temps
-        x = top_k_filter(x, [s.params.top_k for s in states])
-        x = top_p_filter(x, [s.params.top_p for s in states])
-        x = min_p_filter(x, [s.params.min_p for s in states])
-        probs = x.softmax(dim=-1)
-        q = torch.empty_like(probs)
+        probs = sampling_probs(logits, states)
+        return probs.div_(self.draws(states, (probs.shape[1],), logits.device, _exponential)).argmax(dim=-1)
+
+    def draws(self, states: list[_RequestState], shape: tuple[int, ...], device: torch.device, draw) -> torch.Tensor:
+        """[R, *shape] random numbers from `draw(shape, generator, device)`, row j from states[j]'s own
+        generator when it is seeded, the others from the shared one in one call."""
+        out = torch.empty((len(states), *shape), device=device)
         unseeded = [j for j, s in enumerate(states) if s.params.seed is None]
         if unseeded:
-            q[unseeded] = _exponential((len(unseeded), V), self._shared_generator(logits.device), logits.device)
+            out[unseeded] = draw((len(unseeded), *shape), self._shared_generator(device), device)
         for j, s in enumerate(states):
             if s.params.seed is not None:
-                q[j] = _exponential((V,), self._own_generator(s, logits.device), logits.device)
-        return probs.div_(q).argmax(dim=-1)
+                out[j] = draw(shape, self._own_generator(s, device), device)
+        return out
 
     @staticmethod
     def _count(states: list[_RequestState], tokens: torch.Tensor, vocab: int) -> None:
@@ -322,6 +324,17 @@ def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Te
     shifts = torch.arange(32, dtype=torch.int32, device=logits.device)
     bits = (bitmask.to(logits.device, torch.int32).unsqueeze(-1) >> shifts) & 1  # [S, W, 32]
     return logits.masked_fill(bits.view(S, -1)[:, :V] == 0, float("-inf"))
+
+
+def sampling_probs(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+    """logits: [R, V] fp32 penalized -> [R, V] the distribution each row samples from: temperature,
+    then top-k, top-p and min-p."""
+    temps = to_device([s.params.temperature for s in states], logits.dtype, logits.device)[:, None]
+    x = logits / temps
+    x = top_k_filter(x, [s.params.top_k for s in states])
+    x = top_p_filter(x, [s.params.top_p for s in states])
+    x = min_p_filter(x, [s.params.min_p for s in states])
+    return x.softmax(dim=-1)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, n: int) -> list[tuple[float, list[tuple[int, float]]]]:

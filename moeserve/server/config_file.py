@@ -123,6 +123,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                                 default=argparse.SUPPRESS, help=help_text)
         elif f.key in SPACE_SEPARATED:
             parser.add_argument(f.flag, dest=f.key, nargs="+", default=argparse.SUPPRESS, metavar="NAME", help=help_text)
+        elif f.type is dict:  # JSON text, parsed with the rest of the settings (a ConfigError, exit 2)
+            parser.add_argument(f.flag, dest=f.key, type=str, default=argparse.SUPPRESS, metavar="JSON", help=help_text)
         elif f.type is tuple:
             parser.add_argument(f.flag, dest=f.key, type=comma_list, default=argparse.SUPPRESS, metavar="A,B", help=help_text)
         elif f.choices:

@@ -67,7 +67,9 @@ def test_llm_defaults_are_the_configs_and_the_servers(built):
 def test_every_flag_is_an_llm_keyword_with_the_same_meaning(built):
     argv, kwargs = ["--no-prefix-caching", "--reserved-cores", "0", "--no-split-prefill-bursts"], {}
     kwargs.update(enable_prefix_caching=False, reserved_cores=0, split_prefill_bursts=False)
-    samples = {int: 2, float: 7.5, str: None, tuple: None}
+    samples = {int: 2, float: 7.5, str: None, tuple: None, dict: None}
+    argv += ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']  # JSON on the command line
+    kwargs["speculative_config"] = {"method": "ngram", "num_speculative_tokens": 3}  # a mapping in LLM(...)
     for flag in ENGINE_FLAGS:
         if flag.key in kwargs or flag.type is bool or samples[flag.type] is None:
             continue
