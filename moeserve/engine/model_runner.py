@@ -64,6 +64,9 @@ def apply_placement(model, plan, plan_path: str, ctx: ParallelContext, device: t
         )
     for index, moe in enumerate(layers):
         moe.set_placement(plan.phy2log[index].tolist(), slot_map_for(plan, index, ctx.ep_rank, device))
+    for moe in model.mtp_moe_layers() if hasattr(model, "mtp_moe_layers") else ():
+        # the MTP layer's experts are no plan's: any valid layout of the same slots serves, the last layer's
+        moe.set_placement(plan.phy2log[-1].tolist(), slot_map_for(plan, len(layers) - 1, ctx.ep_rank, device))
 
 
 def default_dispatcher(model, engine_config: EngineConfig, ctx: ParallelContext, cuda_graphs: bool = False) -> Dispatcher:
@@ -118,6 +121,8 @@ class ModelRunner:
         # --kv-cache-dtype fp8: K/V (MLA's latents) stored as e4m3, read back upcast by the kernels
         self.kv_dtype = FP8_DTYPE if engine_config.cache.kv_cache_dtype == "fp8" else self.dtype
         self.model = model_class(architecture)(self.hf_config, ctx, self.dtype)
+        if engine_config.speculative.is_mtp:  # the draft model: the checkpoint's MTP layer (models/mtp.py)
+            self.model.enable_mtp()
         if plan is not None:
             apply_placement(self.model, plan, engine_config.placement, ctx, self.device)
         # decode steps replay CUDA graphs unless --enforce-eager (MOESERVE_DECODE_GRAPHS_EAGER: the same
@@ -162,7 +167,7 @@ class ModelRunner:
                 torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
                 for shape in self.model.kv_cache_shape(self.num_blocks + int(use_inputs), self.block_size)
             ]
-            for _ in range(self.hf_config.num_hidden_layers)
+            for _ in range(self.num_kv_layers)
         ]
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
         sched = engine_config.scheduler
@@ -221,9 +226,14 @@ class ModelRunner:
                 f"out of GPU memory on {self.device}: the weights take {self.weight_bytes} bytes, {free} bytes were "
                 f"free of {total}; use more GPUs (--tp / --ep) or a smaller --dtype") from None
 
+    @property
+    def num_kv_layers(self) -> int:
+        """KV-cache layers: one per decoder layer, one more for an MTP draft layer."""
+        return getattr(self.model, "num_kv_layers", self.hf_config.num_hidden_layers)
+
     def _block_bytes(self) -> int:
         per_layer = self.model.kv_cache_shape(1, self.block_size)
-        return sum(math.prod(s) for s in per_layer) * self.hf_config.num_hidden_layers * self.kv_dtype.itemsize
+        return sum(math.prod(s) for s in per_layer) * self.num_kv_layers * self.kv_dtype.itemsize
 
     def _blocks_for(self, memory_mb: int, utilization: float = 0.9) -> int:
         """KV blocks of this rank: on a GPU what is free of `utilization` of its memory after the

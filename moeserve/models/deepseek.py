@@ -11,7 +11,7 @@ kv_a_layernorm, kv_b_proj, o_proj}`, `mlp.{gate_proj, up_proj, down_proj}` (dens
 `mlp.gate.weight`, `mlp.gate.e_score_correction_bias` (V3), `mlp.experts.{e}.{gate,up,down}_proj`
 (or the fused 3D layout, see models/expert_loading.py), `mlp.shared_experts.{gate,up,down}_proj`.
 Layers past num_hidden_layers (V3's multi-token-prediction module, layer 61 in the release) are
-claimed unread: moeserve does not run MTP.
+claimed unread, unless speculative decoding runs the first of them (`enable_mtp`, models/mtp.py).
 FP8 releases (V3, R1, Kimi K2: `weight_scale_inv` beside each quantized weight) load through
 models/quant_fp8.py like any other architecture's.
 """
@@ -80,7 +80,7 @@ class _DeepseekForCausalLM(MoEDecoderModel):
 
     def load_layer(self, reader: CheckpointReader, i: int) -> None:
         prefix = f"model.layers.{i}"
-        layer = self.layers[i]
+        layer = self.decoder_layer(i)
         load_attention_and_norms(reader, layer, prefix)
         mlp = f"{prefix}.mlp"
         if not isinstance(layer.mlp, MoELayer):
@@ -93,7 +93,8 @@ class _DeepseekForCausalLM(MoEDecoderModel):
             layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
 
     def load_weights(self, reader: CheckpointReader) -> None:
-        beyond = [n for n in reader.names() if (m := _LAYER_NAME.match(n)) and int(m.group(1)) >= len(self.layers)]
+        first_unread = len(self.layers) + (self.mtp is not None)  # an MTP layer past it is not run (models/mtp.py)
+        beyond = [n for n in reader.names() if (m := _LAYER_NAME.match(n)) and int(m.group(1)) >= first_unread]
         reader.claim(beyond)
         super().load_weights(reader)
 

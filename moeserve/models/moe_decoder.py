@@ -19,6 +19,7 @@ from moeserve.dense.norm import RMSNorm
 from moeserve.dispatch.base import Dispatcher
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.models.checkpoint import CheckpointReader
+from moeserve.models.mtp import MtpLayer
 from moeserve.moe.layer import MoELayer
 from moeserve.parallel_state import ParallelContext
 
@@ -67,6 +68,7 @@ class MoEDecoderModel(nn.Module):
         self.norm = RMSNorm(H, hf_config.rms_norm_eps, dtype)
         self.lm_head = ParallelLMHead(hf_config.vocab_size, H, ctx, dtype)
         self.dispatcher: Dispatcher | None = None
+        self.mtp: MtpLayer | None = None  # the draft model of speculative decoding (enable_mtp)
 
     # --- architecture hooks -------------------------------------------------------------------
     def build_attention(self, i: int) -> nn.Module:
@@ -78,9 +80,45 @@ class MoEDecoderModel(nn.Module):
     def load_layer(self, reader: CheckpointReader, i: int) -> None:
         raise NotImplementedError
 
+    def decoder_layer(self, i: int) -> DecoderLayer:
+        """Decoder layer i; i == num_hidden_layers is the MTP layer's block (enable_mtp)."""
+        if i == len(self.layers) and self.mtp is not None:
+            return self.mtp.block
+        return self.layers[i]
+
     # --- the model contract ---------------------------------------------------------------------
     def moe_layers(self) -> dict[int, MoELayer]:
+        """The main model's MoE layers (placement plans, routing traces and rebalancing cover these)."""
         return {i: layer.mlp for i, layer in enumerate(self.layers) if isinstance(layer.mlp, MoELayer)}
+
+    def mtp_moe_layers(self) -> list[MoELayer]:
+        """The MTP layer's MoE layer, if it has one (kept on a static placement)."""
+        return [self.mtp.block.mlp] if self.mtp is not None and isinstance(self.mtp.block.mlp, MoELayer) else []
+
+    # --- multi-token prediction (models/mtp.py) ---------------------------------------------------
+    def enable_mtp(self) -> None:
+        """Build the first MTP layer from the architecture's own hooks (index num_hidden_layers), before
+        `load_weights`; its KV cache is one more layer's (`num_kv_layers`)."""
+        cfg, n = self.config, len(self.layers)
+        block = DecoderLayer(self.build_attention(n), self.build_mlp(n), cfg.hidden_size, cfg.rms_norm_eps, self.ctx,
+                             self.dtype)
+        self.mtp = MtpLayer(block, cfg, self.ctx, self.dtype)
+
+    @property
+    def num_kv_layers(self) -> int:
+        """KV-cache layers this model writes: its decoder layers, and the MTP layer's when enabled."""
+        return len(self.layers) + (self.mtp is not None)
+
+    def mtp_forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, meta: AttentionMetadata,
+                    kv_caches: list[list[torch.Tensor]], max_tokens: int | None = None) -> torch.Tensor:
+        """input_ids [N] int64 (the token after each position), hidden [N, H] -> the MTP layer's g [N, H],
+        its KV written to the last cache layer. Every rank calls it as often as every other (its MoE)."""
+        assert self.mtp is not None and len(kv_caches) == self.num_kv_layers
+        return self.mtp(input_ids, hidden, meta, kv_caches[-1], self._dispatcher(), max_tokens)
+
+    def mtp_logits(self, g: torch.Tensor) -> torch.Tensor:
+        """g [S, H] -> draft logits [S, V] fp32."""
+        return self.mtp.compute_logits(g)
 
     def set_dispatcher(self, dispatcher: Dispatcher | None) -> None:
         """None = a LocalDispatcher (only valid with ep == 1)."""
@@ -105,6 +143,9 @@ class MoEDecoderModel(nn.Module):
             reader.claim(["lm_head.weight"])
         else:
             self.lm_head.load(reader, "lm_head.weight")
+        if self.mtp is not None:
+            n = len(self.layers)
+            self.mtp.load(reader, f"model.layers.{n}", lambda: self.load_layer(reader, n), self.embed_tokens, self.lm_head)
         reader.finish()
 
     def kv_cache_shape(self, num_blocks: int, block_size: int) -> list[tuple[int, ...]]:
