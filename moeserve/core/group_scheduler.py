@@ -37,6 +37,7 @@ from moeserve.core.block_manager import BlockManager
 from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
+from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import PENDING_TOKEN, KvPull, NewRequest, ScheduledSeq
 
@@ -66,12 +67,13 @@ def _wants_prompt_logprobs(req: Request) -> bool:
 
 class GroupScheduler:
     def __init__(self, group: int, blocks: BlockManager, cfg: SchedulerConfig, step_cost: StepCostModel | None = None,
-                 max_model_len: int = 1 << 62):
+                 max_model_len: int = 1 << 62, spec: SpecScheduling | None = None):
         self.group = group
         self.max_model_len = max_model_len
         self.blocks = blocks
         self.cfg = cfg
         self.step_cost = step_cost  # read for burst splitting; the engine core feeds it
+        self.spec = spec  # speculative decoding: the drafts a decode carries (core/spec_scheduling.py)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order: the tail is preempted first
         self.pulling: list[Request] = []  # admitted, their prompts' KV still being read (never preempted)
@@ -184,8 +186,9 @@ class GroupScheduler:
             needs_block = req.num_computed_tokens >= len(req.block_ids) * block_size
             if needs_block and not self._make_room(req, step):
                 continue
-            self.blocks.append_slots(req.block_ids, req.num_computed_tokens + 1)
-            self._emit(req, 1, step)
+            drafts = self.spec.drafts_for(req, step.tokens_left) if self.spec is not None else []
+            drafts = self._append_slots(req, req.num_computed_tokens + 1, True, drafts)
+            self._emit(req, 1, step, drafts)
 
     def _ends_with_pending(self, req: Request) -> bool:
         """The request's pending token ends it by length (max_tokens or max_model_len), whatever it is."""
@@ -205,7 +208,7 @@ class GroupScheduler:
                 continue
             capacity = (len(req.block_ids) + self.blocks.num_available) * block_size - req.num_computed_tokens
             n = min(req.num_uncomputed_tokens, step.tokens_left, capacity)
-            self.blocks.append_slots(req.block_ids, req.num_computed_tokens + n)
+            self._append_slots(req, req.num_computed_tokens + n, req.num_computed_tokens + n == req.num_tokens)
             self._emit(req, n, step)
 
     def _admit_waiting(self, step: GroupStep) -> None:
@@ -293,6 +296,7 @@ class GroupScheduler:
     def _admit(self, req: Request, hits: list[int], cached: int, n: int, step: GroupStep) -> None:
         """Run `req` from its `cached` prefix, computing `n` tokens this step."""
         self._seat(req, hits, cached, cached + n, step)
+        self._append_slots(req, cached + n, cached + n == req.num_tokens)
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         self._emit(req, n, step)
@@ -348,7 +352,8 @@ class GroupScheduler:
             return []  # prompt logprobs need the logits of every prompt position: no cached prefix
         m = max_cacheable_blocks(req.num_tokens, self.blocks.block_size)
         extend_block_hashes(req.block_hashes, req.all_token_ids, m, self.blocks.block_size)
-        return self.blocks.match_prefix(req.block_hashes[:m])
+        hits = self.blocks.match_prefix(req.block_hashes[:m])
+        return hits[:-1] if hits and self.spec is not None and self.spec.drops_last_cached_block else hits
 
     def _make_room(self, req: Request, step: GroupStep) -> bool:
         """Make sure `req` can get one more token's slot, preempting newer unscheduled requests.
@@ -377,6 +382,7 @@ class GroupScheduler:
         req.num_computed_tokens = 0
         req.num_published_blocks = 0
         req.status = RequestStatus.PREEMPTED
+        req.draft_token_ids = []  # its recompute step samples a token and drafts afresh
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
@@ -394,17 +400,34 @@ class GroupScheduler:
         )
         step.failed.append(req)
 
-    def _emit(self, req: Request, n: int, step: GroupStep) -> None:
+    def _append_slots(self, req: Request, tokens: int, samples: bool, drafts: list[int] = ()) -> list[int]:
+        """Grow req's blocks to hold `tokens` tokens (the caller made room), then, as far as free blocks
+        allow without preempting anyone, its `drafts` and, when the step samples it, the KV slots the MTP
+        layer writes past them (SpecScheduling.lookahead). Returns the drafts that fit."""
+        self.blocks.append_slots(req.block_ids, tokens)
+        if self.spec is None:
+            return list(drafts)
+        lookahead = self.spec.lookahead if samples else 0
+        room = (len(req.block_ids) + self.blocks.num_available) * self.blocks.block_size - tokens
+        drafts = list(drafts[: max(0, room)])
+        want = tokens + len(drafts) + lookahead
+        self.blocks.append_slots(req.block_ids, min(want, tokens + room, max(tokens + len(drafts), self.spec.max_model_len)))
+        return drafts
+
+    def _emit(self, req: Request, n: int, step: GroupStep, drafts: list[int] = ()) -> None:
         start = req.num_computed_tokens
         end = start + n
         tokens = req.all_token_ids[start:end]
         if len(tokens) < n:  # pending tokens (sampled last step, not yet read back): filled on the device
             tokens = tokens + [PENDING_TOKEN] * (n - len(tokens))
-        seq = ScheduledSeq(req.request_id, tokens, start, req.block_ids.copy(), end == req.num_tokens)
+        seq = ScheduledSeq(req.request_id, tokens + list(drafts), start, req.block_ids.copy(), end == req.num_tokens,
+                           num_drafts=len(drafts))
+        if self.spec is not None and self.spec.config.is_mtp and end < req.num_tokens:
+            seq.next_token_id = req.all_token_ids[end]  # the MTP layer's input at the chunk's last position
         if _wants_prompt_logprobs(req):
             last = min(end, req.num_prompt_tokens - 1)  # positions [start, last) score prompt tokens start+1 .. last
             if start < last:
                 seq.prompt_targets = req.prompt_token_ids[start + 1 : last + 1]
         step.seqs.append(seq)
-        step.tokens_left -= n
+        step.tokens_left -= n + len(drafts)
         step.scheduled.add(req.request_id)

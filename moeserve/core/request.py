@@ -65,6 +65,8 @@ class Request:
     error: str | None = field(default=None, init=False)
     error_status: int = field(default=500, init=False)  # HTTP status of `error`: 503 when a peer failed
     fair_owner: str = field(default="", init=False)  # owner, or the request itself (read every step)
+    # speculative decoding: tokens proposed to follow all_token_ids, verified when next scheduled
+    draft_token_ids: list[int] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.prompt_token_ids = list(self.prompt_token_ids)
@@ -97,3 +99,10 @@ class Request:
         self.output_token_ids.append(token_id)
         self.all_token_ids.append(token_id)
         self.num_pending = max(0, self.num_pending - 1)
+
+    def drop_output_tail(self, n: int) -> None:
+        """Forget the last n output tokens (a verify step accepted tokens past a stop): the request
+        is finishing, so its computed KV and blocks need no change."""
+        if n > 0:
+            del self.output_token_ids[-n:]
+            del self.all_token_ids[-n:]

@@ -13,6 +13,7 @@ sampled tokens (to preempted requests too: a token sampled is part of the sequen
     failed = scheduler.take_failed()       # (request, message): ended by the scheduler with an error
     scheduler.observe_step(plan, seconds)  # the engine core's measured step time: the step-cost model
     scheduler.release_pin(rid) / expire_pins(now)  # prefill/decode split: blocks kept for a decoder
+    scheduler.drop_output_tail(req, n)     # speculative decoding: tokens a verify accepted past a stop
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to a group (the least-loaded, unless another holds more of its prompt in its prefix cache
@@ -31,6 +32,7 @@ from moeserve.core.group_scheduler import GroupScheduler
 from moeserve.core.kv_pins import KvPins, Pin
 from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
 from moeserve.core.request import Request, RequestStatus
+from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
 from moeserve.errors import QueueFullError, RequestError, context_length_error
@@ -48,9 +50,10 @@ class BlockUsage:
 class Scheduler:
     def __init__(
         self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int,
-        kv_expiry_s: float = 120.0, kv_max_pinned_blocks: int = 0,
+        kv_expiry_s: float = 120.0, kv_max_pinned_blocks: int = 0, spec: SpecScheduling | None = None,
     ):
-        """kv_max_pinned_blocks: the most blocks per group kept for remote decoders (0: half the group's)."""
+        """kv_max_pinned_blocks: the most blocks per group kept for remote decoders (0: half the group's).
+        spec: speculative decoding's drafts and counters (core/spec_scheduling.py); None: off."""
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
         self.async_scheduling = bool(sched_cfg.async_scheduling)
@@ -58,10 +61,11 @@ class Scheduler:
         self.num_blocks = num_blocks
         self.max_model_len = max_model_len
         self.step_cost = StepCostModel()  # what a step costs, for splitting prefill bursts
+        self.spec = spec
         self.groups = [
             GroupScheduler(
                 g, BlockManager(num_blocks, cache_cfg.block_size, cache_cfg.enable_prefix_caching), sched_cfg, self.step_cost,
-                max_model_len,
+                max_model_len, spec,
             )
             for g in range(num_groups)
         ]
@@ -180,8 +184,10 @@ class Scheduler:
                     req.num_pending += 1
                 self._publish_full_blocks(req, group.blocks)
 
-    def _computed(self, req: Request, seq) -> None:
-        req.num_computed_tokens = seq.start_pos + len(seq.token_ids)
+    def _computed(self, req: Request, seq, num_sampled: int = 0) -> None:
+        """req past seq's tokens; a verify (drafts) past its newest token and the accepted drafts only
+        (num_sampled: the tokens it gave, accepted drafts + one)."""
+        req.num_computed_tokens = seq.start_pos + (num_sampled if seq.num_drafts else len(seq.token_ids))
         self.num_prompt_tokens_computed += max(0, min(req.num_computed_tokens, req.num_prompt_tokens) - seq.start_pos)
 
     def update(self, plan: StepPlan, result: StepResult) -> list[Request]:
@@ -189,7 +195,9 @@ class Scheduler:
         requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
         for done in result.kv_pulls:
             self._pull_done(done.request_id, done.error)
-        sampled = {s.request_id: s.token_id for s in result.sampled}
+        sampled: dict[str, list[int]] = {}
+        for s in result.sampled:  # a verify gives a request its accepted drafts and one more token, in order
+            sampled.setdefault(s.request_id, []).append(s.token_id)
         got_token: list[Request] = []
         for batch in plan.groups:
             group = self.groups[batch.group]
@@ -199,27 +207,41 @@ class Scheduler:
                     continue
                 if self.async_scheduling:  # advanced when scheduled; preempted since: the token is still its
                     if seq.sample and req.status is not RequestStatus.RUNNING:
-                        self._append(req, seq, sampled, plan, group, got_token)
+                        self._append(req, seq, sampled, plan, result, group, got_token)
                         continue
                 elif req.status is not RequestStatus.RUNNING:
                     continue
                 else:
-                    self._computed(req, seq)
+                    # a verify computed the newest token and the accepted drafts; the rest of its KV is past
+                    # num_computed_tokens: never read, never published, overwritten next step
+                    self._computed(req, seq, len(sampled.get(seq.request_id, ())))
+                if seq.sample:
+                    self._append(req, seq, sampled, plan, result, group, got_token)
                 if req.status is RequestStatus.RUNNING:
                     self._publish_full_blocks(req, group.blocks)
-                if seq.sample:
-                    self._append(req, seq, sampled, plan, group, got_token)
         return got_token
 
-    @staticmethod
-    def _append(req: Request, seq, sampled: dict[str, int], plan: StepPlan, group: GroupScheduler,
-                got_token: list[Request]) -> None:
-        token = sampled.get(seq.request_id)
-        if token is None:
+    def _append(self, req: Request, seq, sampled: dict[str, list[int]], plan: StepPlan, result: StepResult,
+                group: GroupScheduler, got_token: list[Request]) -> None:
+        tokens = sampled.get(seq.request_id)
+        if not tokens:
             raise RuntimeError(f"step {plan.step}: no sampled token for {seq.request_id}")
-        req.append_output_token(token)
-        group.load_tokens += 1
+        if len(tokens) > seq.num_drafts + 1:
+            raise RuntimeError(f"step {plan.step}: {len(tokens)} tokens for {seq.request_id}, which verified "
+                               f"{seq.num_drafts} drafts")
+        for token in tokens:
+            req.append_output_token(token)
+        group.load_tokens += len(tokens)
+        if self.spec is not None:
+            self.spec.after_step(req, seq.num_drafts, len(tokens) - 1, result.drafts.get(seq.request_id))
         got_token.append(req)
+
+    def drop_output_tail(self, req: Request, n: int) -> None:
+        """Forget `req`'s last n output tokens: a verify accepted them past a stop condition, and the
+        engine finishes the request at the stop (call before finish_request)."""
+        if n > 0:
+            req.drop_output_tail(n)
+            self.groups[req.group].load_tokens -= n
 
     def _pull_done(self, request_id: str, error: str | None) -> None:
         """Every rank has finished reading `request_id`'s prompt KV (error: some rank failed). Read:
@@ -312,6 +334,8 @@ class Scheduler:
         """Bookkeeping for a request already out of its group's queues."""
         del self.requests[req.request_id]
         self.groups[req.group].load_tokens -= len(req.all_token_ids)
+        if self.spec is not None:
+            self.spec.forget(req)
         req.status = RequestStatus.FINISHED
         req.finish_reason = reason
         self._finished_ids.append(req.request_id)
@@ -329,11 +353,12 @@ class Scheduler:
     def num_preemptions(self) -> int:
         return sum(g.num_preemptions for g in self.groups)
 
-    def stats(self) -> dict[str, int | float]:
-        """Flat numbers for metrics: queue sizes, KV blocks (total and per group), prefix cache."""
+    def stats(self) -> dict[str, int | float | list[int]]:
+        """Flat numbers for metrics: queue sizes, KV blocks (total and per group), prefix cache, and
+        speculative decoding's counters when it runs (one list: accepted drafts per position)."""
         total = self.total_block_usage()
         prefix = self.prefix_cache_stats()
-        out: dict[str, int | float] = {
+        out: dict[str, int | float | list[int]] = {
             "num_running": self.num_running,
             "num_waiting": self.num_waiting,
             "num_preemptions": self.num_preemptions,
@@ -349,6 +374,8 @@ class Scheduler:
             "kv_pins_evicted": self.pins.num_evicted,
             "prompt_tokens_computed": self.num_prompt_tokens_computed,
         }
+        if self.spec is not None:
+            out.update(self.spec.stats.as_stats())
         for g, usage in enumerate(self.block_usage()):
             out[f"kv_blocks_in_use_group{g}"] = usage.in_use
             out[f"kv_blocks_cached_group{g}"] = usage.cached

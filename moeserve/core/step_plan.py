@@ -40,6 +40,12 @@ class ScheduledSeq:
         start_pos + len(prompt_targets), scored by the logits at positions start_pos ... (row i of
         this chunk scores prompt_targets[i]; the chunk's last row may score the next chunk's first
         token, which is why the targets travel explicitly).
+    num_drafts: speculative decoding: the last num_drafts of token_ids are draft tokens behind the
+        sequence's newest token (a verify); its last num_drafts + 1 rows are sampled, and it gets its
+        accepted drafts and one more token (core/spec_scheduling.py). 0: no drafts.
+    next_token_id: the token after token_ids when it is known (a chunk that does not end the
+        sequence) and an MTP layer drafts (its first pass reads the next token at every position);
+        -1 otherwise.
     """
 
     request_id: str
@@ -48,10 +54,21 @@ class ScheduledSeq:
     block_table: list[int]
     sample: bool
     prompt_targets: list[int] | None = None
+    num_drafts: int = 0
+    next_token_id: int = -1
 
     @property
     def num_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def num_sampled_rows(self) -> int:
+        """Rows whose logits are sampled: the last one, or the newest token's and each draft's."""
+        return self.num_drafts + 1 if self.sample else 0
+
+    @property
+    def draft_token_ids(self) -> list[int]:
+        return self.token_ids[len(self.token_ids) - self.num_drafts :] if self.num_drafts else []
 
 
 @dataclass
@@ -173,6 +190,8 @@ class StepPlan:
 
 @dataclass
 class SampledToken:
+    """One token for a request; a verify step gives a request several, consecutive and in order."""
+
     request_id: str
     token_id: int
     logprob: float | None = None
@@ -195,3 +214,5 @@ class StepResult:
     sampled: list[SampledToken] = field(default_factory=list)
     prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)
     kv_pulls: list[KvPullDone] = field(default_factory=list)
+    # the MTP layer's drafts for each sampled request's next step (speculative decoding, method mtp)
+    drafts: dict[str, list[int]] = field(default_factory=dict)

@@ -60,7 +60,7 @@ class AttentionMetadata:
     # [B, C] int64 cache blocks holding each context, C >= ceil(L / block_size); entries past a
     # sequence's blocks are arbitrary (padded with block 0, or whatever a persistent buffer held)
     block_tables: torch.Tensor
-    sample_index: torch.Tensor  # [S] int64 rows of N whose logits are sampled (seqs with sample=True)
+    sample_index: torch.Tensor  # [S] int64 rows of N whose logits are sampled (seqs with sample=True; a verify's k + 1)
     block_size: int
     max_query_len: int  # Q, on the host
     max_seq_len: int  # L, on the host (an upper bound for a captured CUDA graph: max_model_len)
@@ -179,7 +179,9 @@ def build_attention_metadata(batch: GroupBatch, block_size: int) -> AttentionMet
     L = int(seq_lens.max()) if B else 0
     C = max(-(-L // block_size), 1)
     block_tables = tables[:, :C] if tables.shape[1] >= C else np.pad(tables, ((0, 0), (0, C - tables.shape[1])))
-    sample_index = np.array([query_start[i + 1] - 1 for i, s in enumerate(seqs) if s.sample], dtype=np.int64)
+    # a verify (speculative decoding) samples its newest token's row and each draft's
+    sample_index = np.array([r for i, s in enumerate(seqs) for r in range(query_start[i + 1] - s.num_sampled_rows,
+                                                                          query_start[i + 1])], dtype=np.int64)
     ids = np.fromiter((t for s in seqs for t in s.token_ids), dtype=np.int64, count=N)
     t = torch.from_numpy
     return AttentionMetadata(

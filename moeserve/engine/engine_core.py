@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from moeserve.config import EngineConfig
 from moeserve.core.request import Request
 from moeserve.core.scheduler import Scheduler
+from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.engine.detokenizer import IncrementalDetokenizer, find_stop
 from moeserve.core.step_plan import StepPlan
 from moeserve.engine.executor import Executor, StepFuture, make_executor
@@ -119,6 +120,20 @@ def _eos_ids(model_dir: str, tokenizer) -> set[int]:
     return ids
 
 
+def spec_scheduling(config: EngineConfig, max_model_len: int) -> SpecScheduling | None:
+    """Speculative decoding's scheduling side (core/spec_scheduling.py), or None when it is off."""
+    spec = config.speculative
+    if not spec.enabled:
+        return None
+    from moeserve.engine.layout_check import config_fields
+    from moeserve.spec_decode.model_check import mtp_layer_count
+
+    fields = config_fields(config.model.model)
+    k = spec.num_drafts(mtp_layer_count(fields) if fields is not None else 1)
+    logger.info("speculative decoding: %s, %d draft tokens per step", spec.method, k)
+    return SpecScheduling(spec, k, max_model_len)
+
+
 class EngineCore:
     def __init__(self, config: EngineConfig, executor: Executor | None = None):
         config = resolve_async_scheduling(resolve_model(check_startup(config)))
@@ -141,6 +156,7 @@ class EngineCore:
             max_model_len=self.max_model_len,
             kv_expiry_s=config.kv_transfer.expiry_s,
             kv_max_pinned_blocks=config.kv_transfer.max_pinned_blocks,
+            spec=spec_scheduling(config, self.max_model_len),
         )
         self.kv = None  # the prefill/decode split's side channel and releases (kv_transfer/connector.py)
         if config.kv_transfer.enabled:
@@ -348,7 +364,9 @@ class EngineCore:
         return outputs
 
     def _update(self, plan, result) -> list[RequestOutput]:
-        by_id = {s.request_id: s for s in result.sampled}
+        by_id: dict[str, list] = {}
+        for s in result.sampled:  # a verify step gives a request several tokens, in order
+            by_id.setdefault(s.request_id, []).append(s)
         for part in result.prompt_logprobs:  # before the first token's output, which reports them
             tracked = self._tracked.get(part.request_id)
             if tracked is not None and tracked.prompt_logprobs is not None:
@@ -364,17 +382,60 @@ class EngineCore:
             outputs.append(self._advance(request, tracked, by_id[request.request_id]))
         return outputs
 
-    def _advance(self, request: Request, tracked: _Tracked, sampled) -> RequestOutput:
+    def _advance(self, request: Request, tracked: _Tracked, sampled: list) -> RequestOutput:
+        """The step's tokens of `request` (one, or a verify's accepted drafts and one more), each checked
+        for a stop in order as if it came alone; tokens after a stop are dropped."""
         params = tracked.params
-        token = sampled.token_id
-        new_logprobs = None
-        if tracked.logprobs is not None:
-            new_logprobs = [(sampled.logprob, sampled.top_logprobs or [])]
-            tracked.logprobs.extend(new_logprobs)
         detok = tracked.detok
         text_before = len(detok.text)
+        first_out = len(request.output_token_ids) - len(sampled)
+        new_tokens: list[int] = []
+        new_logprobs = [] if tracked.logprobs is not None else None
+        finish_reason, stop_reason, shown = None, None, True
+        for s in sampled:
+            new_tokens.append(s.token_id)
+            if new_logprobs is not None:
+                new_logprobs.append((s.logprob, s.top_logprobs or []))
+            finish_reason, stop_reason, shown = self._check_token(request, params, detok, s.token_id,
+                                                                  first_out + len(new_tokens))
+            if finish_reason is not None:
+                break
+        if tracked.logprobs is not None:
+            tracked.logprobs.extend(new_logprobs)
+        if finish_reason is not None and not isinstance(stop_reason, str):  # a stop string cut the text already
+            detok.flush(hidden_tail=0 if shown else 1)  # complete characters held back for an unfinished one
+        if finish_reason is not None:
+            self.scheduler.drop_output_tail(request, len(sampled) - len(new_tokens))
+        output = RequestOutput(
+            request_id=request.request_id,
+            prompt_token_ids=tracked.prompt_token_ids,
+            token_ids=list(request.output_token_ids),
+            text=detok.text,
+            new_token_ids=new_tokens,
+            delta_text=detok.text[text_before:],
+            logprobs=tracked.logprobs,
+            new_logprobs=new_logprobs,
+            finish_reason=finish_reason,
+            stop_reason=stop_reason,
+            num_cached_prompt_tokens=request.num_cached_prompt_tokens,
+            prompt_logprobs=tracked.prompt_logprobs,
+        )
+        if finish_reason is not None:
+            self.scheduler.finish_request(request.request_id, finish_reason)  # pins a remote decoder's blocks
+            del self._tracked[request.request_id]
+            if self.kv is not None:
+                self._withdraw_evicted_pins()
+            pin = self.scheduler.pins.get(request.request_id) if request.remote_decode else None
+            if pin is not None and self.kv is not None:
+                output.kv_transfer_params = self.kv.answer(pin)
+        return output
+
+    def _check_token(self, request: Request, params: SamplingParams, detok: IncrementalDetokenizer, token: int,
+                     n_out: int) -> tuple[str | None, str | int | None, bool]:
+        """Detokenize `token`, the request's n_out-th output token, and decide whether it ends the
+        request: (finish_reason, stop_reason, whether its text is shown)."""
         finish_reason, stop_reason = None, None
-        n_out = len(request.output_token_ids)
+        text_before = len(detok.text)
         may_stop = n_out > params.min_tokens  # vLLM: nothing stops a request before min_tokens
         # a grammar allows the end of sequence only where it is complete: that ends the request, whatever
         # ignore_eos or min_tokens say (nothing else could follow)
@@ -396,31 +457,7 @@ class EngineCore:
                 finish_reason, stop_reason = "stop", stop
         if finish_reason is None and (n_out >= params.max_tokens or len(request.prompt_token_ids) + n_out >= self.max_model_len):
             finish_reason = "length"
-        if finish_reason is not None and not isinstance(stop_reason, str):  # a stop string cut the text already
-            detok.flush(hidden_tail=0 if shown else 1)  # complete characters held back for an unfinished one
-        output = RequestOutput(
-            request_id=request.request_id,
-            prompt_token_ids=tracked.prompt_token_ids,
-            token_ids=list(request.output_token_ids),
-            text=detok.text,
-            new_token_ids=[token],
-            delta_text=detok.text[text_before:],
-            logprobs=tracked.logprobs,
-            new_logprobs=new_logprobs,
-            finish_reason=finish_reason,
-            stop_reason=stop_reason,
-            num_cached_prompt_tokens=request.num_cached_prompt_tokens,
-            prompt_logprobs=tracked.prompt_logprobs,
-        )
-        if finish_reason is not None:
-            self.scheduler.finish_request(request.request_id, finish_reason)  # pins a remote decoder's blocks
-            del self._tracked[request.request_id]
-            if self.kv is not None:
-                self._withdraw_evicted_pins()
-            pin = self.scheduler.pins.get(request.request_id) if request.remote_decode else None
-            if pin is not None and self.kv is not None:
-                output.kv_transfer_params = self.kv.answer(pin)
-        return output
+        return finish_reason, stop_reason, shown
 
     # -- introspection ----------------------------------------------------------------------------
     def stats(self) -> dict:

@@ -176,6 +176,7 @@ class ModelRunner:
             self.inputs = StepInputs(sched.max_num_batched_tokens, sched.max_num_seqs,
                                      -(-self.max_model_len // self.block_size) + 1, self.block_size, self.device,
                                      pad_block=self.num_blocks)
+        self.last_forward: tuple[torch.Tensor, AttentionMetadata] | None = None
         self.kernels.start_steps(self.sample_forwards)
         self.graphs: DecodeGraphs | None = None
         if graphs_on:  # captured by capture_graphs(), once the worker has hooked the MoE layers
@@ -292,6 +293,8 @@ class ModelRunner:
         with self.kernels.step(batch.num_tokens):
             hidden, meta = self._forward(batch, max_tokens, fill)
             logits = self.model.compute_logits(hidden[meta.sample_index])
+        # the MTP draft layer reads the step's hidden states and metadata after sampling (engine/mtp_drafter.py)
+        self.last_forward = (hidden, meta) if getattr(self.model, "mtp", None) is not None else None
         prompt: list[PromptLogprobs] = []
         row = 0
         for seq in batch.seqs:

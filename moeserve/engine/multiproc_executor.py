@@ -256,7 +256,7 @@ class MultiprocExecutor:
                 broadcast_bytes(DRAIN, self.groups.plan_group)
                 self._held = []
             own = future.own.result()
-            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls),
+            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls, own.drafts),
                                     self.groups.result_group)
         merged = StepResult(step=future.step)
         pulls = []
@@ -264,6 +264,7 @@ class MultiprocExecutor:
             part = decode_result(payload)
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)
+            merged.drafts.update(part.drafts)
             pulls.append(part.kv_pulls)
         merged.kv_pulls = self._pulls.add(pulls)
         return merged

@@ -16,7 +16,8 @@ from moeserve.core.step_plan import (
 )
 from moeserve.sampling_params import SamplingParams, params_to_plain
 
-_SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets")
+_SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets", "num_drafts",
+               "next_token_id")
 _PULL_FIELDS = ("request_id", "group", "engine_id", "remote_request_id", "host", "port", "remote_block_ids",
                 "local_block_ids", "remote_group", "release_token")
 _DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error")
@@ -72,7 +73,7 @@ def _plan(raw: dict) -> StepPlan:
 
 
 def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogprobs] | None = None,
-                   kv_pulls: list[KvPullDone] | None = None) -> bytes:
+                   kv_pulls: list[KvPullDone] | None = None, drafts: dict[str, list[int]] | None = None) -> bytes:
     """One rank's share of a StepResult: its sampled tokens, its prompt logprobs and how its KV reads
     went. A failing rank sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
     return msgpack.packb(
@@ -80,6 +81,7 @@ def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogp
             "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
             "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
             "pulls": [[getattr(d, f) for f in _DONE_FIELDS] for d in kv_pulls or ()],
+            "drafts": drafts or {},
         }
     )
 
@@ -96,4 +98,4 @@ def decode_result(data: bytes) -> StepResult:
         for rid, start, entries in raw.get("prompt", ())
     ]
     pulls = [KvPullDone(*d) for d in raw.get("pulls", ())]
-    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt, kv_pulls=pulls)
+    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt, kv_pulls=pulls, drafts=raw.get("drafts") or {})

@@ -61,7 +61,8 @@ def run_rank(config: EngineConfig) -> int:
 
     def report(pending) -> None:
         result = pending.result()
-        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls), groups.result_group)
+        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls, result.drafts),
+                     groups.result_group)
 
     while True:
         plan, kind = decode_message(broadcast_bytes(None, groups.plan_group))

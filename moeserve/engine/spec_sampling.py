@@ -18,10 +18,11 @@ from moeserve.engine.rejection import DraftRows, verify_greedy, verify_random
 from moeserve.engine.sampler import Sampler, _exponential, sampling_probs, token_logprobs
 
 
-def sample_drafted(sampler: Sampler, logits: torch.Tensor, request_ids: list[str],
-                   drafts: list[list[int]]) -> list[SampledToken]:
+def sample_drafted(sampler: Sampler, logits: torch.Tensor, request_ids: list[str], drafts: list[list[int]],
+                   allowed: torch.Tensor | None = None) -> list[SampledToken]:
     """logits [R, V] fp32, R = sum(len(d) + 1 for d in drafts); request i owns len(drafts[i]) + 1
-    consecutive rows. Returns each request's tokens, consecutive and in request order."""
+    consecutive rows. allowed: the structured-output bitmask of the requests without drafts, in their
+    order (Sampler.sample's). Returns each request's tokens, consecutive and in request order."""
     sizes = [len(d) + 1 for d in drafts]
     assert logits.dim() == 2 and logits.shape[0] == sum(sizes) and len(drafts) == len(request_ids), \
         (tuple(logits.shape), sizes, len(request_ids))
@@ -31,7 +32,7 @@ def sample_drafted(sampler: Sampler, logits: torch.Tensor, request_ids: list[str
     plain = [i for i, d in enumerate(drafts) if not d]
     if plain:
         rows = torch.tensor([starts[i] for i in plain], device=logits.device)
-        for i, tok in zip(plain, sampler.sample(logits[rows], [request_ids[i] for i in plain])):
+        for i, tok in zip(plain, sampler.sample(logits[rows], [request_ids[i] for i in plain], allowed=allowed)):
             out[i].append(tok)
     for greedy in (True, False):
         chosen = [i for i, d in enumerate(drafts) if d and states[i].greedy == greedy]
@@ -61,7 +62,9 @@ def _verify(sampler: Sampler, logits: torch.Tensor, request_ids: list[str], stat
     counts, last = torch.stack([accepted, nxt]).tolist()  # the one host read of the verify
     tokens = [d[:m] + [t] for d, m, t in zip(drafts, counts, last)]
     emitted = [(b, j) for b, toks in enumerate(tokens) for j in range(len(toks))]
-    sampler._count([states[b] for b, _ in emitted], [tokens[b][j] for b, j in emitted], logits)
+    emitted_states = [states[b] for b, _ in emitted]
+    sampler._count(emitted_states, torch.tensor([tokens[b][j] for b, j in emitted], device=device), logits.shape[1])
+    sampler._sampled(emitted_states)
     for b, toks in enumerate(tokens):
         out[b].extend(SampledToken(request_ids[b], t) for t in toks)
     wants = [(b, j) for b, j in emitted if states[b].params.logprobs is not None]

@@ -7,12 +7,14 @@ import torch
 import torch.distributed as dist
 
 from moeserve.config import EngineConfig
-from moeserve.core.step_plan import PENDING_TOKEN, GroupBatch, KvPullDone, PromptLogprobs, StepPlan, StepResult
+from moeserve.core.step_plan import (PENDING_TOKEN, GroupBatch, KvPullDone, PromptLogprobs, SampledToken, StepPlan,
+                                     StepResult)
 from moeserve.engine.grammar_book import GrammarBook
 from moeserve.engine.host_copy import to_device
 from moeserve.engine.model_runner import ModelRunner, TokenFill, resolve_model_dir
 from moeserve.engine.rebalance import RankPlacement
 from moeserve.engine.sampler import SampledBatch, Sampler
+from moeserve.engine.spec_sampling import sample_drafted
 from moeserve.parallel_state import ParallelContext
 
 # an empty step (the engine waits for KV reads and has nothing to compute) waits this long for a read
@@ -25,13 +27,16 @@ class PendingStep:
     """A launched step: `result()` reads its sampled ids back (waiting for them alone)."""
 
     step: int
-    sampled: SampledBatch | None = None
+    sampled: SampledBatch | list[SampledToken] | None = None  # a list: read back already (a verify step)
     prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)
     kv_pulls: list[KvPullDone] = field(default_factory=list)
+    drafts: dict[str, list[int]] = field(default_factory=dict)  # the MTP layer's, for the next step
 
     def result(self) -> StepResult:
-        tokens = self.sampled.result() if self.sampled is not None else []
-        return StepResult(self.step, tokens, prompt_logprobs=self.prompt_logprobs, kv_pulls=self.kv_pulls)
+        sampled = self.sampled
+        tokens = sampled.result() if isinstance(sampled, SampledBatch) else sampled or []
+        return StepResult(self.step, tokens, prompt_logprobs=self.prompt_logprobs, kv_pulls=self.kv_pulls,
+                          drafts=self.drafts)
 
 
 class Worker:
@@ -57,6 +62,13 @@ class Worker:
         self.grammars = None
         if self.sampler is not None:
             self.grammars = GrammarBook(str(resolve_model_dir(config)), self.runner.hf_config.vocab_size)
+        self.drafter = None  # speculative decoding with the checkpoint's MTP layer (engine/mtp_drafter.py)
+        if config.speculative.is_mtp:
+            from moeserve.engine.mtp_drafter import MtpDrafter
+            from moeserve.spec_decode.model_check import mtp_layer_count
+
+            k = config.speculative.num_drafts(mtp_layer_count(self.runner.hf_config))
+            self.drafter = MtpDrafter(self.runner, ctx, k)
         self.kv_agent = None  # prefill/decode split: this rank's cache registered with NIXL
         if config.kv_transfer.enabled:
             from moeserve.kv_transfer.head_slices import HeadRange
@@ -106,20 +118,28 @@ class Worker:
                                                            self._pending_tokens(batch))
         if plan.collect_routing:
             self.placement.collect()
-        request_ids = [s.request_id for s in batch.seqs if s.sample]
+        seqs = [s for s in batch.seqs if s.sample]
+        request_ids = [s.request_id for s in seqs]
         sampled = None
         if self.sampler is not None and request_ids:
-            sampled = self._sample(logits, request_ids)
+            sampled = self._sample(logits, seqs)
         self._remember(request_ids, sampled, logits)
+        drafts = {}
+        if self.drafter is not None:  # speculation runs with the host in step (engine_core.py): read back now
+            if isinstance(sampled, SampledBatch):
+                sampled = sampled.result()
+            drafts = self._draft(plan, batch, sampled or [])
         if self.sampler is None:  # every rank reports its own reads: the executor merges them
             return PendingStep(plan.step, kv_pulls=pulled)
-        return PendingStep(plan.step, sampled, prompt_logprobs, pulled)
+        return PendingStep(plan.step, sampled, prompt_logprobs, pulled, drafts)
 
-    def _remember(self, request_ids: list[str], sampled: SampledBatch | None, logits: torch.Tensor) -> None:
+    def _remember(self, request_ids: list[str], sampled: SampledBatch | list[SampledToken] | None,
+                  logits: torch.Tensor) -> None:
         """Keep this step's sampled ids on the device for the next plan's pending tokens (async
         scheduling): on every TP rank of the group, through a broadcast from its TP-rank 0."""
         if not self.async_scheduling:
             return
+        assert not isinstance(sampled, list), "speculative decoding runs without async scheduling"
         tokens = sampled.tokens if sampled is not None else None
         if self.ctx.tp_size > 1 and request_ids:
             if tokens is None:
@@ -144,18 +164,40 @@ class Worker:
         tokens = self._last[1]
         return TokenFill(positions, tokens[to_device(rows, torch.int64, tokens.device)])
 
-    def _sample(self, logits: torch.Tensor, request_ids: list[str]) -> SampledBatch:
-        """The sampler over logits [S, V], under the grammars' bitmask: filled on the host while the
-        device may still run the forward (launched above), copied to the device as one more input. The
-        mask needs the last step's tokens accepted first: with the host a step ahead, they are read back
-        there (waiting for that step's copy alone), and only when a constrained request sampled."""
-        allowed = self.grammars.bitmask(request_ids)
+    def _sample(self, logits: torch.Tensor, seqs: list) -> SampledBatch | list[SampledToken]:
+        """The sampler over logits [S, V] of the batch's sampled sequences `seqs`, under the grammars'
+        bitmask: filled on the host while the device may still run the forward (launched above),
+        copied to the device as one more input. The mask needs the last step's tokens accepted first:
+        with the host a step ahead, they are read back there (waiting for that step's copy alone), and
+        only when a constrained request sampled. A step with drafts (a verify: each drafted sequence
+        owns k + 1 rows) gets its accepted drafts and one more token each, read back here
+        (engine/spec_sampling.py); structured outputs carry no drafts."""
+        request_ids = [s.request_id for s in seqs]
+        plain = [s.request_id for s in seqs if not s.num_drafts]
+        allowed = self.grammars.bitmask(plain) if plain else None
         if allowed is not None and logits.device.type == "cuda":
             allowed = allowed.pin_memory().to(logits.device, non_blocking=True)
-        sampled = self.sampler.launch(logits, request_ids, allowed=allowed)
-        if len(self.grammars):  # accepted when the next step's mask is filled (grammar_book.py)
-            self.grammars.accept_later(request_ids, sampled.token_ids)
+        if len(plain) == len(seqs):
+            sampled = self.sampler.launch(logits, request_ids, allowed=allowed)
+            if len(self.grammars):  # accepted when the next step's mask is filled (grammar_book.py)
+                self.grammars.accept_later(request_ids, sampled.token_ids)
+            return sampled
+        sampled = sample_drafted(self.sampler, logits, request_ids, [s.draft_token_ids for s in seqs], allowed)
+        if len(self.grammars):
+            last = {s.request_id: s.token_id for s in sampled}
+            self.grammars.accept_later(plain, [last[r] for r in plain])
         return sampled
+
+    def _draft(self, plan: StepPlan, batch: GroupBatch, sampled: list[SampledToken]) -> dict[str, list[int]]:
+        """The MTP layer's drafts for the sampled sequences' next step (every rank runs it)."""
+        outcomes = None
+        if self.sampler is not None:
+            tokens: dict[str, list[int]] = {}
+            for s in sampled:
+                tokens.setdefault(s.request_id, []).append(s.token_id)
+            outcomes = [(len(tokens[s.request_id]) - 1, tokens[s.request_id][-1]) for s in batch.seqs if s.sample]
+        hidden, meta = self.runner.last_forward
+        return self.drafter.propose(plan, batch, hidden, meta, outcomes)
 
     def close(self) -> None:
         """Deregister from NIXL before the interpreter exits (NIXL crashed at exit without it), then let

@@ -12,7 +12,7 @@ from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.dense.attention_metadata import build_attention_metadata
 from moeserve.engine.model_runner import ModelRunner
 from moeserve.parallel_state import SINGLE
-from moeserve.spec_decode.config import SpeculativeConfig
+from moeserve.speculative_config import SpeculativeConfig
 
 pytestmark = pytest.mark.slow  # builds DeepSeek models twice: left out of the quick run
 

@@ -2,8 +2,9 @@
 place (kernels/cpu/paged_decode.py), everything else through the torch set's gather + SDPA path.
 
 A decode step (one query per sequence) runs the kernel for all of it; a mixed step runs it for its
-one-token sequences and the gather path for the others, so a decoding sequence's query is not
-padded to the longest prefill's. Where the kernel does not apply (not built, another dtype,
+sequences of few new tokens (a decode, a speculative verify: row by row, each row at its position)
+and the gather path for the others, so a decoding sequence's query is not padded to the longest
+prefill's. Where the kernel does not apply (not built, another dtype,
 `MOESERVE_DECODE_ATTENTION=0`) every step takes the torch path.
 
 Shape legend: N new tokens, B sequences, Q max new tokens per sequence, hq / hk query / KV heads,
@@ -47,20 +48,28 @@ def paged_attention(
     return mixed_attention(q, k_cache, v_cache, meta, tables, bias.to(q.dtype), split, scale, sliding_window, sinks)
 
 
+# a sequence with at most this many new tokens (a decode, a speculative verify of up to 16 drafts)
+# attends row by row through the decode kernel: row q at position p sees keys <= p, which is the
+# causal mask, and gets the bits a decode step at p would get
+KERNEL_ROWS = 17
+
+
 def mixed_split(meta: Any) -> tuple[torch.Tensor, ...] | None:
-    """A mixed step's sequences with one new token (`one`, and their `tokens`) and the others
-    (`rest`, their queries `index` cut to the longest of them, and the cells `rows` = b * Q + q of
-    their real queries), or None when no sequence has one new token. Worked out once per step, for
+    """A mixed step's sequences with few new tokens (`few`: the sequence of each of their `tokens`)
+    and the others (`rest`, their queries `index` cut to the longest of them, and the cells `rows` =
+    b * Q + q of their real queries), or None when no sequence has few. Worked out once per step, for
     every layer (meta.derived)."""
     if "mixed_split" not in meta.derived:
-        single = meta.query_valid.sum(1) == 1  # [B]
+        lens = meta.query_valid.sum(1)  # [B]
+        short = lens <= KERNEL_ROWS
         split = None
-        if bool(single.any()):
-            one, rest = single.nonzero().squeeze(1), (~single).nonzero().squeeze(1)
+        if bool(short.any()):
+            few, rest = short.nonzero().squeeze(1), (~short).nonzero().squeeze(1)
             valid = meta.query_valid[rest]
             Q = int(valid.sum(1).max()) if rest.numel() else 0  # the longest of these queries, not of the step's
             rows = valid[:, :Q].reshape(-1).nonzero().squeeze(1)  # the cells of real queries, b * Q + q
-            split = (one, meta.query_index[one, 0], rest, meta.query_index[rest, :Q], rows)
+            tokens = meta.query_index[few][meta.query_valid[few]]  # in sequence order, rows in order
+            split = (few.repeat_interleave(lens[few]), tokens, rest, meta.query_index[rest, :Q], rows)
         meta.derived["mixed_split"] = split
     return meta.derived["mixed_split"]
 
@@ -77,13 +86,13 @@ def mixed_attention(
     sliding_window: int | None,
     sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A mixed step (`split` from mixed_split): the sequences with one new token through the decode
-    kernel, the others (prefills, chunks) through the gather + SDPA path on just their rows and
-    queries, so a decoding sequence's query is not padded to the longest prefill's. Each sequence
+    """A mixed step (`split` from mixed_split): the sequences with few new tokens through the decode
+    kernel, row by row, the others (prefills, chunks) through the gather + SDPA path on just their rows
+    and queries, so a decoding sequence's query is not padded to the longest prefill's. Each sequence
     gets the bits it would get in a step of its own kind."""
-    one, tokens, rest, index, rows = split
+    seq_of, tokens, rest, index, rows = split
     out = torch.empty_like(q)
-    out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[one], meta.positions[tokens], scale,
+    out[tokens] = paged_decode.decode(q[tokens], k_cache, v_cache, tables[seq_of], meta.positions[tokens], scale,
                                       sliding_window, sinks)
     if rest.numel():
         Q = index.shape[1]
