@@ -66,3 +66,40 @@ def test_without_speculation_the_mtp_layer_is_read_past(tmp_path):
     make_mtp_checkpoint(tmp_path)
     runner = _runner(tmp_path, None)
     assert runner.model.mtp is None and len(runner.kv_caches) == runner.hf_config.num_hidden_layers
+
+
+def test_the_drafter_proposes_the_reference_chain(tmp_path):
+    """Through a Worker: a prompt's step drafts k tokens as the reference chains them; a verify step
+    of those drafts then drafts again from the last accepted position, over the accepted sequence."""
+    from moeserve.core.step_plan import NewRequest, StepPlan
+    from moeserve.engine.worker import Worker
+    from moeserve.sampling_params import SamplingParams
+
+    hf, ref = make_mtp_checkpoint(tmp_path)
+    config = EngineConfig(model=ModelConfig(model=str(tmp_path)), cache=CacheConfig(block_size=4, num_blocks=32),
+                          speculative=SpeculativeConfig("mtp", 3))
+    worker = Worker(config, SINGLE)
+    ids = torch.randint(0, hf.config.vocab_size, (9,), generator=torch.Generator().manual_seed(4)).tolist()
+    table = list(range(1, 9))
+
+    def reference_drafts(seq: list[int]) -> list[int]:
+        """The chain from the last position of `seq` (prompt + accepted tokens, the newest last)."""
+        hidden = ref.main_hidden(seq[:-1])
+        inputs, g_all, out = seq[1:], hidden, []
+        g, logits = ref(inputs, g_all)
+        for _ in range(3):
+            out.append(int(logits[-1].argmax()))
+            inputs, g_all = inputs + [out[-1]], torch.cat([g_all, g[-1:]])
+            g, logits = ref(inputs, g_all)
+        return out
+
+    new = NewRequest("a", SamplingParams(temperature=0.0))
+    first = worker.execute(StepPlan(0, [GroupBatch(0, [ScheduledSeq("a", ids, 0, table, True)])], [new]))
+    seq = ids + [first.sampled[0].token_id]
+    assert first.drafts["a"] == reference_drafts(seq)
+    drafts = first.drafts["a"]
+    verify = ScheduledSeq("a", [seq[-1]] + drafts, len(seq) - 1, table, True, num_drafts=len(drafts))
+    second = worker.execute(StepPlan(1, [GroupBatch(0, [verify])]))
+    seq += [s.token_id for s in second.sampled]
+    assert 1 <= len(second.sampled) <= 4
+    assert second.drafts["a"] == reference_drafts(seq)

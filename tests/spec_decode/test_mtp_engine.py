@@ -1,0 +1,74 @@
+"""MTP speculative decoding end to end on tiny DeepSeek-V3 checkpoints with an MTP layer (random
+weights, written by mtp_checkpoints.py): greedy tokens equal transformers' greedy generate (which
+ignores the MTP layer) for 1, 2 and 3 draft tokens, on one rank and at --ep 2 (every rank runs the
+MTP layer's MoE in lockstep), with chunked prefill, a shared cached prefix and preemption."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from mtp_checkpoints import make_mtp_checkpoint
+
+from moeserve import LLM, SamplingParams
+
+pytestmark = pytest.mark.slow  # DeepSeek engines, some on two ranks: left out of the quick run
+
+NEW_TOKENS = 24
+
+
+def _hf_greedy(hf, prompts: list[list[int]]) -> list[list[int]]:
+    hf.generation_config.eos_token_id = None
+    out = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = torch.tensor([p])
+            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
+                              pad_token_id=0)
+            out.append(gen[0, len(p):].tolist())
+    return out
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    path = tmp_path_factory.mktemp("v3-mtp")
+    hf, _ = make_mtp_checkpoint(path)
+    rng = random.Random(5)
+    prefix = [rng.randrange(3, 96) for _ in range(29)]
+    prompts = [prefix + [rng.randrange(3, 96) for _ in range(3)], prefix + [7, 8],
+               [rng.randrange(3, 96) for _ in range(4)] * 3, [rng.randrange(3, 96) for _ in range(22)], [42]]
+    return path, prompts, _hf_greedy(hf, prompts)
+
+
+def _generate(path, prompts, k: int, **kw):
+    kw.setdefault("max_num_batched_tokens", 24)
+    llm = LLM(model=str(path), block_size=4, speculative_config={"method": "mtp", "num_speculative_tokens": k}, **kw)
+    try:
+        outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True))
+        return [o.token_ids for o in outs], llm.engine.stats()
+    finally:
+        llm.shutdown()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_greedy_tokens_equal_transformers(case, k):
+    path, prompts, expected = case
+    got, stats = _generate(path, prompts, k)
+    assert got == expected
+    assert stats["spec_decode_num_drafts"] > 0 and stats["spec_decode_num_draft_tokens"] > 0
+    assert stats["prefix_cache_hit_tokens"] > 0
+
+
+def test_preemption_changes_nothing(case):
+    path, prompts, expected = case
+    got, stats = _generate(path, prompts, 2, kv_cache_blocks=20)
+    assert got == expected
+    assert stats["num_preemptions"] > 0 and stats["spec_decode_num_draft_tokens"] > 0
+
+
+@pytest.mark.timeout(600)
+def test_expert_parallel_ranks_draft_in_lockstep(case):
+    path, prompts, expected = case
+    got, stats = _generate(path, prompts, 2, ep=2)
+    assert got == expected
+    assert stats["spec_decode_num_draft_tokens"] > 0
