@@ -6,7 +6,9 @@ token arrive: TTFT is send -> first token chunk, ITL the gaps between token chun
 token-id lists (exact input lengths, no tokenizer needed; `--tokenizer DIR` picks ids from a real
 vocabulary) sent with `ignore_eos` so outputs have exactly the asked length. Load is either a fixed
 concurrency (all requests queued, N in flight) or a Poisson arrival rate (optionally capped by
---concurrency). The run is bounded by --num-requests and --timeout-s per request.
+--concurrency). The run is bounded by --num-requests and --timeout-s per request. A server that
+exports speculative decoding counters on /metrics (moeserve's, vLLM's) gets their change over the
+timed run in the summary: drafts, acceptance rate, mean acceptance length, acceptance per position.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from moeserve.server.bench_stats import RequestRecord, format_table, summarize
+from moeserve.server.bench_stats import RequestRecord, format_table, spec_decode_summary, summarize
 
 
 @dataclass
@@ -201,8 +203,11 @@ def _error_message(text: str) -> str:
         return text[:120]
 
 
-async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[RequestRecord], float]:
+async def run_load(args: argparse.Namespace, items: list[Item],
+                   metrics: dict[str, str] | None = None) -> tuple[list[RequestRecord], float]:
     """Sends `items` (warm-up first, untimed) and returns their records and the timed run's seconds.
+    metrics: when given, the server's /metrics text is kept under "before" and "after" the timed run
+    (its speculative decoding counters, bench_stats.spec_decode_summary).
 
     The client is aiohttp, as vLLM's `bench serve` uses: on the 2-core machines the load generator
     shares a core with the server's front end, and httpx's pure-Python streaming cost ~3x more CPU
@@ -216,12 +221,22 @@ async def run_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[Re
     gc.collect()
     gc.freeze()
     try:
-        return await _timed_load(args, items)
+        return await _timed_load(args, items, metrics)
     finally:
         gc.unfreeze()
 
 
-async def _timed_load(args: argparse.Namespace, items: list[Item]) -> tuple[list[RequestRecord], float]:
+async def _metrics_text(http: Any, base_url: str) -> str:
+    """The server's /metrics page, or "" when it has none (not every OpenAI server serves one)."""
+    try:
+        async with http.get(f"{base_url}/metrics") as resp:
+            return await resp.text() if resp.status == 200 else ""
+    except Exception:  # noqa: BLE001 - counters are extra: a server without them is measured all the same
+        return ""
+
+
+async def _timed_load(args: argparse.Namespace, items: list[Item],
+                      metrics: dict[str, str] | None = None) -> tuple[list[RequestRecord], float]:
     import aiohttp
 
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
@@ -232,6 +247,8 @@ async def _timed_load(args: argparse.Namespace, items: list[Item]) -> tuple[list
                                      read_bufsize=2**20) as http:
         for item in items[: args.warmup]:
             await _one(http, base_url, args, item)
+        if metrics is not None:
+            metrics["before"] = await _metrics_text(http, base_url)
         gate = asyncio.Semaphore(args.concurrency) if args.concurrency else None
         rng = random.Random(args.seed + 1)
 
@@ -248,7 +265,10 @@ async def _timed_load(args: argparse.Namespace, items: list[Item]) -> tuple[list
                 await asyncio.sleep(rng.expovariate(args.request_rate))
             tasks.append(asyncio.create_task(limited(item)))
         records = await asyncio.gather(*tasks)
-        return list(records), time.perf_counter() - start
+        duration = time.perf_counter() - start
+        if metrics is not None:
+            metrics["after"] = await _metrics_text(http, base_url)
+        return list(records), duration
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -285,8 +305,10 @@ def run(args: argparse.Namespace) -> int:
     except BenchInputError as e:
         print(f"moeserve bench: error: {e}", file=sys.stderr)
         return 2
-    records, duration = asyncio.run(run_load(args, items))
+    metrics: dict[str, str] = {}
+    records, duration = asyncio.run(run_load(args, items, metrics))
     summary = summarize(records, duration, args.slo_ttft_ms, args.slo_tpot_ms)
+    summary["spec_decode"] = spec_decode_summary(metrics.get("before", ""), metrics.get("after", ""))
     summary["config"] = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "api_key"}
     if args.json != "-":
         print(format_table(summary))

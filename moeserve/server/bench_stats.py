@@ -77,6 +77,55 @@ def summarize(records: list[RequestRecord], duration_s: float, slo_ttft_ms: floa
     }
 
 
+_SPEC_PREFIXES = ("moeserve_spec_decode_", "vllm:spec_decode_")
+
+
+def spec_counters(text: str) -> dict[str, Any] | None:
+    """Speculative decoding counters from a Prometheus /metrics page (moeserve's or vLLM's names):
+    num_drafts, num_draft_tokens, num_accepted_tokens and per_pos {position: accepted}; None without."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, Any] = {"per_pos": {}}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        return None
+    for family in families:
+        prefix = next((p for p in _SPEC_PREFIXES if family.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        key = family.name[len(prefix):].removesuffix("_total")
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            if key == "num_accepted_tokens_per_pos":
+                position = int(sample.labels.get("position", 0))
+                found["per_pos"][position] = found["per_pos"].get(position, 0.0) + sample.value
+            elif key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+                found[key] = found.get(key, 0.0) + sample.value
+    return found if "num_drafts" in found else None
+
+
+def spec_decode_summary(before: str, after: str) -> dict[str, Any] | None:
+    """What the server's speculative decoding did between two /metrics pages; None when it exports no
+    counters. mean_acceptance_length = 1 + accepted / drafts (tokens per verify of one sequence)."""
+    b, a = spec_counters(before), spec_counters(after)
+    if a is None:
+        return None
+    b = b or {"per_pos": {}}
+    d = {k: a.get(k, 0.0) - b.get(k, 0.0) for k in ("num_drafts", "num_draft_tokens", "num_accepted_tokens")}
+    drafts = d["num_drafts"]
+    positions = sorted(a["per_pos"])
+    return {
+        "num_drafts": int(drafts), "num_draft_tokens": int(d["num_draft_tokens"]),
+        "num_accepted_tokens": int(d["num_accepted_tokens"]),
+        "acceptance_rate": d["num_accepted_tokens"] / d["num_draft_tokens"] if d["num_draft_tokens"] else None,
+        "mean_acceptance_length": 1.0 + d["num_accepted_tokens"] / drafts if drafts else None,
+        "per_position_acceptance_rate": [(a["per_pos"][p] - b["per_pos"].get(p, 0.0)) / drafts if drafts else None
+                                         for p in positions],
+    }
+
+
 def _meets_slo(r: RequestRecord, slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> bool:
     if slo_ttft_ms is not None and (r.ttft is None or 1000.0 * r.ttft > slo_ttft_ms):
         return False
@@ -102,6 +151,15 @@ def format_table(s: dict[str, Any]) -> str:
         d = s[key]
         rows.append((f"{label} ms mean / p50 / p90 / p99",
                      " / ".join("n/a" if d[k] is None else f"{d[k]:.1f}" for k in ("mean", "p50", "p90", "p99"))))
+    spec = s.get("spec_decode")
+    if spec:
+        rate, length = spec["acceptance_rate"], spec["mean_acceptance_length"]
+        rows.append(("spec decode drafts / draft tokens / accepted",
+                     f"{spec['num_drafts']} / {spec['num_draft_tokens']} / {spec['num_accepted_tokens']}"))
+        rows.append(("spec decode acceptance rate / mean length",
+                     ("n/a" if rate is None else f"{100 * rate:.1f}%") + " / " + ("n/a" if length is None else f"{length:.2f}")))
+        per = ", ".join("n/a" if r is None else f"{r:.2f}" for r in spec["per_position_acceptance_rate"])
+        rows.append(("spec decode acceptance per position", per or "n/a"))
     for error, count in s["errors"].items():
         rows.append((f"error x{count}", error[:60]))
     width = max(len(k) for k, _ in rows)

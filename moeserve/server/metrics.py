@@ -72,6 +72,25 @@ class EngineStatsCollector(Collector):
             if key in s:
                 yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))
         yield from _transfer_histogram(s)
+        yield from _spec_decode(s)
+
+
+def _spec_decode(s: dict[str, Any]) -> Iterator[Any]:
+    """Speculative decoding's counters, named after vLLM's spec_decode metrics (core/spec_scheduling.py)."""
+    if "spec_decode_num_drafts" not in s:
+        return
+    for key, doc in (("num_drafts", "verify steps of one sequence that carried drafts"),
+                     ("num_draft_tokens", "draft tokens verified"),
+                     ("num_accepted_tokens", "draft tokens accepted")):
+        yield CounterMetricFamily(_PREFIX + "spec_decode_" + key, doc, value=float(s["spec_decode_" + key]))
+    family = CounterMetricFamily(_PREFIX + "spec_decode_num_accepted_tokens_per_pos",
+                                 "draft tokens accepted at each draft position (0 = the first draft)", labels=["position"])
+    for position, count in enumerate(s.get("spec_decode_num_accepted_tokens_per_pos") or []):
+        family.add_metric([str(position)], float(count))
+    yield family
+    yield GaugeMetricFamily(_PREFIX + "spec_decode_mean_acceptance_length",
+                            "tokens a verify step yields per sequence since start: 1 + accepted / drafts "
+                            "(what `moeserve configure --mtp-accept` takes)", value=float(s["spec_decode_mean_acceptance_length"]))
 
 
 def _transfer_histogram(s: dict[str, Any]) -> Iterator[Any]:
