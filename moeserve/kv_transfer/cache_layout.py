@@ -76,7 +76,8 @@ class CacheLayout:
                 f"the remote KV cache ({len(peer.head_bytes)} tensors of {peer.head_bytes} bytes per head, "
                 f"{peer.total_heads} KV heads, block size {peer.block_size}, {peer.dtype}) does not pair with ours "
                 f"({len(self.head_bytes)} of {self.head_bytes}, {self.total_heads} heads, {self.block_size}, "
-                f"{self.dtype}): prefill and decode must serve the same model with the same --block-size and --dtype")
+                f"{self.dtype}): prefill and decode must serve the same model with the same --block-size and --dtype "
+                f"(and both or neither with --speculative-config method mtp, whose MTP layer has a cache of its own)")
 
 
 def group_ranks(ranks: list[CacheLayout], group: int) -> list[CacheLayout]:
