@@ -54,7 +54,7 @@ def check_model_layout(config: EngineConfig) -> None:
         check_quantization(fields)
         check_layout(fields, config.parallel.tp, config.parallel.ep, plan, f"--placement {config.placement}")
         check_context_length(fields, config.model.max_model_len)
-    check_speculative(config.speculative, fields, config.scheduler.max_num_batched_tokens)
+    check_speculative(config.speculative, fields)
 
 
 ALLOW_LONG_ENV = envs.ALLOW_LONG_MAX_MODEL_LEN.name

@@ -22,8 +22,9 @@ def mtp_layer_count(fields: Any) -> int:
     return 0
 
 
-def check_speculative(spec: SpeculativeConfig, fields: Any | None, max_num_batched_tokens: int) -> None:
-    """ConfigError when the checkpoint cannot draft as asked, or one step cannot hold a verify."""
+def check_speculative(spec: SpeculativeConfig, fields: Any | None) -> None:
+    """ConfigError when the checkpoint cannot draft as asked. (A step's token budget below k + 1 is no
+    error: drafts are cut to what a step leaves, core/spec_scheduling.py.)"""
     if not spec.enabled:
         return
     if spec.is_mtp and fields is not None:
@@ -34,7 +35,3 @@ def check_speculative(spec: SpeculativeConfig, fields: Any | None, max_num_batch
         if mtp_layer_count(fields) < 1:
             raise ConfigError(f"{FLAG} method mtp needs the checkpoint's MTP layers, and its config.json declares none "
                               f"(num_nextn_predict_layers): use method ngram, or a checkpoint that has them")
-    k = spec.num_drafts(mtp_layer_count(fields) if fields is not None else 1)
-    if k + 1 > max_num_batched_tokens:
-        raise ConfigError(f"{FLAG}: a verify step of {k} drafts takes {k + 1} tokens of a sequence and "
-                          f"--max-num-batched-tokens is {max_num_batched_tokens}: raise it or lower num_speculative_tokens")

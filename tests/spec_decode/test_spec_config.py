@@ -89,14 +89,12 @@ def test_checkpoint_checks():
     v3 = SimpleNamespace(architectures=["DeepseekV3ForCausalLM"], num_nextn_predict_layers=1)
     mtp = SpeculativeConfig("mtp", 2)
     assert mtp_layer_count(v3) == 1
-    check_speculative(mtp, v3, 2048)
+    check_speculative(mtp, v3)
     with pytest.raises(ConfigError, match="declares none"):
-        check_speculative(mtp, SimpleNamespace(architectures=["DeepseekV3ForCausalLM"], num_nextn_predict_layers=0), 2048)
+        check_speculative(mtp, SimpleNamespace(architectures=["DeepseekV3ForCausalLM"], num_nextn_predict_layers=0))
     with pytest.raises(ConfigError, match="this one is MixtralForCausalLM: use method ngram"):
-        check_speculative(mtp, SimpleNamespace(architectures=["MixtralForCausalLM"]), 2048)
-    with pytest.raises(ConfigError, match="takes 3 tokens .* --max-num-batched-tokens is 2"):
-        check_speculative(mtp, v3, 2)
-    check_speculative(SpeculativeConfig("ngram", 3), SimpleNamespace(architectures=["MixtralForCausalLM"]), 2048)
+        check_speculative(mtp, SimpleNamespace(architectures=["MixtralForCausalLM"]))
+    check_speculative(SpeculativeConfig("ngram", 3), SimpleNamespace(architectures=["MixtralForCausalLM"]))
 
 
 def test_mtp_on_the_builtin_model_is_refused_at_start():
