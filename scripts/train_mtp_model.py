@@ -222,7 +222,7 @@ def _check(out: Path, model, mtp) -> None:
     from moeserve.dense.attention_metadata import build_attention_metadata
     from moeserve.engine.model_runner import ModelRunner
     from moeserve.parallel_state import SINGLE
-    from moeserve.spec_decode.config import SpeculativeConfig
+    from moeserve.speculative_config import SpeculativeConfig
 
     ids = bm.build_tokenizer().encode("It is a truth universally acknowledged, that a single man in possession of a good")
     runner = ModelRunner(EngineConfig(model=ModelConfig(model=str(out)), cache=CacheConfig(block_size=16, num_blocks=8),

@@ -9,8 +9,9 @@ the KV written for rejected drafts is past `num_computed_tokens`, so it is never
 published to the prefix cache, and overwritten by the next step (no block is copied or freed).
 
 No drafts for a request whose sampling depends on its own previous tokens (presence, frequency
-and repetition penalties, a min_tokens mask still on): its rows could not be shaped before the
-verify knows which drafts it accepts. It decodes one token a step, in the same batches.
+and repetition penalties, a min_tokens mask still on, a structured output's grammar): its rows could
+not be shaped before the verify knows which drafts it accepts. It decodes one token a step, in the
+same batches.
 
 Counters after vLLM's spec_decode metrics: drafts (verify steps of one sequence with at least one
 draft), draft tokens, accepted tokens, accepted tokens per draft position; the mean acceptance
@@ -60,6 +61,8 @@ def may_draft(req: Request) -> bool:
     """Whether verify rows of `req` can be shaped without knowing which drafts are accepted."""
     p = req.sampling
     if p.presence_penalty or p.frequency_penalty or p.repetition_penalty != 1.0:
+        return False
+    if p.structured_outputs is not None:  # its grammar would have to accept the drafts to mask their rows
         return False
     return req.num_output_tokens >= p.min_tokens
 

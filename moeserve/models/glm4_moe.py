@@ -59,7 +59,7 @@ class Glm4MoeForCausalLM(MoEDecoderModel):
 
     def load_layer(self, reader: CheckpointReader, i: int) -> None:
         prefix = f"model.layers.{i}"
-        layer = self.layers[i]
+        layer = self.decoder_layer(i)
         load_attention_and_norms(reader, layer, prefix)
         mlp = f"{prefix}.mlp"
         if not isinstance(layer.mlp, MoELayer):
@@ -72,5 +72,6 @@ class Glm4MoeForCausalLM(MoEDecoderModel):
             layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
 
     def load_weights(self, reader: CheckpointReader) -> None:
-        claim_mtp_layers(reader, len(self.layers), "Glm4MoeForCausalLM")
+        # the first MTP layer is read when speculative decoding runs it (models/mtp.py)
+        claim_mtp_layers(reader, len(self.layers) + (self.mtp is not None), "Glm4MoeForCausalLM")
         super().load_weights(reader)

@@ -1,5 +1,5 @@
-"""Multi-token prediction (MTP) layers, as DeepSeek-V3 ships them (and GLM-4.5 after it), run as the
-draft model of speculative decoding (engine/mtp_drafter.py).
+"""Multi-token prediction (MTP) layers, as DeepSeek-V3 ships them (and GLM-4.5 after it, with the same
+names), run as the draft model of speculative decoding (engine/mtp_drafter.py).
 
 DeepSeek-V3 (arXiv 2412.19437, section 2.2): the MTP module at depth 1 combines, for each position
 i, the main model's representation h_i with the embedding of the next token t_{i+1}, and predicts

@@ -9,7 +9,7 @@ from moeserve.speculative_config import FLAG, SpeculativeConfig
 
 # architectures whose multi-token-prediction layers moeserve runs (models/mtp.py), and the config.json
 # keys that count them (GLM-4.5 releases say num_nextn_predict_layers too; some conversions num_mtp_layers)
-MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM",)
+MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "Glm4MoeForCausalLM")
 MTP_COUNT_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
 
 

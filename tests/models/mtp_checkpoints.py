@@ -1,4 +1,5 @@
-"""Tiny DeepSeek-V3 checkpoints with a multi-token-prediction layer, and a plain-torch reference of it.
+"""Tiny DeepSeek-V3 (and GLM-4.5) checkpoints with a multi-token-prediction layer, and a plain-torch
+reference of it.
 
 transformers builds and saves the main model and ignores MTP layers, so the MTP weights are written
 here: the block is layer N of a transformers twin one layer deeper (its own initialisation), the
@@ -51,17 +52,23 @@ class MtpReference:
 
 
 def make_mtp_checkpoint(path: Path, name: str = "v3", copy_head: bool = True) -> tuple[object, MtpReference]:
-    """A tiny DeepSeek-V3 (test_deepseek_model's CONFIGS[name]) saved at `path` with one MTP layer."""
-    from test_deepseek_model import _make_checkpoint
-    from transformers import DeepseekV3ForCausalLM
-
+    """A tiny DeepSeek-V3 (test_deepseek_model's CONFIGS[name]) or, name "glm4_moe", a tiny GLM-4.5
+    (tiny_models') saved at `path` with one MTP layer."""
     path = Path(path)
-    hf = _make_checkpoint(name, path)
+    if name == "glm4_moe":
+        from tiny_models import make_hf_model, save_checkpoint
+
+        hf = make_hf_model("glm4_moe")
+        save_checkpoint(hf, path)
+    else:
+        from test_deepseek_model import _make_checkpoint
+
+        hf = _make_checkpoint(name, path)
     cfg = copy.deepcopy(hf.config)
     N = cfg.num_hidden_layers
     cfg.num_hidden_layers = N + 1
     torch.manual_seed(1000 + N)
-    block = DeepseekV3ForCausalLM(cfg).model.layers[N].eval()
+    block = type(hf)(cfg).model.layers[N].eval()
     H = cfg.hidden_size
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():

@@ -66,6 +66,15 @@ def test_preemption_changes_nothing(case):
     assert stats["num_preemptions"] > 0 and stats["spec_decode_num_draft_tokens"] > 0
 
 
+def test_glm45_mtp_layer(tmp_path):
+    hf, _ = make_mtp_checkpoint(tmp_path, "glm4_moe")
+    rng = random.Random(6)
+    prompts = [[rng.randrange(3, 96) for _ in range(n)] for n in (3, 11, 26)]
+    got, stats = _generate(tmp_path, prompts, 2)
+    assert got == _hf_greedy(hf, prompts)
+    assert stats["spec_decode_num_draft_tokens"] > 0
+
+
 @pytest.mark.timeout(600)
 def test_expert_parallel_ranks_draft_in_lockstep(case):
     path, prompts, expected = case

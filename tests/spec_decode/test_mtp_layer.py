@@ -32,9 +32,9 @@ def _meta(ids: list[int], start: int, table: list[int]):
     return build_attention_metadata(GroupBatch(0, [ScheduledSeq("a", ids, start, table, True)]), 4)
 
 
-@pytest.mark.parametrize("copy_head", [True, False])
-def test_first_pass_and_chain_match_the_reference(tmp_path, copy_head):
-    hf, ref = make_mtp_checkpoint(tmp_path, copy_head=copy_head)
+@pytest.mark.parametrize("name, copy_head", [("v3", True), ("v3", False), ("glm4_moe", True)])
+def test_first_pass_and_chain_match_the_reference(tmp_path, name, copy_head):
+    hf, ref = make_mtp_checkpoint(tmp_path, name, copy_head=copy_head)
     runner = _runner(tmp_path, SpeculativeConfig("mtp", 3))
     model = runner.model
     assert len(runner.kv_caches) == hf.config.num_hidden_layers + 1  # the MTP layer's own cache
