@@ -45,9 +45,11 @@ def checkpoint(model_arg: str | None) -> tuple[str | None, str | None]:
 
 
 def serve_settings(pred: Prediction, w: Workload, model: str | None, gpus_per_node: int, dtype: str,
-                   placement: str | None = None) -> dict:
+                   placement: str | None = None, mtp_drafts: int = 0) -> dict:
     """Serve keys for one instance of `pred` (a decode or colocated instance; a prefill one with
-    phase 'prefill'): the layout, batch bounds and a KV budget that holds the planned batch."""
+    phase 'prefill'): the layout, batch bounds and a KV budget that holds the planned batch; with
+    `mtp_drafts` the plan's MTP speculative decoding (both sides of a split run it: the prefill side
+    fills the MTP layer's KV cache, which moves with the prompt's)."""
     lay = pred.layout
     mem = pred.memory
     if pred.phase == "prefill":
@@ -70,6 +72,7 @@ def serve_settings(pred: Prediction, w: Workload, model: str | None, gpus_per_no
         "ep": lay.world if lay.ep > 1 else 1,
         "nodes": max(1, math.ceil(lay.world / gpus_per_node)),
         "placement": placement,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": mtp_drafts} if mtp_drafts else None,
     }
 
 
@@ -81,8 +84,10 @@ def write(path: str, settings: dict, header: list[str]) -> None:
 
 
 def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, hw, prec: Precision, model: ModelSpec,
-               plan: str | None) -> list[tuple[str, str]]:
-    """Write the winner's file(s); returns (path, what it holds) for each."""
+               plan: str | None, mtp_drafts: int = 0) -> list[tuple[str, str]]:
+    """Write the winner's file(s); returns (path, what it holds) for each. mtp_drafts: the plan's MTP
+    drafts per step (--mtp-accept / --mtp-draft), written as speculative_config when the model has MTP layers."""
+    mtp_drafts = mtp_drafts if model.mtp_layers else 0
     value, note = checkpoint(model_arg)
     dtype = DTYPE_NAMES[prec.moe_weights]
     header = [f"moeserve configure: {model.name} on {hw.name}, isl {w.isl}, osl {w.osl}",
@@ -97,15 +102,15 @@ def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, 
         if lay.moe_tp and lay.expert_tp not in (1, lay.tp if lay.ep == 1 else 0):
             header.append(f"moeserve splits experts TP x EP only as --tp {lay.tp} --ep 1 or whole experts per rank: "
                           f"this layout's --moe-tp {lay.moe_tp} is served as --ep {lay.world}")
-        write(path, serve_settings(best, w, value, hw.gpus_per_node, dtype, placement), header)
+        write(path, serve_settings(best, w, value, hw.gpus_per_node, dtype, placement, mtp_drafts), header)
         return [(path, f"{best.phase} instance, tp {lay.tp}, ep {lay.world if lay.ep > 1 else 1}, {lay.world} GPUs")]
     pre, dec = best.sides
     prefill_path = str(out.with_name(out.stem + ".prefill.yaml"))
     split = f"prefill/decode split {best.prefill_gpus}:{best.decode_gpus} GPUs"
-    write(path, serve_settings(dec, w, value, hw.gpus_per_node, dtype, placement),
+    write(path, serve_settings(dec, w, value, hw.gpus_per_node, dtype, placement, mtp_drafts),
           header + [f"{split}: this file is the decode side ({best.decode_gpus // dec.layout.world} instance(s)); "
                     f"{Path(prefill_path).name} the prefill side"])
-    write(prefill_path, serve_settings(pre, w, value, hw.gpus_per_node, dtype, placement),
+    write(prefill_path, serve_settings(pre, w, value, hw.gpus_per_node, dtype, placement, mtp_drafts),
           header + [f"{split}: this file is the prefill side ({best.prefill_gpus // pre.layout.world} instance(s)); "
                     f"{out.name} the decode side"]
           + (["routed experts offloaded to host memory in the plan: moeserve serve has no offload; this side needs "

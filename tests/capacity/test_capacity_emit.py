@@ -61,6 +61,18 @@ def test_emitted_gpu_config_is_accepted_by_the_serve_loader(tmp_path, capsys, mo
         configs_from_args(serve_args(prefill))
 
 
+def test_a_plan_with_mtp_emits_its_speculative_config(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "mtp.yaml"
+    assert main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "16", "--isl", "2000", "--osl", "400",
+                 "--mtp-accept", "1.8", "--emit", str(out)]) == 0
+    data = yaml.safe_load(out.read_text())
+    assert data["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 1}
+    out_plain = tmp_path / "plain.yaml"
+    assert main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "16", "--isl", "2000", "--osl", "400",
+                 "--emit", str(out_plain)]) == 0
+    assert yaml.safe_load(out_plain.read_text())["speculative_config"] is None
+
+
 def test_emit_names_both_sides_of_a_split_and_a_real_checkpoint_path(tmp_path, capsys):
     ckpt = tmp_path / "DeepSeek-V3"
     ckpt.mkdir()
