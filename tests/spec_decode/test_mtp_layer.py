@@ -62,12 +62,6 @@ def test_first_pass_and_chain_match_the_reference(tmp_path, name, copy_head):
             _close(model.mtp_logits(last_g), logits_ref[-1:])
 
 
-def test_without_speculation_the_mtp_layer_is_read_past(tmp_path):
-    make_mtp_checkpoint(tmp_path)
-    runner = _runner(tmp_path, None)
-    assert runner.model.mtp is None and len(runner.kv_caches) == runner.hf_config.num_hidden_layers
-
-
 def test_the_drafter_proposes_the_reference_chain(tmp_path):
     """Through a Worker: a prompt's step drafts k tokens as the reference chains them; a verify step
     of those drafts then drafts again from the last accepted position, over the accepted sequence."""
