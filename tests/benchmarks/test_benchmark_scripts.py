@@ -69,3 +69,18 @@ def test_run_specs_name_their_kernel_switches():
             assert "bad run spec" in str(exc)
         else:
             raise AssertionError(bad)
+
+
+@pytest.mark.slow
+def test_speculative_decoding_benchmark_runs_both_servers(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("said he, and she said, and he said, and she said,\none, two, three, one, two, three, one,\n")
+    out = tmp_path / "spec.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "spec_decode.py"), "--prompts", str(prompts),
+                           "--output-len", "12", "--rounds", "2", "--json", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["greedy_identical"] and len(result["speedups"]) == 2 and result["spec_tok_s"] > 0
+    assert result["mean_acceptance_length"] > 1.0 and len(result["per_position_acceptance_rate"]) == 3

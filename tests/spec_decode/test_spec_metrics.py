@@ -69,3 +69,16 @@ def test_bench_summary_of_a_run():
     s["spec_decode"] = summary
     table = format_table(s)
     assert "50.0% / 2.50" in table and "0.70, 0.50, 0.30" in table
+
+
+def test_drafts_travel_in_plans_and_results():
+    from moeserve.core.step_plan import GroupBatch, SampledToken, ScheduledSeq, StepPlan
+    from moeserve.engine.plan_codec import decode_plan, decode_result, encode_plan, encode_sampled
+
+    seq = ScheduledSeq("a", [5, 6, 7], 9, [1, 2, 3], True, num_drafts=2, next_token_id=-1)
+    chunk = ScheduledSeq("b", [1, 2], 0, [4], False, next_token_id=8)
+    plan = decode_plan(encode_plan(StepPlan(3, [GroupBatch(0, [seq, chunk])])))
+    assert plan.groups[0].seqs == [seq, chunk]
+    assert seq.draft_token_ids == [6, 7] and seq.num_sampled_rows == 3 and chunk.num_sampled_rows == 0
+    result = decode_result(encode_sampled([SampledToken("a", 6), SampledToken("a", 11)], drafts={"a": [4, 4]}))
+    assert [s.token_id for s in result.sampled] == [6, 11] and result.drafts == {"a": [4, 4]}
