@@ -6,13 +6,15 @@
 
 Load: repetitive English prompts (REPETITIVE, or --prompts FILE with one prompt per line), greedy,
 `--output-len` tokens each (ignore_eos), `--concurrency` in flight, streamed and measured with
-`moeserve bench` (output tok/s = output tokens / wall time of the round). Both servers are started
-first; then `--rounds` rounds each run the load against both, back to back, in an order rotated each
-round, and the speed-up reported is the median of the per-round ratios (a shared machine swings
-within minutes: only a ratio taken under one machine state means anything). The drafting server's
-acceptance (mean acceptance length = 1 + accepted / drafts, what `moeserve configure --mtp-accept`
-takes) comes from its /metrics counters over the timed rounds. Greedy token ids of both servers are
-compared first: speculation may not change them.
+`moeserve bench`. Both servers are started first; then `--rounds` rounds go through the prompts
+`--concurrency` at a time, and each such group of requests runs against both servers back to back
+(order alternating), so the two measurements of a pair are seconds apart: a shared machine swings
+within a minute, and only a ratio taken under one machine state means anything. Reported: each
+server's output tok/s (all its output tokens over all its time), and the speed-up as the median of
+the pairs' ratios of output tok/s. The drafting server's acceptance (mean acceptance length = 1 +
+accepted / drafts, what `moeserve configure --mtp-accept` takes) comes from its /metrics counters
+over the timed pairs. Greedy token ids of both servers are compared first: speculation may not
+change them.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ def bench_args(url: str, model: str, args: argparse.Namespace, n: int) -> argpar
     p = argparse.ArgumentParser()
     mbench.add_arguments(p)
     return p.parse_args(["--base-url", url, "--model", model, "--num-requests", str(n), "--concurrency",
-                         str(args.concurrency), "--warmup", "1", "--temperature", "0"])
+                         str(args.concurrency), "--warmup", "0", "--temperature", "0"])
 
 
 def one_round(url: str, model: str, args: argparse.Namespace, prompts: list[str]) -> dict:
@@ -90,7 +92,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--serve-args", default="", help="more `moeserve serve` flags for both servers")
-    ap.add_argument("--json", default=None, metavar="PATH", help="write every round's numbers here")
+    ap.add_argument("--json", default=None, metavar="PATH", help="write the summary and every pair's numbers here")
     args = ap.parse_args()
     prompts = Path(args.prompts).read_text().splitlines() if args.prompts else REPETITIVE
     base = [sys.executable, "-m", "moeserve.cli", "serve", "--port", "0", "--log-level", "info",
@@ -103,36 +105,44 @@ def main() -> None:
         ids = {name: greedy_ids(s.url, model, prompts[:2], args.output_len) for name, s in servers.items()}
         same = ids["plain"] == ids["spec"]
         print(f"greedy token ids identical with and without drafts: {same}")
-        rounds: list[dict[str, dict]] = []
         names = list(servers)
+        for name in names:  # one untimed pass each: kernels built for every step size the load meets
+            one_round(servers[name].url, model, args, prompts[: args.concurrency])
+        pairs: list[dict[str, dict]] = []
+        groups = [prompts[i : i + args.concurrency] for i in range(0, len(prompts), args.concurrency)]
         for r in range(args.rounds):
-            order = names[r % 2:] + names[: r % 2]
-            rounds.append({name: one_round(servers[name].url, model, args, prompts) for name in order})
-            tps = {n: rounds[-1][n]["output_throughput"] for n in names}
-            print(f"round {r + 1}: plain {tps['plain']:.1f} tok/s, spec {tps['spec']:.1f} tok/s, "
-                  f"ratio {tps['spec'] / tps['plain']:.2f}")
+            for g, group in enumerate(groups):
+                order = names if (r * len(groups) + g) % 2 == 0 else names[::-1]
+                pairs.append({name: one_round(servers[name].url, model, args, group) for name in order})
+            recent = pairs[-len(groups):]
+            print(f"round {r + 1}: " + ", ".join(
+                f"{n} {sum(p[n]['output_tokens'] for p in recent) / sum(p[n]['duration_s'] for p in recent):.1f} tok/s"
+                for n in names))
     finally:
         for s in servers.values():
             s.stop()
-    ratios = [r["spec"]["output_throughput"] / r["plain"]["output_throughput"] for r in rounds]
-    spec = [r["spec"]["spec_decode"] for r in rounds if r["spec"]["spec_decode"]]
+
+    def tok_s(name: str) -> float:
+        return sum(p[name]["output_tokens"] for p in pairs) / sum(p[name]["duration_s"] for p in pairs)
+
+    ratios = [p["spec"]["output_throughput"] / p["plain"]["output_throughput"] for p in pairs]
+    spec = [p["spec"]["spec_decode"] for p in pairs if p["spec"]["spec_decode"]]
     drafts = sum(s["num_drafts"] for s in spec)
     accepted = sum(s["num_accepted_tokens"] for s in spec)
+    per_pos = [sum(s["per_position_acceptance_rate"][j] * s["num_drafts"] for s in spec) / max(1, drafts)
+               for j in range(len(spec[0]["per_position_acceptance_rate"]))] if spec else None
     summary = {
         "model": args.model or "built-in", "spec": json.loads(args.spec), "concurrency": args.concurrency,
-        "output_len": args.output_len, "prompts": len(prompts), "rounds": args.rounds, "greedy_identical": same,
-        "plain_tok_s": median(r["plain"]["output_throughput"] for r in rounds),
-        "spec_tok_s": median(r["spec"]["output_throughput"] for r in rounds),
-        "plain_tpot_ms_p50": median(r["plain"]["tpot_ms"]["p50"] for r in rounds),
-        "spec_tpot_ms_p50": median(r["spec"]["tpot_ms"]["p50"] for r in rounds),
-        "speedup_median": median(ratios), "speedups": ratios,
+        "output_len": args.output_len, "prompts": len(prompts), "rounds": args.rounds, "num_pairs": len(pairs),
+        "greedy_identical": same, "plain_tok_s": tok_s("plain"), "spec_tok_s": tok_s("spec"),
+        "speedup_median": median(ratios), "speedup_of_totals": tok_s("spec") / tok_s("plain"), "speedups": ratios,
         "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
         "acceptance_rate": accepted / max(1, sum(s["num_draft_tokens"] for s in spec)),
-        "per_position_acceptance_rate": spec[-1]["per_position_acceptance_rate"] if spec else None,
+        "per_position_acceptance_rate": per_pos,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "speedups"}, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(summary, rounds=rounds), indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(dict(summary, pairs=pairs), indent=2) + "\n")
 
 
 if __name__ == "__main__":
