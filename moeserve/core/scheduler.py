@@ -57,6 +57,8 @@ class Scheduler:
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
         self.async_scheduling = bool(sched_cfg.async_scheduling)
+        if spec is not None and self.async_scheduling:  # engine_core.resolve_async_scheduling turns it off
+            raise ValueError("speculative decoding runs with the host in step: async scheduling must be off")
         self.block_size = cache_cfg.block_size
         self.num_blocks = num_blocks
         self.max_model_len = max_model_len

@@ -18,7 +18,8 @@ sequences by their FLOP count on the padded slice:
   place); the others through `kernels.mla_prefill` over the block tables.
 Decode sequences take the absorbed kernel path unless `path` is "expand": it costs fewer FLOPs from
 two keys on, and it reads only the O(batch) metadata, so a decode step makes no host read and runs
-inside a CUDA graph. Slices come from the step's host lengths (`seq_slices`), never from a device value.
+inside a CUDA graph. So do the sequences of a speculative verify (k + 1 new tokens each, grouped by
+k + 1): the decode kernel takes [b, Q, h, R] queries at each sequence's last Q positions. Slices come from the step's host lengths (`seq_slices`), never from a device value.
 Heads are split over tp: q/kv_b are column-parallel by head, o_proj row-parallel (all-reduce here).
 """
 
@@ -159,10 +160,15 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         else:
             out = hidden.new_zeros(N, self.h, d.v_head_dim)
             for part in seq_slices(meta):
-                if part.decode and self.path != "expand":
+                b, Q = part.query_index.shape
+                # decodes, and verifies of Q tokens a sequence where the latent space is cheaper (long contexts)
+                if part.decode and self.path != "expand" and (Q == 1 or self._use_absorb(part)):
                     tokens, rows = part.tokens, part.rows
-                    out[tokens] = self._decode_absorbed(q_nope[tokens], q_rope[tokens], cache, meta.block_tables[rows],
-                                                        meta.seq_lens[rows])
+                    qn, qr = q_nope[tokens], q_rope[tokens]
+                    if Q > 1:  # [b * Q, h, .] -> [b, Q, h, .]: each sequence's tokens are consecutive
+                        qn, qr = qn.view(b, Q, *qn.shape[1:]), qr.view(b, Q, *qr.shape[1:])
+                    o = self._decode_absorbed(qn, qr, cache, meta.block_tables[rows], meta.seq_lens[rows])
+                    out[tokens] = o.reshape(len(tokens), *o.shape[-2:])
                 elif not self._use_absorb(part):
                     out[part.tokens] = self._attend_expanded(q_nope, q_rope, flat, meta, part)
                 else:
@@ -215,13 +221,13 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
     def _decode_absorbed(
         self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
     ) -> torch.Tensor:
-        """The absorbed path for decode sequences (one new token each), attending through the kernel set
-        on the paged cache [NB, BS, R + r]: q_nope [b, h, dn], q_rope [b, h, r]; tables [b, C] int64;
-        seq_lens [b] int64 -> [b, h, dv]."""
+        """The absorbed path for decode sequences (one new token each, or Q: a speculative verify, the
+        last Q positions), attending through the kernel set on the paged cache [NB, BS, R + r]: q_nope
+        [b, (Q,) h, dn], q_rope [b, (Q,) h, r]; tables [b, C] int64; seq_lens [b] int64 -> [b, (Q,) h, dv]."""
         w_uk, w_uv = self._w_kv_b()
-        q_latent = torch.einsum("bhd,hdr->bhr", q_nope, w_uk)  # [b, h, R]
+        q_latent = torch.einsum("...hd,hdr->...hr", q_nope, w_uk)  # [b, (Q,) h, R]
         out_latent = self.kernels.mla_decode(q_latent, q_rope, cache, tables, seq_lens, self.scale)
-        return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
+        return torch.einsum("...hr,hvr->...hv", out_latent, w_uv)
 
     def _attend_absorbed(
         self, q_nope: torch.Tensor, q_rope: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata, part: SeqSlice
@@ -238,6 +244,11 @@ class MultiHeadLatentAttention(nn.Module, UsesKernels):
         return torch.einsum("nhr,hvr->nhv", out_latent, w_uv)
 
 
+# sequences with at most this many new tokens (a decode; a speculative verify of up to 16 drafts) attend
+# through the decode kernel, [b, Q, h, R] queries at their last Q positions
+DECODE_QUERIES = 17
+
+
 @dataclass
 class SeqSlice:
     """A subset of the step's sequences, with its padded shape (b sequences, q new tokens, l context)
@@ -248,18 +259,21 @@ class SeqSlice:
     context_slots: torch.Tensor  # [b, l] int64
     rows: torch.Tensor  # [b] int64 the slice's sequences among the step's B
     tokens: torch.Tensor  # [n] int64 the step rows of the slice's real query tokens, in sequence order
-    decode: bool  # one new token per sequence
+    decode: bool  # the same few new tokens per sequence (a decode, or a verify): the decode kernel's shape
 
 
 def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
-    """Decode sequences (one new token) and the rest, as separate slices: in one padded batch a
-    single long prefill would pad every decode to its Q x L, and each slice picks its own path."""
+    """Decode sequences (one new token), sequences with the same few new tokens (a speculative verify
+    of k drafts: k + 1, up to DECODE_QUERIES) and the rest, as separate slices: in one padded batch a
+    single long prefill would pad every decode to its Q x L, and each slice picks its own path. The
+    first two take the decode kernel, several query tokens a sequence for a verify."""
     host, views = meta.host, meta.padded()
     n_new, seq_lens = host.n_new, host.seq_lens
     starts = np.zeros_like(n_new)
     np.cumsum(n_new[:-1], out=starts[1:])
     parts = []
-    for rows in (np.flatnonzero(n_new == 1), np.flatnonzero(n_new > 1)):
+    groups = [np.flatnonzero(n_new == q) for q in np.unique(n_new[n_new <= DECODE_QUERIES])]
+    for rows in groups + [np.flatnonzero(n_new > DECODE_QUERIES)]:
         if not rows.size:
             continue
         counts = n_new[rows]
@@ -268,7 +282,7 @@ def seq_slices(meta: AttentionMetadata) -> list[SeqSlice]:
         tokens = np.repeat(starts[rows] - first, counts) + np.arange(int(counts.sum()))
         index = meta.from_host(rows)
         parts.append(SeqSlice(views.query_index[index, :q], views.context_slots[index, :l], index,
-                              meta.from_host(tokens), q == 1))
+                              meta.from_host(tokens), q <= DECODE_QUERIES))
     return parts
 
 

@@ -63,7 +63,16 @@ class _Tracked:
 
 def resolve_async_scheduling(config: EngineConfig) -> EngineConfig:
     """A config whose async_scheduling is decided: unset means on for CUDA devices (the ranks get the
-    decided value with the config)."""
+    decided value with the config). Off with speculative decoding, asked for or not: a step's drafts
+    come from its own sampled tokens (how many drafts a verify accepted, the n-gram lookup over them,
+    the MTP layer's input), so the next step cannot be scheduled before this one is read back (vLLM
+    shipped the same restriction first; docs/speculative_decoding.md)."""
+    if config.speculative.enabled:
+        if config.scheduler.async_scheduling is not False:
+            log = logger.warning if config.scheduler.async_scheduling else logger.info
+            log("async scheduling is off with --speculative-config: each step is read back before the next is "
+                "scheduled, since the next step's drafts depend on this step's tokens")
+        return dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, async_scheduling=False))
     if config.scheduler.async_scheduling is not None:
         return config
     from moeserve.kernels.registry import resolve

@@ -202,6 +202,11 @@ class ModelRunner:
         """Whether the decode path can be captured: a graph-safe kernel set and dispatcher (decided from
         the configuration alone, alike on every rank)."""
         dispatcher = self.model.dispatcher
+        if getattr(self.model, "mtp", None) is not None:
+            # the MTP draft layer reads every step's hidden states, which a graph's replay does not keep;
+            # n-gram speculation keeps graphs for plain decode steps (verify steps run eagerly)
+            logger.info("decode steps run eagerly: the MTP draft layer reads each step's hidden states")
+            return False
         if not self.kernels.captures_decode(self.dtype):
             logger.info("decode steps run eagerly: the %s kernel set reads counts on the host in %s", self.kernels.name,
                         self.dtype)
@@ -287,6 +292,7 @@ class ModelRunner:
         """
         assert max_tokens is None or max_tokens >= batch.num_tokens, "max_tokens below this group's tokens"
         bound = batch.num_tokens if max_tokens is None else max_tokens
+        self.last_forward = None
         if decode_step and self.graphs is not None and self.graphs.covers(len(batch.seqs), bound):
             with self.kernels.step(batch.num_tokens):
                 return self.graphs.run(batch, bound, fill), []

@@ -47,9 +47,10 @@ class StepInputs:
         self.token_valid = torch.zeros(max_tokens, **i64)
         self.query_start = torch.zeros(max_seqs + 1, **i64)
         self.seq_lens = torch.ones(max_seqs, **i64)
-        self.sample_index = torch.zeros(max_seqs, **i64)
+        # sampled rows: one per sequence, or a verify's k + 1 (speculative decoding): at most the step's tokens
+        self.sample_index = torch.zeros(max(max_seqs, max_tokens), **i64)
         self.block_tables = torch.full((max_seqs, max_blocks), pad_block, **i64)
-        self._sizes = (max_tokens, max_tokens, max_tokens, max_tokens, max_seqs + 1, max_seqs, max_seqs,
+        self._sizes = (max_tokens, max_tokens, max_tokens, max_tokens, max_seqs + 1, max_seqs, len(self.sample_index),
                        max_seqs * max_blocks)
         total = sum(self._sizes)
         pinned = device.type == "cuda"
@@ -81,7 +82,9 @@ class StepInputs:
         tables = host.tables
         slots = tables[seq_of_token, positions // self.block_size] * self.block_size + positions % self.block_size
         T = N + (rows - B)  # tokens with padding
-        sample = [int(query_start[i + 1] - 1) for i, s in enumerate(batch.seqs) if s.sample]
+        # a verify (speculative decoding) samples its newest token's row and each draft's
+        sample = [r for i, s in enumerate(batch.seqs) for r in range(int(query_start[i + 1]) - s.num_sampled_rows,
+                                                                      int(query_start[i + 1]))]
         if pad_to is not None:
             sample = list(range(rows))  # a graph computes every row's logits; the caller picks the sampled
         width = C

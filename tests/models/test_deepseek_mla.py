@@ -159,9 +159,38 @@ def test_paths_agree_on_mixed_batch():
         c = auto(x, meta, [cache.clone()])
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-6)
-    decode, prefill = seq_slices(meta)
-    assert decode.tokens.tolist() == [0, 7] and prefill.tokens.tolist() == list(range(1, 7))
+    decode, chunk = seq_slices(meta)  # one new token a sequence; six (the decode kernel's shape too, as a verify)
+    assert decode.tokens.tolist() == [0, 7] and chunk.tokens.tolist() == list(range(1, 7))
+    assert decode.decode and chunk.decode and chunk.query_index.shape == (1, 6)
     assert auto._use_absorb(decode)  # one new token per sequence: decode is cheaper absorbed
+
+
+def test_verify_steps_attend_through_the_decode_kernel_with_several_queries():
+    """Speculative verify steps (k + 1 new tokens a sequence past a long context, k differing between
+    sequences) go through kernels.mla_decode with [b, Q, h, R] queries, one call per Q, and give what
+    the expanded form gives; a long prefill chunk does not."""
+    torch.manual_seed(4)
+    cfg = _hf_config(3, 16, YARN)
+    attn, _ = _hf_attention(cfg, 3)
+    expand, auto = _ours(cfg, 3, attn, "expand"), _ours(cfg, 3, attn, "auto")
+    calls = []
+    decode = auto.kernels.mla_decode
+    auto.kernels.mla_decode = lambda q, *a: calls.append(tuple(q.shape[:2]) if q.dim() == 4 else (q.shape[0], 1)) or decode(q, *a)
+    cache = torch.randn(40, 4, cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+    seqs = [
+        ScheduledSeq("v3", [0] * 3, 21, list(range(0, 7)), True, num_drafts=2),
+        ScheduledSeq("d", [0], 9, [8, 9, 10], True),
+        ScheduledSeq("v4", [0] * 4, 26, list(range(11, 19)), True, num_drafts=3),
+        ScheduledSeq("w3", [0] * 3, 17, list(range(19, 24)), True, num_drafts=2),
+        ScheduledSeq("p", [0] * 20, 0, list(range(24, 29)), True),
+    ]
+    meta = build_attention_metadata(GroupBatch(0, seqs), 4)
+    x = torch.randn(31, cfg.hidden_size)
+    with torch.no_grad():
+        want = expand(x, meta, [cache.clone()])
+        got = auto(x, meta, [cache.clone()])
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert sorted(calls) == [(1, 1), (1, 4), (2, 3)]  # the decode, the verify of 3 drafts, the two of 2
 
 
 def test_empty_batch_returns_no_rows():
