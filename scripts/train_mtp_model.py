@@ -90,6 +90,10 @@ def build(seed: int):
     cfg = config()
     model = DeepseekV3ForCausalLM(cfg)
     mtp = Mtp(cfg)
+    # transformers initialises a module inside its PreTrainedModel only: the MTP block's router weight is
+    # torch.empty (whatever memory held, NaN at times) until the main model's rule is applied to it
+    for module in mtp.modules():
+        model._init_weights(module)
     builtin = AutoModelForCausalLM.from_pretrained(bm.builtin_model_dir(), dtype=torch.float32)
     with torch.no_grad():  # the built-in model's token embedding and LM head: same tokenizer, same hidden size
         model.model.embed_tokens.weight.copy_(builtin.model.embed_tokens.weight)

@@ -81,3 +81,22 @@ def test_expert_parallel_ranks_draft_in_lockstep(case):
     got, stats = _generate(path, prompts, 2, ep=2)
     assert got == expected
     assert stats["spec_decode_num_draft_tokens"] > 0
+
+
+def test_triton_set_verifies_through_the_mla_decode_kernel(case, monkeypatch):
+    """Under the Triton interpreter: verify steps' MLA runs the decode kernel with several query tokens
+    a sequence ([b, k + 1, h, R]), and greedy tokens still equal transformers'."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    path, prompts, expected = case
+    llm = LLM(model=str(path), block_size=4, kernels="triton", max_num_batched_tokens=24,
+              speculative_config={"method": "mtp", "num_speculative_tokens": 2})
+    kernels = llm.engine.executor.worker.runner.kernels
+    queries, decode = [], kernels.mla_decode
+    monkeypatch.setattr(kernels, "mla_decode", lambda q, *a: queries.append(q.dim() == 4 and q.shape[1]) or decode(q, *a))
+    try:
+        outs = llm.generate(prompts[:3], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    finally:
+        llm.shutdown()
+    assert [o.token_ids for o in outs] == [e[:8] for e in expected[:3]]
+    assert 3 in queries  # a verify of two drafts: three queries a sequence through the kernel
