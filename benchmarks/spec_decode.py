@@ -129,7 +129,7 @@ def main() -> None:
     spec = [p["spec"]["spec_decode"] for p in pairs if p["spec"]["spec_decode"]]
     drafts = sum(s["num_drafts"] for s in spec)
     accepted = sum(s["num_accepted_tokens"] for s in spec)
-    per_pos = [sum(s["per_position_acceptance_rate"][j] * s["num_drafts"] for s in spec) / max(1, drafts)
+    per_pos = [sum((s["per_position_acceptance_rate"][j] or 0.0) * s["num_drafts"] for s in spec) / max(1, drafts)
                for j in range(len(spec[0]["per_position_acceptance_rate"]))] if spec else None
     summary = {
         "model": args.model or "built-in", "spec": json.loads(args.spec), "concurrency": args.concurrency,
