@@ -142,7 +142,7 @@ def test_the_switch_sends_the_experts_to_the_fused_kernel_or_the_torch_set(inter
     calls = []
     monkeypatch.setattr(KernelSet, "experts", lambda self, layer, batch: calls.append("torch") or batch.hidden)
     monkeypatch.setattr(fused_moe, "fused_experts", lambda *a, **k: calls.append("fused") or a[0])
-    layer = SimpleNamespace(act_name="silu", w13=torch.zeros(1, 2, 8), w2=torch.zeros(1, 8, 1))
+    layer = SimpleNamespace(act_name="silu", use_grouped_mm=True, w13=torch.zeros(1, 2, 8), w2=torch.zeros(1, 8, 1))
     x = torch.randn(3, 8)
     batch = ExpertBatch(x, torch.tensor([3], dtype=torch.int32), torch.tensor([3]))
     assert TritonKernels(device).experts(layer, batch) is x
