@@ -95,6 +95,9 @@ class ParallelConfig:
     dispatch: str = "auto"
     backend: str = "auto"  # torch.distributed backend: auto = nccl with CUDA, else gloo
     step_timeout_s: float = 60.0  # a step slower than this is a stuck rank
+    # the network interface ranks on different hosts talk over (gloo, NCCL's bootstrap); "": the one
+    # that routes to the launcher's MASTER_ADDR (engine/launch_check.py `dist_interface`)
+    dist_ifname: str = ""
     # torch intra-op threads per rank; None = auto (MOESERVE_NUM_THREADS, else one per 1024 hidden,
     # never more than the rank's share of the node's cores; a single-rank engine then also times
     # each step size on all of its cores and keeps the faster way): kernels/cpu/threads.py,
@@ -155,6 +158,9 @@ class ParallelConfig:
         check_dispatch_host(self.dispatch, self.nodes)
         if self.backend not in TORCH_BACKENDS:
             raise ConfigError(f"--backend {self.backend!r} is not supported; choose {', '.join(TORCH_BACKENDS)}")
+        if self.dist_ifname and (len(self.dist_ifname) > 15 or not self.dist_ifname.replace("-", "").replace(
+                ".", "").replace("_", "").replace(":", "").isalnum()):
+            raise ConfigError(f"--dist-ifname {self.dist_ifname!r} is not a network interface name")
         if not 0 < self.step_timeout_s < float("inf"):
             raise ConfigError(f"--step-timeout-s must be a positive number of seconds, got {self.step_timeout_s}")
 

@@ -47,3 +47,32 @@ def interface_of(host: str) -> str:
         return found
     raise ConfigError(f"{host} ({address}) is not an address of any interface of this host: give an address this "
                       "host holds, facing its peers")
+
+
+def route_interface(host: str) -> tuple[str, str]:
+    """(interface, source address) this machine's routing table picks to reach `host`: what its
+    packets to `host` leave by. Asks the kernel (a UDP socket connected to `host` sends nothing);
+    ConfigError when no route reaches it."""
+    address = resolve(host)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((address, 9))
+        except OSError as e:
+            raise ConfigError(f"no route from this host to {host} ({address}): {e.strerror or e}") from None
+        source = s.getsockname()[0]
+    return interface_of(source), source
+
+
+def is_loopback(interface: str) -> bool:
+    """Whether `interface` carries loopback addresses only (lo), so it never leaves this host."""
+    addrs = [a for a in psutil.net_if_addrs().get(interface, []) if a.family in (socket.AF_INET, socket.AF_INET6)]
+    return bool(addrs) and all(ipaddress.ip_address(a.address.split("%")[0]).is_loopback for a in addrs)
+
+
+def interface_addresses(interface: str) -> list[str]:
+    """The IPv4 and IPv6 addresses `interface` holds; ConfigError when this host has no such interface."""
+    addrs = psutil.net_if_addrs()
+    if interface not in addrs:
+        raise ConfigError(f"this host has no network interface {interface!r} (it has {', '.join(sorted(addrs))})")
+    return [a.address.split("%")[0] for a in addrs[interface] if a.family in (socket.AF_INET, socket.AF_INET6)]

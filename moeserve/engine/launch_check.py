@@ -3,6 +3,8 @@ engine/startup_checks.py, in every process that reads the flags: under torchrun 
 once and exits 2, instead of a traceback from inside `init_process_group`).
 
 - `--nodes N > 1` needs a launcher that starts the ranks on every node (RANK and WORLD_SIZE set).
+- Under a launcher, the ranks of different hosts talk over one interface (`dist_interface`): --dist-ifname,
+  else the one that routes to MASTER_ADDR; with `--nodes > 1` never loopback, and it must exist here.
 - Under a launcher, WORLD_SIZE must be the layout's world (`--ep`, or `--tp` when `--ep` is 1).
 - `--backend nccl` needs CUDA GPUs and a torch built with NCCL (auto picks gloo without them).
 - `--device cuda` needs CUDA; `--kernels cpu` runs on CPU only; `--kernels triton` needs triton, and
@@ -13,10 +15,15 @@ with a 59-line one from `init_process_group`.
 """
 from __future__ import annotations
 
+import logging
 import os
 
+from moeserve import netif
 from moeserve.config import DeviceConfig, ParallelConfig
 from moeserve.errors import ConfigError
+
+log = logging.getLogger("moeserve.launch")
+DIST_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 def check_launch(parallel: ParallelConfig) -> None:
@@ -35,6 +42,7 @@ def check_launch(parallel: ParallelConfig) -> None:
             raise ConfigError(
                 f"the launcher started {size} ranks but --ep {parallel.ep} --tp {parallel.tp} needs "
                 f"{parallel.world_size}: start {parallel.world_size} ranks in all (--nnodes x --nproc-per-node)")
+        dist_interface(parallel)
     if parallel.backend == "nccl":
         import torch
         import torch.distributed as dist
@@ -42,6 +50,39 @@ def check_launch(parallel: ParallelConfig) -> None:
         if not (torch.cuda.is_available() and dist.is_nccl_available()):
             raise ConfigError("--backend nccl needs CUDA GPUs and a torch built with NCCL, and this machine has "
                               "neither; use --backend gloo (or auto, which picks NCCL where it can)")
+
+
+def dist_interface(parallel: ParallelConfig) -> str:
+    """The interface the ranks of a launcher's world talk to other hosts over: --dist-ifname, else the
+    one this host's routing table picks for MASTER_ADDR (the first host's address, which every host
+    reaches). With --nodes > 1 it is never loopback: a world whose MASTER_ADDR routes over loopback
+    cannot span hosts. ConfigError saying what to change otherwise."""
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    if parallel.dist_ifname:
+        name, why = parallel.dist_ifname, "--dist-ifname"
+        if not netif.interface_addresses(name):
+            raise ConfigError(f"--dist-ifname {name} holds no IP address on this host")
+    else:
+        name, _ = netif.route_interface(master)
+        why = f"the route to MASTER_ADDR {master}"
+    if parallel.nodes > 1 and netif.is_loopback(name):
+        raise ConfigError(
+            f"--nodes {parallel.nodes}: the hosts cannot talk over the loopback interface {name} ({why}); give "
+            "torchrun --master-addr an address of the first host that every host reaches, or --dist-ifname")
+    return name
+
+
+def use_dist_interface(parallel: ParallelConfig, rank: int) -> str:
+    """Points gloo and NCCL's bootstrap at `dist_interface` (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME)
+    unless the operator set them, and logs what this rank uses. Called by a launcher's rank before it
+    joins the world."""
+    name = dist_interface(parallel)
+    for var in DIST_IFNAME_VARS:
+        os.environ.setdefault(var, name)
+    log.info("rank %d: other hosts over %s (%s), master %s:%s; GLOO_SOCKET_IFNAME=%s NCCL_SOCKET_IFNAME=%s", rank,
+             name, ", ".join(netif.interface_addresses(name)), os.environ.get("MASTER_ADDR", "127.0.0.1"),
+             os.environ.get("MASTER_PORT", "29500"), os.environ["GLOO_SOCKET_IFNAME"], os.environ["NCCL_SOCKET_IFNAME"])
+    return name
 
 
 def check_device(device: DeviceConfig) -> None:

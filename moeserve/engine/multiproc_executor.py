@@ -27,16 +27,17 @@ import time
 from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, PullTally, StepPlan, StepResult
+from moeserve.engine.host_map import gather_hosts, unreachable
 from moeserve.engine.plan_codec import DRAIN, decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
 )
+from moeserve.engine.rank_worker import PROBE_IDLE_S  # idle this long: check_health probes the world
 from moeserve.errors import EngineDeadError
 from moeserve.kernels.registry import kernel_set_class, resolve
 
 log = logging.getLogger("moeserve.executor")
 
-PROBE_IDLE_S = 5.0  # idle this long: check_health runs an empty step through every collective
 # a spawned rank stopped by SIGSTOP this long is a dead world: its peers would otherwise wait out the
 # step timeout (60 s by default) inside a collective, with no heartbeat, before anyone named it
 STOPPED_RANK_S = 5.0
@@ -95,6 +96,7 @@ class MultiprocExecutor:
             import torch.distributed as dist
 
             dist.barrier(group=self.groups.plan_group)
+            self._hosts = gather_hosts(env.master_addr, self.groups.result_group)  # rank_worker sends its own
             self._kv_layouts = self._gather_kv_layouts()
         except Exception as e:
             exited = self._exited_rank()  # gloo's error (a timeout, a closed socket) does not say who
@@ -283,6 +285,9 @@ class MultiprocExecutor:
             fallback = self._stopped_first(f"step {step} failed: {type(exc).__name__}: {exc}")
             try:
                 self._note_exited_ranks(wait_s=0.5)
+                if self.dead is None and isinstance(exc, Exception):
+                    gone = unreachable(self._hosts)  # a host or link across hosts gone: name it first
+                    fallback = fallback if gone is None else f"{gone}; {fallback}"
             finally:
                 self.dead = self.dead or fallback
             if isinstance(exc, Exception):

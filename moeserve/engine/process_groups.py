@@ -22,6 +22,7 @@ from torch.distributed.distributed_c10d import _set_pg_timeout  # private, but t
 
 from moeserve import envs
 from moeserve.config import ParallelConfig
+from moeserve.engine.launch_check import use_dist_interface
 from moeserve.parallel_state import ParallelContext
 
 _IDLE_TIMEOUT = timedelta(days=7)
@@ -132,6 +133,8 @@ def init_rank(
                                 timeout=_CONNECT_TIMEOUT)
     else:
         launched = os.environ.get("RANK") is not None
+        if launched:  # torchrun / deepspeed: gloo and NCCL's bootstrap on the interface facing the other hosts
+            use_dist_interface(parallel, env.rank)
         dist.init_process_group(
             backend=backend,
             init_method="env://" if launched else f"tcp://{env.master_addr}:{env.master_port}",

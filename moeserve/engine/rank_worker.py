@@ -20,6 +20,41 @@ from moeserve.engine.gc_heap import freeze_startup_objects
 
 log = logging.getLogger("moeserve.rank")
 
+# A server's rank 0 that has been idle this long runs an empty probe step through every collective
+# (multiproc_executor.MultiprocExecutor.check_health), so its ranks hear from it at least this often.
+PROBE_IDLE_S = 5.0
+# Past the step timeout and the probe interval, this much more silence from rank 0 means it (or the
+# network to it) is gone: a launcher's rank then exits instead of waiting in the plan broadcast forever.
+RANK0_GRACE_S = 10.0
+
+
+class Rank0Watch:
+    """A launcher's rank of a server's world (its rank 0 probes when idle): exits the process when no
+    plan has come from rank 0 for `limit_s` while it waited for one. Its peers on other hosts cannot
+    tell it that the world ended when the network between them is gone (no close, no reset reaches
+    it), and the plan broadcast waits without a bound, since a server may idle for days."""
+
+    def __init__(self, limit_s: float, rank: int):
+        self.limit_s, self.rank = limit_s, rank
+        self._waiting_since: float | None = None
+        threading.Thread(target=self._watch, daemon=True, name="rank0-watch").start()
+
+    def waiting(self) -> None:
+        self._waiting_since = time.monotonic()
+
+    def got_plan(self) -> None:
+        self._waiting_since = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, self.limit_s / 4))
+            since = self._waiting_since
+            if since is not None and time.monotonic() - since > self.limit_s:
+                log.error("rank %d: no step from rank 0 for %.0f s (it probes every %.0f s when idle): rank 0, its "
+                          "host or the network to it is gone; exiting", self.rank, self.limit_s, PROBE_IDLE_S)
+                logging.shutdown()
+                os._exit(1)
+
 
 def _exit_when_parent_dies(parent_pid: int) -> None:
     """A spawned rank must not outlive the engine that spawned it."""
@@ -40,7 +75,10 @@ def set_rank_threads(world_on_node: int, reserved: int = 0) -> None:
     torch.set_num_threads(max(1, cores // max(1, world_on_node)))
 
 
-def run_rank(config: EngineConfig) -> int:
+def run_rank(config: EngineConfig, watch_rank0: bool = False) -> int:
+    """watch_rank0: rank 0 is a server's (it probes its world when idle): exit once it has been silent
+    past the step timeout and the probe interval (Rank0Watch)."""
+    from moeserve.engine.host_map import gather_hosts
     from moeserve.engine.plan_codec import decode_message, encode_sampled
     from moeserve.engine.process_groups import RankEnv, broadcast_bytes, gather_bytes, init_rank
     from moeserve.engine.worker import Worker
@@ -54,6 +92,7 @@ def run_rank(config: EngineConfig) -> int:
 
     worker = Worker(config, groups.ctx, group=groups.group)
     dist.barrier(group=groups.plan_group)  # every rank has loaded its weights
+    gather_hosts(env.master_addr, groups.result_group)  # rank 0 names a host that stops answering
     if worker.kv_agent is not None:  # rank 0 serves every rank's layout on its KV side channel
         gather_bytes(json.dumps(worker.kv_agent.layout()).encode(), groups.result_group)
     freeze_startup_objects()  # a full collection must not walk the model's objects mid-step (a stall every rank waits on)
@@ -64,8 +103,15 @@ def run_rank(config: EngineConfig) -> int:
         gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls, result.drafts),
                      groups.result_group)
 
+    watch = None
+    if watch_rank0:
+        watch = Rank0Watch(config.parallel.step_timeout_s + PROBE_IDLE_S + RANK0_GRACE_S, env.rank)
     while True:
+        if watch is not None:
+            watch.waiting()
         plan, kind = decode_message(broadcast_bytes(None, groups.plan_group))
+        if watch is not None:
+            watch.got_plan()
         if kind == "shutdown":
             break
         try:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         from moeserve.engine.rank_worker import run_rank
 
         logging.basicConfig(level=server_config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return run_rank(engine_config)
+        return run_rank(engine_config, watch_rank0=True)  # rank 0 serves, and probes its world when idle
     problem = _cannot_listen(server_config)
     if problem:
         print(f"moeserve serve: error: {problem}", file=sys.stderr)
