@@ -169,7 +169,7 @@ class Host:
         """The names in this host's /dev/shm."""
         if not self.alive:
             return []
-        return sorted(os.listdir(f"/proc/{self.pid}/root/dev/shm"))
+        return sorted(os.listdir(os.path.join("/proc", str(self.pid), "root", "dev", "shm")))  # its /dev/shm
 
     def close(self) -> None:
         if self.alive:
