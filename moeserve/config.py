@@ -316,13 +316,9 @@ class EngineConfig:
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime,
                      self.kv_transfer, self.speculative):
             part.validate()
-        # any --tp / --ep pairs with any other (kv_transfer/head_slices.py); several nodes are untested
         if self.model.quantization == "fp8" and self.placement_runtime.eplb_interval:
             raise ConfigError("--quantization fp8 with --eplb-interval: moving online-quantized FP8 experts between "
                               "ranks is not supported yet; drop one of the two")
-        if self.kv_transfer.enabled and self.parallel.nodes > 1:
-            raise ConfigError(f"--kv-transfer nixl runs on one node for now (--nodes {self.parallel.nodes}): run each "
-                              f"prefill and decode server on one node, with any --tp and --ep")
         return self
 
 

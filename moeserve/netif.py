@@ -1,5 +1,7 @@
-"""Which network interface holds an address: what moeserve binds UCX (and other listeners that take
-an interface, not an address) to, so they listen where their address says and nowhere else.
+"""Which network interface holds an address (`interface_of`): what moeserve binds UCX (and other
+listeners that take an interface, not an address) to, so they listen where their address says and
+nowhere else; and which interface routes to an address (`route_interface`): what ranks on several
+hosts talk over (engine/launch_check.py).
 
 A leaf (psutil only): the KV transfer binds NIXL's UCX workers with it; anything that must pick the
 interface facing a peer may use it.
@@ -47,6 +49,11 @@ def interface_of(host: str) -> str:
         return found
     raise ConfigError(f"{host} ({address}) is not an address of any interface of this host: give an address this "
                       "host holds, facing its peers")
+
+
+def is_loopback_address(host: str) -> bool:
+    """Whether `host` (an address or a name, resolved once) is a loopback address."""
+    return ipaddress.ip_address(resolve(host)).is_loopback
 
 
 def route_interface(host: str) -> tuple[str, str]:

@@ -6,6 +6,8 @@ once and exits 2, instead of a traceback from inside `init_process_group`).
 - Under a launcher, the ranks of different hosts talk over one interface (`dist_interface`): --dist-ifname,
   else the one that routes to MASTER_ADDR; with `--nodes > 1` never loopback, and it must exist here.
 - Under a launcher, WORLD_SIZE must be the layout's world (`--ep`, or `--tp` when `--ep` is 1).
+- `--kv-side-channel-host` (the prefill/decode split) must be an address of this host, not loopback
+  with `--nodes > 1`, and one facing other hosts needs the pool's secret given (`check_kv_hosts`).
 - `--backend nccl` needs CUDA GPUs and a torch built with NCCL (auto picks gloo without them).
 - `--device cuda` needs CUDA; `--kernels cpu` runs on CPU only; `--kernels triton` needs triton, and
   CUDA or TRITON_INTERPRET=1 (the interpreter runs the kernels on CPU, for tests).
@@ -18,8 +20,8 @@ from __future__ import annotations
 import logging
 import os
 
-from moeserve import netif
-from moeserve.config import DeviceConfig, ParallelConfig
+from moeserve import envs, netif
+from moeserve.config import DeviceConfig, KvTransferConfig, ParallelConfig
 from moeserve.errors import ConfigError
 
 log = logging.getLogger("moeserve.launch")
@@ -83,6 +85,29 @@ def use_dist_interface(parallel: ParallelConfig, rank: int) -> str:
              name, ", ".join(netif.interface_addresses(name)), os.environ.get("MASTER_ADDR", "127.0.0.1"),
              os.environ.get("MASTER_PORT", "29500"), os.environ["GLOO_SOCKET_IFNAME"], os.environ["NCCL_SOCKET_IFNAME"])
     return name
+
+
+def check_kv_hosts(kv: KvTransferConfig, parallel: ParallelConfig) -> None:
+    """--kv-side-channel-host is the address this host's peers in the KV pool reach it at: its side
+    channel (rank 0) listens there, and every rank of this host binds its UCX transports to the
+    interface holding it. So it must be an address of this host (each host of a --nodes > 1 server
+    gives its own, never loopback), and once it faces other hosts, the pool's servers need one secret
+    given to all of them: the default secret file is this host's alone, so another host's signatures
+    would fail as forgeries (docs/disaggregation.md, trust model)."""
+    if not kv.enabled:
+        return
+    interface = netif.interface_of(kv.side_channel_host)  # ConfigError unless this host holds it
+    loopback = netif.is_loopback(interface)
+    if parallel.nodes > 1 and loopback:
+        raise ConfigError(
+            f"--kv-side-channel-host {kv.side_channel_host} is loopback but the ranks span --nodes {parallel.nodes}: "
+            "the pool's peers read every rank's KV blocks, so give each host's own address facing them (its "
+            "--kv-side-channel-host)")
+    if not loopback and kv.secret is None and not envs.KV_SECRET.get():
+        raise ConfigError(
+            f"--kv-side-channel-host {kv.side_channel_host} faces other hosts: give every prefill and decode "
+            f"server of the pool the same --kv-secret (or {envs.KV_SECRET.name}; never the --api-key); the default "
+            "secret file is this host's own")
 
 
 def check_device(device: DeviceConfig) -> None:

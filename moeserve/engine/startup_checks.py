@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from moeserve.config import EngineConfig
 from moeserve.errors import ConfigError
-from moeserve.engine.launch_check import check_device, check_launch
+from moeserve.engine.launch_check import check_device, check_kv_hosts, check_launch
 from moeserve.engine.layout_check import check_model_layout
 from moeserve.engine.model_source import resolve_model_source
-from moeserve.netif import interface_of
 
 
 def check_startup(config: EngineConfig) -> EngineConfig:
@@ -25,8 +24,9 @@ def check_startup(config: EngineConfig) -> EngineConfig:
     config = resolve_model_source(config)  # --model org/name -> its directory in the Hugging Face cache
     check_model_layout(config)
     check_launch(config.parallel)  # what torchrun / deepspeed / the machine give the layout
-    if config.kv_transfer.enabled:  # UCX listens on this address's interface only (kv_transfer/nixl_agent.py):
-        interface_of(config.kv_transfer.side_channel_host)  # "0" or "::0" (every interface) named here, not in the engine
+    # the P/D pool's address of this host (UCX listens on its interface only, kv_transfer/nixl_agent.py:
+    # "0" or "::0", every interface, named here, not in the engine), and its secret across hosts
+    check_kv_hosts(config.kv_transfer, config.parallel)
     check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run
     check_formats(config)
     return config

@@ -27,7 +27,8 @@ class CacheLayout:
     head_bytes[t]: bytes of one KV head of one token in tensor t (MLA: the whole latent row);
     group, tp_rank: the rank's attention group and its place in it; head_start, num_heads,
     total_heads: the KV heads it holds of the model's (MLA: 0, 1, 1, replicated on every rank);
-    agent_metadata: NIXL's blob (base64)."""
+    agent_metadata: NIXL's blob (base64); host: the address its peers reach it at (its host's
+    --kv-side-channel-host, where its UCX transports listen: a server spanning hosts has one per host)."""
 
     agent_name: str
     agent_metadata: str
@@ -41,6 +42,7 @@ class CacheLayout:
     head_start: int = 0
     num_heads: int = 1
     total_heads: int = 1
+    host: str = ""
 
     @property
     def heads(self) -> HeadRange:
@@ -65,6 +67,7 @@ class CacheLayout:
             base_addrs=[int(a) for a in data["base_addrs"]],
             head_bytes=[int(b) for b in data["head_bytes"]],
             dtype=str(data["dtype"]),
+            host=str(data.get("host", "")),
             **{k: int(data[k]) for k in ints if k in data},
         )
 

@@ -119,6 +119,7 @@ class KvAgent:
             head_start=heads.start,
             num_heads=heads.count,
             total_heads=heads.total,
+            host=bind_host,
         )
         self._peers: set[str] = set()  # agent names whose metadata NIXL holds
         self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)

@@ -28,10 +28,12 @@ from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
 from moeserve.kv_transfer.peer_calls import PeerError, get_json, pin_path
-from moeserve.kv_transfer.trust import PoolKey
 from moeserve.kv_transfer.staging import (
     SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
 )
+from moeserve.kv_transfer.trust import PoolKey
+from moeserve.errors import ConfigError
+from moeserve.netif import is_loopback_address
 
 log = logging.getLogger("moeserve.kv_transfer")
 
@@ -131,6 +133,7 @@ class RankKvAgent:
         deadline = time.monotonic() + READ_TIMEOUT_S  # one for all of the pull's reads
         try:
             sources = group_ranks(self._handshake(pull), pull.remote_group)
+            _check_reachable(sources, pull.host)
             plan = plan_sources(self.agent.layout, sources, pull.remote_block_ids)
             for reads in plan:
                 self.agent.add_peer(reads.src)
@@ -149,17 +152,21 @@ class RankKvAgent:
         """Read heads reads.runs of remote_ids from one source rank into local_ids by `deadline`
         (time.monotonic()); the bytes moved."""
         mine, src = self.agent.layout, reads.src
-        if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
-            ((lo, re),) = pull_rows(mine, [src], local_ids, remote_ids).values()
-            return self.agent.read(src.agent_name, lo, re, _left(deadline))
-        nbytes = 0
-        per_block = staged_block_bytes(src)
-        for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
-            staging = self.agent.staging(len(remote) * per_block)
-            lo, re = staged_rows(src, staging.data_ptr(), remote)
-            nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
-            scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
-        return nbytes
+        try:
+            if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
+                ((lo, re),) = pull_rows(mine, [src], local_ids, remote_ids).values()
+                return self.agent.read(src.agent_name, lo, re, _left(deadline))
+            nbytes = 0
+            per_block = staged_block_bytes(src)
+            for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
+                staging = self.agent.staging(len(remote) * per_block)
+                lo, re = staged_rows(src, staging.data_ptr(), remote)
+                nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
+                scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
+            return nbytes
+        except TransferError as e:  # say which prefill rank, on which host
+            where = f" at {src.host}" if src.host else ""
+            raise TransferError(f"{e} (prefill group {src.group}, tp rank {src.tp_rank}{where})") from None
 
     def _check_still_pinned(self, pull: KvPull) -> None:
         """A one-sided read cannot tell whether the owner freed (and reused) the blocks meanwhile: a
@@ -205,6 +212,21 @@ class RankKvAgent:
             self._reader.join(timeout=2 * (HANDSHAKE_TIMEOUT_S + READ_TIMEOUT_S))
             self._reader = None
         self.agent.close()
+
+
+def _check_reachable(sources: list[CacheLayout], side_channel_host: str) -> None:
+    """LayoutMismatch where a prefill rank listens on loopback only but its side channel does not (a
+    server spanning hosts whose host gave no --kv-side-channel-host of its own): a decoder on
+    another host could never read its blocks, and UCX would try the decoder's own loopback."""
+    try:
+        if not side_channel_host or is_loopback_address(side_channel_host):
+            return
+    except ConfigError:  # a name this host cannot resolve: the handshake has reached it, so it is not ours
+        return
+    for src in sources:
+        if src.host and is_loopback_address(src.host):
+            raise LayoutMismatch(f"prefill group {src.group}'s tp rank {src.tp_rank} listens on {src.host} only: its "
+                                 f"host needs --kv-side-channel-host set to its own address facing the decoders")
 
 
 def _left(deadline: float) -> float:

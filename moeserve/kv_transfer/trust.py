@@ -17,9 +17,10 @@ So (docs/disaggregation.md, "Trust model"):
 
 The secret: `--kv-secret`, else MOESERVE_KV_SECRET, else a random secret kept in a file of this
 user's (MOESERVE_CACHE/kv-secret, mode 0600), which makes the servers one user starts on one machine a
-pool without a setting; servers on several hosts need the same secret given to each. Never the
-server's `--api-key`: clients hold that (server/config_file.py refuses a secret equal to it). The
-secret itself never crosses a socket: only HMACs of it do.
+pool without a setting; servers on several hosts need the same secret given to each (a server whose
+side channel faces other hosts refuses to start without one: engine/launch_check.py
+`check_kv_hosts`). Never the server's `--api-key`: clients hold that (server/config_file.py refuses a
+secret equal to it). The secret itself never crosses a socket: only HMACs of it do.
 Pure: hashing and files, no sockets.
 """
 from __future__ import annotations

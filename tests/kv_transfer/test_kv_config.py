@@ -40,10 +40,43 @@ def test_any_tp_and_ep_on_one_node_are_served():
         engine_config({"kv_role": "decode", **layout}).validate()
 
 
-def test_several_nodes_are_refused_for_now():
-    with pytest.raises(ConfigError, match="one node for now"):
-        engine_config({"kv_role": "prefill", "ep": 2, "nodes": 2}).validate()
-    engine_config({"ep": 2, "nodes": 2}).validate()  # without a KV transfer, any layout
+def test_the_address_facing_the_pool_is_this_hosts_and_not_loopback_across_hosts(monkeypatch):
+    from moeserve.engine.launch_check import check_kv_hosts
+
+    monkeypatch.delenv("MOESERVE_KV_SECRET", raising=False)
+    spanning = engine_config({"kv_role": "prefill", "ep": 2, "nodes": 2})
+    spanning.validate()  # sides may span hosts
+    with pytest.raises(ConfigError, match="--kv-side-channel-host 127.0.0.1 is loopback but the ranks span --nodes 2"):
+        check_kv_hosts(spanning.kv_transfer, spanning.parallel)
+    elsewhere = engine_config({"kv_role": "decode", "kv_side_channel_host": "192.0.2.77"})
+    with pytest.raises(ConfigError, match="192.0.2.77 .*is not an address of any interface of this host"):
+        check_kv_hosts(elsewhere.kv_transfer, elsewhere.parallel)
+    check_kv_hosts(engine_config({"kv_role": "decode"}).kv_transfer, spanning.parallel.__class__())
+    check_kv_hosts(engine_config({"ep": 2, "nodes": 2}).kv_transfer, spanning.parallel)  # no KV transfer, no check
+
+
+def test_an_address_facing_other_hosts_needs_the_pools_secret_given(monkeypatch):
+    import psutil
+
+    from moeserve.engine.launch_check import check_kv_hosts
+
+    monkeypatch.delenv("MOESERVE_KV_SECRET", raising=False)
+    outward = next((a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+                    if a.family.name == "AF_INET" and not a.address.startswith("127.")), None)
+    if outward is None:
+        pytest.skip("this host has no address but loopback")
+    cfg = engine_config({"kv_role": "prefill", "kv_side_channel_host": outward})
+    with pytest.raises(ConfigError, match=f"--kv-side-channel-host {outward} faces other hosts: give every prefill "
+                                          "and decode server of the pool the same --kv-secret"):
+        check_kv_hosts(cfg.kv_transfer, cfg.parallel)
+    from moeserve.server.config_file import build_configs
+
+    with pytest.raises(ConfigError, match="faces other hosts"):  # the API key is no pool secret
+        build_configs({"kv_role": "prefill", "kv_side_channel_host": outward, "api_key": "k" * 32})
+    check_kv_hosts(engine_config({"kv_role": "prefill", "kv_side_channel_host": outward,
+                                  "kv_secret": "x" * 32}).kv_transfer, cfg.parallel)
+    monkeypatch.setenv("MOESERVE_KV_SECRET", "y" * 32)
+    check_kv_hosts(cfg.kv_transfer, cfg.parallel)
 
 
 def test_missing_nixl_says_how_to_install(monkeypatch):

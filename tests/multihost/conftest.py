@@ -8,6 +8,16 @@ from harness import Cluster, unavailable
 
 @pytest.fixture
 def make_cluster():
+    yield from _clusters()
+
+
+@pytest.fixture(scope="module")
+def make_module_cluster():
+    """make_cluster for a module's fixtures (hosts shared by the module's tests)."""
+    yield from _clusters()
+
+
+def _clusters():
     reason = unavailable()
     if reason:
         pytest.skip(reason)
