@@ -156,6 +156,10 @@ class ParallelConfig:
         if self.ep > 1 and self.dispatch == "local":
             raise ConfigError(f"--dispatch local keeps every expert on one rank; --ep is {self.ep}: use a2a, agrs or auto")
         check_dispatch_host(self.dispatch, self.nodes)
+        if self.dispatch == "hier" and not (self.ep > 1 and self.nodes > 1 and self.ranks_per_node > 1):
+            raise ConfigError(f"--dispatch hier moves rows inside each node over its shared memory and between nodes "
+                              f"once per node pair: it needs --nodes > 1 with several expert ranks per node (--ep "
+                              f"{self.ep}, --nodes {self.nodes}); on one node use shm, with one rank per node a2a")
         if self.backend not in TORCH_BACKENDS:
             raise ConfigError(f"--backend {self.backend!r} is not supported; choose {', '.join(TORCH_BACKENDS)}")
         if self.dist_ifname and (len(self.dist_ifname) > 15 or not self.dist_ifname.replace("-", "").replace(
@@ -167,18 +171,19 @@ class ParallelConfig:
 
 # the names moeserve.dispatch.registry builds (kept here so validating a config imports no torch)
 TORCH_BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto = nccl with CUDA, else gloo
-DISPATCH_BACKENDS = ("auto", "local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem")
-MULTI_RANK_DISPATCH = ("a2a", "a2a_ll", "agrs", "shm", "nvshmem")
+DISPATCH_BACKENDS = ("auto", "local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem", "hier")
+MULTI_RANK_DISPATCH = ("a2a", "a2a_ll", "agrs", "shm", "nvshmem", "hier")
 
 
 def check_dispatch_host(dispatch: str, nodes: int) -> None:
     """The one-sided backends' needs that a config can see (docs/dispatch.md): shm maps one node's
-    shared memory; nvshmem needs nvshmem4py (or MOESERVE_NVSHMEM_EMULATE=1, which is shm underneath)."""
+    shared memory (hier maps one per node); nvshmem needs nvshmem4py (or MOESERVE_NVSHMEM_EMULATE=1,
+    which is shm underneath)."""
     import importlib.util
 
     emulated = envs.NVSHMEM_EMULATE.get()
     if nodes > 1 and (dispatch == "shm" or (dispatch == "nvshmem" and emulated)):
-        raise ConfigError(f"--dispatch shm maps one node's shared memory; --nodes is {nodes}: use nvshmem, a2a or auto")
+        raise ConfigError(f"--dispatch shm maps one node's shared memory; --nodes is {nodes}: use hier, a2a or auto")
     if dispatch == "nvshmem" and not emulated and importlib.util.find_spec("nvshmem") is None:
         raise ConfigError("--dispatch nvshmem needs nvshmem4py: pip install 'moeserve[nvshmem]' "
                           f"(or set {envs.NVSHMEM_EMULATE.name}=1 to run its kernels over shared memory)")

@@ -20,6 +20,12 @@ class ParallelContext:
     ep_size: int = 1
     ep_rank: int = 0
     ep_group: Any = None  # torch.distributed.ProcessGroup or None when ep_size == 1
+    # an ep group over several nodes (hosts), ranks node-major, node_size ranks each: this rank's node's
+    # ranks (node_group) and the ranks with its index on every node (rail_group), for hierarchical
+    # dispatch (dispatch/hierarchical.py); None on one node or with one rank per node
+    node_size: int = 1
+    node_group: Any = None
+    rail_group: Any = None
 
     @property
     def world_size(self) -> int:

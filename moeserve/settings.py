@@ -63,7 +63,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("tp", "parallel.tp", int, "tensor-parallel degree of attention and dense layers"),
     Flag("ep", "parallel.ep", int, "expert-parallel degree (a multiple of --tp; 1 = experts split tensor-parallel)"),
     Flag("nodes", "parallel.nodes", int, "number of nodes the ranks span"),
-    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, a2a_ll, agrs, shm, nvshmem (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; a2a_ll for GPU ranks running CUDA graphs; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)", choices=DISPATCH_BACKENDS),
+    Flag("dispatch", "parallel.dispatch", str, "MoE dispatch backend: auto, local, a2a, a2a_ll, agrs, shm, nvshmem, hier (auto: local at ep 1; shm when every rank shares an x86-64 host on gloo; hier across --nodes of several ranks each on x86-64 CPU hosts: shm inside each host, one exchange per host pair; a2a_ll for GPU ranks running CUDA graphs; else agrs for steps of <= 32 tokens on <= 2 ranks, a2a otherwise; docs/dispatch.md)", choices=DISPATCH_BACKENDS),
     Flag("backend", "parallel.backend", str, "torch.distributed backend: auto (nccl with CUDA, else gloo), nccl, gloo", choices=TORCH_BACKENDS),
     Flag("device", "device.device", str, "where the ranks run: auto (cuda when torch sees a GPU, else cpu), cpu, or cuda (each rank on cuda:LOCAL_RANK; NCCL between ranks)", choices=DEVICES),
     Flag("kernels", "device.kernels", str, "kernel set of the hot operations: auto (triton on cuda, cpu on cpu), torch (plain torch reference, any device), cpu, triton (docs/kernels.md)", choices=KERNEL_SET_NAMES),

@@ -1,12 +1,16 @@
-"""Dispatch backends by name (`--dispatch`): local, a2a, a2a_ll, agrs, shm, nvshmem, auto.
+"""Dispatch backends by name (`--dispatch`): local, a2a, a2a_ll, agrs, shm, nvshmem, hier, auto.
 
 `auto` decides once at construction, from facts every rank of the ep group has exchanged:
     ep_size == 1                                              -> local
     every rank on one host (same boot id and /dev/shm), x86-64, gloo -> shm (one-sided, onesided.py)
+    several hosts of several ranks each (--nodes > 1: ctx.node_group), each host's ranks sharing one
+    /dev/shm, x86-64, gloo                                     -> hier (hierarchical.py: shm inside each
+                                                                  host, one exchange per host pair per rail)
     GPU ranks (NCCL) whose decode steps run as CUDA graphs    -> a2a_ll (fixed capacity, no host read:
                                                                  a2a_ll.py; `cuda_graphs=True`)
-otherwise (several hosts) it decides per call from values identical on every rank, never from the
-local batch, because ranks that picked different backends would enter different collectives and hang:
+otherwise (several hosts of one rank each, or GPU ranks without graphs) it decides per call from values
+identical on every rank, never from the local batch, because ranks that picked different backends would
+enter different collectives and hang:
     max_tokens given, <= tiny_tokens, ep_size <= agrs_max_ranks -> agrs (tiny step: 2 collectives, not 3)
     otherwise                                                 -> a2a  (one row per (token, destination rank))
 max_tokens is the per-step global bound the caller passes to `dispatch` (StepPlan.max_group_tokens).
@@ -17,6 +21,8 @@ a2a and agrs"): agrs is 5-25% faster up to 32 tokens at ep 2, and slower everywh
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import logging
 import os
 import platform
 import socket
@@ -33,9 +39,12 @@ from moeserve.dispatch.a2a import A2ADispatcher
 from moeserve.dispatch.a2a_ll import A2ALLDispatcher
 from moeserve.dispatch.agrs import AgrsDispatcher, AgrsHandle
 from moeserve.dispatch.base import Dispatcher, ExpertBatch, Handle
+from moeserve.dispatch.hierarchical import HierDispatcher, inner_context
 from moeserve.dispatch.local import LocalDispatcher
 from moeserve.dispatch.onesided import OneSidedDispatcher
 from moeserve.parallel_state import ParallelContext
+
+log = logging.getLogger("moeserve.dispatch")
 
 DEFAULT_TINY_TOKENS = 32
 DEFAULT_AGRS_MAX_RANKS = 2
@@ -149,13 +158,41 @@ def _nvshmem(num_slots: int, ctx: ParallelContext, bounds: StepBounds, **_: Any)
     return OneSidedDispatcher(num_slots, ctx, heap, TritonPuts(), bounds.timeout_s, bounds.max_tokens, device)
 
 
+def _hier(num_slots: int, ctx: ParallelContext, bounds: StepBounds, native: bool = True, inner: str = "auto",
+          **_: Any) -> Dispatcher:
+    """Hierarchical: the host's one-sided dispatcher (shm; on GPU ranks nvshmem where nvshmem4py is
+    installed; inner="nvshmem" forces it, emulated or not) under one exchange per host pair per rail."""
+    _need_ranks("hier", ctx)
+    if ctx.rail_group is None:
+        raise ValueError("dispatch 'hier' needs an ep group over several nodes of several ranks each (--nodes > 1, "
+                         "ctx.node_group and ctx.rail_group); on one node use 'shm', with one rank per node 'a2a'")
+    hosts = ctx.ep_size // ctx.node_size
+    # the host's heap holds a rank's own rows and one rail peer's per other host
+    host_bounds = StepBounds(timeout_s=bounds.timeout_s, max_tokens=bounds.max_tokens * hosts)
+    host_ctx = inner_context(ctx)
+    if inner == "auto":
+        inner = "nvshmem" if not _host_group(host_ctx) and importlib.util.find_spec("nvshmem") else "shm"
+    if inner == "nvshmem":
+        host = _nvshmem(num_slots, host_ctx, host_bounds)  # the same slots: S x hosts per rank of the host
+    else:
+        host = _shm(num_slots, host_ctx, host_bounds, native=native)
+    if ctx.ep_rank == 0:
+        log.info("hierarchical dispatch: %s inside each of %d hosts of %d ranks, one exchange per host pair on each "
+                 "rail between them", inner, hosts, ctx.node_size)
+    return HierDispatcher(num_slots, ctx, host)  # type: ignore[arg-type]
+
+
 def _auto(num_slots: int, ctx: ParallelContext, bounds: StepBounds, one_sided: bool = True,
           cuda_graphs: bool = False, **opts: Any) -> Dispatcher:
     if ctx.ep_size == 1:
         return LocalDispatcher(num_slots)
-    if one_sided and _host_group(ctx) and _store_order_is_program_order() and _one_host(ctx):
-        return _shm(num_slots, ctx, bounds)
-    if cuda_graphs and not _host_group(ctx):  # a2a and agrs read counts back: they cannot be captured
+    if one_sided and _host_group(ctx) and _store_order_is_program_order():
+        keys = _host_keys(ctx)
+        if all(key == keys[0] for key in keys):
+            return _shm(num_slots, ctx, bounds)
+        if _hosts_are_nodes(ctx, keys):
+            return _hier(num_slots, ctx, bounds)
+    if cuda_graphs and not _host_group(ctx):  # a2a, agrs and hier read counts back: they cannot be captured
         return A2ALLDispatcher(num_slots, ctx)
     return AutoDispatcher(num_slots, ctx, **opts)
 
@@ -170,8 +207,17 @@ def _store_order_is_program_order() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _one_host(ctx: ParallelContext) -> bool:
-    """Whether every rank of the ep group runs on this host and sees this /dev/shm (a collective)."""
+def _hosts_are_nodes(ctx: ParallelContext, keys: list[int]) -> bool:
+    """Whether the ep group has hierarchical dispatch's groups and each node's ranks (node_size of
+    them, node-major) share one host and /dev/shm: then each node's heap can be mapped by its ranks."""
+    L = ctx.node_size
+    if ctx.rail_group is None or L < 2:
+        return False
+    return all(keys[r] == keys[r - r % L] for r in range(len(keys)))
+
+
+def _host_keys(ctx: ParallelContext) -> list[int]:
+    """Every ep rank's hash of its boot id, host name and /dev/shm (a collective over the ep group)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
@@ -182,7 +228,7 @@ def _one_host(ctx: ParallelContext) -> bool:
     mine = torch.tensor([int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little", signed=True)])
     every = [torch.empty_like(mine) for _ in range(ctx.ep_size)]
     dist.all_gather(every, mine, group=ctx.ep_group)
-    return all(bool(t == mine) for t in every)
+    return [int(t) for t in every]
 
 
 _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
@@ -192,6 +238,7 @@ _BACKENDS: dict[str, Callable[..., Dispatcher]] = {
     "agrs": _multi_rank(AgrsDispatcher, "agrs"),
     "shm": _shm,
     "nvshmem": _nvshmem,
+    "hier": _hier,
     "auto": _auto,
 }
 
@@ -210,11 +257,14 @@ def describe(name: str, dispatcher: Dispatcher, ctx: ParallelContext) -> str:
         shm = isinstance(dispatcher.puts, TorchPuts)
         how = ("C++ kernels" if dispatcher.native else "torch ops") if shm else "Triton kernels"
         what = f"{'shm' if shm else 'nvshmem'}: one-sided, {how}"
+    elif isinstance(dispatcher, HierDispatcher):
+        what = f"hier: {describe('shm', dispatcher.inner, inner_context(ctx))} inside each host, the rails between hosts"
     elif isinstance(dispatcher, AutoDispatcher):
         agrs = dispatcher.ep_size <= dispatcher.agrs_max_ranks
         what = f"a2a, agrs for steps of <= {dispatcher.tiny_tokens} tokens" if agrs else "a2a"
     else:
-        what = next((n for n, cls in (("a2a", A2ADispatcher), ("agrs", AgrsDispatcher)) if isinstance(dispatcher, cls)),
+        what = next((n for n, cls in (("a2a", A2ADispatcher), ("a2a_ll", A2ALLDispatcher), ("agrs", AgrsDispatcher))
+                     if isinstance(dispatcher, cls)),
                     type(dispatcher).__name__)
     if name != "auto":
         return what
@@ -222,6 +272,10 @@ def describe(name: str, dispatcher: Dispatcher, ctx: ParallelContext) -> str:
         why = "one expert rank"
     elif isinstance(dispatcher, OneSidedDispatcher):
         why = "every rank on this host"
+    elif isinstance(dispatcher, HierDispatcher):
+        why = "several hosts of several ranks each"
+    elif isinstance(dispatcher, A2ALLDispatcher):
+        why = "GPU ranks whose decode steps run as CUDA graphs"
     elif not _host_group(ctx):
         why = "GPU ranks keep NCCL's collectives"
     elif not _store_order_is_program_order():
@@ -242,10 +296,11 @@ def make_dispatcher(
 
     bounds: the step timeout and token bound (shm, nvshmem, and auto when it picks shm).
     opts go to the backend: a2a and a2a_ll take combine_dtype; auto takes tiny_tokens and agrs_max_ranks
-    (its multi-host rule), one_sided=False (never shm) and cuda_graphs=True (a2a_ll for GPU ranks,
-    whose decode runs as CUDA graphs); other backends ignore cuda_graphs; shm takes native=False (torch ops only, not the
-    C++ kernels of native.py). shm, nvshmem and auto (on one host) are
-    collectives over ctx.ep_group: every rank builds them together.
+    (its multi-host rule), one_sided=False (never shm or hier) and cuda_graphs=True (a2a_ll for GPU
+    ranks, whose decode runs as CUDA graphs); other backends ignore cuda_graphs; shm and hier take
+    native=False (torch ops only, not the C++ kernels of native.py); hier takes inner="shm"|"nvshmem"
+    (the host's backend). shm, nvshmem, hier and auto (on one host, or picking hier) are collectives
+    over ctx.ep_group (hier over its node and rail groups): every rank builds them together.
     """
     if name not in _BACKENDS:
         raise ValueError(f"unknown dispatch backend {name!r}; valid: {', '.join(_BACKENDS)}")

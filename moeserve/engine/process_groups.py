@@ -2,7 +2,9 @@
 ("Parallel layout") and the control groups.
 
 Rank r belongs to attention group r // tp with TP rank r % tp (ranks are node-major, so a TP group
-never straddles a node). With ep > 1 the MoE layers span the whole world. Besides the data group
+never straddles a node). With ep > 1 the MoE layers span the whole world; over several nodes of
+several ranks each, every rank also joins its node's group and its rail (the ranks with its index on
+every node), which hierarchical dispatch moves rows over (dispatch/hierarchical.py). Besides the data group
 (NCCL on GPUs, gloo on CPU) every rank joins two gloo control groups: `plan_group` (waiting for the
 next step may take as long as the server is idle) and `result_group` (bounded by the step timeout,
 so a dead or stuck rank turns into an error on rank 0).
@@ -152,6 +154,17 @@ def init_rank(
         created = _new_group(backend, step_timeout, ranks) if tp > 1 else None
         if env.rank in ranks:
             tp_group = created
+    node_group = rail_group = None
+    per_node = parallel.ranks_per_node
+    if parallel.ep > 1 and parallel.nodes > 1 and per_node > 1:  # hierarchical dispatch's groups
+        for node in range(parallel.nodes):
+            ranks = list(range(node * per_node, (node + 1) * per_node))
+            created = _new_group(backend, step_timeout, ranks)
+            node_group = created if env.rank in ranks else node_group
+        for index in range(per_node):
+            ranks = list(range(index, env.world_size, per_node))
+            created = _new_group(backend, step_timeout, ranks)
+            rail_group = created if env.rank in ranks else rail_group
     ctx = ParallelContext(
         tp_size=tp,
         tp_rank=env.rank % tp,
@@ -159,6 +172,9 @@ def init_rank(
         ep_size=parallel.ep,
         ep_rank=env.rank if parallel.ep > 1 else 0,
         ep_group=data_group if parallel.ep > 1 else None,
+        node_size=per_node if node_group is not None else 1,
+        node_group=node_group,
+        rail_group=rail_group,
     )
     return RankGroups(ctx=ctx, group=env.rank // tp, plan_group=plan_group, result_group=result_group)
 

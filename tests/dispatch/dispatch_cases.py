@@ -27,6 +27,7 @@ class Case:
     bad_rank: int | None = None  # this rank routes to slot num_slots: every rank must raise
     ids_valid: bool = False  # dispatch is told every id is a slot (as the MoE layer tells it)
     seed: int = 0
+    ranks_per_host: int = 0  # hier: ranks on each (simulated) host, node-major; 0 = one host
 
     @property
     def num_slots(self) -> int:
@@ -109,6 +110,11 @@ def exact_tokens(case: Case, ids: torch.Tensor, backend: str) -> torch.Tensor:
     )[:, : case.world]
     contributors = (per_rank > 0).sum(1)
     singles = (per_rank <= 1).all(1)
+    if backend.startswith("hier"):  # host partials (fp32) summed in order of each host's first position
+        per_host = per_rank.view(ids.shape[0], case.world // case.ranks_per_host, case.ranks_per_host).sum(2)
+        hosts, one_term_each = (per_host > 0).sum(1), (per_host <= 1).all(1)
+        inside = torch.ones_like(singles) if backend == "hier-in-place" else (contributors <= 1) | singles
+        return ((hosts <= 1) & inside) | one_term_each
     if backend == "agrs":  # fp32 reduce over ranks in the backend's order: two terms commute
         return (contributors <= 1) | (singles & (contributors <= 2))
     if backend == "onesided-in-place":  # every expert rank's output read where it lay: local's sum

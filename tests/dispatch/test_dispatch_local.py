@@ -83,15 +83,17 @@ def test_sum_in_position_order_follows_positions() -> None:
 
 
 def test_registry_names_and_errors() -> None:
-    assert dispatcher_names() == ["local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem", "auto"]
-    with pytest.raises(ValueError, match="local, a2a, a2a_ll, agrs, shm, nvshmem, auto"):
+    assert dispatcher_names() == ["local", "a2a", "a2a_ll", "agrs", "shm", "nvshmem", "hier", "auto"]
+    with pytest.raises(ValueError, match="local, a2a, a2a_ll, agrs, shm, nvshmem, hier, auto"):
         make_dispatcher("nccl-magic", 4, ParallelContext())
     assert isinstance(make_dispatcher("auto", 4, ParallelContext()), LocalDispatcher)
     with pytest.raises(ValueError, match="ep_size > 1"):
         make_dispatcher("a2a", 4, ParallelContext())
-    for one_sided in ("shm", "nvshmem"):
+    for one_sided in ("shm", "nvshmem", "hier"):
         with pytest.raises(ValueError, match="ep_size > 1"):
             make_dispatcher(one_sided, 4, ParallelContext())
+    with pytest.raises(ValueError, match="'hier' needs an ep group over several nodes"):
+        make_dispatcher("hier", 4, ParallelContext(ep_size=2))
     with pytest.raises(ValueError, match="ep_size is 2"):
         make_dispatcher("local", 4, ParallelContext(ep_size=2))
     with pytest.raises(ValueError, match="split evenly"):

@@ -173,3 +173,36 @@ class Router:
             except RuntimeError:
                 pass
             self.proc.wait(10)
+
+
+def run_offline(hosts: list[Host], nproc: int, settings: dict[str, Any], prompts: list, max_tokens: int,
+                rounds: int = 1, timeout_s: float = 600, port: int = MASTER_PORT + 1) -> dict[str, Any]:
+    """offline_world.py under torchrun on every host (`nproc` ranks each): rank 0's result (tokens,
+    seconds per round, dispatcher)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="moeserve-offline-") as tmp:  # /tmp is every host's
+        prompts_file, out = f"{tmp}/prompts.json", f"{tmp}/out.json"
+        with open(prompts_file, "w") as f:
+            json.dump(prompts, f)
+        procs = []
+        for i, host in enumerate(hosts):
+            argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--node-rank", str(i),
+                    "--nproc-per-node", str(nproc), "--master-addr", hosts[0].address, "--master-port", str(port),
+                    "tests/multihost/offline_world.py", "--settings", json.dumps(dict(settings, nodes=len(hosts))),
+                    "--prompts", prompts_file, "--max-tokens", str(max_tokens), "--rounds", str(rounds), "--out", out]
+            procs.append(host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        logs = []
+        try:
+            for proc in procs:
+                logs.append(proc.communicate(timeout=timeout_s)[0])
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+        text = "\n".join(line for log in logs for line in log.splitlines()
+                         if "hostname of the client socket" not in line)
+        assert all(p.returncode == 0 for p in procs), text[-6000:]
+        with open(out) as f:
+            return json.load(f)

@@ -1,8 +1,9 @@
 """One server spanning two simulated hosts, as an operator runs it: `torchrun` on each host with
-`--ep 4 --tp 2 --nodes 2` (ranks 0-1 on host-a, 2-3 on host-b). Its greedy tokens are one host's;
-the interface between the hosts is the one routing to the master (logged); a link taken down while
-the server idles is named within the step timeout (plus the idle probe's interval), /health turns 503,
-and every process on both hosts exits, leaving nothing in either host's /dev/shm."""
+`--ep 4 --tp 2 --nodes 2` (ranks 0-1 on host-a, 2-3 on host-b). Its greedy tokens are one host's with
+every dispatch backend that spans hosts (auto picks the hierarchical one); the interface between the
+hosts is the one routing to the master (logged); a link taken down while the server idles is named
+within the step timeout (plus the idle probe's interval), /health turns 503, and every process on
+both hosts exits, leaving nothing in either host's /dev/shm."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from servers import Server
+from servers import Server, run_offline
 
 from moeserve import SamplingParams
 
@@ -41,6 +42,7 @@ def test_ep4_tp2_over_two_hosts_serves_one_hosts_tokens_and_a_link_down_ends_it_
         assert answers == one_host_tokens
         log = server.log_tail(400)
         assert re.search(r"rank 2: other hosts over eth0 \(10\.77\.0\.2\b", log), log
+        assert "hierarchical dispatch: shm inside each of 2 hosts of 2 ranks" in log, log
 
         b.set_link(False)  # while the server idles
         down = time.monotonic()
@@ -57,3 +59,15 @@ def test_ep4_tp2_over_two_hosts_serves_one_hosts_tokens_and_a_link_down_ends_it_
         assert left == {}, left
     finally:
         server.kill()
+
+
+# the hierarchical backend (auto's pick across hosts) runs in the server test above
+@pytest.mark.parametrize("dispatch, built", [("a2a", "A2ADispatcher"), ("agrs", "AgrsDispatcher")])
+def test_the_collective_backends_across_two_hosts_give_one_hosts_tokens(make_cluster, one_host_tokens, dispatch, built):
+    a, b = make_cluster(2)
+    result = run_offline([a, b], 2, dict(ep=4, tp=2, dispatch=dispatch, kv_cache_blocks=96, max_model_len=256),
+                         PROMPTS, max_tokens=12)
+    assert result["dispatcher"] == built
+    assert result["tokens"] == one_host_tokens
+    left = a.cluster.wait_clean(30)
+    assert left == {}, left

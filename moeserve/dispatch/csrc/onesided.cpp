@@ -38,8 +38,10 @@
 //          in its own region), or its word that it sent partial rows (offset -1): for every source s,
 //          offset into word 0 of fan_terms[s] (this rank's row of s's terms block) and, reading in place,
 //          term_index rows [s * n, s * n + counts[s]) after it.
-// total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype, the sum in j
-//          order started from 0, then rounded once (round to nearest even) to out_dtype. Partial row
+// total:   partials [P, H] fp32 (last row zeros), back_index [T, k] -> [T, H] in out_dtype (the payload's,
+//          or fp32: hierarchical dispatch's host partials), the sum in j order started from 0, then rounded
+//          once (round to nearest even) to out_dtype. Rows read in place are in y's dtype (the payload's), or
+//          out_dtype where y is not given. Partial row
 //          own_lo + r (r < n: this rank's own) is partial's row q = me * n + r, computed here from y.
 //          terms [W, 1 + M * k] (this rank's terms block; empty: every rank sent partials): an expert rank
 //          d whose word 0 is >= 0 published its output in place, at regions[d] + word 0 (regions: every
@@ -372,8 +374,9 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
   const std::vector<int64_t> id = direct ? as_int64(ids) : std::vector<int64_t>();
   auto out = at::empty({T, H}, partials.options().dtype(out_dtype));
   with_float(out_dtype, [&](auto otag) {
-    using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;  // also the in-place rows' dtype
-    with_float(own_lo < 0 ? at::kFloat : y.scalar_type(), [&](auto ytag) {
+    using O = std::remove_const_t<std::remove_pointer_t<decltype(otag)>>;
+    // Y: y's dtype, also the in-place rows' (the payload's); without y (own_lo < 0) the output's
+    with_float(own_lo < 0 ? out_dtype : y.scalar_type(), [&](auto ytag) {
       using Y = std::remove_const_t<std::remove_pointer_t<decltype(ytag)>>;
       with_float(own_lo < 0 ? at::kFloat : row_weights.scalar_type(), [&](auto wtag) {
         using V = std::remove_const_t<std::remove_pointer_t<decltype(wtag)>>;
@@ -383,7 +386,7 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
           const V* wp = own_lo < 0 ? nullptr : row_weights.data_ptr<V>();
           const TW* tw = direct ? weights.data_ptr<TW>() : nullptr;
           const int64_t* tm = any_terms ? terms.data_ptr<int64_t>() : nullptr;
-          const int64_t row_bytes = H * (int64_t)sizeof(O);
+          const int64_t row_bytes = H * (int64_t)sizeof(Y);
           O* op = out.data_ptr<O>();
           at::parallel_for(0, T, grain(H * 4 * k), [&](int64_t lo, int64_t hi) {
             std::vector<float> acc(H), mine(H);
@@ -403,7 +406,7 @@ at::Tensor total(const at::Tensor& partials, const at::Tensor& back_index, at::S
                   const int64_t row = tm[d * (1 + M * k) + 1 + (i - d * M) * k + j];
                   TORCH_CHECK(row >= 0 && (row + 1) * row_bytes <= room[d],
                               "moeserve_dispatch: an expert row outside its rank's region");
-                  const O* src = (const O*)(at_rank[d] + row * row_bytes);
+                  const Y* src = (const Y*)(at_rank[d] + row * row_bytes);
                   const float w = (float)tw[t * k + j];
                   for (int64_t h = 0; h < H; ++h) acc[h] += (float)src[h] * w;
                   continue;
