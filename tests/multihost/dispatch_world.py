@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+# the host's half through nvshmem's Triton kernels, over the shared-memory heap (one case below)
+os.environ.update(TRITON_INTERPRET="1", MOESERVE_NVSHMEM_EMULATE="1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch"))
 
 import torch  # noqa: E402
@@ -55,6 +57,7 @@ def cases() -> list[Case]:
             Case(f"hier-placed-w{w}-random", "hier-placed", w, 2, 2, tuple(range(3, 3 + w)), seed=18, **c),
             Case(f"auto-w{w}-picks-hier", "auto", w, 2, 2, (4, 0, 9, 2, 5, 1)[:w], seed=19, **c),
         ]
+    out.append(Case("hier-nvshmem-w4-random", "hier-nvshmem", 4, 2, 2, (3, 1, 0, 4), seed=20, ranks_per_host=PER_HOST))
     out.append(Case("shm-w4-across-hosts-refused", "shm", 4, 2, 2, (1,) * 4))
     return out
 
@@ -74,8 +77,8 @@ def run_case(case: Case, rank: int, groups: dict) -> str | None:
         except HeapError:
             return None
         return "shm mapped one heap across hosts"
-    disp = make_dispatcher("hier" if case.backend.startswith("hier") else case.backend, case.num_slots, ctx,
-                           **({"native": False} if case.backend == "hier-torch" else {}))
+    opts = {"hier-torch": {"native": False}, "hier-nvshmem": {"inner": "nvshmem"}}.get(case.backend, {})
+    disp = make_dispatcher("hier" if case.backend.startswith("hier") else case.backend, case.num_slots, ctx, **opts)
     if not isinstance(disp, HierDispatcher):
         return f"{case.backend} built {type(disp).__name__}, not the hierarchical dispatcher"
     if case.backend == "hier-partials":
@@ -96,7 +99,7 @@ def run_case(case: Case, rank: int, groups: dict) -> str | None:
     y, buffer = fake_expert(batch, rank * case.slots_per_rank), disp.expert_output(batch)
     out = disp.combine(y if buffer is None else buffer.copy_(y), handle)
     inner = disp.inner
-    in_place = inner._native and inner.read_in_place and bool((inner._terms[handle.inner.epoch % 2][:, 0] >= 0).all())
+    in_place = inner._native and inner.read_in_place and not inner._fused and bool((inner._terms[handle.inner.epoch % 2][:, 0] >= 0).all())
     flag = torch.tensor([int(in_place)])
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=node_group)  # every rank of the host read in place
     label = "hier-in-place" if int(flag) else "hier"
