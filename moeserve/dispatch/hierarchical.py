@@ -8,12 +8,14 @@ Rail l is the N ranks (0, l), (1, l), ...: the ranks that hold index l on every 
 ep rank p // S (S slots per rank), host p // (L * S).
 
 dispatch, on rank (h, l) with T tokens:
-  1. rail, counts: to each host A != h, over rail l, [rows for A, bad-routing flag]: one row per
-     (token, host A) with any top-k position on A (a2a's plan over hosts instead of ranks). Any
-     bad routing makes every rank raise (below), never a hang.
-  2. rail, rows: [hidden | host-local slot per top-k position (-1 elsewhere) | router weights] to
-     rank (A, l). A token whose k experts lie on three ranks of host A crosses the network once.
-  3. host: the one-sided dispatch inside host h (W' = L ranks), of this rank's virtual tokens: its own
+  1. rail: to each host A != h, over rail l, [rows for A, bad-routing flag] and the rows themselves,
+     one row per (token, host A) with any top-k position on A (a2a's plan over hosts instead of
+     ranks): [hidden | host-local slot per top-k position (-1 elsewhere) | router weights] to rank
+     (A, l). A token whose k experts lie on three ranks of host A crosses the network once. With the
+     step's token bound (max_tokens, as the engine passes it) this is one collective of fixed chunks
+     (the counts in each chunk's header), else two (counts, then rows). Any bad routing makes every
+     rank raise (below), never a hang.
+  2. host: the one-sided dispatch inside host h (W' = L ranks), of this rank's virtual tokens: its own
      tokens with positions on host h, then the rows it received from each other host, in host order.
      Each virtual token's positions are renamed to virtual slots: host-local slot d * S + e of a row
      from host A becomes d * (S * N) + e * N + A, so the inner ExpertBatch of rank d is grouped by
@@ -21,16 +23,16 @@ dispatch, on rank (h, l) with T tokens:
      token, which is `local`'s order on the whole batch. No reordering copy: its counts summed over A
      are the ExpertBatch's per-slot counts, its rows are the ExpertBatch's rows.
 combine (the reverse):
-  4. host: the one-sided combine inside host h returns each virtual token's fp32 sum of its terms on
+  3. host: the one-sided combine inside host h returns each virtual token's fp32 sum of its terms on
      host h (its host partial; reading the expert output in place on shm's C++ path: `local`'s sum of
      those terms, bit for bit);
-  5. rail: each received row's host partial back to the rank it came from (fp32 rows);
-  6. each token sums its host partials in order of each host's first top-k position, in fp32, and
+  4. rail: each received row's host partial back to the rank it came from (fp32 rows);
+  5. each token sums its host partials in order of each host's first top-k position, in fp32, and
      rounds once to the payload dtype. Exact (`local`'s bits) for tokens whose positions lie on one host,
      or on distinct hosts; otherwise regrouped, within fp32 rounding (docs/dispatch.md, "Numerics").
 
 Bad routing (or T > max_tokens) on any rank: its rail learns it in step 1; on every host the rail
-member then hands the host's dispatch an invalid id, so every rank of every host raises in step 3,
+member then hands the host's dispatch an invalid id, so every rank of every host raises in step 2,
 having entered the same collectives and flags in the same order.
 Sizes: the host heap holds M = N * max_tokens rows per (source, destination) pair: a rank's virtual
 tokens are at most its own plus one rail peer's per other host.
@@ -45,7 +47,7 @@ import torch.distributed as dist
 from moeserve.dispatch.a2a import plan_sends
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, sum_in_position_order
 from moeserve.dispatch.onesided import OneSidedDispatcher, OneSidedHandle
-from moeserve.dispatch.wire import Column, pack_rows, unpack_rows, weight_dtype
+from moeserve.dispatch.wire import Column, pack_rows, row_bytes, slot_dtype, unpack_rows, weight_dtype
 from moeserve.parallel_state import ParallelContext
 
 
@@ -100,36 +102,29 @@ class HierDispatcher:
         if err is None and max_tokens is not None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         plan = None if err else plan_sends(topk_ids, L * S, N)
-        header = torch.zeros(N, 2, dtype=torch.int64, device=hidden.device)
-        if plan is None:
-            header[:, 1] = 1
-        else:
-            header[:, 0] = plan.send_counts
-            header[h, 0] = 0  # its own host's rows stay here
-        recv_header = torch.empty_like(header)
-        dist.all_to_all_single(recv_header, header, group=self.ctx.rail_group)
-        bad = plan is None or bool(recv_header[:, 1].any())
-
         w_dtype = weight_dtype(topk_weights)
-        slot_col = Column(plan.local_slots.dtype if plan is not None else torch.int32, k)
-        columns = [Column(hidden.dtype, hidden.shape[1]), slot_col, Column(w_dtype, k)]
-        send_counts, recv_counts = header[:, 0].tolist(), recv_header[:, 0].tolist()
+        columns = [Column(hidden.dtype, hidden.shape[1]), Column(slot_dtype(L * S), k), Column(w_dtype, k)]
+        send_counts = [0] * N
+        send = None
+        if plan is not None:
+            send_counts = plan.send_counts.tolist()
+            send_counts[h] = 0  # its own host's rows stay here
+            starts = [0]
+            for c in plan.send_counts.tolist():
+                starts.append(starts[-1] + c)
+            own = slice(starts[h], starts[h + 1])
+            keep = torch.ones(plan.token_idx.shape[0], dtype=torch.bool, device=hidden.device)
+            keep[own] = False  # rows for other hosts, host-major
+            send = pack_rows([hidden, plan.local_slots[keep], topk_weights.to(w_dtype)],
+                             index=[plan.token_idx[keep], None, plan.token_idx[keep]])
+        bad, recv_counts, recv = self._rail_dispatch(send, send_counts, plan is None, row_bytes(columns), max_tokens,
+                                                     hidden.device)
         if bad:  # every rank of every host raises in the host's dispatch below
             v_hidden = hidden.new_zeros(1, hidden.shape[1])
             v_ids = torch.full((1, k), self.inner.num_slots, dtype=torch.int64, device=hidden.device)
             v_weights = torch.zeros(1, k, dtype=w_dtype, device=hidden.device)
             own_rows, send_pos = 0, torch.zeros(0, dtype=torch.int64, device=hidden.device)
         else:
-            starts = [0]
-            for c in plan.send_counts.tolist():
-                starts.append(starts[-1] + c)
-            own = slice(starts[h], starts[h + 1])
-            keep = torch.ones(plan.token_idx.shape[0], dtype=torch.bool, device=hidden.device)
-            keep[own] = False  # rows for other hosts, host-major: the rail's send buffer
-            send = pack_rows([hidden, plan.local_slots[keep], topk_weights.to(w_dtype)],
-                             index=[plan.token_idx[keep], None, plan.token_idx[keep]])
-            recv = send.new_empty(sum(recv_counts), send.shape[1])
-            dist.all_to_all_single(recv, send, recv_counts, send_counts, group=self.ctx.rail_group)
             r_hidden, r_slots, r_weights = unpack_rows(recv, columns)
             own_tokens = plan.token_idx[own]
             # virtual tokens in host order: host A's rows received, or for A = h this rank's own
@@ -161,6 +156,44 @@ class HierDispatcher:
         counts = batch.counts.view(S, N).sum(1)  # virtual slot e * N + A -> slot e
         handle = HierHandle(inner, send_counts, recv_counts, own_rows, send_pos, T, k, hidden.dtype)
         return ExpertBatch(batch.hidden, torch.cumsum(counts, 0).to(torch.int32), counts), handle
+
+    def _rail_dispatch(self, send: torch.Tensor | None, send_counts: list[int], bad: bool, row_bytes: int,
+                       max_tokens: int | None, device: torch.device) -> tuple[bool, list[int], torch.Tensor]:
+        """Steps 1 and 2 over this rank's rail: (whether any rail member's routing was bad, rows received
+        from each host, the received rows [sum, row_bytes] uint8, host-major). send: this rank's packed rows
+        for the other hosts, host-major (None when its own routing is bad). With max_tokens (identical on
+        every rank) one collective of fixed chunks, [count, bad, max_tokens rows] per host, as agrs pads
+        (at decode the bound is a few rows); without, counts first, then the rows."""
+        # N hosts
+        N, rail = self.hosts, self.ctx.rail_group
+        if max_tokens is not None:
+            chunk = 16 + -(-max_tokens * row_bytes // 8) * 8  # 8-byte aligned chunks: their headers are int64
+            out = torch.empty(N, chunk, dtype=torch.uint8, device=device)
+            header = out[:, :16].view(torch.int64)
+            header[:, 0] = torch.tensor(send_counts)
+            header[:, 1] = int(bad)
+            at = 0
+            for A, c in enumerate(send_counts):
+                if c:
+                    out[A, 16 : 16 + c * row_bytes] = send[at : at + c].reshape(-1)
+                    at += c
+            back = torch.empty_like(out)
+            dist.all_to_all_single(back, out, group=rail)
+            got = back[:, :16].view(torch.int64)
+            if bool(got[:, 1].any()) or bad:
+                return True, [0] * N, out.new_empty(0, row_bytes)
+            counts = got[:, 0].tolist()
+            rows = torch.cat([back[A, 16 : 16 + c * row_bytes] for A, c in enumerate(counts)])
+            return False, counts, rows.view(-1, row_bytes)
+        header = torch.tensor([[c, int(bad)] for c in send_counts], dtype=torch.int64, device=device)
+        got = torch.empty_like(header)
+        dist.all_to_all_single(got, header, group=rail)
+        if bool(got[:, 1].any()) or bad:
+            return True, [0] * N, header.new_empty(0, row_bytes, dtype=torch.uint8)
+        counts = got[:, 0].tolist()
+        rows = send.new_empty(sum(counts), row_bytes)
+        dist.all_to_all_single(rows, send, counts, send_counts, group=rail)
+        return False, counts, rows
 
     def expert_output(self, batch: ExpertBatch) -> torch.Tensor | None:
         """The host dispatcher's buffer (its sources then read the expert output where it lies)."""

@@ -127,10 +127,14 @@ def main() -> None:
     results = {}
     for case in CASES:
         if rank < case.world:
+            if os.environ.get("DISPATCH_WORLD_TRACE"):
+                print("case", case.name, flush=True)
             try:
                 results[case.name] = run_case(case, rank, groups)
             except Exception as e:  # noqa: BLE001 - reported per case; the world goes on
                 results[case.name] = f"{type(e).__name__}: {e}"
+            if os.environ.get("DISPATCH_WORLD_TRACE") and results[case.name]:
+                print("failed", case.name, results[case.name][:300], flush=True)
     print("RESULTS " + json.dumps(results), flush=True)
     dist.barrier()
     dist.destroy_process_group()
