@@ -48,16 +48,19 @@ class PeerTimeout(RuntimeError):
     """A peer never raised its flag within the step timeout, or its process is gone."""
 
 
-def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: float, what: str) -> None:
+def wait_for_flags(heap: SymmetricHeap, offset: int, epoch: int, timeout_s: float, what: str,
+                   yield_s: float | None = None) -> None:
     """Until the W int64 flags at `offset` of this rank's region all equal `epoch`.
 
-    what: the phase, for the error ("expert counts", "dispatch rows", "combine rows")."""
+    what: the phase, for the error ("expert counts", "dispatch rows", "combine rows"). yield_s: how long
+    the yield-futex strategy yields before it sleeps (None: YIELD_FUTEX_S; 0: sleep at once, what
+    hierarchical dispatch does on a host with more ranks than cores: hierarchical.py)."""
     words = heap.load_words(offset, heap.world)
     pending = [s for s, v in enumerate(words) if v != epoch]
     if not pending:
         return
     sleep_on = getattr(heap, "sleep_on", None) if "futex" in STRATEGY and futex.available() else None
-    yield_s = YIELD_FUTEX_S if STRATEGY == "yield-futex" else 0.0
+    yield_s = (YIELD_FUTEX_S if yield_s is None else yield_s) if STRATEGY == "yield-futex" else 0.0
     start = time.monotonic()
     native_words = getattr(heap, "native_words", None)
     if sleep_on is not None and native_words is not None and native.load():  # spin and yield in C++

@@ -39,6 +39,7 @@ tokens are at most its own plus one rail peer's per other host.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -85,6 +86,10 @@ class HierDispatcher:
         self.host = ctx.ep_rank // L
         self.inner = inner
         assert inner.num_local_slots == self.num_local_slots * self.hosts, "virtual slots: S x hosts per rank"
+        if L > len(os.sched_getaffinity(0)):
+            # more of the host's ranks than cores: a flag wait that yields keeps taking the cores its peers
+            # need (their expert compute, their rail exchange); sleep on the flags at once (docs/dispatch.md)
+            inner.yield_s = 0.0
 
     def dispatch(
         self,

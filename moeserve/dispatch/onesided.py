@@ -136,6 +136,7 @@ class OneSidedDispatcher:
         self.ctx = ctx
         self.heap_factory, self.puts = heap_factory, puts
         self.timeout_s, self.capacity_tokens = timeout_s, capacity_tokens
+        self.yield_s: float | None = None  # how long a flag wait yields before it sleeps (flag_wait.py)
         self.device = torch.device(device)  # where the heap lives: other tensors are staged through it
         self.epoch = 0
         # From this many bytes of hidden rows per rank (the step's token bound x a row: the same on every
@@ -243,7 +244,7 @@ class OneSidedDispatcher:
                 Signal(d, layout.meta_word(p, me), (send_counts[d], int(err is not None)), row, epoch)
                 for d in _ring(me, W)
             ])
-        wait_for_flags(self.heap, row, epoch, self.timeout_s, "dispatch rows")
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "dispatch rows", self.yield_s)
         meta = self.heap.load_words(layout.meta_word(p), META_WORDS * W)
         self._raise_if_bad([s for s in range(W) if meta[META_WORDS * s + 1]], err, topk_ids)
         assert back_index is not None
@@ -310,7 +311,7 @@ class OneSidedDispatcher:
         else:
             self._partial_rows(p, expert_out, handle)
             self.puts.signal(self.heap, [Signal(s, None, (), row, epoch) for s in _ring(me, W)])
-        wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows")
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "combine rows", self.yield_s)
         if self._fused:
             out = self.puts.total(self._partials[p], handle.back_index, handle.out_dtype)
         elif self._native:  # and this rank's own partial rows, which `partial` left to it
@@ -336,7 +337,7 @@ class OneSidedDispatcher:
                                                  self.num_local_slots, self._counts_fan[p], int(err is not None))
         row = layout.flag_row(COUNTS, p)
         torch.ops.moeserve_dispatch.signal(*self._words, me, W, 0, self._none, 0, row, epoch)
-        wait_for_flags(self.heap, row, epoch, self.timeout_s, "expert counts")
+        wait_for_flags(self.heap, row, epoch, self.timeout_s, "expert counts", self.yield_s)
         bad, start = torch.ops.moeserve_dispatch.placed_start(self._counts[p], me, W * layout.rows)
         if start.numel() == 0:  # bad routing somewhere, or an ExpertBatch past its block
             self._raise_if_bad([s for s, b in enumerate(bad.tolist()) if b], err, topk_ids)

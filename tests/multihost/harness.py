@@ -9,8 +9,9 @@ nsenter (`Host.popen`, `Host.run`); the test process talks to a host's network f
 entered its network namespace (`Host.call`).
 
 Faults: `Host.set_link(False)` takes the host's link down (its peers see nothing more from it: no
-reset, no close), `Host.kill()` powers it off (the kernel kills every process in its pid namespace,
-and its namespaces, /dev/shm and link go with them).
+reset, no close), `Host.kill()` powers it off (link down first, so no close or reset of its dying
+processes reaches anyone; then the kernel kills every process in its pid namespace, and its
+namespaces, /dev/shm and link go with them).
 
 Teardown (`Cluster.close`, the fixture calls it however a test ends) kills every host, so no process,
 namespace, link or /dev/shm segment outlives the test; if the test process itself is killed, each
@@ -138,7 +139,11 @@ class Host:
                         "up" if up else "down"], check=True)
 
     def kill(self) -> None:
-        """Power the host off: every process in it dies at once, its network link with it."""
+        """Power the host off: its link goes down first (a real power-off sends its peers no close and no
+        reset, where killed processes would), then every process in it dies at once."""
+        if self.alive:
+            subprocess.run(["nsenter", "--target", str(self.pid), "--net", "ip", "link", "set", "eth0", "down"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -175,11 +175,25 @@ def test_a_prefill_host_gone_fails_the_requests_it_held_and_nothing_else(pool):
         assert tokens(server.post("/v1/completions", body(prefill.model, PROMPTS[1]))) == colocated[1]
 
 
+def test_a_powered_off_host_of_a_spanning_pool_is_named_and_the_pool_ends(pool):
+    spanning, decode = pool["spanning"], pool["decode"]
+    d, e = pool["hosts"][3:]
+    e.kill()
+    gone = time.monotonic()
+    while (health := spanning.get("/health", timeout=10)).status_code == 200:
+        assert time.monotonic() - gone < 5 + 20 + 15, "/health still 200 long after host-e went"
+        time.sleep(0.5)
+    assert health.status_code == 503
+    assert "host-e (10.77.0.5, ranks 2, 3) did not answer" in health.json()["error"]["message"], health.text
+    assert spanning.wait(90)[0] is not None, spanning.log_tail()  # host-d's launch ends with its rank 0
+    left = d.cluster.wait_clean(30)
+    assert "host-d" not in left and "host-e" not in left, left
+    assert decode.get("/health").status_code == 200  # another pool, untouched
+
+
 def test_every_server_stops_cleanly_and_leaves_nothing(pool):
-    for name in ("decode", "spanning"):
-        pool[name].terminate()
-    for name in ("decode", "spanning"):
-        assert None not in pool[name].wait(90), pool[name].log_tail()
+    pool["decode"].terminate()
+    assert None not in pool["decode"].wait(90), pool["decode"].log_tail()
     cluster = pool["hosts"][0].cluster
     left = cluster.wait_clean(30)
     assert left == {}, left
