@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 
 from moeserve.dispatch.a2a import plan_sends
-from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, sum_in_position_order
+from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error, sum_in_position_order
 from moeserve.dispatch.onesided import OneSidedDispatcher, OneSidedHandle
 from moeserve.dispatch.wire import Column, pack_rows, row_bytes, slot_dtype, unpack_rows, weight_dtype
 from moeserve.parallel_state import ParallelContext
@@ -97,13 +97,16 @@ class HierDispatcher:
         topk_ids: torch.Tensor,
         topk_weights: torch.Tensor,
         max_tokens: int | None = None,
+        ids_valid: bool = False,
     ) -> tuple[ExpertBatch, HierHandle]:
         """hidden [T, H]; topk_ids [T, k] int physical slots (-1 = dropped); topk_weights [T, k] float;
-        max_tokens: >= T on every rank, identical on all ranks (None: the host's dispatch agrees on it)."""
+        max_tokens: >= T on every rank, identical on all ranks (None: the host's dispatch agrees on it).
+        ids_valid: the caller vouches for the id range (base.py): no range check here, and the virtual
+        ids handed to the host's dispatch are vouched for too unless a rail member's routing was bad."""
         # T tokens, k top-k, H hidden, N hosts, L ranks per host, S slots per rank, V virtual tokens
         T, k = topk_ids.shape
         N, L, S, h = self.hosts, self.per_host, self.num_local_slots, self.host
-        err = routing_error(topk_ids, self.num_slots)
+        err = shape_error(topk_ids) if ids_valid else routing_error(topk_ids, self.num_slots)
         if err is None and max_tokens is not None and T > max_tokens:
             err = f"{T} tokens exceed max_tokens={max_tokens} given to dispatch"
         plan = None if err else plan_sends(topk_ids, L * S, N)
@@ -153,7 +156,8 @@ class HierDispatcher:
             own_rows, send_pos = own_tokens.shape[0], plan.send_pos
         inner_bound = None if max_tokens is None else N * max_tokens
         try:
-            batch, inner = self.inner.dispatch(v_hidden, v_ids, v_weights, max_tokens=inner_bound)
+            # the virtual ids of checked (or vouched-for) routing are valid; a bad flag's invalid id is checked
+            batch, inner = self.inner.dispatch(v_hidden, v_ids, v_weights, max_tokens=inner_bound, ids_valid=not bad)
         except ValueError:
             detail = f": {err}" if err else ""
             raise ValueError(f"invalid expert routing on an ep rank (this is rank {self.ctx.ep_rank}){detail}") from None

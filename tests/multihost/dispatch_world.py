@@ -56,6 +56,11 @@ def cases() -> list[Case]:
             Case(f"hier-partials-w{w}-bf16", "hier-partials", w, 2, 3, (5,) * w, dtype=BF16, seed=17, **c),
             Case(f"hier-placed-w{w}-random", "hier-placed", w, 2, 2, tuple(range(3, 3 + w)), seed=18, **c),
             Case(f"auto-w{w}-picks-hier", "auto", w, 2, 2, (4, 0, 9, 2, 5, 1)[:w], seed=19, **c),
+            # ids_valid as the MoE layer passes it; with a bad rank, only that rank does not vouch for its ids
+            Case(f"hier-w{w}-ids-valid-bf16", "hier", w, 2, 3, (5, 0, 3, 6, 2, 4)[:w], dtype=BF16, ids_valid=True,
+                 seed=21, **c),
+            Case(f"hier-w{w}-ids-valid-bad-peer", "hier", w, 2, 2, (3,) * w, bad_rank=w - 1, ids_valid=True, seed=22,
+                 **c),
         ]
     out.append(Case("hier-nvshmem-w4-random", "hier-nvshmem", 4, 2, 2, (3, 1, 0, 4), seed=20, ranks_per_host=PER_HOST))
     out.append(Case("shm-w4-across-hosts-refused", "shm", 4, 2, 2, (1,) * 4))
@@ -91,7 +96,8 @@ def run_case(case: Case, rank: int, groups: dict) -> str | None:
     max_tokens = max(case.tokens) + case.max_tokens_slack if case.pass_max_tokens else None
     expect_error = case.bad_rank is not None or case.max_tokens_slack < 0
     try:
-        batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens)
+        batch, handle = disp.dispatch(hidden[sl], ids, weights[sl], max_tokens=max_tokens,
+                                      ids_valid=case.ids_valid and rank != case.bad_rank)
     except ValueError as e:
         return None if expect_error else f"unexpected error: {e}"
     if expect_error:
