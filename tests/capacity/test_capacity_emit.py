@@ -26,10 +26,12 @@ def serve_args(path: Path) -> argparse.Namespace:
 
 
 def as_under_torchrun(monkeypatch, data: dict) -> None:
-    """A multi-node config is served under torchrun, which sets these on every rank."""
+    """A multi-node config is served under torchrun, which sets these on every rank; the hosts' shared
+    interface is one this machine may not have (the loopback is refused with --nodes > 1)."""
     world = data["ep"] if data["ep"] > 1 else data["tp"]
     for key, value in dict(RANK="0", WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setattr("moeserve.engine.launch_check.dist_interface", lambda parallel: "eth0")
 
 
 def test_emitted_gpu_config_is_accepted_by_the_serve_loader(tmp_path, capsys, monkeypatch):
