@@ -23,7 +23,7 @@ NEW_TOKENS = 4
 
 # run in a child process: argv = architecture, checkpoint scratch dir, kernel set; prints one JSON line
 CHILD = textwrap.dedent('''
-    import json, random, sys
+    import json, os, random, sys
     from pathlib import Path
     import torch
     sys.path.insert(0, sys.argv[4])
@@ -52,7 +52,8 @@ CHILD = textwrap.dedent('''
     torch.manual_seed(0)
     hf, path = make_any_checkpoint(arch, scratch)
     rng = random.Random(0)
-    prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in (2, 7, 13)]
+    lens = [int(n) for n in os.environ.get("CHILD_PROMPT_LENS", "2,7,13").split(",")]
+    prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in lens]
     hf.generation_config.eos_token_id = None
     want = []
     with torch.no_grad():
@@ -61,7 +62,8 @@ CHILD = textwrap.dedent('''
             gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
                               pad_token_id=0)
             want.append(gen[0, len(p):].tolist())
-    llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=12, kernels=kernels)
+    llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=int(os.environ.get("CHILD_BATCH_TOKENS", "12")),
+              kernels=kernels)
     kernel_set = type(llm.engine.executor.worker.runner.kernels).__name__
     outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True))
     llm.shutdown()
@@ -97,11 +99,14 @@ def test_triton_set_under_the_interpreter_matches_transformers(arch, tmp_path):
 
 @pytest.mark.slow
 def test_triton_mla_prefill_in_the_latent_space_matches_transformers(tmp_path):
-    """Every MLA slice forced into the absorbed form: prefill chunks run through mla_decode.mla_prefill."""
+    """Every MLA slice forced into the absorbed form: chunks of more than DECODE_QUERIES new tokens run
+    through mla_decode.mla_prefill, shorter ones (and decodes) through the decode kernel's queries."""
     pytest.importorskip("triton")
-    out = run_child("deepseek_v3", "triton", tmp_path, {"TRITON_INTERPRET": "1"}, mla_path="absorb")
+    out = run_child("deepseek_v3", "triton", tmp_path, {"TRITON_INTERPRET": "1", "CHILD_PROMPT_LENS": "2,7,30",
+                                                         "CHILD_BATCH_TOKENS": "40"}, mla_path="absorb")
     assert out["got"] == out["want"]
     assert out["calls"].get("mla_prefill", 0) > 0 and out["calls"].get("mla_prefill_expanded", 0) == 0
+    assert out["calls"].get("mla_decode", 0) > 0
 
 
 @pytest.mark.parametrize("arch", arch_params(ALL_ARCHITECTURES))
