@@ -266,8 +266,15 @@ async def _timed_load(args: argparse.Namespace, items: list[Item],
             tasks.append(asyncio.create_task(limited(item)))
         records = await asyncio.gather(*tasks)
         duration = time.perf_counter() - start
-        if metrics is not None:
-            metrics["after"] = await _metrics_text(http, base_url)
+        if metrics is not None:  # counters reach /metrics with the engine's next heartbeat: read until settled
+            after, deadline = await _metrics_text(http, base_url), time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.3)
+                again = await _metrics_text(http, base_url)
+                if again == after:
+                    break
+                after = again
+            metrics["after"] = after
         return list(records), duration
 
 
