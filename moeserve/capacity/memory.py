@@ -6,6 +6,7 @@ per layer, split over TP ranks by KV head (a rank holds at least one head).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from moeserve.capacity.dtypes import nbytes
@@ -30,6 +31,7 @@ class MemoryReport:
     mla: bool = False
     host_weights: float = 0.0  # routed experts offloaded to host memory, per GPU
     host_budget: float = 0.0  # memory_fraction x host memory per GPU
+    offloaded_layers: int = 0  # MoE layers whose routed experts live in host memory
 
     @property
     def total(self) -> float:
@@ -44,7 +46,8 @@ class MemoryReport:
                 "kv_tokens_capacity": self.kv_tokens, "activations_gb": self.activations / GB,
                 "dispatch_buffers_gb": self.dispatch_buffers / GB, "total_gb": self.total / GB,
                 "budget_gb": self.budget / GB, "mla": self.mla,
-                **({"host_weights_gb": self.host_weights / GB, "host_budget_gb": self.host_budget / GB} if self.host_weights else {})}
+                **({"host_weights_gb": self.host_weights / GB, "host_budget_gb": self.host_budget / GB,
+                    "offloaded_moe_layers": self.offloaded_layers} if self.host_weights else {})}
 
 
 def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
@@ -62,17 +65,19 @@ def routed_expert_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> fl
     return model.expert_params * layout.slots_per_rank(model.num_experts) / layout.expert_tp * prec.weight_bytes
 
 
-def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False, offload: bool = False) -> float:
+def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False, offload: bool = False,
+                 offload_layers: int | None = None) -> float:
     """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts over
     EP (slots_per_rank of them, replicas included) and moe_tp, embeddings and LM head
     vocabulary-parallel over TP, routers replicated; each module in its own format. offload: the
-    routed experts live in host memory and two layers' worth of them are on the GPU at a time (one
-    computing, one arriving)."""
+    routed experts of `offload_layers` MoE layers (default all) live in host memory, and two layers'
+    worth of buffers hold them on the GPU (one computing, one arriving)."""
     tp = layout.tp
     attn, dense = nbytes(prec.attn_weights), nbytes(prec.dense_weights)
     routed = routed_expert_bytes(model, layout, prec)
     shared_router = model.shared_params * dense / tp + model.router_params * prec.act_bytes
-    experts = 2 * routed if offload else model.num_moe_layers * routed
+    streamed = (model.num_moe_layers if offload_layers is None else offload_layers) if offload else 0
+    experts = (model.num_moe_layers - streamed + min(streamed, 2)) * routed
     layers = (model.num_layers * model.attention_params * attn / tp + model.num_dense_layers * model.dense_mlp_params * dense / tp
               + model.num_moe_layers * shared_router + experts)
     extra = 0.0
@@ -83,9 +88,22 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
     return layers + extra + model.embedding_params * prec.act_bytes / tp
 
 
-def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> float:
-    """Host memory one GPU's offloaded routed experts take (every MoE layer's)."""
-    return model.num_moe_layers * routed_expert_bytes(model, layout, prec)
+def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision, layers: int | None = None) -> float:
+    """Host memory one GPU's offloaded routed experts take (`layers` MoE layers' worth, default all)."""
+    return (model.num_moe_layers if layers is None else layers) * routed_expert_bytes(model, layout, prec)
+
+
+def layers_to_offload(model: ModelSpec, layout: Layout, prec: Precision, excess: float) -> int:
+    """The fewest MoE layers whose routed experts, moved to host memory, free `excess` bytes of the GPU
+    (each streamed layer frees its experts, less the two layers of buffers they stream through), as the
+    engines offload: a set amount (vLLM's and SGLang's --cpu-offload-gb) or every N-th layer (vLLM's
+    offload_group_size / offload_num_in_group), the rest resident; every MoE layer when that is not enough."""
+    routed = routed_expert_bytes(model, layout, prec)
+    if excess <= 0 or routed <= 0:
+        return 0
+    whole = excess / routed
+    layers = math.floor(whole) + (whole - math.floor(whole) > 1e-9)  # a rounding error is not a layer more
+    return min(model.num_moe_layers, layers + 2)
 
 
 def activation_bytes(model: ModelSpec, layout: Layout, prec: Precision, tokens_per_gpu: int) -> float:
@@ -112,13 +130,18 @@ def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: flo
                   host_gb: float = 0.0) -> MemoryReport:
     """tokens_per_step: tokens one GPU runs in a step; kv_tokens_needed: tokens whose KV one GPU keeps
     (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks).
-    offload: routed experts in host memory (host_gb per GPU, of which memory_fraction may be used)."""
+    offload: the routed experts of as few MoE layers as make the rest fit live in host memory (host_gb per
+    GPU, of which memory_fraction may be used); none when everything fits (layers_to_offload)."""
     budget = memory_fraction * hbm_gb * GB
-    weights = weight_bytes(model, layout, prec, mtp, offload)
     act = activation_bytes(model, layout, prec, tokens_per_step)
     buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
     per_token = kv_bytes_per_token(model, layout, prec)
+    layers = 0
+    if offload:
+        excess = weight_bytes(model, layout, prec, mtp) + act + buffers + per_token * kv_tokens_needed - budget
+        layers = layers_to_offload(model, layout, prec, excess)
+    weights = weight_bytes(model, layout, prec, mtp, layers > 0, layers)
     free = max(0.0, budget - weights - act - buffers)
-    host = offloaded_bytes(model, layout, prec) if offload else 0.0
+    host = offloaded_bytes(model, layout, prec, layers)
     return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget,
-                        model.is_mla, host, memory_fraction * host_gb * GB)
+                        model.is_mla, host, memory_fraction * host_gb * GB, layers)

@@ -113,17 +113,18 @@ class Predictor:
         seqs = max(batch / new, 1e-9)
         prefix = w.isl - new
         context = (prefix + min(new, batch) / 2) * (1 + w.isl_cv ** 2)
-        s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
-                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=o.offload,
-                      sbo=o.sbo)
-        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
                             kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,
                             offload=o.offload, host_gb=self.hw.host_memory_gb)
+        streamed = mem.offloaded_layers / max(1, self.model.num_moe_layers)
+        s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
+                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed > 0,
+                      sbo=o.sbo, offload_share=streamed)
+        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
         steps = math.ceil(new / batch)
         return Prediction("prefill", layout, batch, st.total * 1e3, ttft_ms=(steps + 0.5) * st.total * 1e3,
                           input_tokens_per_s_per_gpu=batch / st.total * w.isl / new, memory=mem.as_dict(),
-                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()}, offload=o.offload)
+                          fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()}, offload=streamed > 0)
 
     def colocated(self, layout: Layout, batch: float, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
         """batch sequences per GPU decoding; prompts are prefilled in chunks of `chunk` tokens between

@@ -61,6 +61,7 @@ class StepInput:
     tbo: bool = False  # two-batch overlap
     cuda_graphs: bool = True
     offload: bool = False  # routed experts streamed from host memory layer by layer (prefill)
+    offload_share: float = 1.0  # the share of MoE layers streamed (spread evenly; the rest resident)
     sbo: bool = False  # single-batch overlap: dispatch behind the shared expert, combine behind the down GEMM
 
 
@@ -228,7 +229,11 @@ class StepModel:
         exposed = self.exposed_communication(s, parts, comm_parts)
         compute = sum(parts.values())
         fixed = self.hw.graph_layer_overhead_us * 1e-6
-        offload = max(0.0, self.offload_seconds() - compute - exposed) if (moe and s.offload) else 0.0
+        offload = 0.0
+        if moe and s.offload and s.offload_share > 0:
+            # one streamed layer in every 1 / share: its transfer runs behind the layers since the last one
+            window = (compute + exposed) / min(1.0, s.offload_share)
+            offload = min(1.0, s.offload_share) * max(0.0, self.offload_seconds() - window)
         for k, v in parts.items():
             out.add(k, v * count)
         out.add("communication", exposed * count)

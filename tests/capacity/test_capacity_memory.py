@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from moeserve.capacity.layout import Layout, Precision
-from moeserve.capacity.memory import kv_bytes_per_token, memory_report, weight_bytes
+from moeserve.capacity.memory import (kv_bytes_per_token, layers_to_offload, memory_report, routed_expert_bytes,
+                                      weight_bytes)
 from moeserve.capacity.model_spec import from_hf_config, load_model
 
 FP8 = 1 + 4 / 16384
@@ -118,11 +120,39 @@ def test_moe_tp_and_offload_move_the_expert_weights():
     # TP 8 attention, experts TP 4 x EP 2: each rank holds 128 experts at a quarter of their width
     split = weight_bytes(m, Layout(tp=8, ep=2, moe_tp=4), prec) - weight_bytes(m, Layout(tp=8, ep=8), prec)
     assert split == pytest.approx(58 * (128 / 4 - 32) * m.expert_params * FP8) == 0
-    # offloaded: the routed experts of every MoE layer live in host memory, two layers' worth on the GPU
+    # offloaded (all MoE layers): the routed experts live in host memory, two layers' worth on the GPU
     lay = Layout(ep=2)
     routed_layer = 128 * m.expert_params * FP8
     assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload=True) == pytest.approx((58 - 2) * routed_layer)
     r = memory_report(m, lay, prec, 186, tokens_per_step=16384, kv_tokens_needed=1, offload=True, host_gb=240)
-    assert r.host_weights == pytest.approx(58 * routed_layer) and r.host_budget == pytest.approx(0.9 * 240e9)
+    assert 2 < r.offloaded_layers < 58 and r.host_budget == pytest.approx(0.9 * 240e9)  # the fewest that fit
+    assert r.host_weights == pytest.approx(r.offloaded_layers * routed_layer)
     assert r.fits is (r.total <= r.budget and r.host_weights <= r.host_budget)
     assert not memory_report(m, lay, prec, 186, tokens_per_step=16384, kv_tokens_needed=1, offload=True, host_gb=1).fits
+
+
+def test_offload_moves_only_the_layers_that_do_not_fit():
+    """--offload-weights keeps as many MoE layers resident as fit: the excess over the budget, in whole
+    layers, plus the two layers of buffers the streamed ones pass through; none when all fits."""
+    m = load_model("deepseek-v3")
+    prec, lay = Precision(weights="fp8", moe="fp4"), Layout(ep=2)
+    routed_layer = 128 * m.expert_params * (0.5 + 1 / 16)
+    assert routed_expert_bytes(m, lay, prec) == pytest.approx(routed_layer)
+    assert layers_to_offload(m, lay, prec, 0) == 0 and layers_to_offload(m, lay, prec, -5e9) == 0
+    assert layers_to_offload(m, lay, prec, 1e6) == 3  # a megabyte too many: one layer freed, through two buffers
+    assert layers_to_offload(m, lay, prec, 10 * routed_layer) == 12
+    assert layers_to_offload(m, lay, prec, 1e15) == 58  # never more than every MoE layer
+    # 12 layers streamed: the GPU holds 46 resident + 2 buffers, the host the 12
+    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload=True, offload_layers=12) == pytest.approx(
+        10 * routed_layer)
+    # by hand on a GB200 (186 GB at 0.9): the excess over the budget sets the layers
+    kw = dict(tokens_per_step=16384, kv_tokens_needed=4096, host_gb=240)
+    plain = memory_report(m, lay, prec, 186, **kw)
+    excess = plain.total - plain.budget
+    assert excess > 0 and not plain.fits
+    r = memory_report(m, lay, prec, 186, offload=True, **kw)
+    layers = math.ceil(excess / routed_layer) + 2
+    assert r.offloaded_layers == layers and r.host_weights == pytest.approx(layers * routed_layer) and r.fits
+    assert r.as_dict()["offloaded_moe_layers"] == layers
+    roomy = memory_report(m, lay, prec, 1000, offload=True, **kw)  # everything fits: nothing offloaded
+    assert roomy.offloaded_layers == 0 and roomy.host_weights == 0 and "offloaded_moe_layers" not in roomy.as_dict()

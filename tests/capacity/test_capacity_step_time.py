@@ -189,6 +189,25 @@ def test_offload_streams_each_layers_experts_over_the_host_link():
         StepModel(m, replace(gb200, host_link_gbs=0), Layout(ep=2), Precision(), IDEAL).offload_seconds()
 
 
+def test_partial_offload_hides_behind_the_layers_between_streamed_ones():
+    """Every MoE layer streamed: each exposes transfer - its own time (t - c). A quarter streamed (one in
+    four, the rest resident): each streamed layer's transfer runs behind the four layers since the last
+    one, so 58 x 0.25 layers expose max(0, t - 4 c)."""
+    m, gb200 = load_model("deepseek-v3"), load_hardware("gb200")
+    sm = StepModel(m, replace(gb200, host_link_gbs=5), Layout(ep=2), Precision(moe="fp4"), IDEAL)
+    s = StepInput("prefill", 16384, 1000, 8)
+    t = sm.offload_seconds()
+    full = sm.step(replace(s, offload=True))
+    c = t - full.parts["offload"] / 58  # the slow link: every layer exposes t - c > 0
+    assert 0 < c < t
+    quarter = sm.step(replace(s, offload=True, offload_share=0.25))
+    assert quarter.parts["offload"] == pytest.approx(58 * 0.25 * max(0.0, t - 4 * c))
+    assert quarter.total - quarter.parts["offload"] == pytest.approx(sm.step(s).total)
+    # a fast link hides the quarter entirely
+    fast = StepModel(m, replace(gb200, host_link_gbs=5 * t / (3 * c)), Layout(ep=2), Precision(moe="fp4"), IDEAL)
+    assert "offload" not in fast.step(replace(s, offload=True, offload_share=0.25)).parts
+
+
 def test_every_profile_number_has_a_source():
     assert {"h100", "h200", "h800", "h20", "b200", "gb200", "gb300", "mi300x", "mi355x", "cpu"} <= set(known_profiles())
     for name in known_profiles():
