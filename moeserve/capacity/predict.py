@@ -112,7 +112,7 @@ class Predictor:
         new = w.computed_input
         seqs = max(batch / new, 1e-9)
         prefix = w.isl - new
-        context = (prefix + min(new, batch) / 2) * (1 + w.isl_cv ** 2)
+        context = (prefix + min(new, batch * layout.tp) / 2) * (1 + w.isl_cv ** 2)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
                             kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,
                             offload=o.offload, host_gb=self.hw.host_memory_gb)

@@ -65,6 +65,25 @@ def test_mla_decode_attention_by_hand_and_in_fp8():
     assert StepModel(m, no_fp8, Layout(), Precision(weights="bf16", kv="fp8"), IDEAL).attention_format() == "bf16"
 
 
+def test_tp_prefill_attends_to_half_the_prompt_and_h20_attention_share():
+    """A prompt prefilled by a TP group in one step: its tokens (batch per GPU x tp) attend to half the
+    prompt on average, not half of one GPU's share; on an H20 FlashAttention-3 reaches 1.365 times the
+    share of its peak it reaches on Hopper (flash-attention issue #1310 against tritonbench PR #1254)."""
+    from moeserve.capacity.gemm import attention_share
+    from moeserve.capacity.predict import Options, Predictor, Workload
+
+    assert attention_share("hopper_h20") == pytest.approx((126.2 / 148) / (617.773 / 989))
+    assert attention_share("hopper") == attention_share("blackwell") == 1.0
+    m, h20 = load_model("qwen3-235b-a22b"), load_hardware("h20")
+    prompt, tp = 30720, 8
+    pred = Predictor(m, h20, Precision(weights="bf16"), IDEAL)
+    p = pred.prefill(Layout(tp, 1, 0), prompt / tp, Workload(prompt, 1), Options())
+    flops = prompt * (prompt / 2) * m.attention_flops_per_pair(absorbed=False) / tp  # one layer on one GPU
+    floor = h20.kernel_floor_us * 1e-6
+    per_layer = flops / (148e12 * attention_share("hopper_h20")) + 2 * floor  # rope/cache and combine kernels: floors
+    assert p.breakdown_ms["attention"] == pytest.approx(m.num_layers * per_layer * 1e3, rel=1e-3)
+
+
 def test_busiest_rank_sets_the_expert_time():
     m, h100 = load_model("deepseek-v3"), load_hardware("h100")
     sm = StepModel(m, h100, Layout(ep=32), Precision(), IDEAL)
