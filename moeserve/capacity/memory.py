@@ -78,12 +78,12 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
     shared_router = model.shared_params * dense / tp + model.router_params * prec.act_bytes
     streamed = (model.num_moe_layers if offload_layers is None else offload_layers) if offload else 0
     experts = (model.num_moe_layers - streamed + min(streamed, 2)) * routed
-    layers = (model.num_layers * model.attention_params * attn / tp + model.num_dense_layers * model.dense_mlp_params * dense / tp
+    layers = (model.num_layers * model.attention_params_per_rank(tp) * attn + model.num_dense_layers * model.dense_mlp_params * dense / tp
               + model.num_moe_layers * shared_router + experts)
     extra = 0.0
     if mtp and model.mtp_layers:
         # each MTP module: one decoder layer with an MoE block and a 2H x H input projection
-        extra = model.mtp_layers * (model.attention_params * attn / tp + routed + shared_router
+        extra = model.mtp_layers * (model.attention_params_per_rank(tp) * attn + routed + shared_router
                                     + 2 * model.hidden ** 2 * prec.act_bytes / tp)
     return layers + extra + model.embedding_params * prec.act_bytes / tp
 

@@ -74,6 +74,27 @@ class ModelSpec:
             return q + kv + self.num_heads * self.v_head_dim * h
         return h * self.head_dim * (2 * self.num_heads + 2 * self.num_kv_heads)
 
+    def mla_projections(self, tp: int) -> tuple[float, float, float, float, float]:
+        """One MLA layer's projection weights on one rank of a TP group, kernel by kernel: the fused down
+        projections (q_a, kv_a and the rope key, hidden -> q_lora + kv_lora + rope; without q_lora only
+        kv_a), replicated on every rank (SGLang's `fused_qkv_a_proj_with_mqa` is a ReplicatedLinear,
+        TensorRT-LLM's Fuse_A GEMM runs data-parallel: tech blog 1); then split over the heads the q
+        projection (q_b, or q without q_lora), the k and v up-projections (kv_b) and o."""
+        h, qk = self.hidden, self.qk_nope_dim + self.qk_rope_dim
+        down = h * ((self.q_lora_rank or 0) + self.kv_lora_rank + self.qk_rope_dim)
+        q = (self.q_lora_rank or h) * self.num_heads * qk
+        k_up = self.kv_lora_rank * self.num_heads * self.qk_nope_dim
+        v_up = self.kv_lora_rank * self.num_heads * self.v_head_dim
+        o = self.num_heads * self.v_head_dim * h
+        return down, q / tp, k_up / tp, v_up / tp, o / tp
+
+    def attention_params_per_rank(self, tp: int) -> float:
+        """Projection weights of one attention layer on one rank of a TP group (MLA: the down projections
+        replicated, the rest split; GQA: all split)."""
+        if self.is_mla:
+            return sum(self.mla_projections(tp))
+        return self.attention_params / tp
+
     @property
     def expert_params(self) -> int:
         return 3 * self.hidden * self.expert_intermediate  # gate, up, down

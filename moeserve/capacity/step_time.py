@@ -153,7 +153,8 @@ class StepModel:
         before kernel latencies."""
         m, tp = self.m, self.lay.tp
         group = s.tokens * tp
-        parts = {"attention": self.attention_core(s), "projections": self.gemm(group, m.attention_params / tp, self.p.attn_weights)}
+        parts = {"attention": self.attention_core(s),
+                 "projections": self.gemm(group, m.attention_params_per_rank(tp), self.p.attn_weights)}
         if m.is_mla and s.phase == "prefill" and s.prefix_tokens:
             # the cached prefix's latents are expanded to keys and values by kv_b for non-absorbed attention
             kv_b = m.kv_lora_rank * m.num_heads * (m.qk_nope_dim + m.v_head_dim)
@@ -189,7 +190,10 @@ class StepModel:
 
     def kernel_work(self, part: str) -> tuple:
         if part == "projections":
-            return KERNEL_WORK["projections_mla" if self.m.is_mla else "projections_gqa"]
+            if self.m.is_mla:  # by the weights each kernel reads on this rank (the down projections replicated)
+                weights = self.m.mla_projections(self.lay.tp)
+                return tuple(w / sum(weights) for w in weights)
+            return KERNEL_WORK["projections_gqa"]
         return KERNEL_WORK[part]
 
     def floored(self, parts: dict, cuda_graphs: bool) -> dict:

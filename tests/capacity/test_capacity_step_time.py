@@ -84,6 +84,31 @@ def test_tp_prefill_attends_to_half_the_prompt_and_h20_attention_share():
     assert p.breakdown_ms["attention"] == pytest.approx(m.num_layers * per_layer * 1e3, rel=1e-3)
 
 
+def test_mla_down_projections_are_replicated_over_tp():
+    """q_a, kv_a and the rope key (hidden -> 1536 + 512 + 64) are one replicated GEMM on every TP rank
+    (SGLang's fused_qkv_a_proj_with_mqa, TensorRT-LLM's data-parallel Fuse_A); q_b, kv_b and o split."""
+    m = load_model("deepseek-v3")
+    down = 7168 * (1536 + 512 + 64)
+    split = 1536 * 128 * 192 + 512 * 128 * 128 + 512 * 128 * 128 + 128 * 128 * 7168
+    assert down + split == m.attention_params
+    assert m.attention_params_per_rank(1) == m.attention_params
+    assert m.attention_params_per_rank(8) == pytest.approx(down + split / 8)
+    assert m.mla_projections(8) == pytest.approx((down, 1536 * 128 * 192 / 8, 512 * 128 * 128 / 8, 512 * 128 * 128 / 8,
+                                                  128 * 128 * 7168 / 8))
+    qwen = load_model("qwen3-235b-a22b")  # GQA: every projection split over TP
+    assert qwen.attention_params_per_rank(4) == qwen.attention_params / 4
+    # the kernels' work shares follow the weights each rank reads
+    sm = StepModel(m, load_hardware("h200"), Layout(tp=8), Precision(), IDEAL)
+    shares = sm.kernel_work("projections")
+    assert shares[0] == pytest.approx(down / (down + split / 8)) and sum(shares) == pytest.approx(1.0)
+    # and the memory model holds the replicated down projections on every rank
+    from moeserve.capacity.memory import weight_bytes
+    fp8 = Precision(weights="fp8")
+    tp8, tp1 = weight_bytes(m, Layout(tp=8, ep=8), fp8), weight_bytes(m, Layout(tp=1, ep=8), fp8)
+    assert tp1 - tp8 == pytest.approx(61 * split * 7 / 8 * FP8 + 58 * m.shared_params * 7 / 8 * FP8
+                                      + 3 * m.dense_mlp_params * 7 / 8 * FP8 + m.embedding_params * 2 * 7 / 8, rel=1e-6)
+
+
 def test_busiest_rank_sets_the_expert_time():
     m, h100 = load_model("deepseek-v3"), load_hardware("h100")
     sm = StepModel(m, h100, Layout(ep=32), Precision(), IDEAL)
