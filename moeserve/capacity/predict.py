@@ -99,7 +99,7 @@ class Predictor:
         tokens = batch * (1 + o.draft_tokens)
         s = StepInput("decode", tokens, ctx, batch, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs,
                       sbo=o.sbo)
-        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens)
+        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens, o.mtp_accept)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
                             kv_tokens_needed=math.ceil(batch * layout.tp * (w.isl + w.osl)),
                             memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0)

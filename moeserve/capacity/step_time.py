@@ -245,9 +245,10 @@ class StepModel:
         if offload:
             out.add("offload", offload * count)
 
-    def step(self, s: StepInput, mtp_draft: int = 0) -> StepTime:
+    def step(self, s: StepInput, mtp_draft: int = 0, mtp_accept: float = 1.0) -> StepTime:
         """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence, each an MTP draft
-        step on the step's sequences (mtp_draft_step)."""
+        step on the step's sequences (mtp_draft_step); the first runs the tokens the verify step accepted
+        (mtp_accept per sequence), the others one each."""
         m = self.m
         out = StepTime()
         self.layer_time(s, False, out, m.num_dense_layers)
@@ -255,20 +256,23 @@ class StepModel:
         logit_rows = s.tokens if s.phase == "decode" else s.sequences
         out.add("lm_head", self.lm_head(logit_rows, s.cuda_graphs))
         if mtp_draft and m.mtp_layers:
-            for _ in range(mtp_draft):
-                self.mtp_draft_step(s, out)
+            for i in range(mtp_draft):
+                self.mtp_draft_step(s, out, mtp_accept if i == 0 else 1.0)
         out.add("overhead", self.hw.step_overhead_ms * 1e-3 + s.sequences * self.hw.seq_overhead_us * 1e-6)
         out.total = sum(out.parts.values())
         return out
 
-    def mtp_draft_step(self, s: StepInput, out: StepTime) -> None:
+    def mtp_draft_step(self, s: StepInput, out: StepTime, tokens_per_sequence: float = 1.0) -> None:
         """One draft token for each of the step's sequences (DeepSeek-V3 report, section 2.2; TensorRT-LLM
         tech blog 2, 'MTP Eagle'): RMSNorm the embedding of the last token and the previous hidden state,
         concatenate them and project 2H -> H (eh_proj, replicated on every rank), run the MTP module's
         decoder layer (an MoE layer, in `Precision.mtp`'s format when set: TensorRT-LLM's min-latency
         recipe keeps it BF16), then the shared LM head and the draft's argmax. Each part has its kernels'
-        latency like the main model's."""
-        draft = replace(s, tokens=s.sequences, offload=False)
+        latency like the main model's. The first draft after a verify step runs every token it accepted
+        (tokens_per_sequence: the mean accepted length), as TensorRT-LLM's MTP Eagle feeds "all of them
+        along with their corresponding hidden states" to the first MTP forward (tech blog 2) and SGLang's
+        draft extend after verify does; the LM head and argmax only for the last of them."""
+        draft = replace(s, tokens=s.sequences * tokens_per_sequence, offload=False)
         sm = self if not self.p.mtp else StepModel(self.m, self.hw, self.lay, self.p.for_mtp(), self.eff)
         h = self.m.hidden
         group = draft.tokens * self.lay.tp
@@ -279,7 +283,7 @@ class StepModel:
         sm.layer_time(draft, True, layer, 1)
         for k, v in layer.parts.items():
             out.add("mtp_draft" if k != "communication" else k, v)
-        out.add("mtp_draft", self.lm_head(draft.tokens, s.cuda_graphs)
+        out.add("mtp_draft", self.lm_head(s.sequences, s.cuda_graphs)
                 + self.floored({"mtp_sample": 0.0}, s.cuda_graphs)["mtp_sample"])
 
     def lm_head(self, rows: float, cuda_graphs: bool = True) -> float:

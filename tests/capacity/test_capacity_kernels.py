@@ -115,3 +115,27 @@ def test_an_mtp_draft_by_hand():
     # a step with three drafts: the main model on 1 + 3 tokens per sequence and three draft steps
     base = sm.step(s)
     assert sm.step(s, mtp_draft=3).total == pytest.approx(base.total + 3 * (out.parts["mtp_draft"] + layer.parts["communication"]))
+
+
+def test_the_first_draft_runs_the_accepted_tokens():
+    """After a verify step the first MTP draft runs every accepted token of each sequence (TensorRT-LLM's
+    MTP Eagle, SGLang's draft extend), the later drafts one token; the LM head runs the last one only."""
+    m, h20 = load_model("deepseek-v3"), load_hardware("h20")
+    sm = StepModel(m, h20, Layout(ep=16), Precision(kv="fp8"), IDEAL)
+    s = StepInput("decode", tokens=64, context=4096, sequences=32, balancedness=0.7)
+    first, later = StepTime(), StepTime()
+    sm.mtp_draft_step(s, first, 1.85)
+    sm.mtp_draft_step(s, later)
+    # the first draft's MoE layer on 32 x 1.85 tokens, its eh_proj on as many rows; LM head on 32 rows either way
+    layer = StepTime()
+    sm.layer_time(replace(s, tokens=32 * 1.85), True, layer, 1)
+    eh = sm.gemm(32 * 1.85, 2 * 7168 * 7168, "fp8") + 32 * 1.85 * 6 * 7168 * 2 / (h20.memory_bandwidth_gbs * 1e9)
+    expected = (sm.floored({"mtp_input": eh}, True)["mtp_input"] + sum(v for k, v in layer.parts.items() if k != "communication")
+                + sm.lm_head(32) + 2 * h20.kernel_floor_us * 1e-6)
+    assert first.parts["mtp_draft"] == pytest.approx(expected)
+    assert first.parts["mtp_draft"] > later.parts["mtp_draft"]
+    # a step of two drafts at acceptance 1.85: the first on the accepted tokens, the second on one
+    two = sm.step(replace(s, tokens=96), mtp_draft=2, mtp_accept=1.85)
+    main = sm.step(replace(s, tokens=96))
+    assert two.total == pytest.approx(main.total + first.parts["mtp_draft"] + first.parts["communication"]
+                                      + later.parts["mtp_draft"] + later.parts["communication"])
