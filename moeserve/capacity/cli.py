@@ -80,8 +80,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sbo", action="store_true", help="single-batch overlap: dispatch behind the shared expert, combine "
                    "behind the experts' down projection (SGLang's --enable-single-batch-overlap)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="eager kernel launches")
-    p.add_argument("--offload-weights", action="store_true", help="prefill: routed experts may live in host memory, streamed "
-                   "layer by layer over the host link (Grace memory on GB200/GB300)")
+    p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
+                   "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
+                   "memory on GB200/GB300)")
     p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default fp8 where the "
                    "hardware has FP8, else fp32; bf16 with --emit: what moeserve serve runs)")
     p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")

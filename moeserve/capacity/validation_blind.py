@@ -1,7 +1,9 @@
 """The blind part of the validation table (docs/capacity.md): published figures recorded before the
 model changes that followed them, and not predicted while those changes were made. Like the held-out
-part they never choose a factor; unlike it, nobody looked at their errors while modelling. Each case
-says which reading of its source was taken where the source is ambiguous (`assumed`).
+part they never choose a factor; unlike it, nobody looked at their errors while modelling, until the
+later changes docs/capacity.md lists with the cases that informed them (the 129K-token Qwen3 prefill
+informed the long-context prefill change). Each case says which reading of its source was taken where
+the source is ambiguous (`assumed`).
 
 Sources beyond validation_cases.py's:
 - TensorRT-LLM's performance overview (docs/source/developer-guide/perf-overview.md, commit 03e27c7):

@@ -1,7 +1,8 @@
 """The second blind part of the validation table (docs/capacity.md): published figures found and
 recorded, with the predictions of the model as it then stood, before the model changes that followed
-them; none of them was used to choose a mechanism or a factor. Each case says which reading of its
-source was taken where the source is silent (`assumed`).
+them; none of them chose a factor. The vLLM GB200 offloaded prefill's miss informed the partial-offload
+mechanism (docs/capacity.md, "What changed"), so that case is no longer independent of it. Each case
+says which reading of its source was taken where the source is silent (`assumed`).
 
 Sources:
 - SemiAnalysis InferenceX issue #870 ('deepseek sglang h200 experimental', 2026-03-05/06): concurrency

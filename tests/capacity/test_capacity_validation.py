@@ -27,15 +27,15 @@ def test_fitted_cases_within_band(case):
 def test_held_out_cases_stay_where_the_docs_put_them():
     """Not fitted, so no case is held to a band; the median and the share within 25% are (docs/capacity.md)."""
     errors = [abs(error(c)) for c in HELD_OUT]
-    assert statistics.median(errors) <= 0.25
-    assert sum(e <= 0.25 for e in errors) >= len(errors) // 2
+    assert statistics.median(errors) <= 0.10  # 9.1% (docs/capacity.md)
+    assert sum(e <= 0.25 for e in errors) >= 16 and sum(e <= 0.15 for e in errors) >= 15
 
 
 def test_blind_cases_stay_where_the_docs_put_them():
     """Recorded before the model change, never fitted: the median and the share within 25% the docs report."""
     errors = [abs(error(c)) for c in BLIND]
-    assert statistics.median(errors) <= 0.25
-    assert sum(e <= 0.25 for e in errors) >= 9
+    assert statistics.median(errors) <= 0.22  # 21.9%
+    assert sum(e <= 0.25 for e in errors) >= 10
 
 
 def test_second_blind_set_stays_where_the_docs_put_them():
@@ -43,8 +43,8 @@ def test_second_blind_set_stays_where_the_docs_put_them():
     the median and the share within 25% the docs report."""
     errors = [abs(error(c)) for c in BLIND2]
     assert len(BLIND2) >= 10 and set(RECORDED) == {c.name for c in BLIND2}
-    assert statistics.median(errors) <= 0.25
-    assert sum(e <= 0.25 for e in errors) >= 6
+    assert statistics.median(errors) <= 0.15  # 14.4%
+    assert sum(e <= 0.25 for e in errors) >= 7 and sum(e <= 0.15 for e in errors) >= 6
     assert all(c.part == "blind 2" for c in BLIND2)
 
 
