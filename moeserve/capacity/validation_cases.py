@@ -35,7 +35,7 @@ class Case:
     batch_rule: str = "slo"
     hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
     # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
-    # second blind set (validation_blind2.py)
+    # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py)
     blind: int = 0
 
     @property

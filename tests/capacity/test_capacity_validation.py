@@ -3,6 +3,7 @@ every fitted case within 25% (the first seven, from DeepSeek, LMSYS and TensorRT
 and the held-out and blind cases, never used to fit, must stay as close as the docs report."""
 from __future__ import annotations
 
+import math
 import statistics
 
 import pytest
@@ -11,6 +12,8 @@ from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.validation import CASES, error, predict_case, summary, table
 from moeserve.capacity.validation_blind import BLIND
 from moeserve.capacity.validation_blind2 import BLIND2, RECORDED
+from moeserve.capacity.validation_blind3 import BLIND3
+from moeserve.capacity.validation_blind3 import RECORDED as RECORDED3
 from moeserve.capacity.validation_cases import FITTED, HELD_OUT, UNITS
 
 ORIGINAL = FITTED[:7]
@@ -48,6 +51,19 @@ def test_second_blind_set_stays_where_the_docs_put_them():
     assert all(c.part == "blind 2" for c in BLIND2)
 
 
+def test_third_blind_set_stays_where_it_was_recorded():
+    """Recorded with the model's predictions while a model change was made without seeing them
+    (RECORDED): every prediction is finite and positive, and the model the set was recorded on
+    predicts what RECORDED holds (rounded to 0.1)."""
+    assert len(BLIND3) >= 12 and set(RECORDED3) == {c.name for c in BLIND3} and len(RECORDED3) == len(BLIND3)
+    assert all(c.part == "blind 3" for c in BLIND3)
+    for case in BLIND3:
+        predicted = predict_case(case)
+        assert math.isfinite(predicted) and predicted > 0, case.name
+        assert predicted == pytest.approx(RECORDED3[case.name], rel=0.005), (
+            f"{case.name}: predicted {predicted:.1f}, recorded {RECORDED3[case.name]:.1f}")
+
+
 def test_the_band_can_fail():
     """Halving GEMM efficiency moves some prediction out of the band: the check has teeth."""
     slow = Efficiency(**{**vars(DEFAULT), "gemm": DEFAULT.gemm / 2})
@@ -56,16 +72,18 @@ def test_the_band_can_fail():
 
 def test_every_case_states_its_source_and_assumptions():
     assert len(FITTED) == 10 and len(HELD_OUT) >= 15 and len(BLIND) >= 8 and len({c.name for c in CASES}) == len(CASES)
-    assert all(c.blind and not c.fitted for c in BLIND + BLIND2) and not any(c.blind for c in FITTED + HELD_OUT)
+    assert all(c.blind and not c.fitted for c in BLIND + BLIND2 + BLIND3)
+    assert not any(c.blind for c in FITTED + HELD_OUT)
     for case in CASES:
         assert case.source and len(case.assumed) > 10 and case.unit in UNITS
 
 
 def test_the_table_reports_every_part():
-    some = FITTED[:1] + HELD_OUT[:1] + BLIND[:1] + BLIND2[:1]
+    some = FITTED[:1] + HELD_OUT[:1] + BLIND[:1] + BLIND2[:1] + BLIND3[:1]
     text = table(some)
     assert "| fitted |" in text and "| held out |" in text and "| blind |" in text and "| blind 2 |" in text
-    assert summary(some).count("within 15%") == 4
+    assert "| blind 3 |" in text
+    assert summary(some).count("within 15%") == 5
 
 
 def test_request_units_by_hand():
