@@ -163,7 +163,8 @@ def test_latency_floors_bind_a_batch_of_one():
 def test_tp_all_reduce_across_nodes_runs_hierarchically_over_the_nics():
     """TP 16 on 8-GPU H100 nodes, 32 tokens per GPU (hand-computed): 32 x 16 tokens x 7168 x 2 bytes =
     7,340,032 bytes; inside a node 2 x 7/8 of them over NVLink (450 GB/s), between the two nodes 2 x 1/2
-    of each GPU's 1/8 share over its NIC (50 GB/s), plus NCCL's multi-node latency (25 us)."""
+    of each GPU's 1/8 share over its NIC (50 GB/s), plus NCCL's multi-node latency (47 us: nccl-tests
+    at 16 ranks over two nodes)."""
     m, h100 = load_model("deepseek-v3"), load_hardware("h100")
     sm = StepModel(m, h100, Layout(tp=16), Precision(), IDEAL)
     s = StepInput("decode", 32, 2048, 32)
@@ -171,9 +172,9 @@ def test_tp_all_reduce_across_nodes_runs_hierarchically_over_the_nics():
     assert nbytes == 7_340_032
     inside = 2 * 7 / 8 * nbytes / 450e9  # 28.5 us
     between = 2 * 1 / 2 * nbytes / 8 / 50e9  # 18.4 us
-    assert h100.scaleout_allreduce_latency_us == 25
-    assert comm.all_reduce(sm, s) == pytest.approx(inside + between + 25e-6)
-    assert comm.all_reduce(sm, s) * 1e6 == pytest.approx(71.9, abs=0.1)
+    assert h100.scaleout_allreduce_latency_us == 47
+    assert comm.all_reduce(sm, s) == pytest.approx(inside + between + 47e-6)
+    assert comm.all_reduce(sm, s) * 1e6 == pytest.approx(93.9, abs=0.1)
     # the same group inside one NVLink domain: a ring over NVLink and the one-shot kernel's latency
     one_node = StepModel(m, replace(h100, gpus_per_node=16), Layout(tp=16), Precision(), IDEAL)
     assert comm.all_reduce(one_node, s) == pytest.approx(2 * 15 / 16 * nbytes / 450e9 + 8e-6)
