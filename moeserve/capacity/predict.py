@@ -108,16 +108,25 @@ class Predictor:
                           fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})
 
     def prefill(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
-        """batch: computed tokens per GPU per step (whole prompts when they fit)."""
+        """batch: computed tokens per GPU per step (whole prompts when they fit). A prompt longer than a
+        step's tokens (batch x tp over a TP group) is prefilled in chunks, each attending to the cached
+        chunks before it (on average (computed - step tokens) / 2 of them, which with half of its own
+        tokens makes a causal prompt's L^2 / 2 pairs) and reading them from the KV cache; MLA expands
+        their latents to keys and values with kv_b in every chunk, as it does a cached prefix (vLLM's
+        chunked-context MLA prefill, SGLang's chunked-KV MHA path)."""
         new = w.computed_input
         seqs = max(batch / new, 1e-9)
+        group = batch * layout.tp
+        earlier = max(0.0, new - group) / 2  # cached tokens of the prompt's earlier chunks, mean over its chunks
         prefix = w.isl - new
-        context = (prefix + min(new, batch * layout.tp) / 2) * (1 + w.isl_cv ** 2)
+        context = (prefix + earlier + min(new, group) / 2) * (1 + w.isl_cv ** 2)
+        # cached tokens per GPU the step's queries attend to: its sequences' prefixes, or one chunked prompt's
+        cached = round(seqs * prefix) if not earlier else (prefix + earlier) / layout.tp
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
                             kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,
                             offload=o.offload, host_gb=self.hw.host_memory_gb)
         streamed = mem.offloaded_layers / max(1, self.model.num_moe_layers)
-        s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=round(seqs * prefix),
+        s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=cached,
                       balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed > 0,
                       sbo=o.sbo, offload_share=streamed)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)

@@ -84,6 +84,41 @@ def test_tp_prefill_attends_to_half_the_prompt_and_h20_attention_share():
     assert p.breakdown_ms["attention"] == pytest.approx(m.num_layers * per_layer * 1e3, rel=1e-3)
 
 
+
+def test_a_chunked_prompt_attends_to_its_earlier_chunks():
+    """A 32,768-token prompt prefilled by TP 8 in steps of 8,192 tokens (1,024 a GPU): its four chunks
+    attend to 0, 8,192, 16,384 and 24,576 cached tokens before them, 12,288 on average, plus half of
+    their own: 16,384 = half the prompt, so the prompt's attention is its causal L^2 / 2 pairs; the
+    earlier chunks are read from the cache, and MLA expands their latents with kv_b every chunk."""
+    from moeserve.capacity.predict import Options, Predictor, Workload
+
+    qwen, h100 = load_model("qwen3-235b-a22b"), load_hardware("h100")
+    prompt, tp, per_gpu = 32768, 8, 1024
+    floor = h100.kernel_floor_us * 1e-6
+    pred = Predictor(qwen, h100, Precision(weights="bf16"), IDEAL)
+    p = pred.prefill(Layout(tp, 1, 0), per_gpu, Workload(prompt, 1), Options())
+    pairs = per_gpu * tp * (12288 + 4096)  # the step's 8,192 queries x their mean context
+    flops = pairs * qwen.attention_flops_per_pair(absorbed=False) / tp
+    kv_read = (12288 + 8192) * 2 * 1 * 128 * 2 + 2 * 8192 * 4096 * 2  # cached + new keys/values of 1 KV head, q/o
+    attention = max(flops / 989e12, kv_read / 3.35e12)
+    assert attention == flops / 989e12  # compute-bound
+    assert p.breakdown_ms["attention"] == pytest.approx(qwen.num_layers * (attention + 2 * floor) * 1e3, rel=1e-3)
+    # the whole prompt in one step attends to the same mean context: half the prompt
+    one = pred.prefill(Layout(tp, 1, 0), prompt / tp, Workload(prompt, 1), Options())
+    floors_ms = qwen.num_layers * 2 * floor * 1e3  # the rope/cache and combine kernels of each step
+    assert one.breakdown_ms["attention"] - floors_ms == pytest.approx(4 * (p.breakdown_ms["attention"] - floors_ms))
+    # MLA: every chunk expands the 12,288 earlier tokens' latents (1,536 a GPU) with kv_b (512 -> 128 x (128 + 128))
+    ds = load_model("deepseek-v3")
+    mla = Predictor(ds, h100, Precision(weights="bf16"), IDEAL)
+    chunked = mla.prefill(Layout(tp, 1, 0), per_gpu, Workload(prompt, 1), Options())
+    kv_b = 512 * 128 * (128 + 128)
+    sm = StepModel(ds, h100, Layout(tp), Precision(weights="bf16"), IDEAL)
+    parts, _ = sm.layer(StepInput("prefill", per_gpu, 16384, 1, prefix_tokens=12288 / tp), moe=True)
+    plain, _ = sm.layer(StepInput("prefill", per_gpu, 16384, 1), moe=True)
+    assert parts["projections"] - plain["projections"] == pytest.approx(sm.gemm(12288, kv_b / tp, "bf16"))
+    assert chunked.breakdown_ms["projections"] > mla.prefill(Layout(tp, 1, 0), per_gpu, Workload(8192, 1),
+                                                             Options()).breakdown_ms["projections"]
+
 def test_mla_down_projections_are_replicated_over_tp():
     """q_a, kv_a and the rope key (hidden -> 1536 + 512 + 64) are one replicated GEMM on every TP rank
     (SGLang's fused_qkv_a_proj_with_mqa, TensorRT-LLM's data-parallel Fuse_A); q_b, kv_b and o split."""
