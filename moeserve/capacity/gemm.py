@@ -72,6 +72,11 @@ REFERENCE = _HOPPER[-1][1]
 #   PR #1254, flash_v3 at (4, 48, 2048, 2048, 128)): 1.365. The throttled tensor cores leave the softmax
 #   and loads in the shadow of the math, as for the GEMMs above (_H20).
 ATTENTION_SHARE = {"hopper_h20": (126.2 / 148) / (617.773 / 989)}
+# GQA/MHA prefill attention with head dim 128 runs FlashAttention-3's main kernel, whose share of peak on
+# Hopper is published: 617.8 of an H100's 989 BF16 TFLOPS (tritonbench PR #1254, flash_v3 at
+# (4, 48, 2048, 2048, 128)). MLA's expanded prefill (query/key head dim 192, values 128) has no published
+# kernel figure: it keeps the fitted `attention` factor (every fitted case is MLA).
+FA3_SHARE = 617.773 / 989
 
 
 def attention_share(card_class: str) -> float:

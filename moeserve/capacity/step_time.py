@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from moeserve.capacity import comm
 from moeserve.capacity.dtypes import COMPUTE, nbytes
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
-from moeserve.capacity.gemm import attention_share, kernel_share, padded_rows
+from moeserve.capacity.gemm import FA3_SHARE, attention_share, kernel_share, padded_rows
 from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
@@ -111,7 +111,10 @@ class StepModel:
         kv_layer = self.kv_bytes_per_token_layer()
         read_tokens = group_seqs * s.context if decode else s.prefix_tokens * tp
         nbytes_ = (read_tokens + group_tokens) * kv_layer + 2 * group_tokens * m.hidden * self.p.act_bytes
-        compute_eff = self.eff.attention_decode if decode else self.eff.attention * attention_share(self.hw.card_class)
+        if decode:
+            compute_eff = self.eff.attention_decode
+        else:  # MLA: the fitted prefill factor; GQA: FlashAttention-3's published share (gemm.FA3_SHARE)
+            compute_eff = (self.eff.attention if m.is_mla else FA3_SHARE) * attention_share(self.hw.card_class)
         return self.roofline(flops, nbytes_, self.attention_format(), compute_eff, self.eff.kv_stream)
 
     def kv_bytes_per_token_layer(self) -> float:
