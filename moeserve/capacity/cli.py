@@ -26,6 +26,7 @@ BOUNDS = {
     # mean/max load over at most MAX_GPUS ranks is at least 1/MAX_GPUS; 1e-300 printed Infinity into --json
     "balancedness": (1 / planner.MAX_GPUS, 1, True, True), "tp": (1, 1024, True, True),
     "ep": (1, planner.MAX_GPUS, True, True), "moe_tp": (1, 1024, True, True), "batch": (0, 1e7, False, True),
+    "pp": (1, 4096, True, True),
     "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
 }
@@ -70,6 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=integer, help="fixed layout: expert-parallel degree (expert groups)")
     p.add_argument("--moe-tp", type=integer, help="fixed layout: split each expert's width over this many ranks of its EP group "
                    "(MoE TP x EP; world = ep x moe-tp; default: experts split over --tp at --ep 1, whole experts at --ep > 1)")
+    p.add_argument("--pp", type=integer, help="pipeline-parallel stages (vLLM's and TensorRT-LLM's "
+                   "--pipeline-parallel-size): each stage the layout over its GPUs and 1/pp of the layers; GPUs = "
+                   "world x pp; for a fixed layout and for every ranked one (default 1; moeserve serve runs none: --emit "
+                   "refuses it)")
     p.add_argument("--redundant", type=_redundant, default="auto", help="fixed layout: redundant expert slots over the EP ranks, "
                    "or auto (default): the fewest that split the experts evenly over --ep")
     p.add_argument("--batch", type=num, help="fixed layout: decode sequences per GPU, or prefill tokens per GPU per step "
@@ -147,6 +152,9 @@ def _check(args) -> None:
         raise ValueError(f"--mtp-accept {args.mtp_accept:g} is more than --mtp-draft {draft} drafts can yield ({draft + 1})")
     if args.gemm_min_tile is not None and args.gemm_min_tile & (args.gemm_min_tile - 1):
         raise ValueError(f"--gemm-min-tile {args.gemm_min_tile} is not a power of two")
+    if args.emit and args.pp and args.pp > 1:
+        raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no pipeline parallelism: --pp {args.pp} "
+                         "(drop --emit to plan it)")
     if args.plan and not args.trace:
         raise ValueError("--plan is scored on routing traces: pass --trace too")
     if args.offload_weights and args.phase in ("decode", "colocated"):
@@ -220,7 +228,12 @@ def _run(args) -> int:
         notes += [note] if note else []
     else:
         gpus = args.gpus or 8
-        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights)
+        pp = args.pp or 1
+        if gpus % pp:
+            raise ValueError(f"--gpus {gpus} is not a multiple of --pp {pp}")
+        if pp > model.num_layers:
+            raise ValueError(f"--pp {pp} is more stages than {model.name}'s {model.num_layers} layers")
+        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights, pp=pp)
         if not results:
             raise ValueError(f"nothing fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
                              + ("" if args.offload_weights else " or --offload-weights for prefill"))
@@ -254,9 +267,12 @@ def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> tuple[Pre
         if redundant:
             note = (f"--redundant auto: {redundant} redundant experts, so {experts} experts + {redundant} split evenly "
                     f"over --ep {ep} ({(experts + redundant) // ep} slots per rank)")
-    lay = Layout(tp, ep, redundant, args.moe_tp or 0).validate(experts)
-    if args.gpus and args.gpus % lay.world:
-        raise ValueError(f"--gpus {args.gpus} is not a multiple of the layout's {lay.world} ranks")
+    lay = Layout(tp, ep, redundant, args.moe_tp or 0, args.pp or 1).validate(experts)
+    if lay.pp > pred.model.num_layers:
+        raise ValueError(f"--pp {lay.pp} is more stages than {pred.model.name}'s {pred.model.num_layers} layers")
+    if args.gpus and args.gpus % lay.gpus:
+        raise ValueError(f"--gpus {args.gpus} is not a multiple of the layout's {lay.gpus} ranks"
+                         + (f" ({lay.world} a stage x --pp {lay.pp})" if lay.pp > 1 else ""))
     o = replace(o, balancedness=balance(lay), offload=args.offload_weights)
     phase = args.phase or "colocated"
     if phase == "prefill":

@@ -63,6 +63,23 @@ def all_reduce(sm: "StepModel", s: "StepInput") -> float:
     return inside + between + hw.scaleout_allreduce_latency_us * 1e-6
 
 
+def pipeline_handoffs(sm: "StepModel", s: "StepInput") -> float:
+    """A token's pass through pp pipeline stages hands the hidden state and the residual (2 x H in the
+    activation format, every rank of the stage its group's tokens) to the next stage pp - 1 times, over
+    NVLink between stages in one node and over each GPU's NIC between nodes (stages are consecutive
+    ranks). Each hand-off's latency is taken as a small all-reduce's over that link (an estimate: a
+    send is one hop, an all-reduce two phases; no published send/recv latency was found)."""
+    lay, hw, m = sm.lay, sm.hw, sm.m
+    if lay.pp == 1:
+        return 0.0
+    nbytes = s.tokens * lay.tp * 2 * m.hidden * sm.p.act_bytes
+    link = sm.eff.network * 1e9
+    across = min(lay.pp - 1, math.ceil(lay.gpus / hw.gpus_per_node) - 1)
+    inside = lay.pp - 1 - across
+    return (across * (nbytes / (hw.scaleout_gbs * link) + hw.scaleout_allreduce_latency_us * 1e-6)
+            + inside * (nbytes / (hw.scaleup_gbs * link) + hw.allreduce_latency_us * 1e-6))
+
+
 def dispatch_combine(sm: "StepModel", s: "StepInput") -> float:
     """Dispatch then combine of one MoE layer (seconds): dispatch_and_combine's two phases together."""
     return sum(dispatch_and_combine(sm, s))

@@ -15,11 +15,16 @@ class Layout:
 
     moe_tp 0 is moeserve's own layout: experts split tensor-parallel over the tp ranks at ep 1, and
     whole experts per rank (MoE TP 1) at ep > 1. A set moe_tp is the MoE TP x EP split of TensorRT-LLM's
-    min-latency layouts (attention TP 8, experts TP 4 x EP 2 on 8 GPUs). world = ep x moe_tp."""
+    min-latency layouts (attention TP 8, experts TP 4 x EP 2 on 8 GPUs). world = ep x moe_tp.
+
+    pp > 1: pipeline parallelism (vLLM's and TensorRT-LLM's --pipeline-parallel-size): pp stages, each
+    this layout over its world of ranks and ceil(layers / pp) of the decoder layers; gpus = world x pp.
+    moeserve itself serves no pipeline parallelism (--emit refuses it)."""
     tp: int = 1
     ep: int = 1
     redundant: int = 0
     moe_tp: int = 0
+    pp: int = 1
 
     @property
     def expert_tp(self) -> int:
@@ -32,13 +37,18 @@ class Layout:
         return self.ep * self.expert_tp
 
     @property
+    def gpus(self) -> int:
+        """GPUs of the deployment: the world of one pipeline stage times the stages."""
+        return self.world * self.pp
+
+    @property
     def attention_groups(self) -> int:
         return self.world // self.tp
 
     def validate(self, num_experts: int) -> "Layout":
-        if self.tp < 1 or self.ep < 1 or self.redundant < 0 or self.moe_tp < 0:
-            raise ValueError(f"tp {self.tp}, ep {self.ep}, moe-tp {self.moe_tp} and redundant {self.redundant} "
-                             "must be positive")
+        if self.tp < 1 or self.ep < 1 or self.redundant < 0 or self.moe_tp < 0 or self.pp < 1:
+            raise ValueError(f"tp {self.tp}, ep {self.ep}, pp {self.pp}, moe-tp {self.moe_tp} and redundant "
+                             f"{self.redundant} must be positive")
         if self.world % self.tp:
             if not self.moe_tp:
                 raise ValueError(f"--ep {self.ep} is not a multiple of --tp {self.tp} (or split each expert over "

@@ -50,13 +50,19 @@ class MemoryReport:
                     "offloaded_moe_layers": self.offloaded_layers} if self.host_weights else {})}
 
 
+def stage_share(model: ModelSpec, layout: Layout) -> float:
+    """Share of the decoder layers the busiest pipeline stage holds: ceil(layers / pp) of them (1 without
+    pipeline parallelism)."""
+    return math.ceil(model.num_layers / layout.pp) / model.num_layers
+
+
 def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
-    """KV bytes one token takes on one GPU of its attention group, all layers."""
+    """KV bytes one token takes on one GPU of its attention group, all layers of its pipeline stage."""
     if model.is_mla:
         per_layer = model.kv_values_per_token_layer
     else:
         per_layer = 2 * max(1, model.num_kv_heads // layout.tp) * model.head_dim
-    return per_layer * model.num_layers * prec.kv_bytes
+    return per_layer * model.num_layers * prec.kv_bytes * stage_share(model, layout)
 
 
 def routed_expert_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> float:
@@ -69,7 +75,9 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
                  offload_layers: int | None = None) -> float:
     """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts over
     EP (slots_per_rank of them, replicas included) and moe_tp, embeddings and LM head
-    vocabulary-parallel over TP, routers replicated; each module in its own format. offload: the
+    vocabulary-parallel over TP, routers replicated; each module in its own format; with pipeline
+    parallelism the busiest stage's ceil(layers / pp) layers and one end's vocabulary matrix (both when
+    the embeddings are tied). offload: the
     routed experts of `offload_layers` MoE layers (default all) live in host memory, and two layers'
     worth of buffers hold them on the GPU (one computing, one arriving)."""
     tp = layout.tp
@@ -85,7 +93,8 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
         # each MTP module: one decoder layer with an MoE block and a 2H x H input projection
         extra = model.mtp_layers * (model.attention_params_per_rank(tp) * attn + routed + shared_router
                                     + 2 * model.hidden ** 2 * prec.act_bytes / tp)
-    return layers + extra + model.embedding_params * prec.act_bytes / tp
+    vocab = model.embedding_params if layout.pp == 1 or model.tie_embeddings else model.embedding_params / 2
+    return layers * stage_share(model, layout) + extra + vocab * prec.act_bytes / tp
 
 
 def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision, layers: int | None = None) -> float:

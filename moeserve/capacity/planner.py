@@ -37,10 +37,13 @@ def candidate_worlds(num_experts: int, gpus: int, gpus_per_node: int, split: boo
     return sorted(worlds)
 
 
-def layouts(num_experts: int, gpus: int, gpus_per_node: int, split: bool = False) -> list[Layout]:
+def layouts(num_experts: int, gpus: int, gpus_per_node: int, split: bool = False, pp: int = 1) -> list[Layout]:
     """Valid layouts of the candidate worlds: experts split tensor-parallel (ep 1) or over EP with 0,
     one or two redundant slots per rank or the fewest that split the experts evenly; one attention
-    group of tp ranks may also split its experts TP x EP (TensorRT-LLM's min-latency layouts)."""
+    group of tp ranks may also split its experts TP x EP (TensorRT-LLM's min-latency layouts). With pp
+    pipeline stages every layout is pp stages of a world that divides gpus / pp."""
+    if pp > 1:
+        return [replace(lay, pp=pp) for lay in layouts(num_experts, gpus // pp, gpus_per_node, split)]
     out = []
     for world in candidate_worlds(num_experts, gpus, gpus_per_node, split):
         for tp in TP_CHOICES:
@@ -89,17 +92,18 @@ def best_prefill(pred: Predictor, lay: Layout, w: Workload, o: Options) -> Predi
 
 
 def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float],
-         top: int = 10, offload_prefill: bool = False) -> list[Prediction]:
+         top: int = 10, offload_prefill: bool = False, pp: int = 1) -> list[Prediction]:
     """The `top` best deployments on `gpus` GPUs; balance(layout) gives the expert balancedness.
-    offload_prefill: a prefill side that does not fit may keep its routed experts in host memory."""
+    offload_prefill: a prefill side that does not fit may keep its routed experts in host memory.
+    pp: pipeline stages of every layout."""
     model, hw = pred.model, pred.hw
     colocated, prefills, decodes = [], [], []
-    for lay in layouts(model.num_experts, gpus, hw.gpus_per_node):
+    for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, pp=pp):
         opts = replace(o, balancedness=balance(lay))
         c = best_batch(lambda b: pred.colocated(lay, b, w, opts), decode_batches(lay), w)
         if c is not None:
             colocated.append(c)
-    for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, split=True):
+    for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, split=True, pp=pp):
         opts = replace(o, balancedness=balance(lay))
         d = best_batch(lambda b: pred.decode(lay, b, w, opts), decode_batches(lay), w)
         if d is not None and d.meets(w):
@@ -114,7 +118,7 @@ def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[
     decodes = sorted(decodes, key=lambda p: -p.output_tokens_per_s_per_gpu)[:4]
     for p in prefills:
         for d in decodes:
-            if p.layout.world + d.layout.world <= gpus:
+            if p.layout.gpus + d.layout.gpus <= gpus:
                 split.append(pred.disaggregated(p, d, gpus, w))
     everything = colocated + split
     everything.sort(key=lambda p: (p.goodput(w), p.output_tokens_per_s_per_gpu), reverse=True)

@@ -95,13 +95,20 @@ class Predictor:
         self.model, self.hw, self.prec, self.eff = model, hw, prec, eff
 
     def decode(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
+        """batch: sequences per GPU. With pp pipeline stages the sequences of an attention group
+        (batch x pp x tp of them) run as up to pp micro-batches in flight, each through every stage in
+        turn (vLLM's and TensorRT-LLM's pipeline schedulers): a token takes one pass through all layers
+        at a micro-batch, step_ms, and each stage works on another micro-batch meanwhile; fewer
+        sequences than stages (batch 1) run the stages one after another."""
         ctx = o.decode_context or w.decode_context
-        tokens = batch * (1 + o.draft_tokens)
-        s = StepInput("decode", tokens, ctx, batch, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs,
+        micro_batches = min(layout.pp, max(1, math.floor(batch * layout.pp * layout.tp + 1e-9)))
+        micro = batch * layout.pp / micro_batches  # sequences per GPU of a stage in one micro-batch
+        tokens = micro * (1 + o.draft_tokens)
+        s = StepInput("decode", tokens, ctx, micro, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs,
                       sbo=o.sbo)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens, o.mtp_accept)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
-                            kv_tokens_needed=math.ceil(batch * layout.tp * (w.isl + w.osl)),
+                            kv_tokens_needed=math.ceil(batch * layout.pp * layout.tp * (w.isl + w.osl)),
                             memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0)
         return Prediction("decode", layout, batch, st.total * 1e3, tpot_ms=st.total * 1e3 / o.mtp_accept,
                           output_tokens_per_s_per_gpu=batch * o.mtp_accept / st.total, memory=mem.as_dict(),
@@ -123,7 +130,8 @@ class Predictor:
         # cached tokens per GPU the step's queries attend to: its sequences' prefixes, or one chunked prompt's
         cached = round(seqs * prefix) if not earlier else (prefix + earlier) / layout.tp
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
-                            kv_tokens_needed=math.ceil(max(seqs, 1) * layout.tp * w.isl), memory_fraction=o.memory_fraction,
+                            kv_tokens_needed=math.ceil(max(seqs, 1) * layout.pp * layout.tp * w.isl),
+                            memory_fraction=o.memory_fraction,
                             offload=o.offload, host_gb=self.hw.host_memory_gb)
         streamed = mem.offloaded_layers / max(1, self.model.num_moe_layers)
         s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=cached,
@@ -172,7 +180,7 @@ class Predictor:
     def disaggregated(self, pre: Prediction, dec: Prediction, gpus: int, w: Workload) -> Prediction:
         """Split `gpus` between prefill (pre's layout) and decode (dec's) in whole instances, in the
         ratio that balances prompts prefilled and prompts decoded per second; best split wins."""
-        p_size, d_size = pre.layout.world, dec.layout.world
+        p_size, d_size = pre.layout.gpus, dec.layout.gpus
         best = None
         for n_p in range(p_size, gpus, p_size):
             n_d = (gpus - n_p) // d_size * d_size

@@ -12,7 +12,7 @@ from moeserve.capacity.predict import Prediction, Workload
 
 def _side(lay: Layout) -> dict:
     return {"tp": lay.tp, "ep": lay.ep, "moe_tp": lay.expert_tp, "attention_dp": lay.attention_groups,
-            "redundant_experts": lay.redundant, "world": lay.world}
+            "redundant_experts": lay.redundant, "world": lay.world, "pp": lay.pp}
 
 
 def row(p: Prediction, w: Workload, balance) -> dict:
@@ -59,6 +59,7 @@ COLUMNS = [
     ("tp", lambda r: r["tp"], 3, True),
     ("ep", lambda r: r["ep"], 4, True),
     ("moe-tp", lambda r: r["moe_tp"], 6, False),
+    ("pp", lambda r: r["pp"], 3, False),
     ("dp", lambda r: r["attention_dp"], 4, True),
     ("red", lambda r: r["redundant_experts"], 4, True),
     ("batch", lambda r: r["batch_per_gpu"], 7, True),
@@ -96,7 +97,8 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
     split = any("prefill" in r for r in unique)
     moe_split = any(r["moe_tp"] != (r["tp"] if r["ep"] == 1 else 1) for r in unique)
     shown = [(h, f, wd) for h, f, wd, always in COLUMNS
-             if always or (split and h in PD_ALWAYS) or (moe_split and h == "moe-tp") or len({str(f(r)) for r in unique}) > 1]
+             if always or (split and h in PD_ALWAYS) or (moe_split and h == "moe-tp") or len({str(f(r)) for r in unique}) > 1
+             or (h == "pp" and any(r["pp"] > 1 for r in unique))]
     header = " ".join(f"{h:<{wd}}" if h in ("#", "deployment") else f"{h:>{wd}}" for h, _, wd in shown)
     lines = [head, *notes, header + "  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  GB/GPU (weights+kv+act+buf)"]
     for i, r in enumerate(unique, 1):

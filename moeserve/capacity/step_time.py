@@ -261,6 +261,8 @@ class StepModel:
         if mtp_draft and m.mtp_layers:
             for i in range(mtp_draft):
                 self.mtp_draft_step(s, out, mtp_accept if i == 0 else 1.0)
+        if self.lay.pp > 1:
+            out.add("communication", comm.pipeline_handoffs(self, s))
         out.add("overhead", self.hw.step_overhead_ms * 1e-3 + s.sequences * self.hw.seq_overhead_us * 1e-6)
         out.total = sum(out.parts.values())
         return out

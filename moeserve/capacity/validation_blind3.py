@@ -88,13 +88,13 @@ def _perf(name: str, hw: str, n: int, isl: int, osl: int, published: float, prec
 
 
 BLIND3 = [
-    Case("vLLM Kimi K2 16xH800 TP8 x PP2, batch 1", VLLM_K2, "h800", "decode", Layout(8, 1, 0), 1 / 8,
+    Case("vLLM Kimi K2 16xH800 TP8 x PP2, batch 1", VLLM_K2, "h800", "decode", Layout(8, 1, 0, pp=2), 1 / 16,
          Workload(1000, 512), Options(), 1000 / 30.78, "tok/s/user",
          "1 / the mean TPOT (30.78 ms) of 8 requests of 1,000 in / 512 out; the recipe's TP 8 x PP 2 launch "
-         "(--max-num-seqs 1: one sequence at a time, which the 58 s mean TTFT of requests sent 1 a second shows) read "
-         "as one TP-8 pass through all 61 layers a token (the two pipeline stages run one after the other at batch 1; "
-         "the hop between the nodes left out); FP8 weights (--quantization fp8), FP8 KV (--kv-cache-dtype fp8), CUDA "
-         "graphs",
+         "(--max-num-seqs 1: one sequence at a time, which the 58 s mean TTFT of requests sent 1 a second shows): one "
+         "sequence on 16 GPUs, the two pipeline stages one after the other (recorded, before the model had pipeline "
+         "parallelism, as one TP-8 pass through all 61 layers without the hop between the nodes); FP8 weights "
+         "(--quantization fp8), FP8 KV (--kv-cache-dtype fp8), CUDA graphs",
          Precision(weights="fp8", kv="fp8"), model="kimi-k2", blind=3),
     Case("InferenceX, SGLang 8xH200 TP8, concurrency 4, 1K/8K", IX_870, "h200", "decode", Layout(8, 1, 0), 4 / 8,
          Workload(922, 7373), Options(), 1000 / 10.93, "tok/s/user",

@@ -118,6 +118,11 @@ def exit_code(argv: list[str]) -> int:
     (["--hardware", "h20", "--model", "deepseek-v3", "--tbo", "--sbo"], "give one"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "bf16", "--mtp-weights", "fp8", "--emit", "x.yaml"],
      "moeserve serve runs"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--gpus", "12", "--pp", "8"], "not a multiple of --pp 8"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--phase", "decode", "--tp", "8", "--pp", "62"], "61 layers"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--gpus", "124", "--pp", "62"], "61 layers"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--phase", "decode", "--tp", "8", "--pp", "2", "--gpus", "8"],
+     "not a multiple of the layout's 16 ranks (8 a stage x --pp 2)"),
 ])
 def test_mistakes_exit_2_with_a_message(capsys, argv, needle):
     assert exit_code(argv) == 2
@@ -131,7 +136,8 @@ NONSENSE = [["--gpus", "1000000000"], ["--gpus", "0"], ["--tp", "0"], ["--batch"
             ["--cache-hit", "nan"], ["--balancedness", "0"], ["--balancedness", "1.5"], ["--ep", "0"], ["--moe-tp", "0"],
             ["--mtp-draft", "-1"], ["--mtp-draft", "99"], ["--gemm-min-tile", "0"], ["--batch", "inf"], ["--batch", "-3"],
             ["--tp", "4096"], ["--memory-fraction", "0"], ["--isl", "1e3"], ["--gpus", "many"], ["--redundant", "some"],
-            ["--balancedness", "1e-300", "--phase", "decode", "--ep", "8"]]  # printed Infinity into --json
+            ["--balancedness", "1e-300", "--phase", "decode", "--ep", "8"],  # printed Infinity into --json
+            ["--pp", "0"], ["--pp", "5000"], ["--pp", "2.5"]]
 
 
 @pytest.mark.parametrize("bad", NONSENSE, ids=[" ".join(a) for a in NONSENSE])
@@ -275,3 +281,23 @@ def test_the_readme_configure_commands_run_as_written(tmp_path):
     for fragment in fragments:  # "... --phase decode --ep 72 --batch 256 --json predicts one layout"
         argv = ["--model", "deepseek-v3", "--hardware", "h200", *shlex.split(fragment)]
         assert main(argv) == 0, fragment
+
+
+def test_pipeline_parallel_layout(capsys):
+    """--pp: a fixed TP 8 x PP 2 layout holds half of the layers a GPU (Kimi K2 fits on 16 H800 where TP 8 does
+    not), a sequence runs both stages one after the other, and the ranked table and JSON say pp."""
+    base = ["--model", "kimi-k2", "--hardware", "h800", "--phase", "decode", "--tp", "8", "--isl", "1000", "--osl", "512",
+            "--kv-dtype", "fp8"]
+    tp8 = run_json(capsys, *base, "--batch", "0.125")
+    pp2 = run_json(capsys, *base, "--pp", "2", "--batch", "0.0625")
+    assert not tp8["fits"] and pp2["fits"] and pp2["pp"] == 2 and tp8["pp"] == 1
+    assert pp2["memory"]["weights_gb"] < 0.55 * tp8["memory"]["weights_gb"]
+    assert tp8["tpot_ms"] < pp2["tpot_ms"] < tp8["tpot_ms"] + 0.1  # the same pass plus one hand-off between nodes
+    assert main(["--model", "deepseek-v3", "--hardware", "h100", "--gpus", "16", "--pp", "2", "--isl", "2000",
+                 "--osl", "400", "--top", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("#  deployment"))
+    assert " pp " in header
+    out = run_json(capsys, "--model", "deepseek-v3", "--hardware", "h100", "--gpus", "16", "--pp", "2", "--isl", "2000",
+                   "--osl", "400", "--top", "3")
+    assert all(r["pp"] == 2 and 16 % (r["world"] * 2) == 0 for r in out["deployments"])

@@ -110,3 +110,16 @@ def test_emitted_cpu_config_starts_a_server(tmp_path, capsys):
     finally:
         server.terminate()
         assert server.wait(60) == 0
+
+
+def test_emit_refuses_pipeline_parallelism(tmp_path, capsys):
+    """moeserve serve runs no pipeline parallelism: --emit with --pp > 1 exits 2 with one line and writes nothing."""
+    target = tmp_path / "serve.yaml"
+    try:
+        code = main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "16", "--pp", "2", "--isl", "2000",
+                     "--osl", "400", "--emit", str(target)])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2 and not target.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no pipeline parallelism" in err[0] and "--pp 2" in err[0]

@@ -326,3 +326,38 @@ def test_capacity_library_never_imports_torch():
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_pipeline_stages_by_hand():
+    """TP 8 x PP 2 of Kimi K2 on two H800 nodes: each GPU holds ceil(61 / 2) = 31 of the 61 layers and one
+    end's vocabulary matrix, and 31/61 of a token's KV; a token's pass hands 2 x 7,168 BF16 values of each of
+    the group's tokens to the next stage once, over the NIC (50 GB/s) at the cross-node latency (47 us);
+    one sequence runs the stages one after the other, the whole model's layers at its micro-batch."""
+    from moeserve.capacity.memory import kv_bytes_per_token, weight_bytes
+    from moeserve.capacity.predict import Options, Predictor, Workload
+
+    m, h800 = load_model("kimi-k2"), load_hardware("h800")
+    prec = Precision(weights="fp8", kv="fp8")
+    tp8, pp2 = Layout(tp=8), Layout(tp=8, pp=2)
+    assert pp2.gpus == 16 and pp2.world == 8
+    vocab = m.embedding_params * 2 / 8  # BF16, split over TP 8
+    assert weight_bytes(m, pp2, prec) == pytest.approx((weight_bytes(m, tp8, prec) - vocab) * 31 / 61 + vocab / 2)
+    assert kv_bytes_per_token(m, pp2, prec) == pytest.approx(kv_bytes_per_token(m, tp8, prec) * 31 / 61)
+    sm = StepModel(m, h800, pp2, prec, IDEAL)
+    s = StepInput("decode", 0.125, 1256, 0.125)
+    handoff = 0.125 * 8 * 2 * 7168 * 2 / 50e9 + 47e-6
+    assert comm.pipeline_handoffs(sm, s) == pytest.approx(handoff)
+    assert comm.pipeline_handoffs(StepModel(m, replace(h800, gpus_per_node=16), pp2, prec, IDEAL), s) == pytest.approx(
+        0.125 * 8 * 2 * 7168 * 2 / 200e9 + 8e-6)  # both stages in one 16-GPU domain: NVLink and its latency
+    pred = Predictor(m, h800, prec, IDEAL)
+    w = Workload(1000, 512)
+    one = pred.decode(pp2, 1 / 16, w, Options())  # one sequence on 16 GPUs
+    flat = pred.decode(tp8, 1 / 8, w, Options())  # the same sequence through all 61 layers at TP 8
+    assert one.step_ms == pytest.approx(flat.step_ms + handoff * 1e3)
+    assert one.output_tokens_per_s_per_gpu == pytest.approx(1 / 16 / (one.step_ms / 1e3))
+    # 64 sequences a GPU: two micro-batches of 64 a stage GPU in flight, a pass at 64 a GPU
+    full = pred.decode(pp2, 64, w, Options())
+    assert full.step_ms == pytest.approx(pred.decode(tp8, 64, w, Options()).step_ms + comm.pipeline_handoffs(
+        sm, StepInput("decode", 64, 1256, 64)) * 1e3)
+    assert full.output_tokens_per_s_per_gpu == pytest.approx(64 / (full.step_ms / 1e3))
+    assert full.memory["kv_gb"] == pytest.approx(64 * 2 * 8 * 1512 * kv_bytes_per_token(m, pp2, prec) / 1e9, rel=1e-3)
