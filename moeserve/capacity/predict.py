@@ -138,7 +138,7 @@ class Predictor:
                       balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed > 0,
                       sbo=o.sbo, offload_share=streamed)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
-        steps = math.ceil(new / batch)
+        steps = math.ceil(new / group)  # a TP group's step prefills batch x tp of a prompt's tokens
         return Prediction("prefill", layout, batch, st.total * 1e3, ttft_ms=(steps + 0.5) * st.total * 1e3,
                           input_tokens_per_s_per_gpu=batch / st.total * w.isl / new, memory=mem.as_dict(),
                           fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()}, offload=streamed > 0)

@@ -125,6 +125,8 @@ def test_a_chunked_prompt_attends_to_its_earlier_chunks():
     assert p.breakdown_ms["attention"] == pytest.approx(qwen.num_layers * (attention + 2 * floor) * 1e3, rel=1e-3)
     # the whole prompt in one step attends to the same mean context: half the prompt
     one = pred.prefill(Layout(tp, 1, 0), prompt / tp, Workload(prompt, 1), Options())
+    # time to first token: the prompt's four steps of 8,192 tokens, after half a step of waiting
+    assert p.ttft_ms == pytest.approx(4.5 * p.step_ms) and one.ttft_ms == pytest.approx(1.5 * one.step_ms)
     floors_ms = qwen.num_layers * 2 * floor * 1e3  # the rope/cache and combine kernels of each step
     assert one.breakdown_ms["attention"] - floors_ms == pytest.approx(4 * (p.breakdown_ms["attention"] - floors_ms))
     # MLA: every chunk expands the 12,288 earlier tokens' latents (1,536 a GPU) with kv_b (512 -> 128 x (128 + 128))
