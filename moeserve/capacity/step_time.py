@@ -113,8 +113,9 @@ class StepModel:
         nbytes_ = (read_tokens + group_tokens) * kv_layer + 2 * group_tokens * m.hidden * self.p.act_bytes
         if decode:
             compute_eff = self.eff.attention_decode
-        else:  # MLA: the fitted prefill factor; GQA: FlashAttention-3's published share (gemm.FA3_SHARE)
-            compute_eff = (self.eff.attention if m.is_mla else FA3_SHARE) * attention_share(self.hw.card_class)
+        else:  # MLA: the fitted prefill factor; GQA on a GPU: FlashAttention-3's published share (gemm.FA3_SHARE)
+            fa3 = not m.is_mla and self.hw.card_class != "cpu"
+            compute_eff = (FA3_SHARE if fa3 else self.eff.attention) * attention_share(self.hw.card_class)
         return self.roofline(flops, nbytes_, self.attention_format(), compute_eff, self.eff.kv_stream)
 
     def kv_bytes_per_token_layer(self) -> float:

@@ -101,6 +101,12 @@ def test_prefill_attention_share_by_kind():
     ds = StepModel(load_model("deepseek-v3"), h100, Layout(), Precision(weights="bf16"), slow)
     flops = 4096 * 2048 * ds.m.attention_flops_per_pair(absorbed=False)
     assert ds.attention_core(s) == pytest.approx(flops / (989e12 * 0.1))
+    # a CPU runs no FlashAttention-3: its calibrated factor, as before
+    cpu, fp32 = load_hardware("cpu"), Precision(weights="fp32", activations="fp32", kv="fp32")
+    on_cpu = [StepModel(load_model("qwen3-235b-a22b"), cpu, Layout(), fp32, Efficiency(attention=a)).attention_core(s)
+              for a in (0.1, 0.2)]
+    flops = 4096 * 2048 * qwen.m.attention_flops_per_pair(absorbed=False)
+    assert on_cpu[0] == pytest.approx(flops / (cpu.peak_flops("fp32") * 0.1)) and on_cpu[0] == pytest.approx(2 * on_cpu[1])
 
 
 
