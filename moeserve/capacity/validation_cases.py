@@ -33,9 +33,10 @@ class Case:
     model: str = "deepseek-v3"
     fitted: bool = False
     batch_rule: str = "slo"
-    hw_overrides: tuple = ()  # (field, value) pairs: what the deployment's kernels change (swapAB's 32-row tile)
+    hw_overrides: tuple = ()  # (field, value) pairs: what the deployment changes (swapAB's 32-row tile, a memory)
     # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
-    # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py)
+    # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py), 4 = the fourth
+    # (validation_blind4.py)
     blind: int = 0
 
     @property

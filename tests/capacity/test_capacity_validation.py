@@ -14,6 +14,8 @@ from moeserve.capacity.validation_blind import BLIND
 from moeserve.capacity.validation_blind2 import BLIND2, RECORDED
 from moeserve.capacity.validation_blind3 import BLIND3
 from moeserve.capacity.validation_blind3 import RECORDED as RECORDED3
+from moeserve.capacity.validation_blind4 import BLIND4
+from moeserve.capacity.validation_blind4 import RECORDED as RECORDED4
 from moeserve.capacity.validation_cases import FITTED, HELD_OUT, UNITS
 
 ORIGINAL = FITTED[:7]
@@ -62,6 +64,17 @@ def test_third_blind_set_stays_where_the_docs_put_them():
     assert sum(e <= 0.25 for e in errors) >= 10 and sum(e <= 0.15 for e in errors) >= 10
 
 
+def test_fourth_blind_set_stays_where_it_was_recorded():
+    """Recorded with the predictions of the model at 850fd9a (RECORDED4) while a model change was made
+    without seeing them; the median and the counts within 15% and 25% as measured when recorded."""
+    assert len(BLIND4) >= 12 and set(RECORDED4) == {c.name for c in BLIND4} and len(RECORDED4) == len(BLIND4)
+    assert all(c.part == "blind 4" for c in BLIND4)
+    assert all(math.isfinite(v) and v > 0 for v in RECORDED4.values())
+    errors = [abs(error(c)) for c in BLIND4]
+    assert statistics.median(errors) <= 0.30  # 29.3%
+    assert sum(e <= 0.25 for e in errors) >= 6 and sum(e <= 0.15 for e in errors) >= 4
+
+
 def test_the_band_can_fail():
     """Halving GEMM efficiency moves some prediction out of the band: the check has teeth."""
     slow = Efficiency(**{**vars(DEFAULT), "gemm": DEFAULT.gemm / 2})
@@ -70,18 +83,18 @@ def test_the_band_can_fail():
 
 def test_every_case_states_its_source_and_assumptions():
     assert len(FITTED) == 10 and len(HELD_OUT) >= 15 and len(BLIND) >= 8 and len({c.name for c in CASES}) == len(CASES)
-    assert all(c.blind and not c.fitted for c in BLIND + BLIND2 + BLIND3)
+    assert all(c.blind and not c.fitted for c in BLIND + BLIND2 + BLIND3 + BLIND4)
     assert not any(c.blind for c in FITTED + HELD_OUT)
     for case in CASES:
         assert case.source and len(case.assumed) > 10 and case.unit in UNITS
 
 
 def test_the_table_reports_every_part():
-    some = FITTED[:1] + HELD_OUT[:1] + BLIND[:1] + BLIND2[:1] + BLIND3[:1]
+    some = FITTED[:1] + HELD_OUT[:1] + BLIND[:1] + BLIND2[:1] + BLIND3[:1] + BLIND4[:1]
     text = table(some)
     assert "| fitted |" in text and "| held out |" in text and "| blind |" in text and "| blind 2 |" in text
-    assert "| blind 3 |" in text
-    assert summary(some).count("within 15%") == 5
+    assert "| blind 3 |" in text and "| blind 4 |" in text
+    assert summary(some).count("within 15%") == 6
 
 
 def test_request_units_by_hand():
