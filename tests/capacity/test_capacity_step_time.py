@@ -223,6 +223,22 @@ def test_latency_floors_bind_a_batch_of_one():
     assert eager >= graphs > m.num_layers * 20 * floor
 
 
+def test_rocm_profiles_take_the_published_rocm_latencies():
+    """MI300X and MI355X: the TP all-reduce's latency is the measured ROCm custom all-reduce (MI300X 7.2
+    us: SGLang PR #6619 at TP 4, 2 KB; MI355X 6.3 us: vLLM PR #39080 at TP 8, 24 KB); eager, a layer's
+    ~15 launches at Kog AI's measured ~4.5 us each (67.5 us); the graph floor stays the fitted one
+    (Kog's ~4.5 us launch + ~0.5 us HBM latency is within it). One token at TP 8, by hand: 7168 x 2 =
+    14,336 bytes, 2 x 7/8 of them over 448 GB/s of Infinity Fabric = 0.056 us, plus 7.2 us."""
+    m, mi300x, mi355x = load_model("deepseek-v3"), load_hardware("mi300x"), load_hardware("mi355x")
+    assert (mi300x.allreduce_latency_us, mi355x.allreduce_latency_us) == (7.2, 6.3)
+    assert mi300x.layer_overhead_us == 67.5 and mi300x.kernel_floor_us == mi355x.kernel_floor_us == 5.875
+    s = StepInput("decode", 1 / 8, 2048, 1 / 8)
+    sm = StepModel(m, mi300x, Layout(tp=8), Precision(), IDEAL)
+    assert comm.all_reduce(sm, s) * 1e6 == pytest.approx(0.056 + 7.2, abs=1e-3)
+    sm355 = StepModel(m, mi355x, Layout(tp=8), Precision(), IDEAL)
+    assert comm.all_reduce(sm355, s) * 1e6 == pytest.approx(2 * 7 / 8 * 14_336 / 537e3 + 6.3)
+
+
 def test_tp_all_reduce_across_nodes_runs_hierarchically_over_the_nics():
     """TP 16 on 8-GPU H100 nodes, 32 tokens per GPU (hand-computed): 32 x 16 tokens x 7168 x 2 bytes =
     7,340,032 bytes; inside a node 2 x 7/8 of them over NVLink (450 GB/s), between the two nodes 2 x 1/2
