@@ -27,6 +27,7 @@ from moeserve.dispatch.base import (
     sum_in_position_order,
     weighted_sum_fixed_order,
 )
+from moeserve.dispatch.even_split import EvenSplitDispatcher, dest_ranks
 from moeserve.dispatch.local import expert_batch, group_by_slot
 from moeserve.dispatch.wire import (
     Column,
@@ -64,7 +65,7 @@ def plan_sends(topk_ids: torch.Tensor, slots_per_rank: int, world: int) -> _Plan
     # T tokens, k top-k, W ranks, N sent rows
     T, k = topk_ids.shape
     ids = topk_ids.long()
-    dest = torch.where(ids >= 0, ids // slots_per_rank, world)  # [T, k]; W = dropped
+    dest = dest_ranks(ids, slots_per_rank, world)  # [T, k]; W = dropped
     present = torch.zeros(T, world + 1, dtype=torch.bool, device=ids.device)
     present.scatter_(1, dest, True)
     rank_idx, token_idx = present[:, :world].t().nonzero(as_tuple=True)  # rank-major, tokens ascending
@@ -79,16 +80,12 @@ def plan_sends(topk_ids: torch.Tensor, slots_per_rank: int, world: int) -> _Plan
     )
 
 
-class A2ADispatcher:
+class A2ADispatcher(EvenSplitDispatcher):
     """Slots split evenly over ctx.ep_size ranks. dispatch and combine each allocate their outputs
     and mutate no state; every rank must call them in the same order (they are collectives)."""
 
     def __init__(self, num_slots: int, ctx: ParallelContext, combine_dtype: torch.dtype | None = None):
-        if num_slots % ctx.ep_size:
-            raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
-        self.num_slots = num_slots
-        self.num_local_slots = num_slots // ctx.ep_size
-        self.ctx = ctx
+        super().__init__(num_slots, ctx)
         # None: partial sums travel back in the payload dtype (bf16 rounds them once more than local).
         self.combine_dtype = combine_dtype
 
@@ -113,7 +110,7 @@ class A2ADispatcher:
             header[:, 0] = plan.send_counts
         recv_header = torch.empty_like(header)
         dist.all_to_all_single(recv_header, header, group=self.ctx.ep_group)
-        _raise_if_flagged(recv_header[:, 1], err, self.ctx.ep_rank)
+        self.raise_if_any_bad(recv_header[:, 1].nonzero().flatten().tolist(), err)
         assert plan is not None
 
         w_dtype = weight_dtype(topk_weights)
@@ -138,10 +135,6 @@ class A2ADispatcher:
         )
         return expert_batch(recv_hidden, row_pos, counts, k), handle
 
-    def expert_output(self, batch: ExpertBatch) -> None:
-        """No buffer of its own for the expert output: the experts allocate it."""
-        return None
-
     def combine(self, expert_out: torch.Tensor, handle: A2AHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""
         # R expert rows, M received rows, N sent rows, T tokens, k top-k
@@ -153,10 +146,3 @@ class A2ADispatcher:
         k = handle.recv_weights.shape[1]
         return sum_in_position_order(back, handle.send_pos, handle.num_tokens, k, handle.out_dtype)
 
-
-def _raise_if_flagged(flags: torch.Tensor, own_error: str | None, rank: int) -> None:
-    """flags [W] int64: 1 where that rank's routing was bad. Raises on every rank alike."""
-    bad = flags.nonzero().flatten().tolist()
-    if bad:
-        detail = f": {own_error}" if own_error else ""
-        raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {rank}){detail}")

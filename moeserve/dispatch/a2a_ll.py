@@ -12,7 +12,7 @@ dispatch: source s packs, for each destination d, one row per token with a top-k
     means "no expert here", so no count travels. One all_to_all_single of [W * M, row bytes] uint8.
     d sorts the received (row, top-k position) entries by local slot, stably (source, row, j: local's
     order), into an ExpertBatch of fixed capacity W * M * k rows; its offsets come from a binary
-    search in the sorted slots (local.sorted_by_slot). Rows past offsets[-1] are padding: the experts
+    search in the sorted slots (local.group_by_slot, padded). Rows past offsets[-1] are padding: the experts
     compute nothing for them that anyone reads.
 combine: d sums each received row's weighted expert outputs in fp32 in top-k order (one partial per
     (token, d); zero for an empty row), sends [W * M, H] back (one all_to_all_single), and s sums each
@@ -31,7 +31,8 @@ import torch
 import torch.distributed as dist
 
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error
-from moeserve.dispatch.local import sorted_by_slot
+from moeserve.dispatch.even_split import EvenSplitDispatcher, dest_ranks
+from moeserve.dispatch.local import expert_batch, group_by_slot
 from moeserve.dispatch.onesided_plan import sum_in_j_order
 from moeserve.dispatch.wire import Column, pack_rows, slot_dtype, unpack_rows, weight_dtype
 from moeserve.parallel_state import ParallelContext
@@ -46,18 +47,14 @@ class A2ALLHandle(Handle):
     out_dtype: torch.dtype
 
 
-class A2ALLDispatcher:
+class A2ALLDispatcher(EvenSplitDispatcher):
     """Slots split evenly over ctx.ep_size ranks. dispatch and combine allocate their outputs and
     mutate no state; every rank must call them in the same order with the same max_tokens."""
 
     graph_safe = True  # no host read with ids_valid: capturable in a CUDA graph
 
     def __init__(self, num_slots: int, ctx: ParallelContext, combine_dtype: torch.dtype | None = None):
-        if num_slots % ctx.ep_size:
-            raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
-        self.num_slots = num_slots
-        self.num_local_slots = num_slots // ctx.ep_size
-        self.ctx = ctx
+        super().__init__(num_slots, ctx)
         # None: partial sums travel back in the payload dtype, as a2a's
         self.combine_dtype = combine_dtype
 
@@ -84,7 +81,7 @@ class A2ALLDispatcher:
         M, device = max(max_tokens, 1), hidden.device
         ids = topk_ids.long()
         ranks = torch.arange(W, device=device)
-        dest = torch.where(ids >= 0, ids.div(S, rounding_mode="floor"), W)  # [T, k]; W = dropped
+        dest = dest_ranks(ids, S, W)  # [T, k]; W = dropped
         on = dest[None] == ranks[:, None, None]  # [W, T, k]
         sent = on.any(2)  # [W, T]
         row = sent.cumsum(1) - 1  # [W, T]: row of token t in d's block
@@ -108,12 +105,8 @@ class A2ALLDispatcher:
         recv_hidden, recv_slots, recv_weights = unpack_rows(recv, columns)  # [W * M, H], [W * M, k], ...
 
         here = recv_slots > 0
-        row_pos, counts = sorted_by_slot(torch.where(here, recv_slots.long() - 1, S), S)
-        batch = ExpertBatch(
-            hidden=recv_hidden.index_select(0, row_pos // k),  # [W * M * k, H]: valid up to offsets[-1]
-            offsets=torch.cumsum(counts, 0).to(torch.int32),
-            counts=counts,
-        )
+        row_pos, counts = group_by_slot(recv_slots.long() - 1, S, padded=True)
+        batch = expert_batch(recv_hidden, row_pos, counts, k)  # [W * M * k, H] rows: valid up to offsets[-1]
         # the partial of rank d for token t comes back as row d * M + row[d, t]; it is summed at t's first
         # top-k position on d (a2a's order), every other position adds the zero row
         first = on.to(torch.uint8).argmax(2)  # [W, T] first top-k position on each rank
@@ -124,10 +117,6 @@ class A2ALLDispatcher:
         handle = A2ALLHandle(row_pos=row_pos, here=here, recv_weights=recv_weights, back_index=back_index,
                              out_dtype=hidden.dtype)
         return batch, handle
-
-    def expert_output(self, batch: ExpertBatch) -> None:
-        """No buffer of its own for the expert output: the experts allocate it."""
-        return None
 
     def combine(self, expert_out: torch.Tensor, handle: A2ALLHandle) -> torch.Tensor:
         """expert_out [W * M * k, H] in ExpertBatch row order (rows past offsets[-1] unread, NaN or not)
@@ -156,7 +145,4 @@ class A2ALLDispatcher:
         mine = torch.tensor([int(err is not None)], dtype=torch.int64, device=device)
         every = [torch.empty_like(mine) for _ in range(self.ctx.ep_size)]
         dist.all_gather(every, mine, group=self.ctx.ep_group)
-        bad = [r for r, flag in enumerate(every) if int(flag)]
-        if bad:
-            detail = f": {err}" if err else ""
-            raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
+        self.raise_if_any_bad([r for r, flag in enumerate(every) if int(flag)], err)

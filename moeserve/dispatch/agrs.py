@@ -27,6 +27,7 @@ from moeserve.dispatch.base import (
     routing_error,
     weighted_sum_fixed_order,
 )
+from moeserve.dispatch.even_split import EvenSplitDispatcher
 from moeserve.dispatch.local import expert_batch, group_by_slot
 from moeserve.dispatch.wire import (
     Column,
@@ -49,16 +50,9 @@ class AgrsHandle(Handle):
     out_dtype: torch.dtype
 
 
-class AgrsDispatcher:
+class AgrsDispatcher(EvenSplitDispatcher):
     """Slots split evenly over ctx.ep_size ranks. dispatch and combine each allocate their outputs
     and mutate no state; every rank must call them in the same order (they are collectives)."""
-
-    def __init__(self, num_slots: int, ctx: ParallelContext):
-        if num_slots % ctx.ep_size:
-            raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
-        self.num_slots = num_slots
-        self.num_local_slots = num_slots // ctx.ep_size
-        self.ctx = ctx
 
     def dispatch(
         self,
@@ -89,10 +83,7 @@ class AgrsDispatcher:
         gathered = gathered.view(W, chunk.numel())
 
         (headers,) = unpack_rows(gathered[:, : _HEADER.nbytes], [_HEADER])
-        bad = headers[:, 1].nonzero().flatten().tolist()
-        if bad:
-            detail = f": {err}" if err else ""
-            raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
+        self.raise_if_any_bad(headers[:, 1].nonzero().flatten().tolist(), err)
         columns = [Column(hidden.dtype, hidden.shape[1]), Column(torch.int32, k), Column(weight_dtype(topk_weights), k)]
         all_rows = gathered[:, _HEADER.nbytes :].reshape(W * max_tokens, row_bytes(columns))
         g_hidden, g_ids, g_weights = unpack_rows(all_rows, columns)  # [W*M, H], [W*M, k], [W*M, k]
@@ -104,10 +95,6 @@ class AgrsDispatcher:
             row_pos=row_pos, gathered_weights=g_weights, max_tokens=max_tokens, num_tokens=T, out_dtype=hidden.dtype
         )
         return expert_batch(g_hidden, row_pos, counts, k), handle
-
-    def expert_output(self, batch: ExpertBatch) -> None:
-        """No buffer of its own for the expert output: the experts allocate it."""
-        return None
 
     def combine(self, expert_out: torch.Tensor, handle: AgrsHandle) -> torch.Tensor:
         """expert_out [R, H] in ExpertBatch row order -> [T, H] in the dispatched hidden's dtype."""

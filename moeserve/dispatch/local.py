@@ -20,18 +20,25 @@ class LocalHandle(Handle):
     out_dtype: torch.dtype
 
 
-def group_by_slot(slot_ids: torch.Tensor, num_slots: int, none_dropped: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def group_by_slot(
+    slot_ids: torch.Tensor, num_slots: int, none_dropped: bool = False, padded: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Expert-major order of the (token, j) positions of slot_ids [T, k] (int, -1 = not here).
 
-    Returns row_pos [R] int64 (flattened t * k + j of each row; slot-major, then in position order,
-    -1 positions left out) and counts [num_slots] int64 (rows per slot).
+    Returns row_pos [R] int64 (flattened t * k + j of each row; slot-major, then in position order)
+    and counts [num_slots] int64 (rows per slot). By default the -1 positions are left out: R is the
+    count of ids >= 0, one host read.
     none_dropped: the caller knows every id lies in [0, num_slots): then R = T * k and nothing is read
-    back to the host (`sorted_by_slot`); otherwise R is the count of ids >= 0, one host read.
+    back to the host (`sorted_by_slot`).
+    padded: a fixed-capacity caller's rows, nothing read back to the host either: R = T * k, the -1
+    positions last (in position order), counted by no slot.
     """
     if none_dropped:
         return sorted_by_slot(slot_ids, num_slots)
     flat = slot_ids.reshape(-1).long()
     keyed = torch.where(flat < 0, num_slots, flat)
+    if padded:
+        return sorted_by_slot(keyed, num_slots)
     order = torch.argsort(keyed, stable=True)
     counts = torch.bincount(keyed, minlength=num_slots + 1)[:num_slots]
     return order[: int(counts.sum())], counts

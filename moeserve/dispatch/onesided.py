@@ -82,6 +82,7 @@ import torch.distributed as dist
 
 from moeserve import envs
 from moeserve.dispatch.base import ExpertBatch, Handle, routing_error, shape_error
+from moeserve.dispatch.even_split import EvenSplitDispatcher
 from moeserve.dispatch.flag_wait import wait_for_flags
 from moeserve.dispatch.heap import SymmetricHeap, collective_device
 from moeserve.dispatch.heap_layout import COMBINE, COUNTS, DISPATCH, META_WORDS, Blocks, Layout
@@ -114,7 +115,7 @@ class OneSidedHandle(Handle):
     weights: torch.Tensor | None = None  # expert output in place with them: local's terms, in j order)
 
 
-class OneSidedDispatcher:
+class OneSidedDispatcher(EvenSplitDispatcher):
     """Slots split evenly over ctx.ep_size ranks. Mutates only its heap and its epoch counter; every
     rank must call dispatch and combine in the same order (each call is one step of the protocol)."""
 
@@ -129,11 +130,7 @@ class OneSidedDispatcher:
         device: torch.device | str = "cpu",
         native: bool = True,
     ):
-        if num_slots % ctx.ep_size:
-            raise ValueError(f"{num_slots} expert slots do not split evenly over ep_size {ctx.ep_size}")
-        self.num_slots = num_slots
-        self.num_local_slots = num_slots // ctx.ep_size
-        self.ctx = ctx
+        super().__init__(num_slots, ctx)
         self.heap_factory, self.puts = heap_factory, puts
         self.timeout_s, self.capacity_tokens = timeout_s, capacity_tokens
         self.yield_s: float | None = None  # how long a flag wait yields before it sleeps (flag_wait.py)
@@ -364,8 +361,7 @@ class OneSidedDispatcher:
             return
         if err is None and self.ctx.ep_rank in bad:  # found by the kernels: word it here
             err = routing_error(topk_ids, self.num_slots)
-        detail = f": {err}" if err else ""
-        raise ValueError(f"invalid expert routing on ep rank(s) {bad} (this is rank {self.ctx.ep_rank}){detail}")
+        self.raise_if_any_bad(bad, err)
 
     def _partial_rows(self, p: int, expert_out: torch.Tensor, handle: OneSidedHandle) -> None:
         """Every source's partial rows of this step into its partial block [p][me] (no flag yet)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from moeserve.dispatch.local import group_by_slot
+
 # Up to this many fp32 elements, sum_in_j_order gathers all k terms of every token in one op (a
 # [T, k, H] buffer); above it (a large prefill) one top-k position at a time, so no k-fold buffer.
 DENSE_LIMIT = 1 << 22
@@ -62,16 +64,12 @@ def expand_grid(slots: torch.Tensor, counts: list[int], num_slots: int) -> tuple
     stale and ignored) -> row_pos [R] int64 (q * k + j of each ExpertBatch row, q = s * n + r; slot-major,
     then in (source, row, j) order: local's order) and counts [num_slots] int64 (rows per slot)."""
     # W sources, n rows per source (the largest count), k top-k, R expert rows
-    W, n, k = slots.shape
+    n = slots.shape[1]
     keyed = slots.to(torch.int64, copy=True)  # never written back: slots may be a view of the heap
     if min(counts) < n:
         stale = torch.arange(n, device=slots.device) >= torch.tensor(counts, device=slots.device)[:, None]
         keyed.masked_fill_(stale[:, :, None], -1)
-    keyed = torch.where(keyed < 0, num_slots, keyed).view(-1)
-    order = torch.argsort(keyed, stable=True)
-    per_slot = torch.bincount(keyed, minlength=num_slots + 1)
-    rows = W * n * k - int(per_slot[num_slots])
-    return order[:rows], per_slot[:num_slots]
+    return group_by_slot(keyed, num_slots)
 
 
 def position_index(pos: torch.Tensor, rows: torch.Tensor | None, num_tokens: int, top_k: int,

@@ -46,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moeserve.dispatch.even_split import dest_ranks
 from moeserve.dispatch.heap import SymmetricHeap
 from moeserve.dispatch.heap_layout import COMBINE, DISPATCH, META_WORDS, Layout
 from moeserve.dispatch.puts import Signal, wake_sleepers
@@ -277,7 +278,7 @@ def _block_starts(topk_ids: torch.Tensor, num_local_slots: int, world: int, bloc
     # T tokens, k top-k, W ranks
     T = topk_ids.shape[0]
     ids = topk_ids.long()
-    ranks = torch.where(ids >= 0, ids.div(num_local_slots, rounding_mode="floor"), world)  # -1: no rank
+    ranks = dest_ranks(ids, num_local_slots, world)  # -1: no rank
     sent = torch.zeros(blocks * BT, world + 1, dtype=torch.int32, device=ids.device)
     sent[:T].scatter_(1, ranks.clamp(max=world), 1)  # ids past the last rank: bad, counted by the kernel
     per_block = sent[:, :world].view(blocks, BT, world).sum(1, dtype=torch.int32)
