@@ -12,11 +12,8 @@ API_KEY = "sk-test-key"
 
 @pytest.fixture(scope="session")
 def server():
-    srv = ServerProcess(*SERVER_ARGS)
-    try:
+    with ServerProcess(*SERVER_ARGS) as srv:
         yield srv
-    finally:
-        srv.kill()
 
 
 @pytest.fixture(scope="session")

@@ -66,12 +66,9 @@ def socket_inodes(pid: int) -> set[int]:
 
 @pytest.fixture(scope="module")
 def srv():
-    server = ServerProcess("--ep", "2", "--tp", "1", "--max-model-len", "512", "--kv-cache-blocks", "64",
-                           startup_timeout_s=400)
-    try:
+    with ServerProcess("--ep", "2", "--tp", "1", "--max-model-len", "512", "--kv-cache-blocks", "64",
+                       startup_timeout_s=400) as server:
         yield server
-    finally:
-        server.kill()
 
 
 def test_every_listening_socket_of_an_ep2_server_is_on_loopback(srv):

@@ -19,12 +19,9 @@ MAX_SEQS = 4
 
 @pytest.fixture(scope="module")
 def srv():
-    server = ServerProcess("--max-num-seqs", str(MAX_SEQS), "--max-model-len", "2048", "--kv-cache-blocks", "640",
-                           "--max-body-bytes", str(16 << 20))
-    try:
+    with ServerProcess("--max-num-seqs", str(MAX_SEQS), "--max-model-len", "2048", "--kv-cache-blocks", "640",
+                       "--max-body-bytes", str(16 << 20)) as server:
         yield server
-    finally:
-        server.kill()
 
 
 def metric(server, name: str) -> float:

@@ -23,11 +23,9 @@ BOUND = 256 * 1024
 
 @pytest.fixture(scope="module")
 def srv():
-    server = ServerProcess("--max-model-len", "2048", "--kv-cache-blocks", "640", "--max-stream-buffer-bytes", str(BOUND))
-    try:
+    with ServerProcess("--max-model-len", "2048", "--kv-cache-blocks", "640",
+                       "--max-stream-buffer-bytes", str(BOUND)) as server:
         yield server
-    finally:
-        server.kill()
 
 
 def metric(server, name: str) -> float:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from server_harness import ServerProcess
+from server_harness import PD_ENV, ROUTER_PREFILL, decoded, metric, pd_pair, post
 
 if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
     pytest.skip("NIXL is not installed (pip install 'moeserve[pd]')", allow_module_level=True)
@@ -23,12 +23,7 @@ if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12",
 pytestmark = pytest.mark.slow
 
 ARGS = ("--kv-cache-blocks", "160", "--max-model-len", "1024", "--max-num-seqs", "8")
-# no UCX_* variable: moeserve binds UCX to the side channel's interface itself (loopback here)
-ENV = {k: "" for k in os.environ if k.startswith("UCX_")}
 EXPIRY_S = 15
-# byte for byte what vllm-router 0.1.17 adds to the prefill call
-ROUTER_PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-                  "remote_block_ids": None, "remote_host": None, "remote_port": None}
 SHARED = "In the beginning the river ran through the valley, and the people built their houses on its banks. "
 PROMPTS = {
     "short": "Hello world",
@@ -41,21 +36,8 @@ PROMPTS = {
 
 @pytest.fixture(scope="module")
 def pd():
-    prefill = ServerProcess(*ARGS, "--kv-role", "prefill", "--kv-expiry-s", str(EXPIRY_S), env=ENV)
-    try:
-        decode = ServerProcess(*ARGS, "--kv-role", "decode", env=ENV)
-    except BaseException:
-        prefill.kill()
-        raise
-    try:
-        yield prefill, decode
-    finally:
-        decode.kill()
-        prefill.kill()
-
-
-def post(url: str, path: str, body: dict) -> httpx.Response:
-    return httpx.post(url + path, json=body, timeout=120)
+    with pd_pair(*ARGS, prefill_args=("--kv-expiry-s", str(EXPIRY_S))) as pair:
+        yield pair
 
 
 def start_router(prefill, decode) -> tuple[subprocess.Popen, str]:
@@ -64,7 +46,7 @@ def start_router(prefill, decode) -> tuple[subprocess.Popen, str]:
     router = subprocess.Popen(
         ["vllm-router", "--vllm-pd-disaggregation", "--prefill", prefill.url, "--decode", decode.url,
          "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(_free_port())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **ENV))
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **PD_ENV))
     return router, f"http://127.0.0.1:{port}"
 
 
@@ -90,25 +72,6 @@ def two_calls(prefill, decode, body: dict, path: str = "/v1/completions") -> dic
     params = first.json()["kv_transfer_params"]
     assert params["do_remote_prefill"] is True and params["remote_block_ids"]
     return decoded(decode.url, path, dict(body, kv_transfer_params=params))
-
-
-def decoded(url: str, path: str, body: dict) -> dict | list[dict]:
-    if not body.get("stream"):
-        r = post(url, path, body)
-        assert r.status_code == 200, r.text
-        return r.json()
-    with httpx.stream("POST", url + path, json=body, timeout=120) as r:
-        assert r.status_code == 200
-        return [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
-
-
-def metric(url: str, name: str) -> float:
-    """The value at the next heartbeat: engine numbers reach /metrics with the engine's heartbeat (0.2 s)."""
-    time.sleep(0.5)
-    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
 
 
 def wait_for(check, timeout_s: float = 30) -> None:

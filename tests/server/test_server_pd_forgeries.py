@@ -10,8 +10,8 @@ import time
 
 import httpx
 import pytest
-from server_harness import ServerProcess
-from test_server_pd import ARGS, ENV, ROUTER_PREFILL, ListeningPeer
+from server_harness import ROUTER_PREFILL, pd_pair
+from test_server_pd import ARGS, ListeningPeer
 
 from moeserve.kv_transfer import params as kv
 from moeserve.kv_transfer import peer_calls, trust
@@ -25,17 +25,8 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 @pytest.fixture(scope="module")
 def pd():
-    prefill = ServerProcess(*ARGS, "--kv-role", "prefill", "--api-key", API_KEY, env=ENV)
-    try:
-        decode = ServerProcess(*ARGS, "--kv-role", "decode", "--api-key", API_KEY, env=ENV)
-    except BaseException:
-        prefill.kill()
-        raise
-    try:
-        yield prefill, decode
-    finally:
-        decode.kill()
-        prefill.kill()
+    with pd_pair(*ARGS, "--api-key", API_KEY) as pair:
+        yield pair
 
 
 def complete(url: str, body: dict) -> httpx.Response:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 from family_tokenizers import HARMONY, save_tokenizer
-from server_harness import ServerProcess
-from test_server_pd import ENV, ROUTER_PREFILL, decoded, metric, post
+from server_harness import ROUTER_PREFILL, decoded, metric, pd_pair, post
 from tiny_models import make_hf_model, save_checkpoint
 
 if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
@@ -28,17 +27,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pd(model_dir):
-    prefill = ServerProcess("--model", str(model_dir), *ARGS, "--kv-role", "prefill", env=ENV)
-    try:
-        decode = ServerProcess("--model", str(model_dir), *ARGS, "--kv-role", "decode", env=ENV)
-    except BaseException:
-        prefill.kill()
-        raise
-    try:
-        yield prefill, decode
-    finally:
-        decode.kill()
-        prefill.kill()
+    with pd_pair("--model", str(model_dir), *ARGS) as pair:
+        yield pair
 
 
 def test_chat_renders_the_harmony_prompt(pd, model_dir):

@@ -9,13 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from server_harness import ServerProcess
+from server_harness import PD_ENV, ROUTER_PREFILL, ServerProcess, decoded, metric, post
 
 from moeserve.kv_transfer.peer_calls import get_json
 from moeserve.kv_transfer.trust import PoolKey
-from test_server_pd import (
-    ENV, PROMPTS, ROUTER_PREFILL, body_for, decoded, first_routed, metric, post, start_router, wait_for,
-)
+from test_server_pd import PROMPTS, body_for, first_routed, start_router, wait_for
 
 if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
     pytest.skip("NIXL is not installed (pip install 'moeserve[pd]')", allow_module_level=True)
@@ -34,7 +32,7 @@ def servers():
     started: dict[str, ServerProcess] = {}
 
     def start(name: str) -> None:
-        started[name] = ServerProcess(*ARGS, *LAYOUTS[name], env=ENV)
+        started[name] = ServerProcess(*ARGS, *LAYOUTS[name], env=PD_ENV)
 
     try:
         with ThreadPoolExecutor(len(LAYOUTS)) as pool:

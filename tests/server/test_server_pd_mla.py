@@ -3,8 +3,7 @@ plus rope key per token (one tensor per layer, not K and V), and the blocks must
 from __future__ import annotations
 
 import pytest
-from server_harness import ServerProcess
-from test_server_pd import ENV, ROUTER_PREFILL, decoded, metric, post
+from server_harness import PD_ENV, ROUTER_PREFILL, ServerProcess, decoded, metric, pd_pair, post
 
 if not any(__import__("importlib.util").util.find_spec(m) for m in ("nixl_cu12", "nixl")):
     pytest.skip("NIXL is not installed (pip install 'moeserve[pd]')", allow_module_level=True)
@@ -25,17 +24,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mla_pd(model_dir):
-    prefill = ServerProcess("--model", str(model_dir), *ARGS, "--kv-role", "prefill", env=ENV)
-    try:
-        decode = ServerProcess("--model", str(model_dir), *ARGS, "--kv-role", "decode", env=ENV)
-    except BaseException:
-        prefill.kill()
-        raise
-    try:
-        yield prefill, decode
-    finally:
-        decode.kill()
-        prefill.kill()
+    with pd_pair("--model", str(model_dir), *ARGS) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("length", [3, 8, 45])
@@ -61,11 +51,8 @@ def test_mla_latent_blocks_move_and_tokens_equal_colocated(mla_pd, length, strea
 
 @pytest.fixture(scope="module")
 def tp2_decoder(model_dir, mla_pd):
-    decode = ServerProcess("--model", str(model_dir), *ARGS, "--tp", "2", "--kv-role", "decode", env=ENV)
-    try:
+    with ServerProcess("--model", str(model_dir), *ARGS, "--tp", "2", "--kv-role", "decode", env=PD_ENV) as decode:
         yield decode
-    finally:
-        decode.kill()
 
 
 @pytest.mark.timeout(900)

@@ -19,12 +19,9 @@ PROMPTS = ["Hello, world!", "Experts are placed on ranks"]
 @pytest.fixture(scope="module")
 def recording_server(tmp_path_factory):
     out = tmp_path_factory.mktemp("traces")
-    srv = ServerProcess("--ep", "2", "--record-trace-dir", str(out), "--eplb-interval", "4", "--kv-cache-blocks", "96",
-                        "--max-model-len", "256")
-    try:
+    with ServerProcess("--ep", "2", "--record-trace-dir", str(out), "--eplb-interval", "4", "--kv-cache-blocks", "96",
+                       "--max-model-len", "256") as srv:
         yield srv, out
-    finally:
-        srv.kill()
 
 
 def _complete(srv, prompt: str) -> list[int]:

@@ -17,11 +17,8 @@ URL_ARGS = ("--max-num-seqs", "1", "--max-queued-requests", "1", "--kv-cache-blo
 
 @pytest.fixture(scope="module")
 def small_server():
-    srv = ServerProcess(*URL_ARGS)
-    try:
+    with ServerProcess(*URL_ARGS) as srv:
         yield srv
-    finally:
-        srv.kill()
 
 
 def gauge(server, name: str) -> float:

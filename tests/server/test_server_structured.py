@@ -43,12 +43,9 @@ ASK = [{"role": "user", "content": "Tell me about a person."}]
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ServerProcess("--max-model-len", "1024", "--kv-cache-blocks", "256", "--max-num-seqs", "8",
-                        "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3")
-    try:
+    with ServerProcess("--max-model-len", "1024", "--kv-cache-blocks", "256", "--max-num-seqs", "8",
+                       "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3") as srv:
         yield srv
-    finally:
-        srv.kill()
 
 
 @pytest.fixture(scope="module")

@@ -5,58 +5,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
-from server_harness import ServerProcess  # noqa: E402
+from server_harness import ROUTER_PREFILL, ServerProcess, decoded, metric, pd_pair, post  # noqa: E402
 
 from moeserve import LLM, SamplingParams  # noqa: E402
 
 pytestmark = pytest.mark.slow  # servers in subprocesses
 
-# as tests/server/test_server_pd.py speaks to a P/D pair (vllm-router's prefill call, no UCX_* variable)
-ENV = {k: "" for k in os.environ if k.startswith("UCX_")}
-ROUTER_PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-                  "remote_block_ids": None, "remote_host": None, "remote_port": None}
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
 PROMPT = "said he, and she said, and he said, and she said,"
 
 
-def post(url: str, path: str, body: dict) -> httpx.Response:
-    return httpx.post(url + path, json=body, timeout=120)
-
-
-def decoded(url: str, path: str, body: dict) -> dict | list[dict]:
-    if not body.get("stream"):
-        r = post(url, path, body)
-        assert r.status_code == 200, r.text
-        return r.json()
-    with httpx.stream("POST", url + path, json=body, timeout=120) as r:
-        assert r.status_code == 200
-        return [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
-
-
-def metric(url: str, name: str) -> float:
-    time.sleep(0.5)  # engine numbers reach /metrics with its heartbeat
-    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
-
-
 @pytest.fixture(scope="module")
 def ngram_server():
-    srv = ServerProcess("--speculative-config", NGRAM, "--max-num-seqs", "8")
-    try:
+    with ServerProcess("--speculative-config", NGRAM, "--max-num-seqs", "8") as srv:
         yield srv
-    finally:
-        srv.kill()
 
 
 def _text(url: str, model: str, stream: bool, **extra) -> tuple[str, str | None, list]:
@@ -121,17 +89,8 @@ def mtp_pd(tmp_path_factory):
     make_mtp_checkpoint(path)
     args = ("--model", str(path), "--kv-cache-blocks", "64", "--block-size", "8", "--max-num-seqs", "4",
             "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}')
-    prefill = ServerProcess(*args, "--kv-role", "prefill", env=ENV)
-    try:
-        decode = ServerProcess(*args, "--kv-role", "decode", env=ENV)
-    except BaseException:
-        prefill.kill()
-        raise
-    try:
-        yield prefill, decode
-    finally:
-        decode.kill()
-        prefill.kill()
+    with pd_pair(*args) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("stream", [False, True])
