@@ -115,3 +115,27 @@ def fp8_cast():
     """The FP8 kernels' `CAST` constexpr: fp32 -> e4m3 by the hardware when compiled (a jit function, the
     values FP8), by `e4m3_emulated` under the interpreter (the values fp32, rounded as e4m3)."""
     return e4m3_emulated if interpreting() else E4M3_CAST
+
+
+def _online_softmax_tile(s, v, m, l, acc, UPCAST: tl.constexpr):
+    """One key tile of FlashAttention's online softmax: scores s [M, N] fp32 in the log2 domain (-inf
+    where masked), values v [N, D]; the running max m [M], sum l [M] and accumulator acc [M, D], fp32
+    -> (m, l, acc) with the tile taken in. UPCAST: the product in fp32 (`upcast`)."""
+    m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
+    alpha = tl.exp2(m - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l = l * alpha + tl.reduce(p, 1, SUM)
+    if UPCAST:
+        acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+    else:
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return m_new, l, acc
+
+
+ONLINE_SOFTMAX_TILE = JITFunction(_online_softmax_tile)
+
+
+def online_softmax_tile():
+    """The prefill kernels' `SOFTMAX_TILE` constexpr: `_online_softmax_tile`, a jit function when compiled
+    and the plain function under the interpreter (the reason is fp8_cast's)."""
+    return _online_softmax_tile if interpreting() else ONLINE_SOFTMAX_TILE

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import triton.language as tl
 
-from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, tile_table, upcast
+from moeserve.kernels.triton.launch import Kernel, online_softmax_tile, pow2, tile_table, upcast
 
 LOG2E = 1.4426950408889634
 
@@ -33,7 +33,7 @@ def _mla_expanded_kernel(
     qn_ptr, qr_ptr, kn_ptr, kr_ptr, v_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, out_ptr,
     scale_log2,
     sqn_n, sqn_h, sqr_n, sqr_h, skn_b, skn_l, skn_h, skr_b, skr_l, sv_b, sv_l, sv_h, so_n, so_h,
-    UPCAST: tl.constexpr, DN: tl.constexpr, RR: tl.constexpr, DV: tl.constexpr,
+    UPCAST: tl.constexpr, SOFTMAX_TILE: tl.constexpr, DN: tl.constexpr, RR: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DN: tl.constexpr, BLOCK_RR: tl.constexpr,
     BLOCK_DV: tl.constexpr,
 ):  # fmt: skip
@@ -95,15 +95,7 @@ def _mla_expanded_kernel(
             s = s * scale_log2
             if phase == 1:
                 s = tl.where(ok[None, :] & (pos[None, :] <= q_pos[:, None]), s, float("-inf"))
-            m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
-            alpha = tl.exp2(m - m_new)
-            p = tl.exp2(s - m_new[:, None])
-            l = l * alpha + tl.reduce(p, 1, SUM)
-            if UPCAST:
-                acc = tl.dot(p, vv.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
-            else:
-                acc = tl.dot(p.to(vv.dtype), vv, acc * alpha[:, None])
-            m = m_new
+            m, l, acc = SOFTMAX_TILE(s, vv, m, l, acc, UPCAST)
     out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
     o_rows = tok64 * so_n + head * so_h
     tl.store(out_ptr + o_rows[:, None] + dv[None, :], out.to(out_ptr.dtype.element_ty),
@@ -162,9 +154,9 @@ def mla_prefill_expanded(
         q_nope.stride(0), q_nope.stride(1), q_rope.stride(0), q_rope.stride(1),
         k_nope.stride(0), k_nope.stride(1), k_nope.stride(2), k_rope.stride(0), k_rope.stride(1),
         v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),
-        UPCAST=upcast(q_nope.dtype), DN=dn, RR=r, DV=dv, BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-        BLOCK_DN=pow2(dn, 16), BLOCK_RR=pow2(r, 16), BLOCK_DV=pow2(dv, 16), num_warps=t.num_warps,
-        num_stages=t.num_stages,
+        UPCAST=upcast(q_nope.dtype), SOFTMAX_TILE=online_softmax_tile(), DN=dn, RR=r, DV=dv, BLOCK_M=t.block_m,
+        BLOCK_N=t.block_n, BLOCK_DN=pow2(dn, 16), BLOCK_RR=pow2(r, 16), BLOCK_DV=pow2(dv, 16),
+        num_warps=t.num_warps, num_stages=t.num_stages,
     )  # fmt: skip
     return out
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import triton.language as tl
 
-from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, tile_table, upcast
+from moeserve.kernels.triton.launch import Kernel, online_softmax_tile, pow2, tile_table, upcast
 
 LOG2E = 1.4426950408889634
 
@@ -40,7 +40,7 @@ def _prefill_kernel(
     q_ptr, k_ptr, v_ptr, tables_ptr, query_start_ptr, seq_lens_ptr, tile_seq_ptr, tile_row_ptr, sinks_ptr, out_ptr,
     scale_log2, window, G, BS,
     sq_n, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_n, so_h,
-    UPCAST: tl.constexpr, SINKS: tl.constexpr, D: tl.constexpr,
+    UPCAST: tl.constexpr, SOFTMAX_TILE: tl.constexpr, SINKS: tl.constexpr, D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
@@ -100,15 +100,7 @@ def _prefill_kernel(
             if phase != 1:
                 seen = ok[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > oldest[:, None])
                 s = tl.where(seen, s, float("-inf"))
-            m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
-            alpha = tl.exp2(m - m_new)
-            p = tl.exp2(s - m_new[:, None])
-            l = l * alpha + tl.reduce(p, 1, SUM)
-            if UPCAST:
-                acc = tl.dot(p, vv.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
-            else:
-                acc = tl.dot(p.to(vv.dtype), vv, acc * alpha[:, None])
-            m = m_new
+            m, l, acc = SOFTMAX_TILE(s, vv, m, l, acc, UPCAST)
     out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
     o_rows = tok64 * so_n + head * so_h
     tl.store(out_ptr + o_rows[:, None] + d[None, :], out.to(out_ptr.dtype.element_ty),
@@ -179,8 +171,8 @@ def paged_prefill(
         scale * LOG2E, sliding_window or 0, G, k_cache.shape[1],
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
-        UPCAST=upcast(q.dtype), SINKS=sinks is not None, D=D, BLOCK_M=block_m, BLOCK_N=t.block_n,
-        BLOCK_D=pow2(D, 16), num_warps=t.num_warps, num_stages=t.num_stages,
+        UPCAST=upcast(q.dtype), SOFTMAX_TILE=online_softmax_tile(), SINKS=sinks is not None, D=D, BLOCK_M=block_m,
+        BLOCK_N=t.block_n, BLOCK_D=pow2(D, 16), num_warps=t.num_warps, num_stages=t.num_stages,
     )  # fmt: skip
     return out
 
