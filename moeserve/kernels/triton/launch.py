@@ -136,6 +136,6 @@ ONLINE_SOFTMAX_TILE = JITFunction(_online_softmax_tile)
 
 
 def online_softmax_tile():
-    """The prefill kernels' `SOFTMAX_TILE` constexpr: `_online_softmax_tile`, a jit function when compiled
+    """The attention kernels' `SOFTMAX_TILE` constexpr: `_online_softmax_tile`, a jit function when compiled
     and the plain function under the interpreter (the reason is fp8_cast's)."""
     return _online_softmax_tile if interpreting() else ONLINE_SOFTMAX_TILE

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 import triton.language as tl
 
-from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, tile_table, upcast
+from moeserve.kernels.triton.launch import Kernel, online_softmax_tile, pow2, tile_table, upcast
 from moeserve.kernels.triton.split_combine import EMPTY, combine, num_splits
 
 LOG2E = 1.4426950408889634
@@ -45,8 +45,8 @@ def _mla_kernel(
     out_ptr, acc_ptr, ml_ptr,
     scale_log2, h, BS, Q, tiles_per_seq,
     sl_n, sl_h, sr_n, sr_h, sc_nb, sc_bs, st_b, so_n, so_h, sa_n, sa_h, sa_p, sm_n, sm_h, sm_p, P,
-    UNIFORM: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, R: tl.constexpr, RR: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_RR: tl.constexpr,
+    UNIFORM: tl.constexpr, SPLIT: tl.constexpr, UPCAST: tl.constexpr, SOFTMAX_TILE: tl.constexpr, R: tl.constexpr,
+    RR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_RR: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     part = tl.program_id(1)
@@ -108,15 +108,7 @@ def _mla_kernel(
             s = tl.dot(qr, kr, s)
         seen = ok[None, :] & (pos[None, :] <= q_pos[:, None])
         s = tl.where(seen, s * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
-        alpha = tl.exp2(m - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l = l * alpha + tl.reduce(p, 1, SUM)
-        if UPCAST:
-            acc = tl.dot(p, kv, acc * alpha[:, None], input_precision="ieee")
-        else:
-            acc = tl.dot(p.to(kv.dtype), kv, acc * alpha[:, None])
-        m = m_new
+        m, l, acc = SOFTMAX_TILE(s, kv, m, l, acc, UPCAST)
     mask = row_ok[:, None] & c_ok[None, :]
     if not SPLIT:
         out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
@@ -172,9 +164,9 @@ def _launch(ql, qr, cache, tables, seq_lens, query_start, tile_seq, tile_row, ou
         ql.stride(0), ql.stride(1), qr.stride(0), qr.stride(1), cache.stride(0), cache.stride(1), tables.stride(0),
         out.stride(0), out.stride(1), acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1),
         ml.stride(2), P,
-        UNIFORM=uniform, SPLIT=P > 1, UPCAST=upcast(ql.dtype) or cache.dtype == torch.float32, R=R, RR=r,
-        BLOCK_M=block_m, BLOCK_N=t.block_n, BLOCK_R=pow2(R, 16), BLOCK_RR=pow2(r, 16),
-        num_warps=t.num_warps, num_stages=t.num_stages,
+        UNIFORM=uniform, SPLIT=P > 1, UPCAST=upcast(ql.dtype) or cache.dtype == torch.float32,
+        SOFTMAX_TILE=online_softmax_tile(), R=R, RR=r, BLOCK_M=block_m, BLOCK_N=t.block_n, BLOCK_R=pow2(R, 16),
+        BLOCK_RR=pow2(r, 16), num_warps=t.num_warps, num_stages=t.num_stages,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out
 

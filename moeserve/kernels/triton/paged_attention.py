@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import triton.language as tl
 
-from moeserve.kernels.triton.launch import MAX, SUM, Kernel, pow2, upcast
+from moeserve.kernels.triton.launch import Kernel, online_softmax_tile, pow2, upcast
 from moeserve.kernels.triton.split_combine import EMPTY, combine, num_splits
 
 LOG2E = 1.4426950408889634
@@ -35,8 +35,8 @@ def _decode_kernel(
     q_ptr, k_ptr, v_ptr, tables_ptr, seq_lens_ptr, sinks_ptr, out_ptr, acc_ptr, ml_ptr,
     scale_log2, window, G, D, BS,
     sq_b, sq_h, sk_nb, sk_bs, sk_h, sv_nb, sv_bs, sv_h, st_b, so_b, so_h, sa_b, sa_h, sa_p, sm_b, sm_h, sm_p, P,
-    SPLIT: tl.constexpr, UPCAST: tl.constexpr, SINKS: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    SPLIT: tl.constexpr, UPCAST: tl.constexpr, SOFTMAX_TILE: tl.constexpr, SINKS: tl.constexpr,
+    BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -76,15 +76,7 @@ def _decode_kernel(
         else:
             s = tl.dot(q, kt)
         s = tl.where(ok[None, :], s * scale_log2, float("-inf"))
-        m_new = tl.maximum(m, tl.reduce(s, 1, MAX))
-        alpha = tl.exp2(m - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l = l * alpha + tl.reduce(p, 1, SUM)
-        if UPCAST:
-            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
-        else:
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m = m_new
+        m, l, acc = SOFTMAX_TILE(s, v, m, l, acc, UPCAST)
     if not SPLIT:
         out = acc / tl.where(l > 0.0, l, 1.0)[:, None]
         tl.store(out_ptr + b * so_b + heads[:, None] * so_h + d[None, :], out.to(out_ptr.dtype.element_ty),
@@ -149,8 +141,8 @@ def paged_decode(
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0), out.stride(0), out.stride(1),
         acc.stride(0), acc.stride(1), acc.stride(2), ml.stride(0), ml.stride(1), ml.stride(2), P,
-        SPLIT=P > 1, UPCAST=upcast(q.dtype), SINKS=sinks is not None, BLOCK_G=pow2(G, 16), BLOCK_N=block_n,
-        BLOCK_D=pow2(D, 16),
+        SPLIT=P > 1, UPCAST=upcast(q.dtype), SOFTMAX_TILE=online_softmax_tile(), SINKS=sinks is not None,
+        BLOCK_G=pow2(G, 16), BLOCK_N=block_n, BLOCK_D=pow2(D, 16),
         num_warps=num_warps,
     )  # fmt: skip
     return combine(acc, ml, out) if P > 1 else out
