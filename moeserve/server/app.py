@@ -59,7 +59,7 @@ class Gate:
             if error is None and self.expected is not None and path not in _OPEN_PATHS:
                 error = self._refused_key(scope)
             if error is None and self.state.draining and path not in ("/metrics",):
-                error = unavailable("the server is shutting down")
+                error = unavailable(self._draining_message())
             if error is None:
                 return await self.app(scope, receive, counted)
             await error.response()(scope, receive, counted)
@@ -68,6 +68,15 @@ class Gate:
                 await internal_error(e, f"{scope.get('method')} {path}").response()(scope, receive, counted)
         finally:
             self.state.metrics.http.labels(route=self._route_label(path), status=str(status)).inc()
+
+    def _draining_message(self) -> str:
+        """Why new requests are refused while draining, with the engine's own reason where it died first
+        (a lost host or rank stops the launch, and its SIGTERM starts the drain): a client polling /health
+        learns what happened, not only that the server is going."""
+        reason = self.state.client.dead_reason
+        if reason is None or reason == "the server is shutting down":
+            return "the server is shutting down"
+        return f"the server is shutting down: the engine is not available: {reason}"
 
     def _route_label(self, path: str) -> str:
         """A bounded label set: clients choose paths, and every distinct label is a series kept forever."""

@@ -103,3 +103,33 @@ def test_a_request_the_engine_fails_is_a_500_not_a_finish_reason():
     assert all(c["finish_reason"] != "error" for e in events[:-2] for c in e["choices"])
     assert "/srv" not in s.text and "0x7f" not in s.text
     assert health.status_code == 200  # one failed request leaves the engine serving
+
+
+def test_a_draining_server_says_why_when_its_engine_died_first():
+    """A lost host stops the launch, whose SIGTERM drains the server: /health keeps the engine's reason
+    (a client polling it learns what happened), and a plain shutdown says only that."""
+    from types import SimpleNamespace
+
+    import httpx
+
+    from moeserve.server.app import Gate
+    from moeserve.server.metrics import ServerMetrics
+
+    async def ok(scope, receive, send):
+        raise AssertionError("a draining server must not reach the app")
+
+    async def health(dead_reason):
+        state = SimpleNamespace(config=SimpleNamespace(api_key=None), draining=True,
+                                client=SimpleNamespace(dead_reason=dead_reason),
+                                metrics=ServerMetrics(lambda: {}, lambda: False))
+        transport = httpx.ASGITransport(app=Gate(ok, state, {"/health"}))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await http.get("/health")
+
+    lost = "host-b (10.0.0.2, ranks 2, 3) did not answer for 10 s"
+    r = asyncio.run(health(lost))
+    assert r.status_code == 503
+    assert r.json()["error"]["message"] == f"the server is shutting down: the engine is not available: {lost}"
+    for reason in (None, "the server is shutting down"):
+        r = asyncio.run(health(reason))
+        assert r.status_code == 503 and r.json()["error"]["message"] == "the server is shutting down"
