@@ -52,6 +52,7 @@ class ModelSpec:
     topk_groups: int = 0  # group-limited routing: a token reaches experts of at most this many groups
     num_groups: int = 0
     mtp_layers: int = 0  # DeepSeek's multi-token-prediction modules (one decoder layer each)
+    qk_norm: bool = False  # per-head RMSNorm of queries and keys before RoPE (Qwen3-MoE's and OLMoE's q_norm, k_norm)
     tie_embeddings: bool = False
 
     @property
@@ -176,13 +177,14 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
     if kind in ("qwen3_moe", "qwen2_moe"):
         return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["moe_intermediate_size"],
                          num_moe_layers=_moe_layers_qwen(cfg, layers), dense_intermediate=cfg.get("intermediate_size", 0),
-                         shared_intermediate=cfg.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0)
+                         shared_intermediate=cfg.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0,
+                         qk_norm=kind == "qwen3_moe")
     if kind == "mixtral" or "num_local_experts" in cfg:
         return ModelSpec(**common, num_experts=cfg["num_local_experts"], expert_intermediate=cfg["intermediate_size"],
                          num_moe_layers=layers)
     if kind == "olmoe":
         return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["intermediate_size"],
-                         num_moe_layers=layers)
+                         num_moe_layers=layers, qk_norm=True)
     raise ValueError(f"cannot read model_type {kind!r}: moeserve configure knows deepseek_v2/v3, qwen3_moe, "
                      "qwen2_moe, mixtral and olmoe")
 

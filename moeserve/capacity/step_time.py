@@ -36,8 +36,13 @@ from moeserve.capacity.model_spec import ModelSpec
 KERNEL_WORK = {"attention": (0.0, 1.0, 0.0),
                "projections_mla": (0.081, 0.203, 0.045, 0.045, 0.626),
                "projections_gqa": (0.6, 0.4),
+               # with QK-norm (Qwen3-MoE, OLMoE): qkv, the per-head RMSNorm of q and k (one fused kernel, as
+               # TensorRT-LLM's fused_qk_norm_rope and SGLang's fused q/k norm run it), o
+               "projections_gqa_qk_norm": (0.6, 0.0, 0.4),
                "experts": (0.0, 2 / 3, 0.0, 1 / 3),
                "shared_router": (0.04, 0.0, 0.64, 0.0, 0.32),
+               # without a shared expert (Qwen3-MoE, Mixtral, OLMoE): the router GEMM and top-k only
+               "router": (1.0, 0.0),
                "dense_mlp": (2 / 3, 0.0, 1 / 3),
                "elementwise": (0.5, 0.5),
                "lm_head": (1.0, 0.0),
@@ -197,7 +202,9 @@ class StepModel:
             if self.m.is_mla:  # by the weights each kernel reads on this rank (the down projections replicated)
                 weights = self.m.mla_projections(self.lay.tp)
                 return tuple(w / sum(weights) for w in weights)
-            return KERNEL_WORK["projections_gqa"]
+            return KERNEL_WORK["projections_gqa_qk_norm" if self.m.qk_norm else "projections_gqa"]
+        if part == "shared_router" and not self.m.shared_params:
+            return KERNEL_WORK["router"]  # no shared-expert kernels to launch
         return KERNEL_WORK[part]
 
     def floored(self, parts: dict, cuda_graphs: bool) -> dict:

@@ -385,3 +385,22 @@ def test_pipeline_stages_by_hand():
         sm, StepInput("decode", 64, 1256, 64)) * 1e3)
     assert full.output_tokens_per_s_per_gpu == pytest.approx(64 / (full.step_ms / 1e3))
     assert full.memory["kv_gb"] == pytest.approx(64 * 2 * 8 * 1512 * kv_bytes_per_token(m, pp2, prec) / 1e9, rel=1e-3)
+
+
+def test_kernels_a_layer_launches_follow_the_architecture():
+    """Qwen3-MoE has no shared expert (router GEMM and top-k only) and normalises q and k per head (one
+    kernel between qkv and o); DeepSeek-V3 launches its shared expert; Mixtral neither. At batch 1 on an
+    H200 each kernel is at the floor, so a part costs its kernel count x the floor."""
+    h200 = load_hardware("h200")
+    floor = h200.kernel_floor_us * 1e-6
+    s = StepInput("decode", 1, 1024, 1)
+    for name, router_kernels, projection_kernels in (("qwen3-235b-a22b", 2, 3), ("deepseek-v3", 5, None),
+                                                     ("mixtral-8x7b", 2, 2)):
+        sm = StepModel(load_model(name), h200, Layout(tp=8), Precision(weights="fp8"), IDEAL)
+        assert len(sm.kernel_work("shared_router")) == router_kernels, name
+        parts = sm.floored(sm.layer(s, True)[0], cuda_graphs=True)
+        assert parts["shared_router"] == pytest.approx(router_kernels * floor), name
+        if projection_kernels is not None:
+            assert len(sm.kernel_work("projections")) == projection_kernels, name
+            assert parts["projections"] == pytest.approx(projection_kernels * floor), name
+    assert load_model("qwen3-235b-a22b").qk_norm and not load_model("mixtral-8x7b").qk_norm
