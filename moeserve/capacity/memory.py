@@ -71,21 +71,19 @@ def routed_expert_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> fl
     return model.expert_params * layout.slots_per_rank(model.num_experts) / layout.expert_tp * prec.weight_bytes
 
 
-def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False, offload: bool = False,
-                 offload_layers: int | None = None) -> float:
+def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = False,
+                 offload_layers: int = 0) -> float:
     """Weights on one GPU: attention, dense MLPs and shared experts split over TP, routed experts over
     EP (slots_per_rank of them, replicas included) and moe_tp, embeddings and LM head
     vocabulary-parallel over TP, routers replicated; each module in its own format; with pipeline
     parallelism the busiest stage's ceil(layers / pp) layers and one end's vocabulary matrix (both when
-    the embeddings are tied). offload: the
-    routed experts of `offload_layers` MoE layers (default all) live in host memory, and two layers'
-    worth of buffers hold them on the GPU (one computing, one arriving)."""
+    the embeddings are tied). offload_layers: the routed experts of that many MoE layers live in host
+    memory, and two layers' worth of buffers hold them on the GPU (one computing, one arriving)."""
     tp = layout.tp
     attn, dense = nbytes(prec.attn_weights), nbytes(prec.dense_weights)
     routed = routed_expert_bytes(model, layout, prec)
     shared_router = model.shared_params * dense / tp + model.router_params * prec.act_bytes
-    streamed = (model.num_moe_layers if offload_layers is None else offload_layers) if offload else 0
-    experts = (model.num_moe_layers - streamed + min(streamed, 2)) * routed
+    experts = (model.num_moe_layers - offload_layers + min(offload_layers, 2)) * routed
     layers = (model.num_layers * model.attention_params_per_rank(tp) * attn + model.num_dense_layers * model.dense_mlp_params * dense / tp
               + model.num_moe_layers * shared_router + experts)
     extra = 0.0
@@ -97,9 +95,9 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
     return layers * stage_share(model, layout) + extra + vocab * prec.act_bytes / tp
 
 
-def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision, layers: int | None = None) -> float:
-    """Host memory one GPU's offloaded routed experts take (`layers` MoE layers' worth, default all)."""
-    return (model.num_moe_layers if layers is None else layers) * routed_expert_bytes(model, layout, prec)
+def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision, layers: int) -> float:
+    """Host memory one GPU's offloaded routed experts take (`layers` MoE layers' worth)."""
+    return layers * routed_expert_bytes(model, layout, prec)
 
 
 def layers_to_offload(model: ModelSpec, layout: Layout, prec: Precision, excess: float) -> int:
@@ -149,7 +147,7 @@ def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: flo
     if offload:
         excess = weight_bytes(model, layout, prec, mtp) + act + buffers + per_token * kv_tokens_needed - budget
         layers = layers_to_offload(model, layout, prec, excess)
-    weights = weight_bytes(model, layout, prec, mtp, layers > 0, layers)
+    weights = weight_bytes(model, layout, prec, mtp, layers)
     free = max(0.0, budget - weights - act - buffers)
     host = offloaded_bytes(model, layout, prec, layers)
     return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget,

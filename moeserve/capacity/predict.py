@@ -135,8 +135,8 @@ class Predictor:
                             offload=o.offload, host_gb=self.hw.host_memory_gb)
         streamed = mem.offloaded_layers / max(1, self.model.num_moe_layers)
         s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=cached,
-                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed > 0,
-                      sbo=o.sbo, offload_share=streamed)
+                      balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed,
+                      sbo=o.sbo)
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s)
         steps = math.ceil(new / group)  # a TP group's step prefills batch x tp of a prompt's tokens
         return Prediction("prefill", layout, batch, st.total * 1e3, ttft_ms=(steps + 0.5) * st.total * 1e3,

@@ -65,8 +65,9 @@ class StepInput:
     balancedness: float = 1.0  # mean / max expert load over EP ranks (placement quality)
     tbo: bool = False  # two-batch overlap
     cuda_graphs: bool = True
-    offload: bool = False  # routed experts streamed from host memory layer by layer (prefill)
-    offload_share: float = 1.0  # the share of MoE layers streamed (spread evenly; the rest resident)
+    # prefill: the share of MoE layers whose routed experts stream from host memory (spread evenly, the
+    # rest resident); 0 none, 1 every layer
+    offload: float = 0.0
     sbo: bool = False  # single-batch overlap: dispatch behind the shared expert, combine behind the down GEMM
 
 
@@ -245,10 +246,10 @@ class StepModel:
         compute = sum(parts.values())
         fixed = self.hw.graph_layer_overhead_us * 1e-6
         offload = 0.0
-        if moe and s.offload and s.offload_share > 0:
+        if moe and s.offload > 0:
             # one streamed layer in every 1 / share: its transfer runs behind the layers since the last one
-            window = (compute + exposed) / min(1.0, s.offload_share)
-            offload = min(1.0, s.offload_share) * max(0.0, self.offload_seconds() - window)
+            window = (compute + exposed) / s.offload
+            offload = s.offload * max(0.0, self.offload_seconds() - window)
         for k, v in parts.items():
             out.add(k, v * count)
         out.add("communication", exposed * count)
@@ -285,7 +286,7 @@ class StepModel:
         (tokens_per_sequence: the mean accepted length), as TensorRT-LLM's MTP Eagle feeds "all of them
         along with their corresponding hidden states" to the first MTP forward (tech blog 2) and SGLang's
         draft extend after verify does; the LM head and argmax only for the last of them."""
-        draft = replace(s, tokens=s.sequences * tokens_per_sequence, offload=False)
+        draft = replace(s, tokens=s.sequences * tokens_per_sequence, offload=0.0)
         sm = self if not self.p.mtp else StepModel(self.m, self.hw, self.lay, self.p.for_mtp(), self.eff)
         h = self.m.hidden
         group = draft.tokens * self.lay.tp

@@ -123,7 +123,7 @@ def test_moe_tp_and_offload_move_the_expert_weights():
     # offloaded (all MoE layers): the routed experts live in host memory, two layers' worth on the GPU
     lay = Layout(ep=2)
     routed_layer = 128 * m.expert_params * FP8
-    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload=True) == pytest.approx((58 - 2) * routed_layer)
+    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload_layers=58) == pytest.approx((58 - 2) * routed_layer)
     r = memory_report(m, lay, prec, 186, tokens_per_step=16384, kv_tokens_needed=1, offload=True, host_gb=240)
     assert 2 < r.offloaded_layers < 58 and r.host_budget == pytest.approx(0.9 * 240e9)  # the fewest that fit
     assert r.host_weights == pytest.approx(r.offloaded_layers * routed_layer)
@@ -143,7 +143,7 @@ def test_offload_moves_only_the_layers_that_do_not_fit():
     assert layers_to_offload(m, lay, prec, 10 * routed_layer) == 12
     assert layers_to_offload(m, lay, prec, 1e15) == 58  # never more than every MoE layer
     # 12 layers streamed: the GPU holds 46 resident + 2 buffers, the host the 12
-    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload=True, offload_layers=12) == pytest.approx(
+    assert weight_bytes(m, lay, prec) - weight_bytes(m, lay, prec, offload_layers=12) == pytest.approx(
         10 * routed_layer)
     # by hand on a GB200 (186 GB at 0.9): the excess over the budget sets the layers
     kw = dict(tokens_per_step=16384, kv_tokens_needed=4096, host_gb=240)

@@ -307,7 +307,7 @@ def test_offload_streams_each_layers_experts_over_the_host_link():
     per_layer = 128 * m.expert_params * (0.5 + 1 / 16)
     assert sm.offload_seconds() == pytest.approx(per_layer / (gb200.host_link_gbs * 1e9))
     s = StepInput("prefill", 16384, 1000, 8)
-    plain, offloaded = sm.step(s), sm.step(replace(s, offload=True))
+    plain, offloaded = sm.step(s), sm.step(replace(s, offload=1.0))
     assert offloaded.total >= plain.total and "offload" not in plain.parts
     with pytest.raises(ValueError, match="host link"):
         StepModel(m, replace(gb200, host_link_gbs=0), Layout(ep=2), Precision(), IDEAL).offload_seconds()
@@ -321,15 +321,15 @@ def test_partial_offload_hides_behind_the_layers_between_streamed_ones():
     sm = StepModel(m, replace(gb200, host_link_gbs=5), Layout(ep=2), Precision(moe="fp4"), IDEAL)
     s = StepInput("prefill", 16384, 1000, 8)
     t = sm.offload_seconds()
-    full = sm.step(replace(s, offload=True))
+    full = sm.step(replace(s, offload=1.0))
     c = t - full.parts["offload"] / 58  # the slow link: every layer exposes t - c > 0
     assert 0 < c < t
-    quarter = sm.step(replace(s, offload=True, offload_share=0.25))
+    quarter = sm.step(replace(s, offload=0.25))
     assert quarter.parts["offload"] == pytest.approx(58 * 0.25 * max(0.0, t - 4 * c))
     assert quarter.total - quarter.parts["offload"] == pytest.approx(sm.step(s).total)
     # a fast link hides the quarter entirely
     fast = StepModel(m, replace(gb200, host_link_gbs=5 * t / (3 * c)), Layout(ep=2), Precision(moe="fp4"), IDEAL)
-    assert "offload" not in fast.step(replace(s, offload=True, offload_share=0.25)).parts
+    assert "offload" not in fast.step(replace(s, offload=0.25)).parts
 
 
 def test_every_profile_number_has_a_source():
