@@ -228,11 +228,9 @@ def _run(args) -> int:
         notes += [note] if note else []
     else:
         gpus = args.gpus or 8
-        pp = args.pp or 1
+        pp = _stages(args, model)
         if gpus % pp:
             raise ValueError(f"--gpus {gpus} is not a multiple of --pp {pp}")
-        if pp > model.num_layers:
-            raise ValueError(f"--pp {pp} is more stages than {model.name}'s {model.num_layers} layers")
         results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights, pp=pp)
         if not results:
             raise ValueError(f"nothing fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
@@ -258,6 +256,14 @@ def _run(args) -> int:
     return 0
 
 
+def _stages(args, model) -> int:
+    """--pp (default 1), at most one stage a decoder layer."""
+    pp = args.pp or 1
+    if pp > model.num_layers:
+        raise ValueError(f"--pp {pp} is more stages than {model.name}'s {model.num_layers} layers")
+    return pp
+
+
 def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> tuple[Prediction, str]:
     tp, ep = args.tp or 1, args.ep or 1
     experts, note = pred.model.num_experts, ""
@@ -267,9 +273,7 @@ def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> tuple[Pre
         if redundant:
             note = (f"--redundant auto: {redundant} redundant experts, so {experts} experts + {redundant} split evenly "
                     f"over --ep {ep} ({(experts + redundant) // ep} slots per rank)")
-    lay = Layout(tp, ep, redundant, args.moe_tp or 0, args.pp or 1).validate(experts)
-    if lay.pp > pred.model.num_layers:
-        raise ValueError(f"--pp {lay.pp} is more stages than {pred.model.name}'s {pred.model.num_layers} layers")
+    lay = Layout(tp, ep, redundant, args.moe_tp or 0, _stages(args, pred.model)).validate(experts)
     if args.gpus and args.gpus % lay.gpus:
         raise ValueError(f"--gpus {args.gpus} is not a multiple of the layout's {lay.gpus} ranks"
                          + (f" ({lay.world} a stage x --pp {lay.pp})" if lay.pp > 1 else ""))

@@ -65,18 +65,17 @@ CURVES = {
 # the share the fitted `gemm` factor is relative to: a large FP8 GEMM on Hopper (the curve's last point)
 REFERENCE = _HOPPER[-1][1]
 
-# Prefill attention (FlashAttention-3) on a card, as a multiple of the share of peak it reaches on Hopper
-# (the fitted `attention` factor's reference), by card class; 1 where no published figure says otherwise.
-# hopper_h20: FA3 forward, BF16, head dim 128, 2 x 2,048 tokens, not causal: 126.2 of the H20's 148 TFLOPS
-#   (0.853; flash-attention issue #1310) against 617.8 of an H100's 989 (0.625; meta-pytorch/tritonbench
-#   PR #1254, flash_v3 at (4, 48, 2048, 2048, 128)): 1.365. The throttled tensor cores leave the softmax
-#   and loads in the shadow of the math, as for the GEMMs above (_H20).
-ATTENTION_SHARE = {"hopper_h20": (126.2 / 148) / (617.773 / 989)}
 # GQA/MHA prefill attention with head dim 128 runs FlashAttention-3's main kernel, whose share of peak on
 # Hopper is published: 617.8 of an H100's 989 BF16 TFLOPS (tritonbench PR #1254, flash_v3 at
 # (4, 48, 2048, 2048, 128)). MLA's expanded prefill (query/key head dim 192, values 128) has no published
 # kernel figure: it keeps the fitted `attention` factor (every fitted case is MLA).
 FA3_SHARE = 617.773 / 989
+# Prefill attention (FlashAttention-3) on a card, as a multiple of the share of peak it reaches on Hopper
+# (the fitted `attention` factor's reference), by card class; 1 where no published figure says otherwise.
+# hopper_h20: FA3 forward, BF16, head dim 128, 2 x 2,048 tokens, not causal: 126.2 of the H20's 148 TFLOPS
+#   (0.853; flash-attention issue #1310) against Hopper's FA3_SHARE (0.625): 1.365. The throttled tensor
+#   cores leave the softmax and loads in the shadow of the math, as for the GEMMs above (_H20).
+ATTENTION_SHARE = {"hopper_h20": (126.2 / 148) / FA3_SHARE}
 
 
 def attention_share(card_class: str) -> float:
