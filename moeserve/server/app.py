@@ -23,6 +23,7 @@ from moeserve.server.api_errors import ApiError, clip, internal_error, public_re
 from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
+from moeserve.server.engine_client import SHUTTING_DOWN
 from moeserve.server.tokenize_routes import detokenize, tokenize, tokenizer_info
 
 _OPEN_PATHS = ("/health",)  # answered without an API key
@@ -74,9 +75,9 @@ class Gate:
         (a lost host or rank stops the launch, and its SIGTERM starts the drain): a client polling /health
         learns what happened, not only that the server is going."""
         reason = self.state.client.dead_reason
-        if reason is None or reason == "the server is shutting down":
-            return "the server is shutting down"
-        return f"the server is shutting down: the engine is not available: {reason}"
+        if reason is None or reason == SHUTTING_DOWN:
+            return SHUTTING_DOWN
+        return f"{SHUTTING_DOWN}: the engine is not available: {reason}"
 
     def _route_label(self, path: str) -> str:
         """A bounded label set: clients choose paths, and every distinct label is a series kept forever."""

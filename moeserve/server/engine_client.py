@@ -29,6 +29,7 @@ from moeserve.server import ipc
 
 logger = logging.getLogger("moeserve.server")
 STOPPED_ENGINE_S = 5.0  # the engine process SIGSTOPped this long is dead (multiproc_executor.STOPPED_RANK_S)
+SHUTTING_DOWN = "the server is shutting down"  # the reason a shutdown gives (the engine's own death gives another)
 
 
 class EngineRejected(RequestError):
@@ -166,7 +167,7 @@ class EngineClient:
             self._writer.close()
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-        self._mark_dead("the server is shutting down", log=False)
+        self._mark_dead(SHUTTING_DOWN, log=False)
 
     async def _wait_exit(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -207,7 +208,7 @@ class EngineClient:
         for rid in live:
             route = self._routes.pop(rid)
             if not route.added.done():
-                route.added.set_exception(EngineDeadError("the server is shutting down"))
+                route.added.set_exception(EngineDeadError(SHUTTING_DOWN))
             elif notify:
                 route.queue.put_nowait(ipc.OutputDelta(rid, [], "", finish_reason="abort"))
 
