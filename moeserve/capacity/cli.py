@@ -8,7 +8,7 @@ import math
 import sys
 from dataclasses import replace
 
-from moeserve.capacity import planner, report
+from moeserve.capacity import planner, report, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.hardware import known_profiles, load_hardware
@@ -239,6 +239,8 @@ def _run(args) -> int:
             notes.append("no deployment here meets the SLOs (goodput 0): ranked by output tokens/s; add GPUs, relax "
                          "the SLOs or use smaller formats")
     rows = [report.row(r, w, balance) for r in results]
+    best = results[0]
+    past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch)
     written = []
     if args.emit:
         from moeserve.capacity.emit import emit_files
@@ -246,11 +248,12 @@ def _run(args) -> int:
         written = emit_files(args.emit, args.model, results[0], w, hw, prec, model, args.plan, o.draft_tokens)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
-               "precision": report.precision_fields(prec), "notes": notes, "emitted": [path for path, _ in written]}
+               "precision": report.precision_fields(prec), "notes": notes, "emitted": [path for path, _ in written],
+               "track_record": past.as_dict() if past else None}
         out.update(rows[0] if fixed else {"deployments": rows, **rows[0]})
         print(json.dumps(out, indent=2, default=float))
     else:
-        print(report.table(rows, model, hw, w, notes))
+        print(report.table(rows, model, hw, w, notes) + (f"\n{past.describe()}" if past else ""))
     for path, what in written:
         print(f"wrote {path}: {what}", file=sys.stderr if args.json else sys.stdout)
     return 0

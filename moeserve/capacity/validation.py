@@ -37,8 +37,12 @@ def hardware_for(case: Case) -> Hardware:
     return replace(hw, **dict(case.hw_overrides)) if case.hw_overrides else hw
 
 
+def predictor_for(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) -> Predictor:
+    return Predictor(load_model(case.model), hw or hardware_for(case), case.precision, eff)
+
+
 def predict_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) -> float:
-    pred = Predictor(load_model(case.model), hw or hardware_for(case), case.precision, eff)
+    pred = predictor_for(case, eff, hw)
     lay, w, o = case.layout, case.workload, case.options
     if case.phase == "prefill":
         return pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu

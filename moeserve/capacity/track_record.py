@@ -1,0 +1,97 @@
+"""How far the model has been from published deployments like the one it predicts: its track record.
+
+A planner's figure is one number; what a deployment runs at also depends on the engine, its release and
+tuning, which the model does not take as inputs (docs/capacity.md, Limits). So `moeserve configure`
+prints beside its figure what published deployments of the same regime on the same class of card ran at,
+as a ratio to the model's own prediction for each of them: the spread a buyer should expect. The cases
+are the validation table's out-of-sample ones (held out and blind, validation.py); the fitted ones are
+left out, as they agree by construction.
+
+A regime is the phase and the batch: prefill; decode at small batch (at most SMALL_BATCH sequences a
+GPU, where per-kernel floors, launches and all-reduce latency set the step); decode at throughput. A
+card class with fewer than MIN_CASES such cases falls back to the regime on every card, and says so;
+the CPU has none (docs/capacity.md compares it with moeserve's own measured throughput instead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from moeserve.capacity import validation
+
+SMALL_BATCH = 2.0  # decode sequences per GPU at or below which a step is latency-bound
+MIN_CASES = 3
+LOW_Q, HIGH_Q = 0.1, 0.9
+
+CLASS_NAMES = {"hopper": "Hopper (H100, H200, H800)", "hopper_h20": "H20", "blackwell": "Blackwell (B200, GB200, GB300)",
+               "cdna3": "MI300X", "cdna4": "MI355X"}
+
+
+def regime(phase: str, batch_per_gpu: float) -> str:
+    """prefill, small batch or throughput (colocated and P/D runs go by their decode batch)."""
+    if phase == "prefill":
+        return "prefill"
+    return "small batch" if batch_per_gpu <= SMALL_BATCH else "throughput"
+
+
+@dataclass(frozen=True)
+class Record:
+    regime: str
+    card_class: str | None  # None: every card class (too few cases of this one)
+    cases: int
+    low: float  # the LOW_Q quantile of published / predicted speed
+    median: float
+    high: float  # the HIGH_Q quantile
+
+    def describe(self) -> str:
+        where = CLASS_NAMES.get(self.card_class, self.card_class) if self.card_class else "any card"
+        what = {"prefill": "prefilling", "small batch": f"decoding at <= {SMALL_BATCH:g} sequences a GPU",
+                "throughput": f"decoding at > {SMALL_BATCH:g} sequences a GPU"}[self.regime]
+        return (f"track record: {self.cases} published deployments on {where} {what} ran at {self.low:.2f}-"
+                f"{self.high:.2f}x the model's figure for each (median {self.median:.2f}x, {LOW_Q:.0%}-{HIGH_Q:.0%} "
+                f"of cases); engine, release and tuning are not inputs")
+
+    def as_dict(self) -> dict:
+        return {"regime": self.regime, "card_class": self.card_class, "cases": self.cases, "low": self.low,
+                "median": self.median, "high": self.high, "quantiles": [LOW_Q, HIGH_Q]}
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    i = int(pos)
+    return v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (pos - i)
+
+
+@lru_cache(maxsize=None)
+def _ratios(regime_name: str) -> tuple[tuple[str, float], ...]:
+    """(card class, published / predicted speed) of every out-of-sample case of a regime."""
+    out = []
+    for case in validation.CASES:
+        if case.fitted:
+            continue
+        batch = case.batch
+        if batch is None and case.phase != "prefill":
+            batch = validation.largest_batch(validation.predictor_for(case), case)
+        if regime(case.phase, batch or 0.0) != regime_name:
+            continue
+        predicted = validation.predict_case(case)
+        # a time (ms/request) is slower when larger: the ratio is always published speed / predicted speed
+        ratio = predicted / case.published if case.unit == "ms/request" else case.published / predicted
+        out.append((validation.hardware_for(case).card_class, ratio))
+    return tuple(out)
+
+
+def record(card_class: str, phase: str, batch_per_gpu: float) -> Record | None:
+    """The track record of a prediction's regime on its card class (else on every card), or None for a
+    card no published case resembles (a CPU)."""
+    if card_class == "cpu":
+        return None
+    name = regime(phase, batch_per_gpu)
+    ratios = _ratios(name)
+    mine = [r for c, r in ratios if c == card_class]
+    chosen, cls = (mine, card_class) if len(mine) >= MIN_CASES else ([r for _, r in ratios], None)
+    if len(chosen) < MIN_CASES:
+        return None
+    return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5), quantile(chosen, HIGH_Q))

@@ -1,0 +1,83 @@
+"""The track record `moeserve configure` prints beside its figure: the spread of published / predicted over
+the validation table's out-of-sample cases of the same regime and card class."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from moeserve.capacity import track_record, validation
+from moeserve.capacity.cli import main
+from moeserve.capacity.validation_cases import FITTED, HELD_OUT
+
+
+@pytest.fixture
+def cases(monkeypatch):
+    """Swap the validation cases for the test's own; the cache of ratios is cleared around it."""
+    def use(new):
+        monkeypatch.setattr(validation, "CASES", new)
+        track_record._ratios.cache_clear()
+    yield use
+    track_record._ratios.cache_clear()
+
+
+def test_quantile_is_numpys_linear_one():
+    v = [3.0, 0.5, 1.25, 2.0, 0.9]
+    for q in (0.0, 0.1, 0.5, 0.9, 1.0):
+        assert track_record.quantile(v, q) == pytest.approx(np.quantile(v, q))
+    assert track_record.quantile([0.5, 1.0, 2.0], 0.1) == pytest.approx(0.6)  # 0.5 + 0.2 x 0.5
+
+
+def test_regime_boundaries():
+    assert track_record.regime("prefill", 16384) == "prefill"
+    assert track_record.regime("decode", 0.125) == "small batch"
+    assert track_record.regime("colocated", 2.0) == "small batch"
+    assert track_record.regime("decode", 2.5) == "throughput"
+    assert track_record.regime("disaggregated", 256) == "throughput"
+
+
+def test_record_is_published_over_predicted_of_out_of_sample_cases(cases):
+    # three held-out H20 decode cases at small batch, published set to 0.5, 1 and 2 times the model's figure,
+    # and a fitted one at 10x that must not count
+    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+    assert len(small) >= 3
+    made = [replace(c, published=validation.predict_case(c) * k) for c, k in zip(small, (0.5, 1.0, 2.0))]
+    fitted = replace(small[0], published=validation.predict_case(small[0]) * 10, fitted=True)
+    cases(made + [fitted])
+    r = track_record.record("hopper_h20", "decode", 1.0)
+    assert (r.regime, r.card_class, r.cases) == ("small batch", "hopper_h20", 3)
+    assert (r.low, r.median, r.high) == pytest.approx((0.6, 1.0, 1.8))  # 0.5 + 0.2 x 0.5; 1 + 0.8 x 1
+    # another regime on the same card has no case, and none on any card either
+    assert track_record.record("hopper_h20", "decode", 64) is None
+    # a card class with too few cases falls back to every card's
+    assert track_record.record("blackwell", "decode", 1.0).card_class is None
+    assert track_record.record("cpu", "decode", 1.0) is None
+
+
+def test_time_units_count_as_speed(cases):
+    (ms,) = [c for c in HELD_OUT if c.unit == "ms/request"][:1]
+    slow = replace(ms, published=validation.predict_case(ms) * 2)  # took twice the model's time: half its speed
+    cases([slow] * 3)
+    r = track_record.record(validation.hardware_for(ms).card_class, "decode", 0.125)
+    assert r.median == pytest.approx(0.5)
+
+
+def test_the_shipped_record_leaves_the_fitted_cases_out():
+    counted = sum(n for n in (len(track_record._ratios(g)) for g in ("prefill", "small batch", "throughput")))
+    assert counted == len(validation.CASES) - len(FITTED)
+
+
+def test_configure_prints_and_reports_it(capsys):
+    assert main(["--model", "deepseek-r1", "--hardware", "h200", "--phase", "decode", "--tp", "8",
+                 "--batch", "0.125"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("track record: ") and "Hopper" in last and "at <= 2 sequences a GPU" in last
+    assert main(["--model", "deepseek-r1", "--hardware", "h200", "--phase", "decode", "--tp", "8",
+                 "--batch", "0.125", "--json"]) == 0
+    past = json.loads(capsys.readouterr().out)["track_record"]
+    assert past["regime"] == "small batch" and past["card_class"] == "hopper" and past["cases"] >= 3
+    assert past["low"] <= past["median"] <= past["high"]
+    assert main(["--hardware", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["track_record"] is None
