@@ -53,6 +53,11 @@ class Options:
     mtp_draft: int | None = None  # draft tokens per step (None: the fewest that can yield mtp_accept)
     offload: bool = False  # prefill: routed experts in host memory, streamed layer by layer
     sbo: bool = False  # single-batch overlap of dispatch/combine with the shared expert and down GEMM
+    # colocated: each prefill is a forward pass of its own, eager, of the prompts that arrived since the last one
+    # (SGLang's scheduler without --enable-mixed-chunk, under a load that keeps `batch` requests in flight:
+    # bench_serving --max-concurrency); False: prefill chunks of `chunk` tokens share the GPUs' time (trtllm-bench,
+    # vLLM: prefill tokens ride in the decode steps)
+    separate_prefill: bool = False
 
     @property
     def draft_tokens(self) -> int:
@@ -149,6 +154,8 @@ class Predictor:
         any group stalls every group: with g groups each spending share f of its time in prefill, the
         time lost is 1 - (1 - f)^g (prefills land in independent steps)."""
         d = self.decode(layout, batch, w, o)
+        if o.separate_prefill:
+            return self.colocated_separate(d, w, o, chunk)
         p = self.prefill(layout, chunk, w, replace(o, offload=False))
         prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
@@ -163,6 +170,44 @@ class Predictor:
                           tpot_ms=d.tpot_ms / max(1e-9, 1 - stalled), input_tokens_per_s_per_gpu=out * w.isl / w.osl,
                           output_tokens_per_s_per_gpu=out, memory=dict(d.memory), fits=d.fits and p.fits,
                           breakdown_ms=d.breakdown_ms)
+
+    def colocated_separate(self, d: Prediction, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
+        """Colocated as SGLang schedules it by default (no --enable-mixed-chunk) under a closed-loop load
+        (bench_serving --max-concurrency: a request is sent as one finishes). Before each iteration the
+        scheduler prefills what is waiting as a forward pass of its own (get_new_batch_prefill before the
+        running decode batch), without CUDA graphs (SGLang captures decode only unless
+        --enable-piecewise-cuda-graph), so a prefill pass reads every weight again for the few prompts that
+        arrived, not a large chunk. A decode step of an attention group of C sequences finishes a = C x
+        mtp_accept / osl of them on average, each replaced at once; the number finishing in a step is read
+        as Poisson: a pass follows a step with probability q = 1 - e^-a and carries a / q prompts. Attention
+        groups step in lockstep (every MoE layer spans them all), so a forward with a pass in any of the g
+        groups lasts the pass (max(pass, decode step); the other groups decode in it) and the group that
+        prefills yields no token in it. A pass's prompts are prefilled by their group's GPUs (attention,
+        projections, dense layers: the prompts' tokens over tp GPUs), while the routed experts and their
+        dispatch and combine take them over every group's GPUs (tp x g)."""
+        lay, D = d.layout, d.step_ms
+        a = d.batch * lay.tp * o.mtp_accept / w.osl  # sequences of an attention group finishing per decode step
+        q = -math.expm1(-a)
+        if q <= 0:
+            return replace(d, phase="colocated")
+        g = lay.attention_groups
+        tokens = a / q * w.computed_input / lay.tp  # per GPU of the group that prefills
+        passes = max(1, math.ceil(tokens / chunk - 1e-9))
+        eager = replace(o, offload=False, cuda_graphs=False, tbo=False)
+        p = self.prefill(lay, tokens / passes, w, eager)
+        pass_ms = p.step_ms
+        if g > 1:  # the routed experts and their dispatch take the pass's tokens over every group's GPUs
+            spread = self.prefill(lay, tokens / passes / g, w, eager).breakdown_ms
+            moe = ("experts", "communication")
+            pass_ms += sum(spread.get(k, 0.0) - p.breakdown_ms.get(k, 0.0) for k in moe)
+        pass_ms = max(passes * pass_ms, D)
+        busy = -math.expm1(g * math.log1p(-q))  # share of forwards with a pass in some group: 1 - (1 - q)^g
+        forward_ms = (1 - busy) * D + busy * pass_ms
+        out = d.output_tokens_per_s_per_gpu * D * (1 - q) / forward_ms
+        tpot = forward_ms / (1 - q) / o.mtp_accept
+        return Prediction("colocated", lay, d.batch, D, ttft_ms=D / 2 + pass_ms, tpot_ms=tpot,
+                          input_tokens_per_s_per_gpu=out * w.isl / w.osl, output_tokens_per_s_per_gpu=out,
+                          memory=dict(d.memory), fits=d.fits and p.fits, breakdown_ms=d.breakdown_ms)
 
     def offline(self, layout: Layout, prompts: int, w: Workload, o: Options, chunk: int = 4096) -> tuple[float, float]:
         """(seconds, decode step seconds) for `prompts` prompts submitted at once, as the offline `LLM`

@@ -404,3 +404,44 @@ def test_kernels_a_layer_launches_follow_the_architecture():
             assert len(sm.kernel_work("projections")) == projection_kernels, name
             assert parts["projections"] == pytest.approx(projection_kernels * floor), name
     assert load_model("qwen3-235b-a22b").qk_norm and not load_model("mixtral-8x7b").qk_norm
+
+
+def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
+    """SGLang's scheduler (no mixed chunk) under a closed-loop load: a prefill pass of its own, eager, after
+    a decode step with probability q = 1 - e^-a, a = sequences of the group / osl finishing a step. At
+    a = ln 2 (q = 1/2, 2 ln 2 prompts a pass) one TP group yields dec x D x (1 - q) / ((1 - q) D + q P)."""
+    from moeserve.capacity.predict import Options, Predictor, Workload
+    pred = Predictor(load_model("deepseek-r1"), load_hardware("b200"), Precision(weights="fp8"))
+    lay, w = Layout(8, 1, 0), Workload(600, 1000)
+    batch = 1000 * math.log(2) / 8  # a = batch x tp / osl = ln 2
+    o = Options(separate_prefill=True)
+    got = pred.colocated(lay, batch, w, o)
+    d = pred.decode(lay, batch, w, o)
+    p = pred.prefill(lay, 2 * math.log(2) * 600 / 8, w, replace(o, cuda_graphs=False))
+    P, D = max(p.step_ms, d.step_ms), d.step_ms
+    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * D * 0.5 / (0.5 * D + 0.5 * P))
+    assert got.tpot_ms == pytest.approx((0.5 * D + 0.5 * P) / 0.5)
+    # fewer, longer passes than the chunked reading's 8,192-token chunks: the pass reads every weight again
+    assert got.output_tokens_per_s_per_gpu < pred.colocated(lay, batch, w, Options()).output_tokens_per_s_per_gpu
+    # a longer prompt makes a longer pass
+    assert pred.colocated(lay, batch, Workload(6000, 1000), o).output_tokens_per_s_per_gpu < got.output_tokens_per_s_per_gpu
+
+
+def test_separate_prefill_spreads_a_pass_over_the_groups_only_in_the_moe():
+    """With attention groups (DP attention) the prefilling group's GPUs run attention and projections over
+    its prompts, the routed experts take them over all groups' GPUs: the pass costs the local step with the
+    experts and their communication of the spread one."""
+    from moeserve.capacity.predict import Options, Predictor, Workload
+    pred = Predictor(load_model("deepseek-r1"), load_hardware("h200"), Precision(weights="fp8"))
+    lay, w = Layout(tp=1, ep=1, moe_tp=8), Workload(3200, 800)
+    batch, o = 800 * math.log(2), Options(separate_prefill=True)  # a = ln 2 in each of the 8 groups
+    eager = replace(o, cuda_graphs=False)
+    local = pred.prefill(lay, 2 * math.log(2) * 3200, w, eager)
+    spread = pred.prefill(lay, 2 * math.log(2) * 3200 / 8, w, eager)
+    pass_ms = local.step_ms + sum(spread.breakdown_ms[k] - local.breakdown_ms[k] for k in ("experts", "communication"))
+    d = pred.decode(lay, batch, w, o)
+    busy = 1 - 0.5 ** 8
+    forward = (1 - busy) * d.step_ms + busy * max(pass_ms, d.step_ms)
+    got = pred.colocated(lay, batch, w, o)
+    assert pass_ms < local.step_ms
+    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * d.step_ms * 0.5 / forward)

@@ -60,8 +60,8 @@ def test_second_blind_set_stays_where_the_docs_put_them():
 # the blind sets recorded with the predictions of the model of their day (RECORDED) while a model change was
 # made without seeing them: (cases, recorded predictions, part, median |error| at most, at least within 25%,
 # at least within 15%) as the docs report them now (blind 3: model 529c01b; 4: 850fd9a; 5: 55bf35c; 6: e32201f)
-RECORDED_SETS = [(BLIND3, RECORDED3, "blind 3", 0.10, 10, 10),  # 9.6%
-                 (BLIND4, RECORDED4, "blind 4", 0.30, 6, 4),  # 29.3%
+RECORDED_SETS = [(BLIND3, RECORDED3, "blind 3", 0.13, 10, 9),  # 12.5% (the docs' upper middle: 15.6%)
+                 (BLIND4, RECORDED4, "blind 4", 0.27, 7, 4),  # 26.2%
                  (BLIND5, RECORDED5, "blind 5", 1.42, 3, 1),  # 141.9%
                  (BLIND6, RECORDED6, "blind 6", 0.20, 7, 6)]  # 19.3%
 
