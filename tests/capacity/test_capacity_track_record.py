@@ -81,3 +81,11 @@ def test_configure_prints_and_reports_it(capsys):
     assert past["low"] <= past["median"] <= past["high"]
     assert main(["--hardware", "cpu", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["track_record"] is None
+
+
+def test_the_docs_example_is_what_configure_prints():
+    from pathlib import Path
+
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text().split())
+    printed = track_record.record("hopper", "decode", 0.125).describe()
+    assert printed in docs
