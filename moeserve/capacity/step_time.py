@@ -208,16 +208,21 @@ class StepModel:
             return KERNEL_WORK["router"]  # no shared-expert kernels to launch
         return KERNEL_WORK[part]
 
-    def floored(self, parts: dict, cuda_graphs: bool) -> dict:
-        """Each part's kernels at least their floor, kernel by kernel (KERNEL_WORK): inside a CUDA graph
-        `kernel_floor_us` a kernel; launched one by one (eager) also the host's launch time,
-        `layer_overhead_us` spread over the layer's kernels."""
-        shares = {k: self.kernel_work(k) for k in parts}
-        per = self.hw.kernel_floor_us
-        if not cuda_graphs:
-            per = max(per, self.hw.layer_overhead_us / sum(len(v) for v in shares.values()))
-        floor = per * 1e-6
-        return {k: sum(max(floor, w * v) for w in shares[k]) for k, v in parts.items()}
+    def floored(self, parts: dict, cuda_graphs: bool = True) -> dict:
+        """Each part's kernels at least their floor, kernel by kernel (KERNEL_WORK): `kernel_floor_us` a
+        kernel, launch gap to finish (eager, the host's time to issue a layer is `host_bound`'s)."""
+        floor = self.hw.kernel_floor_us * 1e-6
+        return {k: sum(max(floor, w * v) for w in self.kernel_work(k)) for k, v in parts.items()}
+
+    def host_bound(self, s: StepInput, gpu_seconds: float) -> float:
+        """Seconds a layer's GPU waits for the host beyond `gpu_seconds` of its own work. Inside a CUDA
+        graph none; eager, the host issues each operator of the layer (`layer_overhead_us`, twice with
+        two-batch overlap: each micro-batch's operators) while the GPU runs those already issued, so the
+        layer takes the longer of the two."""
+        if s.cuda_graphs:
+            return 0.0
+        host = self.hw.layer_overhead_us * 1e-6 * (2 if s.tbo else 1)
+        return max(0.0, host - gpu_seconds)
 
     def exposed_communication(self, s: StepInput, parts: dict, comm_parts: tuple) -> float:
         """Communication the layer's kernels do not hide: all of it; with two-batch overlap `overlap` of
@@ -244,7 +249,7 @@ class StepModel:
             parts = self.floored(parts, s.cuda_graphs)
         exposed = self.exposed_communication(s, parts, comm_parts)
         compute = sum(parts.values())
-        fixed = self.hw.graph_layer_overhead_us * 1e-6
+        fixed = self.hw.graph_layer_overhead_us * 1e-6 + self.host_bound(s, compute + exposed)
         offload = 0.0
         if moe and s.offload > 0:
             # one streamed layer in every 1 / share: its transfer runs behind the layers since the last one

@@ -209,12 +209,9 @@ def test_latency_floors_bind_a_batch_of_one():
     floor = b200.kernel_floor_us * 1e-6
     assert floored["shared_router"] == pytest.approx(KERNELS["shared_router"] * floor)  # a few KB of work: the floor
     assert floored["elementwise"] == pytest.approx(KERNELS["elementwise"] * floor)
-    # eager: each kernel also waits for the host to launch it, layer_overhead_us over the layer's ~20 kernels
-    eager_parts = sm.floored(parts, cuda_graphs=False)
-    kernels = sum(KERNELS[k] for k in ("attention", "projections_mla", "experts", "shared_router", "elementwise"))
     assert set(parts) == {"attention", "projections", "experts", "shared_router", "elementwise"}
-    per = max(b200.kernel_floor_us, b200.layer_overhead_us / kernels) * 1e-6
-    assert eager_parts["shared_router"] == pytest.approx(KERNELS["shared_router"] * per)
+    # eager the kernels keep their floors; the layer waits for the host instead (below)
+    assert sm.floored(parts, cuda_graphs=False) == floored
     # TP all-reduce of one token: the profile's small-message latency plus a ring's bytes
     ring = 2 * 7 / 8 * (1 / 8 * 8 * 7168 * 2) / (b200.scaleup_gbs * 1e9)
     assert comm.all_reduce(sm, s) == pytest.approx(ring + b200.allreduce_latency_us * 1e-6)
@@ -223,15 +220,37 @@ def test_latency_floors_bind_a_batch_of_one():
     assert eager >= graphs > m.num_layers * 20 * floor
 
 
+def test_an_eager_layer_takes_the_longer_of_its_gpu_time_and_the_hosts():
+    """Eager, the host issues a layer's operators (layer_overhead_us: SGLang PR #12160's eager DeepSeek-V3
+    extend of one token, 82.6 ms, less the 1.0 ms step overhead, over 61 layers = 1,340 us) while the GPU
+    runs those already issued. By hand, one token on 8 H200: every layer's GPU time is far below 1.34 ms,
+    so the pass is 61 x 1.34 ms plus the LM head and the step's 1.0 ms + 2 us (82.6 ms, the PR's figure);
+    with two-batch overlap the host issues each micro-batch's operators, 2.68 ms a layer; a prefill whose
+    layers outlast the host (16K tokens a GPU) is unchanged. (1,340 us is 1.338 rounded: 82.8 ms.)"""
+    m, h200 = load_model("deepseek-v3"), load_hardware("h200")
+    assert h200.layer_overhead_us == 1340
+    sm = StepModel(m, h200, Layout(tp=8), Precision(), IDEAL)
+    one = StepInput("prefill", 1 / 8, 2, 1 / 8, prefix_tokens=1 / 8)
+    graphs, eager = sm.step(one), sm.step(replace(one, cuda_graphs=False))
+    lm_head = eager.parts["lm_head"]
+    assert eager.total == pytest.approx(61 * 1.34e-3 + lm_head + 1.0e-3 + 2e-6 / 8)
+    assert eager.total * 1e3 == pytest.approx(82.6, abs=0.3) and graphs.total < 0.2 * eager.total
+    assert eager.parts["attention"] == graphs.parts["attention"]  # the GPU's work is unchanged; the wait is overhead
+    tbo = sm.step(replace(one, cuda_graphs=False, tbo=True))
+    assert tbo.total == pytest.approx(61 * 2.68e-3 + tbo.parts["lm_head"] + 1.0e-3 + 2e-6 / 8)
+    big = StepInput("prefill", 16384, 8192, 2)
+    assert sm.step(replace(big, cuda_graphs=False)).total == pytest.approx(sm.step(big).total)
+
+
 def test_rocm_profiles_take_the_published_rocm_latencies():
     """MI300X and MI355X: the TP all-reduce's latency is the measured ROCm custom all-reduce (MI300X 7.2
-    us: SGLang PR #6619 at TP 4, 2 KB; MI355X 6.3 us: vLLM PR #39080 at TP 8, 24 KB); eager, a layer's
-    ~15 launches at Kog AI's measured ~4.5 us each (67.5 us); the graph floor stays the fitted one
+    us: SGLang PR #6619 at TP 4, 2 KB; MI355X 6.3 us: vLLM PR #39080 at TP 8, 24 KB); eager, the host's
+    1,340 us a layer as on NVIDIA (the framework's side); the graph floor stays the fitted one
     (Kog's ~4.5 us launch + ~0.5 us HBM latency is within it). One token at TP 8, by hand: 7168 x 2 =
     14,336 bytes, 2 x 7/8 of them over 448 GB/s of Infinity Fabric = 0.056 us, plus 7.2 us."""
     m, mi300x, mi355x = load_model("deepseek-v3"), load_hardware("mi300x"), load_hardware("mi355x")
     assert (mi300x.allreduce_latency_us, mi355x.allreduce_latency_us) == (7.2, 6.3)
-    assert mi300x.layer_overhead_us == 67.5 and mi300x.kernel_floor_us == mi355x.kernel_floor_us == 5.875
+    assert mi300x.layer_overhead_us == mi355x.layer_overhead_us == 1340 and mi300x.kernel_floor_us == mi355x.kernel_floor_us == 5.875
     s = StepInput("decode", 1 / 8, 2048, 1 / 8)
     sm = StepModel(m, mi300x, Layout(tp=8), Precision(), IDEAL)
     assert comm.all_reduce(sm, s) * 1e6 == pytest.approx(0.056 + 7.2, abs=1e-3)

@@ -52,8 +52,10 @@ def test_second_blind_set_stays_where_the_docs_put_them():
     the median and the share within 25% the docs report."""
     errors = [abs(error(c)) for c in BLIND2]
     assert len(BLIND2) >= 10 and set(RECORDED) == {c.name for c in BLIND2}
-    assert statistics.median(errors) <= 0.15  # 14.4%
-    assert sum(e <= 0.25 for e in errors) >= 7 and sum(e <= 0.15 for e in errors) >= 6
+    assert statistics.median(errors) <= 0.15  # 14.9%
+    # 5 within 15%: an eager prefill pass of a host-bound 1.34 ms a layer takes InferenceX's SGLang B200 FP4
+    # run at concurrency 32 from -4.1% to -16.0%
+    assert sum(e <= 0.25 for e in errors) >= 7 and sum(e <= 0.15 for e in errors) >= 5
     assert all(c.part == "blind 2" for c in BLIND2)
 
 
@@ -61,8 +63,8 @@ def test_second_blind_set_stays_where_the_docs_put_them():
 # made without seeing them: (cases, recorded predictions, part, median |error| at most, at least within 25%,
 # at least within 15%) as the docs report them now (blind 3: model 529c01b; 4: 850fd9a; 5: 55bf35c; 6: e32201f)
 RECORDED_SETS = [(BLIND3, RECORDED3, "blind 3", 0.13, 10, 9),  # 12.5% (the docs' upper middle: 15.6%)
-                 (BLIND4, RECORDED4, "blind 4", 0.27, 7, 4),  # 26.2%
-                 (BLIND5, RECORDED5, "blind 5", 1.42, 3, 1),  # 141.9%
+                 (BLIND4, RECORDED4, "blind 4", 0.22, 8, 5),  # 21.5%
+                 (BLIND5, RECORDED5, "blind 5", 0.69, 3, 1),  # 68.8%
                  (BLIND6, RECORDED6, "blind 6", 0.20, 7, 6)]  # 19.3%
 
 
