@@ -4,8 +4,8 @@ Every kernel costs the larger of its compute time (FLOPs over the profile's peak
 format times an efficiency factor) and its memory time (bytes over HBM bandwidth times an
 efficiency), and inside a CUDA graph at least the profile's `kernel_floor_us`: a layer of small
 kernels (batch 1) is bound by how many kernels it runs, not by their bytes. Eager (no CUDA graphs),
-a kernel also takes at least the host's time to launch it (`layer_overhead_us` over a layer's
-kernels). (A floor added to the work instead, latency + bytes / bandwidth, fitted the fitted cases
+a layer also takes at least the host's time to issue its operators (HOST_OPS, each the host time
+`layer_overhead_us` gives DeepSeek-V3's mean layer over its operators). (A floor added to the work instead, latency + bytes / bandwidth, fitted the fitted cases
 worse: rms log error 0.075 against 0.044.)
 A layer's kernels run one after another; communication (comm.py: dispatch/combine, TP all-reduces)
 adds to them, hides behind the other micro-batch with two-batch overlap, or with single-batch overlap
@@ -50,6 +50,20 @@ KERNEL_WORK = {"attention": (0.0, 1.0, 0.0),
                # (DeepSeek-V3 report, section 2.2), and sampling the draft (argmax) and preparing the next input
                "mtp_input": (0.0, 0.0, 1.0), "mtp_sample": (1.0, 0.0)}
 KERNELS = {k: len(v) for k, v in KERNEL_WORK.items()}
+# operators an eager decoder layer issues from the host, each a Python call, its dispatch and launch, by part, as
+# SGLang's 2025 forward paths issue them for prefill (models/deepseek_v2.py forward_normal_prepare/_core,
+# qwen3_moe.py, the FusedMoE Triton runner); counted are the operators that launch GPU work, not the views
+# and splits between them: a layer's two fused residual + RMSNorms and two TP all-reduces; MLA's fused q_a/kv_a,
+# q_b, kv_b and o GEMMs, the q_a and kv_a RMSNorms, a contiguous copy of the latent, RoPE, five slice writes
+# assembling k and the latent cache, the cache write and the attention; GQA's qkv and o GEMMs, RoPE (writing
+# the cache) and the attention, with QK-norm the q and k RMSNorms; routed experts' router GEMM, top-k, block
+# alignment, two grouped GEMMs, SwiGLU and the sum over top-k; a shared expert's up GEMM, SwiGLU, down GEMM and
+# its add; a dense MLP's up, SwiGLU and down. Activation quantisation ahead of FP8 GEMMs is not counted (one
+# count for every format).
+HOST_OPS = {"layer": 4, "attention_mla": 15, "attention_gqa": 4, "qk_norm": 2, "experts": 7, "shared_expert": 4,
+            "dense_mlp": 3}
+# DeepSeek-V3's mean over its 3 dense and 58 MoE layers (22 and 30 operators): the layer `layer_overhead_us` measures
+REFERENCE_HOST_OPS = (3 * 22 + 58 * 30) / 61
 # the routed experts' down projection: a third of their weights and FLOPs (gate, up, down); single-batch
 # overlap hides combine behind it
 DOWN_SHARE = 1 / 3
@@ -214,15 +228,27 @@ class StepModel:
         floor = self.hw.kernel_floor_us * 1e-6
         return {k: sum(max(floor, w * v) for w in self.kernel_work(k)) for k, v in parts.items()}
 
-    def host_bound(self, s: StepInput, gpu_seconds: float) -> float:
+    def host_bound(self, s: StepInput, gpu_seconds: float, moe: bool = True) -> float:
         """Seconds a layer's GPU waits for the host beyond `gpu_seconds` of its own work. Inside a CUDA
-        graph none; eager, the host issues each operator of the layer (`layer_overhead_us`, twice with
-        two-batch overlap: each micro-batch's operators) while the GPU runs those already issued, so the
-        layer takes the longer of the two."""
+        graph none; eager, the host issues each operator of the layer while the GPU runs those already
+        issued, so the layer takes the longer of the two. The host's time is per operator: `layer_overhead_us`
+        for DeepSeek-V3's mean layer (REFERENCE_HOST_OPS operators), in proportion for this layer's
+        (`host_ops`), twice with two-batch overlap (each micro-batch's operators)."""
         if s.cuda_graphs:
             return 0.0
-        host = self.hw.layer_overhead_us * 1e-6 * (2 if s.tbo else 1)
+        host = self.hw.layer_overhead_us * 1e-6 * self.host_ops(moe) / REFERENCE_HOST_OPS * (2 if s.tbo else 1)
         return max(0.0, host - gpu_seconds)
+
+    def host_ops(self, moe: bool) -> int:
+        """Operators the host issues for one decoder layer eager (HOST_OPS): its norms and all-reduces, its
+        attention (MLA or GQA, with or without QK-norm) and its MLP (routed experts with or without a shared
+        expert, or dense)."""
+        m = self.m
+        ops = HOST_OPS["layer"] + HOST_OPS["attention_mla" if m.is_mla else "attention_gqa"]
+        ops += HOST_OPS["qk_norm"] if m.qk_norm and not m.is_mla else 0
+        if moe:
+            return ops + HOST_OPS["experts"] + (HOST_OPS["shared_expert"] if m.shared_params else 0)
+        return ops + HOST_OPS["dense_mlp"]
 
     def exposed_communication(self, s: StepInput, parts: dict, comm_parts: tuple) -> float:
         """Communication the layer's kernels do not hide: all of it; with two-batch overlap `overlap` of
@@ -249,7 +275,7 @@ class StepModel:
             parts = self.floored(parts, s.cuda_graphs)
         exposed = self.exposed_communication(s, parts, comm_parts)
         compute = sum(parts.values())
-        fixed = self.hw.graph_layer_overhead_us * 1e-6 + self.host_bound(s, compute + exposed)
+        fixed = self.hw.graph_layer_overhead_us * 1e-6 + self.host_bound(s, compute + exposed, moe)
         offload = 0.0
         if moe and s.offload > 0:
             # one streamed layer in every 1 / share: its transfer runs behind the layers since the last one

@@ -14,7 +14,7 @@ from moeserve.capacity.gemm import kernel_share, padded_rows
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import load_model
-from moeserve.capacity.step_time import KERNELS, StepInput, StepModel
+from moeserve.capacity.step_time import KERNELS, REFERENCE_HOST_OPS, StepInput, StepModel
 
 IDEAL = Efficiency(gemm=1.0, attention=1.0, attention_decode=1.0, weight_stream=1.0, kv_stream=1.0, network=1.0, overlap=1.0)
 FP8 = 1 + 4 / 16384  # bytes per fp8 weight with its per-128x128-block fp32 scale
@@ -224,7 +224,9 @@ def test_an_eager_layer_takes_the_longer_of_its_gpu_time_and_the_hosts():
     """Eager, the host issues a layer's operators (layer_overhead_us: SGLang PR #12160's eager DeepSeek-V3
     extend of one token, 82.6 ms, less the 1.0 ms step overhead, over 61 layers = 1,340 us) while the GPU
     runs those already issued. By hand, one token on 8 H200: every layer's GPU time is far below 1.34 ms,
-    so the pass is 61 x 1.34 ms plus the LM head and the step's 1.0 ms + 2 us (82.6 ms, the PR's figure);
+    so the pass is 61 x 1.34 ms plus the LM head and the step's 1.0 ms + 2 us (82.6 ms, the PR's figure):
+    the host time is per operator, DeepSeek-V3's 3 dense layers of 22 and 58 MoE layers of 30 taking 1.34 ms
+    on average (1.00 and 1.36 ms);
     with two-batch overlap the host issues each micro-batch's operators, 2.68 ms a layer; a prefill whose
     layers outlast the host (16K tokens a GPU) is unchanged. (1,340 us is 1.338 rounded: 82.8 ms.)"""
     m, h200 = load_model("deepseek-v3"), load_hardware("h200")
@@ -233,6 +235,9 @@ def test_an_eager_layer_takes_the_longer_of_its_gpu_time_and_the_hosts():
     one = StepInput("prefill", 1 / 8, 2, 1 / 8, prefix_tokens=1 / 8)
     graphs, eager = sm.step(one), sm.step(replace(one, cuda_graphs=False))
     lm_head = eager.parts["lm_head"]
+    assert (sm.host_ops(False), sm.host_ops(True)) == (22, 30)
+    assert eager.parts["overhead"] == pytest.approx(61 * 1.34e-3 + 1.0e-3 + 2e-6 / 8 - sum(
+        v for k, v in eager.parts.items() if k not in ("overhead", "lm_head")))
     assert eager.total == pytest.approx(61 * 1.34e-3 + lm_head + 1.0e-3 + 2e-6 / 8)
     assert eager.total * 1e3 == pytest.approx(82.6, abs=0.3) and graphs.total < 0.2 * eager.total
     assert eager.parts["attention"] == graphs.parts["attention"]  # the GPU's work is unchanged; the wait is overhead
@@ -240,6 +245,26 @@ def test_an_eager_layer_takes_the_longer_of_its_gpu_time_and_the_hosts():
     assert tbo.total == pytest.approx(61 * 2.68e-3 + tbo.parts["lm_head"] + 1.0e-3 + 2e-6 / 8)
     big = StepInput("prefill", 16384, 8192, 2)
     assert sm.step(replace(big, cuda_graphs=False)).total == pytest.approx(sm.step(big).total)
+
+
+def test_an_eager_layers_host_time_is_its_operators():
+    """The host's time is per operator (HOST_OPS, SGLang's forward paths): DeepSeek-V3's mean layer (29.6
+    operators) takes 1,340 us, 45.3 us an operator. By hand: a Qwen3-MoE layer issues its two norms and two
+    all-reduces (4), qkv and o GEMMs, RoPE and attention (4), the q and k RMSNorms (2) and the routed experts'
+    7 without a shared expert: 17 operators, 17 / 29.61 x 1,340 = 769 us; one token on 8 H200 through its
+    94 layers 72.3 ms plus the LM head and the step's 1.0 ms + 2 us. A dense GQA layer (Llama-like) 11."""
+    assert REFERENCE_HOST_OPS == pytest.approx((3 * 22 + 58 * 30) / 61)
+    m, h200 = load_model("qwen3-235b-a22b"), load_hardware("h200")
+    sm = StepModel(m, h200, Layout(tp=8), Precision(), IDEAL)
+    assert m.num_moe_layers == 94 and m.num_dense_layers == 0 and sm.host_ops(True) == 17
+    assert sm.host_ops(False) == 4 + 4 + 2 + 3
+    one = StepInput("prefill", 1 / 8, 2, 1 / 8, prefix_tokens=1 / 8)
+    eager = sm.step(replace(one, cuda_graphs=False))
+    layer = 1340e-6 * 17 / (1806 / 61)
+    assert layer * 1e6 == pytest.approx(769, abs=1)
+    assert eager.total == pytest.approx(94 * layer + eager.parts["lm_head"] + 1.0e-3 + 2e-6 / 8)
+    mixtral = replace(m, qk_norm=False)
+    assert StepModel(mixtral, h200, Layout(tp=8), Precision(), IDEAL).host_ops(True) == 15
 
 
 def test_rocm_profiles_take_the_published_rocm_latencies():
