@@ -41,7 +41,7 @@ class Hardware:
     scaleup_latency_us: float  # one dispatch or combine phase inside the domain
     scaleout_gbs: float  # InfiniBand/RoCE per GPU per direction, GB/s
     scaleout_latency_us: float  # one dispatch or combine phase across nodes
-    layer_overhead_us: float  # host time to issue one layer eager (a layer takes at least this long)
+    layer_overhead_us: float  # host time to issue DeepSeek-V3's mean layer eager (others by their operators, step_time.HOST_OPS)
     graph_layer_overhead_us: float  # fixed time per layer beyond its kernels (CPU: Python and operator dispatch)
     step_overhead_ms: float  # per engine step: scheduling, sampling, host-device copies
     seq_overhead_us: float  # per sequence in a step: the host work that grows with the batch
