@@ -5,8 +5,8 @@ format times an efficiency factor) and its memory time (bytes over HBM bandwidth
 efficiency), and inside a CUDA graph at least the profile's `kernel_floor_us`: a layer of small
 kernels (batch 1) is bound by how many kernels it runs, not by their bytes. Eager (no CUDA graphs),
 a layer also takes at least the host's time to issue its operators (HOST_OPS, each the host time
-`layer_overhead_us` gives DeepSeek-V3's mean layer over its operators). (A floor added to the work instead, latency + bytes / bandwidth, fitted the fitted cases
-worse: rms log error 0.075 against 0.044.)
+`layer_overhead_us` gives DeepSeek-V3's mean layer over its operators). (A floor added to the work
+instead, latency + bytes / bandwidth, fitted the fitted cases worse: rms log error 0.075 against 0.044.)
 A layer's kernels run one after another; communication (comm.py: dispatch/combine, TP all-reduces)
 adds to them, hides behind the other micro-batch with two-batch overlap, or with single-batch overlap
 hides dispatch behind the shared expert and combine behind the experts' down projection.
