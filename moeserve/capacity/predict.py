@@ -20,6 +20,15 @@ from moeserve.capacity.model_spec import ModelSpec
 from moeserve.capacity.step_time import StepInput, StepModel
 
 
+# Tokens one engine step may prefill: one scheduler per attention group (TP group; each data-parallel rank
+# runs its own), its TP ranks splitting every step's tokens. vLLM V1's default max_num_batched_tokens for an
+# OpenAI server on a card of 70 GiB or more (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py:
+# 8,192; 16,384 for the offline LLM class, 2,048 and 8,192 on smaller cards; V1's scheduler spends it on the
+# running decodes first and fills the rest with prefill chunks); SGLang's chunked_prefill_size (server_args:
+# 8,192 on cards under 160 GB, 16,384 above in later releases) is its scheduler's, one per TP group, too.
+ENGINE_CHUNK = 8192
+
+
 @dataclass(frozen=True)
 class Workload:
     isl: int  # input tokens per request
@@ -148,15 +157,17 @@ class Predictor:
                           input_tokens_per_s_per_gpu=batch / st.total * w.isl / new, memory=mem.as_dict(),
                           fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()}, offload=streamed > 0)
 
-    def colocated(self, layout: Layout, batch: float, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
-        """batch sequences per GPU decoding; prompts are prefilled in chunks of `chunk` tokens between
-        steps. Attention groups step in lockstep (every MoE layer spans them all), so a prefill chunk in
-        any group stalls every group: with g groups each spending share f of its time in prefill, the
-        time lost is 1 - (1 - f)^g (prefills land in independent steps)."""
+    def colocated(self, layout: Layout, batch: float, w: Workload, o: Options, chunk: int = ENGINE_CHUNK) -> Prediction:
+        """batch sequences per GPU decoding; prompts are prefilled in chunks of `chunk` tokens a step of
+        an attention group's scheduler (chunk / tp a GPU: the budget is the engine's, and its TP ranks
+        split each step's tokens), between decode steps. Attention groups step in lockstep (every MoE
+        layer spans them all), so a prefill chunk in any group stalls every group: with g groups each
+        spending share f of its time in prefill, the time lost is 1 - (1 - f)^g (prefills land in
+        independent steps)."""
         d = self.decode(layout, batch, w, o)
         if o.separate_prefill:
             return self.colocated_separate(d, w, o, chunk)
-        p = self.prefill(layout, chunk, w, replace(o, offload=False))
+        p = self.prefill(layout, chunk / layout.tp, w, replace(o, offload=False))
         prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
         lo, hi = 0.0, dec  # out = dec x (1 - share(out))^groups: the left side rises, the right falls
@@ -171,7 +182,7 @@ class Predictor:
                           output_tokens_per_s_per_gpu=out, memory=dict(d.memory), fits=d.fits and p.fits,
                           breakdown_ms=d.breakdown_ms)
 
-    def colocated_separate(self, d: Prediction, w: Workload, o: Options, chunk: int = 8192) -> Prediction:
+    def colocated_separate(self, d: Prediction, w: Workload, o: Options, chunk: int = ENGINE_CHUNK) -> Prediction:
         """Colocated as SGLang schedules it by default (no --enable-mixed-chunk) under a closed-loop load
         (bench_serving --max-concurrency: a request is sent as one finishes). Before each iteration the
         scheduler prefills what is waiting as a forward pass of its own (get_new_batch_prefill before the
@@ -192,7 +203,7 @@ class Predictor:
             return replace(d, phase="colocated")
         g = lay.attention_groups
         tokens = a / q * w.computed_input / lay.tp  # per GPU of the group that prefills
-        passes = max(1, math.ceil(tokens / chunk - 1e-9))
+        passes = max(1, math.ceil(tokens * lay.tp / chunk - 1e-9))  # the scheduler's budget covers its TP group
         eager = replace(o, offload=False, cuda_graphs=False, tbo=False)
         p = self.prefill(lay, tokens / passes, w, eager)
         pass_ms = p.step_ms

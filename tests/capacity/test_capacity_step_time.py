@@ -450,6 +450,29 @@ def test_kernels_a_layer_launches_follow_the_architecture():
     assert load_model("qwen3-235b-a22b").qk_norm and not load_model("mixtral-8x7b").qk_norm
 
 
+def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
+    """vLLM V1's 8,192-token max_num_batched_tokens (and SGLang's chunked_prefill_size) is one scheduler's,
+    so a TP-4 instance prefills 2,048 tokens a GPU a step: a 30,000-token prompt takes ceil(30,000 / 8,192)
+    = 4 chunks, and its TTFT before decode's stall is 4.5 steps of that chunk; with one attention group
+    the run yields dec x (1 - share), share = out / osl / (prompts a second of a GPU doing only prefill)."""
+    from moeserve.capacity.predict import ENGINE_CHUNK, Options, Predictor, Workload
+    pred = Predictor(load_model("qwen3-235b-a22b"), load_hardware("b200"), Precision(weights="fp8", kv="fp8"))
+    lay, w, o = Layout(4, 1, 0), Workload(30_000, 1000), Options()
+    assert ENGINE_CHUNK == 8192
+    got = pred.colocated(lay, 16, w, o)
+    p = pred.prefill(lay, 2048, w, o)
+    assert p.ttft_ms == pytest.approx(4.5 * p.step_ms)
+    stalled = 1 - got.output_tokens_per_s_per_gpu / pred.decode(lay, 16, w, o).output_tokens_per_s_per_gpu
+    assert got.ttft_ms == pytest.approx(p.ttft_ms / (1 - stalled))
+    share = got.output_tokens_per_s_per_gpu / w.osl / (p.input_tokens_per_s_per_gpu / w.isl)
+    assert stalled == pytest.approx(share, rel=1e-6)
+    # a TP-8 instance of the same engine splits the same 8,192 tokens eight ways
+    tp8 = pred.colocated(Layout(8, 1, 0), 8, w, o)
+    p8 = pred.prefill(Layout(8, 1, 0), 1024, w, o)
+    assert tp8.ttft_ms * (1 - (1 - tp8.output_tokens_per_s_per_gpu / pred.decode(Layout(8, 1, 0), 8, w, o)
+                                .output_tokens_per_s_per_gpu)) == pytest.approx(p8.ttft_ms)
+
+
 def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
     """SGLang's scheduler (no mixed chunk) under a closed-loop load: a prefill pass of its own, eager, after
     a decode step with probability q = 1 - e^-a, a = sequences of the group / osl finishing a step. At
