@@ -37,7 +37,8 @@ class Case:
     # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
     # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py), 4 = the fourth
     # (validation_blind4.py), 5 = the fifth (validation_blind5.py), 6 = the sixth
-    # (validation_blind6.py), 7 = the seventh (validation_blind7.py)
+    # (validation_blind6.py), 7 = the seventh (validation_blind7.py), 8 = the
+    # eighth (validation_blind8.py)
     blind: int = 0
 
     @property
