@@ -190,10 +190,12 @@ class Predictor:
         --enable-piecewise-cuda-graph), so a prefill pass reads every weight again for the few prompts that
         arrived, not a large chunk. A decode step of an attention group of C sequences finishes a = C x
         mtp_accept / osl of them on average, each replaced at once; the number finishing in a step is read
-        as Poisson: a pass follows a step with probability q = 1 - e^-a and carries a / q prompts. Attention
-        groups step in lockstep (every MoE layer spans them all), so a forward with a pass in any of the g
-        groups lasts the pass (max(pass, decode step); the other groups decode in it) and the group that
-        prefills yields no token in it. A pass's prompts are prefilled by their group's GPUs (attention,
+        as Poisson: a pass follows a step with probability q = 1 - e^-a and carries a / q prompts. A pass is
+        never followed by another (its prompts finish nothing), so q / (1 + q) of a group's forwards are
+        passes and each decode step costs D + q x pass on one group. Attention groups step in lockstep
+        (every MoE layer spans them all), so a forward with a pass in any of the g groups (taken as
+        independent) lasts the pass (max(pass, decode step); the other groups decode in it) and the group
+        that prefills yields no token in it. A pass's prompts are prefilled by their group's GPUs (attention,
         projections, dense layers: the prompts' tokens over tp GPUs), while the routed experts and their
         dispatch and combine take them over every group's GPUs (tp x g)."""
         lay, D = d.layout, d.step_ms
@@ -212,10 +214,11 @@ class Predictor:
             moe = ("experts", "communication")
             pass_ms += sum(spread.get(k, 0.0) - p.breakdown_ms.get(k, 0.0) for k in moe)
         pass_ms = max(passes * pass_ms, D)
-        busy = -math.expm1(g * math.log1p(-q))  # share of forwards with a pass in some group: 1 - (1 - q)^g
+        # share of forwards with a pass in some group: 1 - (1 - q / (1 + q))^g = 1 - (1 + q)^-g
+        busy = -math.expm1(-g * math.log1p(q))
         forward_ms = (1 - busy) * D + busy * pass_ms
-        out = d.output_tokens_per_s_per_gpu * D * (1 - q) / forward_ms
-        tpot = forward_ms / (1 - q) / o.mtp_accept
+        out = d.output_tokens_per_s_per_gpu * D / (1 + q) / forward_ms  # a group decodes 1 / (1 + q) of its forwards
+        tpot = forward_ms * (1 + q) / o.mtp_accept
         return Prediction("colocated", lay, d.batch, D, ttft_ms=D / 2 + pass_ms, tpot_ms=tpot,
                           input_tokens_per_s_per_gpu=out * w.isl / w.osl, output_tokens_per_s_per_gpu=out,
                           memory=dict(d.memory), fits=d.fits and p.fits, breakdown_ms=d.breakdown_ms)

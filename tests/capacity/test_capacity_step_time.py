@@ -475,8 +475,9 @@ def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
 
 def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
     """SGLang's scheduler (no mixed chunk) under a closed-loop load: a prefill pass of its own, eager, after
-    a decode step with probability q = 1 - e^-a, a = sequences of the group / osl finishing a step. At
-    a = ln 2 (q = 1/2, 2 ln 2 prompts a pass) one TP group yields dec x D x (1 - q) / ((1 - q) D + q P)."""
+    a decode step with probability q = 1 - e^-a, a = sequences of the group / osl finishing a step, never
+    after another pass. At a = ln 2 (q = 1/2, 2 ln 2 prompts a pass) one TP group's decode step costs
+    D + P / 2: it yields dec x D / (D + P / 2), and a sequence waits D + P / 2 a token."""
     from moeserve.capacity.predict import Options, Predictor, Workload
     pred = Predictor(load_model("deepseek-r1"), load_hardware("b200"), Precision(weights="fp8"))
     lay, w = Layout(8, 1, 0), Workload(600, 1000)
@@ -486,8 +487,8 @@ def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
     d = pred.decode(lay, batch, w, o)
     p = pred.prefill(lay, 2 * math.log(2) * 600 / 8, w, replace(o, cuda_graphs=False))
     P, D = max(p.step_ms, d.step_ms), d.step_ms
-    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * D * 0.5 / (0.5 * D + 0.5 * P))
-    assert got.tpot_ms == pytest.approx((0.5 * D + 0.5 * P) / 0.5)
+    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * D / (D + 0.5 * P))
+    assert got.tpot_ms == pytest.approx(D + 0.5 * P)
     # fewer, longer passes than the chunked reading's 8,192-token chunks: the pass reads every weight again
     assert got.output_tokens_per_s_per_gpu < pred.colocated(lay, batch, w, Options()).output_tokens_per_s_per_gpu
     # a longer prompt makes a longer pass
@@ -501,14 +502,14 @@ def test_separate_prefill_spreads_a_pass_over_the_groups_only_in_the_moe():
     from moeserve.capacity.predict import Options, Predictor, Workload
     pred = Predictor(load_model("deepseek-r1"), load_hardware("h200"), Precision(weights="fp8"))
     lay, w = Layout(tp=1, ep=1, moe_tp=8), Workload(3200, 800)
-    batch, o = 800 * math.log(2), Options(separate_prefill=True)  # a = ln 2 in each of the 8 groups
+    batch, o = 800 * math.log(2), Options(separate_prefill=True)  # a = ln 2 (q = 1/2) in each of the 8 groups
     eager = replace(o, cuda_graphs=False)
     local = pred.prefill(lay, 2 * math.log(2) * 3200, w, eager)
     spread = pred.prefill(lay, 2 * math.log(2) * 3200 / 8, w, eager)
     pass_ms = local.step_ms + sum(spread.breakdown_ms[k] - local.breakdown_ms[k] for k in ("experts", "communication"))
     d = pred.decode(lay, batch, w, o)
-    busy = 1 - 0.5 ** 8
+    busy = 1 - (2 / 3) ** 8  # a group prefills in 1/3 of its forwards (a pass after half its decode steps)
     forward = (1 - busy) * d.step_ms + busy * max(pass_ms, d.step_ms)
     got = pred.colocated(lay, batch, w, o)
     assert pass_ms < local.step_ms
-    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * d.step_ms * 0.5 / forward)
+    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * d.step_ms * (2 / 3) / forward)
