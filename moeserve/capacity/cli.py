@@ -100,8 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "TensorRT-LLM's min-latency recipe keeps it bf16)")
     p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format; attention computes in it where the card has FP8 "
                    "tensor cores (default bf16 on GPUs, fp32 on CPUs)")
-    p.add_argument("--dispatch-dtype", choices=DTYPES, help="format tokens go to the experts in (default fp8 when the experts "
-                   "run fp8/fp4, else the activation format)")
+    p.add_argument("--dispatch-dtype", choices=DTYPES, help="format tokens go to the experts in (default the experts' "
+                   "format when they run fp8 or fp4: fp8 + per-128 scales or NVFP4, else the activation format)")
     p.add_argument("--combine-dtype", choices=DTYPES, help="format expert outputs come back in (default the activation format)")
     p.add_argument("--gemm-min-tile", type=integer, help="smallest row tile of the GEMM kernels (the profile's: 64 on Hopper; "
                    "32 for DeepGEMM's swapAB kernels)")

@@ -75,13 +75,26 @@ def fill_redundant(num_experts: int, ep: int) -> int:
     return -num_experts % ep if ep > 1 else 0
 
 
+# The format tokens reach the experts in, by the experts' weight format, unless set. FP8 experts: FP8 with
+# per-128 scales (DeepEP's dispatch). NVFP4 experts are W4A4: their grouped GEMMs take NVFP4 activations
+# (NVIDIA's ModelOpt NVFP4 checkpoints carry an input scale per expert), and the engines quantise before the
+# tokens move: TensorRT-LLM fuses the BF16 -> NVFP4 quantisation into the all-reduce + RMSNorm ahead of the
+# MoE (tech blog 1, 'Module9') and sends NVFP4 through its all-to-all by default (fused_moe:
+# use_postquant_alltoall = TRTLLM_MOE_POST_QUANT_ALLTOALLV, default 1, when the quant mode has NVFP4); vLLM's
+# NVFP4 MoE quantises the input to NVFP4 as it gathers the rows into expert order
+# (ops.scaled_fp4_experts_quant in cutlass_moe.py's run_cutlass_moe_fp4).
+DISPATCH_FORMAT = {"fp8": "fp8", "fp4": "fp4"}
+
+
 @dataclass(frozen=True)
 class Precision:
     """Number formats per module. `weights` sets every linear module left unset (attention projections,
     routed experts, dense MLPs and shared experts); embeddings, LM head and routers stay in the
     activation format. `kv` is the KV cache format, and attention computes in it where the card has
     tensor cores for it (FP8 MLA/FlashAttention). `dispatch` is the format tokens travel to the experts
-    in (default FP8 with per-128 scales when the experts run FP8 or FP4, as DeepEP does); `combine` the
+    in and are permuted into expert order in (default: FP8 with per-128 scales when the experts run FP8,
+    as DeepEP does; NVFP4 when they run NVFP4, whose GEMMs take NVFP4 activations and whose engines
+    quantise before the all-to-all, DISPATCH_FORMAT); `combine` the
     format they come back in (default the activation format). `mtp` is the format of the MTP module's
     decoder layer and projection (default: as the main model's modules)."""
     weights: str = "fp8"
@@ -117,7 +130,7 @@ class Precision:
     def dispatch_format(self) -> str:
         if self.dispatch:
             return self.dispatch
-        return "fp8" if self.moe_weights in ("fp8", "fp4") else self.activations
+        return DISPATCH_FORMAT.get(self.moe_weights, self.activations)
 
     @property
     def combine_format(self) -> str:

@@ -108,9 +108,12 @@ def test_each_module_takes_its_own_format():
     attention = 61 * m.attention_params
     by_hand = routed * ((0.5 + 1 / 16) - FP8) + (dense + attention) * (2 - FP8)
     assert mixed - fp8 == pytest.approx(by_hand)
-    # --weights sets every module left unset; dispatch follows the experts (FP8 with scales for fp8/fp4), combine the activations
+    # --weights sets every module left unset; dispatch follows the experts (FP8 with per-128 scales for fp8, NVFP4
+    # for fp4: W4A4 experts quantise before the tokens move), combine the activations
     p = Precision(weights="fp4", attn="bf16")
-    assert (p.attn_weights, p.moe_weights, p.dense_weights, p.dispatch_format, p.combine_format) == ("bf16", "fp4", "fp4", "fp8", "bf16")
+    assert (p.attn_weights, p.moe_weights, p.dense_weights, p.dispatch_format, p.combine_format) == ("bf16", "fp4", "fp4", "fp4", "bf16")
+    assert p.dispatch_bytes == 0.5 + 1 / 16 and Precision(weights="fp8").dispatch_bytes == 1 + 4 / 128
+    assert Precision(weights="fp8", moe="fp4", dispatch="fp8").dispatch_format == "fp8"  # an explicit format wins
     assert Precision(weights="bf16").dispatch_format == "bf16" and Precision(dispatch="fp4").dispatch_bytes == 0.5 + 1 / 16
 
 
