@@ -513,3 +513,19 @@ def test_separate_prefill_spreads_a_pass_over_the_groups_only_in_the_moe():
     got = pred.colocated(lay, batch, w, o)
     assert pass_ms < local.step_ms
     assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * d.step_ms * (2 / 3) / forward)
+
+
+def test_nvfp4_experts_permute_and_dispatch_nvfp4_rows_by_hand():
+    """NVFP4 experts are W4A4: tokens reach them in NVFP4 (0.5 + 1/16 bytes a value), not FP8 with per-128
+    scales, both in the elementwise permutation and in the dispatch bytes."""
+    m, b200 = load_model("deepseek-v3"), load_hardware("b200")
+    s = StepInput("prefill", 1024, 512, 1)
+    fp4, fp8_dispatch = Precision(weights="fp8", moe="fp4"), Precision(weights="fp8", moe="fp4", dispatch="fp8")
+    lay = Layout(tp=1, ep=8)
+    nvfp4, fp8 = StepModel(m, b200, lay, fp4, IDEAL), StepModel(m, b200, lay, fp8_dispatch, IDEAL)
+    active, rows, _ = nvfp4.expert_rows(s)
+    # the permutation in reads and writes H values a row in the dispatch format: 2 H (1 + 4/128 - 0.5625) bytes apart
+    saved = active * rows * 2 * m.hidden * ((1 + 4 / 128) - (0.5 + 1 / 16)) / (b200.memory_bandwidth_gbs * 1e9)
+    assert fp8.elementwise(s, True) - nvfp4.elementwise(s, True) == pytest.approx(saved)
+    d4, d8 = comm.dispatch_and_combine(nvfp4, s)[0], comm.dispatch_and_combine(fp8, s)[0]
+    assert d4 < d8
