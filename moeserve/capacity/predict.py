@@ -67,6 +67,12 @@ class Options:
     # bench_serving --max-concurrency); False: prefill chunks of `chunk` tokens share the GPUs' time (trtllm-bench,
     # vLLM: prefill tokens ride in the decode steps)
     separate_prefill: bool = False
+    # colocated in chunks: the running decodes ride in each prefill chunk's step and yield their tokens in it
+    # (vLLM V1's scheduler fills a step with the running requests first, then prefill chunks in the budget left,
+    # vllm/v1/core/sched/scheduler.py; TensorRT-LLM's in-flight batching runs context and generation requests in
+    # one batch); False: a prefill batch is a forward of its own and the decodes wait (SGLang's scheduler without
+    # --enable-mixed-chunk)
+    mixed_steps: bool = True
 
     @property
     def draft_tokens(self) -> int:
@@ -162,19 +168,25 @@ class Predictor:
         an attention group's scheduler (chunk / tp a GPU: the budget is the engine's, and its TP ranks
         split each step's tokens), between decode steps. Attention groups step in lockstep (every MoE
         layer spans them all), so a prefill chunk in any group stalls every group: with g groups each
-        spending share f of its time in prefill, the time lost is 1 - (1 - f)^g (prefills land in
-        independent steps)."""
+        spending share f of its time in prefill, the time lost to decode-only steps is 1 - (1 - f)^g
+        (prefills land in independent steps). With `mixed_steps` the decodes ride in those steps (one step
+        of the chunk plus their attention, P), so the lost time still yields decode tokens at D / P of the
+        decode-only rate (D the decode step)."""
         d = self.decode(layout, batch, w, o)
         if o.separate_prefill:
             return self.colocated_separate(d, w, o, chunk)
         p = self.prefill(layout, chunk / layout.tp, w, replace(o, offload=False))
-        prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl  # of a GPU doing nothing else
+        # mixed steps: the running decodes ride in the chunk's step, each yielding its tokens; the step runs the
+        # chunk and the decodes' attention over their KV (their few rows add little to the chunk's GEMMs)
+        mixed_ms = p.step_ms + (d.breakdown_ms.get("attention", 0.0) if o.mixed_steps else 0.0)
+        prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl * p.step_ms / mixed_ms  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
-        lo, hi = 0.0, dec  # out = dec x (1 - share(out))^groups: the left side rises, the right falls
+        riding = d.step_ms / mixed_ms if o.mixed_steps else 0.0  # decode rate while stalled, share of decode-only
+        lo, hi = 0.0, dec  # out = dec x (kept + (1 - kept) x riding), kept = (1 - share(out))^groups: falls with out
         for _ in range(60):
             out = (lo + hi) / 2
-            share = min(1.0, out / w.osl / prompts_per_s)
-            lo, hi = (out, hi) if out < dec * (1 - share) ** groups else (lo, out)
+            kept = (1 - min(1.0, out / w.osl / prompts_per_s)) ** groups
+            lo, hi = (out, hi) if out < dec * (kept + (1 - kept) * riding) else (lo, out)
         out = lo
         stalled = 1 - out / dec
         return Prediction("colocated", layout, batch, d.step_ms, ttft_ms=p.ttft_ms / max(1e-9, 1 - stalled),
