@@ -450,6 +450,28 @@ def test_kernels_a_layer_launches_follow_the_architecture():
     assert load_model("qwen3-235b-a22b").qk_norm and not load_model("mixtral-8x7b").qk_norm
 
 
+def test_colocated_decodes_ride_in_the_prefill_chunks_steps():
+    """vLLM V1 and TensorRT-LLM schedule the running decodes into the prefill chunk's step: with one attention
+    group, a step of P = chunk step + the decodes' attention yields the batch's tokens too. Per GPU, prompts
+    a second while prefilling r = (8,192 / tp) / P / isl, share of time in those steps f = out / osl / r, and
+    out = dec (1 - f) + dec f D / P, D the decode step: out = dec / (1 + dec (1 - D / P) / (osl r))."""
+    from moeserve.capacity.predict import Options, Predictor, Workload
+    pred = Predictor(load_model("kimi-k2"), load_hardware("b200"), Precision(weights="bf16", moe="fp4"))
+    lay, w = Layout(4, 1, 0), Workload(8000, 1000)
+    d = pred.decode(lay, 16, w, Options())
+    p = pred.prefill(lay, 2048, w, Options())
+    big_p = p.step_ms + d.breakdown_ms["attention"]
+    r = 2048 / (big_p / 1e3) / w.isl
+    dec = d.output_tokens_per_s_per_gpu
+    want = dec / (1 + dec * (1 - d.step_ms / big_p) / (w.osl * r))
+    got = pred.colocated(lay, 16, w, Options()).output_tokens_per_s_per_gpu
+    assert got == pytest.approx(want, rel=1e-6)
+    # SGLang's default scheduler (no mixed chunk): the decodes wait out the chunk, fewer tokens
+    stalled = pred.colocated(lay, 16, w, Options(mixed_steps=False)).output_tokens_per_s_per_gpu
+    assert stalled == pytest.approx(dec / (1 + dec / (w.osl * 2048 / (p.step_ms / 1e3) / w.isl)), rel=1e-6)
+    assert stalled < got < dec
+
+
 def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
     """vLLM V1's 8,192-token max_num_batched_tokens (and SGLang's chunked_prefill_size) is one scheduler's,
     so a TP-4 instance prefills 2,048 tokens a GPU a step: a 30,000-token prompt takes ceil(30,000 / 8,192)
@@ -457,7 +479,7 @@ def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
     the run yields dec x (1 - share), share = out / osl / (prompts a second of a GPU doing only prefill)."""
     from moeserve.capacity.predict import ENGINE_CHUNK, Options, Predictor, Workload
     pred = Predictor(load_model("qwen3-235b-a22b"), load_hardware("b200"), Precision(weights="fp8", kv="fp8"))
-    lay, w, o = Layout(4, 1, 0), Workload(30_000, 1000), Options()
+    lay, w, o = Layout(4, 1, 0), Workload(30_000, 1000), Options(mixed_steps=False)
     assert ENGINE_CHUNK == 8192
     got = pred.colocated(lay, 16, w, o)
     p = pred.prefill(lay, 2048, w, o)
