@@ -88,6 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--separate-prefill", action="store_true", help="colocated: each prefill is an eager forward pass of "
                    "its own of the prompts that arrived since the last (SGLang without --enable-mixed-chunk, with "
                    "--batch requests kept in flight)")
+    p.add_argument("--no-mixed-steps", action="store_true", help="colocated: the running decodes wait while a prefill "
+                   "chunk runs (SGLang without --enable-mixed-chunk); default: they ride in the chunk's step, as vLLM V1 "
+                   "and TensorRT-LLM's in-flight batching schedule them")
     p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
                    "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
                    "memory on GB200/GB300)")
@@ -221,7 +224,8 @@ def _run(args) -> int:
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
-                memory_fraction=args.memory_fraction, sbo=args.sbo, separate_prefill=args.separate_prefill)
+                memory_fraction=args.memory_fraction, sbo=args.sbo, separate_prefill=args.separate_prefill,
+                mixed_steps=not args.no_mixed_steps)
     balance = _balance(args, model)
     fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]

@@ -80,6 +80,9 @@ def test_options_move_predictions_the_right_way(capsys):
     chunked, separate = run_json(capsys, *colo), run_json(capsys, *colo, "--separate-prefill")
     assert separate["output_tokens_per_s_per_gpu"] < chunked["output_tokens_per_s_per_gpu"]
     assert separate["tpot_ms"] > chunked["tpot_ms"]
+    # decodes that wait out each chunk (SGLang without mixed chunks) yield fewer tokens than ones riding in it
+    waiting = run_json(capsys, *colo, "--no-mixed-steps")
+    assert waiting["output_tokens_per_s_per_gpu"] < chunked["output_tokens_per_s_per_gpu"]
 
 
 def test_a_model_that_does_not_fit_says_so(capsys):
