@@ -11,6 +11,7 @@ recorded before a model change and not predicted while it was made.
 (and `Case`) are in validation_cases.py.
 
     python -m moeserve.capacity.validation          # the table of docs/capacity.md
+    python -m moeserve.capacity.validation --docs docs/capacity.md   # its before/after table's after side
 """
 from __future__ import annotations
 
@@ -109,7 +110,46 @@ def summary(cases=None) -> str:
     return "\n".join(out)
 
 
+# docs/capacity.md keeps a table of every case's prediction before the current round of changes and after it
+# (this model), and one "<part>, after:" summary line a part; `docs_after` rewrites the after side from the model
+BEFORE_AFTER_HEADER = ("| part | deployment | model | hardware | unit | published | before | after | error before | "
+                       "error after |")
+
+
+def docs_after(text: str) -> str:
+    """`text` (docs/capacity.md) with the before/after table's after and error-after cells and the parts'
+    "<part>, after:" lines as this model gives them; every row must name a case."""
+    by_name = {(c.part, c.name): c for c in CASES}
+    lines = text.split("\n")
+    row = lines.index(BEFORE_AFTER_HEADER) + 2
+    errors: dict[str, list[float]] = {}
+    while lines[row].startswith("|"):
+        cells = [c.strip() for c in lines[row].strip("|").split("|")]
+        case = by_name.get((cells[0], cells[1]))
+        if case is None:
+            raise ValueError(f"docs row names no validation case: {cells[0]} / {cells[1]}")
+        predicted = predict_case(case)
+        cells[7], cells[9] = f"{predicted:,.1f}", f"{predicted / case.published - 1:+.1%}"
+        errors.setdefault(case.part, []).append(abs(predicted / case.published - 1))
+        lines[row] = "| " + " | ".join(cells) + " |"
+        row += 1
+    for i, line in enumerate(lines):
+        part = line.split(", after: ")[0]
+        if part in errors and line.startswith(part + ", after: "):
+            e = sorted(errors[part])
+            lines[i] = (f"{part}, after: {len(e)} cases, {sum(x <= 0.15 for x in e)} within 15%, "
+                        f"{sum(x <= 0.25 for x in e)} within 25%, median |error| {e[len(e) // 2]:.1%}, worst {e[-1]:.1%}")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--docs"]:  # python -m moeserve.capacity.validation --docs docs/capacity.md
+        path = sys.argv[2]
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(docs_after(text))
+        sys.exit(0)
     print(table())
     print()
     print(summary())

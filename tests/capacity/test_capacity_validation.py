@@ -132,3 +132,23 @@ def test_request_units_by_hand():
     tpot = pred.decode(lay, case.batch, w, case.options).tpot_ms
     assert predict_case(case) == pytest.approx((w.isl + w.osl) / (first + (w.osl - 1) * tpot) * 1e3)
     assert predict_case(replace(case, unit="ms/request")) == pytest.approx(first + (w.osl - 1) * tpot)
+
+
+def test_the_docs_before_after_table_is_this_models():
+    """docs/capacity.md's before/after table and its "<part>, after:" lines are what the model gives now
+    (`python -m moeserve.capacity.validation --docs docs/capacity.md` rewrites them), and a stale cell is
+    rewritten."""
+    from pathlib import Path
+
+    from moeserve.capacity.validation import BEFORE_AFTER_HEADER, docs_after
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text()
+    assert docs_after(text) == text, "run python -m moeserve.capacity.validation --docs docs/capacity.md"
+    lines = text.split("\n")
+    first = lines.index(BEFORE_AFTER_HEADER) + 2
+    cells = lines[first].split("|")
+    cells[8] = " 1.0 "  # the after cell of the first row
+    stale = "\n".join(lines[:first] + ["|".join(cells)] + lines[first + 1:])
+    assert docs_after(stale) == text
+    with pytest.raises(ValueError, match="names no validation case"):
+        docs_after(text.replace(lines[first], lines[first].replace(cells[2], " no such deployment ")))
