@@ -222,7 +222,7 @@ class StepModel:
             return KERNEL_WORK["router"]  # no shared-expert kernels to launch
         return KERNEL_WORK[part]
 
-    def floored(self, parts: dict, cuda_graphs: bool = True) -> dict:
+    def floored(self, parts: dict) -> dict:
         """Each part's kernels at least their floor, kernel by kernel (KERNEL_WORK): `kernel_floor_us` a
         kernel, launch gap to finish (eager, the host's time to issue a layer is `host_bound`'s)."""
         floor = self.hw.kernel_floor_us * 1e-6
@@ -268,11 +268,11 @@ class StepModel:
         if s.tbo:
             half = replace(s, tokens=s.tokens / 2, sequences=s.sequences / 2, prefix_tokens=s.prefix_tokens / 2)
             parts, comm_parts = self.layer(half, moe)
-            parts = {k: 2 * v for k, v in self.floored(parts, s.cuda_graphs).items()}
+            parts = {k: 2 * v for k, v in self.floored(parts).items()}
             comm_parts = tuple(2 * c for c in comm_parts)
         else:
             parts, comm_parts = self.layer(s, moe)
-            parts = self.floored(parts, s.cuda_graphs)
+            parts = self.floored(parts)
         exposed = self.exposed_communication(s, parts, comm_parts)
         compute = sum(parts.values())
         fixed = self.hw.graph_layer_overhead_us * 1e-6 + self.host_bound(s, compute + exposed, moe)
@@ -323,13 +323,13 @@ class StepModel:
         group = draft.tokens * self.lay.tp
         eh = sm.gemm(group, 2 * h * h, sm.p.attn_weights) + group * 6 * h * self.p.act_bytes / (
             self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
-        out.add("mtp_draft", self.floored({"mtp_input": eh}, s.cuda_graphs)["mtp_input"])
+        out.add("mtp_draft", self.floored({"mtp_input": eh})["mtp_input"])
         layer = StepTime()
         sm.layer_time(draft, True, layer, 1)
         for k, v in layer.parts.items():
             out.add("mtp_draft" if k != "communication" else k, v)
         out.add("mtp_draft", self.lm_head(s.sequences, s.cuda_graphs)
-                + self.floored({"mtp_sample": 0.0}, s.cuda_graphs)["mtp_sample"])
+                + self.floored({"mtp_sample": 0.0})["mtp_sample"])
 
     def lm_head(self, rows: float, cuda_graphs: bool = True) -> float:
         """The LM head over `rows` rows per GPU (split over TP), with its kernels' latency."""

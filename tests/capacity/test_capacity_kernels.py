@@ -49,12 +49,12 @@ def test_floors_bind_kernel_by_kernel():
     # experts of 12 floors' work: quantise and activation take a floor each, the up GEMM 2/3 of the work
     # (8 floors), the down GEMM 1/3 (4 floors)
     assert KERNEL_WORK["experts"] == (0.0, 2 / 3, 0.0, 1 / 3)
-    assert sm.floored({"experts": 12 * floor}, True)["experts"] == pytest.approx(14 * floor)
+    assert sm.floored({"experts": 12 * floor})["experts"] == pytest.approx(14 * floor)
     # 3 floors' work: the up GEMM outgrows its floor (2), the down GEMM does not (1 floor)
-    assert sm.floored({"experts": 3 * floor}, True)["experts"] == pytest.approx(5 * floor)
+    assert sm.floored({"experts": 3 * floor})["experts"] == pytest.approx(5 * floor)
     # a tiny part costs as many floors as it has kernels; the LM head its GEMM (232 MB of BF16 a rank at
     # TP 8: above its floor) and a gather (a floor)
-    assert sm.floored({"shared_router": 1e-9}, True)["shared_router"] == pytest.approx(5 * floor)
+    assert sm.floored({"shared_router": 1e-9})["shared_router"] == pytest.approx(5 * floor)
     head = (129280 * 7168 / 8 * 2 + 2 * 1 * 7168 * 2) / 7.7e12
     assert sm.lm_head(1 / 8) == pytest.approx(head + floor)
 
@@ -77,7 +77,7 @@ def test_single_batch_overlap_by_hand():
     sm = StepModel(m, h20, Layout(ep=16), Precision(kv="fp8"), eff)
     s = StepInput("decode", 64, 4096, 32, balancedness=0.7)
     parts, (reduce_s, dispatch_s, combine_s) = sm.layer(s, moe=True)
-    parts = sm.floored(parts, True)
+    parts = sm.floored(parts)
     plain = sm.exposed_communication(s, parts, (reduce_s, dispatch_s, combine_s))
     assert plain == pytest.approx(reduce_s + dispatch_s + combine_s)
     sbo = sm.exposed_communication(replace(s, sbo=True), parts, (reduce_s, dispatch_s, combine_s))
@@ -98,7 +98,7 @@ def test_an_mtp_draft_by_hand():
     # eh_proj: 2H x H replicated on every rank (its GEMM plus the norms' and concatenation's bytes) ...
     draft = replace(s, tokens=1 / 8)
     eh = sm.gemm(1, 2 * 7168 * 7168, "bf16") + 6 * 7168 * 2 / 7.7e12
-    expected = sm.floored({"mtp_input": eh}, True)["mtp_input"]
+    expected = sm.floored({"mtp_input": eh})["mtp_input"]
     # ... the MTP module's decoder layer (an MoE layer) on one token per sequence ...
     layer = StepTime()
     sm.layer_time(draft, True, layer, 1)
@@ -130,7 +130,7 @@ def test_the_first_draft_runs_the_accepted_tokens():
     layer = StepTime()
     sm.layer_time(replace(s, tokens=32 * 1.85), True, layer, 1)
     eh = sm.gemm(32 * 1.85, 2 * 7168 * 7168, "fp8") + 32 * 1.85 * 6 * 7168 * 2 / (h20.memory_bandwidth_gbs * 1e9)
-    expected = (sm.floored({"mtp_input": eh}, True)["mtp_input"] + sum(v for k, v in layer.parts.items() if k != "communication")
+    expected = (sm.floored({"mtp_input": eh})["mtp_input"] + sum(v for k, v in layer.parts.items() if k != "communication")
                 + sm.lm_head(32) + 2 * h20.kernel_floor_us * 1e-6)
     assert first.parts["mtp_draft"] == pytest.approx(expected)
     assert first.parts["mtp_draft"] > later.parts["mtp_draft"]

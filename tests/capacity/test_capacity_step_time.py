@@ -205,13 +205,12 @@ def test_latency_floors_bind_a_batch_of_one():
     sm = StepModel(m, b200, Layout(tp=8, ep=4, moe_tp=2), Precision(weights="fp4", attn="bf16"), IDEAL)
     s = StepInput("decode", 1 / 8, 2048, 1 / 8)
     parts, _ = sm.layer(s, moe=True)
-    floored = sm.floored(parts, cuda_graphs=True)
+    floored = sm.floored(parts)
     floor = b200.kernel_floor_us * 1e-6
     assert floored["shared_router"] == pytest.approx(KERNELS["shared_router"] * floor)  # a few KB of work: the floor
     assert floored["elementwise"] == pytest.approx(KERNELS["elementwise"] * floor)
     assert set(parts) == {"attention", "projections", "experts", "shared_router", "elementwise"}
-    # eager the kernels keep their floors; the layer waits for the host instead (below)
-    assert sm.floored(parts, cuda_graphs=False) == floored
+    # eager the kernels keep their floors and the layer waits for the host instead (host_bound, below)
     # TP all-reduce of one token: the profile's small-message latency plus a ring's bytes
     ring = 2 * 7 / 8 * (1 / 8 * 8 * 7168 * 2) / (b200.scaleup_gbs * 1e9)
     assert comm.all_reduce(sm, s) == pytest.approx(ring + b200.allreduce_latency_us * 1e-6)
@@ -442,7 +441,7 @@ def test_kernels_a_layer_launches_follow_the_architecture():
                                                      ("mixtral-8x7b", 2, 2)):
         sm = StepModel(load_model(name), h200, Layout(tp=8), Precision(weights="fp8"), IDEAL)
         assert len(sm.kernel_work("shared_router")) == router_kernels, name
-        parts = sm.floored(sm.layer(s, True)[0], cuda_graphs=True)
+        parts = sm.floored(sm.layer(s, True)[0])
         assert parts["shared_router"] == pytest.approx(router_kernels * floor), name
         if projection_kernels is not None:
             assert len(sm.kernel_work("projections")) == projection_kernels, name
