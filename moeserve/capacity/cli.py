@@ -32,6 +32,9 @@ BOUNDS = {
 }
 
 
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
+
+
 def _finite(kind):
     def parse(text: str):
         try:
@@ -88,6 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--separate-prefill", action="store_true", help="colocated: each prefill is an eager forward pass of "
                    "its own of the prompts that arrived since the last (SGLang without --enable-mixed-chunk, with "
                    "--batch requests kept in flight)")
+    p.add_argument("--engine", choices=sorted(ENGINE_NAMES), help="count only this engine's published deployments "
+                   "in the track record printed under the table (the figures are the model's, which takes no engine)")
     p.add_argument("--no-mixed-steps", action="store_true", help="colocated: the running decodes wait while a prefill "
                    "chunk runs (SGLang without --enable-mixed-chunk); default: they ride in the chunk's step, as vLLM V1 "
                    "and TensorRT-LLM's in-flight batching schedule them")
@@ -247,7 +252,8 @@ def _run(args) -> int:
                          "the SLOs or use smaller formats")
     rows = [report.row(r, w, balance) for r in results]
     best = results[0]
-    past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch)
+    past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch,
+                               ENGINE_NAMES.get(args.engine))
     written = []
     if args.emit:
         from moeserve.capacity.emit import emit_files

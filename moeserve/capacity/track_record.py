@@ -10,7 +10,9 @@ left out, as they agree by construction.
 A regime is the phase and the batch: prefill; decode at small batch (at most SMALL_BATCH sequences a
 GPU, where per-kernel floors, launches and all-reduce latency set the step); decode at throughput. A
 card class with fewer than MIN_CASES such cases falls back to the regime on every card, and says so;
-the CPU has none (docs/capacity.md compares it with moeserve's own measured throughput instead).
+the CPU has none (docs/capacity.md compares it with moeserve's own measured throughput instead). Given
+an engine (`--engine`), only that engine's deployments count: on the card class, else on every card,
+else every engine's, each fallback said.
 """
 from __future__ import annotations
 
@@ -42,17 +44,20 @@ class Record:
     low: float  # the LOW_Q quantile of published / predicted speed
     median: float
     high: float  # the HIGH_Q quantile
+    engine: str | None = None  # None: every engine's deployments
 
     def describe(self) -> str:
         where = CLASS_NAMES.get(self.card_class, self.card_class) if self.card_class else "any card"
         what = {"prefill": "prefilling", "small batch": f"decoding at <= {SMALL_BATCH:g} sequences a GPU",
                 "throughput": f"decoding at > {SMALL_BATCH:g} sequences a GPU"}[self.regime]
-        return (f"track record: {self.cases} published deployments on {where} {what} ran at {self.low:.2f}-"
+        whose = f"{self.engine} " if self.engine else ""
+        return (f"track record: {self.cases} published {whose}deployments on {where} {what} ran at {self.low:.2f}-"
                 f"{self.high:.2f}x the model's figure for each (median {self.median:.2f}x, {LOW_Q:.0%}-{HIGH_Q:.0%} "
-                f"of cases); engine, release and tuning are not inputs")
+                f"of cases); the model takes no engine, release or tuning")
 
     def as_dict(self) -> dict:
-        return {"regime": self.regime, "card_class": self.card_class, "cases": self.cases, "low": self.low,
+        return {"regime": self.regime, "card_class": self.card_class, "engine": self.engine, "cases": self.cases,
+                "low": self.low,
                 "median": self.median, "high": self.high, "quantiles": [LOW_Q, HIGH_Q]}
 
 
@@ -65,8 +70,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 @lru_cache(maxsize=None)
-def _ratios(regime_name: str) -> tuple[tuple[str, float], ...]:
-    """(card class, published / predicted speed) of every out-of-sample case of a regime."""
+def _ratios(regime_name: str) -> tuple[tuple[str, str, float], ...]:
+    """(card class, engine, published / predicted speed) of every out-of-sample case of a regime."""
     out = []
     for case in validation.CASES:
         if case.fitted:
@@ -79,19 +84,22 @@ def _ratios(regime_name: str) -> tuple[tuple[str, float], ...]:
         predicted = validation.predict_case(case)
         # a time (ms/request) is slower when larger: the ratio is always published speed / predicted speed
         ratio = predicted / case.published if case.unit == "ms/request" else case.published / predicted
-        out.append((validation.hardware_for(case).card_class, ratio))
+        out.append((validation.hardware_for(case).card_class, case.engine, ratio))
     return tuple(out)
 
 
-def record(card_class: str, phase: str, batch_per_gpu: float) -> Record | None:
-    """The track record of a prediction's regime on its card class (else on every card), or None for a
-    card no published case resembles (a CPU)."""
+def record(card_class: str, phase: str, batch_per_gpu: float, engine: str | None = None) -> Record | None:
+    """The track record of a prediction's regime on its card class (else on every card), of `engine`'s
+    deployments (else every engine's), or None for a card no published case resembles (a CPU)."""
     if card_class == "cpu":
         return None
     name = regime(phase, batch_per_gpu)
     ratios = _ratios(name)
-    mine = [r for c, r in ratios if c == card_class]
-    chosen, cls = (mine, card_class) if len(mine) >= MIN_CASES else ([r for _, r in ratios], None)
-    if len(chosen) < MIN_CASES:
-        return None
-    return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5), quantile(chosen, HIGH_Q))
+    tries = [(card_class, engine), (None, engine), (card_class, None), (None, None)] if engine else \
+        [(card_class, None), (None, None)]
+    for cls, eng in tries:
+        chosen = [r for c, e, r in ratios if cls in (None, c) and eng in (None, e)]
+        if len(chosen) >= MIN_CASES:
+            return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5),
+                          quantile(chosen, HIGH_Q), eng)
+    return None

@@ -47,6 +47,19 @@ class Case:
             return "fitted"
         return {0: "held out", 1: "blind"}.get(int(self.blind), f"blind {int(self.blind)}")
 
+    @property
+    def engine(self) -> str:
+        """The engine that served it: the one its name, else its source, names; LMSYS's deployment posts
+        are SGLang's, DeepSeek's Day-6 figures its own engine's."""
+        for text in (self.name, self.source):
+            for engine in ENGINES:
+                if engine in text:
+                    return engine
+        return "SGLang" if "LMSYS" in self.source else "DeepSeek"
+
+
+ENGINES = ("TensorRT-LLM", "SGLang", "vLLM")
+
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance
 DEEPSEEK = "DeepSeek, 'Day 6: DeepSeek-V3/R1 Inference System Overview' (github.com/deepseek-ai/open-infra-index, 2025-03-01)"

@@ -56,6 +56,27 @@ def test_record_is_published_over_predicted_of_out_of_sample_cases(cases):
     assert track_record.record("cpu", "decode", 1.0) is None
 
 
+def test_an_engine_counts_its_own_deployments_first(cases):
+    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+    made = [replace(c, published=validation.predict_case(c) * k) for c, k in zip(small, (0.5, 1.0, 2.0))]
+    vllm = [replace(c, name=c.name + " (vLLM)", published=validation.predict_case(c) * 4) for c in small[:3]]
+    assert {c.engine for c in made} == {"SGLang"} and {c.engine for c in vllm} == {"vLLM"}
+    cases(made + vllm)
+    r = track_record.record("hopper_h20", "decode", 1.0, "vLLM")
+    assert (r.engine, r.card_class, r.cases, r.median) == ("vLLM", "hopper_h20", 3, pytest.approx(4.0))
+    assert track_record.record("hopper_h20", "decode", 1.0, "SGLang").median == pytest.approx(1.0)
+    # no engine: all six; an engine without cases falls back to every engine's, and says so (engine None)
+    assert track_record.record("hopper_h20", "decode", 1.0).cases == 6
+    assert track_record.record("hopper_h20", "decode", 1.0, "TensorRT-LLM").engine is None
+    assert "published vLLM deployments" in r.describe()
+
+
+def test_every_case_has_an_engine():
+    engines = {c.engine for c in validation.CASES}
+    assert engines == {"SGLang", "vLLM", "TensorRT-LLM", "DeepSeek"}
+    assert {c.engine for c in validation.CASES if c.source.startswith("DeepSeek,")} == {"DeepSeek"}
+
+
 def test_time_units_count_as_speed(cases):
     (ms,) = [c for c in HELD_OUT if c.unit == "ms/request"][:1]
     slow = replace(ms, published=validation.predict_case(ms) * 2)  # took twice the model's time: half its speed
@@ -78,7 +99,10 @@ def test_configure_prints_and_reports_it(capsys):
                  "--batch", "0.125", "--json"]) == 0
     past = json.loads(capsys.readouterr().out)["track_record"]
     assert past["regime"] == "small batch" and past["card_class"] == "hopper" and past["cases"] >= 3
-    assert past["low"] <= past["median"] <= past["high"]
+    assert past["low"] <= past["median"] <= past["high"] and past["engine"] is None
+    assert main(["--model", "deepseek-r1", "--hardware", "h200", "--phase", "decode", "--tp", "8",
+                 "--batch", "0.125", "--engine", "sglang", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["track_record"]["engine"] == "SGLang"
     assert main(["--hardware", "cpu", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["track_record"] is None
 
@@ -89,3 +113,6 @@ def test_the_docs_example_is_what_configure_prints():
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text().split())
     printed = track_record.record("hopper", "decode", 0.125).describe()
     assert printed in docs
+    sglang, vllm = (track_record.record("hopper", "decode", 0.125, e) for e in ("SGLang", "vLLM"))
+    assert f"{sglang.cases} SGLang deployments at {sglang.low:.2f}-{sglang.high:.2f}x (median {sglang.median:.2f}x)" in docs
+    assert f"{vllm.cases} at {vllm.low:.2f}-{vllm.high:.2f}x" in docs
