@@ -69,22 +69,17 @@ def quantile(values: list[float], q: float) -> float:
     return v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (pos - i)
 
 
-@lru_cache(maxsize=None)
-def _ratios(regime_name: str) -> tuple[tuple[str, str, float], ...]:
-    """(card class, engine, published / predicted speed) of every out-of-sample case of a regime."""
+@lru_cache(maxsize=1)
+def _ratios() -> tuple[tuple[str, str, str, float], ...]:
+    """(regime, card class, engine, published / predicted speed) of every out-of-sample case, each run once."""
     out = []
     for case in validation.CASES:
         if case.fitted:
             continue
-        batch = case.batch
-        if batch is None and case.phase != "prefill":
-            batch = validation.largest_batch(validation.predictor_for(case), case)
-        if regime(case.phase, batch or 0.0) != regime_name:
-            continue
-        predicted = validation.predict_case(case)
+        batch, predicted = validation.run_case(case)
         # a time (ms/request) is slower when larger: the ratio is always published speed / predicted speed
         ratio = predicted / case.published if case.unit == "ms/request" else case.published / predicted
-        out.append((validation.hardware_for(case).card_class, case.engine, ratio))
+        out.append((regime(case.phase, batch), validation.hardware_for(case).card_class, case.engine, ratio))
     return tuple(out)
 
 
@@ -94,7 +89,7 @@ def record(card_class: str, phase: str, batch_per_gpu: float, engine: str | None
     if card_class == "cpu":
         return None
     name = regime(phase, batch_per_gpu)
-    ratios = _ratios(name)
+    ratios = [(c, e, r) for reg, c, e, r in _ratios() if reg == name]
     tries = [(card_class, engine), (None, engine), (card_class, None), (None, None)] if engine else \
         [(card_class, None), (None, None)]
     for cls, eng in tries:

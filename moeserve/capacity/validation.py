@@ -48,21 +48,26 @@ def predictor_for(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = N
 
 
 def predict_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) -> float:
+    return run_case(case, eff, hw)[1]
+
+
+def run_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) -> tuple[float, float]:
+    """(the batch the case runs at: its own, or the largest its rule allows; the model's figure in its unit)."""
     pred = predictor_for(case, eff, hw)
     lay, w, o = case.layout, case.workload, case.options
     if case.phase == "prefill":
-        return pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
+        return case.batch, pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
     batch = case.batch or largest_batch(pred, case)
     if case.phase == "colocated":
-        return pred.colocated(lay, batch, w, o).output_tokens_per_s_per_gpu
+        return batch, pred.colocated(lay, batch, w, o).output_tokens_per_s_per_gpu
     d = pred.decode(lay, batch, w, o)
     if case.unit == "tok/s/user":
-        return 1000 / d.tpot_ms
+        return batch, 1000 / d.tpot_ms
     if case.unit in ("ms/request", "tok/s/request"):
         first = pred.prefill(lay, w.computed_input / lay.tp, w, replace(o, tbo=False))
         ms = first.step_ms + (w.osl - 1) * d.tpot_ms
-        return ms if case.unit == "ms/request" else (w.isl + w.osl) / ms * 1e3
-    return d.output_tokens_per_s_per_gpu
+        return batch, ms if case.unit == "ms/request" else (w.isl + w.osl) / ms * 1e3
+    return batch, d.output_tokens_per_s_per_gpu
 
 
 def largest_batch(pred: Predictor, case: Case) -> float:
@@ -102,12 +107,17 @@ def summary(cases=None) -> str:
         part = [c for c in cases if c.part == label]
         if not part:
             continue
-        errs = [abs(error(c)) for c in part]
-        within = sum(e <= 0.15 for e in errs)
-        out.append(f"{label}: {len(errs)} cases, {within} within 15%, {sum(e <= 0.25 for e in errs)} within 25%, "
-                   f"median |error| {sorted(errs)[len(errs) // 2]:.1%}, worst {max(errs):.1%}, "
-                   f"geometric-mean |log ratio| {math.exp(sum(abs(math.log1p(error(c))) for c in part) / len(part)) - 1:.1%}")
+        signed = [error(c) for c in part]
+        out.append(f"{label}: {_counts([abs(e) for e in signed])}, geometric-mean |log ratio| "
+                   f"{math.exp(sum(abs(math.log1p(e)) for e in signed) / len(signed)) - 1:.1%}")
     return "\n".join(out)
+
+
+def _counts(errs: list[float]) -> str:
+    """A part's cases, those within 15% and 25%, the median (the upper middle) and worst |error|."""
+    e = sorted(errs)
+    return (f"{len(e)} cases, {sum(x <= 0.15 for x in e)} within 15%, {sum(x <= 0.25 for x in e)} within 25%, "
+            f"median |error| {e[len(e) // 2]:.1%}, worst {e[-1]:.1%}")
 
 
 # docs/capacity.md keeps a table of every case's prediction before the current round of changes and after it
@@ -136,9 +146,7 @@ def docs_after(text: str) -> str:
     for i, line in enumerate(lines):
         part = line.split(", after: ")[0]
         if part in errors and line.startswith(part + ", after: "):
-            e = sorted(errors[part])
-            lines[i] = (f"{part}, after: {len(e)} cases, {sum(x <= 0.15 for x in e)} within 15%, "
-                        f"{sum(x <= 0.25 for x in e)} within 25%, median |error| {e[len(e) // 2]:.1%}, worst {e[-1]:.1%}")
+            lines[i] = f"{part}, after: {_counts(errors[part])}"
     return "\n".join(lines)
 
 
