@@ -31,11 +31,8 @@ from __future__ import annotations
 from moeserve.capacity.balance import ASSUMED_PLAIN
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation_cases import Case
+from moeserve.capacity.validation_cases import SGLANG_UNMIXED, Case
 
-# SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
-# (read so by the rule the mixed-steps change set for every SGLang run, after all parts had been seen)
-_SGL_CHUNKED = Options(mixed_steps=False)
 
 DSTACK = ("dstack blog 'DeepSeek R1 inference performance: MI300X vs. H200' (2025-03-18) with its raw data, "
           "github.com/dstackai/benchmarks Deepseek-R1/raw_data/online_results.csv at commit 7f37e66")
@@ -67,7 +64,7 @@ _QWEN_5849 = ("output tok/s ({pub:,}) / {tp} GPUs of 100 random prompts of exact
 
 def _qwen_5849(name: str, fmt: str, tp: int, isl: int, osl: int, published: float) -> Case:
     text = _QWEN_5849.format(pub=published, tp=tp, isl=isl, osl=osl, dur=100 * osl / published, fmt=fmt.upper())
-    return Case(name, SGL_5849, "h200", "colocated", Layout(tp, 1, 0), 100 / tp, Workload(isl, osl), _SGL_CHUNKED,
+    return Case(name, SGL_5849, "h200", "colocated", Layout(tp, 1, 0), 100 / tp, Workload(isl, osl), SGLANG_UNMIXED,
                 published / tp, "tok/s/GPU", text, Precision(weights=fmt), model="qwen3-235b-a22b", blind=5)
 
 
@@ -126,7 +123,7 @@ BLIND5 = [
     _qwen_5849("SGLang Qwen3-235B 4xH200 TP4 FP8, 100 requests, 1K/2K", "fp8", 4, 1000, 2000, 2792),
     _qwen_5849("SGLang Qwen3-235B 4xH200 TP4 FP8, 100 requests, 5K/1K", "fp8", 4, 5000, 1000, 1860),
     Case("SGLang Qwen3-235B 4xH20 TP4 FP8, 100 requests, 1K/2K (untuned fused MoE)", SGL_5846, "h20", "colocated",
-         Layout(4, 1, 0), 100 / 4, Workload(1000, 2000), _SGL_CHUNKED, 1733.18 / 4, "tok/s/GPU",
+         Layout(4, 1, 0), 100 / 4, Workload(1000, 2000), SGLANG_UNMIXED, 1733.18 / 4, "tok/s/GPU",
          "output tok/s (1,733.18, the 'Before' column) / 4 GPUs; the PR gives no command: it refers to the Qwen3 "
          "tuning drive (issue #5740) whose runs of that day (PR #5849: the same three lengths 1000-2000, 5000-1000, "
          "10000-500) send 100 random prompts of exactly 1,000 in / 2,000 out at 10 a second, read as all 100 in "

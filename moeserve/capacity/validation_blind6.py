@@ -38,11 +38,8 @@ from __future__ import annotations
 
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation_cases import Case
+from moeserve.capacity.validation_cases import SGLANG_UNMIXED, Case
 
-# SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
-# (read so by the rule the mixed-steps change set for every SGLang run, after all parts had been seen)
-_SGL_CHUNKED = Options(mixed_steps=False)
 
 SGL_7621 = ("SGLang PR #7621 (github.com/sgl-project/sglang/pull/7621), the 'b200' comment of 2025-06-28: DeepSeek-V3 "
             "on main, parse_results.py's summary of dsv3_main.jsonl")
@@ -79,7 +76,7 @@ _QWEN_5849 = ("output tok/s ({pub:,}) / 4 GPUs of 100 random prompts of exactly 
 
 def _qwen_5849(name: str, isl: int, osl: int, published: float) -> Case:
     text = _QWEN_5849.format(pub=published, isl=isl, osl=osl, dur=100 * osl / published)
-    return Case(name, SGL_5849, "h200", "colocated", Layout(4, 1, 0), 100 / 4, Workload(isl, osl), _SGL_CHUNKED,
+    return Case(name, SGL_5849, "h200", "colocated", Layout(4, 1, 0), 100 / 4, Workload(isl, osl), SGLANG_UNMIXED,
                 published / 4, "tok/s/GPU", text, Precision(weights="bf16"), model="qwen3-235b-a22b", blind=6)
 
 
@@ -130,7 +127,7 @@ BLIND6 = [
     _qwen_5849("SGLang Qwen3-235B 4xH200 TP4 BF16, 100 requests, 1K/2K", 1000, 2000, 2103),
     _qwen_5849("SGLang Qwen3-235B 4xH200 TP4 BF16, 100 requests, 5K/1K", 5000, 1000, 1040),
     Case("SGLang Qwen3-235B 4xH20 TP4 FP8, 100 requests, 5K/1K (untuned fused MoE)", SGL_5846, "h20", "colocated",
-         Layout(4, 1, 0), 100 / 4, Workload(5000, 1000), _SGL_CHUNKED, 835.71 / 4, "tok/s/GPU",
+         Layout(4, 1, 0), 100 / 4, Workload(5000, 1000), SGLANG_UNMIXED, 835.71 / 4, "tok/s/GPU",
          "output tok/s (835.71, the 'Before' column) / 4 GPUs; the PR gives no command: read as the drive's runs of "
          "that day (PR #5849's 5000-1000: 100 random prompts of exactly 5,000 in / 1,000 out sent at 10 a second), "
          "all 100 in flight on one TP-4 instance (a run of ~120 s); FP8 weights, experts split TP 4 (Triton fused "

@@ -60,6 +60,10 @@ class Case:
 
 ENGINES = ("TensorRT-LLM", "SGLang", "vLLM")
 
+# SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
+# (read so by the rule the mixed-steps change set for every SGLang run read in chunks, after all parts had been seen)
+SGLANG_UNMIXED = Options(mixed_steps=False)
+
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance
 DEEPSEEK = "DeepSeek, 'Day 6: DeepSeek-V3/R1 Inference System Overview' (github.com/deepseek-ai/open-infra-index, 2025-03-01)"
