@@ -258,7 +258,7 @@ def _run(args) -> int:
     if args.emit:
         from moeserve.capacity.emit import emit_files
 
-        written = emit_files(args.emit, args.model, results[0], w, hw, prec, model, args.plan, o.draft_tokens)
+        written = emit_files(args.emit, args.model, best, w, hw, prec, model, args.plan, o.draft_tokens)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "notes": notes, "emitted": [path for path, _ in written],

@@ -74,6 +74,9 @@ def test_an_engine_counts_its_own_deployments_first(cases):
 def test_every_case_has_an_engine():
     engines = {c.engine for c in validation.CASES}
     assert engines == {"SGLang", "vLLM", "TensorRT-LLM", "DeepSeek"}
+    from moeserve.capacity.cli import ENGINE_NAMES
+    from moeserve.capacity.validation_cases import ENGINES
+    assert set(ENGINE_NAMES.values()) == set(ENGINES)  # --engine names every engine a case can have but DeepSeek's own
     assert {c.engine for c in validation.CASES if c.source.startswith("DeepSeek,")} == {"DeepSeek"}
 
 
