@@ -113,7 +113,7 @@ def _within_next(pattern: re.Pattern, lines: list[str], number: int) -> bool:
 # the guard rejects (it is also exempt from the scan above).
 @pytest.mark.parametrize("text, bad", [
     ("measured in sess" "ion 12", True), ("run" " AM gave", True), ("runs" " K and O", True), ("round" " 3 of 5", True),
-    ("another engin" "eer's tests", True), ("see /" "work/shared/PEERS.md", True), ("/" "home/me/ckpt", True),
+    ("another engin" "eer's tests", True), ("see /" "work/shared/PEE" "RS.md", True), ("/" "home/me/ckpt", True),
     ("every rank runs E * capacity rows", False), ("a run U+FFFD", False), ("rounds of the load", False),
 ])
 def test_the_label_patterns(text, bad):
@@ -121,7 +121,7 @@ def test_the_label_patterns(text, bad):
 
 
 @pytest.mark.parametrize("text, bad", [
-    ("read with ../" "shared/DESIGN.md", True), ("DESI" "GN.md section 2", True), ("see ../" "shared/traces", True),
+    ("read with ../" "shared/DESI" "GN.md", True), ("DESI" "GN.md section 2", True), ("see ../" "shared/traces", True),
     ("docs/architecture.md, \"Parallel layout\"", False), ("MOESERVE_SHARED_TRACES", False),
 ])
 def test_the_outside_patterns(text, bad):
