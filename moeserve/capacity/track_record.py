@@ -16,6 +16,7 @@ else every engine's, each fallback said.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -70,8 +71,9 @@ def quantile(values: list[float], q: float) -> float:
 
 
 @lru_cache(maxsize=1)
-def _ratios() -> tuple[tuple[str, str, str, float], ...]:
-    """(regime, card class, engine, published / predicted speed) of every out-of-sample case, each run once."""
+def _cases() -> tuple[tuple[str, str, str, float, str], ...]:
+    """(regime, card class, engine, published / predicted speed, source) of every out-of-sample case, each
+    run once."""
     out = []
     for case in validation.CASES:
         if case.fitted:
@@ -79,8 +81,14 @@ def _ratios() -> tuple[tuple[str, str, str, float], ...]:
         batch, predicted = validation.run_case(case)
         # a time (ms/request) is slower when larger: the ratio is always published speed / predicted speed
         ratio = predicted / case.published if case.unit == "ms/request" else case.published / predicted
-        out.append((regime(case.phase, batch), validation.hardware_for(case).card_class, case.engine, ratio))
+        out.append((regime(case.phase, batch), validation.hardware_for(case).card_class, case.engine, ratio,
+                    case.source))
     return tuple(out)
+
+
+def _ratios() -> tuple[tuple[str, str, str, float], ...]:
+    """(regime, card class, engine, published / predicted speed) of every out-of-sample case."""
+    return tuple(c[:4] for c in _cases())
 
 
 def record(card_class: str, phase: str, batch_per_gpu: float, engine: str | None = None) -> Record | None:
@@ -98,3 +106,32 @@ def record(card_class: str, phase: str, batch_per_gpu: float, engine: str | None
             return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5),
                           quantile(chosen, HIGH_Q), eng)
     return None
+
+
+@dataclass(frozen=True)
+class FoldIn:
+    """What folding the record into the figure would have done, judged on sources it had not seen."""
+    cases: int
+    within_15: tuple[int, int]  # (the model's figure, the figure times the median of the other sources)
+    within_25: tuple[int, int]
+    median_error: tuple[float, float]  # median |error|
+
+
+def fold_in(by_engine: bool = False) -> FoldIn:
+    """Leave one source out: each out-of-sample case's figure scaled by the median published / predicted of
+    the cases of its regime from OTHER sources, on its card class (else every card's; with `by_engine`, of
+    its engine first, as `record` falls back), against the figure alone. It answers whether the record is a
+    bias the figure should absorb (the scaled figure closer to the published one) or a spread (further)."""
+    rows = _cases()
+    raw, scaled = [], []
+    for reg, cls, eng, ratio, source in rows:
+        pool = [(c, e, r) for rg, c, e, r, s in rows if rg == reg and s != source]
+        tries = [(cls, eng), (None, eng), (cls, None), (None, None)] if by_engine else [(cls, None), (None, None)]
+        factor = next((statistics.median(chosen) for cl, en in tries
+                       if len(chosen := [r for c, e, r in pool if cl in (None, c) and en in (None, e)]) >= MIN_CASES),
+                      1.0)
+        raw.append(abs(1 / ratio - 1))  # |predicted / published speed - 1|, as the validation's errors
+        scaled.append(abs(factor / ratio - 1))
+    count = lambda errs, bound: sum(e <= bound for e in errs)  # noqa: E731
+    return FoldIn(len(rows), (count(raw, 0.15), count(scaled, 0.15)), (count(raw, 0.25), count(scaled, 0.25)),
+                  (statistics.median(raw), statistics.median(scaled)))

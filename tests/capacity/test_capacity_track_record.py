@@ -3,7 +3,9 @@ the validation table's out-of-sample cases of the same regime and card class."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +20,9 @@ def cases(monkeypatch):
     """Swap the validation cases for the test's own; the cache of ratios is cleared around it."""
     def use(new):
         monkeypatch.setattr(validation, "CASES", new)
-        track_record._ratios.cache_clear()
+        track_record._cases.cache_clear()
     yield use
-    track_record._ratios.cache_clear()
+    track_record._cases.cache_clear()
 
 
 def test_quantile_is_numpys_linear_one():
@@ -120,3 +122,33 @@ def test_the_docs_example_is_what_configure_prints():
     sglang, vllm = (track_record.record("hopper", "decode", 0.125, e) for e in ("SGLang", "vLLM"))
     assert f"{sglang.cases} SGLang deployments at {sglang.low:.2f}-{sglang.high:.2f}x (median {sglang.median:.2f}x)" in docs
     assert f"{vllm.cases} at {vllm.low:.2f}-{vllm.high:.2f}x" in docs
+
+
+def test_fold_in_corrects_a_bias_and_not_a_spread(cases):
+    """Leave one source out: cases of four sources all at 2x the model's figure are corrected to it
+    exactly; at 0.5x / 2x / 0.5x / 2x the other sources' median misleads at least as much as it helps."""
+    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+
+    def made(factors, sources=None):
+        return [replace(small[i % len(small)], name=f"case {i}", source=sources[i] if sources else f"source {i}",
+                        published=validation.predict_case(small[i % len(small)]) * k) for i, k in enumerate(factors)]
+    cases(made((2.0, 2.0, 2.0, 2.0)))
+    f = track_record.fold_in()
+    assert f.cases == 4 and f.within_15 == (0, 4) and f.median_error == pytest.approx((0.5, 0.0))
+    cases(made((0.5, 2.0, 0.5, 2.0)))
+    f = track_record.fold_in()
+    assert f.within_15 == (0, 0) and f.median_error[1] >= f.median_error[0]
+    # a case never borrows from its own source: one source alone has nothing to borrow
+    cases(made((2.0, 2.0, 2.0, 2.0), ["one"] * 4))
+    assert track_record.fold_in().median_error == pytest.approx((0.5, 0.5))
+
+
+def test_docs_report_the_fold_in_check():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text()
+    m = re.search(r"within 15% from (\d+) to (\d+) of (\d+) \(within 25%: (\d+) to (\d+); median error ([\d.]+)% to\s+"
+                  r"([\d.]+)%\), and by engine as well from (\d+) to (\d+)\.", text)
+    assert m, "docs/capacity.md lost the fold-in sentence"
+    f, e = track_record.fold_in(), track_record.fold_in(by_engine=True)
+    assert [int(g) for g in m.groups()[:5]] == [*f.within_15, f.cases, *f.within_25]
+    assert (m.group(6), m.group(7)) == (f"{f.median_error[0]:.1%}"[:-1], f"{f.median_error[1]:.1%}"[:-1])
+    assert [int(m.group(8)), int(m.group(9))] == list(e.within_15)
