@@ -38,7 +38,8 @@ class Case:
     # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py), 4 = the fourth
     # (validation_blind4.py), 5 = the fifth (validation_blind5.py), 6 = the sixth
     # (validation_blind6.py), 7 = the seventh (validation_blind7.py), 8 = the
-    # eighth (validation_blind8.py), 9 = the ninth (validation_blind9.py)
+    # eighth (validation_blind8.py), 9 = the ninth (validation_blind9.py), 10 = the tenth
+    # (validation_blind10.py)
     blind: int = 0
 
     @property
