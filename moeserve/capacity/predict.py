@@ -27,6 +27,10 @@ from moeserve.capacity.step_time import StepInput, StepModel
 # running decodes first and fills the rest with prefill chunks); SGLang's chunked_prefill_size (server_args:
 # 8,192 on cards under 160 GB, 16,384 above in later releases) is its scheduler's, one per TP group, too.
 ENGINE_CHUNK = 8192
+# How a colocated deployment schedules prefill beside the running decodes (Options.prefill): in chunks the decodes
+# ride in (vLLM V1, TensorRT-LLM), in chunks the decodes wait out (SGLang, chunked), or as eager passes of the
+# prompts that arrived since the last (SGLang under a closed-loop load)
+PREFILL_MODES = ("mixed", "stalled", "separate")
 
 
 @dataclass(frozen=True)
@@ -62,17 +66,21 @@ class Options:
     mtp_draft: int | None = None  # draft tokens per step (None: the fewest that can yield mtp_accept)
     offload: bool = False  # prefill: routed experts in host memory, streamed layer by layer
     sbo: bool = False  # single-batch overlap of dispatch/combine with the shared expert and down GEMM
-    # colocated: each prefill is a forward pass of its own, eager, of the prompts that arrived since the last one
-    # (SGLang's scheduler without --enable-mixed-chunk, under a load that keeps `batch` requests in flight:
-    # bench_serving --max-concurrency); False: prefill chunks of `chunk` tokens share the GPUs' time (trtllm-bench,
-    # vLLM: prefill tokens ride in the decode steps)
-    separate_prefill: bool = False
-    # colocated in chunks: the running decodes ride in each prefill chunk's step and yield their tokens in it
-    # (vLLM V1's scheduler fills a step with the running requests first, then prefill chunks in the budget left,
-    # vllm/v1/core/sched/scheduler.py; TensorRT-LLM's in-flight batching runs context and generation requests in
-    # one batch); False: a prefill batch is a forward of its own and the decodes wait (SGLang's scheduler without
-    # --enable-mixed-chunk)
-    mixed_steps: bool = True
+    # colocated: how the engine schedules prefill beside the running decodes (PREFILL_MODES):
+    # "mixed": prefill chunks of `chunk` tokens share the GPUs' time and the running decodes ride in each chunk's
+    #   step, yielding their tokens in it (vLLM V1's scheduler fills a step with the running requests first, then
+    #   prefill chunks in the budget left, vllm/v1/core/sched/scheduler.py; TensorRT-LLM's in-flight batching runs
+    #   context and generation requests in one batch; trtllm-bench);
+    # "stalled": prefill chunks, each a forward of its own while the decodes wait (SGLang's scheduler without
+    #   --enable-mixed-chunk, chunked);
+    # "separate": each prefill is a forward pass of its own, eager, of the prompts that arrived since the last one
+    #   (SGLang's scheduler without --enable-mixed-chunk, under a load that keeps `batch` requests in flight:
+    #   bench_serving --max-concurrency)
+    prefill: str = "mixed"
+
+    def __post_init__(self) -> None:
+        if self.prefill not in PREFILL_MODES:
+            raise ValueError(f"Options.prefill {self.prefill!r} is not one of {', '.join(PREFILL_MODES)}")
 
     @property
     def draft_tokens(self) -> int:
@@ -169,19 +177,21 @@ class Predictor:
         split each step's tokens), between decode steps. Attention groups step in lockstep (every MoE
         layer spans them all), so a prefill chunk in any group stalls every group: with g groups each
         spending share f of its time in prefill, the time lost to decode-only steps is 1 - (1 - f)^g
-        (prefills land in independent steps). With `mixed_steps` the decodes ride in those steps (one step
+        (prefills land in independent steps). With prefill "mixed" the decodes ride in those steps (one step
         of the chunk plus their attention, P), so the lost time still yields decode tokens at D / P of the
-        decode-only rate (D the decode step)."""
+        decode-only rate (D the decode step); with "stalled" they yield none in them. With "separate" the
+        prompts are prefilled in passes of their own instead (colocated_separate)."""
         d = self.decode(layout, batch, w, o)
-        if o.separate_prefill:
+        if o.prefill == "separate":
             return self.colocated_separate(d, w, o, chunk)
         p = self.prefill(layout, chunk / layout.tp, w, replace(o, offload=False))
-        # mixed steps: the running decodes ride in the chunk's step, each yielding its tokens; the step runs the
+        # "mixed": the running decodes ride in the chunk's step, each yielding its tokens; the step runs the
         # chunk and the decodes' attention over their KV (their few rows add little to the chunk's GEMMs)
-        mixed_ms = p.step_ms + (d.breakdown_ms.get("attention", 0.0) if o.mixed_steps else 0.0)
+        mixed = o.prefill == "mixed"
+        mixed_ms = p.step_ms + (d.breakdown_ms.get("attention", 0.0) if mixed else 0.0)
         prompts_per_s = p.input_tokens_per_s_per_gpu / w.isl * p.step_ms / mixed_ms  # of a GPU doing nothing else
         dec, groups = d.output_tokens_per_s_per_gpu, layout.attention_groups
-        riding = d.step_ms / mixed_ms if o.mixed_steps else 0.0  # decode rate while stalled, share of decode-only
+        riding = d.step_ms / mixed_ms if mixed else 0.0  # decode rate while stalled, share of decode-only
         lo, hi = 0.0, dec  # out = dec x (kept + (1 - kept) x riding), kept = (1 - share(out))^groups: falls with out
         for _ in range(60):
             out = (lo + hi) / 2

@@ -38,7 +38,7 @@ with a stated layout and concurrency was found in the time given.
 
 Readings common to all: a mean TPOT is predicted as 1 / TPOT of decode at the run's requests in flight over
 the GPUs (other requests' prefills interleaved with it are left out, as the earlier parts do); an output
-throughput of a run under bench_serving's --max-concurrency as colocated with `separate_prefill` (SGLang's
+throughput of a run under bench_serving's --max-concurrency as colocated with prefill "separate" (SGLang's
 scheduler runs prefill batches apart from decode without --enable-mixed-chunk; the rule blind 6 set and
 blinds 2, 4 and 8 follow) at the run's mean requests in flight over the GPUs; prompts and outputs at the
 run's means (its totals over its requests; InferenceX's at 0.9 of the set length, its range ratio 0.8); KV
@@ -77,7 +77,7 @@ def _ix_user(conc: int, tpot: float) -> Case:
 
 def _ix_tput(conc: int, out: float) -> Case:
     return Case(f"InferenceX, SGLang 8xH200 TP8, concurrency {conc}, 1K/1K, throughput", IX_870, "h200", "colocated",
-                Layout(8, 1, 0), conc / 8, _IX, Options(separate_prefill=True), out, "tok/s/GPU",
+                Layout(8, 1, 0), conc / 8, _IX, Options(prefill="separate"), out, "tok/s/GPU",
                 f"the output tok/s a GPU ({out}) at concurrency {conc}, read as {conc} in flight; " + _IX_H200,
                 model="deepseek-r1", blind=11)
 
@@ -111,7 +111,7 @@ BLIND11 = [
           "80 requests at max concurrency 16, random 8,000 / 1,000: mean 3,750 in / 520 out, the totals 300,020 / "
           "41,589", _R1, _FP8, "deepseek-r1"),
     Case("SGLang 8xB200 TP8 FP8, concurrency 64, 1K/8K, throughput", _R1_PAGE, "b200", "colocated", Layout(8, 1, 0),
-         57.03 / 8, Workload(497, 4065), Options(separate_prefill=True), 2207.16 / 8, "tok/s/GPU",
+         57.03 / 8, Workload(497, 4065), Options(prefill="separate"), 2207.16 / 8, "tok/s/GPU",
          "output tok/s (2,207.16) / 8 GPUs of 320 requests at max concurrency 64 (57.03 in flight on average), random "
          "1,000 / 8,000 at range ratio 0 (mean 497 in / 4,065 out: the totals 158,939 / 1,300,705); " + _R1, _FP8,
          model="deepseek-r1", blind=11),
@@ -122,7 +122,7 @@ BLIND11 = [
           "80 requests at max concurrency 16, random 8,000 / 1,000: mean 3,750 in / 520 out, the totals 300,020 / "
           "41,589", _QWEN, _BF16, "qwen3-235b-a22b"),
     Case("SGLang Qwen3-235B 8xB200 TP8 BF16, concurrency 64, 1K/8K, throughput", _QWEN_PAGE, "b200", "colocated",
-         Layout(8, 1, 0), 56.35 / 8, Workload(497, 4065), Options(separate_prefill=True), 2387.34 / 8, "tok/s/GPU",
+         Layout(8, 1, 0), 56.35 / 8, Workload(497, 4065), Options(prefill="separate"), 2387.34 / 8, "tok/s/GPU",
          "output tok/s (2,387.34) / 8 GPUs of 320 requests at max concurrency 64 (56.35 in flight on average), random "
          "1,000 / 8,000 at range ratio 0 (mean 497 in / 4,065 out: the totals 158,939 / 1,300,705); " + _QWEN, _BF16,
          model="qwen3-235b-a22b", blind=11),

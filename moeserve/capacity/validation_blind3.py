@@ -122,13 +122,13 @@ BLIND3 = [
          "(4,096 per GPU of the TP group); FP8 weights, BF16 KV; the 100 generated tokens a request left out",
          Precision(weights="fp8"), model="qwen3-235b-a22b", blind=3),
     Case("SGLang DeepSeek-V3 2x8 H200 TP16, concurrency 8", SGL_7687, "h200", "colocated", Layout(16, 1, 0), 8 / 16,
-         Workload(1024, 512), Options(separate_prefill=True), 200 * 512 / 409.60 / 16, "tok/s/GPU",
+         Workload(1024, 512), Options(prefill="separate"), 200 * 512 / 409.60 / 16, "tok/s/GPU",
          "output tokens (200 x 512) / the duration with the PR's configs (409.60 s) / 16 GPUs; prompts exactly 1,024 "
          "in / 512 out (--random-range-ratio 1), concurrency 8 over one TP-16 group across two nodes; FP8 weights, "
          "BF16 KV, experts split TP 16 (the Triton fused MoE the PR tunes), no DP attention, CUDA graphs",
          Precision(weights="fp8"), blind=3),
     Case("SGLang DeepSeek-V3 8xH20 TP8, concurrency 8 (untuned fused MoE)", SGL_7631, "h20", "colocated",
-         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(separate_prefill=True), 53_590 / 171.49 / 8, "tok/s/GPU",
+         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(prefill="separate"), 53_590 / 171.49 / 8, "tok/s/GPU",
          "output tokens / duration (171.49 s) / 8 GPUs of 200 prompts at concurrency 8; the random lengths of "
          "bench_serving's default range ratio 0 (uniform up to 1,024 in / 512 out) give 103,005 input tokens (the PR) "
          "and 53,590 output tokens (the same seed's total in SGLang PR #6885): means 515 / 268; FP8 weights, BF16 KV, "

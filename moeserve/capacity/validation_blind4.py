@@ -86,12 +86,12 @@ BLIND4 = [
          "(mean 610 in / 421 out: the run's totals 6,101 / 4,210); " + _R1, Precision(weights="fp8"),
          model="deepseek-r1", blind=4),
     Case("SGLang 8xB200 TP8 FP8, concurrency 100, 1K/1K", COOKBOOK.format(page="DeepSeek/DeepSeek-R1.md"), "b200",
-         "colocated", Layout(8, 1, 0), 92.26 / 8, Workload(500, 504), Options(separate_prefill=True), 2282.90 / 8, "tok/s/GPU",
+         "colocated", Layout(8, 1, 0), 92.26 / 8, Workload(500, 504), Options(prefill="separate"), 2282.90 / 8, "tok/s/GPU",
          "output tok/s (2,282.90) / 8 GPUs of 500 requests at max concurrency 100 (92.26 in flight on average), "
          "random 1,000 / 1,000 at range ratio 0 (mean 500 in / 504 out: the totals 249,831 / 252,162); " + _R1,
          Precision(weights="fp8"), model="deepseek-r1", blind=4),
     Case("SGLang 8xB200 TP8 FP8, concurrency 64, 8K/1K", COOKBOOK.format(page="DeepSeek/DeepSeek-R1.md"), "b200",
-         "colocated", Layout(8, 1, 0), 59.45 / 8, Workload(3981, 530), Options(separate_prefill=True), 1468.50 / 8, "tok/s/GPU",
+         "colocated", Layout(8, 1, 0), 59.45 / 8, Workload(3981, 530), Options(prefill="separate"), 1468.50 / 8, "tok/s/GPU",
          "output tok/s (1,468.50) / 8 GPUs of 320 requests at max concurrency 64 (59.45 in flight on average), "
          "random 8,000 / 1,000 at range ratio 0 (mean 3,981 in / 530 out: the totals 1,273,893 / 169,680); " + _R1,
          Precision(weights="fp8"), model="deepseek-r1", blind=4),
@@ -102,7 +102,7 @@ BLIND4 = [
          + _KIMI.format(moe="experts split TP 8 (no --ep)"), Precision(weights="fp8"), model="kimi-k2", blind=4),
     Case("SGLang Kimi K2 8xB200 TP8 DP4 EP4, concurrency 100", COOKBOOK.format(page="Moonshotai/Kimi-K2.md"), "b200",
          "colocated", Layout(tp=2, ep=4, moe_tp=2), 89.60 / 8, Workload(297, 194),
-         Options(balancedness=ASSUMED_PLAIN, separate_prefill=True), 1113.25 / 8, "tok/s/GPU",
+         Options(balancedness=ASSUMED_PLAIN, prefill="separate"), 1113.25 / 8, "tok/s/GPU",
          "output tok/s (1,113.25) / 8 GPUs of 1,000 ShareGPT requests at max concurrency 100 (89.60 in flight on "
          "average; mean 297 in / 194 out: the totals 296,642 / 193,831); "
          + _KIMI.format(moe="experts split TP 2 x EP 4 (--ep 4), no redundant experts"),
@@ -113,7 +113,7 @@ BLIND4 = [
          "(mean 610 in / 4,445 out: the totals 6,101 / 44,452); " + _QWEN, Precision(weights="bf16"),
          model="qwen3-235b-a22b", blind=4),
     Case("SGLang Qwen3-235B 8xB200 TP8 BF16, concurrency 100, 1K/1K", COOKBOOK.format(page="Qwen/Qwen3.md"), "b200",
-         "colocated", Layout(8, 1, 0), 90.50 / 8, Workload(500, 504), Options(separate_prefill=True), 2738.78 / 8, "tok/s/GPU",
+         "colocated", Layout(8, 1, 0), 90.50 / 8, Workload(500, 504), Options(prefill="separate"), 2738.78 / 8, "tok/s/GPU",
          "output tok/s (2,738.78) / 8 GPUs of 500 requests at max concurrency 100 (90.50 in flight on average), "
          "random 1,000 / 1,000 at range ratio 0 (mean 500 in / 504 out: the totals 249,831 / 252,162); " + _QWEN,
          Precision(weights="bf16"), model="qwen3-235b-a22b", blind=4),
@@ -126,7 +126,7 @@ BLIND4 = [
          "tokens read as 3 drafts a step at the run's accept length 2.61; SGLang 0.5.7, BF16 KV, CUDA graphs",
          Precision(weights="fp8"), blind=4),
     Case("SGLang DeepSeek-R1 8xH20-3e TP8, concurrency 8 (untuned fused MoE)", SGL_6835, "h20", "colocated",
-         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(separate_prefill=True), 53_590 / 200.99 / 8, "tok/s/GPU",
+         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(prefill="separate"), 53_590 / 200.99 / 8, "tok/s/GPU",
          "output tokens (53,590) / duration (200.99 s) / 8 GPUs of 200 random prompts at concurrency 8 (1,024 in / 512 "
          "out at bench_serving's default range ratio 0: mean 515 / 268, the run's totals 103,005 / 53,590); the H20-3e "
          "read as the H20 with 141 GB at 4.8 TB/s (hw_overrides); FP8 weights, BF16 KV, experts split TP 8 (the "

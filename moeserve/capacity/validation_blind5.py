@@ -95,7 +95,7 @@ BLIND5 = [
          "1 / the mean TPOT (43.82 ms) at max concurrency 8 (7.94 in flight); " + _DS + _SGL_H200,
          Precision(weights="fp8"), model="deepseek-r1", blind=5),
     Case("SGLang 8xH200 DP-attention, concurrency 128, 3.2K/800", DSTACK, "h200", "colocated",
-         Layout(tp=1, ep=1, moe_tp=8), 125.12 / 8, Workload(3200, 800), Options(separate_prefill=True), 802.54 / 8, "tok/s/GPU",
+         Layout(tp=1, ep=1, moe_tp=8), 125.12 / 8, Workload(3200, 800), Options(prefill="separate"), 802.54 / 8, "tok/s/GPU",
          "output tok/s (802.54) / 8 GPUs at max concurrency 128 (125.12 in flight on average); " + _DS + _SGL_H200,
          Precision(weights="fp8"), model="deepseek-r1", blind=5),
     Case("TensorRT-LLM 8xH200 TP8 EP4, concurrency 4, 3.2K/800", DSTACK, "h200", "decode",

@@ -95,7 +95,7 @@ BLIND6 = [
          Workload(1024, 1024), Options(), 1000 / 9.524, "tok/s/user",
          "1 / the mean TPOT (9.524 ms) at max concurrency 4; " + _DSV3_B200, Precision(weights="fp8"), blind=6),
     Case("SGLang DeepSeek-V3 8xB200 TP8, concurrency 4, 1K/1K, throughput", SGL_7621, "b200", "colocated",
-         Layout(8, 1, 0), 4 / 8, Workload(1024, 1024), Options(separate_prefill=True), 406.393 / 8, "tok/s/GPU",
+         Layout(8, 1, 0), 4 / 8, Workload(1024, 1024), Options(prefill="separate"), 406.393 / 8, "tok/s/GPU",
          "output tok/s (406.393) / 8 GPUs at max concurrency 4, read as 4 in flight; prefill and decode on the same "
          "GPUs; " + _DSV3_B200, Precision(weights="fp8"), blind=6),
     _qwen_gb200(4, 189.9888),
@@ -117,7 +117,7 @@ BLIND6 = [
          "--enable-prefix-caching (random prompts share no prefix), CUDA graphs; vLLM of June 2026",
          Precision(weights="fp8", kv="fp8"), model="qwen3-235b-a22b", blind=6),
     Case("SGLang DeepSeek-V3 8xH20 TP8, concurrency 8 (untuned fused MoE, June 2025)", SGL_6885, "h20", "colocated",
-         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(separate_prefill=True), 53_590 / 202.64 / 8, "tok/s/GPU",
+         Layout(8, 1, 0), 8 / 8, Workload(515, 268), Options(prefill="separate"), 53_590 / 202.64 / 8, "tok/s/GPU",
          "output tokens (53,590) / duration (202.64 s) / 8 GPUs of 200 prompts at max concurrency 8, read as 8 in "
          "flight; bench_serving's default range ratio 0 (uniform up to 1,024 in / 512 out): the run's totals "
          "103,005 / 53,590, means 515 / 268; FP8 weights, BF16 KV, experts split TP 8, --disable-radix-cache; the "

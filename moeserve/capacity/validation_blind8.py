@@ -33,7 +33,7 @@ TP 1, 4 and 8 and the PR does not say which produced them).
 Readings common to all: an output throughput of a run that interleaves prefill with decode on the same GPUs
 is predicted as colocated at the run's requests in flight over the GPUs; a median TPOT as 1 / TPOT of decode
 (other requests' prefills interleaved with it are left out, as the earlier parts do); SGLang's runs with
-`separate_prefill` (its scheduler runs prefill batches apart from decode unless --enable-mixed-chunk is set,
+prefill "separate" (its scheduler runs prefill batches apart from decode unless --enable-mixed-chunk is set,
 the rule blind 6 set for SGLang colocated runs); vLLM's and TensorRT-LLM's prefill chunks ride in the decode
 steps; KV cache in BF16 unless the launch sets it; no speculative decoding; no redundant experts; experts
 split TP over the GPUs unless an expert-parallel size is set.
@@ -78,11 +78,11 @@ BLIND8 = [
               "--enable-expert-parallel), BF16 KV, CUDA graphs", Layout(8, 1, 0), 2621.05, Options()),
     _gpustack("SGLang v0.5.3 TP8", "SGLang v0.5.3 at --tp-size 8 (attention TP 8, experts split TP 8), BF16 KV, "
               "CUDA graphs; prefill batches apart from decode", Layout(8, 1, 0), 3172.46,
-              Options(separate_prefill=True)),
+              Options(prefill="separate")),
     _gpustack("SGLang v0.5.3 TP8 DP attention", "SGLang v0.5.3 at --tp-size 8 --enable-dp-attention with no --dp "
               "(dp_size 1: one attention group, so read as TP 8 attention with experts split TP 8; assumed), BF16 "
               "KV, CUDA graphs; prefill batches apart from decode", Layout(8, 1, 0), 3414.99,
-              Options(separate_prefill=True)),
+              Options(prefill="separate")),
     _gpustack("TensorRT-LLM v1.0.0 TP8 EP8", "TensorRT-LLM v1.0.0 trtllm-serve --tp_size 8 --ep_size 8 (attention TP 8, "
               "whole experts over 8 ranks, no attention DP), BF16 KV (no kv_cache_config given; assumed), CUDA graphs "
               "(the PyTorch backend's default), no redundant experts (balancedness 0.70 assumed)", Layout(8, 8, 0),

@@ -63,7 +63,7 @@ ENGINES = ("TensorRT-LLM", "SGLang", "vLLM")
 
 # SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
 # (read so by the rule the mixed-steps change set for every SGLang run read in chunks, after all parts had been seen)
-SGLANG_UNMIXED = Options(mixed_steps=False)
+SGLANG_UNMIXED = Options(prefill="stalled")
 
 
 _EPLB = dict(balancedness=ASSUMED_REPLICATED)  # no source gives its balance

@@ -466,9 +466,19 @@ def test_colocated_decodes_ride_in_the_prefill_chunks_steps():
     got = pred.colocated(lay, 16, w, Options()).output_tokens_per_s_per_gpu
     assert got == pytest.approx(want, rel=1e-6)
     # SGLang's default scheduler (no mixed chunk): the decodes wait out the chunk, fewer tokens
-    stalled = pred.colocated(lay, 16, w, Options(mixed_steps=False)).output_tokens_per_s_per_gpu
+    stalled = pred.colocated(lay, 16, w, Options(prefill="stalled")).output_tokens_per_s_per_gpu
     assert stalled == pytest.approx(dec / (1 + dec / (w.osl * 2048 / (p.step_ms / 1e3) / w.isl)), rel=1e-6)
     assert stalled < got < dec
+
+
+@pytest.mark.parametrize("mode", ["chunked", "", "Mixed", None, True])
+def test_options_refuse_an_unknown_prefill_mode(mode):
+    from moeserve.capacity.predict import PREFILL_MODES, Options
+    assert PREFILL_MODES == ("mixed", "stalled", "separate") and Options().prefill == "mixed"
+    with pytest.raises(ValueError, match="is not one of mixed, stalled, separate"):
+        Options(prefill=mode)
+    with pytest.raises(ValueError, match="is not one of"):
+        replace(Options(), prefill=mode)
 
 
 def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
@@ -478,7 +488,7 @@ def test_a_colocated_chunk_is_the_engines_split_over_its_tp_group():
     the run yields dec x (1 - share), share = out / osl / (prompts a second of a GPU doing only prefill)."""
     from moeserve.capacity.predict import ENGINE_CHUNK, Options, Predictor, Workload
     pred = Predictor(load_model("qwen3-235b-a22b"), load_hardware("b200"), Precision(weights="fp8", kv="fp8"))
-    lay, w, o = Layout(4, 1, 0), Workload(30_000, 1000), Options(mixed_steps=False)
+    lay, w, o = Layout(4, 1, 0), Workload(30_000, 1000), Options(prefill="stalled")
     assert ENGINE_CHUNK == 8192
     got = pred.colocated(lay, 16, w, o)
     p = pred.prefill(lay, 2048, w, o)
@@ -503,7 +513,7 @@ def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
     pred = Predictor(load_model("deepseek-r1"), load_hardware("b200"), Precision(weights="fp8"))
     lay, w = Layout(8, 1, 0), Workload(600, 1000)
     batch = 1000 * math.log(2) / 8  # a = batch x tp / osl = ln 2
-    o = Options(separate_prefill=True)
+    o = Options(prefill="separate")
     got = pred.colocated(lay, batch, w, o)
     d = pred.decode(lay, batch, w, o)
     p = pred.prefill(lay, 2 * math.log(2) * 600 / 8, w, replace(o, cuda_graphs=False))
@@ -523,7 +533,7 @@ def test_separate_prefill_spreads_a_pass_over_the_groups_only_in_the_moe():
     from moeserve.capacity.predict import Options, Predictor, Workload
     pred = Predictor(load_model("deepseek-r1"), load_hardware("h200"), Precision(weights="fp8"))
     lay, w = Layout(tp=1, ep=1, moe_tp=8), Workload(3200, 800)
-    batch, o = 800 * math.log(2), Options(separate_prefill=True)  # a = ln 2 (q = 1/2) in each of the 8 groups
+    batch, o = 800 * math.log(2), Options(prefill="separate")  # a = ln 2 (q = 1/2) in each of the 8 groups
     eager = replace(o, cuda_graphs=False)
     local = pred.prefill(lay, 2 * math.log(2) * 3200, w, eager)
     spread = pred.prefill(lay, 2 * math.log(2) * 3200 / 8, w, eager)
