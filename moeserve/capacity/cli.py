@@ -14,7 +14,7 @@ from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
-from moeserve.capacity.predict import Options, Prediction, Predictor, Workload
+from moeserve.capacity.predict import PREFILL_MODES, Options, Prediction, Predictor, Workload
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
 MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); acceptance past ~3 is not reported
@@ -88,14 +88,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sbo", action="store_true", help="single-batch overlap: dispatch behind the shared expert, combine "
                    "behind the experts' down projection (SGLang's --enable-single-batch-overlap)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="eager kernel launches")
-    p.add_argument("--separate-prefill", action="store_true", help="colocated: each prefill is an eager forward pass of "
-                   "its own of the prompts that arrived since the last (SGLang without --enable-mixed-chunk, with "
-                   "--batch requests kept in flight)")
+    p.add_argument("--colocated-prefill", choices=PREFILL_MODES, default="mixed", action=_PrefillMode,
+                   help="colocated: how prefill shares the GPUs with the running decodes: mixed (default): prefill "
+                   "chunks, the decodes ride in each chunk's step, as vLLM V1 and TensorRT-LLM's in-flight batching "
+                   "schedule them; stalled: chunks as forwards of their own, the decodes wait (SGLang without "
+                   "--enable-mixed-chunk); separate: each prefill an eager forward pass of its own of the prompts that "
+                   "arrived since the last (SGLang without --enable-mixed-chunk, with --batch requests kept in flight)")
+    p.add_argument("--separate-prefill", dest="colocated_prefill", nargs=0, const="separate", action=_PrefillMode,
+                   help="deprecated: --colocated-prefill separate")
+    p.add_argument("--no-mixed-steps", dest="colocated_prefill", nargs=0, const="stalled", action=_PrefillMode,
+                   help="deprecated: --colocated-prefill stalled")
     p.add_argument("--engine", choices=sorted(ENGINE_NAMES), help="count only this engine's published deployments "
                    "in the track record printed under the table (the figures are the model's, which takes no engine)")
-    p.add_argument("--no-mixed-steps", action="store_true", help="colocated: the running decodes wait while a prefill "
-                   "chunk runs (SGLang without --enable-mixed-chunk); default: they ride in the chunk's step, as vLLM V1 "
-                   "and TensorRT-LLM's in-flight batching schedule them")
     p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
                    "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
                    "memory on GB200/GB300)")
@@ -122,6 +126,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time this machine (about a minute) and write a CPU hardware profile (default cpu-calibrated.yaml)")
 
 
+class _PrefillMode(argparse.Action):
+    """--colocated-prefill MODE and its deprecated aliases (--separate-prefill, --no-mixed-steps: nargs=0 and
+    the mode as const) set one dest; two flags that name different modes are refused, not resolved by order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        mode = self.const if self.nargs == 0 else values
+        given = getattr(namespace, "_colocated_prefill_flag", None)
+        if given is not None and getattr(namespace, self.dest) != mode:
+            parser.error(f"{_named(option_string, mode)} contradicts {_named(given, getattr(namespace, self.dest))}: "
+                         "give one --colocated-prefill")
+        setattr(namespace, self.dest, mode)
+        setattr(namespace, "_colocated_prefill_flag", option_string)
+        if self.nargs == 0:  # warned about once parsing is through (a refusal stays one line)
+            setattr(namespace, "_colocated_prefill_alias", option_string)
+
+
+def _named(flag: str, mode: str) -> str:
+    return f"{flag} {mode}" if flag == "--colocated-prefill" else f"{flag} (--colocated-prefill {mode})"
+
+
 def _one_line_error(parser: argparse.ArgumentParser):
     """argparse's error, as one line (usage stays behind --help)."""
     def error(message: str):
@@ -136,6 +160,10 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    alias = getattr(args, "_colocated_prefill_alias", None)
+    if alias:
+        print(f"moeserve configure: warning: {alias} is deprecated: use --colocated-prefill {args.colocated_prefill}",
+              file=sys.stderr)
     if args.calibrate:
         from moeserve.capacity.calibrate import write_profile
 
@@ -229,8 +257,7 @@ def _run(args) -> int:
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
-                memory_fraction=args.memory_fraction, sbo=args.sbo, separate_prefill=args.separate_prefill,
-                mixed_steps=not args.no_mixed_steps)
+                memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=args.colocated_prefill)
     balance = _balance(args, model)
     fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]

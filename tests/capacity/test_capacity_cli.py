@@ -77,12 +77,45 @@ def test_options_move_predictions_the_right_way(capsys):
     # SGLang's own prefill passes of the few prompts that arrived cost more than shared 8,192-token chunks
     colo = ["--model", "deepseek-r1", "--hardware", "b200", "--phase", "colocated", "--tp", "8", "--batch", "11.5",
             "--isl", "500", "--osl", "500"]
-    chunked, separate = run_json(capsys, *colo), run_json(capsys, *colo, "--separate-prefill")
+    chunked, separate = run_json(capsys, *colo), run_json(capsys, *colo, "--colocated-prefill", "separate")
     assert separate["output_tokens_per_s_per_gpu"] < chunked["output_tokens_per_s_per_gpu"]
     assert separate["tpot_ms"] > chunked["tpot_ms"]
     # decodes that wait out each chunk (SGLang without mixed chunks) yield fewer tokens than ones riding in it
-    waiting = run_json(capsys, *colo, "--no-mixed-steps")
+    waiting = run_json(capsys, *colo, "--colocated-prefill", "stalled")
     assert waiting["output_tokens_per_s_per_gpu"] < chunked["output_tokens_per_s_per_gpu"]
+    assert run_json(capsys, *colo, "--colocated-prefill", "mixed") == chunked  # the default
+
+
+def test_colocated_prefill_old_flags_are_deprecated_aliases(capsys):
+    """--separate-prefill and --no-mixed-steps still work, say what replaces them, and match it exactly."""
+    colo = ["--model", "deepseek-r1", "--hardware", "b200", "--phase", "colocated", "--tp", "8", "--batch", "11.5",
+            "--isl", "500", "--osl", "500", "--json"]
+    for old, mode in (("--separate-prefill", "separate"), ("--no-mixed-steps", "stalled")):
+        assert main([*colo, "--colocated-prefill", mode]) == 0
+        new = capsys.readouterr()
+        assert main([*colo, old]) == 0 and main([*colo, old, "--colocated-prefill", mode]) == 0
+        aliased = capsys.readouterr()
+        assert aliased.out == new.out * 2 and new.err == ""
+        assert aliased.err.splitlines() == [f"moeserve configure: warning: {old} is deprecated: use "
+                                            f"--colocated-prefill {mode}"] * 2
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--colocated-prefill", "chunked"], "argument --colocated-prefill: invalid choice: 'chunked' (choose from 'mixed', 'stalled', 'separate')"),
+    (["--separate-prefill", "--no-mixed-steps"],
+     "--no-mixed-steps (--colocated-prefill stalled) contradicts --separate-prefill (--colocated-prefill separate)"),
+    (["--colocated-prefill", "stalled", "--separate-prefill"],
+     "--separate-prefill (--colocated-prefill separate) contradicts --colocated-prefill stalled"),
+    (["--no-mixed-steps", "--colocated-prefill", "mixed"],
+     "--colocated-prefill mixed contradicts --no-mixed-steps (--colocated-prefill stalled)"),
+    (["--colocated-prefill", "mixed", "--colocated-prefill", "separate"],
+     "--colocated-prefill separate contradicts --colocated-prefill mixed"),
+])
+def test_colocated_prefill_unknown_or_contradicting_exits_2_with_one_line(capsys, argv, needle):
+    assert exit_code(["--model", "deepseek-r1", "--hardware", "b200", "--phase", "colocated", "--tp", "8", *argv]) == 2
+    captured = capsys.readouterr()
+    tail = "" if "invalid choice" in needle else ": give one --colocated-prefill"
+    assert captured.out == "" and captured.err.splitlines() == [f"moeserve configure: error: {needle}{tail}"], captured.err
 
 
 def test_a_model_that_does_not_fit_says_so(capsys):
