@@ -39,7 +39,8 @@ class Case:
     # (validation_blind4.py), 5 = the fifth (validation_blind5.py), 6 = the sixth
     # (validation_blind6.py), 7 = the seventh (validation_blind7.py), 8 = the
     # eighth (validation_blind8.py), 9 = the ninth (validation_blind9.py), 10 = the tenth
-    # (validation_blind10.py), 11 = the eleventh (validation_blind11.py)
+    # (validation_blind10.py), 11 = the eleventh (validation_blind11.py), 12 = the twelfth
+    # (validation_blind12.py)
     blind: int = 0
 
     @property
