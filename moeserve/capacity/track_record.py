@@ -91,21 +91,30 @@ def _ratios() -> tuple[tuple[str, str, str, float], ...]:
     return tuple(c[:4] for c in _cases())
 
 
+def _nearest(cases: list[tuple[str, str, float]], card_class: str, engine: str | None) -> tuple | None:
+    """(card class or None, engine or None, ratios) of the first of `record`'s fallbacks with MIN_CASES of
+    `cases` ((card class, engine, ratio) each): the card class and engine, every card of the engine, the card
+    class of every engine, every case; without an engine only the last two."""
+    tries = [(card_class, engine), (None, engine), (card_class, None), (None, None)] if engine else \
+        [(card_class, None), (None, None)]
+    for cls, eng in tries:
+        chosen = [r for c, e, r in cases if cls in (None, c) and eng in (None, e)]
+        if len(chosen) >= MIN_CASES:
+            return cls, eng, chosen
+    return None
+
+
 def record(card_class: str, phase: str, batch_per_gpu: float, engine: str | None = None) -> Record | None:
     """The track record of a prediction's regime on its card class (else on every card), of `engine`'s
     deployments (else every engine's), or None for a card no published case resembles (a CPU)."""
     if card_class == "cpu":
         return None
     name = regime(phase, batch_per_gpu)
-    ratios = [(c, e, r) for reg, c, e, r in _ratios() if reg == name]
-    tries = [(card_class, engine), (None, engine), (card_class, None), (None, None)] if engine else \
-        [(card_class, None), (None, None)]
-    for cls, eng in tries:
-        chosen = [r for c, e, r in ratios if cls in (None, c) and eng in (None, e)]
-        if len(chosen) >= MIN_CASES:
-            return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5),
-                          quantile(chosen, HIGH_Q), eng)
-    return None
+    found = _nearest([(c, e, r) for reg, c, e, r in _ratios() if reg == name], card_class, engine)
+    if found is None:
+        return None
+    cls, eng, chosen = found
+    return Record(name, cls, len(chosen), quantile(chosen, LOW_Q), quantile(chosen, 0.5), quantile(chosen, HIGH_Q), eng)
 
 
 @dataclass(frozen=True)
@@ -114,24 +123,25 @@ class FoldIn:
     cases: int
     within_15: tuple[int, int]  # (the model's figure, the figure times the median of the other sources)
     within_25: tuple[int, int]
-    median_error: tuple[float, float]  # median |error|
+    median_error: tuple[float, float]  # median |error| of the speed
 
 
 def fold_in(by_engine: bool = False) -> FoldIn:
     """Leave one source out: each out-of-sample case's figure scaled by the median published / predicted of
-    the cases of its regime from OTHER sources, on its card class (else every card's; with `by_engine`, of
-    its engine first, as `record` falls back), against the figure alone. It answers whether the record is a
-    bias the figure should absorb (the scaled figure closer to the published one) or a spread (further)."""
+    the cases of its regime from OTHER sources, chosen as `record` chooses them (its card class, else every
+    card's; with `by_engine` its engine's first), against the figure alone. It answers whether the record is
+    a bias the figure should absorb (the scaled figure closer to the published one) or a spread (further)."""
     rows = _cases()
     raw, scaled = [], []
     for reg, cls, eng, ratio, source in rows:
-        pool = [(c, e, r) for rg, c, e, r, s in rows if rg == reg and s != source]
-        tries = [(cls, eng), (None, eng), (cls, None), (None, None)] if by_engine else [(cls, None), (None, None)]
-        factor = next((statistics.median(chosen) for cl, en in tries
-                       if len(chosen := [r for c, e, r in pool if cl in (None, c) and en in (None, e)]) >= MIN_CASES),
-                      1.0)
-        raw.append(abs(1 / ratio - 1))  # |predicted / published speed - 1|, as the validation's errors
+        others = [(c, e, r) for rg, c, e, r, s in rows if rg == reg and s != source]
+        found = _nearest(others, cls, eng if by_engine else None)
+        factor = statistics.median(found[2]) if found else 1.0
+        raw.append(abs(1 / ratio - 1))  # |predicted / published speed - 1|
         scaled.append(abs(factor / ratio - 1))
-    count = lambda errs, bound: sum(e <= bound for e in errs)  # noqa: E731
-    return FoldIn(len(rows), (count(raw, 0.15), count(scaled, 0.15)), (count(raw, 0.25), count(scaled, 0.25)),
+    return FoldIn(len(rows), (_within(raw, 0.15), _within(scaled, 0.15)), (_within(raw, 0.25), _within(scaled, 0.25)),
                   (statistics.median(raw), statistics.median(scaled)))
+
+
+def _within(errors: list[float], bound: float) -> int:
+    return sum(e <= bound for e in errors)
