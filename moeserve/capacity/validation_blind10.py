@@ -43,7 +43,6 @@ prefill pass, then 2,047 decode steps of one sequence over the TP group; BF16 KV
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
@@ -87,9 +86,9 @@ BLIND10 = [
     _perf("TensorRT-LLM perf overview, Qwen3-235B GB200 DEP4 FP4, 32K/1K", "gb200", 4, 32768, 1024, 333, _FP4, _Q),
     _perf("TensorRT-LLM perf overview, Qwen3-235B H200 DEP4 FP8, 32K/1K", "h200", 4, 32768, 1024, 134, _FP8, _Q),
     _perf("TensorRT-LLM perf overview, Qwen3-235B H100 DEP8 FP8, 1K/8K", "h100", 8, 1024, 8192, 873, _FP8, _Q),
-    replace(_qwen(6144, "bf16", 8, 289.03), blind=10),
-    replace(_qwen(14336, "bf16", 8, 546.73), blind=10),
-    replace(_qwen(63488, "fp8", 4, 1269.34), blind=10),
+    _qwen(6144, "bf16", 8, 289.03, blind=10),
+    _qwen(14336, "bf16", 8, 546.73, blind=10),
+    _qwen(63488, "fp8", 4, 1269.34, blind=10),
 ]
 
 # Predicted when recorded (the model of main at 985e947): name -> tokens/s in the case's unit.

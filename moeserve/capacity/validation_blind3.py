@@ -37,7 +37,6 @@ tokens per step (vLLM's 8,192 for a server on a card of 70 GB or more) spread ov
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
@@ -161,9 +160,9 @@ BLIND3 = [
           Precision(weights="fp8"), "qwen3-235b-a22b"),
     _perf("TensorRT-LLM perf overview, Qwen3-235B H100 DEP8 FP8, 1K/1K", "h100", 8, 1024, 1024, 1_935,
           Precision(weights="fp8"), "qwen3-235b-a22b"),
-    replace(_qwen(14336, "fp8", 4, 514.23), blind=3),
-    replace(_qwen(63488, "bf16", 8, 1493.91), blind=3),
-    replace(_qwen(129042, "fp8", 4, 1319.66), blind=3),
+    _qwen(14336, "fp8", 4, 514.23, blind=3),
+    _qwen(63488, "bf16", 8, 1493.91, blind=3),
+    _qwen(129042, "fp8", 4, 1319.66, blind=3),
 ]
 
 # Predicted when recorded (the model of main at 529c01b, while a model change made without seeing these
