@@ -7,8 +7,7 @@ are held out: never used to choose a factor, reported beside them; the `blind` o
 validation_blind4.py, the fifth validation_blind5.py, the sixth validation_blind6.py, the seventh
 validation_blind7.py, the eighth validation_blind8.py, the ninth validation_blind9.py, the tenth
 validation_blind10.py, the eleventh validation_blind11.py, the twelfth validation_blind12.py, the thirteenth
-validation_blind13.py) were
-moreover recorded before a model change and not predicted while it was made.
+validation_blind13.py) were moreover recorded before a model change and not predicted while it was made.
 `predict_case` runs the model with the package's one set of efficiency factors. The cases themselves
 (and `Case`) are in validation_cases.py.
 
@@ -146,8 +145,9 @@ def docs_after(text: str) -> str:
         if case is None:
             raise ValueError(f"docs row names no validation case: {cells[0]} / {cells[1]}")
         predicted = predict_case(case)
-        cells[7], cells[9] = f"{predicted:,.1f}", f"{predicted / case.published - 1:+.1%}"
-        errors.setdefault(case.part, []).append(abs(predicted / case.published - 1))
+        err = predicted / case.published - 1
+        cells[7], cells[9] = f"{predicted:,.1f}", f"{err:+.1%}"
+        errors.setdefault(case.part, []).append(abs(err))
         lines[row] = "| " + " | ".join(cells) + " |"
         row += 1
     for i, line in enumerate(lines):

@@ -25,6 +25,11 @@ def cases(monkeypatch):
     track_record._cases.cache_clear()
 
 
+def _small_h20_decodes() -> list:
+    """The held-out H20 decode cases at small batch (at most 2 sequences a GPU): the tests' raw material."""
+    return [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+
+
 def test_quantile_is_numpys_linear_one():
     v = [3.0, 0.5, 1.25, 2.0, 0.9]
     for q in (0.0, 0.1, 0.5, 0.9, 1.0):
@@ -43,7 +48,7 @@ def test_regime_boundaries():
 def test_record_is_published_over_predicted_of_out_of_sample_cases(cases):
     # three held-out H20 decode cases at small batch, published set to 0.5, 1 and 2 times the model's figure,
     # and a fitted one at 10x that must not count
-    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+    small = _small_h20_decodes()
     assert len(small) >= 3
     made = [replace(c, published=validation.predict_case(c) * k) for c, k in zip(small, (0.5, 1.0, 2.0))]
     fitted = replace(small[0], published=validation.predict_case(small[0]) * 10, fitted=True)
@@ -59,7 +64,7 @@ def test_record_is_published_over_predicted_of_out_of_sample_cases(cases):
 
 
 def test_an_engine_counts_its_own_deployments_first(cases):
-    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+    small = _small_h20_decodes()
     made = [replace(c, published=validation.predict_case(c) * k) for c, k in zip(small, (0.5, 1.0, 2.0))]
     vllm = [replace(c, name=c.name + " (vLLM)", published=validation.predict_case(c) * 4) for c in small[:3]]
     assert {c.engine for c in made} == {"SGLang"} and {c.engine for c in vllm} == {"vLLM"}
@@ -127,7 +132,7 @@ def test_the_docs_example_is_what_configure_prints():
 def test_fold_in_corrects_a_bias_and_not_a_spread(cases):
     """Leave one source out: cases of four sources all at 2x the model's figure are corrected to it
     exactly; at 0.5x / 2x / 0.5x / 2x the other sources' median misleads at least as much as it helps."""
-    small = [c for c in HELD_OUT if c.hardware == "h20" and c.phase == "decode" and c.batch is not None and c.batch <= 2]
+    small = _small_h20_decodes()
 
     def made(factors, sources=None):
         return [replace(small[i % len(small)], name=f"case {i}", source=sources[i] if sources else f"source {i}",
