@@ -145,6 +145,25 @@ def test_request_units_by_hand():
     assert predict_case(replace(case, unit="ms/request")) == pytest.approx(first + (w.osl - 1) * tpot)
 
 
+def test_colocated_tpot_counts_the_prefill_stalls():
+    """A colocated case in tok/s/user is 1 / the colocated TPOT (a serving benchmark's mean TPOT, other
+    requests' prefills included): slower than the same decode batch alone when prefills stall it."""
+    from dataclasses import replace
+
+    from moeserve.capacity.hardware import load_hardware
+    from moeserve.capacity.model_spec import load_model
+    from moeserve.capacity.predict import Predictor
+
+    case = next(c for c in CASES if c.phase == "colocated" and c.batch)
+    case = replace(case, unit="tok/s/user", options=replace(case.options, prefill="stalled"))
+    pred = Predictor(load_model(case.model), load_hardware(case.hardware), case.precision)
+    c = pred.colocated(case.layout, case.batch, case.workload, case.options)
+    alone = pred.decode(case.layout, case.batch, case.workload, case.options)
+    assert predict_case(case) == pytest.approx(1000 / c.tpot_ms)
+    assert predict_case(case) < 1000 / alone.tpot_ms
+    assert predict_case(replace(case, unit="tok/s/GPU")) == pytest.approx(c.output_tokens_per_s_per_gpu)
+
+
 def test_the_docs_before_after_table_is_this_models():
     """docs/capacity.md's before/after table and its "<part>, after:" lines are what the model gives now
     (`python -m moeserve.capacity.validation --docs docs/capacity.md` rewrites them), and a stale cell is
