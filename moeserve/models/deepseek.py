@@ -19,7 +19,6 @@ models/quant_fp8.py like any other architecture's.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from torch import nn
@@ -28,15 +27,13 @@ from moeserve.dense.mla import MlaDims, MultiHeadLatentAttention
 from moeserve.dense.mlp import GatedMLP
 from moeserve.dense.yarn import MlaRotaryEmbedding, rope_config_from_hf, softmax_scale
 from moeserve.models.checkpoint import CheckpointReader
-from moeserve.models.common import load_attention_and_norms
-from moeserve.models.expert_loading import load_experts
+from moeserve.models.common import claim_mtp_layers, load_attention_and_norms
+from moeserve.models.deepseek_moe import build_deepseek_moe, load_deepseek_mlp
 from moeserve.models.layout import deepseek_moe_layer as is_moe_layer  # the rule the layout check reads too
 from moeserve.models.moe_decoder import MoEDecoderModel
-from moeserve.moe.deepseek_router import DeepseekGate, DeepseekRouter, DeepseekRoutingConfig
-from moeserve.moe.layer import MoELayer
+from moeserve.moe.deepseek_router import DeepseekRoutingConfig
 
 log = logging.getLogger(__name__)
-_LAYER_NAME = re.compile(r"model\.layers\.(\d+)\.")
 
 
 class _DeepseekForCausalLM(MoEDecoderModel):
@@ -62,40 +59,17 @@ class _DeepseekForCausalLM(MoEDecoderModel):
         cfg = self.config
         if not is_moe_layer(cfg, i):
             return GatedMLP(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, self.ctx, self.dtype)
-        shared = None
-        if cfg.n_shared_experts:
-            shared_size = cfg.moe_intermediate_size * cfg.n_shared_experts
-            shared = GatedMLP(cfg.hidden_size, shared_size, cfg.hidden_act, self.ctx, self.dtype)
-        return MoELayer(
-            gate=DeepseekGate(cfg.n_routed_experts, cfg.hidden_size, self.dtype),
-            router=DeepseekRouter(DeepseekRoutingConfig.from_hf(cfg, self.VERSION)),
-            num_experts=cfg.n_routed_experts,
-            hidden=cfg.hidden_size,
-            intermediate=cfg.moe_intermediate_size,
-            ctx=self.ctx,
-            dtype=self.dtype,
-            act=cfg.hidden_act,
-            shared_expert=shared,
-        )
+        return build_deepseek_moe(cfg, DeepseekRoutingConfig.from_hf(cfg, self.VERSION), self.ctx, self.dtype)
 
     def load_layer(self, reader: CheckpointReader, i: int) -> None:
         prefix = f"model.layers.{i}"
         layer = self.decoder_layer(i)
         load_attention_and_norms(reader, layer, prefix)
-        mlp = f"{prefix}.mlp"
-        if not isinstance(layer.mlp, MoELayer):
-            layer.mlp.load(reader, mlp)
-            return
-        layer.mlp.gate.load(reader, f"{mlp}.gate.weight")
-        layer.mlp.router.load(reader, f"{mlp}.gate.e_score_correction_bias")
-        load_experts(reader, layer.mlp, mlp)
-        if layer.mlp.shared_expert is not None:
-            layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
+        load_deepseek_mlp(reader, layer.mlp, f"{prefix}.mlp")
 
     def load_weights(self, reader: CheckpointReader) -> None:
-        first_unread = len(self.layers) + (self.mtp is not None)  # an MTP layer past it is not run (models/mtp.py)
-        beyond = [n for n in reader.names() if (m := _LAYER_NAME.match(n)) and int(m.group(1)) >= first_unread]
-        reader.claim(beyond)
+        # an MTP layer past the first unread one is not run (models/mtp.py)
+        claim_mtp_layers(reader, len(self.layers) + (self.mtp is not None), type(self).__name__)
         super().load_weights(reader)
 
 

@@ -20,11 +20,10 @@ from torch import nn
 from moeserve.dense.mlp import GatedMLP
 from moeserve.models.checkpoint import CheckpointReader
 from moeserve.models.common import claim_mtp_layers, load_attention_and_norms, new_attention, rotary_dim
-from moeserve.models.expert_loading import load_experts
+from moeserve.models.deepseek_moe import build_deepseek_moe, load_deepseek_mlp
 from moeserve.models.layout import glm4_moe_layer
 from moeserve.models.moe_decoder import MoEDecoderModel
-from moeserve.moe.deepseek_router import DeepseekGate, DeepseekRouter, DeepseekRoutingConfig
-from moeserve.moe.layer import MoELayer
+from moeserve.moe.deepseek_router import DeepseekRoutingConfig
 
 
 class Glm4MoeForCausalLM(MoEDecoderModel):
@@ -37,39 +36,13 @@ class Glm4MoeForCausalLM(MoEDecoderModel):
         cfg = self.config
         if not glm4_moe_layer(cfg, i):
             return GatedMLP(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, self.ctx, self.dtype)
-        shared = None
-        if cfg.n_shared_experts:
-            shared = GatedMLP(cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts, cfg.hidden_act,
-                              self.ctx, self.dtype)
-        routing = DeepseekRoutingConfig(
-            num_experts=cfg.n_routed_experts, top_k=cfg.num_experts_per_tok, scoring_func="sigmoid",
-            topk_method="noaux_tc", num_groups=cfg.n_group or 1, topk_group=cfg.topk_group or 1,
-            norm_topk_prob=bool(cfg.norm_topk_prob), routed_scaling_factor=float(cfg.routed_scaling_factor))
-        return MoELayer(
-            gate=DeepseekGate(cfg.n_routed_experts, cfg.hidden_size, self.dtype),
-            router=DeepseekRouter(routing),
-            num_experts=cfg.n_routed_experts,
-            hidden=cfg.hidden_size,
-            intermediate=cfg.moe_intermediate_size,
-            ctx=self.ctx,
-            dtype=self.dtype,
-            act=cfg.hidden_act,
-            shared_expert=shared,
-        )
+        return build_deepseek_moe(cfg, DeepseekRoutingConfig.from_hf(cfg, 3), self.ctx, self.dtype)  # V3's routing
 
     def load_layer(self, reader: CheckpointReader, i: int) -> None:
         prefix = f"model.layers.{i}"
         layer = self.decoder_layer(i)
         load_attention_and_norms(reader, layer, prefix)
-        mlp = f"{prefix}.mlp"
-        if not isinstance(layer.mlp, MoELayer):
-            layer.mlp.load(reader, mlp)
-            return
-        layer.mlp.gate.load(reader, f"{mlp}.gate.weight")
-        layer.mlp.router.load(reader, f"{mlp}.gate.e_score_correction_bias")
-        load_experts(reader, layer.mlp, mlp)
-        if layer.mlp.shared_expert is not None:
-            layer.mlp.shared_expert.load(reader, f"{mlp}.shared_experts")
+        load_deepseek_mlp(reader, layer.mlp, f"{prefix}.mlp")
 
     def load_weights(self, reader: CheckpointReader) -> None:
         # the first MTP layer is read when speculative decoding runs it (models/mtp.py)
