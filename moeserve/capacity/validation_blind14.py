@@ -1,9 +1,9 @@
 """The fourteenth blind part of the validation table (docs/capacity.md): published figures found and recorded
-with the predictions of the model of main at c99b6a0 (the model of 985e947 and 23785e5: the commits between
-changed no prediction), by someone who did not change the model; none of them was used to choose a mechanism or
-a factor. Each case says which reading of its source was taken where the source is silent (`assumed`). It was
-searched for figures published by NVIDIA or run on TensorRT-LLM / NVIDIA Dynamo (TensorRT-LLM's tech blogs, docs
-and deployment guides, NVIDIA's developer blogs, Dynamo's docs and recipes, MLPerf, InferenceX). No figure here
+with the predictions of the model of main at c99b6a0 (its step model is that of 985e947 and 23785e5), by someone
+who did not change the model; none of them was used to choose a mechanism or a factor. Each case says which
+reading of its source was taken where the source is silent (`assumed`). It was searched for figures published by
+NVIDIA or run on TensorRT-LLM / NVIDIA Dynamo (TensorRT-LLM's tech blogs, docs and deployment guides, NVIDIA's
+developer blogs, Dynamo's docs and recipes, MLPerf, InferenceX). No figure here
 is used by another part; both sources are earlier parts' (the perf overview of blinds 1, 3 and 10 at another
 release, the best-practice doc of the fitted and held-out parts at a figure they did not take).
 
@@ -85,8 +85,8 @@ from moeserve.capacity.validation_cases import Case
 
 PERF_12 = ("NVIDIA, TensorRT-LLM docs 'Performance Overview' of release 1.2 (nvidia.github.io/TensorRT-LLM/1.2.0/"
            "developer-guide/perf-overview.html; trtllm-bench max throughput)")
-BEST_PERF = ("NVIDIA, TensorRT-LLM docs 'How to get best performance on DeepSeek-R1 in TensorRT LLM' (B200 min-latency, "
-             "Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md at 01c4ece)")
+BEST_PERF = ("NVIDIA, TensorRT-LLM docs 'How to get best performance on DeepSeek-R1 in TensorRT LLM' (B200 "
+             "min-latency, Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md at 01c4ece)")
 
 _FP4 = Precision(weights="fp4")  # nvidia/Qwen3-235B-A22B-FP4, as blinds 1 and 10 read it
 _FP8 = Precision(weights="fp8")
@@ -155,4 +155,30 @@ BLIND14 = [
 ]
 
 # Predicted when recorded (the model of main at c99b6a0): name -> the model's figure in the case's unit.
-RECORDED: dict[str, float] = {}
+RECORDED = {
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 B200 DEP4 FP4, 1K/1K': 5703.0,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 B200 DEP4 FP4, 1K/8K': 4230.5,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 B200 DEP4 FP4, 1K/32K': 1374.8,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 B200 DEP4 FP4, 8K/1K': 861.6,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 GB200 DEP4 FP4, 1K/1K': 6288.5,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 GB200 DEP4 FP4, 1K/8K': 4701.2,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 GB200 DEP4 FP4, 1K/32K': 1526.4,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 GB200 DEP4 FP4, 8K/1K': 953.6,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 H200 DEP8 FP8, 1K/1K': 1251.3,
+    'TensorRT-LLM 1.2 perf overview, DeepSeek-R1-0528 H200 DEP8 FP8, 1K/8K': 1509.1,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B B200 DEP4 FP4, 1K/1K': 4870.7,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B B200 DEP4 FP4, 1K/8K': 2081.2,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B B200 DEP4 FP4, 1K/32K': 609.9,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B B200 DEP4 FP4, 8K/1K': 755.9,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B B200 DEP4 FP4, 32K/1K': 141.3,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B GB200 DEP4 FP4, 1K/1K': 5127.6,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B GB200 DEP4 FP4, 1K/8K': 2181.8,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B GB200 DEP4 FP4, 1K/32K': 639.3,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B GB200 DEP4 FP4, 8K/1K': 804.3,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B GB200 DEP4 FP4, 32K/1K': 151.9,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B H200 DEP4 FP8, 1K/1K': 1749.8,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B H200 DEP4 FP8, 1K/8K': 831.8,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B H200 DEP4 FP8, 8K/1K': 279.3,
+    'TensorRT-LLM 1.2 perf overview, Qwen3-235B H200 DEP4 FP8, 32K/1K': 55.3,
+    'TensorRT-LLM, 8xB200 min-latency TP8 EP2, MTP 3, 1K/2K request': 7077.8,
+}
