@@ -148,10 +148,19 @@ class ModelSpec:
         return 2 * self.num_heads * 2 * self.head_dim
 
 
-def _moe_layers_qwen(cfg: dict, layers: int) -> int:
-    step = cfg.get("decoder_sparse_step", 1) or 1
-    only_mlp = set(cfg.get("mlp_only_layers") or [])
-    return sum(1 for i in range(layers) if i not in only_mlp and (i + 1) % step == 0)
+def moe_layer_indices(cfg: dict) -> list[int]:
+    """The decoder layers (0-based) whose MLP is an MoE block, by the architecture's own rule (DeepSeek:
+    first_k_dense_replace and moe_layer_freq; Qwen-MoE: decoder_sparse_step and mlp_only_layers; Mixtral
+    and OLMoE: every layer). `cfg` has passed _check_sizes."""
+    layers, kind = cfg["num_hidden_layers"], cfg.get("model_type", "")
+    if kind.startswith("deepseek") or "kv_lora_rank" in cfg:
+        freq = cfg.get("moe_layer_freq", 1) or 1
+        return [i for i in range(cfg.get("first_k_dense_replace", 0), layers) if i % freq == 0]
+    if kind in ("qwen3_moe", "qwen2_moe"):
+        step = cfg.get("decoder_sparse_step", 1) or 1
+        only_mlp = set(cfg.get("mlp_only_layers") or [])
+        return [i for i in range(layers) if i not in only_mlp and (i + 1) % step == 0]
+    return list(range(layers))
 
 
 def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
@@ -164,11 +173,8 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
                   head_dim=cfg.get("head_dim") or hidden // heads, top_k=cfg["num_experts_per_tok"],
                   tie_embeddings=bool(cfg.get("tie_word_embeddings", False)))
     if kind.startswith("deepseek") or "kv_lora_rank" in cfg:
-        first_dense = cfg.get("first_k_dense_replace", 0)
-        freq = cfg.get("moe_layer_freq", 1) or 1
-        moe_layers = sum(1 for i in range(first_dense, layers) if i % freq == 0)
         return ModelSpec(**common, num_experts=cfg["n_routed_experts"], expert_intermediate=cfg["moe_intermediate_size"],
-                         num_moe_layers=moe_layers, dense_intermediate=cfg["intermediate_size"],
+                         num_moe_layers=len(moe_layer_indices(cfg)), dense_intermediate=cfg["intermediate_size"],
                          shared_intermediate=(cfg.get("n_shared_experts") or 0) * cfg["moe_intermediate_size"],
                          q_lora_rank=cfg.get("q_lora_rank") or 0, kv_lora_rank=cfg["kv_lora_rank"],
                          qk_nope_dim=cfg["qk_nope_head_dim"], qk_rope_dim=cfg["qk_rope_head_dim"],
@@ -176,7 +182,7 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
                          num_groups=cfg.get("n_group") or 0, mtp_layers=cfg.get("num_nextn_predict_layers") or 0)
     if kind in ("qwen3_moe", "qwen2_moe"):
         return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["moe_intermediate_size"],
-                         num_moe_layers=_moe_layers_qwen(cfg, layers), dense_intermediate=cfg.get("intermediate_size", 0),
+                         num_moe_layers=len(moe_layer_indices(cfg)), dense_intermediate=cfg.get("intermediate_size", 0),
                          shared_intermediate=cfg.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0,
                          qk_norm=kind == "qwen3_moe")
     if kind == "mixtral" or "num_local_experts" in cfg:
@@ -214,32 +220,46 @@ def shipped_models() -> list[str]:
     return sorted(p.stem for p in _SHIPPED.glob("*.json"))
 
 
-def load_model(source: str | None) -> ModelSpec:
-    """A checkpoint directory, a config.json path, a shipped name (deepseek-v3, ...), or None: the built-in model."""
-    if source is None:
-        return _builtin()
+def config_path(source: str) -> tuple[Path, bool]:
+    """(the config.json --model names, whether it is a shipped model's): a checkpoint directory, a config.json
+    path, or a shipped name (deepseek-v3, ...)."""
     path = Path(source)
     if path.is_dir():
         path = path / "config.json"
     elif not path.exists() and (_SHIPPED / f"{source.lower()}.json").exists():
-        path = _SHIPPED / f"{source.lower()}.json"
+        return _SHIPPED / f"{source.lower()}.json", True
     if not path.exists():
         raise ValueError(f"--model {source}: no such directory, config.json or shipped model "
                          f"(shipped: {', '.join(shipped_models())})")
+    return path, False
+
+
+def read_json_object(path: Path, source: str) -> dict:
+    """The JSON object in `path` (at most MAX_CONFIG_BYTES, read no further); ValueError naming the file
+    otherwise. `source` is the --model argument the file belongs to."""
     with open(path, "rb") as f:
         raw = f.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"--model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no config.json")
+        raise ValueError(f"--model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no {path.name}")
     try:
         cfg = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ValueError(f"--model {source}: {path} is not valid JSON: {e}") from None
     except RecursionError:
-        raise ValueError(f"--model {source}: {path} nests too deep to be a config.json") from None
+        raise ValueError(f"--model {source}: {path} nests too deep to be a {path.name}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"--model {source}: {path} must hold a JSON object, got a JSON {type(cfg).__name__}")
+    return cfg
+
+
+def load_model(source: str | None) -> ModelSpec:
+    """A checkpoint directory, a config.json path, a shipped name (deepseek-v3, ...), or None: the built-in model."""
+    if source is None:
+        return _builtin()
+    path, shipped = config_path(source)
+    cfg = read_json_object(path, source)
     try:
-        name = path.stem if path.parent == _SHIPPED else cfg.get("_name_or_path") or path.parent.name
+        name = path.stem if shipped else cfg.get("_name_or_path") or path.parent.name
         return from_hf_config(cfg, name)
     except KeyError as e:
         raise ValueError(f"--model {source}: config.json lacks {e.args[0]!r}") from None
