@@ -10,7 +10,10 @@ from dataclasses import replace
 
 from moeserve.capacity import planner, report, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
+from moeserve.capacity.checkpoint_formats import read_checkpoint
+from moeserve.capacity.checkpoint_plan import CheckpointPlan, checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
+from moeserve.capacity.engine_kv import ENGINE_NAMES
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
@@ -31,8 +34,6 @@ BOUNDS = {
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
 }
 
-
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
 
 
 def _finite(kind):
@@ -98,20 +99,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="deprecated: --colocated-prefill separate")
     p.add_argument("--no-mixed-steps", dest="colocated_prefill", nargs=0, const="stalled", action=_PrefillMode,
                    help="deprecated: --colocated-prefill stalled")
-    p.add_argument("--engine", choices=sorted(ENGINE_NAMES), help="count only this engine's published deployments "
-                   "in the track record printed under the table (the figures are the model's, which takes no engine)")
+    p.add_argument("--engine", choices=sorted(ENGINE_NAMES), help="plan the KV cache in the format this engine runs "
+                   "the checkpoint in by default, and count only its published deployments in the track record printed "
+                   "under the table (the figures are the model's, which takes no engine)")
     p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
                    "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
                    "memory on GB200/GB300)")
-    p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default fp8 where the "
-                   "hardware has FP8, else fp32; bf16 with --emit: what moeserve serve runs)")
+    p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default: a checkpoint "
+                   "directory's own formats, read from its quantization_config or hf_quant_config.json; fp8 for a shipped "
+                   "name where the hardware has FP8, else fp32; bf16 with --emit: what moeserve serve runs)")
     p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")
     p.add_argument("--moe-weights", choices=DTYPES, help="routed experts' format (default --weights)")
     p.add_argument("--dense-weights", choices=DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
     p.add_argument("--mtp-weights", choices=DTYPES, help="the MTP module's format (default: as the main model's modules; "
                    "TensorRT-LLM's min-latency recipe keeps it bf16)")
     p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format; attention computes in it where the card has FP8 "
-                   "tensor cores (default bf16 on GPUs, fp32 on CPUs)")
+                   "tensor cores (default: what --engine runs the checkpoint's in, without --engine the format the "
+                   "checkpoint declares; else bf16 on GPUs, fp32 on CPUs)")
     p.add_argument("--dispatch-dtype", choices=DTYPES, help="format tokens go to the experts in (default the experts' "
                    "format when they run fp8 or fp4: fp8 + per-128 scales or NVFP4, else the activation format)")
     p.add_argument("--combine-dtype", choices=DTYPES, help="format expert outputs come back in (default the activation format)")
@@ -202,7 +206,9 @@ def _check(args) -> None:
         raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
 
 
-def _precision(args, hw) -> Precision:
+def _precision(args, hw, model: ModelSpec | None = None, ckpt=None) -> tuple[Precision, CheckpointPlan | None]:
+    """The formats to plan in: the flags, else the checkpoint's (`ckpt`, checkpoint_formats.read_checkpoint; on GPUs,
+    without --emit), else fp8 weights and bf16 KV on GPUs, fp32 on CPUs; with --emit what moeserve serve runs."""
     from moeserve.capacity.emit import served_formats
 
     gpu = bool(hw.tflops.get("fp8"))
@@ -210,21 +216,28 @@ def _precision(args, hw) -> Precision:
     default = "fp8" if gpu else "fp32"
     if args.emit:  # the file must run on moeserve serve: plan in what it runs, unless told otherwise (refused below)
         default = act
-    prec = Precision(weights=args.weights or default, kv=args.kv_dtype or act, activations=act, attn=args.attn_weights,
-                     moe=args.moe_weights, dense=args.dense_weights, dispatch=args.dispatch_dtype, combine=args.combine_dtype,
-                     mtp=args.mtp_weights)
+    flags = {k: getattr(args, k) for k in ("weights", "attn_weights", "moe_weights", "dense_weights", "mtp_weights", "kv_dtype")}
+    plan = (checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit)) if ckpt and model
+            else None)
+    use = plan.defaults if plan else {}
+    prec = Precision(weights=args.weights or use.get("weights") or default, kv=args.kv_dtype or use.get("kv") or act,
+                     activations=act, attn=args.attn_weights or use.get("attn"), moe=args.moe_weights or use.get("moe"),
+                     dense=args.dense_weights or use.get("dense"), dispatch=args.dispatch_dtype,
+                     combine=args.combine_dtype, mtp=args.mtp_weights or use.get("mtp"))
     if args.emit:
         served = served_formats(gpu)
+        own = f"; the checkpoint runs in {plan.runs_in()}" if plan and plan.differs_from(prec) else ""
         wrong = {k: v for k, v in (("attention", prec.attn_weights), ("experts", prec.moe_weights),
                                    ("dense", prec.dense_weights), ("KV", prec.kv), ("MTP", prec.mtp or prec.moe_weights))
                  if v not in served}
         if wrong:
             raise ValueError(f"--emit writes a config moeserve serve runs, in {'/'.join(served)} weights and KV; "
-                             f"{', '.join(f'{k} {v}' for k, v in wrong.items())} is not among them (drop --emit to plan it)")
+                             f"{', '.join(f'{k} {v}' for k, v in wrong.items())} is not among them (drop --emit to plan it)"
+                             + own)
         if len({prec.attn_weights, prec.moe_weights, prec.dense_weights, prec.kv, prec.mtp or prec.kv}) > 1:
             raise ValueError("--emit writes a config moeserve serve runs, in one --dtype for weights and KV: "
-                             f"{prec.describe()} mixes formats (drop --emit to plan it)")
-    return prec
+                             f"{prec.describe()} mixes formats (drop --emit to plan it)" + own)
+    return prec, plan
 
 
 def _balance(args, model: ModelSpec):
@@ -251,7 +264,7 @@ def _run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
-    prec = _precision(args, hw)
+    prec, ckpt = _precision(args, hw, model, read_checkpoint(args.model, model))
     pred = Predictor(model, hw, prec, DEFAULT)
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     if args.tbo and args.sbo:
@@ -261,6 +274,7 @@ def _run(args) -> int:
     balance = _balance(args, model)
     fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
+    notes += [n for n in (ckpt.note(prec), ckpt.kv_note()) if n] if ckpt else []
     if fixed:
         result, note = _fixed(args, pred, w, o, balance)
         results = [result]
@@ -288,7 +302,8 @@ def _run(args) -> int:
         written = emit_files(args.emit, args.model, best, w, hw, prec, model, args.plan, o.draft_tokens)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
-               "precision": report.precision_fields(prec), "notes": notes, "emitted": [path for path, _ in written],
+               "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,
+               "notes": notes, "emitted": [path for path, _ in written],
                "track_record": past.as_dict() if past else None}
         out.update(rows[0] if fixed else {"deployments": rows, **rows[0]})
         print(json.dumps(out, indent=2, default=float))
