@@ -1,7 +1,8 @@
 """How a checkpoint's formats become `moeserve configure`'s defaults: every explicit format flag wins, the
 KV cache follows --engine's default for the checkpoint (engine_kv.py) or, without --engine, the format the
 checkpoint declares (what TensorRT-LLM runs), and the line configure prints says which formats came from
-where. Applied on GPUs only, and not with --emit (which plans in what moeserve serve runs)."""
+where. Applied on GPUs only, and not with --emit (which plans in what moeserve serve runs the checkpoint in:
+served.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,9 +61,10 @@ class CheckpointPlan:
         text = f"checkpoint formats: {what}{'; ' + f.kv_problem if f.kv_problem else ''} ({f.source})"
         if self.formats.mixed:
             text += f"; mixed: {'; '.join(self.formats.mixed)}"
-        if not self.applied:
-            return text + (f"; not planned in: {self.why_not}" if self.differs_from(prec) else "")
         flags = self.overridden()
+        if not self.applied:
+            given = f" (flags given: {', '.join(flags)})" if flags else ""
+            return text + (f"; not planned in: {self.why_not}{given}" if self.differs_from(prec) else "")
         return text + (f"; flags given: {', '.join(flags)}" if flags else "")
 
     def kv_note(self) -> str | None:

@@ -107,7 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "memory on GB200/GB300)")
     p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default: a checkpoint "
                    "directory's own formats, read from its quantization_config or hf_quant_config.json; fp8 for a shipped "
-                   "name where the hardware has FP8, else fp32; bf16 with --emit: what moeserve serve runs)")
+                   "name where the hardware has FP8, else fp32; with --emit what moeserve serve runs the checkpoint in: on GPUs "
+                   "block FP8 kept, the rest bf16)")
     p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")
     p.add_argument("--moe-weights", choices=DTYPES, help="routed experts' format (default --weights)")
     p.add_argument("--dense-weights", choices=DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
@@ -125,7 +126,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=integer, default=10, help="rows of the ranked table, 1-1000 (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--emit", metavar="serve.yaml", help="write the winner's `moeserve serve --config` file(s) (a P/D winner "
-                   "also writes NAME.prefill.yaml); plans in the formats moeserve serve runs")
+                   "also writes NAME.prefill.yaml); plans in the formats moeserve serve runs the checkpoint in (on GPUs "
+                   "the triton kernels: fp8 weights kept or --weights fp8 as quantization: fp8, --kv-dtype fp8 as "
+                   "kv_cache_dtype: fp8)")
     p.add_argument("--calibrate", nargs="?", const="cpu-calibrated.yaml", metavar="OUT.yaml",
                    help="time this machine (about a minute) and write a CPU hardware profile (default cpu-calibrated.yaml)")
 
@@ -206,38 +209,31 @@ def _check(args) -> None:
         raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
 
 
-def _precision(args, hw, model: ModelSpec | None = None, ckpt=None) -> tuple[Precision, CheckpointPlan | None]:
-    """The formats to plan in: the flags, else the checkpoint's (`ckpt`, checkpoint_formats.read_checkpoint; on GPUs,
-    without --emit), else fp8 weights and bf16 KV on GPUs, fp32 on CPUs; with --emit what moeserve serve runs."""
-    from moeserve.capacity.emit import served_formats
-
+def _precision(args, hw, model: ModelSpec | None = None, ckpt=None):
+    """(formats to plan in, the checkpoint's plan, what --emit's file runs them with): the flags, else the
+    checkpoint's (`ckpt`, checkpoint_formats.read_checkpoint; on GPUs, without --emit), else fp8 weights and bf16
+    KV on GPUs, fp32 on CPUs; with --emit what moeserve serve runs the checkpoint in (served.py)."""
     gpu = bool(hw.tflops.get("fp8"))
     act = "bf16" if gpu else "fp32"
     default = "fp8" if gpu else "fp32"
-    if args.emit:  # the file must run on moeserve serve: plan in what it runs, unless told otherwise (refused below)
-        default = act
     flags = {k: getattr(args, k) for k in ("weights", "attn_weights", "moe_weights", "dense_weights", "mtp_weights", "kv_dtype")}
     plan = (checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit)) if ckpt and model
             else None)
+    if args.emit:  # the file must run on moeserve serve: plan in what it runs (refused there when it cannot)
+        from moeserve.capacity.served import served_formats
+
+        try:
+            served = served_formats(args, gpu, model or load_model(args.model), ckpt)
+        except ValueError as e:
+            own = f"; the checkpoint runs in {plan.runs_in()}" if plan else ""
+            raise ValueError(f"{e}{own}") from None
+        return served.prec, plan, served
     use = plan.defaults if plan else {}
     prec = Precision(weights=args.weights or use.get("weights") or default, kv=args.kv_dtype or use.get("kv") or act,
                      activations=act, attn=args.attn_weights or use.get("attn"), moe=args.moe_weights or use.get("moe"),
                      dense=args.dense_weights or use.get("dense"), dispatch=args.dispatch_dtype,
                      combine=args.combine_dtype, mtp=args.mtp_weights or use.get("mtp"))
-    if args.emit:
-        served = served_formats(gpu)
-        own = f"; the checkpoint runs in {plan.runs_in()}" if plan and plan.differs_from(prec) else ""
-        wrong = {k: v for k, v in (("attention", prec.attn_weights), ("experts", prec.moe_weights),
-                                   ("dense", prec.dense_weights), ("KV", prec.kv), ("MTP", prec.mtp or prec.moe_weights))
-                 if v not in served}
-        if wrong:
-            raise ValueError(f"--emit writes a config moeserve serve runs, in {'/'.join(served)} weights and KV; "
-                             f"{', '.join(f'{k} {v}' for k, v in wrong.items())} is not among them (drop --emit to plan it)"
-                             + own)
-        if len({prec.attn_weights, prec.moe_weights, prec.dense_weights, prec.kv, prec.mtp or prec.kv}) > 1:
-            raise ValueError("--emit writes a config moeserve serve runs, in one --dtype for weights and KV: "
-                             f"{prec.describe()} mixes formats (drop --emit to plan it)" + own)
-    return prec, plan
+    return prec, plan, None
 
 
 def _balance(args, model: ModelSpec):
@@ -264,7 +260,7 @@ def _run(args) -> int:
     model, hw = load_model(args.model), load_hardware(args.hardware)
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
-    prec, ckpt = _precision(args, hw, model, read_checkpoint(args.model, model))
+    prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))
     pred = Predictor(model, hw, prec, DEFAULT)
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     if args.tbo and args.sbo:
@@ -299,7 +295,7 @@ def _run(args) -> int:
     if args.emit:
         from moeserve.capacity.emit import emit_files
 
-        written = emit_files(args.emit, args.model, best, w, hw, prec, model, args.plan, o.draft_tokens)
+        written = emit_files(args.emit, args.model, best, w, hw, served, model, args.plan, o.draft_tokens)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,

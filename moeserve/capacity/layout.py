@@ -96,7 +96,11 @@ class Precision:
     as DeepEP does; NVFP4 when they run NVFP4, whose GEMMs take NVFP4 activations and whose engines
     quantise before the all-to-all, DISPATCH_FORMAT); `combine` the
     format they come back in (default the activation format). `mtp` is the format of the MTP module's
-    decoder layer and projection (default: as the main model's modules)."""
+    decoder layer and projection (default: as the main model's modules). `kv_b` is the format of MLA's
+    k/v up-projection (kv_b_proj) where it differs from the other attention projections' (moeserve serve
+    keeps it in the activation format: its halves are absorbed into attention); `attention_compute` the
+    format attention's dots compute in where it is not the KV cache's (moeserve's kernels upcast an FP8
+    cache to the activation format). Both None unless set (what the engines of the validation run)."""
     weights: str = "fp8"
     kv: str = "bf16"
     activations: str = "bf16"
@@ -106,13 +110,19 @@ class Precision:
     dispatch: str | None = None
     combine: str | None = None
     mtp: str | None = None
+    kv_b: str | None = None
+    attention_compute: str | None = None
 
     def for_mtp(self) -> "Precision":
         """The formats of the MTP module: every linear module in `mtp` (when set)."""
         if not self.mtp:
             return self
         return Precision(weights=self.mtp, kv=self.kv, activations=self.activations, dispatch=self.dispatch,
-                         combine=self.combine)
+                         combine=self.combine, kv_b=self.kv_b, attention_compute=self.attention_compute)
+
+    @property
+    def kv_b_weights(self) -> str:
+        return self.kv_b or self.attn_weights
 
     @property
     def attn_weights(self) -> str:
@@ -165,5 +175,10 @@ class Precision:
             text = f"weights {self.moe_weights}"
         else:
             text = ", ".join(f"{k} {v}" for k, v in parts.items())
+        if self.kv_b and self.kv_b != self.attn_weights:
+            text += f" (MLA kv_b_proj {self.kv_b})"
+        kv = f"KV {self.kv}"
+        if self.attention_compute and self.attention_compute != self.kv:
+            kv += f" (attention computes in {self.attention_compute})"
         mtp = f", MTP {self.mtp}" if self.mtp else ""
-        return f"{text}, KV {self.kv}, dispatch {self.dispatch_format}, combine {self.combine_format}{mtp}"
+        return f"{text}, {kv}, dispatch {self.dispatch_format}, combine {self.combine_format}{mtp}"

@@ -84,15 +84,25 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
     routed = routed_expert_bytes(model, layout, prec)
     shared_router = model.shared_params * dense / tp + model.router_params * prec.act_bytes
     experts = (model.num_moe_layers - offload_layers + min(offload_layers, 2)) * routed
+    kv_b = kv_b_extra_bytes(model, tp, prec)
     layers = (model.num_layers * model.attention_params_per_rank(tp) * attn + model.num_dense_layers * model.dense_mlp_params * dense / tp
-              + model.num_moe_layers * shared_router + experts)
+              + model.num_moe_layers * shared_router + experts + model.num_layers * kv_b)
     extra = 0.0
     if mtp and model.mtp_layers:
         # each MTP module: one decoder layer with an MoE block and a 2H x H input projection
-        extra = model.mtp_layers * (model.attention_params_per_rank(tp) * attn + routed + shared_router
+        extra = model.mtp_layers * (model.attention_params_per_rank(tp) * attn + kv_b + routed + shared_router
                                     + 2 * model.hidden ** 2 * prec.act_bytes / tp)
     vocab = model.embedding_params if layout.pp == 1 or model.tie_embeddings else model.embedding_params / 2
     return layers * stage_share(model, layout) + extra + vocab * prec.act_bytes / tp
+
+
+def kv_b_extra_bytes(model: ModelSpec, tp: int, prec: Precision) -> float:
+    """Bytes one MLA layer's kv_b_proj (the k and v up-projections) takes on one rank beyond what it would in
+    the other attention projections' format (Precision.kv_b; 0 when it is in theirs, or without MLA)."""
+    if not model.is_mla or prec.kv_b_weights == prec.attn_weights:
+        return 0.0
+    _, _, k_up, v_up, _ = model.mla_projections(tp)
+    return (k_up + v_up) * (nbytes(prec.kv_b_weights) - nbytes(prec.attn_weights))
 
 
 def offloaded_bytes(model: ModelSpec, layout: Layout, prec: Precision, layers: int) -> float:

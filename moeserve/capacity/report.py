@@ -37,7 +37,9 @@ def row(p: Prediction, w: Workload, balance) -> dict:
 def precision_fields(prec: Precision) -> dict:
     return {"attention_weights": prec.attn_weights, "moe_weights": prec.moe_weights, "dense_weights": prec.dense_weights,
             "kv": prec.kv, "dispatch": prec.dispatch_format, "combine": prec.combine_format, "activations": prec.activations,
-            "mtp_weights": prec.for_mtp().moe_weights}
+            "mtp_weights": prec.for_mtp().moe_weights,
+            **({"kv_b_proj_weights": prec.kv_b} if prec.kv_b else {}),
+            **({"attention_compute": prec.attention_compute} if prec.attention_compute else {})}
 
 
 def _num(v, width: int, digits: int = 0) -> str:

@@ -117,7 +117,10 @@ class StepModel:
         return self.roofline(flops, nbytes_, COMPUTE[fmt], self.eff.gemm * share, self.eff.weight_stream)
 
     def attention_format(self) -> str:
-        """Attention computes in the KV format where the card has tensor cores for it (FP8 MLA/FA3)."""
+        """Attention computes in the KV format where the card has tensor cores for it (FP8 MLA/FA3), unless
+        the precision says otherwise (`attention_compute`)."""
+        if self.p.attention_compute:
+            return COMPUTE[self.p.attention_compute]
         kv = COMPUTE[self.p.kv]
         if kv in ("fp4", "fp8") and self.hw.has_tensor_format("fp8"):
             return "fp8"
@@ -177,12 +180,11 @@ class StepModel:
         before kernel latencies."""
         m, tp = self.m, self.lay.tp
         group = s.tokens * tp
-        parts = {"attention": self.attention_core(s),
-                 "projections": self.gemm(group, m.attention_params_per_rank(tp), self.p.attn_weights)}
+        parts = {"attention": self.attention_core(s), "projections": self.projections(group)}
         if m.is_mla and s.phase == "prefill" and s.prefix_tokens:
             # the cached prefix's latents are expanded to keys and values by kv_b for non-absorbed attention
             kv_b = m.kv_lora_rank * m.num_heads * (m.qk_nope_dim + m.v_head_dim)
-            parts["projections"] += self.gemm(s.prefix_tokens * tp, kv_b / tp, self.p.attn_weights)
+            parts["projections"] += self.gemm(s.prefix_tokens * tp, kv_b / tp, self.p.kv_b_weights)
         reduce_s, dispatch_s, combine_s = 2 * comm.all_reduce(self, s), 0.0, 0.0
         if moe:
             parts["experts"] = self.experts(s)
@@ -192,6 +194,16 @@ class StepModel:
             parts["dense_mlp"] = self.gemm(group, m.dense_mlp_params / tp, self.p.dense_weights)
         parts["elementwise"] = self.elementwise(s, moe)
         return parts, (reduce_s, dispatch_s, combine_s)
+
+    def projections(self, group: float) -> float:
+        """One attention layer's projection GEMMs over the group's tokens, MLA's kv_b_proj in its own format
+        where the precision gives it one (Precision.kv_b)."""
+        m, tp, p = self.m, self.lay.tp, self.p
+        if not m.is_mla or p.kv_b_weights == p.attn_weights:
+            return self.gemm(group, m.attention_params_per_rank(tp), p.attn_weights)
+        _, _, k_up, v_up, _ = m.mla_projections(tp)
+        return (self.gemm(group, m.attention_params_per_rank(tp) - k_up - v_up, p.attn_weights)
+                + self.gemm(group, k_up + v_up, p.kv_b_weights))
 
     def elementwise(self, s: StepInput, moe: bool) -> float:
         """Memory-bound kernels between the GEMMs, by the bytes they move: two residual + RMSNorm passes

@@ -223,15 +223,25 @@ def test_shipped_names_keep_the_blanket_defaults(capsys):
     assert out["checkpoint"] is None and out["precision"]["moe_weights"] == "fp8" and out["precision"]["kv"] == "bf16"
 
 
-def test_emit_plans_what_moeserve_serve_runs_and_names_the_checkpoints_formats(tmp_path, capsys):
+def test_emit_refuses_a_checkpoint_moeserve_serve_does_not_load_and_names_its_formats(tmp_path, capsys):
+    """moeserve serve loads no ModelOpt checkpoint: --emit exits 2 with one line, writing nothing."""
     ckpt = checkpoint(tmp_path, shipped("deepseek-r1"), MODELOPT_NVFP4)
+    target = tmp_path / "serve.yaml"
+    assert main(["--model", ckpt, *DECODE, "--emit", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and not target.exists()
+    assert "loads no ModelOpt checkpoints" in err[0] and "the checkpoint runs in attention bf16, experts fp4" in err[0]
+
+
+def test_emit_names_the_flags_that_move_the_plan_off_the_checkpoints_formats(tmp_path, capsys):
+    ckpt = checkpoint(tmp_path, dict(shipped("deepseek-r1"), quantization_config=BLOCK_FP8))
     target = str(tmp_path / "serve.yaml")
     out = run_json(capsys, "--model", ckpt, *DECODE, "--emit", target)
-    assert out["precision"]["moe_weights"] == "bf16" and not out["checkpoint"]["applied"]
-    assert "experts fp4" in out["checkpoint"]["note"] and "not planned in: --emit" in out["checkpoint"]["note"]
-    assert main(["--model", ckpt, *DECODE, "--emit", target, "--kv-dtype", "fp8"]) == 2
-    err = capsys.readouterr().err
-    assert "KV fp8 is not among them" in err and "the checkpoint runs in attention bf16, experts fp4" in err
+    assert out["precision"]["moe_weights"] == "fp8" and not out["checkpoint"]["applied"]
+    assert "not planned in" not in out["checkpoint"]["note"]  # served as the checkpoint is
+    out = run_json(capsys, "--model", ckpt, *DECODE, "--emit", target, "--kv-dtype", "fp8")
+    assert out["precision"]["kv"] == "fp8"
+    assert "not planned in: --emit plans in what moeserve serve runs (flags given: --kv-dtype fp8)" in out["checkpoint"]["note"]
 
 
 def test_a_cpu_profile_keeps_fp32_and_says_why(tmp_path, capsys):

@@ -155,7 +155,7 @@ def exit_code(argv: list[str]) -> int:
     (["--hardware", "h100", "--model", "deepseek-v3", "--ep", "32", "--redundant", "5"], "--redundant auto"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--phase", "decode", "--ep", "8", "--offload-weights"], "prefill only"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--mtp-accept", "2.5", "--mtp-draft", "1"], "--mtp-draft 1"),
-    (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "fp8", "--emit", "x.yaml"], "moeserve serve runs"),
+    (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "fp4", "--emit", "x.yaml"], "runs no FP4 weights"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--gemm-min-tile", "48"], "power of two"),
     (["--hardware", "h20", "--model", "deepseek-v3", "--tbo", "--sbo"], "give one"),
     (["--hardware", "h100", "--model", "deepseek-v3", "--weights", "bf16", "--mtp-weights", "fp8", "--emit", "x.yaml"],
