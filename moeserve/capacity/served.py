@@ -53,10 +53,9 @@ class Served:
     def summary(self) -> str:
         """The formats in a few words (`wrote PATH: ...`)."""
         p = self.prec
-        weights = {p.attn_weights, p.moe_weights, p.dense_weights}
-        text = f"weights {p.moe_weights}" if len(weights) == 1 else f"attention {p.attn_weights}, experts " \
-            f"{p.moe_weights}, dense {p.dense_weights}"
-        return f"{text}, KV {p.kv}"
+        if len({p.attn_weights, p.moe_weights, p.dense_weights}) == 1:
+            return f"weights {p.moe_weights}, KV {p.kv}"
+        return f"attention {p.attn_weights}, experts {p.moe_weights}, dense {p.dense_weights}, KV {p.kv}"
 
 
 def release_config(source: str | None) -> tuple[dict | None, bool]:
@@ -127,12 +126,18 @@ def served_formats(args, gpu: bool, model: ModelSpec, ckpt: CheckpointFormats | 
             "dense_weights": own((ckpt.dense or ckpt.experts) if ckpt else None)}
     base["mtp_weights"] = own(ckpt.mtp) if ckpt and ckpt.mtp else base["moe_weights"]
     wanted = {dest: flags[dest] or args.weights or base[dest] for dest, _ in MODULES}
-    _refuse_formats(wanted, args.kv_dtype, act, gpu)
+    # the modules the model has (a dense MLP or shared expert, an MTP layer): only they can differ
+    has = [(dest, say) for dest, say in MODULES if dest == "attn_weights" or dest == "moe_weights"
+           or (dest == "dense_weights" and (model.num_dense_layers or model.shared_params))
+           or (dest == "mtp_weights" and model.mtp_layers)]
+    for dest in {d for d, _ in MODULES} - {d for d, _ in has}:
+        base[dest] = wanted[dest] = wanted["moe_weights"]
+    _refuse_formats(wanted, args.kv_dtype, act, gpu, has)
     online = wanted != base
     if online:
-        moved = [f"{say} {base[dest]} -> {wanted[dest]}" for dest, say in MODULES if wanted[dest] != base[dest]]
+        moved = [f"{say} {base[dest]} -> {wanted[dest]}" for dest, say in has if wanted[dest] != base[dest]]
         if set(wanted.values()) != {"fp8"}:
-            raise ValueError(_mismatch(wanted, base, kept, act))
+            raise ValueError(_mismatch(wanted, base, act, has))
     kv = args.kv_dtype or act
     attn = wanted["attn_weights"]
     prec = Precision(weights=wanted["moe_weights"], kv=kv, activations=act, attn=attn, moe=wanted["moe_weights"],
@@ -143,10 +148,10 @@ def served_formats(args, gpu: bool, model: ModelSpec, ckpt: CheckpointFormats | 
     name = DTYPE_NAMES[act]
     settings = {"device": "cuda" if gpu else "cpu", "kernels": "triton" if gpu else "cpu", "dtype": name,
                 "quantization": "fp8" if online else "none", "kv_cache_dtype": "fp8" if kv == "fp8" else "auto"}
-    lines = [_weights_line(method, kept, online, base, act, name, model, gpu, ckpt)]
+    lines = [_weights_line(method, kept, base, name, model)]
     if online:
-        lines.append(f"quantization: fp8 quantizes at load ({', '.join(moved)}); the LM head, routers"
-                     + (" and MLA's kv_b_proj" if model.is_mla else "") + f" stay {name}")
+        kept_plain = "the LM head, routers and MLA's kv_b_proj" if model.is_mla else "the LM head and routers"
+        lines.append(f"quantization: fp8 quantizes at load ({', '.join(moved)}); {kept_plain} stay {name}")
     if kv == "fp8":
         lines.append(f"kv_cache_dtype: fp8 stores K/V as e4m3 (half the bytes of {act}); attention upcasts them to {name}")
     return Served(prec, settings, tuple(line for line in lines if line))
@@ -165,8 +170,8 @@ def _dtype(given: dict, gpu: bool) -> str:
     return plain[0] if plain else ("bf16" if gpu else "fp32")
 
 
-def _refuse_formats(wanted: dict, kv: str | None, act: str, gpu: bool) -> None:
-    for dest, say in (*MODULES, ("kv_dtype", "KV")):
+def _refuse_formats(wanted: dict, kv: str | None, act: str, gpu: bool, modules: list) -> None:
+    for dest, say in (*modules, ("kv_dtype", "KV")):
         fmt = kv if dest == "kv_dtype" else wanted[dest]
         if fmt == "fp4":
             raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no FP4 {'KV cache' if say == 'KV' else 'weights'} "
@@ -177,19 +182,18 @@ def _refuse_formats(wanted: dict, kv: str | None, act: str, gpu: bool) -> None:
                              f"(FP8 checkpoints are dequantized to {act} at load): {say} fp8 {RUN}")
 
 
-def _mismatch(wanted: dict, base: dict, kept: bool, act: str) -> str:
+def _mismatch(wanted: dict, base: dict, act: str, modules: list) -> str:
     head = "--emit writes a config moeserve serve runs, and "
-    back = [say for dest, say in MODULES if base[dest] == "fp8" and wanted[dest] != "fp8"]
+    back = [say for dest, say in modules if base[dest] == "fp8" and wanted[dest] != "fp8"]
     if back:
         return (head + f"on GPUs its triton kernels keep this checkpoint's FP8 weights in FP8: {', '.join(back)} "
                 f"{act} is not what it runs {RUN}")
-    parts = ", ".join(f"{say} {wanted[dest]}" for dest, say in MODULES)
+    parts = ", ".join(f"{say} {wanted[dest]}" for dest, say in modules)
     return (head + f"it moves {act} weights to FP8 only with quantization: fp8, which quantizes every linear layer "
             f"and expert: {parts} mixes them (pass --weights fp8) {RUN}")
 
 
-def _weights_line(method, kept: bool, online: bool, base: dict, act: str, name: str, model: ModelSpec, gpu: bool,
-                  ckpt: CheckpointFormats | None) -> str:
+def _weights_line(method: str | None, kept: bool, base: dict, name: str, model: ModelSpec) -> str:
     """How the checkpoint's weights become the planned formats, one header line."""
     mla = " (MLA's kv_b_proj dequantized to " + name + ": its halves are absorbed into attention)" if model.is_mla else ""
     if kept and "fp8" in base.values():
