@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from moeserve.capacity import planner, report, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
@@ -203,6 +205,12 @@ def _check(args) -> None:
                          "(drop --emit to plan it)")
     if args.plan and not args.trace:
         raise ValueError("--plan is scored on routing traces: pass --trace too")
+    if args.emit:
+        folder = Path(args.emit).resolve().parent
+        if not folder.is_dir():
+            raise ValueError(f"--emit {args.emit}: no such directory {folder}")
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"--emit {args.emit}: directory {folder} is not writable")
     if args.offload_weights and args.phase in ("decode", "colocated"):
         raise ValueError(f"--offload-weights streams weights for prefill only, not --phase {args.phase}")
     if args.hardware is None:

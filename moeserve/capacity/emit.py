@@ -91,7 +91,10 @@ def write(path: str, settings: dict, header: list[str]) -> None:
     import yaml
 
     text = "".join(f"# {h}\n" for h in header) + yaml.safe_dump(settings, sort_keys=False)
-    Path(path).write_text(text)
+    try:
+        Path(path).write_text(text)
+    except OSError as e:  # checked before planning (cli._check); a path can still fail (a directory, a full disk)
+        raise ValueError(f"--emit: cannot write {path}: {e.strerror or e}") from None
 
 
 def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, hw, served: Served, model: ModelSpec,

@@ -135,6 +135,19 @@ def test_emit_refuses_pipeline_parallelism(tmp_path, capsys):
     assert len(err) == 1 and "no pipeline parallelism" in err[0] and "--pp 2" in err[0]
 
 
+
+def test_emit_into_a_missing_directory_is_one_line(tmp_path, capsys):
+    """An --emit path whose directory does not exist (or is a directory itself) exits 2 with one line before
+    any planning, and writes nothing."""
+    for target, said in ((tmp_path / "no" / "serve.yaml", "no such directory"), (tmp_path, "cannot write")):
+        try:
+            code = main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "8", "--emit", str(target)])
+        except SystemExit as stop:
+            code = stop.code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "no").exists()
+
 # --- the formats moeserve serve runs a checkpoint in ----------------------------------------------------------
 BLOCK_FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
 # a small DeepSeek-V3: MLA (q_lora 256, kv_lora 128), 4 layers (1 dense), 16 routed experts + 1 shared
