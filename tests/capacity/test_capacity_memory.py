@@ -117,6 +117,19 @@ def test_each_module_takes_its_own_format():
     assert Precision(weights="bf16").dispatch_format == "bf16" and Precision(dispatch="fp4").dispatch_bytes == 0.5 + 1 / 16
 
 
+def test_the_mtp_layer_takes_its_own_format():
+    """An MTP layer in bf16 beside fp4 experts (nvidia/DeepSeek-R1-FP4, --mtp-weights bf16) is counted in bf16:
+    the difference from an fp4 MTP layer is its attention, routed experts and shared expert at 2 - 0.5625 bytes."""
+    m = load_model("deepseek-v3")
+    lay = Layout(ep=8)
+    fp4 = Precision(weights="fp4")
+    bf16_mtp = Precision(weights="fp4", mtp="bf16")
+    assert weight_bytes(m, lay, bf16_mtp) == weight_bytes(m, lay, fp4)  # no MTP layer counted without mtp=True
+    layer = m.attention_params + 32 * m.expert_params + m.shared_params  # 32 experts per rank at ep 8
+    diff = weight_bytes(m, lay, bf16_mtp, mtp=True) - weight_bytes(m, lay, fp4, mtp=True)
+    assert diff == pytest.approx(layer * (2 - (0.5 + 1 / 16)))
+
+
 def test_moe_tp_and_offload_move_the_expert_weights():
     m = load_model("deepseek-v3")
     prec = Precision(weights="fp8")
