@@ -237,8 +237,11 @@ def config_path(source: str) -> tuple[Path, bool]:
 def read_json_object(path: Path, source: str) -> dict:
     """The JSON object in `path` (at most MAX_CONFIG_BYTES, read no further); ValueError naming the file
     otherwise. `source` is the --model argument the file belongs to."""
-    with open(path, "rb") as f:
-        raw = f.read(MAX_CONFIG_BYTES + 1)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:  # a directory, no read permission, an I/O error
+        raise ValueError(f"--model {source}: cannot read {path}: {e.strerror or e}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ValueError(f"--model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no {path.name}")
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from moeserve.capacity.checkpoint_formats import checkpoint_formats, read_checkpoint
+from moeserve.capacity import model_spec
 from moeserve.capacity.cli import main
 from moeserve.capacity.engine_kv import default_kv_by_engine
 from moeserve.capacity.model_spec import from_hf_config, load_model
@@ -161,6 +162,28 @@ def test_an_hf_quant_config_configure_cannot_read_exits_2_with_one_line(tmp_path
     assert main(["--model", ckpt, *DECODE]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err and "hf_quant_config.json" in err
+
+
+def test_a_config_that_cannot_be_read_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    """A config.json that is a directory, or an hf_quant_config.json without read permission: one line, no
+    traceback (OSError is not ValueError)."""
+    directory = tmp_path / "dir"
+    (directory / "config.json").mkdir(parents=True)
+    assert main(["--model", str(directory), *DECODE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot read" in err and "config.json" in err
+    ckpt = checkpoint(tmp_path, shipped("qwen3-235b-a22b"), MODELOPT_NVFP4)
+    real_open = open
+
+    def denied(path, *args, **kwargs):
+        if str(path).endswith("hf_quant_config.json"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(model_spec, "open", denied, raising=False)
+    for extra in ((), ("--emit", str(tmp_path / "serve.yaml"))):
+        assert main(["--model", ckpt, *DECODE, *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "cannot read" in err and "Permission denied" in err
 
 
 def test_shipped_names_and_the_builtin_model_have_no_checkpoint():
