@@ -93,7 +93,8 @@ def unloadable(cfg: dict | None, modelopt_sidecar: bool) -> str:
             return "it loads FP8 with dynamic activation scales only"
         return ""
     if method == "mxfp4":
-        arch = (cfg.get("architectures") or [None])[0]
+        archs = cfg.get("architectures")
+        arch = archs[0] if isinstance(archs, list) and archs else None  # config.json's list; anything else names none
         return "" if arch in MXFP4_ARCHITECTURES else f"it loads mxfp4 for {', '.join(MXFP4_ARCHITECTURES)} only"
     return f"it loads no quant_method {str(method)[:40]!r} (block-scaled fp8, gpt-oss's mxfp4 and unquantized ones)"
 

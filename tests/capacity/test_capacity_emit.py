@@ -316,3 +316,13 @@ def test_emit_refuses_exactly_the_checkpoints_moeserve_serve_refuses(quant):
     except ConfigError:
         serve_loads = False
     assert serve_loads == (unloadable(cfg, False) == "")
+
+
+@pytest.mark.parametrize("architectures", [5, "GptOssForCausalLM", [], None])
+def test_an_mxfp4_checkpoint_without_a_list_of_architectures_is_refused_in_one_line(tmp_path, capsys, architectures):
+    """config.json's architectures is a list; anything else names no architecture (not a TypeError traceback)."""
+    ckpt = checkpoint_dir(tmp_path, "gpt-oss", {"quant_method": "mxfp4"}, dict(GPT_OSS, architectures=architectures))
+    out = tmp_path / "x.yaml"
+    assert main(["--model", ckpt, *DECODE, "--emit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "loads mxfp4 for GptOssForCausalLM only" in err[0] and not out.exists()
