@@ -205,7 +205,9 @@ def _check(args) -> None:
                          "(drop --emit to plan it)")
     if args.plan and not args.trace:
         raise ValueError("--plan is scored on routing traces: pass --trace too")
-    if args.emit:
+    if args.emit is not None:
+        if not args.emit or Path(args.emit).name in ("", ".", "..") or Path(args.emit).is_dir():
+            raise ValueError(f"--emit {args.emit!r}: name a file to write (serve.yaml), not a directory")
         folder = Path(args.emit).resolve().parent
         if not folder.is_dir():
             raise ValueError(f"--emit {args.emit}: no such directory {folder}")

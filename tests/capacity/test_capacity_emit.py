@@ -137,9 +137,12 @@ def test_emit_refuses_pipeline_parallelism(tmp_path, capsys):
 
 
 def test_emit_into_a_missing_directory_is_one_line(tmp_path, capsys):
-    """An --emit path whose directory does not exist (or is a directory itself) exits 2 with one line before
-    any planning, and writes nothing."""
-    for target, said in ((tmp_path / "no" / "serve.yaml", "no such directory"), (tmp_path, "cannot write")):
+    """An --emit path whose directory does not exist, a directory itself or no name at all ("" used to write
+    nothing and exit 0, "." and "/" to fail after planning on an empty name) exits 2 with one line before any
+    planning, and writes nothing."""
+    cases = ((tmp_path / "no" / "serve.yaml", "no such directory"), (tmp_path, "not a directory"),
+             ("", "name a file"), (".", "name a file"), ("/", "name a file"), (f"{tmp_path}/..", "name a file"))
+    for target, said in cases:
         try:
             code = main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "8", "--emit", str(target)])
         except SystemExit as stop:
