@@ -198,9 +198,12 @@ def _compressed_tensors(quant: dict, where: str, plain: str, modules: dict) -> C
         kv_problem = "" if kv else f"kv_cache_scheme {bits[0]}{bits[1] or ''} is not a KV format configure plans in (fp8)"
 
     def fmt(name: str) -> str:
+        # a target naming the module (its name or a re: pattern) wins over the class name "Linear", whatever the
+        # groups' order (compressed-tensors' match_targets and vLLM's find_matched_target try names first)
         if name in ignored:
             return plain
-        return next((f for targets, f in rules if "Linear" in targets.literal or name in targets), plain)
+        return next((f for targets, f in rules if name in targets),
+                    next((f for targets, f in rules if "Linear" in targets.literal), plain))
     formats = "/".join(sorted({f for _, f in rules})) or "none"
     fields = (f"quant_method compressed-tensors, format {str(quant.get('format'))[:40]}, config_groups ({len(rules)}: "
               f"{formats})" + (f", ignore ({len(ignored)})" if len(ignored) else "")

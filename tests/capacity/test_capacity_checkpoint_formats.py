@@ -117,6 +117,17 @@ def test_compressed_tensors_groups_match_by_target():
     assert (f.attention, f.experts, f.kv) == ("fp8", "fp4", None)
 
 
+def test_compressed_tensors_a_target_naming_the_module_wins_over_linear_in_any_group_order():
+    """compressed-tensors (match_targets) and vLLM (find_matched_target) match a module's name or re: pattern
+    before its class name: a "Linear" group listed first does not take the experts a regex group names."""
+    linear = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}
+    experts = {"targets": ["re:.*mlp.experts.*"], "weights": {"num_bits": 4, "type": "float"}}
+    for groups in ({"all": linear, "experts": experts}, {"experts": experts, "all": linear}):
+        quant = {"quant_method": "compressed-tensors", "config_groups": groups}
+        f = formats(dict(shipped("qwen3-235b-a22b"), quantization_config=quant))
+        assert (f.attention, f.experts) == ("fp8", "fp4"), groups
+
+
 def test_modelopt_nvfp4_kv_runs_only_on_tensorrt_llm_by_default():
     quant = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"],
              "kv_cache_scheme": {"type": "float", "num_bits": 4, "dynamic": False}}
