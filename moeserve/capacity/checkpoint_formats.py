@@ -158,9 +158,10 @@ def _modelopt_kv(section: dict) -> tuple[str | None, str, str]:
     algo = section.get("kv_cache_quant_algo")
     if algo is None and "kv_cache_scheme" in section:
         scheme = section["kv_cache_scheme"]
-        if isinstance(scheme, dict):
-            algo = {("float", 8): "FP8", ("float", 4): "NVFP4"}.get((scheme.get("type"), scheme.get("num_bits")),
-                                                                      f"{scheme.get('type')}{scheme.get('num_bits')}")
+        if isinstance(scheme, dict):  # type and num_bits compared, not hashed: a file may hold a list there
+            kind, bits = scheme.get("type"), scheme.get("num_bits")
+            algo = ("FP8" if (kind, bits) == ("float", 8) else "NVFP4" if (kind, bits) == ("float", 4)
+                    else f"{str(kind)[:20]}{str(bits)[:20]}")
         else:
             algo = scheme
         field = "kv_cache_scheme"

@@ -154,6 +154,13 @@ def test_a_scheme_configure_does_not_plan_is_a_problem_not_a_guess(quant, needle
     assert needle in f.problem and f.experts is None
 
 
+@pytest.mark.parametrize("scheme", [{"type": ["float"], "num_bits": 8}, {"type": "float", "num_bits": {"8": 8}}])
+def test_a_modelopt_kv_cache_scheme_of_odd_json_types_is_a_kv_problem_not_a_type_error(scheme):
+    quant = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": scheme}
+    f = formats(dict(shipped("qwen3-235b-a22b"), quantization_config=quant))
+    assert f.experts == "fp8" and f.kv is None and "is not a KV format configure plans in" in f.kv_problem
+
+
 @pytest.mark.parametrize("quant, needle", [
     ("fp8", "quantization_config must be an object"),
     ({"quant_method": "fp8", "modules_to_not_convert": "lm_head"}, "modules_to_not_convert must be a list"),
