@@ -196,7 +196,8 @@ def _mismatch(wanted: dict, base: dict, act: str, modules: list) -> str:
 
 def _weights_line(method: str | None, kept: bool, base: dict, name: str, model: ModelSpec) -> str:
     """How the checkpoint's weights become the planned formats, one header line."""
-    mla = " (MLA's kv_b_proj dequantized to " + name + ": its halves are absorbed into attention)" if model.is_mla else ""
+    mla = (" (MLA's kv_b_proj dequantized to " + name + ": its halves are absorbed into attention)"
+           if model.is_mla and base["attn_weights"] == "fp8" else "")  # an attention kept in `dtype` has nothing to dequantize
     if kept and "fp8" in base.values():
         some = "" if set(base.values()) == {"fp8"} else f" (its other modules in {name})"
         return f"weights: the checkpoint's block-FP8 layers kept FP8 by the triton kernels{some}{mla}"

@@ -329,3 +329,13 @@ def test_an_mxfp4_checkpoint_without_a_list_of_architectures_is_refused_in_one_l
     assert main(["--model", ckpt, *DECODE, "--emit", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "loads mxfp4 for GptOssForCausalLM only" in err[0] and not out.exists()
+
+
+def test_a_block_fp8_checkpoint_with_bf16_attention_says_nothing_of_dequantizing_kv_b(tmp_path, capsys, monkeypatch):
+    """modules_to_not_convert keeps attention in bf16: kv_b_proj is bf16 in the checkpoint, nothing to dequantize."""
+    ckpt = checkpoint_dir(tmp_path, "fp8", dict(BLOCK_FP8, modules_to_not_convert=["self_attn"]))
+    data, settings, text = emit_json(capsys, tmp_path, "fp8", "--model", ckpt, *DECODE)
+    assert (data["precision"]["attention_weights"], data["precision"]["moe_weights"]) == ("bf16", "fp8")
+    assert "kv_b_proj_weights" not in data["precision"] and settings["quantization"] == "none"
+    assert "kept FP8 by the triton kernels (its other modules in bfloat16)" in text and "kv_b_proj" not in text
+    loads_in_serve(tmp_path / "fp8.yaml", monkeypatch)
