@@ -4,10 +4,11 @@ the weights each holds: what a checkpoint's exclude, ignore and targets lists ar
 
 Names follow the checkpoints: `model.layers.{i}.self_attn.{q_a_proj, q_b_proj, kv_a_proj_with_mqa,
 kv_b_proj, o_proj}` (MLA) or `{q,k,v,o}_proj` (GQA); routed experts `model.layers.{i}.mlp.experts.{e}.
-{gate,up,down}_proj` (Mixtral: `block_sparse_moe.experts.{e}.{w1,w2,w3}`); shared experts
-`mlp.shared_experts.*` (DeepSeek) or `mlp.shared_expert.*` (Qwen2-MoE); a dense layer's MLP
-`mlp.{gate,up,down}_proj`; DeepSeek's MTP layers follow the decoder layers (`model.layers.61.*` in
-DeepSeek-V3). Expert 0 stands for every expert of its layer (lists name experts by layer, not one by one).
+{gate,up,down}_proj` (Mixtral: `block_sparse_moe.experts.{e}.{w1,w2,w3}`; gpt-oss's fused `mlp.experts.*`
+stand as `mlp.experts.{e}.*`); shared experts `mlp.shared_experts.*` (DeepSeek) or `mlp.shared_expert.*`
+(Qwen2-MoE); a dense layer's MLP `mlp.{gate,up,down}_proj`; DeepSeek's MTP layers follow the decoder layers
+(`model.layers.61.*` in DeepSeek-V3). Expert 0 stands for every expert of its layer (lists name experts by
+layer, not one by one).
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def _attention(model: ModelSpec) -> list[tuple[str, float]]:
 def module_weights(cfg: dict, model: ModelSpec, moe_layers: list[int]) -> dict[str, list]:
     """{module: [(name, weights)]} over every decoder layer and MTP layer, for MODULES, and "mtp_roles":
     [(name, module)] of the MTP layers' projections with the main-model module each mirrors."""
-    mixtral = cfg.get("model_type") == "mixtral" or "num_local_experts" in cfg
+    # Mixtral's block_sparse_moe; gpt-oss, read as Mixtral for its num_local_experts, names its experts mlp.experts
+    mixtral = cfg.get("model_type") == "mixtral" or "num_local_experts" in cfg and cfg.get("model_type") != "gpt_oss"
     block, experts = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", GATED)
     shared = "shared_expert" if cfg.get("model_type") == "qwen2_moe" else "shared_experts"
     attention = _attention(model)

@@ -308,3 +308,17 @@ def test_a_modelopt_nvfp4_checkpoints_weights_per_gpu_by_hand(tmp_path, capsys):
     assert out["memory"]["weights_gb"] == pytest.approx(166_330_368 / 1e9, rel=1e-12)
     # K and V, 2 heads of 128, 4 layers, fp8 (dtypes.BYTES counts fp8 with a scale per 128 x 128 values)
     assert out["memory"]["kv_bytes_per_token"] == pytest.approx(2 * 2 * 128 * 4 * (1 + 4 / 16384), rel=1e-12)
+
+
+def test_gpt_oss_experts_are_named_mlp_experts_not_mixtrals_block_sparse_moe():
+    """gpt-oss is read as Mixtral (num_local_experts) but names its experts model.layers.{i}.mlp.experts.*:
+    a list naming them so must reach them."""
+    config = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 1024,
+              "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "head_dim": 64, "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000}
+    quant = {"quant_method": "compressed-tensors", "config_groups": {
+        "experts": {"targets": ["re:.*mlp.experts.*"], "weights": {"num_bits": 4, "type": "float"}}}}
+    f = formats(dict(config, quantization_config=quant))
+    assert (f.attention, f.experts) == ("bf16", "fp4")
+    mixtral = formats(dict(shipped("mixtral-8x7b"), quantization_config=quant))
+    assert mixtral.experts == "bf16"  # Mixtral's are block_sparse_moe.experts.*
