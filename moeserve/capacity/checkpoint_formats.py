@@ -25,6 +25,7 @@ import fnmatch
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 from moeserve.capacity.dtypes import BYTES
 from moeserve.capacity.engine_kv import PRODUCERS
@@ -77,12 +78,19 @@ def read_checkpoint(source: str | None, model: ModelSpec) -> CheckpointFormats |
     if shipped:
         return None
     cfg = read_json_object(path, source)
-    sidecar = path.with_name("hf_quant_config.json")  # read only where config.json has no description
-    hf_quant = read_json_object(sidecar, source) if "quantization_config" not in cfg and sidecar.is_file() else None
+    sidecar = modelopt_sidecar(path, cfg)
+    hf_quant = read_json_object(sidecar, source) if sidecar else None
     try:
         return checkpoint_formats(cfg, hf_quant, model)
     except ValueError as e:
         raise ValueError(f"--model {source}: {e}") from None
+
+
+def modelopt_sidecar(path: Path, cfg: dict) -> Path | None:
+    """The ModelOpt hf_quant_config.json beside config.json `path` (holding `cfg`) that describes the checkpoint:
+    None where there is none, or where config.json has its own quantization_config (read first)."""
+    sidecar = path.with_name("hf_quant_config.json")
+    return sidecar if "quantization_config" not in cfg and sidecar.is_file() else None
 
 
 def checkpoint_formats(cfg: dict, hf_quant: dict | None, model: ModelSpec) -> CheckpointFormats:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moeserve.capacity.checkpoint_formats import CheckpointFormats, checkpoint_formats
+from moeserve.capacity.checkpoint_formats import CheckpointFormats, checkpoint_formats, modelopt_sidecar
 from moeserve.capacity.layout import Precision
 from moeserve.capacity.model_spec import ModelSpec, config_path, read_json_object
 
@@ -69,7 +69,7 @@ def release_config(source: str | None) -> tuple[dict | None, bool]:
     if shipped:
         quant = cfg.get("_release_quantization_config")
         return (dict(cfg, quantization_config=quant) if quant else cfg), False
-    return cfg, "quantization_config" not in cfg and path.with_name("hf_quant_config.json").is_file()
+    return cfg, modelopt_sidecar(path, cfg) is not None
 
 
 def unloadable(cfg: dict | None, modelopt_sidecar: bool) -> str:
