@@ -12,8 +12,8 @@ from pathlib import Path
 
 from moeserve.capacity import planner, report, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
-from moeserve.capacity.checkpoint_formats import read_checkpoint
-from moeserve.capacity.checkpoint_plan import CheckpointPlan, checkpoint_plan
+from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
+from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.engine_kv import ENGINE_NAMES
 from moeserve.capacity.hardware import known_profiles, load_hardware
@@ -219,7 +219,7 @@ def _check(args) -> None:
         raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
 
 
-def _precision(args, hw, model: ModelSpec | None = None, ckpt=None):
+def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
     """(formats to plan in, the checkpoint's plan, what --emit's file runs them with): the flags, else the
     checkpoint's (`ckpt`, checkpoint_formats.read_checkpoint; on GPUs, without --emit), else fp8 weights and bf16
     KV on GPUs, fp32 on CPUs; with --emit what moeserve serve runs the checkpoint in (served.py)."""
@@ -227,13 +227,12 @@ def _precision(args, hw, model: ModelSpec | None = None, ckpt=None):
     act = "bf16" if gpu else "fp32"
     default = "fp8" if gpu else "fp32"
     flags = {k: getattr(args, k) for k in ("weights", "attn_weights", "moe_weights", "dense_weights", "mtp_weights", "kv_dtype")}
-    plan = (checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit)) if ckpt and model
-            else None)
+    plan = checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit)) if ckpt else None
     if args.emit:  # the file must run on moeserve serve: plan in what it runs (refused there when it cannot)
         from moeserve.capacity.served import served_formats
 
         try:
-            served = served_formats(args, gpu, model or load_model(args.model), ckpt)
+            served = served_formats(args, gpu, model, ckpt)
         except ValueError as e:
             own = f"; the checkpoint runs in {plan.runs_in()}" if plan else ""
             raise ValueError(f"{e}{own}") from None

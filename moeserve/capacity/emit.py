@@ -26,7 +26,7 @@ MIB = 1 << 20
 KV_HEADROOM = 1.2
 
 
-def checkpoint(model_arg: str | None, served: Served | None = None) -> tuple[str | None, str | None]:
+def checkpoint(model_arg: str | None, served: Served) -> tuple[str | None, str | None]:
     """(the `model` value, a note when it is a placeholder). None: the built-in model."""
     if model_arg is None:
         return None, None
@@ -41,10 +41,8 @@ def checkpoint(model_arg: str | None, served: Served | None = None) -> tuple[str
     return str(path.resolve()), None
 
 
-def _release(served: Served | None) -> str:
+def _release(served: Served) -> str:
     """What serve makes of the shipped release's weights, for the placeholder's note."""
-    if served is None:
-        return ""
     s = served.settings
     if s["kernels"] == "triton" and s["quantization"] == "none" and "fp8" in (
             served.prec.attn_weights, served.prec.moe_weights, served.prec.dense_weights):
