@@ -100,6 +100,8 @@ def checkpoint_formats(cfg: dict, hf_quant: dict | None, model: ModelSpec) -> Ch
     plain = TORCH_DTYPES.get(dtype, "bf16") if isinstance(dtype, str) else "bf16"
     modules = module_weights(cfg, model, moe_layer_indices(cfg))
     quant = cfg.get("quantization_config")
+    if quant == {}:  # an empty description is none, as moeserve serve reads it (models/quantization.py)
+        quant = None
     if quant is None and hf_quant is not None:
         section = hf_quant.get("quantization")
         _expect(isinstance(section, dict), "hf_quant_config.json: quantization must be an object (quant_algo, ...)")

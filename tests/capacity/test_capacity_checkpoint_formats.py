@@ -140,6 +140,8 @@ def test_bf16_original_runs_bf16_and_a_module_split_between_formats_is_named():
     f = formats(shipped("deepseek-v3"))
     assert (f.attention, f.experts, f.dense, f.kv) == ("bf16", "bf16", "bf16", None)
     assert "no quantization_config, torch_dtype bfloat16" in f.source
+    empty = formats(dict(shipped("deepseek-v3"), quantization_config={}))  # an empty description is none, as serve reads it
+    assert (empty.attention, empty.experts, empty.kv, empty.problem) == ("bf16", "bf16", None, "")
     split = formats(shipped("deepseek-v3"), {"quantization": {"quant_algo": "FP8", "exclude_modules": ["*kv_a_proj_with_mqa"]}})
     assert split.attention == "fp8" and split.mixed and split.mixed[0].startswith("attention fp8 ")
 
