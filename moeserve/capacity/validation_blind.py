@@ -20,6 +20,8 @@ Sources beyond validation_cases.py's:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
@@ -36,14 +38,30 @@ _EPLB = dict(balancedness=ASSUMED_REPLICATED)
 R1_V2 = Precision(weights="fp8", moe="fp4", dense="fp4", kv="fp8", dispatch="fp4")
 _PERF_DS = ("DeepSeek-R1-0528; attention data-parallel, experts over the {n} GPUs, no redundant experts; "
             "batch: the largest whose KV cache fits (concurrency not published); FP8 KV (the page's config); ")
+# NVIDIA's ModelOpt Qwen3-235B-A22B checkpoints (-FP4, -FP8), which the perf overview runs, carry an FP8 KV cache
+# (kv_cache_quant_algo FP8): ModelOpt's hf_ptq.py quantizes the KV cache to FP8 unless told otherwise, and
+# TensorRT-LLM's own accuracy tests of these checkpoints (tests/integration/defs/accuracy/test_llm_api_pytorch.py,
+# TestQwen3_235B_A22B: KvCacheConfig without a dtype) are referenced only with kv_cache_quant_algo FP8
+# (references/gsm8k.yaml); TensorRT-LLM's dtype "auto" runs the checkpoint's (capacity/engine_kv.py). The rows were
+# recorded reading BF16 (the page's Qwen3 options set no KV format); the reading was corrected after their errors
+# were known (docs/capacity.md, "Readings corrected"), and RECORDED keeps the BF16 reading's predictions.
+MODELOPT_QWEN3_KV = "fp8"
+QWEN3_KV_TEXT = ("KV in FP8, the ModelOpt checkpoint's (recorded reading BF16, as the page's Qwen3 options set no KV "
+                 "format; corrected); ")
 _PERF_QWEN = ("Qwen3-235B-A22B; attention data-parallel, experts over the 4 GPUs; batch: the largest whose KV "
-              "cache fits; KV in BF16 (the page's Qwen3 config sets no KV format); ")
+              "cache fits; " + QWEN3_KV_TEXT)
+
+
+def qwen3_modelopt(prec: Precision) -> Precision:
+    """A perf-overview Qwen3-235B row's formats: the ModelOpt checkpoint's FP8 KV cache (MODELOPT_QWEN3_KV)."""
+    return replace(prec, kv=MODELOPT_QWEN3_KV)
 
 
 def _perf(name: str, hw: str, n: int, isl: int, osl: int, published: float, prec: Precision, model: str) -> Case:
     text = (_PERF_DS.format(n=n) + ("NVFP4-v2 checkpoint" if prec.moe_weights == "fp4" else "FP8 checkpoint")
             if model == "deepseek-r1" else _PERF_QWEN + ("NVFP4 checkpoint, every linear layer FP4"
                                                          if prec.weights == "fp4" else "FP8 checkpoint"))
+    prec = prec if model == "deepseek-r1" else qwen3_modelopt(prec)
     return Case(name, PERF, hw, "colocated", Layout(1, n, 0), None, Workload(isl, osl), Options(**_EPLB), published,
                 "tok/s/GPU", text, prec, model=model, batch_rule="fit", blind=True)
 

@@ -38,7 +38,7 @@ EPLB's balance assumed as theirs; the batch the largest whose KV cache fits, the
 concurrency; DeepSeek-R1-0528 as NVIDIA's NVFP4-v2 checkpoint on Blackwell (NVFP4 experts, dense FFNs and
 all-to-all, FP8 attention and KV) and FP8 on Hopper; Qwen3-235B-A22B as nvidia/Qwen3-235B-A22B-FP4 with every
 linear layer FP4 on Blackwell and nvidia/Qwen3-235B-A22B-FP8 on Hopper, BF16 KV (the page's Qwen3 options set
-no KV format)); a Qwen speed row as blind 1 reads it ((prompt + 2,048) / the request's time: the prompt in one
+no KV format; since corrected to the checkpoints' FP8 KV, validation_blind.MODELOPT_QWEN3_KV, with RECORDED kept)); a Qwen speed row as blind 1 reads it ((prompt + 2,048) / the request's time: the prompt in one
 prefill pass, then 2,047 decode steps of one sequence over the TP group; BF16 KV; CUDA graphs at decode).
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ from __future__ import annotations
 from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation_blind import PERF, R1_V2, _qwen
+from moeserve.capacity.validation_blind import PERF, QWEN3_KV_TEXT, R1_V2, _qwen, qwen3_modelopt
 from moeserve.capacity.validation_cases import Case
 
 _FP4 = Precision(weights="fp4")  # nvidia/Qwen3-235B-A22B-FP4, as blind 1 reads it
@@ -62,8 +62,9 @@ def _perf(name: str, hw: str, n: int, isl: int, osl: int, published: float, prec
                 + ("NVFP4-v2 checkpoint" if prec.moe_weights == "fp4" else "FP8 checkpoint"))
     else:
         text = (f"Qwen3-235B-A22B; attention data-parallel, experts over the {n} GPUs; batch: the largest whose KV "
-                "cache fits (concurrency not published); KV in BF16 (the page's Qwen3 config sets no KV format); "
+                "cache fits (concurrency not published); " + QWEN3_KV_TEXT
                 + ("NVFP4 checkpoint, every linear layer FP4" if prec.weights == "fp4" else "FP8 checkpoint"))
+        prec = qwen3_modelopt(prec)
     return Case(name, PERF, hw, "colocated", Layout(1, n, 0), None, Workload(isl, osl),
                 Options(balancedness=ASSUMED_REPLICATED), published, "tok/s/GPU", text, prec, model=model,
                 batch_rule="fit", blind=10)

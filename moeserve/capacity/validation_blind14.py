@@ -70,7 +70,8 @@ the largest whose KV cache fits at the default 0.90 of free memory, the page pub
 longer mentioning 0.95; DeepSeek-R1-0528 as NVIDIA's NVFP4-v2 checkpoint on Blackwell (NVFP4 experts, dense FFNs
 and all-to-all, FP8 attention and KV) and FP8 with FP8 KV on Hopper; Qwen3-235B-A22B as nvidia/Qwen3-235B-A22B-FP4
 with every linear layer FP4 on Blackwell and nvidia/Qwen3-235B-A22B-FP8 on Hopper, KV in BF16 (the page's Qwen3
-options set no KV format; the reading the earlier parts keep); CUDA graphs; no MTP). The min-latency run as
+options set no KV format; the reading the earlier parts kept; since corrected to the checkpoints' FP8 KV,
+validation_blind.MODELOPT_QWEN3_KV, with RECORDED kept); CUDA graphs; no MTP). The min-latency run as
 tech blog 1's rows are read (the held-out H200 min-latency and blind 1's 299 rows): attention TP 8, experts TP 4 x
 EP 2, NVFP4 experts and dense FFNs with BF16 attention, KV and MTP layers, three MTP drafts at the blog's strict
 acceptance 2.82 (the doc's 'real dataset' acceptance is not printed), the 1K prompt prefilled in one pass.
@@ -80,7 +81,7 @@ from __future__ import annotations
 from moeserve.capacity.balance import ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation_blind import R1_V2
+from moeserve.capacity.validation_blind import QWEN3_KV_TEXT, R1_V2, qwen3_modelopt
 from moeserve.capacity.validation_cases import Case
 
 PERF_12 = ("NVIDIA, TensorRT-LLM docs 'Performance Overview' of release 1.2 (nvidia.github.io/TensorRT-LLM/1.2.0/"
@@ -105,10 +106,10 @@ def _perf(hw: str, n: int, isl: int, osl: int, published: float, model: str) -> 
                 "batch: the largest whose KV cache fits (concurrency not published); FP8 KV (the page's config); "
                 + ("NVFP4-v2 checkpoint" if fp4 else "FP8 checkpoint"))
     else:
-        prec = _FP4 if fp4 else _FP8
+        prec = qwen3_modelopt(_FP4 if fp4 else _FP8)
         what = "Qwen3-235B"
         text = (f"Qwen3-235B-A22B; attention data-parallel, experts over the {n} GPUs; batch: the largest whose KV "
-                "cache fits (concurrency not published); KV in BF16 (the page's Qwen3 config sets no KV format); "
+                "cache fits (concurrency not published); " + QWEN3_KV_TEXT
                 + ("NVFP4 checkpoint, every linear layer FP4" if fp4 else "FP8 checkpoint"))
     fmt = "FP4" if fp4 else "FP8"
     name = f"TensorRT-LLM 1.2 perf overview, {what} {hw.upper()} DEP{n} {fmt}, {isl // 1024}K/{osl // 1024}K"

@@ -41,7 +41,7 @@ from __future__ import annotations
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.predict import Options, Workload
-from moeserve.capacity.validation_blind import PERF, R1_V2, _qwen
+from moeserve.capacity.validation_blind import PERF, QWEN3_KV_TEXT, R1_V2, _qwen, qwen3_modelopt
 from moeserve.capacity.validation_blind2 import R1_FP4
 from moeserve.capacity.validation_cases import Case
 
@@ -69,8 +69,7 @@ _GPUSTACK = ("input tokens / duration / {n} GPUs of the run of 100 prompts of 32
              "in vLLM's default chunks of 8,192 tokens per step ({b:,} per GPU of the TP group); the 100 generated "
              "tokens a request (0.3% of the tokens) and the tail of decode left out; {rest}")
 _PERF_QWEN = ("Qwen3-235B-A22B; attention data-parallel, experts over the {n} GPUs; batch: the largest whose KV "
-              "cache fits (concurrency not published); KV in BF16 (the page's Qwen3 config sets no KV format); FP8 "
-              "checkpoint")
+              "cache fits (concurrency not published); " + QWEN3_KV_TEXT + "FP8 checkpoint")
 
 
 def _perf(name: str, hw: str, n: int, isl: int, osl: int, published: float, prec: Precision, model: str) -> Case:
@@ -80,7 +79,7 @@ def _perf(name: str, hw: str, n: int, isl: int, osl: int, published: float, prec
                 "batch: the largest whose KV cache fits (concurrency not published); FP8 KV (the page's config); "
                 + ("NVFP4-v2 checkpoint" if prec.moe_weights == "fp4" else "FP8 checkpoint"))
     else:
-        text = _PERF_QWEN.format(n=n)
+        text, prec = _PERF_QWEN.format(n=n), qwen3_modelopt(prec)
     return Case(name, PERF, hw, "colocated", Layout(1, n, 0), None, Workload(isl, osl),
                 Options(balancedness=ASSUMED_REPLICATED), published, "tok/s/GPU", text, prec, model=model,
                 batch_rule="fit", blind=3)
