@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from moeserve.capacity.dtypes import BYTES
+from moeserve.capacity.dtypes import BYTES, TORCH_NAMES
 from moeserve.capacity.engine_kv import PRODUCERS
 from moeserve.capacity.model_spec import ModelSpec, config_path, moe_layer_indices, read_json_object
 from moeserve.capacity.module_names import MODULES, module_weights
@@ -36,7 +36,7 @@ MAX_PATTERNS = 65_536  # entries of an exclude / ignore / targets list (a DeepSe
 MAX_WILDCARDS = 4_096  # of them glob or regular-expression patterns, each tried on every module name
 MAX_PATTERN_CHARS = 1_024
 MAX_GROUPS = 256  # compressed-tensors config_groups
-TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+TORCH_DTYPES = {torch: fmt for fmt, torch in TORCH_NAMES.items()}
 # ModelOpt quant_algo -> format (weight bytes decide the plan; W4A16 / W4A8 variants of NVFP4 and MXFP4 keep
 # 4-bit float weights). Any other algorithm (W4A8_AWQ, W4A16_AWQ, INT8, INT4, ...) is named as it is.
 MODELOPT_ALGOS = {"FP8": "fp8", "FP8_PB_WO": "fp8", "FP8_BLOCK_SCALES": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8",

@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, checkpoint_formats, modelopt_sidecar
+from moeserve.capacity.dtypes import TORCH_NAMES
 from moeserve.capacity.layout import Precision
 from moeserve.capacity.model_spec import ModelSpec, config_path, read_json_object
 
-PLAIN = ("bf16", "fp16", "fp32")
-DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+PLAIN = tuple(TORCH_NAMES)  # the formats one `dtype` can name
 # models/quantization.py's rules: the methods `moeserve serve` loads, and the architectures that read mxfp4
 E4M3_NAMES = ("e4m3", "float8_e4m3fn", "float8_e4m3")
 MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -146,7 +146,7 @@ def served_formats(args, gpu: bool, model: ModelSpec, ckpt: CheckpointFormats | 
                      mtp=wanted["mtp_weights"] if wanted["mtp_weights"] != wanted["moe_weights"] else None,
                      dispatch=act, combine=act, kv_b=act if model.is_mla and attn != act else None,
                      attention_compute=act)
-    name = DTYPE_NAMES[act]
+    name = TORCH_NAMES[act]
     settings = {"device": "cuda" if gpu else "cpu", "kernels": "triton" if gpu else "cpu", "dtype": name,
                 "quantization": "fp8" if online else "none", "kv_cache_dtype": "fp8" if kv == "fp8" else "auto"}
     lines = [_weights_line(method, kept, base, name, model)]
