@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import regex
+
 from moeserve.capacity.dtypes import BYTES, TORCH_NAMES
 from moeserve.capacity.engine_kv import PRODUCERS
 from moeserve.capacity.model_spec import ModelSpec, config_path, moe_layer_indices, read_json_object
@@ -35,6 +37,10 @@ from moeserve.capacity.module_names import MODULES, module_weights
 MAX_PATTERNS = 65_536  # entries of an exclude / ignore / targets list (a DeepSeek exclude list has a few hundred)
 MAX_WILDCARDS = 4_096  # of them glob or regular-expression patterns, each tried on every module name
 MAX_PATTERN_CHARS = 1_024
+# seconds one re: pattern may take on one module name: Python's `re` has no timeout, and a nested quantifier
+# ("(\w+)+x") backtracks exponentially in the name's length, so re: patterns run on the `regex` engine, which
+# takes a timeout (and needs none of that backtracking for most such patterns)
+REGEX_TIMEOUT_S = 1.0
 MAX_GROUPS = 256  # compressed-tensors config_groups
 TORCH_DTYPES = {torch: fmt for fmt, torch in TORCH_NAMES.items()}
 # ModelOpt quant_algo -> format (weight bytes decide the plan; W4A16 / W4A8 variants of NVFP4 and MXFP4 keep
@@ -268,7 +274,7 @@ def _mtp_matches(modules: dict, fmt, main: dict) -> bool:
 
 class _Patterns:
     """Module-name patterns of an exclude, ignore or targets list: "re:REGEX" (re.match, as compressed-tensors
-    reads them), globs (fnmatch, as ModelOpt writes them) and plain names, which match the module and its
+    reads them, on the `regex` engine with REGEX_TIMEOUT_S a match), globs (fnmatch, as ModelOpt writes them) and plain names, which match the module and its
     children and, with substring=True, any name holding them between dots (vLLM reads ModelOpt's lists and
     transformers fp8's modules_to_not_convert as substrings; between dots, "mlp.gate" does not take
     "mlp.gate_proj" nor "layers.1" "layers.10")."""
@@ -279,11 +285,15 @@ class _Patterns:
         _expect(len(wild) <= MAX_WILDCARDS, f"{field} has {len(wild)} wildcard patterns, more than {MAX_WILDCARDS}")
         globs = [fnmatch.translate(p) for p in wild if not p.startswith("re:")]
         self.glob = re.compile("|".join(globs)) if globs else None
-        try:
-            self.regexes = [re.compile(p[3:]) for p in wild if p.startswith("re:")]
-        except re.error as e:
-            raise ValueError(f"{field}: a re: pattern is not a regular expression: {e}") from None
-        self.substring, self.count = substring, len(patterns)
+        self.regexes = []
+        for p in wild:
+            if p.startswith("re:"):
+                try:
+                    re.compile(p[3:])  # the syntax compressed-tensors and vLLM accept
+                    self.regexes.append(regex.compile(p[3:], regex.VERSION0))
+                except (re.error, regex.error) as e:
+                    raise ValueError(f"{field}: the pattern {p!r} is not a regular expression: {e}") from None
+        self.field, self.substring, self.count = field, substring, len(patterns)
 
     def __len__(self) -> int:
         return self.count
@@ -293,7 +303,14 @@ class _Patterns:
         starts = range(len(parts)) if self.substring else (0,)
         held = {".".join(parts[i:j]) for i in starts for j in range(i + 1, len(parts) + 1)}
         return bool(self.literal & held) or bool(self.glob and self.glob.match(name)) or any(
-            r.match(name) for r in self.regexes)
+            self._match(r, name) for r in self.regexes)
+
+    def _match(self, pattern: regex.Pattern, name: str) -> bool:
+        try:
+            return pattern.match(name, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            raise ValueError(f"{self.field}: the pattern 're:{pattern.pattern}' took more than {REGEX_TIMEOUT_S:g} s "
+                             f"to match the module name {name!r} (a nested quantifier backtracking?)") from None
 
 
 def _prefixes(name: str) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from moeserve.capacity.checkpoint_formats import checkpoint_formats, read_checkpoint
+from moeserve.capacity.checkpoint_formats import _Patterns, checkpoint_formats, read_checkpoint
 from moeserve.capacity import model_spec
 from moeserve.capacity.cli import main
 from moeserve.capacity.engine_kv import default_kv_by_engine
@@ -324,3 +324,28 @@ def test_gpt_oss_experts_are_named_mlp_experts_not_mixtrals_block_sparse_moe():
     assert (f.attention, f.experts) == ("bf16", "fp4")
     mixtral = formats(dict(shipped("mixtral-8x7b"), quantization_config=quant))
     assert mixtral.experts == "bf16"  # Mixtral's are block_sparse_moe.experts.*
+
+
+@pytest.mark.timeout(60)
+def test_a_re_pattern_that_backtracks_exponentially_under_re_does_not_hang_configure():
+    """"(\\w+)+\\.x$" against a module segment of 40 word characters takes Python's re hours (2^40 ways to
+    split the run); re: patterns run on the regex engine, which returns at once, with a timeout behind it."""
+    quant = {"quant_method": "compressed-tensors", "ignore": ["lm_head", r"re:(\w+)+\.x$"],
+             "config_groups": {"all": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}}}
+    config = dict(shipped("qwen3-235b-a22b"), quantization_config=quant)
+    assert formats(config).experts == "fp8"  # the pattern matches nothing: every Linear stays FP8
+    patterns = _Patterns([r"re:(\w+)+\.x$"], "ignore", substring=False)
+    assert "post_attention_layernorm_weight_scale_inv" * 2 not in patterns
+
+
+def test_a_re_pattern_past_its_timeout_is_named_not_waited_for():
+    class Stuck:
+        pattern = "(a+)+$"
+
+        def match(self, name, timeout):
+            raise TimeoutError("regex timed out")
+
+    patterns = _Patterns([], "quantization_config.ignore", substring=False)
+    patterns.regexes = [Stuck()]
+    with pytest.raises(ValueError, match=r"quantization_config.ignore: the pattern 're:\(a\+\)\+\$' took more than 1 s"):
+        "model.layers.0.mlp.gate" in patterns
