@@ -1,8 +1,8 @@
 """`moeserve configure --calibrate`: time this CPU and write a hardware profile for it.
 
-Imports torch (only this module of moeserve.capacity does, and only when --calibrate runs). Four
+Imports torch (only this module of moeserve.capacity does, and only when --calibrate runs). Five
 short measurements, one torch thread each (what a moeserve rank of a small model runs with
---num-threads 1): an fp32 GEMM (FLOP/s), a large copy (memory bandwidth), one decoder layer of
+--num-threads 1): an fp32 and a bf16 GEMM (FLOP/s), a large copy (memory bandwidth), one decoder layer of
 the built-in MoE at one token (the fixed cost of a layer beyond its roofline time), and decode
 steps of the built-in model in moeserve's engine at 1, 2, 4, 16 and 32 sequences (the fixed, per-sequence
 and per-active-expert cost of a step beyond its roofline).
@@ -32,10 +32,10 @@ def _best(fn, reps: int) -> float:
     return best
 
 
-def gemm_tflops(n: int = 512) -> float:
+def gemm_tflops(n: int = 512, dtype: str = "float32") -> float:
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=getattr(torch, dtype)), torch.randn(n, n, dtype=getattr(torch, dtype))
     torch.mm(a, b)
     return 2 * n ** 3 / _best(lambda: torch.mm(a, b), 30) / 1e12
 
@@ -125,7 +125,8 @@ def measure() -> dict:
         mem_gb = int(f.readline().split()[1]) * 1024 / 1e9
     when = datetime.date.today().isoformat()
     return {"where": f"{platform.machine()}, {os.cpu_count()} cores, {THREADS} torch thread, {when}",
-            "cpus": os.cpu_count(), "memory_gb": mem_gb, "gemm_tflops": gemm_tflops(), "copy_gbs": memory_gbs(),
+            "cpus": os.cpu_count(), "memory_gb": mem_gb, "gemm_tflops": gemm_tflops(),
+            "gemm_bf16_tflops": gemm_tflops(dtype="bfloat16"), "copy_gbs": memory_gbs(),
             "layer_s": layer_seconds(), "steps": engine_decode_step_seconds()}
 
 
@@ -170,6 +171,10 @@ def profile_from(t: dict) -> dict:
         "host_memory_gb": {"value": 0, "source": "a CPU rank's weights are in host memory already: nothing to offload to"},
         "host_link_gbs": {"value": 0, "source": "a CPU rank's weights are in host memory already: no host link"},
     }
+    if t.get("gemm_bf16_tflops"):  # what `moeserve serve --dtype bfloat16` runs on (oneDNN: AVX512-BF16/AMX or emulated)
+        bf16 = t["gemm_bf16_tflops"]
+        data["tflops"]["bf16"] = {"value": round(bf16 / DEFAULT.gemm, 5), "source":
+                                  f"{src}: 512^3 bf16 torch.mm at {bf16 * 1e3:.1f} GFLOP/s (best of 30) / gemm {DEFAULT.gemm}"}
     model = load_model(None)
     prec = Precision("fp32", "fp32", "fp32")
 
@@ -223,7 +228,8 @@ def write_profile(path: str) -> str:
               "# Use it with `moeserve configure --hardware THIS_FILE`.\n")
     with open(path, "w") as f:
         f.write(header + yaml.safe_dump(data, sort_keys=False, width=200))
-    return (f"wrote {path}: fp32 GEMM {data['tflops']['fp32']['source'].split(' at ')[1].split(' (')[0]}, "
+    rates = ", ".join(f"{fmt} GEMM {entry['source'].split(' at ')[1].split(' (')[0]}" for fmt, entry in data["tflops"].items())
+    return (f"wrote {path}: {rates}, "
             f"layer fixed cost {data['graph_layer_overhead_us']['value']} us, step fixed cost "
             f"{data['step_overhead_ms']['value']} ms + {data['seq_overhead_us']['value']} us per sequence + "
             f"{data['expert_overhead_us']['value']} us per active expert")
