@@ -89,12 +89,13 @@ def weight_bytes(model: ModelSpec, layout: Layout, prec: Precision, mtp: bool = 
               + model.num_moe_layers * shared_router + experts + model.num_layers * kv_b)
     extra = 0.0
     if mtp and model.mtp_layers:
-        # each MTP module: one decoder layer with an MoE block and a 2H x H input projection, in its own format
+        # each MTP module: one decoder layer with an MoE block, in its own format, and a 2H x H input projection
+        # (eh_proj) in the activation format, replicated on every rank (step_time.StepModel.mtp_draft_step)
         m = prec.for_mtp()
         extra = model.mtp_layers * (model.attention_params_per_rank(tp) * nbytes(m.attn_weights)
                                     + kv_b_extra_bytes(model, tp, m) + routed_expert_bytes(model, layout, m)
                                     + model.shared_params * nbytes(m.dense_weights) / tp
-                                    + model.router_params * prec.act_bytes + 2 * model.hidden ** 2 * prec.act_bytes / tp)
+                                    + model.router_params * prec.act_bytes + 2 * model.hidden ** 2 * prec.act_bytes)
     vocab = model.embedding_params if layout.pp == 1 or model.tie_embeddings else model.embedding_params / 2
     return layers * stage_share(model, layout) + extra + vocab * prec.act_bytes / tp
 

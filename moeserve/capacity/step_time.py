@@ -322,7 +322,9 @@ class StepModel:
     def mtp_draft_step(self, s: StepInput, out: StepTime, tokens_per_sequence: float = 1.0) -> None:
         """One draft token for each of the step's sequences (DeepSeek-V3 report, section 2.2; TensorRT-LLM
         tech blog 2, 'MTP Eagle'): RMSNorm the embedding of the last token and the previous hidden state,
-        concatenate them and project 2H -> H (eh_proj, replicated on every rank), run the MTP module's
+        concatenate them and project 2H -> H (eh_proj: replicated on every rank and in the activation format,
+        as DeepSeek's checkpoints store it and vLLM's deepseek_mtp.py builds it, a plain nn.Linear that takes
+        no quant_config), run the MTP module's
         decoder layer (an MoE layer, in `Precision.mtp`'s format when set: TensorRT-LLM's min-latency
         recipe keeps it BF16), then the shared LM head and the draft's argmax. Each part has its kernels'
         latency like the main model's. The first draft after a verify step runs every token it accepted
@@ -333,7 +335,7 @@ class StepModel:
         sm = self if not self.p.mtp else StepModel(self.m, self.hw, self.lay, self.p.for_mtp(), self.eff)
         h = self.m.hidden
         group = draft.tokens * self.lay.tp
-        eh = sm.gemm(group, 2 * h * h, sm.p.attn_weights) + group * 6 * h * self.p.act_bytes / (
+        eh = sm.gemm(group, 2 * h * h) + group * 6 * h * self.p.act_bytes / (
             self.hw.memory_bandwidth_gbs * 1e9 * self.eff.weight_stream)
         out.add("mtp_draft", self.floored({"mtp_input": eh})["mtp_input"])
         layer = StepTime()

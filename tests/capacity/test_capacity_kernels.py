@@ -95,7 +95,8 @@ def test_an_mtp_draft_by_hand():
     sm = StepModel(m, b200, lay, fp4, IDEAL)
     out = StepTime()
     sm.mtp_draft_step(s, out)
-    # eh_proj: 2H x H replicated on every rank (its GEMM plus the norms' and concatenation's bytes) ...
+    # eh_proj: 2H x H replicated on every rank, in the activation format (its GEMM plus the norms' and
+    # concatenation's bytes) ...
     draft = replace(s, tokens=1 / 8)
     eh = sm.gemm(1, 2 * 7168 * 7168, "bf16") + 6 * 7168 * 2 / 7.7e12
     expected = sm.floored({"mtp_input": eh})["mtp_input"]
@@ -126,10 +127,11 @@ def test_the_first_draft_runs_the_accepted_tokens():
     first, later = StepTime(), StepTime()
     sm.mtp_draft_step(s, first, 1.85)
     sm.mtp_draft_step(s, later)
-    # the first draft's MoE layer on 32 x 1.85 tokens, its eh_proj on as many rows; LM head on 32 rows either way
+    # the first draft's MoE layer on 32 x 1.85 tokens, its eh_proj (BF16, where the FP8 attention is not) on as
+    # many rows; LM head on 32 rows either way
     layer = StepTime()
     sm.layer_time(replace(s, tokens=32 * 1.85), True, layer, 1)
-    eh = sm.gemm(32 * 1.85, 2 * 7168 * 7168, "fp8") + 32 * 1.85 * 6 * 7168 * 2 / (h20.memory_bandwidth_gbs * 1e9)
+    eh = sm.gemm(32 * 1.85, 2 * 7168 * 7168, "bf16") + 32 * 1.85 * 6 * 7168 * 2 / (h20.memory_bandwidth_gbs * 1e9)
     expected = (sm.floored({"mtp_input": eh})["mtp_input"] + sum(v for k, v in layer.parts.items() if k != "communication")
                 + sm.lm_head(32) + 2 * h20.kernel_floor_us * 1e-6)
     assert first.parts["mtp_draft"] == pytest.approx(expected)

@@ -130,6 +130,18 @@ def test_the_mtp_layer_takes_its_own_format():
     assert diff == pytest.approx(layer * (2 - (0.5 + 1 / 16)))
 
 
+def test_the_mtp_input_projection_is_replicated_in_the_activation_format():
+    """eh_proj (2H x H) is a plain replicated linear in BF16 (DeepSeek's checkpoints, vLLM's deepseek_mtp.py):
+    every rank of a TP group holds all of it, whatever the weights' format."""
+    m = load_model("deepseek-v3")
+    eh = 2 * m.hidden ** 2 * 2
+    for tp in (1, 8):
+        lay, prec = Layout(tp=tp, ep=8), Precision(weights="fp8")
+        mtp = weight_bytes(m, lay, prec, mtp=True) - weight_bytes(m, lay, prec)
+        layer = m.attention_params_per_rank(tp) * FP8 + 32 * m.expert_params * FP8 + m.shared_params * FP8 / tp
+        assert mtp == pytest.approx(layer + m.router_params * 2 + eh), tp
+
+
 def test_moe_tp_and_offload_move_the_expert_weights():
     m = load_model("deepseek-v3")
     prec = Precision(weights="fp8")
