@@ -42,7 +42,8 @@ comparison pages (interpolated curves); Baseten's Kimi K2 Thinking on 8 B200 ('a
 Expert Parallelism', sizes not given, measured by Artificial Analysis), Simplismart's Kimi K2 Thinking ('Hybrid
 Parallelism'), Clarifai's Kimi K2.5 (speculative decoding) and the vLLM recipes' Kimi K2 Thinking pages (Moonshot's
 INT4 weights); Google Cloud's A4X (GB200) Dynamo recipes ('over 6K total tokens/sec/GPU' at 8K/1K: layout and
-concurrency not in the post); Inspur's NF5688G7 release (blind 16's reading: lengths and layout not given, MTP);
+concurrency not in the post) and NVIDIA's GB200 NVL72 Kimi K2 Thinking announcement (a '10x' gain over H200
+in tokens per megawatt, a chart); Inspur's NF5688G7 release (blind 16's reading: lengths and layout not given, MTP);
 gpustack's DeepSeek-R1 H200 summary table (the runs blinds 3 and 8 took or judged bursts of queued prefill), its
 Qwen3-235B A100 page (no configure profile) and Qwen3.5 latency pages (models configure does not have); Nebius's
 SGLang story (relative gains); several Chinese article-mirror and tutorial pages with H20, H200 and Kimi K2
