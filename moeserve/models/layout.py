@@ -164,17 +164,7 @@ def deepseek_cuts(cfg: Any) -> list[Cut]:
     """MLA splits its query heads only (one latent KV, on every rank); the shared experts are one
     MLP of n_shared_experts x moe_intermediate_size."""
     moe = [deepseek_moe_layer(cfg, i) for i in range(getattr(cfg, "num_hidden_layers", 0) or 0)]
-    cuts = _cuts(cfg, (HEADS, "attention heads", "num_attention_heads"))
-    if any(moe):
-        cuts += _cuts(cfg, (EXPERTS, "routed experts", "n_routed_experts"),
-                      (EXPERT_ROWS, "routed experts", "moe_intermediate_size"))
-        shared, rows = getattr(cfg, "n_shared_experts", None), getattr(cfg, "moe_intermediate_size", None)
-        if shared and rows:
-            cuts.append(Cut(MLP_ROWS, f"n_shared_experts {shared} x moe_intermediate_size {rows} =", shared * rows,
-                            "shared experts"))
-    if not all(moe):
-        cuts += _cuts(cfg, (MLP_ROWS, "dense MLP layers", "intermediate_size"))
-    return cuts
+    return _cuts(cfg, (HEADS, "attention heads", "num_attention_heads")) + _deepseek_moe_cuts(cfg, moe, "n_routed_experts")
 
 
 def gpt_oss_cuts(cfg: Any) -> list[Cut]:
@@ -194,9 +184,15 @@ def glm4_moe_cuts(cfg: Any) -> list[Cut]:
     """DeepSeek's MoE over GQA attention: shared experts as one MLP of n_shared_experts x
     moe_intermediate_size, dense layers before first_k_dense_replace."""
     moe = [glm4_moe_layer(cfg, i) for i in range(getattr(cfg, "num_hidden_layers", 0) or 0)]
-    cuts = _gqa(cfg)
+    return _gqa(cfg) + _deepseek_moe_cuts(cfg, moe, "n_routed_experts", "num_local_experts")
+
+
+def _deepseek_moe_cuts(cfg: Any, moe: list[bool], *expert_fields: str) -> list[Cut]:
+    """DeepSeek's MoE block (models/deepseek_moe.py) over the layers `moe` marks: routed experts, the shared
+    experts as one MLP of n_shared_experts x moe_intermediate_size, and the dense MLP of the other layers."""
+    cuts = []
     if any(moe):
-        cuts += _cuts(cfg, (EXPERTS, "routed experts", "n_routed_experts", "num_local_experts"),
+        cuts += _cuts(cfg, (EXPERTS, "routed experts", *expert_fields),
                       (EXPERT_ROWS, "routed experts", "moe_intermediate_size"))
         shared, rows = getattr(cfg, "n_shared_experts", None), getattr(cfg, "moe_intermediate_size", None)
         if shared and rows:
