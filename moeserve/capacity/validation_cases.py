@@ -42,7 +42,8 @@ class Case:
     # (validation_blind10.py), 11 = the eleventh (validation_blind11.py), 12 = the twelfth
     # (validation_blind12.py), 13 = the thirteenth (validation_blind13.py), 14 = the fourteenth
     # (validation_blind14.py), 15 = the fifteenth (validation_blind15.py), 16 = the sixteenth
-    # (validation_blind16.py), 18 = the eighteenth (validation_blind18.py)
+    # (validation_blind16.py), 17 = the seventeenth (validation_blind17.py), 18 = the eighteenth
+    # (validation_blind18.py)
     blind: int = 0
 
     @property
