@@ -51,7 +51,8 @@ class StructuredOutputsParams:
     def __post_init__(self) -> None:
         if self.json is not None and not isinstance(self.json, str):
             self.json = jsonlib.dumps(self.json, ensure_ascii=False)
-        self.choice = list(self.choice) if self.choice is not None else None
+        if isinstance(self.choice, tuple):  # a str is not a list of choices: list("ab") made "a" and "b" the choices
+            self.choice = list(self.choice)
         self.reasoning_end = [list(seq) for seq in self.reasoning_end or []]
         self.validate()
 
@@ -87,7 +88,8 @@ class StructuredOutputsParams:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 bad(f"structured_outputs.{name} must be a non-empty string")
-        if self.choice is not None and (not self.choice or any(not isinstance(c, str) or not c for c in self.choice)):
+        if self.choice is not None and (not isinstance(self.choice, list) or not self.choice
+                                        or any(not isinstance(c, str) or not c for c in self.choice)):
             bad("structured_outputs.choice must be a non-empty list of non-empty strings")
         if any(not seq or any(not isinstance(t, int) or t < 0 for t in seq) for seq in self.reasoning_end):
             bad("reasoning_end must hold non-empty lists of token ids")

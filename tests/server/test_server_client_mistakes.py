@@ -1,0 +1,52 @@
+"""Client mistakes an adversarial review of the HTTP API found served, or served wrongly: each is now a
+4xx in the OpenAI error shape, and the right form of the same request still works. In-process (ASGI)
+against a fake engine."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from server_fakes import FakeEngine, FakeTokenizer, make_app
+
+from moeserve.sampling_params import SamplingParamsError, StructuredOutputsParams
+from moeserve.server.config_file import ServerConfig
+
+CHAT = [{"role": "user", "content": "hi"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+def _send(requests: list[tuple[str, str, dict]], tokenizer=None, config: ServerConfig | None = None) -> list:
+    """(path, body as JSON text or bytes, headers) -> responses, one app for them all."""
+
+    async def main():
+        http, client, _ = await make_app(FakeEngine(max_waiting=100), tokenizer=tokenizer, config=config)
+        try:
+            return [await http.post(path, content=body if isinstance(body, bytes) else json.dumps(body), headers=headers)
+                    for path, body, headers in requests]
+        finally:
+            await http.aclose()
+            await client.shutdown(1.0)
+
+    return asyncio.run(main())
+
+
+def _refused(r, status: int, param: str | None) -> str:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["param"] == param, err
+    return err["message"]
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def test_a_choice_constraint_must_be_a_list_of_strings():
+    """`choice: "ab"` was read as list("ab"): the output was constrained to "a" or "b", silently."""
+    with pytest.raises(SamplingParamsError, match="choice must be a non-empty list"):
+        StructuredOutputsParams(choice="ab")
+    body = {"prompt": [1, 2], "max_tokens": 2}
+    text, listed = _send([("/v1/completions", {**body, "structured_outputs": {"choice": "ab"}}, JSON),
+                          ("/v1/completions", {**body, "structured_outputs": {"choice": ["ab", "cd"]}}, JSON)])
+    assert "choice must be a non-empty list" in _refused(text, 400, "structured_outputs")
+    assert listed.status_code == 200, listed.text
