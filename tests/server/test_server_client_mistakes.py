@@ -9,7 +9,7 @@ import json
 import pytest
 from server_fakes import FakeEngine, FakeTokenizer, make_app
 
-from moeserve.sampling_params import SamplingParamsError, StructuredOutputsParams
+from moeserve.sampling_params import MAX_LOGIT_BIAS_ENTRIES, SamplingParamsError, StructuredOutputsParams
 from moeserve.server.config_file import ServerConfig
 
 CHAT = [{"role": "user", "content": "hi"}]
@@ -50,3 +50,19 @@ def test_a_choice_constraint_must_be_a_list_of_strings():
                           ("/v1/completions", {**body, "structured_outputs": {"choice": ["ab", "cd"]}}, JSON)])
     assert "choice must be a non-empty list" in _refused(text, 400, "structured_outputs")
     assert listed.status_code == 200, listed.text
+
+
+def test_logit_bias_entries_are_bounded():
+    """A whole vocabulary of logit_bias (130k entries, 1.7 MB) was taken: Python work per entry per
+    choice in the front end, per sub-request in the engine and per row in every decode step."""
+    most = {str(i): -1.0 for i in range(MAX_LOGIT_BIAS_ENTRIES)}
+    too_many = {**most, str(MAX_LOGIT_BIAS_ENTRIES): -1.0}
+    body = {"prompt": [1, 2], "max_tokens": 2}
+    over, chat_over, at = _send([
+        ("/v1/completions", {**body, "logit_bias": too_many}, JSON),
+        ("/v1/chat/completions", {"messages": CHAT, "max_tokens": 2, "logit_bias": too_many}, JSON),
+        ("/v1/completions", {**body, "logit_bias": most}, JSON),
+    ])
+    assert f"at most {MAX_LOGIT_BIAS_ENTRIES}" in _refused(over, 400, "logit_bias")
+    _refused(chat_over, 400, "logit_bias")
+    assert at.status_code == 200, at.text
