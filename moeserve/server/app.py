@@ -59,6 +59,8 @@ class Gate:
             error = _refused_coding(scope)
             if error is None and self.expected is not None and path not in _OPEN_PATHS:
                 error = self._refused_key(scope)
+            if error is None:
+                error = _refused_media_type(scope)
             if error is None and self.state.draining and path not in ("/metrics",):
                 error = unavailable(self._draining_message())
             if error is None:
@@ -128,6 +130,24 @@ def _refused_coding(scope: Scope) -> ApiError | None:
         return ApiError(415, f"Content-Encoding '{clip(content[0])}' is not supported: send the body uncompressed",
                         code="unsupported_content_encoding")
     return None
+
+
+def _refused_media_type(scope: Scope) -> ApiError | None:
+    """A POST whose Content-Type says it is not JSON (415). Read as JSON whatever it said, a
+    `text/plain` or form body was served: the content types a web page may POST cross-origin without
+    a preflight, so any page the user visited could make a server without --api-key generate or
+    start and stop routing traces (FastAPI refuses them for its JSON bodies since 0.65.2, and so
+    vLLM does). A body with no Content-Type is read as JSON, as FastAPI does."""
+    if scope.get("method") != "POST":
+        return None
+    given = [v for k, v in scope.get("headers", []) if k == b"content-type"]
+    if not given:
+        return None
+    media = given[-1].decode("latin-1").split(";", 1)[0].strip().lower()
+    if len(given) == 1 and (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
+        return None
+    return ApiError(415, f"Content-Type '{clip(media)}' is not supported: send the body as JSON with "
+                         "'Content-Type: application/json'", code="unsupported_media_type")
 
 
 # RFC 9110 9.1: a general-purpose server supports HEAD wherever it supports GET (uvicorn sends the

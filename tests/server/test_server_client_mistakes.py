@@ -66,3 +66,32 @@ def test_logit_bias_entries_are_bounded():
     assert f"at most {MAX_LOGIT_BIAS_ENTRIES}" in _refused(over, 400, "logit_bias")
     _refused(chat_over, 400, "logit_bias")
     assert at.status_code == 200, at.text
+
+
+BODY = json.dumps({"prompt": [1, 2], "max_tokens": 2}).encode()
+
+
+@pytest.mark.parametrize("content_type", ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", "application/xml"])
+def test_bodies_that_say_they_are_not_json_are_a_415(content_type):
+    """A web page may POST text/plain, form and multipart bodies to any origin without a preflight:
+    read as JSON whatever they said, they made a server without --api-key generate for any page the
+    user visited (FastAPI refuses them, so vLLM does)."""
+    headers = {"Content-Type": content_type, "Origin": "https://evil.example"}
+    completion, trace = _send([("/v1/completions", BODY, headers), ("/v1/trace/start", b"", headers)])
+    assert "application/json" in _refused(completion, 415, None)
+    _refused(trace, 415, None)
+
+
+def test_json_bodies_are_served_with_or_without_a_content_type():
+    answers = _send([("/v1/completions", BODY, {"Content-Type": ct}) for ct in
+                     ("application/json", "Application/JSON; charset=utf-8", "application/vnd.api+json")]
+                    + [("/v1/completions", BODY, {})])
+    assert [r.status_code for r in answers] == [200] * 4, [r.text for r in answers]
+
+
+def test_the_key_is_checked_before_the_content_type():
+    """Without the key a client learns nothing else about what it sent."""
+    config = ServerConfig(api_key="sk-1")
+    (r,) = _send([("/v1/completions", BODY, {"Content-Type": "text/plain"})], config=config)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
