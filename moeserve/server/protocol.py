@@ -259,6 +259,7 @@ class TokenizeChatRequest(_Strict):
     chat_template_kwargs: dict[str, Any] | None = None
     documents: list[dict[str, Any]] | None = None
     reasoning_effort: Literal["low", "medium", "high"] | None = None
+    tools: list[Any] | None = None  # rendered by templates that show them, as the chat endpoint renders them
     return_token_strs: bool = False
 
 

@@ -2,7 +2,8 @@
 the generation endpoints will, without generating.
 
     /tokenize   {"prompt": str, "add_special_tokens": true}           as /v1/completions tokenizes
-                {"messages": [...], "add_generation_prompt": true}     as /v1/chat/completions renders
+                {"messages": [...], "add_generation_prompt": true,     as /v1/chat/completions renders
+                 "tools": [...]}                                       (not both: a 400)
                 -> {"count", "max_model_len", "tokens", "token_strs" (null unless return_token_strs)}
     /detokenize {"tokens": [int, ...]} -> {"prompt": str}
     GET /tokenizer_info -> the tokenizer's configuration as vLLM serves it: "tokenizer_class", its
@@ -20,7 +21,9 @@ from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
 from moeserve.server.chat import check_messages, message_bytes, render_messages
 from moeserve.server.common import ServerState
+from moeserve.server.api_errors import bad_request
 from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest
+from moeserve.server.tools import check_tools
 
 
 def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
@@ -29,14 +32,25 @@ def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> l
     return common.require_tokenizer(state, "/tokenize", "prompt").encode(req.prompt, add_special_tokens=req.add_special_tokens)
 
 
+def _request_kind(data: dict[str, Any]) -> type:
+    """A text prompt or chat messages; both is a question with two answers (vLLM tokenizes the prompt,
+    which the chat endpoint would not serve), so it is refused."""
+    if data.get("messages") is None:
+        return TokenizeRequest
+    if data.get("prompt") is not None:
+        raise bad_request("/tokenize takes a prompt or messages, not both", param="prompt")
+    return TokenizeChatRequest
+
+
 async def tokenize(request: Request) -> Any:
     state: ServerState = request.app.state.server
-    req = await common.read_request(
-        request, state, lambda data: TokenizeRequest if data.get("messages") is None else TokenizeChatRequest)
+    req = await common.read_request(request, state, _request_kind)
     common.check_model(state, req.model)
     common.require_tokenizer(state, "/tokenize", "messages" if isinstance(req, TokenizeChatRequest) else "prompt")
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)
+        if req.tools:
+            check_tools(req.tools)
     ids = await common.tokenize(state, _encode, req, text_bytes=message_bytes(req) if isinstance(req, TokenizeChatRequest)
                                 else len(req.prompt))
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None

@@ -44,11 +44,7 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
         if choice not in (None, "none"):
             raise bad_request("tool_choice needs tools", param="tool_choice")
         return None
-    for i, tool in enumerate(req.tools):
-        _check_tool(tool, i)
-    names = [t["function"]["name"] for t in req.tools]
-    if len(set(names)) != len(names):
-        raise bad_request("tools has two functions of one name", param="tools")
+    names = check_tools(req.tools)
     # OpenAI's default is true; here several calls under "required" are opt-in: a model that never
     # closes the list (the built-in one) would write calls until max_tokens, the last one cut
     parallel = req.parallel_tool_calls is True
@@ -64,6 +60,16 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
     if name not in names:
         raise bad_request(f"tool_choice names the function '{clip(name)}', which is not in tools", param="tool_choice")
     return ToolRequest(req.tools, "function", name, parallel)
+
+
+def check_tools(tools: list[Any]) -> list[str]:
+    """Refuses tools that are not OpenAI function tools of distinct names; returns their names."""
+    for i, tool in enumerate(tools):
+        _check_tool(tool, i)
+    names = [t["function"]["name"] for t in tools]
+    if len(set(names)) != len(names):
+        raise bad_request("tools has two functions of one name", param="tools")
+    return names
 
 
 def _check_tool(tool: Any, i: int) -> None:

@@ -95,3 +95,37 @@ def test_the_key_is_checked_before_the_content_type():
     config = ServerConfig(api_key="sk-1")
     (r,) = _send([("/v1/completions", BODY, {"Content-Type": "text/plain"})], config=config)
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+class ToolsTokenizer(FakeTokenizer):
+    """A template that renders the tools it is given, as Qwen3's, Hermes' and DeepSeek's do."""
+
+    def apply_chat_template(self, messages, chat_template=None, add_generation_prompt=True, continue_final_message=False,
+                            tokenize=False, tools=None) -> str:
+        shown = "".join(f"tool {t['function']['name']}\n" for t in tools or [])
+        return shown + super().apply_chat_template(messages, chat_template, add_generation_prompt, continue_final_message)
+
+
+def test_tokenize_renders_tools_as_the_chat_endpoint_does():
+    """/tokenize left `tools` out (its request had no such field): its count was short of the prompt the
+    chat endpoint serves for the same messages and tools."""
+    counted, served, plain = _send([
+        ("/tokenize", {"messages": CHAT, "tools": TOOLS}, JSON),
+        ("/v1/chat/completions", {"messages": CHAT, "tools": TOOLS, "tool_choice": "none", "max_tokens": 1,
+                                  "return_token_ids": True}, JSON),
+        ("/tokenize", {"messages": CHAT}, JSON),
+    ], tokenizer=ToolsTokenizer())
+    assert counted.status_code == served.status_code == 200, (counted.text, served.text)
+    assert counted.json()["tokens"] == served.json()["choices"][0]["prompt_token_ids"]
+    assert counted.json()["count"] > plain.json()["count"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"messages": CHAT, "tools": [{"type": "function"}]}, "tools.0"),
+    ({"messages": CHAT, "tools": TOOLS * 2}, "tools"),
+    # vLLM tokenizes the prompt, which the chat endpoint would not serve: neither is the answer
+    ({"messages": CHAT, "prompt": "hi"}, "prompt"),
+])
+def test_tokenize_refuses_what_the_chat_endpoint_would(body, param):
+    (r,) = _send([("/tokenize", body, JSON)], tokenizer=ToolsTokenizer())
+    _refused(r, 400, param)
