@@ -59,7 +59,7 @@ class Gate:
             error = _refused_coding(scope)
             if error is None and self.expected is not None and path not in _OPEN_PATHS:
                 error = self._refused_key(scope)
-            if error is None:
+            if error is None and path in self.routes:  # an unknown route is a 404 whatever it was sent
                 error = _refused_media_type(scope)
             if error is None and self.state.draining and path not in ("/metrics",):
                 error = unavailable(self._draining_message())

@@ -78,9 +78,11 @@ def test_bodies_that_say_they_are_not_json_are_a_415(content_type):
     read as JSON whatever they said, they made a server without --api-key generate for any page the
     user visited (FastAPI refuses them, so vLLM does)."""
     headers = {"Content-Type": content_type, "Origin": "https://evil.example"}
-    completion, trace = _send([("/v1/completions", BODY, headers), ("/v1/trace/start", b"", headers)])
+    completion, trace, nowhere = _send([("/v1/completions", BODY, headers), ("/v1/trace/start", b"", headers),
+                                        ("/v1/nothing", BODY, headers)])
     assert "application/json" in _refused(completion, 415, None)
     _refused(trace, 415, None)
+    _refused(nowhere, 404, None)
 
 
 def test_json_bodies_are_served_with_or_without_a_content_type():
