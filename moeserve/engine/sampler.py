@@ -51,6 +51,15 @@ class _RequestState:
     prompt: list[int] | None = None  # the prompt's token ids; only with a repetition penalty
     seen: torch.Tensor | None = None  # [V] bool: in the prompt or produced; only with a repetition penalty
     num_sampled: int = 0  # tokens produced so far; counted while min_tokens needs it
+    bias: tuple[torch.Tensor, torch.Tensor] | None = None  # logit_bias as ([B] int64 ids, [B] fp32) on the device
+
+    def bias_tensors(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The request's logit_bias as device tensors, built on first use (not every step: up to
+        MAX_LOGIT_BIAS_ENTRIES entries a request)."""
+        if self.bias is None or self.bias[0].device != device:
+            bias = self.params.logit_bias or {}
+            self.bias = (to_device(list(bias), torch.int64, device), to_device(list(bias.values()), torch.float32, device))
+        return self.bias
 
     @property
     def greedy(self) -> bool:
@@ -250,16 +259,13 @@ class Sampler:
     @staticmethod
     def _bias(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits + each row's logit_bias (a new tensor when any row has one)."""
-        rows, cols, values = [], [], []
-        for i, s in enumerate(states):
-            for token, value in (s.params.logit_bias or {}).items():
-                rows.append(i)
-                cols.append(token)
-                values.append(value)
-        if not rows:
+        biased = [(i, s.bias_tensors(logits.device)) for i, s in enumerate(states) if s.params.logit_bias]
+        if not biased:
             return logits
-        index = (to_device(rows, torch.int64, logits.device), to_device(cols, torch.int64, logits.device))
-        return logits.index_put(index, to_device(values, logits.dtype, logits.device), accumulate=True)
+        rows = torch.cat([torch.full_like(cols, i) for i, (cols, _) in biased])
+        cols = torch.cat([cols for _, (cols, _) in biased])
+        values = torch.cat([values for _, (_, values) in biased]).to(logits.dtype)
+        return logits.index_put((rows, cols), values, accumulate=True)
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""

@@ -183,6 +183,18 @@ def test_logit_bias_adds_to_the_penalized_logits_before_sampling_and_logprobs():
         generated.append(out[0].token_id)
 
 
+def test_a_requests_logit_bias_becomes_tensors_once_not_every_step():
+    """Up to 1,024 entries a request: walking them in Python on every decode step was the cost."""
+    s = sampler_with(b=SamplingParams(temperature=0.0, logit_bias={i: -1.0 for i in range(0, V, 2)}),
+                     plain=SamplingParams(temperature=0.0))
+    s.sample(torch.zeros(2, V), ["b", "plain"])
+    built = s.states(["b"])[0].bias
+    s.sample(torch.zeros(2, V), ["plain", "b"])  # the rows change places: the bias follows its request
+    assert s.states(["b"])[0].bias is built and s.states(["plain"])[0].bias is None
+    out = s.sample(torch.zeros(2, V), ["plain", "b"])
+    assert out[0].token_id == 0 and out[1].token_id == 1  # every even id biased down for "b" only
+
+
 @pytest.mark.parametrize(
     "bias, message",
     [({5: 101.0}, "in \\[-100, 100\\]"), ({5: float("nan")}, "in \\[-100, 100\\]"), ({-1: 1.0}, "non-negative"),
