@@ -60,7 +60,7 @@ class Gate:
             if error is None and self.expected is not None and path not in _OPEN_PATHS:
                 error = self._refused_key(scope)
             if error is None and path in self.routes:  # an unknown route is a 404 whatever it was sent
-                error = _refused_media_type(scope)
+                error = _refused_media_type(scope) or _refused_origin(scope, self.state.config.allowed_origins)
             if error is None and self.state.draining and path not in ("/metrics",):
                 error = unavailable(self._draining_message())
             if error is None:
@@ -148,6 +148,21 @@ def _refused_media_type(scope: Scope) -> ApiError | None:
         return None
     return ApiError(415, f"Content-Type '{clip(media)}' is not supported: send the body as JSON with "
                          "'Content-Type: application/json'", code="unsupported_media_type")
+
+
+def _refused_origin(scope: Scope, allowed: tuple[str, ...]) -> ApiError | None:
+    """A POST a web page sent from an origin --allowed-origins does not name (403). Browsers send Origin
+    with every cross-origin POST, and a page may POST a body with no Content-Type (a Blob) without a
+    preflight, which is read as JSON: without this a page the user visited could make a server without
+    --api-key generate or start and stop routing traces. CORS alone only hides the response from the
+    page; the request would still run. Clients that are not browsers (curl, SDKs, routers) send no Origin."""
+    if scope.get("method") != "POST" or "*" in allowed:
+        return None
+    given = [v.decode("latin-1").strip() for k, v in scope.get("headers", []) if k == b"origin"]
+    if not given or all(o.lower().rstrip("/") in {a.lower().rstrip("/") for a in allowed} for o in given):
+        return None
+    return ApiError(403, f"a request from the web page at origin '{clip(given[0])}' is not allowed: start the server "
+                         "with --allowed-origins naming it", code="origin_not_allowed")
 
 
 # RFC 9110 9.1: a general-purpose server supports HEAD wherever it supports GET (uvicorn sends the

@@ -32,11 +32,34 @@ def run(config: ServerConfig, requests: list[tuple[str, str, dict, dict | None]]
     return asyncio.run(main())
 
 
-def test_off_by_default_no_cors_headers_and_no_preflight():
-    preflight, post = run(ServerConfig(), [("OPTIONS", "/v1/completions", PREFLIGHT, None),
-                                           ("POST", "/v1/completions", {"Origin": APP}, BODY)])
+def test_off_by_default_no_cors_headers_no_preflight_and_no_web_page_posts():
+    preflight, post, plain = run(ServerConfig(), [("OPTIONS", "/v1/completions", PREFLIGHT, None),
+                                                  ("POST", "/v1/completions", {"Origin": APP}, BODY),
+                                                  ("POST", "/v1/completions", {}, BODY)])
     assert preflight.status_code == 405 and "access-control-allow-origin" not in preflight.headers
-    assert post.status_code == 200 and "access-control-allow-origin" not in post.headers
+    # a web page's POST is refused before it runs: CORS would only have hidden the answer
+    assert post.status_code == 403 and post.json()["error"]["code"] == "origin_not_allowed"
+    assert "access-control-allow-origin" not in post.headers
+    assert plain.status_code == 200  # curl, SDKs and routers send no Origin
+
+
+def test_a_web_pages_typeless_body_is_refused_not_read_as_json():
+    """fetch(url, {method: "POST", body: new Blob([json])}) sends no Content-Type and needs no preflight:
+    read as JSON, any page the user visited could make a server without --api-key generate."""
+    async def main():
+        http, client, engine = await make_app(FakeEngine(), config=ServerConfig())
+        try:
+            body = b'{"model": "fake", "prompt": [1, 2, 3], "max_tokens": 2}'
+            page = await http.post("/v1/completions", content=body, headers={"Origin": "https://evil.example"})
+            script = await http.post("/v1/completions", content=body)
+            return page, script
+        finally:
+            await http.aclose()
+            await client.shutdown()
+
+    page, script = asyncio.run(main())
+    assert page.status_code == 403 and "https://evil.example" in page.json()["error"]["message"]
+    assert script.status_code == 200
 
 
 def test_allowed_origin_preflight_without_key_then_key_still_required():
@@ -61,9 +84,9 @@ def test_allowed_origin_preflight_without_key_then_key_still_required():
     assert no_key.headers["access-control-allow-origin"] == APP
     assert with_key.status_code == 200 and with_key.json()["usage"]["completion_tokens"] == 2
     assert with_key.headers["access-control-allow-origin"] == APP
-    # another origin: the request is served (CORS is the browser's rule) but gets no CORS header,
-    # so a browser will not hand the answer to that page; its preflight is refused
-    assert stranger.status_code == 200 and "access-control-allow-origin" not in stranger.headers
+    # another origin: refused before it runs (CORS alone would only hide the answer from the page),
+    # without a CORS header; its preflight is refused
+    assert stranger.status_code == 403 and "access-control-allow-origin" not in stranger.headers
     assert stranger_preflight.status_code == 400 and "access-control-allow-origin" not in stranger_preflight.headers
     assert health.status_code == 200 and health.headers["access-control-allow-origin"] == APP
 

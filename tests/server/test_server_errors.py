@@ -119,7 +119,7 @@ def test_a_draining_server_says_why_when_its_engine_died_first():
         raise AssertionError("a draining server must not reach the app")
 
     async def health(dead_reason):
-        state = SimpleNamespace(config=SimpleNamespace(api_key=None), draining=True,
+        state = SimpleNamespace(config=SimpleNamespace(api_key=None, allowed_origins=()), draining=True,
                                 client=SimpleNamespace(dead_reason=dead_reason),
                                 metrics=ServerMetrics(lambda: {}, lambda: False))
         transport = httpx.ASGITransport(app=Gate(ok, state, {"/health"}))
