@@ -173,15 +173,21 @@ def run(args: argparse.Namespace) -> int:
     if alias:
         print(f"moeserve configure: warning: {alias} is deprecated: use --colocated-prefill {args.colocated_prefill}",
               file=sys.stderr)
-    if args.calibrate:
-        from moeserve.capacity.calibrate import write_profile
-
-        print(write_profile(args.calibrate))
-        return 0
     try:
-        return _run(args)
+        return _calibrate(args.calibrate) if args.calibrate is not None else _run(args)
     except ValueError as e:
         return _fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def _calibrate(path: str) -> int:
+    _check_output("--calibrate", path, "cpu-calibrated.yaml")  # before the minute of timing, not after it
+    from moeserve.capacity.calibrate import write_profile
+
+    try:
+        print(write_profile(path))
+    except OSError as e:
+        raise ValueError(f"--calibrate: cannot write {path}: {e.strerror or e}") from None
+    return 0
 
 
 def _check(args) -> None:
@@ -206,17 +212,22 @@ def _check(args) -> None:
     if args.plan and not args.trace:
         raise ValueError("--plan is scored on routing traces: pass --trace too")
     if args.emit is not None:
-        if not args.emit or Path(args.emit).name in ("", ".", "..") or Path(args.emit).is_dir():
-            raise ValueError(f"--emit {args.emit!r}: name a file to write (serve.yaml), not a directory")
-        folder = Path(args.emit).resolve().parent
-        if not folder.is_dir():
-            raise ValueError(f"--emit {args.emit}: no such directory {folder}")
-        if not os.access(folder, os.W_OK):
-            raise ValueError(f"--emit {args.emit}: directory {folder} is not writable")
+        _check_output("--emit", args.emit, "serve.yaml")
     if args.offload_weights and args.phase in ("decode", "colocated"):
         raise ValueError(f"--offload-weights streams weights for prefill only, not --phase {args.phase}")
     if args.hardware is None:
         raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
+
+
+def _check_output(flag: str, path: str, example: str) -> None:
+    """A file `flag` will write: a file name, in a directory that exists and may be written."""
+    if not path or Path(path).name in ("", ".", "..") or Path(path).is_dir():
+        raise ValueError(f"{flag} {path!r}: name a file to write ({example}), not a directory")
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"{flag} {path}: directory {folder} is not writable")
 
 
 def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):

@@ -58,3 +58,16 @@ def test_calibration_writes_a_profile_the_model_uses(tmp_path, capsys):
     assert main(["--calibrate", str(out)]) == 0
     assert main(["--hardware", str(out), "--phase", "decode", "--batch", "8", "--isl", "32", "--osl", "32", "--json"]) == 0
     assert '"output_tokens_per_s_per_gpu"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["dir", "", "missing/cpu.yaml"])
+def test_calibrate_refuses_a_path_it_cannot_write_before_timing(tmp_path, capsys, monkeypatch, where):
+    """--calibrate DIR timed the machine for a minute, then died with IsADirectoryError's traceback;
+    --calibrate '' silently ran configure instead: each is one line, before any timing."""
+    import moeserve.capacity.calibrate as calibrate
+
+    monkeypatch.setattr(calibrate, "measure", lambda: pytest.fail("timed before checking the output path"))
+    path = {"dir": str(tmp_path), "": "", "missing/cpu.yaml": str(tmp_path / "missing" / "cpu.yaml")}[where]
+    assert main(["--calibrate", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--calibrate" in err, err
