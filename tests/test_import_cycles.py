@@ -93,7 +93,7 @@ def test_the_package_has_no_import_cycle():
 # Modules any package may import (docs/architecture.md): they import only each other.
 LEAVES = {"moeserve." + name for name in (
     "parallel_state", "sampling_params", "outputs", "errors", "envs", "config", "settings", "builtin_model_info",
-    "speculative_config")}
+    "speculative_config", "cli_files")}
 # What capacity/ (the planner: pure, no torch) may import besides itself and the leaves.
 CAPACITY_MAY_IMPORT = ("moeserve.capacity", "moeserve.placement")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
 from moeserve.capacity.predict import PREFILL_MODES, Options, Prediction, Predictor, Workload
+from moeserve.cli_files import check_output
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
 MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); acceptance past ~3 is not reported
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _calibrate(path: str) -> int:
-    _check_output("--calibrate", path, "cpu-calibrated.yaml")  # before the minute of timing, not after it
+    check_output("--calibrate", path, "cpu-calibrated.yaml")  # before the minute of timing, not after it
     from moeserve.capacity.calibrate import write_profile
 
     try:
@@ -212,22 +212,11 @@ def _check(args) -> None:
     if args.plan and not args.trace:
         raise ValueError("--plan is scored on routing traces: pass --trace too")
     if args.emit is not None:
-        _check_output("--emit", args.emit, "serve.yaml")
+        check_output("--emit", args.emit, "serve.yaml")
     if args.offload_weights and args.phase in ("decode", "colocated"):
         raise ValueError(f"--offload-weights streams weights for prefill only, not --phase {args.phase}")
     if args.hardware is None:
         raise ValueError(f"pass --hardware ({', '.join(known_profiles())}, or a profile YAML)")
-
-
-def _check_output(flag: str, path: str, example: str) -> None:
-    """A file `flag` will write: a file name, in a directory that exists and may be written."""
-    if not path or Path(path).name in ("", ".", "..") or Path(path).is_dir():
-        raise ValueError(f"{flag} {path!r}: name a file to write ({example}), not a directory")
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise ValueError(f"{flag} {path}: no such directory {folder}")
-    if not os.access(folder, os.W_OK):
-        raise ValueError(f"{flag} {path}: directory {folder} is not writable")
 
 
 def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from moeserve.cli_files import check_figure, check_output
 from moeserve.placement import evaluate, policies
 from moeserve.placement.optimizer import PlacementSpec
 from moeserve.placement.plan import PlacementPlan
@@ -38,8 +39,17 @@ def _fail(msg: str) -> int:
     return 2
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """The files to write, before any work."""
+    if args.output is not None:
+        check_output("-o/--output", args.output, "plan.json")
+    if args.plot is not None:
+        check_figure("--plot", args.plot)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
+        _check_flags(args)
         traces = [load_trace(path) for path in args.trace]
         shapes = {t.counts.shape[1:] for t in traces}
         if len(shapes) > 1:
@@ -61,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"plan is [layers={plan.num_layers}, experts={plan.num_experts}], traces {traces[0].counts.shape[1:]}")
     try:
         report = _report(plan, traces, current, runtime, args)
-        if args.output and not args.eval:
+        if args.output is not None and not args.eval:
             plan.save(args.output)
             report["output"] = args.output
-        if args.plot:
+        if args.plot is not None:
             _plot(plan, traces, current, args.plot)
     except ValueError as e:  # e.g. a --current plan of another shape than the new one
         return _fail(str(e))

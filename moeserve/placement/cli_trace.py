@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from moeserve.cli_files import check_figure, check_output
 from moeserve.placement.importers import load_trace
 from moeserve.placement.trace import Trace, TraceFormatError, save_trace
 
@@ -83,8 +84,12 @@ def run(args: argparse.Namespace) -> int:
     if args.trace_command == "convert" and args.max_tokens is not None and args.max_tokens < 1:
         return _fail(f"--max-tokens must be >= 1, got {args.max_tokens}")
     try:
+        if args.trace_command == "convert":
+            check_output("-o/--output", args.output, "trace.npz")
+        elif args.heatmap is not None:
+            check_figure("--heatmap", args.heatmap)
         trace = load_trace(args.trace)
-    except TraceFormatError as e:  # the file and the field, named; an unreadable file too
+    except ValueError as e:  # TraceFormatError: the file and the field, named; an unreadable file too
         return _fail(str(e))
     try:
         return _convert(trace, args) if args.trace_command == "convert" else _show(trace, args)
@@ -103,7 +108,7 @@ def _convert(trace: Trace, args: argparse.Namespace) -> int:
 def _show(trace: Trace, args: argparse.Namespace) -> int:
     summary = summarize(trace, args.top)
     print(json.dumps(summary, indent=2) if args.json else _format(summary))
-    if args.heatmap:
+    if args.heatmap is not None:
         from moeserve.placement import plot
 
         plot.heatmap(trace.loads, args.heatmap, f"{trace.name}: load / layer mean", trace.meta.get("layer_ids"))
