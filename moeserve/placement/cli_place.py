@@ -40,7 +40,20 @@ def _fail(msg: str) -> int:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    """The files to write, before any work."""
+    """The flags alone, before any file is read: each mistake named by its flag."""
+    for flag, value, low in (("--ep", args.ep, 1), ("--nodes", args.nodes, 1), ("--redundant", args.redundant, 0),
+                             ("--groups", args.groups, 1)):
+        if value is not None and value < low:
+            raise ValueError(f"{flag} {value} is out of range: {low} or more")
+    if args.ep and args.ep % args.nodes:
+        raise ValueError(f"--ep {args.ep} ranks do not split evenly over --nodes {args.nodes}")
+    if args.home_share is not None and not 0.0 <= args.home_share <= 1.0:  # NaN fails both
+        raise ValueError(f"--home-share {args.home_share:g} is out of range: [0, 1]")
+    for flag, path in (("--eval", args.eval), ("--current", args.current)):
+        if path is not None and not path:
+            raise ValueError(f"{flag} '': name a placement plan file")
+    if args.eval is not None and args.output is not None:
+        raise ValueError("-o/--output writes a new plan; --eval scores one and writes none: drop one of them")
     if args.output is not None:
         check_output("-o/--output", args.output, "plan.json")
     if args.plot is not None:
@@ -61,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if current is not None and (current.num_layers, current.num_experts) != traces[0].counts.shape[1:]:
             return _fail(f"--current plan is [layers={current.num_layers}, experts={current.num_experts}], "
                          f"traces {traces[0].counts.shape[1:]}")
-        if args.eval:
+        if args.eval is not None:
             plan, runtime = _load_plan(args.eval), None
         else:
             plan, runtime = _plan(args, traces, current)
@@ -71,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"plan is [layers={plan.num_layers}, experts={plan.num_experts}], traces {traces[0].counts.shape[1:]}")
     try:
         report = _report(plan, traces, current, runtime, args)
-        if args.output is not None and not args.eval:
+        if args.output is not None:
             plan.save(args.output)
             report["output"] = args.output
         if args.plot is not None:

@@ -18,6 +18,29 @@ def _refused(capsys, argv: list[str], needle: str) -> None:
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("flags, needle", [
+    (["--ep", "0"], "--ep 0 is out of range"),  # was "--ep is required"
+    (["--ep", "-2"], "--ep -2 is out of range"),  # was "-2 ranks do not split evenly over 1 nodes"
+    (["--ep", "2", "--nodes", "0"], "--nodes 0 is out of range"),
+    (["--ep", "2", "--nodes", "3"], "--ep 2 ranks do not split evenly over --nodes 3"),
+    (["--ep", "2", "--redundant", "-1"], "--redundant -1 is out of range"),
+    (["--ep", "2", "--home-share", "nan"], "--home-share nan is out of range"),
+    (["--ep", "2", "--home-share", "1.5"], "--home-share 1.5 is out of range"),
+    (["--eval", ""], "--eval ''"),  # was planning, then "--ep is required"
+    (["--ep", "2", "--current", ""], "--current ''"),  # was ignored
+])
+def test_place_flags_out_of_range_are_named(capsys, flags, needle):
+    _refused(capsys, ["place", "--trace", TRACE, *flags], needle)
+
+
+def test_place_eval_with_output_is_refused_not_ignored(tmp_path, capsys):
+    plan = str(tmp_path / "plan.json")
+    assert main(["place", "--trace", TRACE, "--ep", "2", "-o", plan]) == 0
+    capsys.readouterr()
+    _refused(capsys, ["place", "--trace", TRACE, "--eval", plan, "-o", str(tmp_path / "new.json")], "--eval")
+    assert not (tmp_path / "new.json").exists()
+
+
 @pytest.mark.parametrize("flag, name, needle", [
     ("-o", "", "-o/--output ''"),  # was: planned, printed, wrote nothing, status 0
     ("-o", "DIR", "not a directory"),
