@@ -136,20 +136,31 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def load_yaml(path: str) -> dict[str, Any]:
     import yaml
 
+    if not path:
+        raise ConfigError("--config '': name a YAML deployment file")
     try:
         text = Path(path).read_text()
     except OSError as e:
         raise ConfigError(f"cannot read --config {path}: {e.strerror}") from None
+    except ValueError as e:  # not UTF-8 text
+        raise ConfigError(f"--config {path} is not a text file: {e}") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"--config {path} is not valid YAML: {e}") from None
+        raise ConfigError(f"--config {path} is not valid YAML: {_yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path} must be a mapping of setting: value")
     unknown = sorted(set(data) - set(_BY_KEY))
     if unknown:
         raise ConfigError(f"--config {path}: unknown keys {unknown}; valid keys: {', '.join(sorted(_BY_KEY))}")
     return {k: check_value(_BY_KEY[k], v, path) for k, v in data.items()}
+
+
+def _yaml_problem(error) -> str:
+    """PyYAML's error in one line: what is wrong and where (its own text spans several, with a caret)."""
+    mark = getattr(error, "problem_mark", None)
+    what = " ".join(str(getattr(error, "problem", None) or error).split())
+    return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else what
 
 
 def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
@@ -188,7 +199,7 @@ def model_aliases(model: str | None, served_names: tuple[str, ...] | None) -> tu
 
 def configs_from_args(args: argparse.Namespace) -> tuple[EngineConfig, ServerConfig]:
     given = {k: v for k, v in vars(args).items() if k in _BY_KEY}
-    values = load_yaml(args.config) if getattr(args, "config", None) else {}
+    values = load_yaml(args.config) if getattr(args, "config", None) is not None else {}
     values.update(given)
     for flag in ENGINE_FLAGS:
         if flag.serve_default is not None and values.get(flag.key) is None:

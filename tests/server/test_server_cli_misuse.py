@@ -1,0 +1,37 @@
+"""`moeserve serve` misuse is refused before anything starts: status 2 and one line on stderr naming
+the flag (or --config key) and what is wrong."""
+from __future__ import annotations
+
+import pytest
+
+from moeserve.cli import main
+from moeserve.server import cli
+
+
+@pytest.fixture(autouse=True)
+def never_serve(monkeypatch):
+    async def serve(engine_config, server_config):
+        pytest.fail("the misuse was accepted: the server would have started")
+    monkeypatch.setattr(cli, "serve", serve)
+
+
+def refused(capsys, argv: list[str], needle: str) -> str:
+    assert main(["serve", *argv]) == 2, argv
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("tp: [\n", "not valid YAML: expected the node content, but found '<stream end>' at line 2, column 1"),  # was 5 lines
+    ("tp: 1\n  bad: indent\n", "at line 2, column 6"),
+    (b"tp: 1\n\xff\n", "is not a text file"),  # was UnicodeDecodeError's traceback
+])
+def test_a_broken_config_file_is_one_line(tmp_path, capsys, text, needle):
+    f = tmp_path / "c.yaml"
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    refused(capsys, ["--config", str(f)], needle)
+
+
+def test_an_empty_config_path_is_refused_not_ignored(capsys):
+    refused(capsys, ["--config", ""], "--config ''")  # was: served the defaults
