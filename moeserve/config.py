@@ -256,8 +256,8 @@ class KvTransferConfig:
             raise ConfigError(f"--kv-role {self.role} moves KV blocks: use --kv-transfer nixl (or auto)")
         if not 0 <= self.side_channel_port < 65536:
             raise ConfigError(f"--kv-side-channel-port must be in [0, 65535], got {self.side_channel_port}")
-        if not self.expiry_s > 0:
-            raise ConfigError(f"--kv-expiry-s must be positive, got {self.expiry_s}")
+        if not 0 < self.expiry_s < float("inf"):  # inf: pins never expire, a decoder that died holds them
+            raise ConfigError(f"--kv-expiry-s must be positive and finite, got {self.expiry_s}")
         if self.side_channel_host in ("0.0.0.0", "::", "") or _unspecified(self.side_channel_host):
             raise ConfigError(f"--kv-side-channel-host {self.side_channel_host!r} would listen on every interface and "
                               "prefill answers would name an address no decoder can reach: give the address of "

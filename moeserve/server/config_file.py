@@ -63,8 +63,8 @@ class ServerConfig:
         if self.max_stream_buffer_bytes < 64 * 1024:
             raise ConfigError(f"--max-stream-buffer-bytes must be >= 65536, got {self.max_stream_buffer_bytes}")
         for name in ("shutdown_timeout_s", "health_timeout_s", "startup_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+            if not 0 < getattr(self, name) < float("inf"):  # NaN too: it passed `<= 0` and disabled the timeout
+                raise ConfigError(f"--{name.replace('_', '-')} must be a positive number of seconds, got {getattr(self, name)}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level}")
         check_parser_names(self.tool_call_parser, self.reasoning_parser)

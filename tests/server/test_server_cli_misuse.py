@@ -35,3 +35,11 @@ def test_a_broken_config_file_is_one_line(tmp_path, capsys, text, needle):
 
 def test_an_empty_config_path_is_refused_not_ignored(capsys):
     refused(capsys, ["--config", ""], "--config ''")  # was: served the defaults
+
+
+@pytest.mark.parametrize("flag", ["--shutdown-timeout-s", "--health-timeout-s", "--startup-timeout-s", "--kv-expiry-s"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_timeouts_are_finite(capsys, flag, value):
+    """NaN passed `<= 0`: --health-timeout-s nan made /health never see a stuck engine, --startup-timeout-s
+    nan / inf waited forever for a model that does not load, --kv-expiry-s inf kept pins for dead decoders."""
+    refused(capsys, [flag, value], f"{flag} must be")
