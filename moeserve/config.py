@@ -54,6 +54,8 @@ class CacheConfig:
             raise ConfigError(f"--block-size must be a power of two, got {self.block_size}")
         if self.num_blocks is not None and self.num_blocks < 1:
             raise ConfigError(f"--kv-cache-blocks must be >= 1, got {self.num_blocks}")
+        if self.kv_cache_memory_mb < 1:  # was found by each rank after loading its weights
+            raise ConfigError(f"--kv-cache-memory-mb must be >= 1, got {self.kv_cache_memory_mb}")
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,8 @@ class EngineConfig:
         for part in (self.model, self.cache, self.scheduler, self.parallel, self.device, self.placement_runtime,
                      self.kv_transfer, self.speculative):
             part.validate()
+        if not 0 <= self.seed < 2**63:  # a signed 64-bit int on every wire; torch refused 2**64 at the first sample
+            raise ConfigError(f"--seed must be in [0, 2**63), got {self.seed}")
         if self.model.quantization == "fp8" and self.placement_runtime.eplb_interval:
             raise ConfigError("--quantization fp8 with --eplb-interval: moving online-quantized FP8 experts between "
                               "ranks is not supported yet; drop one of the two")

@@ -43,3 +43,15 @@ def test_timeouts_are_finite(capsys, flag, value):
     """NaN passed `<= 0`: --health-timeout-s nan made /health never see a stuck engine, --startup-timeout-s
     nan / inf waited forever for a model that does not load, --kv-expiry-s inf kept pins for dead decoders."""
     refused(capsys, [flag, value], f"{flag} must be")
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    # was accepted: each rank then failed after loading its weights, or the first sampled request killed the
+    # engine (torch's manual_seed overflows past 64 bits)
+    ("--kv-cache-memory-mb", "0", "--kv-cache-memory-mb must be >= 1"),
+    ("--kv-cache-memory-mb", "-5", "--kv-cache-memory-mb must be >= 1"),
+    ("--seed", str(2**64), "--seed must be in [0, 2**63)"),
+    ("--seed", "-1", "--seed must be in [0, 2**63)"),
+])
+def test_engine_numbers_out_of_range(capsys, flag, value, needle):
+    refused(capsys, [flag, value], needle)
