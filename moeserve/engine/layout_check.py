@@ -22,7 +22,9 @@ from moeserve.spec_decode.model_check import check_speculative
 
 def config_fields(model: str | None) -> SimpleNamespace | None:
     """config.json of checkpoint directory `model` as attributes (None: the built-in model's, without
-    building it), or None when there is none to read: loading then fails saying what is missing."""
+    building it), or None when there is none: loading then fails saying what is missing. One that
+    cannot be read or parsed is a ConfigError naming the file (it used to pass, and kill the engine
+    process after start-up)."""
     if model is None:
         from moeserve.engine.builtin_model import builtin_config_fields
 
@@ -30,8 +32,14 @@ def config_fields(model: str | None) -> SimpleNamespace | None:
     path = Path(model) / "config.json"
     try:
         fields = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except ValueError as e:  # not UTF-8, or a number too long to convert
+        raise ConfigError(f"{path} is not a JSON text: {' '.join(str(e).split())}") from None
     except RecursionError:  # json's own nesting limit
         raise ConfigError(f"{path} nests too deep to be a model's config") from None
     if not isinstance(fields, dict):

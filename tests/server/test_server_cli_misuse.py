@@ -55,3 +55,13 @@ def test_timeouts_are_finite(capsys, flag, value):
 ])
 def test_engine_numbers_out_of_range(capsys, flag, value, needle):
     refused(capsys, [flag, value], needle)
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b'{"model_type": "mixtral",', "config.json is not valid JSON: Expecting property name"),
+    (b"\xff\xfe", "config.json is not a JSON text"),
+])
+def test_a_broken_config_json_is_refused_before_the_engine_starts(tmp_path, capsys, content, needle):
+    """It passed the checks (read as 'no config to check') and the engine process died loading it."""
+    (tmp_path / "config.json").write_bytes(content)
+    refused(capsys, ["--model", str(tmp_path)], needle)
