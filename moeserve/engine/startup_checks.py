@@ -7,6 +7,9 @@ that reads the flags: by `moeserve serve` (server/config_file.py) and by the eng
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from moeserve.config import EngineConfig
 from moeserve.errors import ConfigError
 from moeserve.engine.launch_check import check_device, check_kv_hosts, check_launch
@@ -29,7 +32,23 @@ def check_startup(config: EngineConfig) -> EngineConfig:
     check_kv_hosts(config.kv_transfer, config.parallel)
     check_device(config.device)  # --device cuda without CUDA, kernels this machine cannot run
     check_formats(config)
+    check_record_dir(config.placement_runtime.record_trace_dir)
     return config
+
+
+def check_record_dir(path: str | None) -> None:
+    """--record-trace-dir: a directory, or one that can be made (the recorder makes it). A file there, or a
+    parent that cannot be written, only logged a warning per window while serving, and recorded nothing."""
+    if path is None:
+        return
+    if not path:
+        raise ConfigError("--record-trace-dir '': name a directory for the routing traces")
+    where = Path(path).resolve()
+    if where.exists() and not where.is_dir():
+        raise ConfigError(f"--record-trace-dir {path} is a file, not a directory")
+    existing = next(p for p in (where, *where.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--record-trace-dir {path}: {existing} is not a writable directory")
 
 
 def check_formats(config: EngineConfig) -> None:

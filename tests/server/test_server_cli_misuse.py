@@ -65,3 +65,22 @@ def test_a_broken_config_json_is_refused_before_the_engine_starts(tmp_path, caps
     """It passed the checks (read as 'no config to check') and the engine process died loading it."""
     (tmp_path / "config.json").write_bytes(content)
     refused(capsys, ["--model", str(tmp_path)], needle)
+
+
+@pytest.mark.parametrize("where, needle", [
+    ("", "--record-trace-dir ''"),
+    ("FILE", "is a file, not a directory"),
+    ("FILE/sub", "is not a writable directory"),
+])
+def test_a_record_trace_dir_that_cannot_be_one_is_refused(tmp_path, capsys, where, needle):
+    """Accepted, it warned once per routing window while serving and recorded nothing."""
+    (tmp_path / "FILE").write_text("x")
+    refused(capsys, ["--record-trace-dir", str(tmp_path / where) if where else ""], needle)
+    assert (tmp_path / "FILE").read_text() == "x"
+
+
+def test_a_record_trace_dir_to_be_made_is_accepted(tmp_path):
+    from moeserve.engine.startup_checks import check_record_dir
+
+    check_record_dir(str(tmp_path / "new" / "traces"))
+    assert not (tmp_path / "new").exists()  # made by the recorder, not by the check
