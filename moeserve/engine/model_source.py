@@ -39,6 +39,11 @@ def resolve_model_source(config: EngineConfig) -> EngineConfig:
     """`config` with --model as a checkpoint directory (unchanged when it already is one, or unset) and
     --chat-template as the template's text (read from its file once, here)."""
     model, changes = config.model.model, {}
+    if model is not None and not model.strip():  # Path('') is the working directory
+        raise ConfigError(f"--model {model!r}: name a checkpoint directory or a Hugging Face model (org/name); omit "
+                          "--model for the built-in model")
+    if config.model.chat_template is not None and not config.model.chat_template.strip():
+        raise ConfigError(f"--chat-template {config.model.chat_template!r}: give a template file or the template text")
     if model is not None:
         local = resolve_model_path(model)
         if local != model:

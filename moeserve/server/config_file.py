@@ -54,6 +54,8 @@ class ServerConfig:
     reasoning_parser: str | None = None
 
     def validate(self) -> "ServerConfig":
+        if not self.host.strip():  # uvicorn would bind every interface; getaddrinfo's own refusal named no flag
+            raise ConfigError(f"--host {self.host!r}: give an address to listen on (127.0.0.1; 0.0.0.0 for every interface)")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be in [0, 65535], got {self.port}")
         if self.api_key is not None and not self.api_key:

@@ -84,3 +84,12 @@ def test_a_record_trace_dir_to_be_made_is_accepted(tmp_path):
 
     check_record_dir(str(tmp_path / "new" / "traces"))
     assert not (tmp_path / "new").exists()  # made by the recorder, not by the check
+
+
+@pytest.mark.parametrize("flag, needle", [
+    ("--model", "--model '': name a checkpoint directory"),  # was "--model  has no config.json" (the working directory)
+    ("--chat-template", "--chat-template '': give a template file"),  # was "cannot read --chat-template : Is a directory"
+    ("--host", "--host '': give an address"),  # was "cannot listen on :8000: Name or service not known"
+])
+def test_empty_strings_are_named(capsys, flag, needle):
+    refused(capsys, [flag, ""], needle)
