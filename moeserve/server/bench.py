@@ -16,13 +16,15 @@ import argparse
 import asyncio
 import gc
 import json
-import os
+import math
 import random
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from moeserve.cli_files import check_output
 from moeserve.server.bench_stats import RequestRecord, format_table, spec_decode_summary, summarize
 
 
@@ -283,20 +285,26 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--num-requests must be >= 1"
     if args.concurrency < 0 or (args.concurrency == 0 and not args.request_rate):
         return "--concurrency must be >= 1 (or 0 together with --request-rate)"
-    if args.request_rate is not None and args.request_rate <= 0:
-        return "--request-rate must be > 0"
+    if args.request_rate is not None and not 0 < args.request_rate < math.inf:  # NaN slept NaN seconds
+        return f"--request-rate must be a positive number of requests a second, got {args.request_rate}"
     if args.input_len < 1 or args.output_len < 1 or not 0 <= args.range_ratio < 1:
         return "--input-len and --output-len must be >= 1 and --range-ratio in [0, 1)"
     if not args.dataset and not args.tokenizer and args.vocab_size <= 10:
         return "--vocab-size must be > 10 (random token ids are drawn from [10, vocab-size))"
     if args.warmup < 0:
         return "--warmup must be >= 0"
-    if not args.timeout_s > 0:
-        return "--timeout-s must be > 0"
+    if not 0 < args.timeout_s < math.inf:  # the run is bounded by it
+        return f"--timeout-s must be a positive number of seconds, got {args.timeout_s}"
     if any(v is not None and not v > 0 for v in (args.slo_ttft_ms, args.slo_tpot_ms)):
         return "--slo-ttft-ms and --slo-tpot-ms must be > 0"
-    if args.json not in (None, "-") and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
-        return f"--json {args.json!r}: its directory does not exist"
+    if args.json is not None and args.json != "-":  # checked before the run, not after it
+        try:
+            check_output("--json", args.json, "bench.json")
+        except ValueError as e:
+            return str(e)
+    url = urlsplit(args.base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return f"--base-url {args.base_url!r} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8000)"
     return None
 
 
@@ -324,6 +332,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json == "-":
             print(text)
         else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
+            try:
+                with open(args.json, "w") as f:
+                    f.write(text + "\n")
+            except OSError as e:
+                print(f"moeserve bench: error: --json: cannot write {args.json}: {e.strerror or e}", file=sys.stderr)
+                return 2
     return 0 if summary["completed"] else 1

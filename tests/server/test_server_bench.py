@@ -114,9 +114,15 @@ def test_bench_refuses_a_dataset_it_cannot_use_before_sending_anything(case, tmp
 @pytest.mark.parametrize("argv, expected", [
     (["--vocab-size", "5"], "--vocab-size must be > 10"),
     (["--warmup", "-1"], "--warmup must be >= 0"),
-    (["--timeout-s", "0"], "--timeout-s must be > 0"),
+    (["--timeout-s", "0"], "--timeout-s must be a positive number of seconds"),
+    (["--timeout-s", "inf"], "--timeout-s must be a positive number of seconds"),  # was an unbounded run
+    (["--request-rate", "nan"], "--request-rate must be a positive number"),  # was accepted: sleep(NaN)
     (["--slo-ttft-ms", "-5"], "must be > 0"),
-    (["--json", "/no/such/dir/x.json"], "its directory does not exist"),
+    (["--json", "/no/such/dir/x.json"], "no such directory"),
+    (["--json", "/"], "not a directory"),  # was IsADirectoryError's traceback, after the whole run
+    (["--json", ""], "--json ''"),  # was ignored
+    (["--base-url", "127.0.0.1:8000"], "--base-url"),  # was every request failing, status 1
+    (["--base-url", ""], "--base-url"),
     (["--tokenizer", "/no/such/checkpoint"], "cannot load a tokenizer"),
     (["--endpoint", "chat"], "--endpoint chat needs text prompts"),
 ])
