@@ -142,8 +142,11 @@ def load_hardware(name_or_path: str) -> Hardware:
     if not path.is_file():
         raise ValueError(f"--hardware {name_or_path}: not a profile file nor a known name "
                          f"({', '.join(known_profiles())})")
-    with open(path, "rb") as f:
-        raw = f.read(MAX_PROFILE_BYTES + 1)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)
+    except OSError as e:  # unreadable (permissions, I/O): named, not a traceback
+        raise ValueError(f"--hardware {path}: cannot read it: {e.strerror or e}") from None
     if len(raw) > MAX_PROFILE_BYTES:
         raise ValueError(f"--hardware {path}: larger than {MAX_PROFILE_BYTES} bytes, not a profile")
     try:
