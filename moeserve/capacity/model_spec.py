@@ -165,6 +165,14 @@ def moe_layer_indices(cfg: dict) -> list[int]:
 
 def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
     """ModelSpec from a config.json dict; raises ValueError for an architecture it cannot read."""
+    spec = _spec(cfg, name)
+    if spec.top_k > spec.num_experts:  # was planned as if each token ran more experts than there are
+        raise ValueError(f"{name}: config.json num_experts_per_tok {spec.top_k} is more than its {spec.num_experts} "
+                         "routed experts")
+    return spec
+
+
+def _spec(cfg: dict, name: str) -> ModelSpec:
     _check_sizes(cfg, name)
     kind = cfg.get("model_type", "")
     layers, hidden, heads = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"]

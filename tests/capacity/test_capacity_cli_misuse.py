@@ -1,11 +1,13 @@
 """`moeserve configure` misuse found by review: one line on stderr, status 2, no traceback."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from moeserve.capacity.cli import main
+from moeserve.capacity.model_spec import shipped_models
 
 UNREADABLE = Path("/proc/self/mem")  # a file every user may open and none may read from offset 0
 
@@ -20,3 +22,11 @@ def refused(capsys, argv: list[str], needle: str) -> None:
 def test_an_unreadable_hardware_profile_is_named(capsys):
     refused(capsys, ["--hardware", str(UNREADABLE)], f"--hardware {UNREADABLE}: cannot read it")  # was OSError's traceback
 
+
+def test_more_experts_per_token_than_experts_is_refused(tmp_path, capsys):
+    """It was planned (status 0) as if each token ran 100 of the 8 experts."""
+    assert "mixtral-8x7b" in shipped_models()
+    config = json.loads((Path(__file__).resolve().parents[2] / "moeserve" / "capacity" / "models" / "mixtral-8x7b.json").read_text())
+    config["num_experts_per_tok"] = 100
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    refused(capsys, ["--hardware", "h100", "--model", str(tmp_path)], "num_experts_per_tok 100 is more than its 8 routed experts")
