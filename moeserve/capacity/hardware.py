@@ -97,6 +97,10 @@ def from_dict(data: dict, origin: str) -> Hardware:
     missing = [f for f in (*_NUMBERS, "tflops") if f not in data]
     if missing:
         raise ValueError(f"{origin}: missing {missing}")
+    unknown = sorted(set(data) - {"name", "card_class", "tflops", *_NUMBERS, *_OPTIONAL}, key=str)
+    if unknown:  # a misspelt optional field was ignored, its default used without a word
+        raise ValueError(f"{origin}: unknown fields {unknown}; the fields are name, card_class, tflops, "
+                         f"{', '.join((*_NUMBERS, *_OPTIONAL))}")
     values, sources = {}, {}
     for field in _NUMBERS:
         values[field], sources[field] = _number(data[field], field, origin)
@@ -117,8 +121,10 @@ def from_dict(data: dict, origin: str) -> Hardware:
     if not isinstance(card, dict) or card.get("value") not in CARD_CLASSES:
         raise ValueError(f"{origin}: card_class must be {{value: one of {', '.join(CARD_CLASSES)}, source}}, got {card!r}")
     sources["card_class"] = str(card.get("source", ""))
-    for field in ("gpus_per_node", "gemm_tile_rows", "gemm_min_tile_rows"):
-        values[field] = max(1, int(values[field]))
+    for field in ("gpus_per_node", "gemm_tile_rows", "gemm_min_tile_rows"):  # counts: 0 or 7.5 was clamped or cut
+        if values[field] < 1 or values[field] != int(values[field]):
+            raise ValueError(f"{origin}: {field} must be a whole number >= 1, got {values[field]:g}")
+        values[field] = int(values[field])
     values["gemm_min_tile_rows"] = min(values["gemm_min_tile_rows"], values["gemm_tile_rows"])
     return Hardware(name=str(data.get("name", origin)), tflops=tflops, sources=sources, card_class=card["value"], **values)
 

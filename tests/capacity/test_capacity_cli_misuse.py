@@ -30,3 +30,20 @@ def test_more_experts_per_token_than_experts_is_refused(tmp_path, capsys):
     config["num_experts_per_tok"] = 100
     (tmp_path / "config.json").write_text(json.dumps(config))
     refused(capsys, ["--hardware", "h100", "--model", str(tmp_path)], "num_experts_per_tok 100 is more than its 8 routed experts")
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"host_link_gb": {"value": 900, "source": "typo"}}, "unknown fields ['host_link_gb']"),  # was ignored: 0 used
+    ({"gpus_per_node": {"value": 0, "source": "x"}}, "gpus_per_node must be a whole number >= 1, got 0"),  # was 1
+    ({"gpus_per_node": {"value": 7.5, "source": "x"}}, "gpus_per_node must be a whole number >= 1, got 7.5"),  # was 7
+    ({"gemm_tile_rows": {"value": 0, "source": "x"}}, "gemm_tile_rows must be a whole number >= 1"),
+])
+def test_a_hardware_profile_with_an_unknown_field_or_a_broken_count_is_refused(tmp_path, capsys, change, needle):
+    import yaml
+
+    from moeserve.capacity import hardware
+
+    profile = yaml.safe_load((Path(hardware.__file__).parent / "hardware" / "h100.yaml").read_text())
+    path = tmp_path / "card.yaml"
+    path.write_text(yaml.safe_dump({**profile, **change}))
+    refused(capsys, ["--hardware", str(path)], needle)
