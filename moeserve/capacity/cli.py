@@ -329,6 +329,8 @@ def _stages(args, model) -> int:
 
 def _fixed(args, pred: Predictor, w: Workload, o: Options, balance) -> tuple[Prediction, str]:
     tp, ep = args.tp or 1, args.ep or 1
+    if pred.model.num_heads % tp:  # no engine splits a head (moeserve serve, vLLM and SGLang refuse it)
+        raise ValueError(f"--tp {tp} does not divide {pred.model.name}'s {pred.model.num_heads} attention heads")
     experts, note = pred.model.num_experts, ""
     redundant = args.redundant
     if redundant == "auto":

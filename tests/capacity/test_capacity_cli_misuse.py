@@ -47,3 +47,9 @@ def test_a_hardware_profile_with_an_unknown_field_or_a_broken_count_is_refused(t
     path = tmp_path / "card.yaml"
     path.write_text(yaml.safe_dump({**profile, **change}))
     refused(capsys, ["--hardware", str(path)], needle)
+
+
+@pytest.mark.parametrize("argv", [["--tp", "3"], ["--model", "deepseek-v3", "--tp", "7", "--phase", "decode"]])
+def test_a_fixed_tp_that_splits_attention_heads_is_refused(capsys, argv):
+    """It was predicted, status 0 (deepseek-v3 at --tp 7: 128 / 7 heads a rank), a layout no engine runs."""
+    refused(capsys, ["--hardware", "h100", *argv], "attention heads")
