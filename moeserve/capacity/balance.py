@@ -22,6 +22,18 @@ def assumed_balancedness(ep: int, redundant: int) -> float:
     return ASSUMED_PLAIN + (ASSUMED_REPLICATED - ASSUMED_PLAIN) * share
 
 
+def check_traces_fit(trace_paths: list[str], model_name: str, num_experts: int, num_moe_layers: int) -> None:
+    """ValueError unless every trace routes over the model's experts, in at most its MoE layers (a trace
+    of another model was scored as if it were this one's, status 0)."""
+    from moeserve.placement.importers import load_trace
+
+    for path in trace_paths:
+        layers, experts = load_trace(path).counts.shape[1:]
+        if experts != num_experts or layers > num_moe_layers:
+            raise ValueError(f"--trace {path} routes over {experts} experts in {layers} layers; {model_name} has "
+                             f"{num_experts} experts in {num_moe_layers} MoE layers: trace this model")
+
+
 def balancedness_from(trace_paths: list[str], plan_path: str | None, ep: int, redundant: int = 0, nodes: int = 1) -> float:
     """Balancedness of `plan_path` (or of the placement planned for ep ranks and `redundant` extra
     slots) on the traces' summed counts."""

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from moeserve.capacity import planner, report, track_record
-from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness
+from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, check_traces_fit
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
@@ -267,6 +267,8 @@ def _balance(args, model: ModelSpec):
 def _run(args) -> int:
     _check(args)
     model, hw = load_model(args.model), load_hardware(args.hardware)
+    if args.trace:
+        check_traces_fit(args.trace, model.name, model.num_experts, model.num_moe_layers)
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
     prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))

@@ -53,3 +53,11 @@ def test_a_hardware_profile_with_an_unknown_field_or_a_broken_count_is_refused(t
 def test_a_fixed_tp_that_splits_attention_heads_is_refused(capsys, argv):
     """It was predicted, status 0 (deepseek-v3 at --tp 7: 128 / 7 heads a rank), a layout no engine runs."""
     refused(capsys, ["--hardware", "h100", *argv], "attention heads")
+
+
+@pytest.mark.parametrize("model, trace", [("mixtral-8x7b", "builtin_model.npz"), (None, "mixtral_excerpt.npz")])
+def test_a_trace_of_another_model_is_refused(capsys, model, trace):
+    """A 16-expert trace scored mixtral-8x7b's 8 experts (and the other way round), status 0."""
+    path = str(Path(__file__).resolve().parents[2] / "traces" / trace)
+    refused(capsys, ["--hardware", "h100", *(["--model", model] if model else []), "--trace", path, "--ep", "2",
+                     "--phase", "decode"], "trace this model")
