@@ -173,7 +173,20 @@ def build_configs(values: dict[str, Any]) -> tuple[EngineConfig, ServerConfig]:
                                                                                    values.get("served_model_name"))
     engine = engine_config({k: v for k, v in values.items() if k in ENGINE_KEYS})
     engine = _kv_secret_not_api_key(engine, server.get("api_key"))
-    return check_startup(engine), ServerConfig(**server).validate()
+    engine, server_config = check_startup(engine), ServerConfig(**server).validate()
+    _ports_apart(engine, server_config)
+    return engine, server_config
+
+
+def _ports_apart(engine: EngineConfig, server: ServerConfig) -> None:
+    """The KV side channel and the HTTP server cannot listen on one address and port: the second to bind
+    failed after the model had loaded."""
+    kv = engine.kv_transfer
+    if not kv.enabled or not kv.side_channel_port or kv.side_channel_port != server.port:
+        return
+    if server.host in ("0.0.0.0", "::") or server.host == kv.side_channel_host:
+        raise ConfigError(f"--kv-side-channel-port {kv.side_channel_port} is --port too, on {kv.side_channel_host}: "
+                          "give the KV side channel a port of its own (or 0: any free port)")
 
 
 def _kv_secret_not_api_key(engine: EngineConfig, api_key: str | None) -> EngineConfig:

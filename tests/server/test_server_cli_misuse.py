@@ -93,3 +93,12 @@ def test_a_record_trace_dir_to_be_made_is_accepted(tmp_path):
 ])
 def test_empty_strings_are_named(capsys, flag, needle):
     refused(capsys, [flag, ""], needle)
+
+
+def test_the_kv_side_channel_and_http_cannot_share_a_port(capsys):
+    """Accepted, the engine loaded and bound the side channel, then uvicorn failed to bind: status 3."""
+    import importlib.util
+
+    if importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:
+        pytest.skip("--kv-role prefill needs NIXL (moeserve[pd])")
+    refused(capsys, ["--kv-role", "prefill", "--port", "8123", "--kv-side-channel-port", "8123"], "--kv-side-channel-port 8123 is --port too")
