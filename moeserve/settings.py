@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +125,7 @@ def check_value(flag: Flag, value: Any, origin: str) -> Any:
             return comma_list(value)
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
-        raise ConfigError(f"{origin}: {flag.key} must be a list of strings (or one comma-separated string), got {value!r}")
+        raise ConfigError(f"{origin}: {flag.key} must be a list of strings (or one comma-separated string), got {reprlib.repr(value)}")
     if flag.type is str and isinstance(value, os.PathLike):
         return os.fspath(value)
     ok = {
@@ -134,7 +135,7 @@ def check_value(flag: Flag, value: Any, origin: str) -> Any:
         str: isinstance(value, (str, int, float)) and not isinstance(value, bool),
     }[flag.type]
     if not ok:
-        raise ConfigError(f"{origin}: {flag.key} must be a {flag.type.__name__}, got {value!r}")
+        raise ConfigError(f"{origin}: {flag.key} must be a {flag.type.__name__}, got {reprlib.repr(value)}")
     return flag.type(value)
 
 

@@ -146,8 +146,18 @@ def load_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read --config {path}: {e.strerror}") from None
     except ValueError as e:  # not UTF-8 text
         raise ConfigError(f"--config {path} is not a text file: {e}") from None
+    class _NoAliases(yaml.SafeLoader):
+        """A deployment file has no use for `*alias`: nine nested aliases of nine put 9**9 items in one
+        value, and the error that printed it ran out of memory (as a --hardware profile refuses them)."""
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise ConfigError(f"--config {path}: YAML aliases (*name) are not allowed, line {mark.line + 1}")
+            return super().compose_node(parent, index)
+
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_NoAliases) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"--config {path} is not valid YAML: {_yaml_problem(e)}") from None
     if not isinstance(data, dict):

@@ -102,3 +102,15 @@ def test_the_kv_side_channel_and_http_cannot_share_a_port(capsys):
     if importlib.util.find_spec("nixl_cu12") is None and importlib.util.find_spec("nixl") is None:
         pytest.skip("--kv-role prefill needs NIXL (moeserve[pd])")
     refused(capsys, ["--kv-role", "prefill", "--port", "8123", "--kv-side-channel-port", "8123"], "--kv-side-channel-port 8123 is --port too")
+
+
+def test_yaml_aliases_are_refused_and_a_wrong_value_is_shown_short(tmp_path, capsys):
+    """Six nested aliases of nine made `tp` a list of 9**6 items, and its error a 28 MB line (nine: gigabytes,
+    the process ran out of memory); a long literal value is shown cut short too."""
+    f = tmp_path / "c.yaml"
+    nested = ", ".join([f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 7)])
+    f.write_text(f"tp: [&l0 [a, a, a, a, a, a, a, a, a], {nested}]\n")
+    refused(capsys, ["--config", str(f)], "YAML aliases (*name) are not allowed, line 1")
+    f.write_text("tp: [" + ", ".join(["1"] * 100_000) + "]\n")
+    err = refused(capsys, ["--config", str(f)], "tp must be a int, got [1, 1, 1, 1, 1, 1, ...]")
+    assert len(err) < 300
