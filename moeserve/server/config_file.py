@@ -156,6 +156,19 @@ def load_yaml(path: str) -> dict[str, Any]:
                 raise ConfigError(f"--config {path}: YAML aliases (*name) are not allowed, line {mark.line + 1}")
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):
+            """A key set twice: PyYAML keeps the last silently, so an edit that added `tp: 4` below an
+            old `tp: 2` ran whichever came last; the file is refused instead, naming both lines."""
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, str) and key in seen:
+                    raise ConfigError(f"--config {path}: {key!r} is set twice, at lines {seen[key] + 1} and "
+                                      f"{key_node.start_mark.line + 1}")
+                if isinstance(key, str):
+                    seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
     try:
         data = yaml.load(text, Loader=_NoAliases) or {}
     except yaml.YAMLError as e:

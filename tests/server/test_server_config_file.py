@@ -77,6 +77,7 @@ def test_cli_overrides_file_overrides_defaults(tmp_path):
         ("tp: four\n", [], "tp must be a int"),
         ("- a\n- b\n", [], "mapping"),
         ("tp: [\n", [], "not valid YAML"),
+        ("tp: 2\nmax_model_len: 256\ntp: 4\n", [], "'tp' is set twice, at lines 1 and 3"),
         ("", ["--port", "70000"], "--port"),
         ("", ["--api-key", ""], "--api-key"),
         ("", ["--reserved-cores", "-1"], "--reserved-cores must be >= 0"),
