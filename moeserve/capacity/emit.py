@@ -20,6 +20,7 @@ from pathlib import Path
 from moeserve.capacity.model_spec import ModelSpec, shipped_hub_id
 from moeserve.capacity.predict import Prediction, Workload
 from moeserve.capacity.served import Served
+from moeserve.cli_files import check_output
 
 MIB = 1 << 20
 # KV space the emitted config asks for beyond what the planned batch holds
@@ -122,6 +123,7 @@ def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, 
                        f"{what}")]
     pre, dec = best.sides
     prefill_path = str(out.with_name(out.stem + ".prefill.yaml"))
+    check_output("--emit", prefill_path, "serve.prefill.yaml")  # before the decode side is written: both or none
     split = f"prefill/decode split {best.prefill_gpus}:{best.decode_gpus} GPUs"
     write(path, serve_settings(dec, w, value, hw.gpus_per_node, formats, placement, mtp_drafts),
           header + [f"{split}: this file is the decode side ({best.decode_gpus // dec.layout.world} instance(s)); "

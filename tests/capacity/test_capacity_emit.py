@@ -103,6 +103,16 @@ def test_emit_names_both_sides_of_a_split_and_a_real_checkpoint_path(tmp_path, c
         assert "this file is the prefill side" in (tmp_path / "pd.prefill.yaml").read_text()
 
 
+def test_a_split_whose_prefill_file_cannot_be_written_writes_neither_side(tmp_path, capsys):
+    (tmp_path / "pd.prefill.yaml").mkdir()  # the prefill side's name is taken by a directory
+    out = tmp_path / "pd.yaml"
+    assert main(["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "64", "--isl", "4000", "--osl", "200",
+                 "--tpot-slo-ms", "60", "--ttft-slo-ms", "4000", "--emit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pd.prefill.yaml" in err[0] and "not a directory" in err[0]
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_emitted_cpu_config_starts_a_server(tmp_path, capsys):
     out = tmp_path / "serve.yaml"
