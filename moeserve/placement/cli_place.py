@@ -54,6 +54,11 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} '': name a placement plan file")
     if args.eval is not None and args.output is not None:
         raise ValueError("-o/--output writes a new plan; --eval scores one and writes none: drop one of them")
+    if args.eval is not None:
+        planning = [flag for flag, given in (("--redundant", args.redundant), ("--home-share", args.home_share is not None),
+                                             ("--merge", args.merge)) if given]
+        if planning:
+            raise ValueError(f"{', '.join(planning)} shape a new plan; --eval scores the one it is given: drop them")
     if args.output is not None:
         check_output("-o/--output", args.output, "plan.json")
     if args.plot is not None:
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
                          f"traces {traces[0].counts.shape[1:]}")
         if args.eval is not None:
             plan, runtime = _load_plan(args.eval), None
+            # --nodes defaults to 1: only another count given is a contradiction
+            for flag, given, held in (("--ep", args.ep, plan.num_ranks), ("--nodes", args.nodes, plan.num_nodes)):
+                if given is not None and given != held and not (flag == "--nodes" and given == 1):
+                    return _fail(f"{flag} {given}, but the plan {args.eval} is for {held}: --eval scores the plan as it is")
         else:
             plan, runtime = _plan(args, traces, current)
     except ValueError as e:  # TraceFormatError and PlanError: the file and the field, named

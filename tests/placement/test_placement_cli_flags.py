@@ -41,6 +41,20 @@ def test_place_eval_with_output_is_refused_not_ignored(tmp_path, capsys):
     assert not (tmp_path / "new.json").exists()
 
 
+def test_place_eval_refuses_planning_flags_and_counts_the_plan_contradicts(tmp_path, capsys):
+    """--eval scores the plan as it is: --redundant, --home-share and --merge shaped nothing, and an --ep or
+    --nodes other than the plan's was ignored without a word."""
+    plan = str(tmp_path / "plan.json")
+    assert main(["place", "--trace", TRACE, "--ep", "4", "--nodes", "2", "-o", plan]) == 0
+    capsys.readouterr()
+    scored = ["place", "--trace", TRACE, "--eval", plan]
+    _refused(capsys, [*scored, "--redundant", "2"], "--redundant")
+    _refused(capsys, [*scored, "--merge"], "--merge")
+    _refused(capsys, [*scored, "--ep", "2"], "--ep 2, but the plan")
+    _refused(capsys, [*scored, "--nodes", "4", "--ep", "4"], "--nodes 4, but the plan")
+    assert main([*scored, "--ep", "4", "--nodes", "2"]) == 0 and main(scored) == 0
+
+
 @pytest.mark.parametrize("flag, name, needle", [
     ("-o", "", "-o/--output ''"),  # was: planned, printed, wrote nothing, status 0
     ("-o", "DIR", "not a directory"),
