@@ -146,7 +146,23 @@ def load_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read --config {path}: {e.strerror}") from None
     except ValueError as e:  # not UTF-8 text
         raise ConfigError(f"--config {path} is not a text file: {e}") from None
-    class _NoAliases(yaml.SafeLoader):
+    try:
+        data = yaml.load(text, Loader=_strict_loader(path)) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--config {path} is not valid YAML: {_yaml_problem(e)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path} must be a mapping of setting: value")
+    unknown = sorted(set(data) - set(_BY_KEY))
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown keys {unknown}; valid keys: {', '.join(sorted(_BY_KEY))}")
+    return {k: check_value(_BY_KEY[k], v, path) for k, v in data.items()}
+
+
+def _strict_loader(path: str):
+    """A SafeLoader for the --config file `path` that refuses aliases and keys set twice."""
+    import yaml
+
+    class Strict(yaml.SafeLoader):
         """A deployment file has no use for `*alias`: nine nested aliases of nine put 9**9 items in one
         value, and the error that printed it ran out of memory (as a --hardware profile refuses them)."""
 
@@ -169,16 +185,7 @@ def load_yaml(path: str) -> dict[str, Any]:
                     seen[key] = key_node.start_mark.line
             return super().construct_mapping(node, deep=deep)
 
-    try:
-        data = yaml.load(text, Loader=_NoAliases) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--config {path} is not valid YAML: {_yaml_problem(e)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path} must be a mapping of setting: value")
-    unknown = sorted(set(data) - set(_BY_KEY))
-    if unknown:
-        raise ConfigError(f"--config {path}: unknown keys {unknown}; valid keys: {', '.join(sorted(_BY_KEY))}")
-    return {k: check_value(_BY_KEY[k], v, path) for k, v in data.items()}
+    return Strict
 
 
 def _yaml_problem(error) -> str:
