@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-slo-ms", type=num, help="time-to-first-token objective")
     p.add_argument("--tpot-slo-ms", type=num, help="time-per-output-token objective")
     p.add_argument("--trace", nargs="+", metavar="FILE", help="routing traces: expert balancedness from them (moeserve place --eval)")
-    p.add_argument("--plan", metavar="PLAN.json", help="placement plan scored on --trace (default: contiguous experts)")
+    p.add_argument("--plan", metavar="PLAN.json", help="placement plan scored on --trace (default: the robust plan moeserve place makes for each layout ranked)")
     p.add_argument("--balancedness", type=num, help=f"expert balancedness mean/max to assume without traces (default {ASSUMED_PLAIN} at ep > 1 without "
                    f"redundant experts, {ASSUMED_REPLICATED} with one or more per rank)")
     p.add_argument("--phase", choices=("prefill", "decode", "colocated"), help="predict this fixed layout instead of ranking")
