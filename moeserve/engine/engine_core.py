@@ -206,6 +206,10 @@ class EngineCore:
         if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
             # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
+        # everything that can fail comes before the scheduler takes the request: once it holds one, a
+        # request the engine does not track would be scheduled by every later step
+        detok = IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens,
+                                       prompt_token_ids)
         request = Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids), sampling=params, owner=owner)
         if kv_transfer is not None:
             request.remote_decode = kv_transfer.remote_decode
@@ -216,8 +220,7 @@ class EngineCore:
         self._tracked[request_id] = _Tracked(
             params=params,
             prompt_token_ids=list(prompt_token_ids),
-            detok=IncrementalDetokenizer(self.tokenizer if params.detokenize else None, params.skip_special_tokens,
-                                         prompt_token_ids),
+            detok=detok,
             logprobs=[] if params.logprobs is not None else None,
             prompt_logprobs=[None] * len(prompt_token_ids) if params.prompt_logprobs is not None else None,
         )
@@ -226,6 +229,9 @@ class EngineCore:
         """What only the engine knows (vocabulary, tokenizer); the scheduler checks the prompt's length."""
         if params.stop and self.tokenizer is None:
             raise RequestError("stop strings need a tokenizer and this checkpoint has none", param="stop")
+        if any(not isinstance(t, int) or isinstance(t, bool) for t in prompt):  # 1.5 passed every range check,
+            # then failed in the detokenizer or a step
+            raise RequestError("prompt token ids must be integers", param="prompt")
         if prompt and (min(prompt) < 0 or max(prompt) >= self.vocab_size):
             raise RequestError(f"prompt token ids must lie in [0, {self.vocab_size})", param="prompt")
         if params.stop_token_ids and max(params.stop_token_ids) >= self.vocab_size:
