@@ -160,6 +160,11 @@ class SamplingParams:
         self.logit_bias = _bias_dict(self.logit_bias)
         if isinstance(self.stop, str):
             self.stop = [self.stop]
+        for name in ("stop", "stop_token_ids"):  # list(5) is a TypeError that names nothing; list("12") is ["1", "2"]
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (list, tuple)):
+                what = "a string or a list of strings" if name == "stop" else "a list of token ids"
+                raise SamplingParamsError(f"{name} must be {what}, got {value!r}", name)
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.eos_token_ids = list(self.eos_token_ids or [])
@@ -178,6 +183,18 @@ class SamplingParams:
         def bad(param: str, msg: str) -> None:
             raise SamplingParamsError(msg, param)
 
+        # Python callers' types first: a str or None compared with a bound raised a TypeError naming no
+        # field, and a truthy "no" or 1 passed as a flag; bool is an int to Python, never a count here
+        for name in _NUMBER_FIELDS:
+            value = getattr(self, name)
+            if not _is_number(value):
+                bad(name, f"{name} must be a number, got {value!r}")
+        for name in _FLAG_FIELDS:
+            if not isinstance(getattr(self, name), bool):
+                bad(name, f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in _INT_FIELDS:
+            if isinstance(getattr(self, name), bool):
+                bad(name, f"{name} must be an integer, got {getattr(self, name)!r}")
         if not (isinstance(self.n, int) and 1 <= self.n <= MAX_N):
             bad("n", f"n must be an integer in [1, {MAX_N}], got {self.n!r}")
         if self.max_tokens is not None and not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
@@ -214,12 +231,13 @@ class SamplingParams:
             bad("stop", f"stop takes at most {MAX_STOP_STRINGS} strings, got {len(self.stop)}")
         if self.stop and not self.detokenize:
             bad("stop", "stop strings need detokenize=True")
-        if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
+        if any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in self.stop_token_ids):
             bad("stop_token_ids", "stop_token_ids must be non-negative integers")
         if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
             bad("structured_outputs", "structured_outputs must be a StructuredOutputsParams (or a dict of its fields)")
-        if self.seed is not None and not isinstance(self.seed, int):
-            bad("seed", f"seed must be an integer, got {self.seed!r}")
+        if self.seed is not None and not (isinstance(self.seed, int) and -(2**63) <= self.seed < 2**64):
+            # what a torch generator takes (and the server's API): a signed or unsigned 64-bit seed
+            bad("seed", f"seed must be an integer in [-2**63, 2**64 - 1], got {self.seed!r}")
         if self.logit_bias and len(self.logit_bias) > MAX_LOGIT_BIAS_ENTRIES:
             bad("logit_bias", f"logit_bias takes at most {MAX_LOGIT_BIAS_ENTRIES} token ids, got {len(self.logit_bias)}")
         for token, value in (self.logit_bias or {}).items():
@@ -227,6 +245,15 @@ class SamplingParams:
                 bad("logit_bias", f"logit_bias token ids must be non-negative vocabulary ids, got {token}")
             if not (math.isfinite(value) and -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS):
                 bad("logit_bias", f"logit_bias values must be in [-100, 100], got {value!r} for token {token}")
+
+
+_NUMBER_FIELDS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p")
+_FLAG_FIELDS = ("ignore_eos", "include_stop_str_in_output", "skip_special_tokens", "detokenize")
+_INT_FIELDS = ("n", "max_tokens", "top_k", "seed", "logprobs", "prompt_logprobs", "min_tokens")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _bias_dict(bias: Any) -> dict[int, float] | None:

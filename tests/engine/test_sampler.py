@@ -331,3 +331,30 @@ def test_new_sampling_fields_are_validated(kwargs, param):
     with pytest.raises(SamplingParamsError) as e:
         SamplingParams(**kwargs)
     assert e.value.param == param
+
+
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [(dict(temperature="0.5"), "temperature"), (dict(temperature=None), "temperature"), (dict(top_p="1"), "top_p"),
+     (dict(presence_penalty=None), "presence_penalty"), (dict(frequency_penalty="1"), "frequency_penalty"),
+     (dict(repetition_penalty=True), "repetition_penalty"), (dict(min_p=True), "min_p"),
+     (dict(n=True), "n"), (dict(max_tokens=True), "max_tokens"), (dict(top_k=True), "top_k"),
+     (dict(logprobs=True), "logprobs"), (dict(prompt_logprobs=False), "prompt_logprobs"), (dict(min_tokens=True), "min_tokens"),
+     (dict(seed=True), "seed"), (dict(seed=2**64), "seed"), (dict(seed=-(2**63) - 1), "seed"),
+     (dict(ignore_eos="no"), "ignore_eos"), (dict(detokenize="no"), "detokenize"),
+     (dict(skip_special_tokens=None), "skip_special_tokens"), (dict(include_stop_str_in_output=1), "include_stop_str_in_output"),
+     (dict(stop=5), "stop"), (dict(stop_token_ids=5), "stop_token_ids"), (dict(stop_token_ids="12"), "stop_token_ids"),
+     (dict(stop_token_ids=[True]), "stop_token_ids")],
+)
+def test_fields_of_the_wrong_type_name_themselves(kwargs, param):
+    """What a Python caller can pass that JSON and pydantic never hand the server: a str or None where a number
+    goes (a TypeError that named no field), a bool where a count goes, a truthy "no" where a flag goes."""
+    with pytest.raises(SamplingParamsError, match=param) as e:
+        SamplingParams(**kwargs)
+    assert e.value.param == param
+
+
+def test_every_64_bit_seed_is_taken():
+    for seed in (-(2**63), -1, 0, 2**64 - 1):
+        assert SamplingParams(seed=seed).seed == seed
+    assert SamplingParams(temperature=0, top_p=1, presence_penalty=1).greedy  # ints are numbers
