@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
+import operator
+import reprlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from moeserve.engine.engine_core import EngineCore
@@ -15,7 +18,7 @@ from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, 
 
 log = logging.getLogger(__name__)
 
-Prompt = str | Sequence[int]
+Prompt = str | Sequence[int] | dict[str, Any]
 
 
 class LLM:
@@ -40,23 +43,23 @@ class LLM:
         self._finalizer = weakref.finalize(self, EngineCore.shutdown, self.engine)
 
     def generate(
-        self, prompts: Prompt | Sequence[Prompt], params: SamplingParams | Sequence[SamplingParams] | None = None
+        self, prompts: Prompt | Sequence[Prompt], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
     ) -> list[RequestOutput]:
-        """One finished RequestOutput per prompt, in prompt order. All prompts are submitted at once."""
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        if params is None or isinstance(params, SamplingParams):
-            params = [params or SamplingParams()] * len(prompts)
-        if len(params) != len(prompts):
-            raise ValueError(f"got {len(prompts)} prompts but {len(params)} SamplingParams")
+        """One finished RequestOutput per prompt, in prompt order. All prompts are submitted at once.
+
+        prompts (as vLLM's): a str, a list of token ids, {"prompt": str} or {"prompt_token_ids": [...]},
+        or a list of these. sampling_params: one for every prompt, or a list with one per prompt.
+        A prompt or a parameter the engine refuses raises ValueError or TypeError, and nothing of the
+        call stays queued."""
+        prompt_list = _prompt_list(prompts)
+        params = _params_list(sampling_params, len(prompt_list))
+        for p in params:
+            if p.n != 1:
+                raise ValueError("sampling_params: LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
+        token_ids = [self._token_ids(prompt) for prompt in prompt_list]
         order: list[str] = []
         try:
-            for prompt, p in zip(prompts, params):
-                if p.n != 1:
-                    raise ValueError("LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
-                if isinstance(prompt, str) and self.tokenizer is None:
-                    raise ValueError("this checkpoint has no tokenizer: pass prompts as lists of token ids")
-                ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+            for ids, p in zip(token_ids, params):
                 request_id = f"llm-{next(self._ids)}"
                 self.engine.add_request(request_id, ids, p)
                 order.append(request_id)
@@ -76,6 +79,34 @@ class LLM:
                     log.exception("could not abort %s", request_id)
             raise
 
+    def _token_ids(self, prompt: Any) -> list[int]:
+        """One prompt (a str, token ids, or vLLM's {"prompt": ...} / {"prompt_token_ids": ...}) as token ids."""
+        if isinstance(prompt, dict):
+            if len(prompt) != 1 or not ({"prompt", "prompt_token_ids"} & set(prompt)):
+                raise ValueError(f"prompts: a dict prompt holds one key, 'prompt' (text) or 'prompt_token_ids', "
+                                 f"got keys {sorted(map(str, prompt))}")
+            if "prompt" in prompt:
+                prompt = prompt["prompt"]
+                if not isinstance(prompt, str):
+                    raise TypeError(f"prompts: 'prompt' is text, got {type(prompt).__name__}")
+            else:
+                prompt = prompt["prompt_token_ids"]
+                prompt = prompt.tolist() if hasattr(prompt, "tolist") else prompt
+                if isinstance(prompt, str):
+                    raise TypeError("prompts: 'prompt_token_ids' is a list of token ids, got a str (text goes in 'prompt')")
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("prompts: this checkpoint has no tokenizer: pass prompts as lists of token ids")
+            return self.tokenizer.encode(prompt)
+        if not isinstance(prompt, (list, tuple)):
+            raise TypeError(f"prompts: a prompt is a str, a list of token ids or a dict, got {type(prompt).__name__}")
+        try:
+            if any(isinstance(t, bool) for t in prompt):
+                raise TypeError
+            return [operator.index(t) for t in prompt]  # numpy and torch integers too, never 1.5
+        except TypeError:
+            raise TypeError(f"prompts: token ids must be integers, got {reprlib.repr(list(prompt))}") from None
+
     def shutdown(self) -> None:
         self._finalizer()  # runs EngineCore.shutdown once, however often this is called
 
@@ -84,6 +115,36 @@ class LLM:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+
+def _prompt_list(prompts: Any) -> list[Any]:
+    """The prompts of one call as a list: one prompt (a str, token ids, a dict) becomes a list of one."""
+    if hasattr(prompts, "tolist"):  # a numpy array or tensor of token ids: 1-D one prompt, 2-D several
+        prompts = prompts.tolist()
+    if isinstance(prompts, (str, dict)):
+        return [prompts]
+    if not isinstance(prompts, Iterable) or isinstance(prompts, (bytes, bytearray)):
+        raise TypeError(f"prompts must be a str, a list of token ids, a dict or a list of these, "
+                        f"got {type(prompts).__name__}")
+    prompts = list(prompts)  # a generator too, read once
+    if prompts and all(isinstance(p, numbers.Number) for p in prompts):
+        return [prompts]  # one prompt of token ids (checked to be integers with the others)
+    return prompts
+
+
+def _params_list(params: Any, num_prompts: int) -> list[SamplingParams]:
+    if params is None:
+        return [SamplingParams()] * num_prompts
+    if isinstance(params, SamplingParams):
+        return [params] * num_prompts
+    if not isinstance(params, Sequence) or isinstance(params, str):
+        raise TypeError(f"sampling_params must be a SamplingParams or a list of them, got {type(params).__name__}")
+    if len(params) != num_prompts:
+        raise ValueError(f"got {num_prompts} prompts but {len(params)} sampling_params: pass one, or one per prompt")
+    for p in params:
+        if not isinstance(p, SamplingParams):
+            raise TypeError(f"sampling_params must hold SamplingParams, got a {type(p).__name__}")
+    return list(params)
 
 
 LLM.__doc__ = LLM.__doc__.rstrip() + "\n" + describe(ENGINE_FLAGS) + "\n"

@@ -2,6 +2,7 @@
 argument, as vLLM's `LLM.generate` and `SamplingParams` do, and the same LLM serves the next call."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from moeserve import LLM, SamplingParams
@@ -28,12 +29,12 @@ def _still_serves(llm: LLM, hello: list[int]) -> None:
     assert llm.generate("Hello", GREEDY)[0].token_ids == hello
 
 
-def test_non_integer_token_ids_are_refused(llm, hello):
+def test_the_engine_refuses_non_integer_token_ids(llm, hello):
     # 1.5 lies in the vocabulary's range: it was admitted, failed in the detokenizer after the scheduler
-    # had queued it, and every later step failed on it
+    # had queued it, and every later step failed on it (LLM.generate now refuses it before the engine)
     for ids in ([1.5, 2.0], [True, 5]):
         with pytest.raises(ValueError, match="prompt token ids must be integers"):
-            llm.generate([ids], GREEDY)
+            llm.engine.add_request("bad", ids, GREEDY)
         _still_serves(llm, hello)
 
 
@@ -46,3 +47,75 @@ def test_a_request_that_fails_on_admission_leaves_nothing_in_the_scheduler(llm, 
         llm.generate("Hello", GREEDY)
     monkeypatch.undo()
     _still_serves(llm, hello)
+
+
+def test_every_prompt_shape_vllm_takes(llm, hello):
+    ids = llm.tokenizer.encode("Hello")
+    shapes = ["Hello", ["Hello"], ids, [ids], tuple(ids), {"prompt": "Hello"}, {"prompt_token_ids": ids},
+              [{"prompt": "Hello"}, {"prompt_token_ids": ids}], ("Hello", ids), (p for p in ["Hello"]),
+              np.array(ids), np.array([ids]), {"prompt_token_ids": np.array(ids)}, [list(np.array(ids))]]
+    for prompts in shapes:
+        outs = llm.generate(prompts, GREEDY)
+        assert outs and all(o.token_ids == hello and o.prompt_token_ids == ids for o in outs), prompts
+    assert llm.generate([], GREEDY) == []
+
+
+@pytest.mark.parametrize(
+    "prompts, error, match",
+    [(None, TypeError, "prompts must be"), (5, TypeError, "prompts must be"), (b"Hello", TypeError, "prompts must be"),
+     ([None], TypeError, "a prompt is a str"), (["Hello", 5], TypeError, "got int"),
+     ([[1.5, 2.0]], TypeError, "token ids must be integers"), ([1.5, 2.0], TypeError, "token ids must be integers"),
+     ([[True, 5]], TypeError, "token ids must be integers"), ([["a", "b"]], TypeError, "token ids must be integers"),
+     ({"prompt_token_ids": "Hello"}, TypeError, "got a str"), ({"prompt": [5, 6]}, TypeError, "'prompt' is text"),
+     ({"text": "Hello"}, ValueError, "one key"), ({"prompt": "a", "multi_modal_data": {}}, ValueError, "one key"),
+     ("", ValueError, "prompt is empty"), ([[]], ValueError, "prompt is empty"),
+     ([[10**6]], ValueError, r"prompt token ids must lie in \[0, 4096\)"), ([[-1]], ValueError, "must lie in")],
+)
+def test_a_bad_prompt_names_prompts_and_the_llm_serves_the_next_call(llm, hello, prompts, error, match):
+    if isinstance(prompts, list) and prompts and isinstance(prompts[0], list):
+        prompts = ["Hello", *prompts]  # a good prompt before the bad one is not left running either
+    with pytest.raises(error, match=match):
+        llm.generate(prompts, GREEDY)
+    _still_serves(llm, hello)
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [([GREEDY], ValueError, "got 2 prompts but 1 sampling_params"), ([GREEDY] * 3, ValueError, "2 prompts but 3"),
+     ({"temperature": 0}, TypeError, "sampling_params must be a SamplingParams"),
+     ("greedy", TypeError, "sampling_params must be"), ([GREEDY, {"temperature": 0}], TypeError, "must hold SamplingParams"),
+     (SamplingParams(n=2), ValueError, "n=1 per prompt")],
+)
+def test_bad_sampling_params_name_the_argument(llm, hello, params, error, match):
+    with pytest.raises(error, match=match):
+        llm.generate(["Hello", "World"], params)
+    _still_serves(llm, hello)
+
+
+def test_sampling_params_is_vllms_keyword_and_a_list_gives_one_per_prompt(llm, hello):
+    outs = llm.generate(["Hello", "Hello"], sampling_params=[GREEDY, SamplingParams(temperature=0.0, max_tokens=2)])
+    assert [o.token_ids for o in outs] == [hello, hello[:2]]
+
+
+def test_engine_refusals_are_value_errors_naming_the_field(llm, hello):
+    cases = [(SamplingParams(stop_token_ids=[10**6]), "stop_token_ids"), (SamplingParams(logit_bias={10**6: 1}), "logit_bias"),
+             (SamplingParams(max_tokens=10**6), "max_tokens")]
+    for params, match in cases:
+        with pytest.raises(ValueError, match=match):
+            llm.generate("Hello", params)
+        _still_serves(llm, hello)
+
+
+def test_same_seed_same_text_across_calls_and_batches(llm):
+    seeded = SamplingParams(temperature=1.0, seed=7, max_tokens=8)
+    alone = llm.generate("Hello", seeded)[0].token_ids
+    batched = llm.generate(["World", "Hello", "Hello"], seeded)
+    assert batched[1].token_ids == alone == batched[2].token_ids
+    assert llm.generate("Hello", SamplingParams(temperature=1.0, seed=2**64 - 1, max_tokens=8))[0].token_ids == \
+        llm.generate("Hello", SamplingParams(temperature=1.0, seed=-1, max_tokens=8))[0].token_ids  # torch's mod 2^64
+
+
+def test_max_tokens_unset_runs_to_max_model_len(llm):
+    out = llm.generate([[5, 6]], SamplingParams(temperature=0.0, max_tokens=None, ignore_eos=True))[0]
+    assert len(out.token_ids) == 256 - 2 and out.finish_reason == "length"
+
