@@ -51,6 +51,8 @@ class LLM:
         or a list of these. sampling_params: one for every prompt, or a list with one per prompt.
         A prompt or a parameter the engine refuses raises ValueError or TypeError, and nothing of the
         call stays queued."""
+        if not self._finalizer.alive:
+            raise RuntimeError("this LLM is shut down: create a new LLM to generate")
         prompt_list = _prompt_list(prompts)
         params = _params_list(sampling_params, len(prompt_list))
         for p in params:

@@ -119,3 +119,10 @@ def test_max_tokens_unset_runs_to_max_model_len(llm):
     out = llm.generate([[5, 6]], SamplingParams(temperature=0.0, max_tokens=None, ignore_eos=True))[0]
     assert len(out.token_ids) == 256 - 2 and out.finish_reason == "length"
 
+
+def test_generate_after_shutdown_raises_and_the_with_block_shuts_down():
+    with LLM(kv_cache_blocks=16, max_model_len=64) as llm:
+        assert llm.generate("Hello", GREEDY)[0].finish_reason == "length"
+    with pytest.raises(RuntimeError, match="shut down"):
+        llm.generate("Hello", GREEDY)
+    llm.shutdown()  # twice is harmless
