@@ -125,6 +125,8 @@ class Scheduler:
         if n == 0:
             raise RequestError("the prompt is empty", param="prompt")
         too_long = context_length_error(self.max_model_len, n, req.sampling.max_tokens)
+        if too_long is None and req.sampling.max_tokens is None:  # the context left is max_tokens: min_tokens must fit
+            too_long = context_length_error(self.max_model_len, n, req.sampling.min_tokens or None, param="min_tokens")
         if too_long is not None:
             raise too_long
         need = -(-n // self.block_size)

@@ -126,3 +126,12 @@ def test_generate_after_shutdown_raises_and_the_with_block_shuts_down():
     with pytest.raises(RuntimeError, match="shut down"):
         llm.generate("Hello", GREEDY)
     llm.shutdown()  # twice is harmless
+
+
+def test_min_tokens_past_the_context_left_is_refused_before_it_is_queued(llm, hello):
+    # max_tokens None resolves to the 6 tokens the context leaves; min_tokens 10 then failed validation after
+    # the scheduler had queued the request, which ran on, untracked, beside every later call
+    with pytest.raises(ValueError, match="min_tokens asks for 10 more"):
+        llm.generate([[5] * 250], SamplingParams(min_tokens=10, max_tokens=None))
+    _still_serves(llm, hello)
+    assert len(llm.generate([[5] * 250], SamplingParams(min_tokens=6, max_tokens=None, temperature=0.0))[0].token_ids) == 6
