@@ -7,11 +7,13 @@ import numbers
 import operator
 import reprlib
 import weakref
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.startup_summary import log_summary
+from moeserve.errors import QueueFullError
 from moeserve.outputs import RequestOutput
 from moeserve.sampling_params import SamplingParams
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
@@ -45,7 +47,8 @@ class LLM:
     def generate(
         self, prompts: Prompt | Sequence[Prompt], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
     ) -> list[RequestOutput]:
-        """One finished RequestOutput per prompt, in prompt order. All prompts are submitted at once.
+        """One finished RequestOutput per prompt, in prompt order. The prompts are read (and tokenized)
+        first, then submitted together, as far as the engine's waiting queue (max_queued_requests) holds them.
 
         prompts (as vLLM's): a str, a list of token ids, {"prompt": str} or {"prompt_token_ids": [...]},
         or a list of these. sampling_params: one for every prompt, or a list with one per prompt.
@@ -58,18 +61,14 @@ class LLM:
         for p in params:
             if p.n != 1:
                 raise ValueError("sampling_params: LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
-        token_ids = [self._token_ids(prompt) for prompt in prompt_list]
-        order: list[str] = []
+        pending = deque((f"llm-{next(self._ids)}", self._token_ids(prompt), p) for prompt, p in zip(prompt_list, params))
+        order: dict[str, None] = {}  # submitted, in prompt order
+        finished: dict[str, RequestOutput] = {}
         try:
-            for ids, p in zip(token_ids, params):
-                request_id = f"llm-{next(self._ids)}"
-                self.engine.add_request(request_id, ids, p)
-                order.append(request_id)
-            finished: dict[str, RequestOutput] = {}
-            wanted = set(order)
-            while len(finished) < len(order):
+            while pending or len(finished) < len(order):
+                self._submit(pending, order, len(order) - len(finished))
                 for out in self.engine.step():
-                    if out.finished and out.request_id in wanted:
+                    if out.finished and out.request_id in order:
                         finished[out.request_id] = out
             return [finished[r] for r in order]
         except BaseException:
@@ -80,6 +79,21 @@ class LLM:
                 except Exception:  # bookkeeping interrupted mid-update: keep aborting, keep the cause
                     log.exception("could not abort %s", request_id)
             raise
+
+    def _submit(self, pending: deque, order: dict[str, None], running: int) -> None:
+        """Moves prompts from `pending` into the engine while its waiting queue has room: a call may hold
+        more prompts than --max-queued-requests (a server's bound on its clients), as vLLM's does."""
+        while pending:
+            request_id, ids, p = pending[0]
+            try:
+                self.engine.add_request(request_id, ids, p)
+            except QueueFullError:
+                if running == 0:  # nothing of ours to wait for: the queue is full of what we do not own
+                    raise
+                return
+            pending.popleft()
+            order[request_id] = None
+            running += 1
 
     def _token_ids(self, prompt: Any) -> list[int]:
         """One prompt (a str, token ids, or vLLM's {"prompt": ...} / {"prompt_token_ids": ...}) as token ids."""

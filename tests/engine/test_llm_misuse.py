@@ -2,6 +2,8 @@
 argument, as vLLM's `LLM.generate` and `SamplingParams` do, and the same LLM serves the next call."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -135,3 +137,13 @@ def test_min_tokens_past_the_context_left_is_refused_before_it_is_queued(llm, he
         llm.generate([[5] * 250], SamplingParams(min_tokens=10, max_tokens=None))
     _still_serves(llm, hello)
     assert len(llm.generate([[5] * 250], SamplingParams(min_tokens=6, max_tokens=None, temperature=0.0))[0].token_ids) == 6
+
+
+def test_a_call_may_hold_more_prompts_than_the_waiting_queue(llm, hello, monkeypatch):
+    # max_queued_requests bounds a server's clients; five prompts with a queue of two raised QueueFullError
+    scheduler = llm.engine.scheduler
+    monkeypatch.setattr(scheduler, "cfg", dataclasses.replace(scheduler.cfg, max_queued_requests=2))
+    outs = llm.generate(["Hello", "World", "Hello", "World", "Hello"], GREEDY)
+    assert [o.token_ids for o in outs[::2]] == [hello] * 3 and outs[1].token_ids == outs[3].token_ids
+    monkeypatch.undo()
+    _still_serves(llm, hello)
