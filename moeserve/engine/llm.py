@@ -6,6 +6,7 @@ import logging
 import numbers
 import operator
 import reprlib
+import threading
 import weakref
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -41,6 +42,7 @@ class LLM:
         log_summary(self.engine.summary(), "moeserve LLM is ready")
         self.tokenizer = self.engine.tokenizer
         self._ids = itertools.count()
+        self._lock = threading.Lock()
         # `del llm` (or losing the last reference) stops the engine and its ranks, as shutdown() does
         self._finalizer = weakref.finalize(self, EngineCore.shutdown, self.engine)
 
@@ -54,14 +56,20 @@ class LLM:
         or a list of these. sampling_params: one for every prompt, or a list with one per prompt.
         A prompt or a parameter the engine refuses raises ValueError or TypeError, and nothing of the
         call stays queued."""
-        if not self._finalizer.alive:
-            raise RuntimeError("this LLM is shut down: create a new LLM to generate")
         prompt_list = _prompt_list(prompts)
         params = _params_list(sampling_params, len(prompt_list))
         for p in params:
             if p.n != 1:
                 raise ValueError("sampling_params: LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
         pending = deque((f"llm-{next(self._ids)}", self._token_ids(prompt), p) for prompt, p in zip(prompt_list, params))
+        # one call steps the engine at a time: a call collects only its own outputs, so two stepping at
+        # once took each other's (one never returned) and raced on the scheduler's state
+        with self._lock:
+            if not self._finalizer.alive:
+                raise RuntimeError("this LLM is shut down: create a new LLM to generate")
+            return self._run(pending)
+
+    def _run(self, pending: deque) -> list[RequestOutput]:
         order: dict[str, None] = {}  # submitted, in prompt order
         finished: dict[str, RequestOutput] = {}
         try:
@@ -124,7 +132,8 @@ class LLM:
             raise TypeError(f"prompts: token ids must be integers, got {reprlib.repr(list(prompt))}") from None
 
     def shutdown(self) -> None:
-        self._finalizer()  # runs EngineCore.shutdown once, however often this is called
+        with self._lock:  # after a generate running in another thread
+            self._finalizer()  # runs EngineCore.shutdown once, however often this is called
 
     def __enter__(self) -> "LLM":
         return self

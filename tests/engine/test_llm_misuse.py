@@ -3,6 +3,7 @@ argument, as vLLM's `LLM.generate` and `SamplingParams` do, and the same LLM ser
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -146,4 +147,22 @@ def test_a_call_may_hold_more_prompts_than_the_waiting_queue(llm, hello, monkeyp
     outs = llm.generate(["Hello", "World", "Hello", "World", "Hello"], GREEDY)
     assert [o.token_ids for o in outs[::2]] == [hello] * 3 and outs[1].token_ids == outs[3].token_ids
     monkeypatch.undo()
+    _still_serves(llm, hello)
+
+
+def test_calls_from_two_threads_each_get_their_outputs(llm, hello):
+    # each call stepped the engine itself: one thread's loop took (and dropped) the other's finished
+    # outputs, and the other stepped on forever; concurrent steps raced on the scheduler's state
+    got: dict[int, list] = {}
+
+    def call(i: int) -> None:
+        got[i] = [o.token_ids for o in llm.generate(["Hello"] * 4, SamplingParams(temperature=0.0, max_tokens=4 + i))]
+
+    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)  # a hang detector, not a timing: the calls take about a second
+    assert not any(t.is_alive() for t in threads), "a generate call never returned"
+    assert got[0] == [hello] * 4 and all(len(ids) == 4 + i for i in got for ids in got[i])
     _still_serves(llm, hello)
