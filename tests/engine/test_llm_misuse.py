@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from moeserve import LLM, SamplingParams
 from moeserve.engine import engine_core
@@ -56,7 +57,8 @@ def test_every_prompt_shape_vllm_takes(llm, hello):
     ids = llm.tokenizer.encode("Hello")
     shapes = ["Hello", ["Hello"], ids, [ids], tuple(ids), {"prompt": "Hello"}, {"prompt_token_ids": ids},
               [{"prompt": "Hello"}, {"prompt_token_ids": ids}], ("Hello", ids), (p for p in ["Hello"]),
-              np.array(ids), np.array([ids]), {"prompt_token_ids": np.array(ids)}, [list(np.array(ids))]]
+              np.array(ids), np.array([ids]), {"prompt_token_ids": np.array(ids)}, [list(np.array(ids))],
+              torch.tensor(ids), torch.tensor([ids])]
     for prompts in shapes:
         outs = llm.generate(prompts, GREEDY)
         assert outs and all(o.token_ids == hello and o.prompt_token_ids == ids for o in outs), prompts
