@@ -22,30 +22,31 @@ def assumed_balancedness(ep: int, redundant: int) -> float:
     return ASSUMED_PLAIN + (ASSUMED_REPLICATED - ASSUMED_PLAIN) * share
 
 
-def check_traces_fit(trace_paths: list[str], model_name: str, num_experts: int, num_moe_layers: int) -> None:
-    """ValueError unless every trace routes over the model's experts, in at most its MoE layers (a trace
-    of another model was scored as if it were this one's, status 0)."""
+def load_traces(trace_paths: list[str], model_name: str, num_experts: int, num_moe_layers: int):
+    """The traces' summed counts (a placement.trace.Trace), read once for every layout scored on them.
+    ValueError unless every trace routes over the model's experts, in at most its MoE layers (a trace of
+    another model was scored as if it were this one's, status 0)."""
     from moeserve.placement.importers import load_trace
+    from moeserve.placement.trace import merge_traces
 
-    for path in trace_paths:
-        layers, experts = load_trace(path).counts.shape[1:]
+    traces = [load_trace(path) for path in trace_paths]
+    for path, trace in zip(trace_paths, traces):
+        layers, experts = trace.counts.shape[1:]
         if experts != num_experts or layers > num_moe_layers:
             raise ValueError(f"--trace {path} routes over {experts} experts in {layers} layers; {model_name} has "
                              f"{num_experts} experts in {num_moe_layers} MoE layers: trace this model")
+    return merge_traces(traces)
 
 
-def balancedness_from(trace_paths: list[str], plan_path: str | None, ep: int, redundant: int = 0, nodes: int = 1) -> float:
+def balancedness_from(trace, plan_path: str | None, ep: int, redundant: int = 0, nodes: int = 1) -> float:
     """Balancedness of `plan_path` (or of the placement planned for ep ranks and `redundant` extra
-    slots) on the traces' summed counts."""
+    slots) on `trace`, the traces' summed counts (load_traces)."""
     import numpy as np
 
     from moeserve.placement import evaluate, policies
     from moeserve.placement.optimizer import PlacementSpec
     from moeserve.placement.plan import PlacementPlan
-    from moeserve.placement.importers import load_trace
-    from moeserve.placement.trace import merge_traces
 
-    trace = merge_traces([load_trace(p) for p in trace_paths])
     if plan_path:
         try:
             plan = PlacementPlan.load(plan_path)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from moeserve.capacity import planner, report, track_record
-from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, check_traces_fit
+from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, load_traces
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
@@ -246,6 +246,7 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
 
 
 def _balance(args, model: ModelSpec):
+    trace = load_traces(args.trace, model.name, model.num_experts, model.num_moe_layers) if args.trace else None
     cache: dict[tuple, float] = {}
 
     def balance(lay: Layout) -> float:
@@ -253,13 +254,13 @@ def _balance(args, model: ModelSpec):
             return args.balancedness
         if lay.ep == 1:
             return 1.0
-        if not args.trace:
+        if trace is None:
             return assumed_balancedness(lay.ep, lay.redundant)
         key = (lay.ep, lay.redundant)
         if key not in cache:
             from moeserve.capacity.balance import balancedness_from
 
-            cache[key] = balancedness_from(args.trace, args.plan, lay.ep, lay.redundant)
+            cache[key] = balancedness_from(trace, args.plan, lay.ep, lay.redundant)
         return cache[key]
     return balance
 
@@ -267,8 +268,6 @@ def _balance(args, model: ModelSpec):
 def _run(args) -> int:
     _check(args)
     model, hw = load_model(args.model), load_hardware(args.hardware)
-    if args.trace:
-        check_traces_fit(args.trace, model.name, model.num_experts, model.num_moe_layers)
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
     prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))

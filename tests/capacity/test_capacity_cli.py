@@ -13,6 +13,8 @@ import pytest
 
 from moeserve.capacity.balance import assumed_balancedness, balancedness_from
 from moeserve.capacity.cli import main
+from moeserve.placement.importers import load_trace
+from moeserve.placement.trace import merge_traces
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = str(REPO / "traces" / "mixtral_excerpt.npz")
@@ -130,7 +132,7 @@ def test_trace_and_plan_set_the_balancedness(capsys, tmp_path):
     assumed = run_json(capsys, *base)
     traced = run_json(capsys, *base, "--trace", TRACE)
     assert assumed["balancedness"] == assumed_balancedness(4, 0)
-    assert traced["balancedness"] == pytest.approx(balancedness_from([TRACE], None, 4))
+    assert traced["balancedness"] == pytest.approx(balancedness_from(merge_traces([load_trace(TRACE)]), None, 4))
     plan = tmp_path / "plan.json"
     PlacementPlan.contiguous(32, 8, 4).save(str(plan))
     planned = run_json(capsys, *base, "--trace", TRACE, "--plan", str(plan))
