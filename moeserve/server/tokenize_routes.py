@@ -19,9 +19,9 @@ from starlette.requests import Request
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
+from moeserve.server.api_errors import bad_request
 from moeserve.server.chat import check_messages, message_bytes, render_messages
 from moeserve.server.common import ServerState
-from moeserve.server.api_errors import bad_request
 from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest
 from moeserve.server.tools import check_tools
 
