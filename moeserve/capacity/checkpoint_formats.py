@@ -276,9 +276,8 @@ class _Patterns:
     """Module-name patterns of an exclude, ignore or targets list: "re:REGEX" (re.match, as compressed-tensors
     reads them, on the `regex` engine with REGEX_TIMEOUT_S a match), globs (fnmatch, as ModelOpt writes them)
     and plain names, which match the module and its children and, with substring=True, any name holding them
-    between dots (vLLM reads ModelOpt's lists and
-    transformers fp8's modules_to_not_convert as substrings; between dots, "mlp.gate" does not take
-    "mlp.gate_proj" nor "layers.1" "layers.10")."""
+    between dots (vLLM reads ModelOpt's lists and transformers fp8's modules_to_not_convert as substrings;
+    between dots, "mlp.gate" does not take "mlp.gate_proj" nor "layers.1" "layers.10")."""
 
     def __init__(self, patterns: list[str], field: str, substring: bool):
         self.literal = {p for p in patterns if not p.startswith("re:") and not set(p) & set("*?[")}
