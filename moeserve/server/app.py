@@ -41,6 +41,7 @@ class Gate:
         self.routes = routes  # fixed paths; anything else is labelled by its family or "other"
         key = state.config.api_key
         self.expected = key.encode() if key else None
+        self.origins = frozenset(o.lower().rstrip("/") for o in state.config.allowed_origins)  # as _refused_origin compares
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,7 +61,7 @@ class Gate:
             if error is None and self.expected is not None and path not in _OPEN_PATHS:
                 error = self._refused_key(scope)
             if error is None and path in self.routes:  # an unknown route is a 404 whatever it was sent
-                error = _refused_media_type(scope) or _refused_origin(scope, self.state.config.allowed_origins)
+                error = _refused_media_type(scope) or _refused_origin(scope, self.origins)
             if error is None and self.state.draining and path not in ("/metrics",):
                 error = unavailable(self._draining_message())
             if error is None:
@@ -150,7 +151,7 @@ def _refused_media_type(scope: Scope) -> ApiError | None:
                          "'Content-Type: application/json'", code="unsupported_media_type")
 
 
-def _refused_origin(scope: Scope, allowed: tuple[str, ...]) -> ApiError | None:
+def _refused_origin(scope: Scope, allowed: frozenset[str]) -> ApiError | None:
     """A POST a web page sent from an origin --allowed-origins does not name (403). Browsers send Origin
     with every cross-origin POST, and a page may POST a body with no Content-Type (a Blob) without a
     preflight, which is read as JSON: without this a page the user visited could make a server without
@@ -159,7 +160,7 @@ def _refused_origin(scope: Scope, allowed: tuple[str, ...]) -> ApiError | None:
     if scope.get("method") != "POST" or "*" in allowed:
         return None
     given = [v.decode("latin-1").strip() for k, v in scope.get("headers", []) if k == b"origin"]
-    if not given or all(o.lower().rstrip("/") in {a.lower().rstrip("/") for a in allowed} for o in given):
+    if not given or all(o.lower().rstrip("/") in allowed for o in given):  # allowed: lower case, no trailing /
         return None
     return ApiError(403, f"a request from the web page at origin '{clip(given[0])}' is not allowed: start the server "
                          "with --allowed-origins naming it", code="origin_not_allowed")
