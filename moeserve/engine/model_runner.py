@@ -22,6 +22,7 @@ from moeserve.dispatch.local import LocalDispatcher
 from moeserve import envs
 from moeserve.engine.cuda_graphs import DecodeGraphs, capture_sizes
 from moeserve.engine.host_copy import to_device
+from moeserve.engine.host_memory import host_memory_available
 from moeserve.engine.layout_check import load_plan
 from moeserve.engine.sampler import prompt_logprobs
 from moeserve.engine.process_groups import RankEnv
@@ -162,13 +163,7 @@ class ModelRunner:
         # the scheduler hands out: where padding rows write (engine/step_inputs.py)
         graphs_on = want_graphs and self._graphs_possible()
         use_inputs = self.device.type == "cuda" or graphs_on
-        self.kv_caches = [
-            [
-                torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
-                for shape in self.model.kv_cache_shape(self.num_blocks + int(use_inputs), self.block_size)
-            ]
-            for _ in range(self.num_kv_layers)
-        ]
+        self.kv_caches = self._allocate_kv(self.num_blocks + int(use_inputs))
         self.max_num_seqs = engine_config.scheduler.max_num_seqs
         sched = engine_config.scheduler
         self.inputs: StepInputs | None = None
@@ -221,6 +216,30 @@ class ModelRunner:
         """What a decode graph of `rows` rows captures: the forward over the persistent buffers and the LM
         head on every row -> logits [rows, V] fp32. rows is also the dispatch bound (max_tokens)."""
         return self.model.compute_logits(self.model(meta, self.kv_caches, rows))
+
+    def _allocate_kv(self, blocks: int) -> list[list[torch.Tensor]]:
+        """The KV cache of `blocks` blocks for every KV layer. A cache that cannot fit is one line naming
+        the flags, before it is allocated where this can be known (host memory: /proc/meminfo's
+        MemAvailable; a CPU allocation that would not fit otherwise ends in the kernel's OOM killer)."""
+        need = blocks * self._block_bytes()
+        hint = "lower --kv-cache-blocks or --kv-cache-memory-mb"
+        if self.device.type == "cpu":
+            available = host_memory_available()
+            if available is not None and need > available:
+                raise MemoryError(
+                    f"the KV cache of {blocks} blocks takes {need} bytes a rank, more than the {available} bytes "
+                    f"of host memory available: {hint}")
+        try:
+            return [
+                [torch.zeros(shape, dtype=self.kv_dtype, device=self.device)
+                 for shape in self.model.kv_cache_shape(blocks, self.block_size)]
+                for _ in range(self.num_kv_layers)
+            ]
+        except (torch.OutOfMemoryError, RuntimeError) as e:
+            if not isinstance(e, torch.OutOfMemoryError) and "alloc" not in str(e):
+                raise
+            raise MemoryError(f"out of memory on {self.device} allocating the KV cache of {blocks} blocks "
+                              f"({need} bytes): {hint}") from None
 
     def _to_device(self) -> None:
         """The loaded weights onto this rank's GPU; an out-of-memory start is one line."""

@@ -91,3 +91,23 @@ def test_bfloat16_runs_close_to_fp32(tmp_path):
     ref = hf_last(model, tokens)
     assert float((logits[0] - ref).abs().max() / ref.abs().max()) <= 5e-2
     assert int(logits[0].argmax()) == int(ref.argmax())
+
+
+def test_a_kv_cache_larger_than_host_memory_is_one_error_naming_the_flags(tmp_path, monkeypatch):
+    path = save_checkpoint(make_hf_model("olmoe"), tmp_path)
+    # 2 KiB a block (as above): 2**20 blocks are 2 GiB, more than the 1 GiB this "host" has left
+    monkeypatch.setattr("moeserve.engine.model_runner.host_memory_available", lambda: 2**30)
+    for cache in (CacheConfig(block_size=4, num_blocks=2**20), CacheConfig(block_size=4, kv_cache_memory_mb=2048)):
+        with pytest.raises(MemoryError, match=r"KV cache of \d+ blocks takes \d+ bytes.*--kv-cache-memory-mb"):
+            ModelRunner(EngineConfig(model=ModelConfig(model=str(path)), cache=cache), SINGLE)
+
+
+def test_host_memory_available_reads_meminfo(tmp_path):
+    from moeserve.engine.host_memory import host_memory_available
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   2000 kB\n")
+    assert host_memory_available(str(meminfo)) == 2000 * 1024
+    meminfo.write_text("MemTotal:       24000000 kB\n")
+    assert host_memory_available(str(meminfo)) is None
+    assert host_memory_available(str(tmp_path / "absent")) is None
