@@ -39,3 +39,63 @@ class RequestOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
+
+
+@dataclass
+class Logprob:
+    """vLLM's per-token logprob entry: `logprob`, `rank` (1 = the most likely token; None for a chosen
+    token outside the top alternatives, whose rank the engine does not compute) and `decoded_token`."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:
+    """One sampled sequence of a prompt, as vLLM's `CompletionOutput`. `logprobs` (with
+    SamplingParams.logprobs) has one dict per token, {token id: Logprob}: the chosen token and its top
+    alternatives; `cumulative_logprob` is the sum of the chosen tokens' logprobs (None without logprobs)."""
+
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str | None
+    stop_reason: str | int | None = None
+
+
+@dataclass
+class LLMOutput:
+    """What `LLM.generate` / `LLM.chat` return per prompt: vLLM's `RequestOutput` shape (`outputs`, one
+    CompletionOutput per sample, in sample order), plus moeserve's flat fields of the first sample
+    (`text`, `token_ids`, `logprobs`, `finish_reason`, ...) from the engine's per-sequence RequestOutput.
+
+    prompt: the prompt's text (rendered, for a chat), None for a prompt given as token ids.
+    prompt_logprobs: moeserve's shape, as RequestOutput.prompt_logprobs (computed once per prompt)."""
+
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    sequences: list[RequestOutput] = field(repr=False)  # the engine's final output of each sample
+
+    @property
+    def finished(self) -> bool:
+        return all(s.finished for s in self.sequences)
+
+    @property
+    def num_cached_tokens(self) -> int:
+        """vLLM's name: prompt tokens the prefix cache held (the most any sample found)."""
+        return max(s.num_cached_prompt_tokens for s in self.sequences)
+
+    # moeserve's flat fields: the first sample's
+    text = property(lambda self: self.sequences[0].text)
+    token_ids = property(lambda self: self.sequences[0].token_ids)
+    logprobs = property(lambda self: self.sequences[0].logprobs)
+    prompt_logprobs = property(lambda self: self.sequences[0].prompt_logprobs)
+    finish_reason = property(lambda self: self.sequences[0].finish_reason)
+    stop_reason = property(lambda self: self.sequences[0].stop_reason)
+    error = property(lambda self: self.sequences[0].error)
+    num_cached_prompt_tokens = property(lambda self: self.sequences[0].num_cached_prompt_tokens)

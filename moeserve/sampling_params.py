@@ -179,6 +179,13 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    def for_choice(self, index: int) -> "SamplingParams":
+        """The engine request of sample `index` of these params: n=1 and, with a seed, `engine_seed(seed,
+        index)`. The HTTP server's choice i and LLM.generate's sample i both run with these, so the same
+        seed gives the same n samples through either API."""
+        seed = None if self.seed is None else engine_seed(self.seed, index)
+        return dataclasses.replace(self, n=1, seed=seed)
+
     def validate(self) -> None:
         def bad(param: str, msg: str) -> None:
             raise SamplingParamsError(msg, param)
@@ -245,6 +252,17 @@ class SamplingParams:
                 bad("logit_bias", f"logit_bias token ids must be non-negative vocabulary ids, got {token}")
             if not (math.isfinite(value) and -MAX_LOGIT_BIAS <= value <= MAX_LOGIT_BIAS):
                 bad("logit_bias", f"logit_bias values must be in [-100, 100], got {value!r} for token {token}")
+
+
+ENGINE_SEEDS = 2**63  # the engine takes seeds in [0, 2^63): a signed 64-bit int on every wire and tensor
+
+
+def engine_seed(seed: int, index: int) -> int:
+    """The engine's seed for choice `index` of a request seeded with `seed`, which the APIs take in
+    [-2^63, 2^64): signed and unsigned 64-bit seeds, as clients draw them. (seed + index) mod 2^63:
+    deterministic and distinct for the choices of one request; seeds 2^63 apart sample alike, so a
+    negative seed samples as its unsigned two's complement does (-1 as 2^64 - 1)."""
+    return (seed + index) % ENGINE_SEEDS
 
 
 _NUMBER_FIELDS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p")

@@ -1,6 +1,7 @@
 """The offline Python API: `LLM(model=DIR).generate(prompts, SamplingParams(...))`."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import numbers
@@ -9,13 +10,13 @@ import reprlib
 import threading
 import weakref
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import QueueFullError
-from moeserve.outputs import RequestOutput
+from moeserve.outputs import CompletionOutput, LLMOutput, Logprob, RequestOutput
 from moeserve.sampling_params import SamplingParams
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
 
@@ -47,30 +48,49 @@ class LLM:
         self._finalizer = weakref.finalize(self, EngineCore.shutdown, self.engine)
 
     def generate(
-        self, prompts: Prompt | Sequence[Prompt], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
-    ) -> list[RequestOutput]:
-        """One finished RequestOutput per prompt, in prompt order. The prompts are read (and tokenized)
+        self, prompts: Prompt | Sequence[Prompt], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
+    ) -> list[LLMOutput]:
+        """One finished LLMOutput per prompt, in prompt order. The prompts are read (and tokenized)
         first, then submitted together, as far as the engine's waiting queue (max_queued_requests) holds them.
 
         prompts (as vLLM's): a str, a list of token ids, {"prompt": str} or {"prompt_token_ids": [...]},
-        or a list of these. sampling_params: one for every prompt, or a list with one per prompt.
-        A prompt or a parameter the engine refuses raises ValueError or TypeError, and nothing of the
-        call stays queued."""
+        or a list of these. sampling_params: one for every prompt, or a list with one per prompt; n > 1
+        samples a prompt n times (sample i as the HTTP server's choice i: SamplingParams.for_choice).
+        use_tqdm: a progress bar over the prompts when tqdm is installed; or a callable that makes one
+        (tqdm's signature). A prompt or a parameter the engine refuses raises ValueError or TypeError,
+        and nothing of the call stays queued."""
         prompt_list = _prompt_list(prompts)
         params = _params_list(sampling_params, len(prompt_list))
+        return self._generate([(self._prompt_text(prompt), self._token_ids(prompt)) for prompt in prompt_list], params,
+                              use_tqdm)
+
+    def _generate(self, prompts: list[tuple[str | None, list[int]]], params: list[SamplingParams],
+                  use_tqdm: bool | Callable[..., Any]) -> list[LLMOutput]:
+        """prompts: (text or None, token ids) each. Runs them to completion, each with its params."""
+        max_n = self.engine.config.scheduler.max_n
         for p in params:
-            if p.n != 1:
-                raise ValueError("sampling_params: LLM.generate takes n=1 per prompt; repeat the prompt for several samples")
-        pending = deque((f"llm-{next(self._ids)}", self._token_ids(prompt), p) for prompt, p in zip(prompt_list, params))
+            if p.n > max_n:
+                raise ValueError(f"sampling_params: n is {p.n}; this LLM samples at most {max_n} per prompt (max_n)")
+        owners = [f"llm-{next(self._ids)}" for _ in prompts]
+        # sample i of a prompt is engine request <owner>-<i>, as the server names choice i of a request
+        pending = deque((f"{owner}-{i}", ids, p.for_choice(i), owner)
+                        for owner, (_, ids), p in zip(owners, prompts, params) for i in range(p.n))
         # one call steps the engine at a time: a call collects only its own outputs, so two stepping at
         # once took each other's (one never returned) and raced on the scheduler's state
         with self._lock:
             if not self._finalizer.alive:
                 raise RuntimeError("this LLM is shut down: create a new LLM to generate")
-            return self._run(pending)
+            with _progress(use_tqdm, len(prompts)) as bar:
+                finished = self._run(pending, _PromptsDone({o: p.n for o, p in zip(owners, params)}, bar))
+        return [LLMOutput(request_id=owner, prompt=text, prompt_token_ids=ids,
+                          outputs=[_completion(i, finished[f"{owner}-{i}"], self.tokenizer) for i in range(p.n)],
+                          sequences=[finished[f"{owner}-{i}"] for i in range(p.n)])
+                for owner, (text, ids), p in zip(owners, prompts, params)]
 
-    def _run(self, pending: deque) -> list[RequestOutput]:
-        order: dict[str, None] = {}  # submitted, in prompt order
+    def _run(self, pending: deque, done: "_PromptsDone") -> dict[str, RequestOutput]:
+        """Every engine request of `pending` run to its final output, by request id."""
+        order: dict[str, None] = {}  # submitted
         finished: dict[str, RequestOutput] = {}
         try:
             while pending or len(finished) < len(order):
@@ -78,7 +98,8 @@ class LLM:
                 for out in self.engine.step():
                     if out.finished and out.request_id in order:
                         finished[out.request_id] = out
-            return [finished[r] for r in order]
+                        done.finished(out.request_id)
+            return finished
         except BaseException:
             # a refused prompt, Ctrl-C, an engine error: nothing of this call may keep running
             for request_id in order:
@@ -92,9 +113,9 @@ class LLM:
         """Moves prompts from `pending` into the engine while its waiting queue has room: a call may hold
         more prompts than --max-queued-requests (a server's bound on its clients), as vLLM's does."""
         while pending:
-            request_id, ids, p = pending[0]
+            request_id, ids, p, owner = pending[0]
             try:
-                self.engine.add_request(request_id, ids, p)
+                self.engine.add_request(request_id, ids, p, owner=owner)
             except QueueFullError:
                 if running == 0:  # nothing of ours to wait for: the queue is full of what we do not own
                     raise
@@ -102,6 +123,13 @@ class LLM:
             pending.popleft()
             order[request_id] = None
             running += 1
+
+    @staticmethod
+    def _prompt_text(prompt: Any) -> str | None:
+        """vLLM's RequestOutput.prompt: the prompt's text, None for token ids."""
+        if isinstance(prompt, dict):
+            prompt = prompt.get("prompt")
+        return prompt if isinstance(prompt, str) else None
 
     def _token_ids(self, prompt: Any) -> list[int]:
         """One prompt (a str, token ids, or vLLM's {"prompt": ...} / {"prompt_token_ids": ...}) as token ids."""
@@ -155,6 +183,61 @@ def _prompt_list(prompts: Any) -> list[Any]:
     if prompts and all(isinstance(p, numbers.Number) for p in prompts):
         return [prompts]  # one prompt of token ids (checked to be integers with the others)
     return prompts
+
+
+class _PromptsDone:
+    """Counts a call's finished samples per prompt (owner); a prompt whose samples all finished
+    advances the progress bar, as vLLM's bar counts prompts."""
+
+    def __init__(self, samples: dict[str, int], bar: Any):
+        self.left, self.bar = dict(samples), bar
+
+    def finished(self, request_id: str) -> None:
+        owner = request_id.rsplit("-", 1)[0]
+        self.left[owner] -= 1
+        if self.left[owner] == 0 and self.bar is not None:
+            self.bar.update(1)
+
+
+@contextlib.contextmanager
+def _progress(use_tqdm: bool | Callable[..., Any], total: int) -> Iterator[Any]:
+    """vLLM's use_tqdm: True draws a tqdm bar when tqdm is installed (no bar, no error, without it),
+    False none, a callable is called as tqdm would be and its bar is used."""
+    if callable(use_tqdm):
+        make = use_tqdm
+    elif not isinstance(use_tqdm, bool):
+        raise TypeError(f"use_tqdm must be True, False or a callable that makes a progress bar, got {use_tqdm!r}")
+    elif not use_tqdm:
+        make = None
+    else:
+        try:
+            from tqdm.auto import tqdm as make
+        except ImportError:
+            make = None
+    if make is None:
+        yield None
+        return
+    bar = make(total=total, desc="Processed prompts", dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def _completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutput:
+    """vLLM's CompletionOutput of one finished sample; its logprobs as vLLM's {token id: Logprob} dicts."""
+    entries = None
+    if out.logprobs is not None:
+        decode = (lambda t: tokenizer.decode([t])) if tokenizer is not None else (lambda t: None)
+        entries = []
+        for token, (lp, top) in zip(out.token_ids, out.logprobs):
+            ranks = {t: r for r, (t, _) in enumerate(top, 1)}  # the engine's top alternatives, most likely first
+            entry = {token: Logprob(lp, ranks.get(token), decode(token))}
+            entry.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1) if t != token)
+            entries.append(entry)
+    cumulative = None if out.logprobs is None else float(sum(lp for lp, _ in out.logprobs))
+    return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
+                            logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)
 
 
 def _params_list(params: Any, num_prompts: int) -> list[SamplingParams]:

@@ -1,7 +1,8 @@
 """One HTTP request's engine requests: fan-out (prompts x n), merged outputs, abort, metrics.
 
-Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`; with a seed, choice i samples with
-`engine_seed(seed, i)` so that n > 1 gives n different samples that are still reproducible.
+Choice `i` of prompt `p` is engine request `<id>-<p*n+i>`, with `params.for_choice(i)`: with a seed,
+choice i samples with `engine_seed(seed, i)` so that n > 1 gives n different samples that are still
+reproducible (LLM.generate's sample i runs with the same params).
 
 Outputs wait in an `OutputQueue` until the response takes them. A stream's response takes the next
 only once the previous chunk is written, so a client that stops reading left them piling up without
@@ -11,7 +12,6 @@ aborted, its engine requests freed and the queue emptied, with a warning in the 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -94,17 +94,6 @@ class Choice:
     sent: int = 0  # characters of `text` already streamed
 
 
-ENGINE_SEEDS = 2**63  # the engine takes seeds in [0, 2^63): a signed 64-bit int on every wire and tensor
-
-
-def engine_seed(seed: int, index: int) -> int:
-    """The engine's seed for choice `index` of a request seeded with `seed`, which the API takes in
-    [-2^63, 2^64): signed and unsigned 64-bit seeds, as clients draw them. (seed + index) mod 2^63:
-    deterministic and distinct for the choices of one request; seeds 2^63 apart sample alike, so a
-    negative seed samples as its unsigned two's complement does (-1 as 2^64 - 1)."""
-    return (seed + index) % ENGINE_SEEDS
-
-
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
                  buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None,
@@ -128,17 +117,13 @@ class Generation:
         # characters so that what was sent is never more than the final (stop-trimmed) text.
         self.hold = max((len(x) for x in params.stop), default=1) - 1
 
-    def _sub_params(self, index: int) -> SamplingParams:
-        seed = None if self.params.seed is None else engine_seed(self.params.seed, index)
-        return dataclasses.replace(self.params, n=1, seed=seed)
-
     async def start(self) -> None:
         """Admits every engine request or none: on any refusal the admitted ones are aborted."""
         if self.kv_taken is not None:
             self.kv_taken.take(self.kv_transfer)  # raises the stale 400 for a pin already taken here
         results = await asyncio.gather(
             *(
-                self.client.add(rid, self.prompts[c.prompt_index], self._sub_params(c.index % self.params.n), self.queue,
+                self.client.add(rid, self.prompts[c.prompt_index], self.params.for_choice(c.index % self.params.n), self.queue,
                                 owner=self.request_id, kv_transfer=self.kv_transfer)
                 for rid, c in self.choices.items()
             ),

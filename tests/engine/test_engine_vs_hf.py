@@ -49,7 +49,7 @@ def _generate(path, prompts, cost=None, **kw) -> list[list[int]]:
             group.step_cost = cost
     params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
     outs = llm.generate(prompts, params)
-    assert all(o.finish_reason == "length" for o in outs)
+    assert all(o.finish_reason == "length" and [c.token_ids for c in o.outputs] == [o.token_ids] for o in outs)
     stats = llm.engine.stats()
     llm.shutdown()
     return [o.token_ids for o in outs], stats

@@ -94,6 +94,18 @@ def test_async_client_concurrent_requests(server, reference):
     assert [r.choices[0].model_extra["token_ids"] for r in results] == [r.token_ids for r in reference]
 
 
+def test_n_seeded_choices_are_the_python_apis_samples(client, server, llm):
+    # choice i and LLM.generate's sample i run with SamplingParams.for_choice(i): the same seed gives the
+    # same n samples through either API (2^63 - 2: the third choice's seed wraps around to 0)
+    seed = 2**63 - 2
+    resp = client.completions.create(model=server.model, prompt=PROMPTS[1], max_tokens=8, temperature=1.0, seed=seed,
+                                      n=3, extra_body={"ignore_eos": True, "return_token_ids": True})
+    got = [c.model_extra["token_ids"] for c in sorted(resp.choices, key=lambda c: c.index)]
+    out = llm.generate(PROMPTS[1], SamplingParams(n=3, temperature=1.0, seed=seed, max_tokens=8, ignore_eos=True))[0]
+    assert got == [c.token_ids for c in out.outputs] and len(set(map(tuple, got))) == 3
+    assert [c.text for c in sorted(resp.choices, key=lambda c: c.index)] == [c.text for c in out.outputs]
+
+
 def test_chat_completion_uses_the_chat_template(client, server, llm):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
     prompt = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

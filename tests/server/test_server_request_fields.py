@@ -95,7 +95,7 @@ def test_a_negative_seed_samples_as_its_unsigned_twos_complement(server):
 
 
 def test_engine_seeds_stay_in_the_signed_64_bit_range():
-    from moeserve.server.generation import engine_seed
+    from moeserve.sampling_params import engine_seed
 
     for seed in (-(2**63), -1, 0, 2**63 - 1, 2**63, 2**64 - 1):
         for index in (0, 1, 127):

@@ -1,0 +1,102 @@
+"""The Python API in vLLM's shape: n samples per prompt, `RequestOutput.outputs` of CompletionOutputs,
+`use_tqdm`; moeserve's flat fields stay the first sample's."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from moeserve import SamplingParams
+from moeserve.outputs import CompletionOutput, Logprob
+from moeserve.sampling_params import engine_seed
+
+SEEDED = SamplingParams(n=3, temperature=1.0, seed=11, max_tokens=6, ignore_eos=True)
+
+
+def test_greedy_n_gives_n_identical_samples_equal_to_n_1(llm):
+    one = llm.generate("Hello", SamplingParams(temperature=0.0, max_tokens=5), use_tqdm=False)[0]
+    out = llm.generate("Hello", SamplingParams(n=3, temperature=0.0, max_tokens=5), use_tqdm=False)[0]
+    assert [c.index for c in out.outputs] == [0, 1, 2]
+    assert [c.token_ids for c in out.outputs] == [one.token_ids] * 3 and out.token_ids == one.token_ids
+    assert len({c.text for c in out.outputs}) == 1 and out.text == one.text
+
+
+def test_sample_i_runs_as_the_servers_choice_i(llm):
+    """Sample i of n with seed s is the engine request the HTTP server makes of choice i
+    (SamplingParams.for_choice: seed engine_seed(s, i)): an n=1 call with that seed gives its tokens."""
+    outs = llm.generate(["Hello", "World"], SEEDED, use_tqdm=False)
+    for out, prompt in zip(outs, ["Hello", "World"]):
+        samples = [c.token_ids for c in out.outputs]
+        assert len(set(map(tuple, samples))) == 3  # different samples, not one repeated
+        alone = [llm.generate(prompt, dataclasses.replace(SEEDED, n=1, seed=engine_seed(11, i)), use_tqdm=False)[0]
+                 .token_ids for i in range(3)]
+        assert samples == alone
+    assert [c.token_ids for c in llm.generate("Hello", SEEDED, use_tqdm=False)[0].outputs] == \
+        [c.token_ids for c in outs[0].outputs]  # reproducible across calls and batches
+
+
+def test_outputs_have_vllms_fields_and_the_flat_fields_are_the_first_sample(llm):
+    params = SamplingParams(n=2, temperature=1.0, seed=3, max_tokens=4, logprobs=2, ignore_eos=True)
+    text_out, ids_out = llm.generate(["Hello", {"prompt_token_ids": [5, 6, 7]}], params, use_tqdm=False)
+    assert text_out.prompt == "Hello" and ids_out.prompt is None and ids_out.prompt_token_ids == [5, 6, 7]
+    assert text_out.prompt_token_ids == llm.tokenizer.encode("Hello") and text_out.finished
+    assert text_out.request_id != ids_out.request_id
+    for out in (text_out, ids_out):
+        first = out.outputs[0]
+        assert isinstance(first, CompletionOutput) and len(out.outputs) == 2
+        assert (out.text, out.token_ids, out.finish_reason, out.stop_reason) == \
+            (first.text, first.token_ids, first.finish_reason, first.stop_reason)
+        for c in out.outputs:
+            assert c.finish_reason == "length" and len(c.token_ids) == 4 and len(c.logprobs) == 4
+            assert c.text == llm.tokenizer.decode(c.token_ids)
+            assert c.cumulative_logprob == pytest.approx(sum(e[c.token_ids[k]].logprob for k, e in enumerate(c.logprobs)))
+        # moeserve's flat logprobs: (chosen logprob, [(id, logprob), ...]) of the first sample
+        for token, entry, (lp, top) in zip(first.token_ids, first.logprobs, out.logprobs):
+            assert entry[token].logprob == lp and entry[token].decoded_token == llm.tokenizer.decode([token])
+            assert [(t, entry[t].logprob, entry[t].rank) for t, _ in top] == [(t, v, r) for r, (t, v) in enumerate(top, 1)]
+            assert isinstance(entry[token], Logprob) and set(entry) == {token} | {t for t, _ in top}
+    assert llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm=False)[0].outputs[0].cumulative_logprob is None
+
+
+def test_a_list_of_params_may_give_each_prompt_its_own_n(llm):
+    outs = llm.generate(["Hello", "World"], [SamplingParams(n=2, max_tokens=2), SamplingParams(n=1, max_tokens=3)],
+                        use_tqdm=False)
+    assert [len(o.outputs) for o in outs] == [2, 1] and len(outs[1].token_ids) == 3
+    assert llm.engine.scheduler.requests == {}
+
+
+def test_n_above_max_n_is_refused_naming_sampling_params(llm, monkeypatch):
+    engine = llm.engine
+    monkeypatch.setattr(engine, "config", dataclasses.replace(
+        engine.config, scheduler=dataclasses.replace(engine.config.scheduler, max_n=2)))
+    with pytest.raises(ValueError, match=r"sampling_params: n is 3; .* at most 2 .*\(max_n\)"):
+        llm.generate("Hello", SamplingParams(n=3))
+    assert llm.engine.scheduler.requests == {}
+
+
+class _Bar:
+    made: list[_Bar] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.n, self.closed = kwargs, 0, False
+        _Bar.made.append(self)
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_use_tqdm_takes_a_bool_or_a_callable_that_counts_prompts(llm, monkeypatch):
+    llm.generate(["Hello", "World"], SamplingParams(n=2, max_tokens=2), use_tqdm=_Bar)
+    bar = _Bar.made[-1]
+    assert bar.kwargs["total"] == 2 and bar.n == 2 and bar.closed  # prompts, not samples
+    for flag in (True, False):
+        assert llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm=flag)[0].finished
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm not installed: no bar, no error
+    assert llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm=True)[0].finished
+    with pytest.raises(TypeError, match="use_tqdm must be"):
+        llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm="yes")
+    assert llm.engine.scheduler.requests == {}
