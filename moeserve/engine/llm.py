@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import QueueFullError
@@ -23,6 +24,9 @@ from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, 
 log = logging.getLogger(__name__)
 
 Prompt = str | Sequence[int] | dict[str, Any]
+Conversation = Sequence[dict[str, Any]]
+# chat_template_kwargs entries that are arguments of LLM.chat itself
+_CHAT_ARGUMENTS = ("add_generation_prompt", "continue_final_message", "tools", "chat_template")
 
 
 class LLM:
@@ -64,6 +68,59 @@ class LLM:
         params = _params_list(sampling_params, len(prompt_list))
         return self._generate([(self._prompt_text(prompt), self._token_ids(prompt)) for prompt in prompt_list], params,
                               use_tqdm)
+
+    def chat(
+        self, messages: Conversation | Sequence[Conversation], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True, *, chat_template: str | None = None, add_generation_prompt: bool = True,
+        continue_final_message: bool = False, tools: list[dict[str, Any]] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> list[LLMOutput]:
+        """vLLM's LLM.chat: one finished LLMOutput per conversation. messages: one conversation (a list
+        of {"role", "content"} dicts, as OpenAI's API takes them) or a list of conversations; each is
+        rendered as the HTTP server's /v1/chat/completions renders it (engine/chat_prompt.py: the
+        checkpoint's chat template, or `chat_template`, with `tools` and `chat_template_kwargs` as
+        template variables), then generated as `generate` does (sampling_params, use_tqdm alike).
+        Bad messages raise ChatPromptError (a ValueError naming the field, `.param`) or TypeError
+        before anything is queued."""
+        conversations = _conversations(messages)
+        params = _params_list(sampling_params, len(conversations))
+        render = self._chat_renderer(chat_template, add_generation_prompt, continue_final_message, tools, chat_template_kwargs)
+        prompts = []
+        for k, conversation in enumerate(conversations):
+            try:
+                prompts.append(render(conversation))
+            except chat_prompt.ChatPromptError as e:
+                if isinstance(messages[0], dict):  # one conversation: the message names it already
+                    raise
+                raise chat_prompt.ChatPromptError(f"conversation {k}: {e}", e.param) from None
+        return self._generate(prompts, params, use_tqdm)
+
+    def _chat_renderer(self, chat_template: Any, add_generation_prompt: Any, continue_final_message: Any, tools: Any,
+                       chat_template_kwargs: Any) -> Callable[[Any], tuple[str, list[int]]]:
+        """Checks LLM.chat's arguments; returns conversation -> (rendered text, token ids)."""
+        for name, value in (("add_generation_prompt", add_generation_prompt), ("continue_final_message", continue_final_message)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
+        if chat_template is not None and not isinstance(chat_template, str):
+            raise TypeError(f"chat_template must be a Jinja template (a str) or None, got {type(chat_template).__name__}")
+        if self.tokenizer is None:
+            raise ValueError("messages: this checkpoint has no tokenizer to render a chat: pass token ids to generate")
+        variables = dict(chat_prompt.check_template_kwargs(chat_template_kwargs, _CHAT_ARGUMENTS, "an argument of LLM.chat"))
+        if tools is not None:
+            chat_prompt.check_tools(tools)
+            variables["tools"] = tools
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message=True needs add_generation_prompt=False")
+
+        def render(conversation: Any) -> tuple[str, list[int]]:
+            chat_prompt.check_message_types(conversation)
+            chat_prompt.check_messages(conversation, add_generation_prompt, continue_final_message)
+            return chat_prompt.render(self.tokenizer, chat_prompt.template_turns(conversation),
+                                      add_generation_prompt=add_generation_prompt,
+                                      continue_final_message=continue_final_message, variables=variables,
+                                      chat_template=chat_template)
+
+        return render
 
     def _generate(self, prompts: list[tuple[str | None, list[int]]], params: list[SamplingParams],
                   use_tqdm: bool | Callable[..., Any]) -> list[LLMOutput]:
@@ -238,6 +295,19 @@ def _completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOut
     cumulative = None if out.logprobs is None else float(sum(lp for lp, _ in out.logprobs))
     return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
                             logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)
+
+
+def _conversations(messages: Any) -> list[Any]:
+    """LLM.chat's messages as a list of conversations: one conversation (a list of dicts) becomes a list of one."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence) or not messages:
+        raise TypeError(f"messages must be a conversation (a non-empty list of {{'role', 'content'}} dicts) or a list "
+                        f"of conversations, got {reprlib.repr(messages)}")
+    if all(isinstance(m, dict) for m in messages):
+        return [list(messages)]
+    if all(isinstance(c, Sequence) and not isinstance(c, (str, bytes)) for c in messages):
+        return [list(c) for c in messages]
+    raise TypeError(f"messages must be a list of message dicts or a list of conversations (lists of dicts), not a mix: "
+                    f"got {reprlib.repr(messages)}")
 
 
 def _params_list(params: Any, num_prompts: int) -> list[SamplingParams]:

@@ -8,122 +8,77 @@ A checkpoint without a template gets the documented default (moeserve.engine.bui
 ChatML-like):
 
     <|im_start|>{role}\\n{content}<|im_end|>\\n ... <|im_start|>assistant\\n
+
+The rendering and the checks of the messages are engine/chat_prompt.py's, which LLM.chat uses too:
+the same messages give the same prompt token ids through either API.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
-from moeserve.engine.builtin_model import CHAT_TEMPLATE
+from moeserve.engine import chat_prompt
 from moeserve.sampling_params import StructuredOutputsParams
 from moeserve.server import common, kv_params, structured
-from moeserve.server.api_errors import bad_request, clip
+from moeserve.server.api_errors import bad_request
 from moeserve.server.chat_output import ChoicePlan, plan_output
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
-from moeserve.server.protocol import ChatCompletionRequest, ChatMessage, ContentPart
+from moeserve.server.protocol import ChatCompletionRequest, ChatMessage
 from moeserve.server.tools import forced_schema, tool_request
 
 
+def _as_dict(message: ChatMessage) -> dict[str, Any]:
+    """A checked message as engine/chat_prompt.py takes it: its fields that are set, parts as dicts."""
+    out = {key: getattr(message, key) for key in ChatMessage.model_fields if getattr(message, key) is not None}
+    if isinstance(message.content, list):
+        out["content"] = [part.model_dump() for part in message.content]
+    return out
+
+
 def _content(message: ChatMessage) -> str:
-    if message.content is None:
-        return ""
-    if isinstance(message.content, str):
-        return message.content
-    # vLLM joins the parts with newlines; a refusal part (assistant messages only) reads as its text
-    return "\n".join((part.refusal if part.type == "refusal" else part.text) or "" for part in message.content)
+    return chat_prompt.content_text(_as_dict(message).get("content"))
+
+
+def _refusing(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(...) with its ChatPromptError as the 400 that names the same field."""
+    try:
+        return fn(*args, **kwargs)
+    except chat_prompt.ChatPromptError as e:
+        raise bad_request(str(e), param=e.param) from None
 
 
 def render_messages(state: ServerState, req: Any, check: Callable[[str], None] | None = None) -> list[int]:
-    """The chat template applied to req.messages (checked by `check_messages`), tokenized; req has
-    add_generation_prompt and continue_final_message (a chat or a /tokenize request). `check` sees the
-    rendered text before it is tokenized (and may refuse it)."""
-    from jinja2 import TemplateError
-
+    """The chat template applied to req.messages (checked by `check_messages`), tokenized
+    (engine/chat_prompt.py, as LLM.chat renders them); req has add_generation_prompt and
+    continue_final_message (a chat or a /tokenize request). `check` sees the rendered text before it
+    is tokenized (and may refuse it)."""
     tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
-    turns = [_turn(m) for m in req.messages]
-    # the tokenizer's own template(s): None lets transformers pick among named ones (a dict), which it
-    # cannot take as `chat_template` itself
-    template = None if getattr(tokenizer, "chat_template", None) else CHAT_TEMPLATE
-    extra = dict(_template_kwargs(req.chat_template_kwargs))
+    turns = chat_prompt.template_turns([_as_dict(m) for m in req.messages])
+    variables = dict(_refusing(chat_prompt.check_template_kwargs, req.chat_template_kwargs, _OWN_FIELDS, "a request field"))
     if getattr(req, "reasoning_effort", None) is not None:
-        extra.setdefault("reasoning_effort", req.reasoning_effort)
+        variables.setdefault("reasoning_effort", req.reasoning_effort)
     if req.documents is not None:
-        extra["documents"] = req.documents
+        variables["documents"] = req.documents
     if getattr(req, "tools", None):
-        extra["tools"] = req.tools
-    try:
-        text = tokenizer.apply_chat_template(
-            turns, chat_template=template, add_generation_prompt=req.add_generation_prompt,
-            continue_final_message=req.continue_final_message, tokenize=False, **extra)
-    except (TemplateError, TypeError) as e:  # TypeError: a template doing arithmetic on a request's value
-        raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
-    except ValueError as e:  # e.g. continue_final_message on a template that does not end the turn with its content
-        if req.continue_final_message:
-            raise bad_request(f"the chat template cannot continue the final message: {str(e)[:200]}",
-                              param="continue_final_message") from None
-        raise bad_request(f"the chat template rejected the messages: {str(e)[:200]}", param="messages") from None
-    if check is not None:
-        check(text)
-    ids = tokenizer.encode(text, add_special_tokens=req.add_special_tokens)
-    if not ids:
-        raise bad_request("the messages render to an empty prompt", param="messages")
+        variables["tools"] = req.tools
+    _, ids = _refusing(chat_prompt.render, tokenizer, turns, add_generation_prompt=req.add_generation_prompt,
+                       continue_final_message=req.continue_final_message, variables=variables,
+                       add_special_tokens=req.add_special_tokens, check=check)
     return ids
+
+
+# chat_template_kwargs entries that are fields of the request itself
+_OWN_FIELDS = ("add_generation_prompt", "continue_final_message", "documents")
 
 
 def message_bytes(req: Any) -> int:
     """About how much text the messages hold (which tokenizer lane renders them: common.tokenize)."""
     return sum(len(_content(m)) for m in req.messages)
-
-
-def _turn(message: ChatMessage) -> dict[str, Any]:
-    """A message as the template sees it: role and content, and whichever of name, tool_calls,
-    tool_call_id and function_call it carries (a template that renders tool history needs them)."""
-    turn: dict[str, Any] = {"role": message.role, "content": _content(message)}
-    for key in ("name", "tool_calls", "tool_call_id", "function_call"):
-        value = getattr(message, key)
-        if value is not None:
-            turn[key] = value
-    if message.tool_calls:
-        turn["tool_calls"] = [_call_for_template(call) for call in message.tool_calls]
-    return turn
-
-
-def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
-    """An earlier turn's tool call with its arguments as an object, as vLLM hands them to templates
-    (GLM-4.5's iterates them; Qwen3's writes either); arguments that are not a JSON object stay text."""
-    fn = call.get("function")
-    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
-        return call
-    try:
-        arguments = json.loads(fn["arguments"])
-    except ValueError:
-        return call
-    return {**call, "function": {**fn, "arguments": arguments}} if isinstance(arguments, dict) else call
-
-
-# apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
-# (the request has fields for the ones a client may choose; the template itself is the checkpoint's)
-_RESERVED_TEMPLATE_KWARGS = frozenset({
-    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
-    "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
-    "return_assistant_tokens_mask", "tokenizer_kwargs",
-})
-
-
-def _template_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    for key in kwargs or {}:
-        if key in ("add_generation_prompt", "continue_final_message", "documents"):
-            raise bad_request(f"set {key} as a request field, not in chat_template_kwargs", param="chat_template_kwargs")
-        if key in _RESERVED_TEMPLATE_KWARGS:
-            raise bad_request(f"chat_template_kwargs may only add template variables; '{clip(key)}' is an argument of "
-                              "the template call", param="chat_template_kwargs")
-    return kwargs or {}
 
 
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
@@ -135,27 +90,9 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
 
 
 def check_messages(req: Any) -> None:
-    """Refuses what the template cannot take: missing content, parts other than text (and an
-    assistant's refusal), continuing a final message while also opening a new assistant turn."""
-    if req.continue_final_message and req.add_generation_prompt:
-        raise bad_request("continue_final_message needs add_generation_prompt: false", param="continue_final_message")
-    for i, m in enumerate(req.messages):
-        if m.content is None and m.role != "assistant":  # OpenAI: only an assistant turn may omit content
-            raise bad_request(f"messages[{i}] ({m.role}) has no content", param=f"messages.{i}.content")
-        for j, part in enumerate(m.content if isinstance(m.content, list) else []):
-            _check_part(m.role, part, f"messages[{i}].content[{j}]", f"messages.{i}.content.{j}")
-
-
-def _check_part(role: str, part: ContentPart, where: str, param: str) -> None:
-    """A text part with its text, or a refusal part with its refusal on an assistant message (OpenAI's
-    schema allows refusals there only; vLLM reads them as text)."""
-    if part.type == "refusal" and role != "assistant":
-        raise bad_request(f"{where} is a 'refusal' part; only assistant messages may hold one (this is a {role} message)",
-                          param=f"{param}.type")
-    if part.type not in ("text", "refusal"):
-        raise bad_request(f"{where} is a '{clip(part.type)}' part; only text parts are supported", param=f"{param}.type")
-    if getattr(part, part.type) is None:
-        raise bad_request(f"{where} is a {part.type} part without '{part.type}'", param=f"{param}.{part.type}")
+    """engine/chat_prompt.check_messages on the request's messages, as a 400."""
+    _refusing(chat_prompt.check_messages, [_as_dict(m) for m in req.messages], req.add_generation_prompt,
+              req.continue_final_message)
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:

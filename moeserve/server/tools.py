@@ -15,9 +15,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from moeserve.engine import chat_prompt
 from moeserve.server.api_errors import bad_request, clip
 
-MAX_NAME_CHARS = 256
 _NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # OpenAI: parameters omitted
 
 
@@ -63,28 +63,12 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
 
 
 def check_tools(tools: list[Any]) -> list[str]:
-    """Refuses tools that are not OpenAI function tools of distinct names; returns their names."""
-    for i, tool in enumerate(tools):
-        _check_tool(tool, i)
-    names = [t["function"]["name"] for t in tools]
-    if len(set(names)) != len(names):
-        raise bad_request("tools has two functions of one name", param="tools")
-    return names
-
-
-def _check_tool(tool: Any, i: int) -> None:
-    where = f"tools.{i}"
-    if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
-        raise bad_request(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"parameters\": "
-                          "{...}}}}} (function tools are the only kind served)", param=where)
-    fn = tool["function"]
-    name = fn.get("name")
-    if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS or any(c.isspace() for c in name):
-        raise bad_request(f"{where}.function.name must be a non-empty name without spaces", param=f"{where}.function.name")
-    params = fn.get("parameters")
-    if params is not None and not isinstance(params, dict):
-        raise bad_request(f"{where}.function.parameters must be a JSON schema (an object)",
-                          param=f"{where}.function.parameters")
+    """Refuses tools that are not OpenAI function tools of distinct names (engine/chat_prompt.py's
+    check, as LLM.chat's) with a 400; returns their names."""
+    try:
+        return chat_prompt.check_tools(tools)
+    except chat_prompt.ChatPromptError as e:
+        raise bad_request(str(e), param=e.param) from None
 
 
 def _named(choice: Any) -> str:

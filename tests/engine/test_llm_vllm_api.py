@@ -100,3 +100,84 @@ def test_use_tqdm_takes_a_bool_or_a_callable_that_counts_prompts(llm, monkeypatc
     with pytest.raises(TypeError, match="use_tqdm must be"):
         llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm="yes")
     assert llm.engine.scheduler.requests == {}
+
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+# prints every field a turn may carry, the tools and a template variable: what reaches the template
+FIELDS_TEMPLATE = ("{% for t in tools or [] %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}<{{ m.role }}|"
+                   "{{ m.name or '' }}|{{ m.tool_call_id or '' }}|{{ (m.tool_calls or []) | map(attribute='function') | "
+                   "map(attribute='arguments') | map(attribute='x') | join(',') }}>{{ m.content }}{% endfor %}"
+                   "{{ flavour }}{% if add_generation_prompt %}<assistant>{% endif %}")
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+HISTORY = [{"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "r"}], "name": "ann"},
+           {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"x": 7}'}}]},
+           {"role": "tool", "content": "42", "tool_call_id": "c1"}]
+
+
+def test_chat_renders_as_the_server_and_generates_as_generate(llm):
+    from types import SimpleNamespace
+
+    from moeserve.server.chat import render_messages
+    from moeserve.server.protocol import ChatCompletionRequest, validate
+
+    out = llm.chat(CHAT, GREEDY, use_tqdm=False)[0]
+    served = render_messages(SimpleNamespace(tokenizer=llm.tokenizer), validate(ChatCompletionRequest, {"messages": CHAT}))
+    assert out.prompt_token_ids == served and out.prompt == llm.tokenizer.decode(served)
+    assert out.token_ids == llm.generate([served], GREEDY, use_tqdm=False)[0].token_ids
+
+
+def test_chat_tools_history_and_template_kwargs_reach_the_template_as_the_servers(llm, monkeypatch):
+    from types import SimpleNamespace
+
+    from moeserve.server.chat import render_messages
+    from moeserve.server.protocol import ChatCompletionRequest, validate
+
+    out = llm.chat(HISTORY, GREEDY, use_tqdm=False, chat_template=FIELDS_TEMPLATE, tools=TOOLS,
+                   chat_template_kwargs={"flavour": "plain"})[0]
+    assert out.prompt == "[lookup]<user|ann||>q\nr<assistant|||7><tool||c1|>42plain<assistant>"
+    monkeypatch.setattr(llm.tokenizer, "chat_template", FIELDS_TEMPLATE)  # the server renders the tokenizer's
+    req = validate(ChatCompletionRequest, {"messages": HISTORY, "tools": TOOLS, "chat_template_kwargs": {"flavour": "plain"}})
+    assert render_messages(SimpleNamespace(tokenizer=llm.tokenizer), req) == out.prompt_token_ids
+    cont = llm.chat(HISTORY[:1] + [{"role": "assistant", "content": "The answ"}], GREEDY, use_tqdm=False,
+                    add_generation_prompt=False, continue_final_message=True)[0]
+    assert cont.prompt.endswith("The answ") and "<assistant>" not in cont.prompt
+
+
+def test_chat_takes_a_list_of_conversations_each_with_its_params(llm):
+    convs = [CHAT, CHAT[1:], CHAT]
+    outs = llm.chat(convs, [GREEDY, GREEDY, SamplingParams(n=2, temperature=0.0, max_tokens=4, ignore_eos=True)],
+                    use_tqdm=False)
+    alone = [llm.chat(c, GREEDY, use_tqdm=False)[0] for c in convs[:2]]
+    assert [o.prompt_token_ids for o in outs] == [alone[0].prompt_token_ids, alone[1].prompt_token_ids,
+                                                 alone[0].prompt_token_ids]
+    assert [o.token_ids for o in outs] == [alone[0].token_ids, alone[1].token_ids, alone[0].token_ids]
+    assert [c.token_ids for c in outs[2].outputs] == [alone[0].token_ids] * 2
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(messages=[]), TypeError, "messages must be a conversation"),
+    (dict(messages="Say hi"), TypeError, "messages must be a conversation"),
+    (dict(messages=[CHAT[0], [CHAT[1]]]), TypeError, "not a mix"),
+    (dict(messages=[{"role": "user"}]), ValueError, r"messages\[0\] \(user\) has no content"),
+    (dict(messages=[{"role": "robot", "content": "x"}]), ValueError, r"messages\[0\]\['role'\] must be one of"),
+    (dict(messages=[{"role": "user", "content": 5}]), ValueError, "must be a string or a list of content parts"),
+    (dict(messages=[{"role": "user", "content": "x", "extra": 1}]), ValueError, r"unknown keys \['extra'\]"),
+    (dict(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]), ValueError,
+     "'image_url' part; only text parts"),
+    (dict(messages=[CHAT, [{"role": "user", "content": None}]]), ValueError, r"conversation 1: messages\[0\]"),
+    (dict(messages=CHAT, continue_final_message=True), ValueError, "needs add_generation_prompt=False"),
+    (dict(messages=CHAT, add_generation_prompt="yes"), TypeError, "add_generation_prompt must be True or False"),
+    (dict(messages=CHAT, tools=[{"type": "code_interpreter"}]), ValueError, "tools.0 must be"),
+    (dict(messages=CHAT, chat_template_kwargs={"add_generation_prompt": False}), ValueError, "argument of LLM.chat"),
+    (dict(messages=CHAT, chat_template_kwargs={"tokenize": True}), ValueError, "only add template variables"),
+    (dict(messages=CHAT, chat_template="{{ messages[0].nope.deeper }}"), ValueError, "chat template rejected"),
+    (dict(messages=CHAT, chat_template=5), TypeError, "chat_template must be"),
+    (dict(messages=[CHAT, CHAT], sampling_params=[GREEDY]), ValueError, "got 2 prompts but 1 sampling_params"),
+])
+def test_bad_chat_arguments_name_themselves_and_queue_nothing(llm, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        llm.chat(use_tqdm=False, **kwargs)
+    assert llm.engine.scheduler.requests == {}
+    assert llm.chat(CHAT, GREEDY, use_tqdm=False)[0].finish_reason == "length"

@@ -110,7 +110,11 @@ def test_chat_completion_uses_the_chat_template(client, server, llm):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
     prompt = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     ids = llm.tokenizer.encode(prompt, add_special_tokens=False)
-    ref = llm.generate([ids], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))[0]
+    ref = llm.chat(messages, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))[0]  # LLM.chat renders alike
+    assert ref.prompt_token_ids == ids and ref.prompt == prompt
+    tokenized = httpx.post(server.url + "/tokenize", json={"messages": messages},
+                           headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60).json()
+    assert tokenized["tokens"] == ids
     resp = client.chat.completions.create(model=server.model, messages=messages, max_tokens=8, temperature=0,
                                           extra_body={"ignore_eos": True, "return_token_ids": True})
     choice = resp.choices[0]

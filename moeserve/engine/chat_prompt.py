@@ -1,0 +1,206 @@
+"""Chat messages to a prompt: the chat template applied to the messages, then tokenized.
+
+One code path for the HTTP server's /v1/chat/completions and /tokenize (server/chat.py, which turns
+its errors into 400s) and `LLM.chat`, so the same messages give the same prompt token ids in both.
+The template is the checkpoint's (the one its tokenizer loads; of named templates, transformers'
+choice: "default"), else the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE).
+
+Messages are plain dicts, as OpenAI's API takes them: "role" (system, developer, user, assistant,
+tool), "content" (a str, or a list of {"type": "text", "text": ...} parts; an assistant's
+{"type": "refusal", "refusal": ...} parts read as text; only an assistant turn may omit it), and
+optionally "name", "tool_calls", "tool_call_id", "function_call", which reach the template as given
+(a tool call's JSON-object arguments as an object, as vLLM hands them to templates).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from moeserve.engine.builtin_model import CHAT_TEMPLATE
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+MAX_TOOL_NAME_CHARS = 256
+# apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
+RESERVED_TEMPLATE_KWARGS = frozenset({
+    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
+    "return_assistant_tokens_mask", "tokenizer_kwargs",
+})
+_OPTIONAL_FIELDS = {"name": str, "tool_calls": list, "tool_call_id": str, "function_call": dict}
+
+
+class ChatPromptError(ValueError):
+    """Messages, tools or template variables the template cannot take; `param` names the field
+    (`messages.1.content`), as the HTTP API's error does."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
+def _clip(value: object, limit: int = 40) -> str:  # a client's value quoted in a message
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_message_types(messages: Any) -> None:
+    """The shape the HTTP API's schema checks (server/protocol.py), for messages from Python: a
+    non-empty list of dicts with a known role, content a str, None or a list of part dicts, and no
+    other keys than those of the module docstring."""
+    if not isinstance(messages, list) or not messages:
+        raise ChatPromptError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, got "
+                              f"{_clip(repr(messages))}", "messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise ChatPromptError(f"messages[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}",
+                                  f"messages.{i}")
+        unknown = sorted(map(str, set(m) - {"role", "content", *_OPTIONAL_FIELDS}))
+        if unknown:
+            raise ChatPromptError(f"messages[{i}] has unknown keys {unknown}", f"messages.{i}")
+        if m.get("role") not in ROLES:
+            raise ChatPromptError(f"messages[{i}]['role'] must be one of {', '.join(ROLES)}, got "
+                                  f"{_clip(repr(m.get('role')))}", f"messages.{i}.role")
+        content = m.get("content")
+        if not (content is None or isinstance(content, str)
+                or (isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("type"), str) for p in content))):
+            raise ChatPromptError(f"messages[{i}]['content'] must be a string or a list of content parts "
+                                  "({'type': 'text', 'text': ...})", f"messages.{i}.content")
+        for key, kind in _OPTIONAL_FIELDS.items():
+            if m.get(key) is not None and not isinstance(m[key], kind):
+                raise ChatPromptError(f"messages[{i}]['{key}'] must be a {kind.__name__}, got {type(m[key]).__name__}",
+                                      f"messages.{i}.{key}")
+
+
+def check_messages(messages: Sequence[dict[str, Any]], add_generation_prompt: bool, continue_final_message: bool) -> None:
+    """Refuses what the template cannot take: missing content, parts other than text (and an
+    assistant's refusal), continuing a final message while also opening a new assistant turn."""
+    if continue_final_message and add_generation_prompt:
+        raise ChatPromptError("continue_final_message needs add_generation_prompt: false", "continue_final_message")
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if content is None and m["role"] != "assistant":  # OpenAI: only an assistant turn may omit content
+            raise ChatPromptError(f"messages[{i}] ({m['role']}) has no content", f"messages.{i}.content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            _check_part(m["role"], part, f"messages[{i}].content[{j}]", f"messages.{i}.content.{j}")
+
+
+def _check_part(role: str, part: dict[str, Any], where: str, param: str) -> None:
+    """A text part with its text, or a refusal part with its refusal on an assistant message (OpenAI's
+    schema allows refusals there only; vLLM reads them as text)."""
+    kind = part["type"]
+    if kind == "refusal" and role != "assistant":
+        raise ChatPromptError(f"{where} is a 'refusal' part; only assistant messages may hold one (this is a {role} "
+                              "message)", f"{param}.type")
+    if kind not in ("text", "refusal"):
+        raise ChatPromptError(f"{where} is a '{_clip(kind)}' part; only text parts are supported", f"{param}.type")
+    if not isinstance(part.get(kind), str):
+        raise ChatPromptError(f"{where} is a {kind} part without '{kind}'", f"{param}.{kind}")
+
+
+def content_text(content: str | list[dict[str, Any]] | None) -> str:
+    """A message's content as the template sees it: parts joined with newlines, as vLLM joins them."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get(part["type"]) or "" for part in content)
+
+
+def check_tools(tools: list[Any]) -> list[str]:
+    """Refuses tools that are not OpenAI function tools of distinct names; returns their names."""
+    if not isinstance(tools, list):
+        raise ChatPromptError(f"tools must be a list of function tools, got {type(tools).__name__}", "tools")
+    for i, tool in enumerate(tools):
+        _check_tool(tool, i)
+    names = [t["function"]["name"] for t in tools]
+    if len(set(names)) != len(names):
+        raise ChatPromptError("tools has two functions of one name", "tools")
+    return names
+
+
+def _check_tool(tool: Any, i: int) -> None:
+    where = f"tools.{i}"
+    if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+        raise ChatPromptError(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"parameters\": "
+                              "{...}}}}} (function tools are the only kind served)", where)
+    fn = tool["function"]
+    name = fn.get("name")
+    if not isinstance(name, str) or not name or len(name) > MAX_TOOL_NAME_CHARS or any(c.isspace() for c in name):
+        raise ChatPromptError(f"{where}.function.name must be a non-empty name without spaces", f"{where}.function.name")
+    params = fn.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise ChatPromptError(f"{where}.function.parameters must be a JSON schema (an object)", f"{where}.function.parameters")
+
+
+def check_template_kwargs(kwargs: dict[str, Any] | None, own_arguments: Sequence[str], where: str) -> dict[str, Any]:
+    """chat_template_kwargs may add template variables, not set an argument of the template call;
+    `own_arguments` are those the caller takes as arguments of their own (`where` says where)."""
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ChatPromptError(f"chat_template_kwargs must be a dict, got {type(kwargs).__name__}", "chat_template_kwargs")
+    for key in kwargs or {}:
+        if key in own_arguments:
+            raise ChatPromptError(f"set {key} as {where}, not in chat_template_kwargs", "chat_template_kwargs")
+        if key in RESERVED_TEMPLATE_KWARGS:
+            raise ChatPromptError(f"chat_template_kwargs may only add template variables; '{_clip(key)}' is an argument "
+                                  "of the template call", "chat_template_kwargs")
+    return kwargs or {}
+
+
+def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages (checked by `check_messages`) as the template sees them: role and content text, and
+    whichever of name, tool_calls, tool_call_id and function_call they carry."""
+    turns = []
+    for m in messages:
+        turn: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
+        for key in _OPTIONAL_FIELDS:
+            if m.get(key) is not None:
+                turn[key] = m[key]
+        if m.get("tool_calls"):
+            turn["tool_calls"] = [_call_for_template(call) for call in m["tool_calls"]]
+        turns.append(turn)
+    return turns
+
+
+def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
+    """An earlier turn's tool call with its arguments as an object, as vLLM hands them to templates
+    (GLM-4.5's iterates them; Qwen3's writes either); arguments that are not a JSON object stay text."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+        return call
+    try:
+        arguments = json.loads(fn["arguments"])
+    except ValueError:
+        return call
+    return {**call, "function": {**fn, "arguments": arguments}} if isinstance(arguments, dict) else call
+
+
+def render(tokenizer: Any, turns: list[dict[str, Any]], *, add_generation_prompt: bool, continue_final_message: bool,
+           variables: dict[str, Any], add_special_tokens: bool = False, chat_template: str | None = None,
+           check: Callable[[str], None] | None = None) -> tuple[str, list[int]]:
+    """The template applied to `turns` (template_turns), and its token ids. `variables`: tools,
+    documents and chat_template_kwargs for the template; `chat_template` replaces the checkpoint's;
+    `check` sees the text before it is tokenized (and may refuse it). Raises ChatPromptError."""
+    from jinja2 import TemplateError
+
+    if chat_template is None:
+        # the tokenizer's own template(s): None lets transformers pick among named ones (a dict), which it
+        # cannot take as `chat_template` itself
+        chat_template = None if getattr(tokenizer, "chat_template", None) else CHAT_TEMPLATE
+    try:
+        text = tokenizer.apply_chat_template(
+            turns, chat_template=chat_template, add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message, tokenize=False, **variables)
+    except (TemplateError, TypeError) as e:  # TypeError: a template doing arithmetic on a request's value
+        raise ChatPromptError(f"the chat template rejected the messages: {str(e)[:200]}", "messages") from None
+    except ValueError as e:  # e.g. continue_final_message on a template that does not end the turn with its content
+        if continue_final_message:
+            raise ChatPromptError(f"the chat template cannot continue the final message: {str(e)[:200]}",
+                                  "continue_final_message") from None
+        raise ChatPromptError(f"the chat template rejected the messages: {str(e)[:200]}", "messages") from None
+    if check is not None:
+        check(text)
+    ids = tokenizer.encode(text, add_special_tokens=add_special_tokens)
+    if not ids:
+        raise ChatPromptError("the messages render to an empty prompt", "messages")
+    return text, ids
