@@ -1,7 +1,6 @@
 """The offline Python API: `LLM(model=DIR).generate(prompts, SamplingParams(...))`."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import numbers
@@ -10,14 +9,15 @@ import reprlib
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import QueueFullError
-from moeserve.outputs import CompletionOutput, LLMOutput, Logprob, RequestOutput
+from moeserve.engine.llm_results import PromptsDone, completion, progress
+from moeserve.outputs import LLMOutput, RequestOutput
 from moeserve.sampling_params import SamplingParams
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
 
@@ -138,14 +138,14 @@ class LLM:
         with self._lock:
             if not self._finalizer.alive:
                 raise RuntimeError("this LLM is shut down: create a new LLM to generate")
-            with _progress(use_tqdm, len(prompts)) as bar:
-                finished = self._run(pending, _PromptsDone({o: p.n for o, p in zip(owners, params)}, bar))
+            with progress(use_tqdm, len(prompts)) as bar:
+                finished = self._run(pending, PromptsDone({o: p.n for o, p in zip(owners, params)}, bar))
         return [LLMOutput(request_id=owner, prompt=text, prompt_token_ids=ids,
-                          outputs=[_completion(i, finished[f"{owner}-{i}"], self.tokenizer) for i in range(p.n)],
+                          outputs=[completion(i, finished[f"{owner}-{i}"], self.tokenizer) for i in range(p.n)],
                           sequences=[finished[f"{owner}-{i}"] for i in range(p.n)])
                 for owner, (text, ids), p in zip(owners, prompts, params)]
 
-    def _run(self, pending: deque, done: "_PromptsDone") -> dict[str, RequestOutput]:
+    def _run(self, pending: deque, done: PromptsDone) -> dict[str, RequestOutput]:
         """Every engine request of `pending` run to its final output, by request id."""
         order: dict[str, None] = {}  # submitted
         finished: dict[str, RequestOutput] = {}
@@ -240,61 +240,6 @@ def _prompt_list(prompts: Any) -> list[Any]:
     if prompts and all(isinstance(p, numbers.Number) for p in prompts):
         return [prompts]  # one prompt of token ids (checked to be integers with the others)
     return prompts
-
-
-class _PromptsDone:
-    """Counts a call's finished samples per prompt (owner); a prompt whose samples all finished
-    advances the progress bar, as vLLM's bar counts prompts."""
-
-    def __init__(self, samples: dict[str, int], bar: Any):
-        self.left, self.bar = dict(samples), bar
-
-    def finished(self, request_id: str) -> None:
-        owner = request_id.rsplit("-", 1)[0]
-        self.left[owner] -= 1
-        if self.left[owner] == 0 and self.bar is not None:
-            self.bar.update(1)
-
-
-@contextlib.contextmanager
-def _progress(use_tqdm: bool | Callable[..., Any], total: int) -> Iterator[Any]:
-    """vLLM's use_tqdm: True draws a tqdm bar when tqdm is installed (no bar, no error, without it),
-    False none, a callable is called as tqdm would be and its bar is used."""
-    if callable(use_tqdm):
-        make = use_tqdm
-    elif not isinstance(use_tqdm, bool):
-        raise TypeError(f"use_tqdm must be True, False or a callable that makes a progress bar, got {use_tqdm!r}")
-    elif not use_tqdm:
-        make = None
-    else:
-        try:
-            from tqdm.auto import tqdm as make
-        except ImportError:
-            make = None
-    if make is None:
-        yield None
-        return
-    bar = make(total=total, desc="Processed prompts", dynamic_ncols=True)
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
-def _completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutput:
-    """vLLM's CompletionOutput of one finished sample; its logprobs as vLLM's {token id: Logprob} dicts."""
-    entries = None
-    if out.logprobs is not None:
-        decode = (lambda t: tokenizer.decode([t])) if tokenizer is not None else (lambda t: None)
-        entries = []
-        for token, (lp, top) in zip(out.token_ids, out.logprobs):
-            ranks = {t: r for r, (t, _) in enumerate(top, 1)}  # the engine's top alternatives, most likely first
-            entry = {token: Logprob(lp, ranks.get(token), decode(token))}
-            entry.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1) if t != token)
-            entries.append(entry)
-    cumulative = None if out.logprobs is None else float(sum(lp for lp, _ in out.logprobs))
-    return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
-                            logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)
 
 
 def _conversations(messages: Any) -> list[Any]:

@@ -1,0 +1,64 @@
+"""What LLM.generate and LLM.chat report: a progress bar over the prompts (vLLM's use_tqdm) and vLLM's
+CompletionOutput of each finished sample."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from moeserve.outputs import CompletionOutput, Logprob, RequestOutput
+
+
+class PromptsDone:
+    """Counts a call's finished samples per prompt (owner); a prompt whose samples all finished
+    advances the progress bar, as vLLM's bar counts prompts."""
+
+    def __init__(self, samples: dict[str, int], bar: Any):
+        self.left, self.bar = dict(samples), bar
+
+    def finished(self, request_id: str) -> None:
+        owner = request_id.rsplit("-", 1)[0]
+        self.left[owner] -= 1
+        if self.left[owner] == 0 and self.bar is not None:
+            self.bar.update(1)
+
+
+@contextlib.contextmanager
+def progress(use_tqdm: bool | Callable[..., Any], total: int) -> Iterator[Any]:
+    """vLLM's use_tqdm: True draws a tqdm bar when tqdm is installed (no bar, no error, without it),
+    False none, a callable is called as tqdm would be and its bar is used."""
+    if callable(use_tqdm):
+        make = use_tqdm
+    elif not isinstance(use_tqdm, bool):
+        raise TypeError(f"use_tqdm must be True, False or a callable that makes a progress bar, got {use_tqdm!r}")
+    elif not use_tqdm:
+        make = None
+    else:
+        try:
+            from tqdm.auto import tqdm as make
+        except ImportError:
+            make = None
+    if make is None:
+        yield None
+        return
+    bar = make(total=total, desc="Processed prompts", dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutput:
+    """vLLM's CompletionOutput of one finished sample; its logprobs as vLLM's {token id: Logprob} dicts."""
+    entries = None
+    if out.logprobs is not None:
+        decode = (lambda t: tokenizer.decode([t])) if tokenizer is not None else (lambda t: None)
+        entries = []
+        for token, (lp, top) in zip(out.token_ids, out.logprobs):
+            ranks = {t: r for r, (t, _) in enumerate(top, 1)}  # the engine's top alternatives, most likely first
+            entry = {token: Logprob(lp, ranks.get(token), decode(token))}
+            entry.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1) if t != token)
+            entries.append(entry)
+    cumulative = None if out.logprobs is None else float(sum(lp for lp, _ in out.logprobs))
+    return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
+                            logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)
