@@ -2,8 +2,10 @@
 bitmask the sampler applies, and the matchers beside the sampler, with the built-in tokenizer."""
 from __future__ import annotations
 
+import enum
 import json
 import sys
+from typing import Literal
 
 import pytest
 import torch
@@ -74,6 +76,20 @@ def test_every_allowed_keyword_constrains(with_kw, without):
     ({"$defs": {"x": {"dependentRequired": {"a": ["b"]}}}}, "#/$defs/x"),
     ({"type": "object", "unevaluatedProperties": False}, "unevaluatedProperties"),
     ({"properties": []}, "properties"),
+    # keywords xgrammar knows but drops where they meet another (its grammar is that of the other alone)
+    ({"type": "object", "properties": {"a": {"$ref": "http://example.com/a.json"}}}, "http://example.com"),
+    ({"$ref": "#anchor"}, "#anchor"),
+    ({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 3}, "maxLength"),
+    ({"type": "string", "enum": ["aaaa", "bb"], "maxLength": 3}, "maxLength"),
+    ({"type": "integer", "const": "a"}, "'type'"),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}], "maxLength": 2}, "maxLength"),
+    ({"allOf": [{"type": "string"}], "maxLength": 2}, "maxLength"),
+    ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "maxLength"),
+    ({"type": "string", "format": "email", "pattern": "^a"}, "pattern"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}, "'b'"),
+    ({"maxLength": 2}, "maxLength"),
+    ({"type": "array", "items": {"minimum": 3}}, "minimum"),
+    ({"minItems": 2}, "minItems"),
 ])
 def test_keywords_a_grammar_would_ignore_are_refused(schema, named):
     with pytest.raises(UnsupportedSchema, match=named.replace("$", r"\$")):
@@ -88,11 +104,23 @@ def test_pydantic_schemas_pass():
         sku: str = Field(pattern=r"^[A-Z]{3}$", description="stock keeping unit")
         count: int = Field(ge=1, le=9, default=1)
 
+    class Color(enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
     class Order(BaseModel):
         items: list[Item] = Field(min_length=1, max_length=3)
         note: str | None = None
+        color: Color = Field(default=Color.RED, description="the order's color")
+        kind: Literal["retail", "wholesale"] = "retail"
+        rush: Literal[True] = True
 
     check_json_schema(Order.model_json_schema())
+    # keywords beside a `type` that names their kind, and type-specific ones xgrammar reads the kind of
+    for schema in ({"type": ["string", "null"], "maxLength": 2}, {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                   {"items": {"type": "integer"}, "maxItems": 2}, {"enum": [1, 2], "type": "integer"}, {"$ref": "#"},
+                   {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^b": True}}):
+        check_json_schema(schema)
 
 
 # ---- compiling ------------------------------------------------------------------------------------------
