@@ -202,7 +202,7 @@ class EngineCore:
         self._check_prompt(prompt_token_ids, params)
         self._check_kv_transfer(kv_transfer)
         if params.structured_outputs is not None:
-            self._check_grammar(params)
+            self.compile_grammar(params)  # a cache hit when the engine loop compiled it first
         if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
             # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
@@ -239,9 +239,11 @@ class EngineCore:
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
 
-    def _check_grammar(self, params: SamplingParams) -> None:
+    def compile_grammar(self, params: SamplingParams) -> None:
         """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400
-        now, never an error inside a step. The sampling ranks compile it again from their own cache."""
+        now, never an error inside a step. The sampling ranks compile it again from their own cache.
+        Thread-safe (xgrammar releases the GIL): the server's engine loop calls it off its thread
+        before add_request, so a slow grammar does not stall the steps of other requests."""
         if self.tokenizer is None:
             raise RequestError("structured outputs need a tokenizer and this checkpoint has none",
                                param="structured_outputs")

@@ -5,6 +5,9 @@
 It connects to the front end's unix socket, loads the engine, says Ready, then loops: read every
 pending message (adds, aborts, shutdown), answer the adds in one AddResults, run one step while
 there is work, send that step's outputs, and send a Heartbeat at least every `heartbeat_s` seconds.
+A structured output's grammar is compiled on a worker thread first (`engine.compile_grammar`; a
+pathological JSON schema takes seconds), and its request is added, or refused, once that is done:
+the loop keeps stepping the other requests meanwhile (vLLM compiles asynchronously too).
 A heartbeat comes from the loop thread itself, so a stuck step stops the heartbeats and the front
 end's /health turns 503. A bad request is refused here (AddResults.rejected) and never reaches
 `step()`; an exception inside `step()` is fatal: it is reported (Fatal) and the process exits 1.
@@ -21,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from moeserve.config import EngineConfig, config_from_dict
@@ -63,7 +67,13 @@ class Channel:
         return msgs
 
 
-def _rejection(request_id: str, e: Exception) -> dict[str, Any]:
+# grammars compiled at once (xgrammar uses threads of its own within one), and how often the idle loop
+# looks for finished ones
+_COMPILE_THREADS = 2
+_COMPILE_POLL_S = 0.005
+
+
+def _rejection(request_id: str, e: BaseException) -> dict[str, Any]:
     if isinstance(e, RequestError):
         r = ipc.Rejection(request_id, e.status, e.type, e.message, e.param, e.code)
     elif isinstance(e, SamplingParamsError):
@@ -95,11 +105,21 @@ class EngineLoop:
         self.last_heartbeat = 0.0
         self.stopping = False
         self._service = getattr(engine, "service", None)
+        self._compile = getattr(engine, "compile_grammar", None)
+        self._compiling: dict[str, tuple[ipc.AddRequest, Future]] = {}  # grammars compiling, in arrival order
+        self._compiler_pool: ThreadPoolExecutor | None = None
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            if self._compiler_pool is not None:
+                self._compiler_pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
         while not self.stopping and not self.channel.closed:
             busy = self.engine.has_unfinished_requests()
-            self._handle(self.channel.receive(0.0 if busy else self.heartbeat_s))
+            self._handle(self.channel.receive(0.0 if busy else _COMPILE_POLL_S if self._compiling else self.heartbeat_s))
             if self.stopping or self.channel.closed:
                 return
             if self.engine.has_unfinished_requests():
@@ -115,22 +135,50 @@ class EngineLoop:
         rejected: list[dict[str, Any]] = []
         for msg in msgs:
             if isinstance(msg, ipc.AddRequest):
-                try:
-                    params = ipc.params_from_wire(msg.params)
-                    kv = {"kv_transfer": kv_params.parse(msg.kv_transfer)} if msg.kv_transfer is not None else {}
-                    self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv)
-                    accepted.append(msg.request_id)
-                except Exception as e:  # one bad request never stops the loop
-                    rejected.append(_rejection(msg.request_id, e))
+                if not self._compile_first(msg):
+                    self._add(msg, accepted, rejected)
             elif isinstance(msg, ipc.AbortRequests):
                 for rid in msg.request_ids:
-                    self._abort(rid)
+                    if self._compiling.pop(rid, None) is None:  # one still compiling is never added
+                        self._abort(rid)
             elif isinstance(msg, ipc.Shutdown):
                 self.stopping = True
             elif isinstance(msg, ipc.TraceControl):
                 self.channel.send(self._trace_control(msg))
+        for rid, (msg, future) in list(self._compiling.items()):
+            if future.done():
+                del self._compiling[rid]
+                if future.exception() is not None:
+                    rejected.append(_rejection(rid, future.exception()))
+                else:
+                    self._add(msg, accepted, rejected)
         if accepted or rejected:
             self.channel.send(ipc.AddResults(accepted, rejected))
+
+    def _add(self, msg: ipc.AddRequest, accepted: list[str], rejected: list[dict[str, Any]]) -> None:
+        try:
+            params = ipc.params_from_wire(msg.params)
+            kv = {"kv_transfer": kv_params.parse(msg.kv_transfer)} if msg.kv_transfer is not None else {}
+            self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv)
+            accepted.append(msg.request_id)
+        except Exception as e:  # one bad request never stops the loop
+            rejected.append(_rejection(msg.request_id, e))
+
+    def _compile_first(self, msg: ipc.AddRequest) -> bool:
+        """Starts compiling a constrained request's grammar on a worker thread; False when there is
+        none to compile (the request is added now)."""
+        if self._compile is None or msg.request_id in self._compiling:
+            return False
+        try:
+            params = ipc.params_from_wire(msg.params)
+        except Exception:  # add_request refuses it with the reason
+            return False
+        if params.structured_outputs is None:
+            return False
+        if self._compiler_pool is None:
+            self._compiler_pool = ThreadPoolExecutor(_COMPILE_THREADS, thread_name_prefix="grammar")
+        self._compiling[msg.request_id] = (msg, self._compiler_pool.submit(self._compile, params))
+        return True
 
     def _trace_control(self, msg: ipc.TraceControl) -> ipc.TraceControlResult:
         """Runs between steps, on the loop thread (the recorder is not thread-safe)."""

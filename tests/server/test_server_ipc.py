@@ -13,7 +13,8 @@ from server_fakes import FakeEngine
 
 from moeserve.config import EngineConfig
 from moeserve.outputs import RequestOutput
-from moeserve.sampling_params import SamplingParams
+from moeserve.errors import RequestError
+from moeserve.sampling_params import SamplingParams, StructuredOutputsParams
 from moeserve.server import ipc
 from moeserve.server.engine_process import Channel, EngineLoop, run_engine_process
 
@@ -102,6 +103,61 @@ def test_loop_admits_rejects_streams_aborts_and_stops():
     beats = h.collect(lambda g: any(isinstance(m, ipc.Heartbeat) for m in g))
     stats = [m for m in beats if isinstance(m, ipc.Heartbeat)][-1].stats
     assert stats["num_running"] == 0 and "nested" not in stats  # only plain numbers cross
+    h.peer.send(ipc.Shutdown())
+    h.thread.join(5)
+    assert not h.thread.is_alive()
+
+
+class GrammarEngine(FakeEngine):
+    """Compiles a constrained request's grammar as EngineCore.compile_grammar does: slowly (until
+    `release` is set) for the regex "slow", refused for "bad"."""
+
+    def __init__(self):
+        super().__init__(max_waiting=8)
+        self.release = threading.Event()
+        self.compiled: list[str] = []
+
+    def compile_grammar(self, params) -> None:
+        spec = params.structured_outputs
+        if spec.regex == "bad":
+            raise RequestError("the regex could not be compiled: bad", param="structured_outputs")
+        if spec.regex == "slow":
+            assert self.release.wait(10)
+        self.compiled.append(spec.regex)
+
+    def add_request(self, request_id, prompt_token_ids, params, owner=None) -> None:
+        assert params.structured_outputs is None or params.structured_outputs.regex in self.compiled
+        super().add_request(request_id, prompt_token_ids, params, owner)
+
+
+def constrained(rid: str, regex: str, max_tokens: int = 3) -> ipc.AddRequest:
+    params = SamplingParams(max_tokens=max_tokens, temperature=0, structured_outputs=StructuredOutputsParams(regex=regex))
+    return ipc.AddRequest(rid, [1, 2], ipc.params_to_wire(params))
+
+
+def test_grammars_compile_off_the_loop():
+    """A grammar that takes long to compile (a schema of thousands of properties: seconds) holds back
+    its own request only: the loop keeps stepping the others and admits it once compiled."""
+    h = LoopHarness(engine := GrammarEngine())
+    h.peer.send(constrained("slow", "slow"))
+    h.peer.send(constrained("bad", "bad"))
+    h.peer.send(constrained("gone", "slow"))
+    h.peer.send(ipc.AbortRequests(["gone"]))  # aborted while its grammar compiles: never admitted
+    h.peer.send(add("a", [1, 2], 3))
+
+    def results(g) -> tuple[list, dict]:
+        adds = [m for m in g if isinstance(m, ipc.AddResults)]
+        return [r for m in adds for r in m.accepted], {r["request_id"]: r for m in adds for r in m.rejected}
+
+    def done(rid):
+        return lambda g: any(o["request_id"] == rid and o["finish_reason"] for m in g if isinstance(m, ipc.Outputs) for o in m.outputs)
+
+    got = h.collect(lambda g: done("a")(g) and "bad" in results(g)[1])
+    accepted, rejected = results(got)
+    assert accepted == ["a"] and rejected["bad"]["status"] == 400 and "bad" in rejected["bad"]["message"]
+    engine.release.set()
+    got = h.collect(done("slow"), got=got)
+    assert results(got)[0] == ["a", "slow"] and "gone" not in engine.requests
     h.peer.send(ipc.Shutdown())
     h.thread.join(5)
     assert not h.thread.is_alive()
