@@ -55,6 +55,10 @@ UNSERVED_FIELDS = {
     "modalities": "text is the only output", "guided_json": _GUIDED.format("json"),
     "guided_regex": _GUIDED.format("regex"), "guided_choice": _GUIDED.format("choice"),
     "guided_grammar": _GUIDED.format("grammar"),
+    "guided_whitespace_pattern": "xgrammar takes no whitespace pattern; structured_outputs.disable_any_whitespace "
+                                 "chooses between none and any",
+    "structural_tag": "structural tags are not served",
+    "guided_decoding_backend": "the grammar engine is xgrammar, always",
     "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
     "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
     "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
@@ -64,7 +68,10 @@ UNSERVED_FIELDS = {
 _OFF_VALUES = (None, False, [], {}, "none", "", ["text"])
 # guided decoding has no "off" value but null: `guided_json: {}` is the schema that allows any JSON
 # value, a constraint we would silently not apply (vLLM applies it)
-_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+_NULL_ONLY = frozenset({"guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern",
+                        "structural_tag"})
+# fields whose values that change nothing are more than their "off" ones
+_ACCEPTED = {"guided_decoding_backend": (None, "xgrammar", "auto")}
 
 
 class _Strict(BaseModel):
@@ -337,7 +344,7 @@ def _json_error(e: ValueError) -> str:
 
 def refuse_unserved(data: dict[str, Any], names: tuple[str, ...]) -> None:
     for name in names:
-        offs = (None,) if name in _NULL_ONLY else _OFF_VALUES
+        offs = (None,) if name in _NULL_ONLY else _ACCEPTED.get(name, _OFF_VALUES)
         if name in data and not any(data[name] == off and type(data[name]) is type(off) for off in offs):
             raise bad_request(f"{name} is not supported by this server ({UNSERVED_FIELDS[name]})", param=name)
 

@@ -39,6 +39,14 @@ def test_guided_decoding_fields_are_refused_unless_null():
         assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
     r = asyncio.run(_post("/v1/completions", {"prompt": [1], "max_tokens": 2, "guided_json": None}))
     assert r.status_code == 200
+    # vLLM's other guided fields were ignored: a whitespace pattern or structural tag not applied, a
+    # backend other than the one that runs (xgrammar) not used
+    for field, value in (("guided_whitespace_pattern", " "), ("structural_tag", "{}"), ("guided_decoding_backend", "outlines")):
+        r = asyncio.run(_post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], field: value}))
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
+    for value in ("xgrammar", "auto", None):
+        r = asyncio.run(_post("/v1/completions", {"prompt": [1], "max_tokens": 2, "guided_decoding_backend": value}))
+        assert r.status_code == 200, (value, r.text)
 
 
 def test_two_authorization_headers_are_a_400():
