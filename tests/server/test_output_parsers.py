@@ -115,6 +115,11 @@ def test_hermes_cut_off_and_malformed_blocks():
     assert whole["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Par'}
     whole = check_all_ways(tool_parser("hermes"), "Before <tool_call>not json</tool_call> after")
     assert whole["content"] == "Before <tool_call>not json</tool_call> after" and "tool_calls" not in whole
+    # cut before its arguments: none were written, so none are made up ("{}" would call the function)
+    whole = check_all_ways(tool_parser("hermes"), '<tool_call>\n{"name": "get_time", "argument')
+    assert whole["tool_calls"][0]["function"] == {"name": "get_time", "arguments": ""}
+    whole = check_all_ways(tool_parser("hermes"), '<tool_call>\n{"name": "get_time"}\n</tool_call>')
+    assert whole["tool_calls"][0]["function"] == {"name": "get_time", "arguments": "{}"}  # a call without arguments
 
 
 # ---- deepseek_v3 (V3, R1; V3.1 without the type and fence) ------------------------------------------

@@ -46,6 +46,6 @@ class HermesToolParser(RegionToolParser):
                 call.arguments = raw[0] if raw[1] else raw[0][: len(raw[0]) - held_back(raw[0], (END,))]
                 break
         call.complete = stop is not None or final
-        if call.complete and not call.arguments:
+        if call.complete and not call.arguments and body.end is not None:  # a whole call without arguments
             call.arguments = "{}"
         return call
