@@ -123,7 +123,7 @@ def _check_tool(tool: Any, i: int) -> None:
     where = f"tools.{i}"
     if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
         raise ChatPromptError(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"parameters\": "
-                              "{...}}}}} (function tools are the only kind served)", where)
+                              "{...}}} (function tools are the only kind served)", where)
     fn = tool["function"]
     name = fn.get("name")
     if not isinstance(name, str) or not name or len(name) > MAX_TOOL_NAME_CHARS or any(c.isspace() for c in name):

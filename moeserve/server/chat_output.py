@@ -63,7 +63,8 @@ class ChoicePlan:
 
     def new_parser(self) -> ChoiceParser:
         reasoning = self.formats.reasoning.parser(self.reasoning_mode) if self.reasoning_mode is not None else None
-        return ChoiceParser(reasoning, self._tool_parser(reasoning))
+        one = self.tools is not None and self.tools.choice == "auto" and self.tools.one_call
+        return ChoiceParser(reasoning, self._tool_parser(reasoning), max_calls=1 if one else None)
 
     def _tool_parser(self, reasoning: Any) -> Any:
         tools = self.tools

@@ -27,6 +27,7 @@ class ToolRequest:
     choice: str  # "none", "auto", "required", or "function" with `name`
     name: str | None = None
     parallel: bool = True
+    one_call: bool = False  # parallel_tool_calls: false (OpenAI's "at most one call"; "auto" keeps the first)
 
     @property
     def forced(self) -> bool:
@@ -53,7 +54,7 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
             raise bad_request("tool_choice 'auto' (the default with tools) needs the server started with "
                               "--tool-call-parser (hermes, deepseek_v3, glm45, openai); 'required' or a named function "
                               "work with any model", param="tool_choice")
-        return ToolRequest(req.tools, "auto", parallel=parallel)
+        return ToolRequest(req.tools, "auto", parallel=parallel, one_call=req.parallel_tool_calls is False)
     if choice in ("none", "required"):
         return ToolRequest(req.tools, choice, parallel=parallel)
     name = _named(choice)

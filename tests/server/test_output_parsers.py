@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
+from moeserve.server.api_errors import ApiError
+from moeserve.server.chat_output import OutputFormats, plan_output
 from moeserve.server.parsers import TOOL_PARSERS
 from moeserve.server.parsers.forced import NamedCallParser, RequiredCallsParser
 from moeserve.server.parsers.reasoning import ANSWER, MODEL, REASONING, REASONING_FAMILIES
 from moeserve.server.parsers.stream import ChoiceParser
+from moeserve.server.tools import tool_request
 
 WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
@@ -242,6 +246,21 @@ def test_required_and_named_calls():
     assert calls_of(whole) == [("get_weather", {"city": "Oslo", "days": 2}), ("get_time", {})]
     whole = check_all_ways(lambda: ChoiceParser(None, NamedCallParser("get_time")), '{"zone": "UTC"}')
     assert calls_of(whole) == [("get_time", {"zone": "UTC"})] and whole["content"] is None
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call():
+    """OpenAI's parallel_tool_calls: false is at most one call; a model that writes two (tool_choice
+    "auto") has the first reported, as vLLM does."""
+    whole = check_all_ways(lambda: ChoiceParser(None, TOOL_PARSERS["hermes"](WEATHER), max_calls=1), HERMES_TWO_CALLS)
+    assert calls_of(whole) == [("get_weather", {"city": "Paris", "days": 3})] and whole["content"] == "I will check both.\n"
+    formats = OutputFormats.of("hermes", None, None)
+    for parallel, calls in ((False, 1), (None, 2), (True, 2)):
+        req = SimpleNamespace(tools=WEATHER, tool_choice="auto", parallel_tool_calls=parallel)
+        plan = plan_output(formats, tool_request(req, "hermes"), "", None)
+        assert len(plan.new_parser().message(HERMES_TWO_CALLS)["tool_calls"]) == calls
+    with pytest.raises(ApiError) as e:
+        tool_request(SimpleNamespace(tools=[{"type": "custom"}], tool_choice="required", parallel_tool_calls=None), None)
+    assert e.value.message.endswith('"parameters": {...}}} (function tools are the only kind served)')
 
 
 # ---- the server's plan for a request ---------------------------------------------------------------------

@@ -40,9 +40,11 @@ def new_call_id() -> str:
 
 
 class ChoiceParser:
-    def __init__(self, reasoning: ReasoningSplit | None = None, tools: ToolCalls | None = None):
+    def __init__(self, reasoning: ReasoningSplit | None = None, tools: ToolCalls | None = None,
+                 max_calls: int | None = None):
         self.reasoning_parser = reasoning
         self.tool_parser = tools
+        self.max_calls = max_calls  # parallel_tool_calls: false keeps the first call (as vLLM does)
         self._sent = _Sent()
 
     def parse(self, text: str, final: bool = False) -> tuple[str, str, list[ParsedCall]]:
@@ -51,7 +53,7 @@ class ChoiceParser:
         if self.tool_parser is None:
             return reasoning, rest, []
         parsed = self.tool_parser.parse(rest, final)
-        return reasoning, parsed.content, parsed.calls
+        return reasoning, parsed.content, parsed.calls[: self.max_calls]
 
     def delta(self, text: str, final: bool = False) -> dict[str, Any]:
         """What the text adds to the deltas sent before: reasoning_content, content and tool_calls,
