@@ -114,3 +114,12 @@ def test_yaml_aliases_are_refused_and_a_wrong_value_is_shown_short(tmp_path, cap
     f.write_text("tp: [" + ", ".join(["1"] * 100_000) + "]\n")
     err = refused(capsys, ["--config", str(f)], "tp must be a int, got [1, 1, 1, 1, 1, 1, ...]")
     assert len(err) < 300
+
+
+def test_python_dash_m_moeserve_is_the_moeserve_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "moeserve", "serve", "--tp", "0"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "--tp" in done.stderr and "Traceback" not in done.stderr, done.stderr
