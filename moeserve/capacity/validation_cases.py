@@ -43,7 +43,8 @@ class Case:
     # (validation_blind12.py), 13 = the thirteenth (validation_blind13.py), 14 = the fourteenth
     # (validation_blind14.py), 15 = the fifteenth (validation_blind15.py), 16 = the sixteenth
     # (validation_blind16.py), 17 = the seventeenth (validation_blind17.py), 18 = the eighteenth
-    # (validation_blind18.py), 19 = the nineteenth (validation_blind19.py)
+    # (validation_blind18.py), 19 = the nineteenth (validation_blind19.py), 20 = the twentieth
+    # (validation_blind20.py)
     blind: int = 0
 
     @property
