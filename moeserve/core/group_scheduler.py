@@ -37,6 +37,7 @@ from moeserve.core.block_manager import BlockManager
 from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
+from moeserve.core.siblings import held_siblings
 from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import PENDING_TOKEN, KvPull, NewRequest, ScheduledSeq
@@ -131,6 +132,7 @@ class GroupScheduler:
             return
         seats = fair_share.seats_by_owner(self.running)
         owners = set(seats) | {r.fair_owner for r in self.waiting}
+        waits_for_sibling: set[str] | None = None  # computed once an owner below its share waits
         if len(owners) < 2 or len(owners) == len(self.running) + len(self.waiting):
             return  # one owner, or every sequence its own (FIFO is fair then): nothing to share out
         share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
@@ -140,6 +142,10 @@ class GroupScheduler:
             owner = req.fair_owner
             if seats[owner] >= share.seats or held[owner] >= share.blocks:
                 continue
+            if waits_for_sibling is None:
+                waits_for_sibling = held_siblings(self.running, self.waiting, self.blocks)
+            if req.request_id in waits_for_sibling:
+                continue  # not admitted this step: no one makes room for it
             need = self.blocks.blocks_for(min(req.num_tokens, self.cfg.max_num_batched_tokens))
             while free_seats < 1 or self.blocks.num_available < need:
                 if free_seats < 1:
@@ -212,10 +218,23 @@ class GroupScheduler:
             self._emit(req, n, step)
 
     def _admit_waiting(self, step: GroupStep) -> None:
-        cap = self._burst_cap(step)
+        """FIFO admission, passing over siblings that wait for another's prefill (`core/siblings.py`):
+        they keep their places in the queue."""
+        held = held_siblings(self.running, self.waiting, self.blocks)
+        passed: list[Request] = []
+        try:
+            self._admit_in_order(step, held, passed)
+        finally:
+            self.waiting.extendleft(reversed(passed))
+
+    def _admit_in_order(self, step: GroupStep, held: set[str], passed: list[Request]) -> None:
+        cap = self._burst_cap(step, held)
         admitted = 0
         while self.waiting and step.tokens_left > 0 and self.num_seated < self.cfg.max_num_seqs:
             req = self.waiting[0]
+            if req.request_id in held:
+                passed.append(self.waiting.popleft())
+                continue
             if req.remote_prefill is not None:
                 if not self._admit_remote(req, step):
                     return  # FIFO: later requests wait for its blocks
@@ -241,7 +260,7 @@ class GroupScheduler:
             self._admit(req, hits, cached, n, step)
             admitted += n
 
-    def _burst_cap(self, step: GroupStep) -> int | None:
+    def _burst_cap(self, step: GroupStep, held: set[str]) -> int | None:
         """Prompt tokens this step may admit (None: as many as the budget takes). The burst is the
         waiting prompts this step could take: FIFO, within the seat and token budgets, each counted
         by the tokens it must compute (a prefix already cached costs nothing), as admission counts.
@@ -254,10 +273,11 @@ class GroupScheduler:
         under its cap, or when a fresh plan of all that waits says one step."""
         if not self.cfg.split_prefill_bursts or self.step_cost is None:
             return None
-        fresh = self._plan_burst(step)
-        if self._burst_steps_left > 1 and self.waiting and self.waiting[0].request_id in self._burst_rest:
+        fresh = self._plan_burst(step, held)
+        head = next((r for r in self.waiting if r.request_id not in held), None)
+        if self._burst_steps_left > 1 and head is not None and head.request_id in self._burst_rest:
             self._burst_steps_left -= 1
-            rest = [self._uncached_tokens(r) for r in self.waiting if r.request_id in self._burst_rest]
+            rest = [self._uncached_tokens(r) for r in self.waiting if r.request_id in self._burst_rest - held]
             planned = -(-sum(rest) // self._burst_steps_left)
             if fresh is not None and fresh[0] <= planned:
                 return planned  # the plan holds (later arrivals may still fit under its cap)
@@ -268,10 +288,11 @@ class GroupScheduler:
         cap, self._burst_rest, self._burst_steps_left = fresh
         return cap
 
-    def _plan_burst(self, step: GroupStep) -> tuple[int, set[str], int] | None:
+    def _plan_burst(self, step: GroupStep, held: set[str]) -> tuple[int, set[str], int] | None:
         """(token cap for this step, the burst's request ids, its steps) for the waiting prompts as
-        they are now, or None: one step takes them all (or nothing is known of the step cost)."""
-        if len(self.waiting) < 2:
+        they are now (siblings held for another's prefill are not), or None: one step takes them all
+        (or nothing is known of the step cost)."""
+        if len(self.waiting) - len(held) < 2:
             return None
         cost = self.step_cost.estimate()
         if cost is None:  # nothing known of the step cost yet: no split, and no prefix lookups for it
@@ -279,6 +300,8 @@ class GroupScheduler:
         burst: list[tuple[str, int]] = []
         seats, tokens = self.cfg.max_num_seqs - len(self.running), step.tokens_left
         for req in self.waiting:
+            if req.request_id in held:
+                continue
             if len(burst) == seats or tokens <= 0:
                 break
             burst.append((req.request_id, min(self._uncached_tokens(req), tokens)))
