@@ -5,7 +5,8 @@ One step, under a token budget (`max_num_batched_tokens`) and `max_num_seqs`:
   2. partial prefills: running requests still computing prompt (or recompute) tokens get the
      next chunk, in admission order;
   3. admission: waiting requests, FIFO, take prefix-cache hits and a first chunk, unless this step
-     preempted someone (admitting then would only thrash). With `split_prefill_bursts` and a known
+     preempted someone (admitting then would only thrash). Samples of one prompt wait for one of
+     them to compute it, passed over in place (`core/siblings.py`). With `split_prefill_bursts` and a known
      step cost, a burst of waiting prompts may be spread over a few steps, cut between prompts, so
      its first prompts get their first token sooner (`core/prefill_split.py`).
 A request whose prompt a prefill engine computed (prefill/decode split) is admitted with blocks for
@@ -37,7 +38,7 @@ from moeserve.core.block_manager import BlockManager
 from moeserve.core.prefill_split import burst_steps
 from moeserve.core.prefix_cache import extend_block_hashes, max_cacheable_blocks
 from moeserve.core.request import Request, RequestStatus
-from moeserve.core.siblings import held_siblings
+from moeserve.core.siblings import SiblingHolds
 from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import PENDING_TOKEN, KvPull, NewRequest, ScheduledSeq
@@ -132,19 +133,17 @@ class GroupScheduler:
             return
         seats = fair_share.seats_by_owner(self.running)
         owners = set(seats) | {r.fair_owner for r in self.waiting}
-        waits_for_sibling: set[str] | None = None  # computed once an owner below its share waits
         if len(owners) < 2 or len(owners) == len(self.running) + len(self.waiting):
             return  # one owner, or every sequence its own (FIFO is fair then): nothing to share out
         share = fair_share.shares(len(owners), self.cfg.max_num_seqs, self.blocks.num_blocks)
         held = fair_share.blocks_by_owner(self.running)
         free_seats = self.cfg.max_num_seqs - len(self.running)
+        holds = SiblingHolds(self.running, self.blocks)
         for req in list(self.waiting):  # FIFO, passing over owners at or above a share
             owner = req.fair_owner
             if seats[owner] >= share.seats or held[owner] >= share.blocks:
                 continue
-            if waits_for_sibling is None:
-                waits_for_sibling = held_siblings(self.running, self.waiting, self.blocks)
-            if req.request_id in waits_for_sibling:
+            if holds.held(req):
                 continue  # not admitted this step: no one makes room for it
             need = self.blocks.blocks_for(min(req.num_tokens, self.cfg.max_num_batched_tokens))
             while free_seats < 1 or self.blocks.num_available < need:
@@ -220,19 +219,19 @@ class GroupScheduler:
     def _admit_waiting(self, step: GroupStep) -> None:
         """FIFO admission, passing over siblings that wait for another's prefill (`core/siblings.py`):
         they keep their places in the queue."""
-        held = held_siblings(self.running, self.waiting, self.blocks)
+        holds = SiblingHolds(self.running, self.blocks)
         passed: list[Request] = []
         try:
-            self._admit_in_order(step, held, passed)
+            self._admit_in_order(step, holds, passed)
         finally:
             self.waiting.extendleft(reversed(passed))
 
-    def _admit_in_order(self, step: GroupStep, held: set[str], passed: list[Request]) -> None:
-        cap = self._burst_cap(step, held)
+    def _admit_in_order(self, step: GroupStep, holds: SiblingHolds, passed: list[Request]) -> None:
+        cap = self._burst_cap(step, holds)
         admitted = 0
         while self.waiting and step.tokens_left > 0 and self.num_seated < self.cfg.max_num_seqs:
             req = self.waiting[0]
-            if req.request_id in held:
+            if holds.held(req):
                 passed.append(self.waiting.popleft())
                 continue
             if req.remote_prefill is not None:
@@ -260,7 +259,7 @@ class GroupScheduler:
             self._admit(req, hits, cached, n, step)
             admitted += n
 
-    def _burst_cap(self, step: GroupStep, held: set[str]) -> int | None:
+    def _burst_cap(self, step: GroupStep, holds: SiblingHolds) -> int | None:
         """Prompt tokens this step may admit (None: as many as the budget takes). The burst is the
         waiting prompts this step could take: FIFO, within the seat and token budgets, each counted
         by the tokens it must compute (a prefix already cached costs nothing), as admission counts.
@@ -273,11 +272,12 @@ class GroupScheduler:
         under its cap, or when a fresh plan of all that waits says one step."""
         if not self.cfg.split_prefill_bursts or self.step_cost is None:
             return None
-        fresh = self._plan_burst(step, held)
-        head = next((r for r in self.waiting if r.request_id not in held), None)
+        fresh = self._plan_burst(step, holds)
+        head = next((r for r in self.waiting if not holds.held(r)), None)
         if self._burst_steps_left > 1 and head is not None and head.request_id in self._burst_rest:
             self._burst_steps_left -= 1
-            rest = [self._uncached_tokens(r) for r in self.waiting if r.request_id in self._burst_rest - held]
+            rest = [self._uncached_tokens(r) for r in self.waiting
+                    if not holds.held(r) and r.request_id in self._burst_rest]  # asked in queue order
             planned = -(-sum(rest) // self._burst_steps_left)
             if fresh is not None and fresh[0] <= planned:
                 return planned  # the plan holds (later arrivals may still fit under its cap)
@@ -288,11 +288,11 @@ class GroupScheduler:
         cap, self._burst_rest, self._burst_steps_left = fresh
         return cap
 
-    def _plan_burst(self, step: GroupStep, held: set[str]) -> tuple[int, set[str], int] | None:
+    def _plan_burst(self, step: GroupStep, holds: SiblingHolds) -> tuple[int, set[str], int] | None:
         """(token cap for this step, the burst's request ids, its steps) for the waiting prompts as
         they are now (siblings held for another's prefill are not), or None: one step takes them all
         (or nothing is known of the step cost)."""
-        if len(self.waiting) - len(held) < 2:
+        if len(self.waiting) < 2:
             return None
         cost = self.step_cost.estimate()
         if cost is None:  # nothing known of the step cost yet: no split, and no prefix lookups for it
@@ -300,12 +300,14 @@ class GroupScheduler:
         burst: list[tuple[str, int]] = []
         seats, tokens = self.cfg.max_num_seqs - len(self.running), step.tokens_left
         for req in self.waiting:
-            if req.request_id in held:
+            if holds.held(req):
                 continue
             if len(burst) == seats or tokens <= 0:
                 break
             burst.append((req.request_id, min(self._uncached_tokens(req), tokens)))
             tokens -= burst[-1][1]
+        if len(burst) < 2:
+            return None
         total = sum(n for _, n in burst)
         k = burst_steps(total, len(burst), cost)
         if k == 1:

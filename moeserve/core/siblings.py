@@ -23,11 +23,10 @@ prompt: the prefix cache only serves blocks once a step has computed and publish
 Without prefix caching no one is held. Cost: siblings get their first token one step after the leader's
 last prompt chunk, instead of in the same step; the prompt is computed once per group instead of k times.
 
-Policy only: pure functions over requests and one block pool; `GroupScheduler` applies them.
+Policy only: `sibling_key` and `SiblingHolds` read requests and one block pool; `GroupScheduler` applies them.
 """
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 from moeserve.core.block_manager import BlockManager
@@ -48,40 +47,49 @@ def sibling_key(req: Request, block_size: int) -> SiblingKey | None:
     return req.owner, req.block_hashes[m - 1]
 
 
-def held_siblings(running: Iterable[Request], waiting: Iterable[Request], blocks: BlockManager) -> set[str]:
-    """Ids of the waiting requests to pass over this step: a sibling leads their prompt's prefill."""
-    if not blocks.enable_prefix_caching:
-        return set()
-    bs = blocks.block_size
-    waiting = list(waiting)
-    owners = Counter(r.owner for r in waiting if r.owner is not None)
-    if not owners:
-        return set()
-    leading: set[SiblingKey] = set()  # keys a running sibling is prefilling
-    for r in running:
-        if r.owner in owners and r.num_published_blocks < max_cacheable_blocks(r.num_prompt_tokens, bs):
-            key = sibling_key(r, bs)
-            if key is not None:
-                leading.add(key)
-    leading_owners = {owner for owner, _ in leading}
-    first: dict[SiblingKey, Request] = {}  # the first waiting sibling of a key no running one leads
-    cached: set[SiblingKey] = set()  # keys whose prompt the cache holds already: no one waits
-    held: set[str] = set()
-    for r in waiting:
-        if r.owner is None or (owners[r.owner] < 2 and r.owner not in leading_owners):
-            continue  # a sequence alone of its owner (every n = 1 request): no key computed
-        key = sibling_key(r, bs)
-        if key is None or key in cached:
-            continue
-        if key not in leading and key in first:  # a second waiting sibling: does the first lead?
-            lead = first[key]
-            m = max_cacheable_blocks(lead.num_prompt_tokens, bs)
-            if len(blocks.match_prefix(lead.block_hashes[:m])) == m:
-                cached.add(key)
-                continue
-            leading.add(key)
-        if key in leading:
-            held.add(r.request_id)
-        else:
-            first[key] = r
-    return held
+class SiblingHolds:
+    """One step's answer to "is this waiting request held for a sibling's prefill?", asked in queue
+    order (the first waiting sibling of a prompt no running one leads is its leader). Work is done only
+    for the requests asked: admission stops at the seat and token budgets, not at the queue's end."""
+
+    def __init__(self, running: Iterable[Request], blocks: BlockManager):
+        self.blocks = blocks
+        self.enabled = blocks.enable_prefix_caching
+        self._leading: set[SiblingKey] = set()  # prompts a running sibling is prefilling, or a waiting one leads
+        self._first: dict[SiblingKey, Request] = {}  # the first waiting sibling of a prompt no running one leads
+        self._cached: set[SiblingKey] = set()  # prompts the cache holds already: no one waits
+        self._answers: dict[str, bool] = {}
+        if not self.enabled:
+            return
+        bs = blocks.block_size
+        for r in running:
+            if r.owner is not None and r.num_published_blocks < max_cacheable_blocks(r.num_prompt_tokens, bs):
+                key = sibling_key(r, bs)
+                if key is not None:
+                    self._leading.add(key)
+
+    def held(self, req: Request) -> bool:
+        if not self.enabled:
+            return False
+        answer = self._answers.get(req.request_id)
+        if answer is None:
+            answer = self._answers[req.request_id] = self._decide(req)
+        return answer
+
+    def _decide(self, req: Request) -> bool:
+        bs = self.blocks.block_size
+        key = sibling_key(req, bs)
+        if key is None or key in self._cached:
+            return False
+        if key in self._leading:
+            return True
+        lead = self._first.get(key)
+        if lead is None:
+            self._first[key] = req
+            return False
+        m = max_cacheable_blocks(lead.num_prompt_tokens, bs)  # a second sibling: does the first lead?
+        if len(self.blocks.match_prefix(lead.block_hashes[:m])) == m:
+            self._cached.add(key)
+            return False
+        self._leading.add(key)
+        return True

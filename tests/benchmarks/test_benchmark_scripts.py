@@ -84,3 +84,12 @@ def test_speculative_decoding_benchmark_runs_both_servers(tmp_path):
     result = json.loads(out.read_text())
     assert result["greedy_identical"] and len(result["speedups"]) == 4 and result["spec_tok_s"] > 0  # 2 rounds x 2 prompts
     assert result["mean_acceptance_length"] > 1.0 and len(result["per_position_acceptance_rate"]) == 3
+
+
+@pytest.mark.slow
+def test_n_shared_prefill_counts_one_prefill_for_n_samples():
+    result = run_script("n_shared_prefill.py", "--n", "3", "--prompt-len", "40", "--budgets", "256")
+    shared, separate = result["cases"]["256/prefix caching"], result["cases"]["256/no prefix caching"]
+    assert shared["cached_per_sample"] == [0, 32, 32] and separate["cached_per_sample"] == [0, 0, 0]
+    assert (shared["prompt_tokens_computed"], separate["prompt_tokens_computed"]) == (40 + 2 * 8, 3 * 40)
+    assert shared["tokens_equal"]

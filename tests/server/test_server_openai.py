@@ -106,6 +106,22 @@ def test_n_seeded_choices_are_the_python_apis_samples(client, server, llm):
     assert [c.text for c in sorted(resp.choices, key=lambda c: c.index)] == [c.text for c in out.outputs]
 
 
+def test_n_choices_share_the_prompts_prefill_and_usage_reports_the_hit(client, server, llm):
+    """Choice 0 computes the prompt, choices 1 and 2 take its full blocks from the prefix cache
+    (core/siblings.py): usage reports them as cached; greedy tokens are n=1's."""
+    prompt = ("In the tale of the seven lighthouses, a keeper climbed the stairs every evening, counting "
+              "the steps aloud, and watched the ships pass the rocks where his father once rescued a crew.")
+    resp = client.completions.create(model=server.model, prompt=prompt, max_tokens=5, temperature=0, n=3,
+                                      extra_body={"ignore_eos": True, "return_token_ids": True})
+    ids = llm.tokenizer.encode(prompt)
+    block = llm.engine.scheduler.block_size
+    assert len(ids) > 2 * block
+    assert resp.usage.prompt_tokens == len(ids)
+    assert resp.usage.prompt_tokens_details.cached_tokens == (len(ids) - 1) // block * block
+    want = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True))[0].token_ids
+    assert [c.model_extra["token_ids"] for c in resp.choices] == [want] * 3
+
+
 def test_chat_completion_uses_the_chat_template(client, server, llm):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi"}]
     prompt = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
