@@ -294,6 +294,10 @@ class Scheduler:
         group = self.groups[req.group]
         if req.remote_decode and reason in ("stop", "length"):
             blocks = group.detach(req)
+            prompt_blocks = -(-req.num_prompt_tokens // self.block_size)
+            if len(blocks) > prompt_blocks:  # tokens generated past the prompt (max_tokens > 1): a decoder reads
+                group.blocks.free(blocks[prompt_blocks:])  # the prompt's KV only, and the cap counts it alone
+                blocks = blocks[:prompt_blocks]
             for old in self.pins.make_room(req.group, len(blocks)):  # the oldest unread pins give way
                 group.blocks.free(old.block_ids)
                 self._evicted_pins.append(old)

@@ -161,6 +161,27 @@ def test_the_cap_is_a_setting_and_a_prompt_past_it_is_refused():
     assert eng.scheduler.pins.num_blocks == 3
 
 
+def test_a_prefill_that_generates_past_its_prompt_pins_the_prompts_blocks_only():
+    """A client (not the router, which sends max_tokens 1) asks a prefill server for many tokens: the
+    pin held the blocks of every generated token too, past the cap (an AssertionError in the engine
+    loop) and past what a decoder of the prompt reads (remote_block_ids no decoder accepted)."""
+    eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS, kv_max_pinned_blocks=3))
+    s = eng.scheduler
+    req = make_request("long", list(range(12)), max_tokens=9)  # 3 prompt blocks, then 2 more for the tokens
+    req.remote_decode = True
+    s.add_request(req)
+    eng.run()
+    pin = s.pins.get("long")
+    assert pin is not None and len(pin.block_ids) == 3 and s.pins.num_blocks == 3
+    assert s.total_block_usage().in_use == 3
+    s.check_invariants()
+    d = PullingEngine(make_scheduler(num_blocks=16, block_size=BS), source=eng)
+    d.scheduler.add_request(decode_request("d", list(range(12)), RemotePrefill("engine-p", "long", pin.block_ids,
+                                                                               "127.0.0.1", 9)))
+    d.run()
+    assert d.finished["d"].num_output_tokens == 3 and not d.failed
+
+
 def test_scheduler_frees_expired_pins():
     eng = FakeEngine(make_scheduler(num_blocks=16, block_size=BS))
     prefill(eng, "p", list(range(9)))

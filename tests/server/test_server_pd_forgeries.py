@@ -123,3 +123,20 @@ def test_a_release_with_an_absurd_byte_count_leaves_the_prefill_engine_alive(pd)
     time.sleep(1.0)  # two engine heartbeats
     assert httpx.get(prefill.url + "/health", timeout=10).status_code == 200
     decodes_as_colocated(prefill, decode, "Absurd byte count, after")
+
+
+def test_a_prefill_call_for_many_tokens_pins_the_prompt_only(pd):
+    """A client asking the prefill server for 40 tokens with do_remote_decode (the router asks for 1):
+    the pin held the generated tokens' blocks too, so its answer named more blocks than the prompt fills
+    and the decoder refused it; past --kv-max-pinned-blocks the prefill engine died. Now the prompt's
+    blocks alone are pinned and the decode runs."""
+    prefill, decode = pd
+    prompt = "Many tokens from the prefill server"
+    r = complete(prefill.url, body_for(prefill, prompt, max_tokens=40, kv_transfer_params=ROUTER_PREFILL))
+    assert r.status_code == 200, r.text
+    params = r.json()["kv_transfer_params"]
+    assert len(params["remote_block_ids"]) == -(-len(r.json()["choices"][0]["prompt_token_ids"]) // 16)
+    out = complete(decode.url, body_for(prefill, prompt, kv_transfer_params=params))
+    assert out.status_code == 200, out.text
+    assert out.json()["choices"][0]["token_ids"] == \
+        complete(prefill.url, body_for(prefill, prompt)).json()["choices"][0]["token_ids"]
