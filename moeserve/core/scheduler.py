@@ -15,6 +15,12 @@ sampled tokens (to preempted requests too: a token sampled is part of the sequen
     scheduler.release_pin(rid) / expire_pins(now)  # prefill/decode split: blocks kept for a decoder
     scheduler.drop_output_tail(req, n)     # speculative decoding: tokens a verify accepted past a stop
 
+A constrained request routed to a group in `grammar_groups` (its sampling rank runs in another process
+than the engine core, which compiled the grammar on admission) waits outside the group's queue: the
+next plan asks that rank to compile it beside the steps (`StepPlan.grammars`), and it joins the queue
+once the rank reports it done (`StepResult.grammars`), so no step waits for a compile. Meanwhile the
+steps go on, empty if nothing else runs (`grammars_in_flight`), to hear of it.
+
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to a group (the least-loaded, unless another holds more of its prompt in its prefix cache
 than it carries in extra load), validates limits users can hit (RequestError / QueueFullError),
@@ -34,7 +40,7 @@ from moeserve.core.prefix_cache import PrefixCacheStats, extend_block_hashes
 from moeserve.core.request import Request, RequestStatus
 from moeserve.core.spec_scheduling import SpecScheduling
 from moeserve.core.step_cost import StepCostModel
-from moeserve.core.step_plan import GroupBatch, NewRequest, StepPlan, StepResult
+from moeserve.core.step_plan import GrammarCompile, GroupBatch, NewRequest, StepPlan, StepResult
 from moeserve.errors import QueueFullError, RequestError, context_length_error
 from moeserve.kv_transfer.params import PARAM, prompt_digest
 
@@ -51,9 +57,12 @@ class Scheduler:
     def __init__(
         self, sched_cfg: SchedulerConfig, cache_cfg: CacheConfig, num_groups: int, num_blocks: int, max_model_len: int,
         kv_expiry_s: float = 120.0, kv_max_pinned_blocks: int = 0, spec: SpecScheduling | None = None,
+        grammar_groups: frozenset[int] = frozenset(),
     ):
         """kv_max_pinned_blocks: the most blocks per group kept for remote decoders (0: half the group's).
-        spec: speculative decoding's drafts and counters (core/spec_scheduling.py); None: off."""
+        spec: speculative decoding's drafts and counters (core/spec_scheduling.py); None: off.
+        grammar_groups: the groups whose sampling rank compiles a request's grammar before it is
+        scheduled (see the module's docstring)."""
         assert num_groups >= 1 and num_blocks >= 1 and max_model_len >= 1
         self.cfg = sched_cfg
         self.async_scheduling = bool(sched_cfg.async_scheduling)
@@ -83,6 +92,9 @@ class Scheduler:
         # (group, blocks) of requests that ended while their KV read ran: a one-sided read may still
         # write into the blocks, so they go back to the pool only once every rank reports it done
         self._orphaned_pulls: dict[str, tuple[int, list[int]]] = {}
+        self.grammar_groups = frozenset(grammar_groups)
+        self._compiling: dict[str, Request] = {}  # routed, waiting for their sampling rank's grammar
+        self._grammars_to_announce: list[GrammarCompile] = []
 
     # ---- requests in ------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -99,8 +111,13 @@ class Scheduler:
         req.group = group.group
         req.status = RequestStatus.WAITING
         self.requests[req.request_id] = req
-        group.waiting.append(req)
         group.load_tokens += req.num_tokens
+        spec = req.sampling.structured_outputs
+        if spec is not None and group.group in self.grammar_groups:
+            self._compiling[req.request_id] = req
+            self._grammars_to_announce.append(GrammarCompile(req.request_id, group.group, spec))
+        else:
+            group.waiting.append(req)
 
     def _route(self, req: Request) -> GroupScheduler:
         """The group that serves `req`: the least-loaded (fewest live tokens, then requests), unless
@@ -167,7 +184,8 @@ class Scheduler:
                 self._finish(req, "error")
                 self._failed.append(req)
         finished, self._finished_ids = self._finished_ids, []
-        plan = StepPlan(self._step, batches, new_requests, finished, kv_pulls=pulls)
+        grammars, self._grammars_to_announce = self._grammars_to_announce, []
+        plan = StepPlan(self._step, batches, new_requests, finished, kv_pulls=pulls, grammars=grammars)
         self._step += 1
         if self.async_scheduling:
             self._advance(plan)
@@ -199,6 +217,8 @@ class Scheduler:
         requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
         for done in result.kv_pulls:
             self._pull_done(done.request_id, done.error)
+        for compiled in result.grammars:
+            self._grammar_done(compiled.request_id, compiled.error)
         sampled: dict[str, list[int]] = {}
         for s in result.sampled:  # a verify gives a request its accepted drafts and one more token, in order
             sampled.setdefault(s.request_id, []).append(s.token_id)
@@ -269,6 +289,21 @@ class Scheduler:
         self._finish(req, "error")
         self._failed.append(req)
 
+    def _grammar_done(self, request_id: str, error: str | None) -> None:
+        """`request_id`'s sampling rank has compiled its grammar: it joins its group's queue (ended
+        meanwhile: nothing to do). Failed (the engine core compiled the same grammar, so a rank that
+        cannot is at fault): the request alone ends with an error."""
+        req = self._compiling.pop(request_id, None)
+        if req is None:
+            return
+        if error is None:
+            self.groups[req.group].waiting.append(req)
+            return
+        req.error = f"the sampling rank could not compile the request's grammar: {error}"
+        req.error_status = 500
+        self._finish(req, "error")
+        self._failed.append(req)
+
     def observe_step(self, plan: StepPlan, seconds: float) -> None:
         """How long `plan` took to execute. The groups run side by side, so the step's size is its
         largest group's."""
@@ -292,7 +327,9 @@ class Scheduler:
         if req is None:
             return None
         group = self.groups[req.group]
-        if req.remote_decode and reason in ("stop", "length"):
+        if self._compiling.pop(request_id, None) is not None:  # in no queue yet; the rank drops its compile
+            self._grammars_to_announce = [g for g in self._grammars_to_announce if g.request_id != request_id]
+        elif req.remote_decode and reason in ("stop", "length"):
             blocks = group.detach(req)
             prompt_blocks = -(-req.num_prompt_tokens // self.block_size)
             if len(blocks) > prompt_blocks:  # tokens generated past the prompt (max_tokens > 1): a decoder reads
@@ -355,7 +392,7 @@ class Scheduler:
 
     @property
     def num_waiting(self) -> int:
-        return sum(len(g.waiting) for g in self.groups)
+        return sum(len(g.waiting) for g in self.groups) + len(self._compiling)
 
     @property
     def num_preemptions(self) -> int:
@@ -397,6 +434,12 @@ class Scheduler:
         """Some request's KV read has not been reported done by every rank: steps must go on, even
         empty, to hear of it (the blocks of an ended request's read come back then too)."""
         return bool(self._orphaned_pulls) or any(g.pulling for g in self.groups)
+
+    @property
+    def grammars_in_flight(self) -> bool:
+        """Some request waits for its sampling rank's grammar (or is still to be announced): steps must
+        go on, even empty, to hear of it."""
+        return bool(self._compiling)
 
     def block_usage(self) -> list[BlockUsage]:
         """Per attention group; `total_block_usage` sums them."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import SamplingParams, StructuredOutputsParams
 
 # a token id the host does not know yet: the token the previous step samples for this request, which
 # the worker fills in on the device (async scheduling: the host schedules step N+1 while step N runs)
@@ -159,6 +159,25 @@ def merge_pull_results(parts: list[list[KvPullDone]]) -> list[KvPullDone]:
 
 
 @dataclass
+class GrammarCompile:
+    """Compile a constrained request's grammar on its group's sampling rank, beside the steps (that
+    rank runs in another process than the engine core, which compiled it on admission): the request is
+    not scheduled until the rank reports it done (`GrammarDone`), so no step waits for a compile."""
+
+    request_id: str
+    group: int
+    spec: StructuredOutputsParams
+
+
+@dataclass
+class GrammarDone:
+    """A sampling rank has compiled a request's grammar (error None) or could not (the reason)."""
+
+    request_id: str
+    error: str | None = None
+
+
+@dataclass
 class StepPlan:
     step: int
     groups: list[GroupBatch]
@@ -170,6 +189,7 @@ class StepPlan:
     # every rank hands its routing counts since the last collection to rank 0 after this step's forward
     collect_routing: bool = False
     kv_pulls: list[KvPull] = field(default_factory=list)  # run before the forward, on the group's ranks
+    grammars: list[GrammarCompile] = field(default_factory=list)  # started beside the steps, on sampling ranks
 
     @property
     def num_tokens(self) -> int:
@@ -216,3 +236,4 @@ class StepResult:
     kv_pulls: list[KvPullDone] = field(default_factory=list)
     # the MTP layer's drafts for each sampled request's next step (speculative decoding, method mtp)
     drafts: dict[str, list[int]] = field(default_factory=dict)
+    grammars: list[GrammarDone] = field(default_factory=list)  # compiles a sampling rank finished since its last step

@@ -166,6 +166,9 @@ class EngineCore:
             kv_expiry_s=config.kv_transfer.expiry_s,
             kv_max_pinned_blocks=config.kv_transfer.max_pinned_blocks,
             spec=spec_scheduling(config, self.max_model_len),
+            # a sampling rank in another process compiles each grammar again: beside the steps, before
+            # the request is scheduled (its cache is not this process's)
+            grammar_groups=getattr(self.executor, "remote_sampling_groups", frozenset()),
         )
         self.kv = None  # the prefill/decode split's side channel and releases (kv_transfer/connector.py)
         if config.kv_transfer.enabled:
@@ -241,8 +244,9 @@ class EngineCore:
 
     def compile_grammar(self, params: SamplingParams) -> None:
         """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400
-        now, never an error inside a step. The sampling ranks compile it again from their own cache.
-        Thread-safe (xgrammar releases the GIL): the server's engine loop calls it off its thread
+        now, never an error inside a step. A sampling rank in this process finds it in the cache; one in
+        another process compiles it again beside the steps, before the request is scheduled
+        (Scheduler.grammar_groups). Thread-safe (xgrammar releases the GIL): the server's engine loop calls it off its thread
         before add_request, so a slow grammar does not stall the steps of other requests."""
         if self.tokenizer is None:
             raise RequestError("structured outputs need a tokenizer and this checkpoint has none",
@@ -311,8 +315,7 @@ class EngineCore:
         plan = self.scheduler.schedule()
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
-        # an empty step too while KV reads run beside the steps: the workers report them done in one
-        if plan.num_tokens or plan.new_requests or plan.finished_request_ids or self.scheduler.pulls_in_flight:
+        if self._worth_running(plan):
             if self.placement is not None:
                 self.placement.before(plan)  # may ask for routing counts or ship a new expert placement
             started = time.perf_counter()
@@ -334,7 +337,7 @@ class EngineCore:
         outputs, self._pending_outputs = self._pending_outputs, []
         outputs += self._collect_scheduler_failures()
         submitted = None
-        if plan.num_tokens or plan.new_requests or plan.finished_request_ids or self.scheduler.pulls_in_flight:
+        if self._worth_running(plan):
             if self.placement is not None:
                 self.placement.before(plan)
             submitted = _InFlight(plan, self.executor.submit(plan), time.perf_counter())
@@ -342,6 +345,12 @@ class EngineCore:
             outputs += self._finish(self._inflight)
         self._inflight = submitted
         return outputs
+
+    def _worth_running(self, plan: StepPlan) -> bool:
+        """Tokens to compute, news for the workers, or an empty step while KV reads or grammar compiles
+        run beside the steps: the workers report them done in one."""
+        return bool(plan.num_tokens or plan.new_requests or plan.finished_request_ids or plan.grammars
+                    or self.scheduler.pulls_in_flight or self.scheduler.grammars_in_flight)
 
     def drain(self) -> None:
         """Read back the step in flight (async scheduling); its outputs go out with the next `step`.

@@ -20,6 +20,9 @@ class Executor(Protocol):
     max_model_len: int
     vocab_size: int
     num_groups: int
+    # attention groups whose sampling rank is another process than the engine core's: it compiles each
+    # grammar again before the request is scheduled (core/scheduler.py)
+    remote_sampling_groups: frozenset[int]
 
     def execute(self, plan: StepPlan) -> StepResult: ...
 
@@ -41,6 +44,7 @@ class InProcessExecutor:
     """World of one: the worker lives in the engine's own process."""
 
     num_groups = 1
+    remote_sampling_groups: frozenset[int] = frozenset()
 
     def __init__(self, config: EngineConfig):
         from moeserve.engine.worker import Worker

@@ -13,9 +13,12 @@ the GPU runtime's one-step-ahead schedule the host launches step N+1's forward b
 tokens have come back, and fills step N+1's mask while that forward runs; only then does it need
 step N's tokens (`.tolist()` waits for that copy alone, and only when a constrained request sampled).
 
-A request's matcher is made when it first samples (its grammar was compiled, and checked, by the
-engine core on admission: the compile here finds it in this process's cache, or compiles it again in
-another rank's process). It keeps its state until the request finishes: a preempted request recomputes
+A request's matcher is made when it first samples. Its grammar was compiled, and checked, by the
+engine core on admission: in the engine core's process the compile here finds it in the cache. A
+sampling rank in another process compiles it again, on a worker thread, when the plan announces it
+(`prepare`, StepPlan.grammars), and reports it done with a step's result (`take_compiled`); the
+scheduler schedules the request only then, so no step waits for a compile (a schema of thousands of
+properties takes seconds). The matcher keeps its state until the request finishes: a preempted request recomputes
 its tokens and keeps its output, so its matcher stays where it was, as the sampler's generators do.
 
 Reasoning (StructuredOutputsParams.in_reasoning / reasoning_end / reasoning_start): while a request
@@ -25,13 +28,14 @@ allows.
 """
 from __future__ import annotations
 
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from moeserve.core.step_plan import NewRequest
-from moeserve.engine.grammar import shared_compiler
+from moeserve.core.step_plan import GrammarCompile, GrammarDone, NewRequest
+from moeserve.engine.grammar import import_xgrammar, shared_compiler
 from moeserve.sampling_params import StructuredOutputsParams
 
 
@@ -40,11 +44,15 @@ def bitmask_words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
+_COMPILE_THREADS = 2  # grammars compiled at once (xgrammar uses threads of its own within one)
+
+
 @dataclass
 class _Constrained:
     spec: StructuredOutputsParams
     stop_ids: list[int]
     matcher: Any = None  # xgrammar GrammarMatcher, made on first use
+    compiled: Future | None = None  # its grammar, compiled by `prepare`; None: compiled on first use
     in_reasoning: bool = False
     num_out: int = 0
     tail: list[int] = field(default_factory=list)  # the last tokens while reasoning (to find an end sequence)
@@ -65,15 +73,59 @@ class GrammarBook:
         self._requests: dict[str, _Constrained] = {}
         self._compiler = None
         self._pending: tuple[list[str], Any] | None = None  # the last step's tokens, not yet accepted
+        self._compiled: dict[str, Future] = {}  # grammars `prepare` started, until their request is added
+        self._unreported: dict[str, Future] = {}  # those `take_compiled` has not reported yet
+        self._pool: ThreadPoolExecutor | None = None
 
     def add(self, new: NewRequest) -> None:
         spec = new.sampling.structured_outputs
         if spec is not None:
-            self._requests[new.request_id] = _Constrained(spec, list(new.sampling.eos_token_ids), in_reasoning=spec.in_reasoning)
+            self._requests[new.request_id] = _Constrained(spec, list(new.sampling.eos_token_ids), in_reasoning=spec.in_reasoning,
+                                                          compiled=self._compiled.pop(new.request_id, None))
 
     def remove(self, request_id: str) -> None:
         self._accept_pending()  # its last token may still be pending: the others' must not be lost
         self._requests.pop(request_id, None)
+        self._compiled.pop(request_id, None)  # ended before it was scheduled: a compile still running is dropped
+        self._unreported.pop(request_id, None)
+
+    def prepare(self, compiles: list[GrammarCompile]) -> None:
+        """Start compiling these requests' grammars on worker threads (xgrammar releases the GIL)."""
+        for c in compiles:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_COMPILE_THREADS, thread_name_prefix="grammar")
+            self._compiled[c.request_id] = self._unreported[c.request_id] = self._pool.submit(self._compile, c.spec)
+
+    @property
+    def compiling(self) -> bool:
+        """Some grammar `prepare` started has not been reported yet."""
+        return bool(self._unreported)
+
+    def take_compiled(self, wait_s: float = 0.0) -> list[GrammarDone]:
+        """The grammars compiled (or failed) since the last call; waits up to wait_s for one when none
+        is (an empty step: the world has nothing else to do)."""
+        if wait_s > 0 and self._unreported and not any(f.done() for f in self._unreported.values()):
+            wait(list(self._unreported.values()), timeout=wait_s, return_when=FIRST_COMPLETED)
+        done = []
+        for request_id, future in list(self._unreported.items()):
+            if future.done():
+                del self._unreported[request_id]
+                error = future.exception()
+                done.append(GrammarDone(request_id, None if error is None else str(error) or type(error).__name__))
+        return done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _compile(self, spec: StructuredOutputsParams) -> Any:
+        """On a worker thread; whatever it raises is reported as the request's failure, not the rank's."""
+        return self._shared_compiler().compile(spec)
+
+    def _shared_compiler(self) -> Any:
+        if self._compiler is None:
+            self._compiler = shared_compiler(self.model_dir, self.vocab_size)
+        return self._compiler
 
     def __len__(self) -> int:
         return len(self._requests)
@@ -129,10 +181,9 @@ class GrammarBook:
 
     def _matcher(self, c: _Constrained) -> Any:
         if c.matcher is None:
-            if self._compiler is None:
-                self._compiler = shared_compiler(self.model_dir, self.vocab_size)
-            grammar = self._compiler.compile(c.spec)
-            c.matcher = self._compiler.xgr.GrammarMatcher(grammar, override_stop_tokens=c.stop_ids or None)
+            # compiled by `prepare`, and done: the request was scheduled once it was reported
+            grammar = c.compiled.result() if c.compiled is not None else self._shared_compiler().compile(c.spec)
+            c.matcher = import_xgrammar().GrammarMatcher(grammar, override_stop_tokens=c.stop_ids or None)
         return c.matcher
 
 

@@ -65,6 +65,7 @@ class MultiprocExecutor:
 
         parallel = config.parallel
         self.num_groups = parallel.num_attention_groups
+        self.remote_sampling_groups = frozenset(range(1, self.num_groups))  # group 0 samples here, on rank 0
         self._pulls = PullTally(parallel.world_size // self.num_groups)  # KV reads, as the ranks report them
         self.dead: str | None = None
         self._held: list[StepFuture] = []  # submitted ahead, results not yet reported by the ranks
@@ -258,8 +259,8 @@ class MultiprocExecutor:
                 broadcast_bytes(DRAIN, self.groups.plan_group)
                 self._held = []
             own = future.own.result()
-            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls, own.drafts),
-                                    self.groups.result_group)
+            payloads = gather_bytes(encode_sampled(own.sampled, own.prompt_logprobs, own.kv_pulls, own.drafts,
+                                                   own.grammars), self.groups.result_group)
         merged = StepResult(step=future.step)
         pulls = []
         for payload in payloads:
@@ -267,6 +268,7 @@ class MultiprocExecutor:
             merged.sampled.extend(part.sampled)
             merged.prompt_logprobs.extend(part.prompt_logprobs)
             merged.drafts.update(part.drafts)
+            merged.grammars.extend(part.grammars)
             pulls.append(part.kv_pulls)
         merged.kv_pulls = self._pulls.add(pulls)
         return merged

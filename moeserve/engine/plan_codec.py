@@ -1,9 +1,13 @@
 """msgpack encoding of StepPlan / StepResult for the control plane (never pickle)."""
 from __future__ import annotations
 
+import dataclasses
+
 import msgpack
 
 from moeserve.core.step_plan import (
+    GrammarCompile,
+    GrammarDone,
     GroupBatch,
     KvPull,
     KvPullDone,
@@ -14,7 +18,7 @@ from moeserve.core.step_plan import (
     StepPlan,
     StepResult,
 )
-from moeserve.sampling_params import SamplingParams, params_to_plain
+from moeserve.sampling_params import SamplingParams, StructuredOutputsParams, params_to_plain
 
 _SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", "prompt_targets", "num_drafts",
                "next_token_id")
@@ -41,6 +45,7 @@ def encode_plan(plan: StepPlan | None, report_now: bool = True) -> bytes:
             "rebalance": plan.rebalance,
             "collect": plan.collect_routing,
             "pulls": [[getattr(p, f) for f in _PULL_FIELDS] for p in plan.kv_pulls],
+            "grammars": [[g.request_id, g.group, dataclasses.asdict(g.spec)] for g in plan.grammars],
         }
     )
 
@@ -69,19 +74,22 @@ def _plan(raw: dict) -> StepPlan:
         rebalance=raw.get("rebalance"),
         collect_routing=raw.get("collect", False),
         kv_pulls=[KvPull(*p) for p in raw.get("pulls", ())],
+        grammars=[GrammarCompile(rid, g, StructuredOutputsParams(**spec)) for rid, g, spec in raw.get("grammars", ())],
     )
 
 
 def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogprobs] | None = None,
-                   kv_pulls: list[KvPullDone] | None = None, drafts: dict[str, list[int]] | None = None) -> bytes:
-    """One rank's share of a StepResult: its sampled tokens, its prompt logprobs and how its KV reads
-    went. A failing rank sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
+                   kv_pulls: list[KvPullDone] | None = None, drafts: dict[str, list[int]] | None = None,
+                   grammars: list[GrammarDone] | None = None) -> bytes:
+    """One rank's share of a StepResult: its sampled tokens, its prompt logprobs, how its KV reads
+    went and the grammars it finished compiling. A failing rank sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
     return msgpack.packb(
         {
             "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
             "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
             "pulls": [[getattr(d, f) for f in _DONE_FIELDS] for d in kv_pulls or ()],
             "drafts": drafts or {},
+            "grammars": [[g.request_id, g.error] for g in grammars or ()],
         }
     )
 
@@ -98,4 +106,6 @@ def decode_result(data: bytes) -> StepResult:
         for rid, start, entries in raw.get("prompt", ())
     ]
     pulls = [KvPullDone(*d) for d in raw.get("pulls", ())]
-    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt, kv_pulls=pulls, drafts=raw.get("drafts") or {})
+    grammars = [GrammarDone(rid, error) for rid, error in raw.get("grammars", ())]
+    return StepResult(step=-1, sampled=sampled, prompt_logprobs=prompt, kv_pulls=pulls, drafts=raw.get("drafts") or {},
+                      grammars=grammars)

@@ -100,8 +100,8 @@ def run_rank(config: EngineConfig, watch_rank0: bool = False) -> int:
 
     def report(pending) -> None:
         result = pending.result()
-        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls, result.drafts),
-                     groups.result_group)
+        gather_bytes(encode_sampled(result.sampled, result.prompt_logprobs, result.kv_pulls, result.drafts,
+                                    result.grammars), groups.result_group)
 
     watch = None
     if watch_rank0:

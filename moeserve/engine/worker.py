@@ -7,8 +7,8 @@ import torch
 import torch.distributed as dist
 
 from moeserve.config import EngineConfig
-from moeserve.core.step_plan import (PENDING_TOKEN, GroupBatch, KvPullDone, PromptLogprobs, SampledToken, StepPlan,
-                                     StepResult)
+from moeserve.core.step_plan import (PENDING_TOKEN, GrammarDone, GroupBatch, KvPullDone, PromptLogprobs, SampledToken,
+                                     StepPlan, StepResult)
 from moeserve.engine.grammar_book import GrammarBook
 from moeserve.engine.host_copy import to_device
 from moeserve.engine.model_runner import ModelRunner, TokenFill, resolve_model_dir
@@ -20,6 +20,8 @@ from moeserve.parallel_state import ParallelContext
 # an empty step (the engine waits for KV reads and has nothing to compute) waits this long for a read
 # to end before it reports back, so an idle decode engine does not spin through empty steps
 PULL_POLL_S = 0.002
+# likewise for a grammar a sampling rank compiles beside the steps (engine/grammar_book.py)
+GRAMMAR_POLL_S = 0.02
 
 
 @dataclass
@@ -31,12 +33,13 @@ class PendingStep:
     prompt_logprobs: list[PromptLogprobs] = field(default_factory=list)
     kv_pulls: list[KvPullDone] = field(default_factory=list)
     drafts: dict[str, list[int]] = field(default_factory=dict)  # the MTP layer's, for the next step
+    grammars: list[GrammarDone] = field(default_factory=list)  # compiled beside the steps since the last one
 
     def result(self) -> StepResult:
         sampled = self.sampled
         tokens = sampled.result() if isinstance(sampled, SampledBatch) else sampled or []
         return StepResult(self.step, tokens, prompt_logprobs=self.prompt_logprobs, kv_pulls=self.kv_pulls,
-                          drafts=self.drafts)
+                          drafts=self.drafts, grammars=self.grammars)
 
 
 class Worker:
@@ -90,6 +93,7 @@ class Worker:
         """Queue the step on the device and return without reading anything back: the sampled ids stay
         on the device (where the next plan's pending tokens are filled from) and their host copy is
         on its way (`PendingStep.result` waits for it). Steps must be launched in plan order."""
+        compiled: list[GrammarDone] = []
         if self.sampler is not None:
             for request_id in plan.finished_request_ids:
                 self.sampler.remove(request_id)
@@ -97,6 +101,9 @@ class Worker:
             for new in plan.new_requests:
                 self.sampler.add(new)
                 self.grammars.add(new)
+            self.grammars.prepare([g for g in plan.grammars if g.group == self.group])
+            idle = plan.num_tokens == 0 and self.grammars.compiling
+            compiled = self.grammars.take_compiled(wait_s=GRAMMAR_POLL_S if idle else 0.0)
         if plan.rebalance is not None:  # every rank switches placement before this step's forward
             self.placement.apply(plan.rebalance)
             self.runner.capture_graphs()  # the graphs hold the old slot maps
@@ -109,9 +116,9 @@ class Worker:
             assert not plan.kv_pulls, "a KvPull for an engine without --kv-transfer"
         if plan.num_tokens == 0 and plan.collect_routing:  # a control step: no forward at all, on any rank
             self.placement.collect()
-            return PendingStep(plan.step, kv_pulls=pulled)
+            return PendingStep(plan.step, kv_pulls=pulled, grammars=compiled)
         if plan.num_tokens == 0:  # nothing to compute on any rank (the plan is the same everywhere)
-            return PendingStep(plan.step, kv_pulls=pulled)
+            return PendingStep(plan.step, kv_pulls=pulled, grammars=compiled)
         # the global max group size is decided on rank 0 and identical everywhere (dispatch may use it)
         top_n = self.sampler.prompt_top_n if self.sampler is not None else None
         logits, prompt_logprobs = self.runner.execute_step(batch, plan.max_group_tokens, top_n, plan.is_decode,
@@ -131,7 +138,7 @@ class Worker:
             drafts = self._draft(plan, batch, sampled or [])
         if self.sampler is None:  # every rank reports its own reads: the executor merges them
             return PendingStep(plan.step, kv_pulls=pulled)
-        return PendingStep(plan.step, sampled, prompt_logprobs, pulled, drafts)
+        return PendingStep(plan.step, sampled, prompt_logprobs, pulled, drafts, compiled)
 
     def _remember(self, request_ids: list[str], sampled: SampledBatch | list[SampledToken] | None,
                   logits: torch.Tensor) -> None:
@@ -205,6 +212,8 @@ class Worker:
         if self.kv_agent is not None:
             self.kv_agent.close()
             self.kv_agent = None
+        if self.grammars is not None:
+            self.grammars.close()
         self.runner.kv_caches = []
         if self.runner.device.type == "cuda":
             torch.cuda.empty_cache()

@@ -227,6 +227,37 @@ def test_the_grammar_starts_after_the_reasoning(tok):
     assert book.bitmask(["m"]) is None  # reasoning now
 
 
+def test_a_prepared_grammar_is_compiled_beside_the_steps_not_in_one(tok, monkeypatch):
+    """A sampling rank in another process than the engine core compiles on a worker thread when the plan
+    announces the grammar, reports it, and its matcher uses that compile: the step compiles nothing."""
+    from moeserve.core.step_plan import GrammarCompile, GrammarDone
+
+    book = GrammarBook(MODEL_DIR, VOCAB_SIZE)
+    spec = StructuredOutputsParams(regex="[0-9]{2,4}")
+    book.prepare([GrammarCompile("r", 1, spec), GrammarCompile("bad", 1, StructuredOutputsParams(regex="(")),
+                  GrammarCompile("gone", 1, spec)])
+    book.remove("gone")  # aborted while compiling: never reported
+    done = []
+    while book.compiling:
+        done += book.take_compiled(wait_s=5)
+    assert sorted(d.request_id for d in done) == ["bad", "r"] and GrammarDone("r") in done
+    assert "regex could not be compiled" in next(d.error for d in done if d.request_id == "bad")
+
+    def no_compile(*args):
+        raise AssertionError("compiled inside a step")
+
+    monkeypatch.setattr(grammar.GrammarCompiler, "compile", no_compile)
+    book.add(NewRequest("r", SamplingParams(structured_outputs=spec, eos_token_ids=EOS)))
+    plain = GrammarBook(MODEL_DIR, VOCAB_SIZE)
+    plain.add(NewRequest("r", SamplingParams(structured_outputs=spec, eos_token_ids=EOS)))
+    with pytest.raises(AssertionError, match="inside a step"):  # without prepare, the step compiles
+        plain.bitmask(["r"])
+    for t in tok.encode("42"):
+        assert t in allowed(book.bitmask(["r"])[0])
+        book.accept(["r"], [t])
+    assert tok.encode("a")[0] not in allowed(book.bitmask(["r"])[0])
+
+
 # ---- on a GPU (benchmarks/gpu_check.py runs these) -------------------------------------------------------
 @pytest.mark.gpu
 def test_bitmask_on_the_gpu_matches_the_host():

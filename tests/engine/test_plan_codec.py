@@ -42,3 +42,18 @@ def test_kv_pulls_reach_every_rank_and_their_outcomes_come_back_merged():
     merged = {d.request_id: d for d in merge_pull_results(parts)}
     assert (merged["d"].num_bytes, merged["d"].seconds, merged["d"].error) == (200, 0.7, None)
     assert merged["e"].error == "peer gone"  # one rank's failure fails the request on every rank
+
+
+def test_grammar_compiles_reach_the_ranks_and_their_reports_come_back():
+    from moeserve.core.step_plan import GrammarCompile, GrammarDone
+    from moeserve.sampling_params import StructuredOutputsParams
+
+    specs = [StructuredOutputsParams(json={"type": "object", "properties": {"a": {"type": "number", "maximum": 1e300}}},
+                                     reasoning_end=[[5, 6]], reasoning_start=4),
+             StructuredOutputsParams(choice=["yes", "no"], in_reasoning=True, reasoning_end=[[9]])]
+    plan = StepPlan(step=3, groups=[GroupBatch(0), GroupBatch(1)],
+                    grammars=[GrammarCompile("a", 1, specs[0]), GrammarCompile("b", 1, specs[1])])
+    assert decode_plan(encode_plan(plan)) == plan
+    done = [GrammarDone("a"), GrammarDone("b", "the regex could not be compiled")]
+    assert decode_result(encode_sampled([], grammars=done)).grammars == done
+    assert decode_result(encode_sampled([])).grammars == []

@@ -4,6 +4,7 @@ the single-rank engine's tokens. The built-in model; its answers validate agains
 from __future__ import annotations
 
 import json
+import os
 
 import jsonschema
 import pytest
@@ -78,3 +79,51 @@ def test_two_attention_groups_sample_as_one_rank(alone):
     finally:
         ep2.shutdown()
     assert [done[f"r{i}"].token_ids for i in range(len(PROMPTS))] == [o.token_ids for o in want]
+
+
+HOLD_COMPILES = '''"""Rank processes of the test below: xgrammar's compiles wait for a file (the test's release)."""
+import os
+import time
+
+from moeserve.engine import grammar
+
+_compile = grammar.GrammarCompiler.compile
+
+
+def _held(self, spec):
+    deadline = time.monotonic() + 30  # the step timeout is longer: a rank that compiles in a step waits it out
+    while not os.path.exists(os.environ["MOESERVE_TEST_RELEASE"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _compile(self, spec)
+
+
+grammar.GrammarCompiler.compile = _held
+'''
+
+
+def test_a_ranks_compile_holds_back_its_request_only(alone, tmp_path, monkeypatch):
+    """The rank sampling group 1 (another process) compiles the grammar beside the steps: while its compile
+    is held, the request of group 0 runs to its end and the constrained one waits; once released, the
+    constrained one gives the single-rank engine's tokens (which ran in step with the host). A rank that compiled inside a step held every
+    step (the collectives wait for it) until its compile ended."""
+    _, want = alone
+    (tmp_path / "sitecustomize.py").write_text(HOLD_COMPILES)  # imported by the spawned ranks at start-up
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    release = tmp_path / "release"
+    monkeypatch.setenv("MOESERVE_TEST_RELEASE", str(release))
+    ep2 = LLM(ep=2, tp=1, async_scheduling=True, **SETTINGS)  # the host a step ahead, as on a GPU
+    try:
+        engine = ep2.engine
+        engine.add_request("plain", ep2.tokenizer.encode(PROMPTS[1]), SamplingParams(max_tokens=6, ignore_eos=True))
+        engine.add_request("json", ep2.tokenizer.encode(PROMPTS[0]), params()[0])
+        assert engine.scheduler.requests["json"].group == 1
+        done = {}
+        while "plain" not in done:
+            done.update({o.request_id: o for o in engine.step() if o.finished})
+        assert not engine.scheduler.requests["json"].output_token_ids and not release.exists()
+        release.touch()
+        while "json" not in done:
+            done.update({o.request_id: o for o in engine.step() if o.finished})
+    finally:
+        ep2.shutdown()
+    assert len(done["plain"].token_ids) == 6 and done["json"].token_ids == want[0].token_ids
