@@ -29,6 +29,7 @@ and never touches a block pool except through the group schedulers and `BlockMan
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ from moeserve.core.step_cost import StepCostModel
 from moeserve.core.step_plan import GrammarCompile, GroupBatch, NewRequest, StepPlan, StepResult
 from moeserve.errors import QueueFullError, RequestError, context_length_error
 from moeserve.kv_transfer.params import PARAM, prompt_digest
+
+log = logging.getLogger("moeserve.core")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,10 @@ class Scheduler:
         self.grammar_groups = frozenset(grammar_groups)
         self._compiling: dict[str, Request] = {}  # routed, waiting for their sampling rank's grammar
         self._grammars_to_announce: list[GrammarCompile] = []
+        # request id -> [group, blocks, ranks]: a failed read still running on `ranks` ranks may still
+        # write into the blocks; they stay held (in use, never published) until each of them ends
+        self._quarantine: dict[str, list] = {}
+        self.num_kv_quarantines = 0  # failed reads whose blocks were held so
 
     # ---- requests in ------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -216,7 +223,10 @@ class Scheduler:
         """Advance every scheduled request past its tokens; append sampled tokens. Returns the
         requests that got a new token, in plan order. Requests finished since `schedule` are skipped."""
         for done in result.kv_pulls:
-            self._pull_done(done.request_id, done.error)
+            if done.lingering < 0:
+                self._read_ended(done.request_id, -done.lingering)
+            else:
+                self._pull_done(done.request_id, done.error, done.lingering)
         for compiled in result.grammars:
             self._grammar_done(compiled.request_id, compiled.error)
         sampled: dict[str, list[int]] = {}
@@ -267,14 +277,15 @@ class Scheduler:
             req.drop_output_tail(n)
             self.groups[req.group].load_tokens -= n
 
-    def _pull_done(self, request_id: str, error: str | None) -> None:
+    def _pull_done(self, request_id: str, error: str | None, lingering: int = 0) -> None:
         """Every rank has finished reading `request_id`'s prompt KV (error: some rank failed). Read:
         the request runs from its last prompt token on. Failed: it ends with an error (HTTP 503, the
-        prefill engine is unavailable); its blocks, never published, go back to the free list. Ended
-        meanwhile (aborted): its blocks go back now."""
+        prefill engine is unavailable); its blocks, never published, go back to the free list, unless
+        `lingering` ranks' reads could not be cancelled: then they stay held until those end
+        (`_read_ended`). Ended meanwhile (aborted): its blocks go back now, or as they would on failure."""
         orphan = self._orphaned_pulls.pop(request_id, None)
         if orphan is not None:
-            self.groups[orphan[0]].blocks.free(orphan[1])
+            self._free_or_hold(request_id, orphan[0], orphan[1], lingering)
             return
         req = self.requests.get(request_id)
         if req is None or req.status is not RequestStatus.PULLING:
@@ -283,7 +294,7 @@ class Scheduler:
             self.groups[req.group].pull_landed(req)
             return
         self.num_kv_pull_failures += 1
-        self.groups[req.group].remove(req)
+        self._free_or_hold(request_id, req.group, self.groups[req.group].detach(req), lingering)
         req.error = f"the prompt's KV cache could not be read from the prefill server: {error}"
         req.error_status = 503
         self._finish(req, "error")
@@ -303,6 +314,33 @@ class Scheduler:
         req.error_status = 500
         self._finish(req, "error")
         self._failed.append(req)
+
+    def _free_or_hold(self, request_id: str, group: int, blocks: list[int], lingering: int) -> None:
+        """Give a failed or orphaned pull's blocks back, or quarantine them while `lingering` ranks' reads
+        may still write into them: held, they are neither free nor cached, so nobody gets them."""
+        if lingering <= 0:
+            self.groups[group].blocks.free(blocks)
+            return
+        self._quarantine[request_id] = [group, blocks, lingering]
+        self.num_kv_quarantines += 1
+        log.warning("KV blocks of %s held: the failed read of %d rank(s) is still running and may still write "
+                    "into them (%d blocks held in all)", request_id, lingering, self.num_blocks_quarantined)
+
+    def _read_ended(self, request_id: str, ranks: int) -> None:
+        """`ranks` of the lingering reads of a quarantined pull have ended: its blocks come back after the last."""
+        held = self._quarantine.get(request_id)
+        if held is None:
+            return
+        held[2] -= ranks
+        if held[2] <= 0:
+            del self._quarantine[request_id]
+            self.groups[held[0]].blocks.free(held[1])
+            log.info("KV blocks of %s released: its failed read has ended", request_id)
+
+    @property
+    def num_blocks_quarantined(self) -> int:
+        """Blocks held because a failed KV read still running may write into them."""
+        return sum(len(held[1]) for held in self._quarantine.values())
 
     def observe_step(self, plan: StepPlan, seconds: float) -> None:
         """How long `plan` took to execute. The groups run side by side, so the step's size is its
@@ -417,6 +455,8 @@ class Scheduler:
             "prefix_cache_hit_tokens": prefix.hit_tokens,
             "kv_blocks_pinned_remote": self.pins.num_blocks,
             "kv_pins_evicted": self.pins.num_evicted,
+            "kv_blocks_quarantined": self.num_blocks_quarantined,
+            "kv_quarantines": self.num_kv_quarantines,
             "prompt_tokens_computed": self.num_prompt_tokens_computed,
         }
         if self.spec is not None:
@@ -432,8 +472,11 @@ class Scheduler:
     @property
     def pulls_in_flight(self) -> bool:
         """Some request's KV read has not been reported done by every rank: steps must go on, even
-        empty, to hear of it (the blocks of an ended request's read come back then too)."""
-        return bool(self._orphaned_pulls) or any(g.pulling for g in self.groups)
+        empty, to hear of it (the blocks of an ended request's read come back then too). Quarantined
+        blocks come back the same way, but only a waiting request needs them soon: an idle engine
+        does not step for them alone (a read that never ends would keep it stepping forever)."""
+        return (bool(self._orphaned_pulls) or any(g.pulling for g in self.groups)
+                or (bool(self._quarantine) and self.num_waiting > 0))
 
     @property
     def grammars_in_flight(self) -> bool:
@@ -469,7 +512,7 @@ class Scheduler:
             for req in g.running + g.pulling:
                 for b in req.block_ids:
                     holders[b] += 1
-            for group, blocks in self._orphaned_pulls.values():
+            for group, blocks, *_ in [*self._orphaned_pulls.values(), *self._quarantine.values()]:
                 for b in blocks if group == g.group else ():
                     holders[b] += 1
             for req in g.waiting:

@@ -108,12 +108,17 @@ class KvPull:
 
 @dataclass
 class KvPullDone:
-    """How a KvPull went on the rank that ran it: error None means every block arrived."""
+    """How a KvPull went on the rank that ran it: error None means every block arrived.
+
+    lingering > 0 (with an error): that many ranks' reads failed without NIXL cancelling them, so
+    they may still write into the request's blocks; each such rank reports again, later, with
+    lingering -1 once its read has ended (a report of its own, not a pull's outcome)."""
 
     request_id: str
     num_bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
+    lingering: int = 0
 
 
 class PullTally:
@@ -127,15 +132,24 @@ class PullTally:
         self._parts: dict[str, list[KvPullDone]] = {}
 
     def add(self, parts: list[list[KvPullDone]]) -> list[KvPullDone]:
-        """One step's reports (a list per rank); returns the pulls that are now done on every rank."""
-        ready = []
+        """One step's reports (a list per rank); returns the pulls that are now done on every rank,
+        then the lingering reads that ended (lingering -1) of pulls already returned. A lingering read
+        that ends before the other ranks report its pull is netted into that pull's outcome."""
+        ready, ended = [], []
         for part in parts:
             for d in part:
+                if d.lingering < 0:
+                    mine = next((g for g in self._parts.get(d.request_id, ()) if g.lingering > 0), None)
+                    if mine is None:
+                        ended.append(d)
+                    else:
+                        mine.lingering -= 1
+                    continue
                 got = self._parts.setdefault(d.request_id, [])
                 got.append(d)
                 if len(got) == self.ranks_per_group:
                     ready.append(self._parts.pop(d.request_id))
-        return merge_pull_results([[d] for got in ready for d in got])
+        return merge_pull_results([[d] for got in ready for d in got]) + ended
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -144,17 +158,18 @@ class PullTally:
 def merge_pull_results(parts: list[list[KvPullDone]]) -> list[KvPullDone]:
     """One KvPullDone per request from every rank's (each rank of a group reads its own head slice):
     bytes summed, seconds the slowest rank's (they read side by side), and failed if any rank
-    failed, so every rank's outcome is one decision, taken on rank 0."""
+    failed, so every rank's outcome is one decision, taken on rank 0; lingering reads summed."""
     merged: dict[str, KvPullDone] = {}
     for part in parts:
         for d in part:
             m = merged.get(d.request_id)
             if m is None:
-                merged[d.request_id] = KvPullDone(d.request_id, d.num_bytes, d.seconds, d.error)
+                merged[d.request_id] = KvPullDone(d.request_id, d.num_bytes, d.seconds, d.error, d.lingering)
             else:
                 m.num_bytes += d.num_bytes
                 m.seconds = max(m.seconds, d.seconds)
                 m.error = m.error or d.error
+                m.lingering += d.lingering
     return list(merged.values())
 
 

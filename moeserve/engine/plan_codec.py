@@ -24,7 +24,7 @@ _SEQ_FIELDS = ("request_id", "token_ids", "start_pos", "block_table", "sample", 
                "next_token_id")
 _PULL_FIELDS = ("request_id", "group", "engine_id", "remote_request_id", "host", "port", "remote_block_ids",
                 "local_block_ids", "remote_group", "release_token")
-_DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error")
+_DONE_FIELDS = ("request_id", "num_bytes", "seconds", "error", "lingering")
 
 
 DRAIN = msgpack.packb({"drain": True})  # ranks send the results they still hold (multiproc_executor.py)

@@ -12,6 +12,7 @@ that also pulls the CUDA 13 build); either import works.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import sys
 import threading
@@ -25,6 +26,8 @@ import torch
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.netif import interface_of
+
+log = logging.getLogger("moeserve.kv_transfer")
 
 MISSING = "--kv-transfer nixl needs NIXL: pip install 'moeserve[pd]' (nixl-cu12 1.5, UCX bundled)"
 
@@ -91,6 +94,16 @@ class TransferError(RuntimeError):
     """A READ failed or timed out (the owner died, or its blocks are gone)."""
 
 
+class ReadInFlight(TransferError):
+    """A READ failed or timed out and NIXL could not cancel it (release_xfer_handle refused while the
+    transfer was still running): it may still write into its destination, until KvAgent.settle
+    names `token`. The destination must not be reused before then."""
+
+    def __init__(self, message: str, token: int):
+        super().__init__(message)
+        self.token = token
+
+
 class KvAgent:
     """One NIXL agent per rank over its KV cache tensors (each [num_blocks, block_size, ...],
     contiguous, CPU), every rank of a multi-rank engine its own.
@@ -124,6 +137,9 @@ class KvAgent:
         self._peers: set[str] = set()  # agent names whose metadata NIXL holds
         self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)
         self._staging_reg = None
+        # token -> (handle, (staging buffer, its registration) it abandoned or None): ReadInFlight
+        self._lingering: dict[int, tuple[object, tuple | None]] = {}
+        self._next_token = 0
 
     def add_peer(self, layout: CacheLayout) -> None:
         """Load a remote agent's metadata once (the handshake with that rank); later reads name it."""
@@ -153,7 +169,7 @@ class KvAgent:
     def read(self, agent_name: str, local_rows: np.ndarray, remote_rows: np.ndarray, timeout_s: float) -> int:
         """One-sided READ of the peer's byte ranges `remote_rows` into ours `local_rows` (each [N, 2]
         int64 (address, bytes), paired row by row); blocks until done. Returns the bytes read; raises
-        TransferError."""
+        TransferError, or ReadInFlight when it failed and NIXL could not cancel it."""
         assert local_rows.shape == remote_rows.shape and agent_name in self._peers
         if not len(local_rows):
             return 0
@@ -173,16 +189,65 @@ class KvAgent:
                 state = self.agent.check_xfer_state(handle)
             if state != "DONE":
                 raise TransferError(f"the KV read from {agent_name} failed ({state})")
-        except TransferError:
-            raise
         except Exception as e:
-            raise TransferError(f"the KV read from {agent_name} failed: {e}") from None
-        finally:
-            try:
-                self.agent.release_xfer_handle(handle)
-            except Exception:
-                pass  # a handle of a failed transfer may refuse release; nothing more to do
+            error = e if isinstance(e, TransferError) else TransferError(f"the KV read from {agent_name} failed: {e}")
+            if self._release(handle) or self._ended(handle):
+                raise error from None
+            raise self._linger(handle, local_rows, error) from None
+        self._release(handle)
         return int(local_rows[:, 1].sum())
+
+    # ---- reads NIXL could not cancel ------------------------------------------------------------
+    def _release(self, handle) -> bool:
+        """Free the handle; NIXL cancels a transfer still running. False: it refused (the transfer could
+        not be cancelled and may still write into its destination)."""
+        try:
+            self.agent.release_xfer_handle(handle)
+            return True
+        except Exception:
+            return False
+
+    def _ended(self, handle) -> bool:
+        """Whether NIXL reports the transfer over (DONE or ERR): nothing of it can land later. The
+        handle is let go whether or not it frees now."""
+        try:
+            if self.agent.check_xfer_state(handle) == "PROC":
+                return False
+        except Exception:
+            return False
+        self._release(handle)
+        return True
+
+    def _linger(self, handle, local_rows: np.ndarray, error: TransferError) -> ReadInFlight:
+        """Keep a failed READ that NIXL could not cancel until it ends (`settle`): it may still write into
+        `local_rows`. A read into the staging buffer abandons the buffer (kept alive and registered
+        with the handle; the next staged read gets a new one)."""
+        self._next_token += 1
+        kept = None
+        if self._staging is not None:
+            lo, hi = self._staging.data_ptr(), self._staging.data_ptr() + self._staging.numel()
+            if bool(((local_rows[:, 0] >= lo) & (local_rows[:, 0] < hi)).any()):
+                kept = (self._staging, self._staging_reg)
+                self._staging, self._staging_reg = None, None
+        self._lingering[self._next_token] = (handle, kept)
+        log.warning("%s; NIXL could not cancel it, so it may still write: its destination is held until it ends "
+                    "(%d such reads)", error, len(self._lingering))
+        return ReadInFlight(f"{error} (and could not be cancelled)", self._next_token)
+
+    @property
+    def num_lingering(self) -> int:
+        """Failed READs NIXL could not cancel that have not ended yet (their destinations are held)."""
+        return len(self._lingering)
+
+    def settle(self) -> list[int]:
+        """The tokens (ReadInFlight.token) of lingering READs that have ended since the last call: their
+        destinations will not be written any more. An abandoned staging buffer is deregistered then."""
+        ended = [token for token, (handle, _) in self._lingering.items() if self._ended(handle)]
+        for token in ended:
+            _, kept = self._lingering.pop(token)
+            if kept is not None and kept[1] is not None:
+                self.agent.deregister_memory(kept[1])
+        return ended
 
     def remove_peer(self, agent_name: str) -> None:
         if agent_name in self._peers:

@@ -26,7 +26,7 @@ import torch
 from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
 from moeserve.kv_transfer.head_slices import HeadRange
-from moeserve.kv_transfer.nixl_agent import KvAgent, TransferError
+from moeserve.kv_transfer.nixl_agent import KvAgent, ReadInFlight, TransferError
 from moeserve.kv_transfer.peer_calls import PeerError, get_json, pin_path
 from moeserve.kv_transfer.staging import (
     SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
@@ -40,6 +40,7 @@ log = logging.getLogger("moeserve.kv_transfer")
 HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
 READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
+SETTLE_POLL_S = 0.05  # how often the reader asks NIXL whether a read it could not cancel has ended
 
 
 class PinGone(TransferError):
@@ -61,7 +62,8 @@ class RankKvAgent:
     def _init_reader(self) -> None:
         self._todo: queue.SimpleQueue[list[KvPull] | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[KvPullDone] = queue.SimpleQueue()
-        self._num_in_flight = 0  # started, not yet collected by `finished`
+        self._num_in_flight = 0  # reports still to come: pulls started, and reads that linger (`_settle`)
+        self._lingering: dict[int, str] = {}  # ReadInFlight.token -> its pull's request id (reader thread's)
         self._reader: threading.Thread | None = None  # started with the first pull
 
     def start(self, pulls: list[KvPull]) -> None:
@@ -89,6 +91,7 @@ class RankKvAgent:
             except queue.Empty:
                 break
         self._num_in_flight -= len(out)
+        self._num_in_flight += sum(d.lingering > 0 for d in out)  # each reports its end later (lingering -1)
         return out
 
     @property
@@ -96,14 +99,30 @@ class RankKvAgent:
         return self._num_in_flight
 
     def _read_loop(self) -> None:
-        while (pulls := self._todo.get()) is not None:
+        while True:
+            try:  # while a read NIXL could not cancel lingers, wake to ask whether it has ended
+                pulls = self._todo.get(timeout=SETTLE_POLL_S) if self._lingering else self._todo.get()
+            except queue.Empty:
+                pulls = []
+            if pulls is None:
+                return
             try:
-                dones = self.run(pulls)
+                dones = self.run(pulls) if pulls else []
             except Exception as e:  # a bug, not a peer: still every pull must end, or its request waits forever
                 log.exception("KV reads of %d pulls failed", len(pulls))
                 dones = [KvPullDone(p.request_id, error=f"{type(e).__name__}: {e}") for p in pulls]
-            for done in dones:
+            for done in dones + self._settle():
                 self._done.put(done)
+
+    def _settle(self) -> list[KvPullDone]:
+        """For each read that failed without NIXL cancelling it and has now ended: its pull's request id
+        with lingering -1 (the scheduler holds the request's blocks until every such read has ended)."""
+        if not self._lingering:
+            return []
+        ended = [self._lingering.pop(token) for token in self.agent.settle()]
+        for request_id in ended:
+            log.info("the KV read of %s that could not be cancelled has ended: its blocks may be reused", request_id)
+        return [KvPullDone(request_id, lingering=-1) for request_id in ended]
 
     def layout(self) -> dict:
         return self.agent.layout.to_json()
@@ -145,6 +164,9 @@ class RankKvAgent:
             self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             peer_down = isinstance(e, (PeerError, TransferError)) and not isinstance(e, PinGone)
+            if isinstance(e, ReadInFlight):  # it may still write the request's blocks: they stay held
+                self._lingering[e.token] = pull.request_id
+                return KvPullDone(pull.request_id, error=str(e), lingering=1), peer_down
             return KvPullDone(pull.request_id, error=str(e)), peer_down
         return KvPullDone(pull.request_id, nbytes, seconds), False
 
@@ -164,9 +186,10 @@ class RankKvAgent:
                 nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
                 scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
             return nbytes
-        except TransferError as e:  # say which prefill rank, on which host
+        except TransferError as e:  # say which prefill rank, on which host (a ReadInFlight stays one)
             where = f" at {src.host}" if src.host else ""
-            raise TransferError(f"{e} (prefill group {src.group}, tp rank {src.tp_rank}{where})") from None
+            e.args = (f"{e} (prefill group {src.group}, tp rank {src.tp_rank}{where})",)
+            raise e from None
 
     def _check_still_pinned(self, pull: KvPull) -> None:
         """A one-sided read cannot tell whether the owner freed (and reused) the blocks meanwhile: a

@@ -22,12 +22,17 @@ class PullingEngine(FakeEngine):
     the read still fills (a scheduler that reused them would corrupt the prompt's KV)."""
 
     def __init__(self, scheduler, source: FakeEngine | None = None, fail: bool = False, ranks: int = 1,
-                 delay: int = 0):
+                 delay: int = 0, linger: int | None = None, lingering_ranks: int = 1):
         super().__init__(scheduler)
         self.source, self.fail, self.pulls = source, fail, []
         self.ranks = ranks  # with fail: only the last of the group's ranks fails its read
         self.delay = delay
         self.reading: list[tuple[int, object]] = []  # (step it ends, pull)
+        # linger: a failed read NIXL could not cancel, on the last `lingering_ranks` ranks: reported
+        # failed with lingering 1, it still writes its blocks `linger` steps later (None: never, until
+        # `end_lingering`), then reports lingering -1
+        self.linger, self.lingering_ranks = linger, lingering_ranks
+        self.lingering: list[tuple[float, object, int]] = []  # (step it ends, pull, rank)
         self.tally = PullTally(ranks)  # as the executor counts its ranks' reports
 
     def step(self):
@@ -46,14 +51,24 @@ class PullingEngine(FakeEngine):
                     if value is not None:
                         self.kv[pull.group, local * BS + i] = value
             for rank, reads in enumerate(per_rank):
+                if self.linger is not None and rank >= self.ranks - self.lingering_ranks:
+                    reads.append(KvPullDone(pull.request_id, error="timed out", lingering=1))
+                    self.lingering.append((plan.step + self.linger, pull, rank))
+                    continue
                 failed = self.fail and rank == self.ranks - 1
                 reads.append(KvPullDone(pull.request_id, error="connection refused") if failed
                              else KvPullDone(pull.request_id, num_bytes=len(pull.local_block_ids)))
+        for due, pull, rank in [x for x in self.lingering if x[0] <= plan.step]:
+            self.lingering.remove((due, pull, rank))
+            for local in pull.local_block_ids:  # the late READ lands: garbage for whoever holds the block now
+                for i in range(BS):
+                    self.kv[pull.group, local * BS + i] = -1
+            per_rank[rank].append(KvPullDone(pull.request_id, lingering=-1))
         done = self.tally.add(per_rank)
         for req, message in s.take_failed():
             self.failed[req.request_id] = message
             self.finished[req.request_id] = req
-        being_read = {(pull.group, b) for _, pull in self.reading for b in pull.local_block_ids}
+        being_read = {(pull.group, b) for _, pull, *_ in self.reading + self.lingering for b in pull.local_block_ids}
         sampled = []
         for batch in plan.groups:
             for seq in batch.seqs:
@@ -396,3 +411,109 @@ def test_a_second_pull_that_does_not_fit_waits_for_the_first_ones_blocks():
     d.scheduler.add_request(decode_request("d2", second, prefill(p, "p2", second), max_tokens=1))
     d.run()
     assert not d.failed and [q.request_id for q in d.pulls] == ["d1", "d2"]
+
+
+# ---- a failed read NIXL could not cancel: its blocks are held until it ends (quarantine) ----------------
+def lingering_decode(num_blocks: int, linger: float, ranks: int = 1, lingering_ranks: int = 1):
+    """A decoder whose read of a 5-block prompt ("d", 4 blocks read) fails on `lingering_ranks` of
+    its group's `ranks` without being cancelled; it ends `linger` steps later."""
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 21))
+    d = PullingEngine(make_scheduler(num_blocks=num_blocks, block_size=BS), source=p, ranks=ranks, linger=linger,
+                      lingering_ranks=lingering_ranks)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    d.step()
+    return d, prompt
+
+
+def test_a_read_that_may_still_land_holds_its_blocks_out_of_the_pool_and_the_prefix_cache():
+    d, prompt = lingering_decode(num_blocks=8, linger=float("inf"))
+    s = d.scheduler
+    req = d.finished["d"]
+    assert req.error_status == 503 and "timed out" in req.error and s.num_kv_pull_failures == 1
+    (pull,) = d.pulls
+    held = set(pull.local_block_ids)
+    assert s.num_blocks_quarantined == 5 and s.stats()["kv_blocks_quarantined"] == 5 and s.stats()["kv_quarantines"] == 1
+    usage = s.total_block_usage()
+    assert (usage.in_use, usage.free, usage.cached) == (5, 3, 0)
+    blocks = s.groups[0].blocks
+    assert all(blocks.ref_count(b) == 1 for b in held)
+    # the same prompt again: nothing of it is in the prefix cache, so it is computed afresh elsewhere
+    d.scheduler.add_request(make_request("again", prompt[:8], max_tokens=2))
+    d.run(max_steps=20)  # PullingEngine fails if a step writes a block the read may still fill
+    assert d.finished["again"].num_output_tokens == 2 and not d.failed.get("again")
+    assert s.total_block_usage().in_use == 5 and s.groups[0].blocks.num_cached > 0
+    assert not held & set(blocks._by_key.values())
+    s.check_invariants()
+
+
+def test_a_new_request_never_gets_the_blocks_of_a_read_that_may_still_land():
+    """9 blocks, 5 held: a 4-block request fits beside them; a 4-block second one waits for the first
+    one's blocks, never the held ones, and both read back their own KV (the late write lands in the
+    held blocks only: FakeEngine would see it in a context otherwise)."""
+    d, _ = lingering_decode(num_blocks=9, linger=6)
+    s = d.scheduler
+    s.add_request(make_request("a", list(range(40, 53)), max_tokens=3))
+    s.add_request(make_request("b", list(range(60, 73)), max_tokens=3))
+    d.step()
+    assert s.requests["b"].status.value == "waiting" and s.num_blocks_quarantined == 5
+    assert s.pulls_in_flight  # a request waits for blocks: steps go on to hear of the read's end
+    for _ in range(3):
+        d.step()
+        assert s.num_blocks_quarantined == 5
+    d.run()
+    assert d.finished["a"].num_output_tokens == 3 and d.finished["b"].num_output_tokens == 3
+    assert s.num_blocks_quarantined == 0 and s.total_block_usage().in_use == 0 and not s.pulls_in_flight
+
+
+def test_held_blocks_return_to_the_pool_once_the_read_ends():
+    d, _ = lingering_decode(num_blocks=8, linger=3)
+    s = d.scheduler
+    assert s.num_blocks_quarantined == 5 and not s.pulls_in_flight  # idle: no step runs for it alone
+    for _ in range(3):
+        d.step()
+    assert s.num_blocks_quarantined == 0 and s.stats()["kv_quarantines"] == 1
+    usage = s.total_block_usage()
+    assert (usage.in_use, usage.free, usage.cached) == (0, 8, 0)
+    s.check_invariants()
+
+
+@pytest.mark.parametrize("lingering_ranks", [1, 2])
+def test_any_rank_whose_read_may_still_land_holds_the_blocks_until_every_such_rank_ends(lingering_ranks):
+    d, _ = lingering_decode(num_blocks=8, linger=2, ranks=2, lingering_ranks=lingering_ranks)
+    s = d.scheduler
+    assert d.finished["d"].error_status == 503 and s.num_blocks_quarantined == 5
+    if lingering_ranks == 2:  # the ranks' reads end one step apart
+        d.lingering[0] = (d.lingering[0][0] + 1, *d.lingering[0][1:])
+        d.step()
+        d.step()
+        assert s.num_blocks_quarantined == 5 and len(d.lingering) == 1
+    d.step()
+    d.step()
+    assert s.num_blocks_quarantined == 0 and s.total_block_usage().in_use == 0
+
+
+def test_an_aborted_pull_whose_read_may_still_land_is_held_too():
+    p = FakeEngine(make_scheduler(num_blocks=32, block_size=BS))
+    prompt = list(range(1, 21))
+    d = PullingEngine(make_scheduler(num_blocks=8, block_size=BS), source=p, delay=2, linger=3)
+    d.scheduler.add_request(decode_request("d", prompt, prefill(p, "p", prompt)))
+    d.step()
+    d.scheduler.abort_request("d")
+    d.step()
+    d.step()  # the read is reported failed, and may still land
+    assert d.scheduler.num_blocks_quarantined == 5 and d.scheduler.total_block_usage().in_use == 5
+    for _ in range(3):
+        d.step()
+    assert d.scheduler.num_blocks_quarantined == 0 and d.scheduler.total_block_usage().in_use == 0
+
+
+def test_the_tally_nets_a_lingering_read_that_ends_before_its_pull_is_done():
+    tally = PullTally(ranks_per_group=2)
+    assert tally.add([[], [KvPullDone("a", error="timed out", lingering=1)]]) == []
+    assert tally.add([[], [KvPullDone("a", lingering=-1)]]) == []  # ended before rank 0 reported
+    (a,) = tally.add([[KvPullDone("a", 10)], []])
+    assert a.error == "timed out" and a.lingering == 0
+    (b,) = tally.add([[KvPullDone("b", error="x", lingering=1)], [KvPullDone("b", error="y", lingering=1)]])
+    assert b.lingering == 2  # both ranks' reads may still land: the blocks wait for two ends
+    assert tally.add([[KvPullDone("b", lingering=-1)], []]) == [KvPullDone("b", lingering=-1)]

@@ -57,3 +57,13 @@ def test_grammar_compiles_reach_the_ranks_and_their_reports_come_back():
     done = [GrammarDone("a"), GrammarDone("b", "the regex could not be compiled")]
     assert decode_result(encode_sampled([], grammars=done)).grammars == done
     assert decode_result(encode_sampled([])).grammars == []
+
+
+def test_a_read_that_may_still_land_is_reported_as_such_across_ranks():
+    from moeserve.core.step_plan import KvPullDone, merge_pull_results
+
+    ranks = [[KvPullDone("d", error="timed out", lingering=1)], [KvPullDone("d", 100)], [KvPullDone("e", lingering=-1)]]
+    parts = [decode_result(encode_sampled([], None, r)).kv_pulls for r in ranks]
+    assert parts == ranks
+    merged = {d.request_id: d for d in merge_pull_results(parts[:2])}
+    assert merged["d"].error == "timed out" and merged["d"].lingering == 1
