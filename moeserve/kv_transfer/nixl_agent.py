@@ -95,9 +95,8 @@ class TransferError(RuntimeError):
 
 
 class ReadInFlight(TransferError):
-    """A READ failed or timed out and NIXL could not cancel it (release_xfer_handle refused while the
-    transfer was still running): it may still write into its destination, until KvAgent.settle
-    names `token`. The destination must not be reused before then."""
+    """A READ failed or timed out while NIXL still reported it running: it may still write into its
+    destination, until KvAgent.settle names `token`. The destination must not be reused before then."""
 
     def __init__(self, message: str, token: int):
         super().__init__(message)
@@ -137,8 +136,8 @@ class KvAgent:
         self._peers: set[str] = set()  # agent names whose metadata NIXL holds
         self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)
         self._staging_reg = None
-        # token -> (handle, (staging buffer, its registration) it abandoned or None): ReadInFlight
-        self._lingering: dict[int, tuple[object, tuple | None]] = {}
+        # token -> (handle, (staging buffer, its registration) it abandoned or None, peer): ReadInFlight
+        self._lingering: dict[int, tuple[object, tuple | None, str]] = {}
         self._next_token = 0
 
     def add_peer(self, layout: CacheLayout) -> None:
@@ -169,7 +168,7 @@ class KvAgent:
     def read(self, agent_name: str, local_rows: np.ndarray, remote_rows: np.ndarray, timeout_s: float) -> int:
         """One-sided READ of the peer's byte ranges `remote_rows` into ours `local_rows` (each [N, 2]
         int64 (address, bytes), paired row by row); blocks until done. Returns the bytes read; raises
-        TransferError, or ReadInFlight when it failed and NIXL could not cancel it."""
+        TransferError, or ReadInFlight when it failed while NIXL still reported it running."""
         assert local_rows.shape == remote_rows.shape and agent_name in self._peers
         if not len(local_rows):
             return 0
@@ -191,35 +190,36 @@ class KvAgent:
                 raise TransferError(f"the KV read from {agent_name} failed ({state})")
         except Exception as e:
             error = e if isinstance(e, TransferError) else TransferError(f"the KV read from {agent_name} failed: {e}")
-            if self._release(handle) or self._ended(handle):
+            if self._ended(handle):
                 raise error from None
-            raise self._linger(handle, local_rows, error) from None
+            raise self._linger(handle, agent_name, local_rows, error) from None
         self._release(handle)
         return int(local_rows[:, 1].sum())
 
-    # ---- reads NIXL could not cancel ------------------------------------------------------------
-    def _release(self, handle) -> bool:
-        """Free the handle; NIXL cancels a transfer still running. False: it refused (the transfer could
-        not be cancelled and may still write into its destination)."""
+    # ---- reads that failed while still running --------------------------------------------------
+    # Such a READ is never released before NIXL reports it over: releasing a running transfer asks
+    # NIXL to cancel it, and that is no guarantee. NIXL 1.5 refuses (and keeps the handle) when it
+    # cannot cancel; over UCX's TCP transport it even accepts, and the whole READ still lands once the
+    # peer's progress resumes (a stopped prefill process continued: tests/kv_transfer/nixl_stall.py).
+    def _release(self, handle) -> None:
         try:
             self.agent.release_xfer_handle(handle)
-            return True
         except Exception:
-            return False
+            pass  # a handle of an ended transfer that refuses release: nothing of it can land any more
 
     def _ended(self, handle) -> bool:
-        """Whether NIXL reports the transfer over (DONE or ERR): nothing of it can land later. The
-        handle is let go whether or not it frees now."""
+        """Whether NIXL reports the transfer over (DONE or ERR): nothing of it can land later. Then the
+        handle is released."""
         try:
             if self.agent.check_xfer_state(handle) == "PROC":
                 return False
-        except Exception:
+        except Exception:  # state unknown: treated as still running
             return False
         self._release(handle)
         return True
 
-    def _linger(self, handle, local_rows: np.ndarray, error: TransferError) -> ReadInFlight:
-        """Keep a failed READ that NIXL could not cancel until it ends (`settle`): it may still write into
+    def _linger(self, handle, agent_name: str, local_rows: np.ndarray, error: TransferError) -> ReadInFlight:
+        """Keep a failed READ still running until it ends (`settle`): it may still write into
         `local_rows`. A read into the staging buffer abandons the buffer (kept alive and registered
         with the handle; the next staged read gets a new one)."""
         self._next_token += 1
@@ -229,28 +229,29 @@ class KvAgent:
             if bool(((local_rows[:, 0] >= lo) & (local_rows[:, 0] < hi)).any()):
                 kept = (self._staging, self._staging_reg)
                 self._staging, self._staging_reg = None, None
-        self._lingering[self._next_token] = (handle, kept)
-        log.warning("%s; NIXL could not cancel it, so it may still write: its destination is held until it ends "
-                    "(%d such reads)", error, len(self._lingering))
-        return ReadInFlight(f"{error} (and could not be cancelled)", self._next_token)
+        self._lingering[self._next_token] = (handle, kept, agent_name)
+        log.warning("%s while still running, so it may still write: its destination is held until NIXL reports it "
+                    "ended (%d such reads)", error, len(self._lingering))
+        return ReadInFlight(f"{error} (still running: its blocks are held until it ends)", self._next_token)
 
     @property
     def num_lingering(self) -> int:
-        """Failed READs NIXL could not cancel that have not ended yet (their destinations are held)."""
+        """Failed READs still running (their destinations are held)."""
         return len(self._lingering)
 
     def settle(self) -> list[int]:
         """The tokens (ReadInFlight.token) of lingering READs that have ended since the last call: their
         destinations will not be written any more. An abandoned staging buffer is deregistered then."""
-        ended = [token for token, (handle, _) in self._lingering.items() if self._ended(handle)]
+        ended = [token for token, (handle, *_) in self._lingering.items() if self._ended(handle)]
         for token in ended:
-            _, kept = self._lingering.pop(token)
+            _, kept, _ = self._lingering.pop(token)
             if kept is not None and kept[1] is not None:
                 self.agent.deregister_memory(kept[1])
         return ended
 
     def remove_peer(self, agent_name: str) -> None:
-        if agent_name in self._peers:
+        """Forget a peer, unless a READ from it lingers (its connection stays until the READ ends)."""
+        if agent_name in self._peers and not any(peer == agent_name for *_, peer in self._lingering.values()):
             self._peers.discard(agent_name)
             try:
                 self.agent.remove_remote_agent(agent_name)
