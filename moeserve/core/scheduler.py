@@ -281,7 +281,7 @@ class Scheduler:
         """Every rank has finished reading `request_id`'s prompt KV (error: some rank failed). Read:
         the request runs from its last prompt token on. Failed: it ends with an error (HTTP 503, the
         prefill engine is unavailable); its blocks, never published, go back to the free list, unless
-        `lingering` ranks' reads could not be cancelled: then they stay held until those end
+        `lingering` ranks' reads failed still running: then they stay held until those end
         (`_read_ended`). Ended meanwhile (aborted): its blocks go back now, or as they would on failure."""
         orphan = self._orphaned_pulls.pop(request_id, None)
         if orphan is not None:

@@ -110,7 +110,7 @@ class KvPull:
 class KvPullDone:
     """How a KvPull went on the rank that ran it: error None means every block arrived.
 
-    lingering > 0 (with an error): that many ranks' reads failed without NIXL cancelling them, so
+    lingering > 0 (with an error): that many ranks' reads failed while still running, so
     they may still write into the request's blocks; each such rank reports again, later, with
     lingering -1 once its read has ended (a report of its own, not a pull's outcome)."""
 

@@ -40,7 +40,7 @@ log = logging.getLogger("moeserve.kv_transfer")
 HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
 READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
-SETTLE_POLL_S = 0.05  # how often the reader asks NIXL whether a read it could not cancel has ended
+SETTLE_POLL_S = 0.05  # how often the reader asks NIXL whether a failed read still running has ended
 
 
 class PinGone(TransferError):
@@ -100,7 +100,7 @@ class RankKvAgent:
 
     def _read_loop(self) -> None:
         while True:
-            try:  # while a read NIXL could not cancel lingers, wake to ask whether it has ended
+            try:  # while a failed read still runs (lingers), wake to ask whether it has ended
                 pulls = self._todo.get(timeout=SETTLE_POLL_S) if self._lingering else self._todo.get()
             except queue.Empty:
                 pulls = []
@@ -115,13 +115,13 @@ class RankKvAgent:
                 self._done.put(done)
 
     def _settle(self) -> list[KvPullDone]:
-        """For each read that failed without NIXL cancelling it and has now ended: its pull's request id
+        """For each read that failed while still running and has now ended: its pull's request id
         with lingering -1 (the scheduler holds the request's blocks until every such read has ended)."""
         if not self._lingering:
             return []
         ended = [self._lingering.pop(token) for token in self.agent.settle()]
         for request_id in ended:
-            log.info("the KV read of %s that could not be cancelled has ended: its blocks may be reused", request_id)
+            log.info("the failed KV read of %s has ended: its blocks may be reused", request_id)
         return [KvPullDone(request_id, lingering=-1) for request_id in ended]
 
     def layout(self) -> dict:

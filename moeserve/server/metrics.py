@@ -37,7 +37,7 @@ class EngineStatsCollector(Collector):
             "kv_cache_blocks_cached": ("kv_blocks_cached", "free KV-cache blocks still holding a reusable prefix"),
             "kv_cache_usage": ("kv_usage", "fraction of KV-cache blocks held by live requests"),
             "kv_blocks_pinned_remote": ("kv_blocks_pinned_remote", "KV blocks of finished prefills held for remote decoders"),
-            "kv_cache_blocks_quarantined": ("kv_blocks_quarantined", "KV blocks held because a failed KV read that could not be cancelled may still write into them"),
+            "kv_cache_blocks_quarantined": ("kv_blocks_quarantined", "KV blocks held because a failed KV read still running may write into them"),
         }
         for name, (key, doc) in gauges.items():
             if key in s:
@@ -69,7 +69,7 @@ class EngineStatsCollector(Collector):
                                ("kv_transfer_bytes", "kv_transfer_bytes", "KV bytes moved between prefill and decode instances, read by this one or from it"),
                                ("kv_blocks_transferred", "kv_blocks_transferred", "KV blocks moved between prefill and decode instances, read by this one or from it"),
                                ("kv_transfer_failures", "kv_transfer_failures", "KV reads from a prefill instance that failed"),
-                               ("kv_quarantines", "kv_quarantines", "failed KV reads NIXL could not cancel, whose blocks were held until they ended"),
+                               ("kv_quarantines", "kv_quarantines", "failed KV reads still running at their failure, whose blocks were held until they ended"),
                                ("kv_pins_evicted", "kv_pins_evicted", "pins of unread prefills released early to keep pinned blocks under --kv-max-pinned-blocks")):
             if key in s:
                 yield CounterMetricFamily(_PREFIX + name, doc, value=float(s[key]))

@@ -28,7 +28,7 @@ class PullingEngine(FakeEngine):
         self.ranks = ranks  # with fail: only the last of the group's ranks fails its read
         self.delay = delay
         self.reading: list[tuple[int, object]] = []  # (step it ends, pull)
-        # linger: a failed read NIXL could not cancel, on the last `lingering_ranks` ranks: reported
+        # linger: a read failed while still running, on the last `lingering_ranks` ranks: reported
         # failed with lingering 1, it still writes its blocks `linger` steps later (None: never, until
         # `end_lingering`), then reports lingering -1
         self.linger, self.lingering_ranks = linger, lingering_ranks
@@ -413,7 +413,7 @@ def test_a_second_pull_that_does_not_fit_waits_for_the_first_ones_blocks():
     assert not d.failed and [q.request_id for q in d.pulls] == ["d1", "d2"]
 
 
-# ---- a failed read NIXL could not cancel: its blocks are held until it ends (quarantine) ----------------
+# ---- a read failed while still running: its blocks are held until it ends (quarantine) -------------------
 def lingering_decode(num_blocks: int, linger: float, ranks: int = 1, lingering_ranks: int = 1):
     """A decoder whose read of a 5-block prompt ("d", 4 blocks read) fails on `lingering_ranks` of
     its group's `ranks` without being cancelled; it ends `linger` steps later."""
