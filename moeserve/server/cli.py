@@ -169,7 +169,7 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
         return 1
     # The model's vocabulary bounds token ids (as in the Python API); ids the tokenizer lacks decode to "".
     state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, ready.vocab_size,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy),
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy, ready.model_name),
                         max_queued_requests=engine_config.scheduler.max_queued_requests)
     logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
                 "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")

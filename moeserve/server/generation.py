@@ -89,6 +89,7 @@ class Choice:
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     first_token_time: float | None = None
+    last_token_time: float | None = None  # when its latest tokens arrived (inter-token latency)
     num_cached_prompt_tokens: int = 0
     kv_transfer_params: dict[str, Any] | None = None  # a prefill's answer for its remote decoder
     sent: int = 0  # characters of `text` already streamed
@@ -160,8 +161,14 @@ class Generation:
 
     def _apply(self, choice: Choice, out: ipc.OutputDelta) -> None:
         now = time.monotonic()
-        if out.new_token_ids and choice.first_token_time is None:
-            choice.first_token_time = now
+        prefilled, since_last = 0, None
+        if out.new_token_ids:
+            if choice.first_token_time is None:
+                choice.first_token_time = now
+                prefilled = len(self.prompts[choice.prompt_index])
+            else:
+                since_last = now - choice.last_token_time
+            choice.last_token_time = now
         choice.token_ids.extend(out.new_token_ids)
         choice.text += out.delta_text
         if out.text is not None and out.finish_reason != "abort":
@@ -177,7 +184,7 @@ class Generation:
         choice.num_cached_prompt_tokens = max(choice.num_cached_prompt_tokens, out.num_cached_prompt_tokens)
         if out.kv_transfer_params is not None:
             choice.kv_transfer_params = out.kv_transfer_params
-        self.metrics.on_tokens(len(out.new_token_ids))
+        self.metrics.on_tokens(len(out.new_token_ids), prefilled, since_last)
         if out.finish_reason is not None:
             choice.finish_reason, choice.stop_reason = out.finish_reason, out.stop_reason
             self.metrics.on_finished(out.finish_reason, self.arrival, choice.first_token_time, now, len(choice.token_ids))

@@ -14,8 +14,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from moeserve.server.vllm_metrics import (REQUEST_LATENCY_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS, WithVllmNames,
+                                          with_vllm_buckets)
+
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _PREFIX = "moeserve_"
+FINISH_REASONS = ("stop", "length", "abort", "error")
 
 
 class EngineStatsCollector(Collector):
@@ -109,27 +113,51 @@ def _transfer_histogram(s: dict[str, Any]) -> Iterator[Any]:
 
 
 class ServerMetrics:
-    def __init__(self, stats: Callable[[], dict[str, Any]], healthy: Callable[[], bool]):
+    """Every series of /metrics, each under moeserve's name and, where vLLM has one, vLLM's too
+    (vllm_metrics.TWINS): `model_name` labels the vLLM-named ones, as vLLM's served model name does."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]], healthy: Callable[[], bool], model_name: str):
+        own: list[Collector] = []
+
+        def keep(metric: Any) -> Any:
+            own.append(metric)
+            return metric
+
+        self.requests = keep(Counter(_PREFIX + "requests", "finished engine requests by finish reason", ["finish_reason"], registry=None))
+        for reason in FINISH_REASONS:  # every reason's series exists from the start, as vLLM's do
+            self.requests.labels(finish_reason=reason)
+        self.prompt_tokens = keep(Counter(_PREFIX + "prompt_tokens", "prompt tokens admitted", registry=None))
+        self.prompt_tokens_prefilled = keep(Counter(_PREFIX + "prompt_tokens_prefilled",
+                                                    "prompt tokens of requests that reached their first token", registry=None))
+        self.generation_tokens = keep(Counter(_PREFIX + "generation_tokens", "tokens generated", registry=None))
+        self.ttft = keep(Histogram(_PREFIX + "time_to_first_token_seconds", "arrival to first token",
+                                   buckets=with_vllm_buckets(_LATENCY_BUCKETS, TTFT_BUCKETS), registry=None))
+        self.tpot = keep(Histogram(_PREFIX + "time_per_output_token_seconds", "mean gap between output tokens of a request",
+                                   buckets=with_vllm_buckets(_LATENCY_BUCKETS, TOKEN_LATENCY_BUCKETS), registry=None))
+        self.itl = keep(Histogram(_PREFIX + "inter_token_latency_seconds", "gap between consecutive outputs of a request",
+                                  buckets=with_vllm_buckets(_LATENCY_BUCKETS, TOKEN_LATENCY_BUCKETS), registry=None))
+        self.e2e = keep(Histogram(_PREFIX + "e2e_request_latency_seconds", "arrival to last token",
+                                  buckets=with_vllm_buckets(_LATENCY_BUCKETS, REQUEST_LATENCY_BUCKETS), registry=None))
+        self.http = keep(Counter(_PREFIX + "http_responses", "HTTP responses by route and status", ["route", "status"], registry=None))
+        self.stream_buffered = keep(Gauge(_PREFIX + "stream_buffered_bytes", "output bytes (estimated) waiting for their clients to read them, all requests", registry=None))
+        self.stream_buffered_peak = keep(Gauge(_PREFIX + "stream_buffered_bytes_peak", "the most output bytes one request has had waiting for its client", registry=None))
+        self.slow_client_aborts = keep(Counter(_PREFIX + "slow_client_aborts", "requests aborted because their client stopped reading (--max-stream-buffer-bytes)", registry=None))
+        own.append(EngineStatsCollector(stats, healthy))
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter(_PREFIX + "requests", "finished engine requests by finish reason", ["finish_reason"], registry=r)
-        self.prompt_tokens = Counter(_PREFIX + "prompt_tokens", "prompt tokens admitted", registry=r)
-        self.generation_tokens = Counter(_PREFIX + "generation_tokens", "tokens generated", registry=r)
-        self.ttft = Histogram(_PREFIX + "time_to_first_token_seconds", "arrival to first token", buckets=_LATENCY_BUCKETS, registry=r)
-        self.tpot = Histogram(_PREFIX + "time_per_output_token_seconds", "mean gap between output tokens of a request", buckets=_LATENCY_BUCKETS, registry=r)
-        self.e2e = Histogram(_PREFIX + "e2e_request_latency_seconds", "arrival to last token", buckets=_LATENCY_BUCKETS, registry=r)
-        self.http = Counter(_PREFIX + "http_responses", "HTTP responses by route and status", ["route", "status"], registry=r)
-        self.stream_buffered = Gauge(_PREFIX + "stream_buffered_bytes", "output bytes (estimated) waiting for their clients to read them, all requests", registry=r)
-        self.stream_buffered_peak = Gauge(_PREFIX + "stream_buffered_bytes_peak", "the most output bytes one request has had waiting for its client", registry=r)
-        self.slow_client_aborts = Counter(_PREFIX + "slow_client_aborts", "requests aborted because their client stopped reading (--max-stream-buffer-bytes)", registry=r)
-        r.register(EngineStatsCollector(stats, healthy))
+        self.registry.register(WithVllmNames(own, model_name))
 
     def on_admitted(self, prompt_tokens: int) -> None:
         self.prompt_tokens.inc(prompt_tokens)
 
-    def on_tokens(self, n: int) -> None:
+    def on_tokens(self, n: int, prompt_tokens: int = 0, since_last: float | None = None) -> None:
+        """`n` new tokens of one request: its first ones with `prompt_tokens` (its prompt's length, then
+        prefilled), later ones with `since_last`, the seconds since its previous output."""
         if n:
             self.generation_tokens.inc(n)
+        if prompt_tokens:
+            self.prompt_tokens_prefilled.inc(prompt_tokens)
+        if since_last is not None:
+            self.itl.observe(since_last)
 
     def on_finished(self, reason: str, arrival: float, first: float | None, end: float, num_tokens: int) -> None:
         self.requests.labels(finish_reason=reason).inc()

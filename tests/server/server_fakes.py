@@ -121,6 +121,6 @@ async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queue
     client = EngineClient(engine_config or EngineConfig(), health_timeout_s=health_timeout_s)
     ready = await client.attach(ours)
     state = ServerState(client, config or ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy), max_queued_requests)
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy, ready.model_name), max_queued_requests)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(state)), base_url="http://test", timeout=30)
     return http, client, theirs

@@ -121,7 +121,7 @@ def test_a_draining_server_says_why_when_its_engine_died_first():
     async def health(dead_reason):
         state = SimpleNamespace(config=SimpleNamespace(api_key=None, allowed_origins=()), draining=True,
                                 client=SimpleNamespace(dead_reason=dead_reason),
-                                metrics=ServerMetrics(lambda: {}, lambda: False))
+                                metrics=ServerMetrics(lambda: {}, lambda: False, "m"))
         transport = httpx.ASGITransport(app=Gate(ok, state, {"/health"}))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
             return await http.get("/health")

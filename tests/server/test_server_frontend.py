@@ -190,3 +190,81 @@ def test_every_served_name_is_listed_and_accepted_and_answers_carry_the_first():
     assert one.status_code == 200 and one.json()["id"] == "alias"
     assert ok.status_code == 200 and ok.json()["model"] == "fake"  # responses carry the first name, as vLLM's
     assert unknown.status_code == 404 and "'fake', 'alias'" in unknown.json()["error"]["message"]
+
+
+class StatsEngine(FakeEngine):
+    """Engine numbers that move with every step, so each vLLM-named twin has something to follow."""
+
+    def stats(self) -> dict:
+        return {**super().stats(), "num_waiting": self.steps % 3, "num_preemptions": self.steps // 2,
+                "kv_usage": (self.steps % 10) / 10, "prefix_cache_query_tokens": 16 * self.steps,
+                "prefix_cache_hit_tokens": 4 * self.steps}
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_vllm_names_carry_the_same_measurements_as_their_moeserve_twins():
+    """Every vLLM name of vllm_metrics.TWINS is on /metrics with vLLM's labels (model_name = the served
+    name, engine), vLLM's histogram buckets, and the value of its moeserve twin in the same scrape."""
+    from moeserve.server.vllm_metrics import TWINS
+
+    async def main():
+        http, client, _ = await make_app(StatsEngine(max_waiting=100))
+        await http.post("/v1/completions", json={"prompt": [[1, 2], [30]], "n": 2, "max_tokens": 3})
+        await http.post("/v1/completions", json={"prompt": [7, 8, 9], "max_tokens": 1})
+        await asyncio.sleep(0.5)  # a heartbeat after the last step: the engine numbers are non-zero
+        metrics = (await http.get("/metrics")).text
+        await client.shutdown(1.0)
+        return metrics
+
+    samples = _samples(asyncio.run(main()))
+    vllm_labels = {("model_name", "fake"), ("engine", "0")}
+    for ours, twins in TWINS.items():
+        mine = {(n, labels): v for (n, labels), v in samples.items() if n.startswith(ours) and not n.endswith("_created")
+                and n[len(ours):] in ("", "_total", "_bucket", "_sum", "_count")}
+        assert mine, ours
+        for twin in twins:
+            theirs = {(n, labels): v for (n, labels), v in samples.items() if n.startswith(twin.name + "_") or n == twin.name}
+            expected = {}
+            for (n, labels), v in mine.items():
+                le = dict(labels).get("le")
+                if le is not None and le != "+Inf" and float(le) not in twin.buckets:
+                    continue
+                renamed = frozenset((twin.labels.get(k, k), x) for k, x in labels) | vllm_labels
+                expected[(twin.name + n[len(ours):], renamed)] = v
+            assert theirs == expected, twin.name
+            if twin.buckets is not None:  # exactly vLLM's bounds, so its quantile queries read the same buckets
+                les = sorted(float(dict(labels)["le"]) for n, labels in theirs if n.endswith("_bucket"))
+                assert les == [*twin.buckets, float("inf")], twin.name
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset(labels.items()) | vllm_labels)]
+
+    # the numbers moved: 4 choices of 3 tokens and 1 of 1 token
+    assert value("vllm:generation_tokens_total") == 13 and value("vllm:prompt_tokens_total") == 2 * 2 + 2 * 1 + 3
+    assert value("vllm:request_success_total", finished_reason="length") == 5
+    assert value("vllm:request_success_total", finished_reason="abort") == 0  # every reason's series exists
+    assert value("vllm:time_to_first_token_seconds_count") == 5 and value("vllm:e2e_request_latency_seconds_count") == 5
+    assert value("vllm:request_time_per_output_token_seconds_count") == 4  # a 1-token request has no decode time
+    assert value("vllm:inter_token_latency_seconds_count") == 4 * 2 == value("vllm:time_per_output_token_seconds_count")
+    assert value("vllm:prefix_cache_queries_total") > 0 and value("vllm:num_preemptions_total") > 0
+
+
+def test_vllm_names_stay_behind_the_api_key():
+    from moeserve.server.config_file import ServerConfig
+
+    async def main():
+        http, client, _ = await make_app(FakeEngine(max_waiting=10), config=ServerConfig(api_key="sk-1"))
+        without = await http.get("/metrics")
+        with_key = await http.get("/metrics", headers={"Authorization": "Bearer sk-1"})
+        await client.shutdown(1.0)
+        return without, with_key
+
+    without, with_key = asyncio.run(main())
+    assert without.status_code == 401 and "vllm:" not in without.text
+    assert with_key.status_code == 200 and 'vllm:request_success_total{engine="0",finished_reason="stop",model_name="fake"} 0.0' in with_key.text

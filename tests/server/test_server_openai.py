@@ -225,3 +225,34 @@ def test_metrics_expose_the_documented_series(server):
                  "moeserve_kv_cache_blocks_free", "moeserve_prefix_cache_hit_rate", "moeserve_prompt_tokens_total",
                  "moeserve_generation_tokens_total", "moeserve_engine_healthy 1.0"):
         assert name in text, name
+
+
+
+def test_metrics_under_vllm_names_follow_their_moeserve_twins(client, server):
+    """A vLLM dashboard's series are on /metrics of the real server, labelled with the served model
+    name, and equal to their moeserve twins in the same scrape (engine numbers included)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    client.completions.create(model=server.model, prompt=PROMPTS[0], max_tokens=4, temperature=0)
+    r = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for family in text_string_to_metric_families(r.text) for s in family.samples}
+    labels = (("engine", "0"), ("model_name", server.model))
+    for ours, theirs in (("moeserve_num_requests_running", "vllm:num_requests_running"),
+                         ("moeserve_num_requests_waiting", "vllm:num_requests_waiting"),
+                         ("moeserve_kv_cache_usage", "vllm:kv_cache_usage_perc"),
+                         ("moeserve_kv_cache_usage", "vllm:gpu_cache_usage_perc"),
+                         ("moeserve_prefix_cache_query_tokens_total", "vllm:prefix_cache_queries_total"),
+                         ("moeserve_prefix_cache_hit_tokens_total", "vllm:prefix_cache_hits_total"),
+                         ("moeserve_preemptions_total", "vllm:num_preemptions_total"),
+                         ("moeserve_prompt_tokens_prefilled_total", "vllm:prompt_tokens_total"),
+                         ("moeserve_generation_tokens_total", "vllm:generation_tokens_total"),
+                         ("moeserve_time_to_first_token_seconds_count", "vllm:time_to_first_token_seconds_count"),
+                         ("moeserve_e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_count"),
+                         ("moeserve_inter_token_latency_seconds_sum", "vllm:inter_token_latency_seconds_sum"),
+                         ("moeserve_time_per_output_token_seconds_sum", "vllm:request_time_per_output_token_seconds_sum")):
+        assert values[(theirs, labels)] == values[(ours, ())], theirs
+    length = (("engine", "0"), ("finished_reason", "length"), ("model_name", server.model))
+    assert values[("vllm:request_success_total", length)] == values[("moeserve_requests_total", (("finish_reason", "length"),))] >= 1
+    assert values[("vllm:generation_tokens_total", labels)] >= 4
+    assert httpx.get(server.url + "/metrics").status_code == 401  # --api-key guards it as before
