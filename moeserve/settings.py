@@ -44,7 +44,7 @@ class Flag:
 ENGINE_FLAGS: list[Flag] = [
     Flag("model", "model.model", str, "Hugging Face checkpoint directory, or a model name (org/name) found in the Hugging Face cache or downloaded (HF_HUB_OFFLINE=1: cache only); omit to serve the built-in tiny MoE"),
     Flag("served_model_name", "model.served_model_name", tuple, "name(s) clients pass as `model`, space-separated on the command line (a list in YAML): any of them is accepted, /v1/models lists each, and responses carry the first, as vLLM's (default: --model as given for a Hugging Face name, else the directory's name); --model as given (a path or org/name) and its last component are accepted too"),
-    Flag("chat_template", "model.chat_template", str, "Jinja chat template that replaces the checkpoint's for /v1/chat/completions and /tokenize: a file, or the template itself (vLLM's flag); read and checked at start-up"),
+    Flag("chat_template", "model.chat_template", str, "Jinja chat template that replaces the checkpoint's for /v1/chat/completions, /tokenize and LLM.chat: a file, or the template itself (vLLM's flag); read and checked at start-up"),
     Flag("dtype", "model.dtype", str, "weight and activation dtype: auto (bfloat16 on cuda, float32 on cpu), float32, bfloat16 or float16", choices=VALID_DTYPES),
     Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
     Flag("quantization", "model.quantization", str, "none, or fp8: quantize a BF16/FP16 checkpoint's linear layers and experts at load into e4m3 with 128x128 block scales (the FP8 checkpoints' layout), activations per token and group of 128 at each call; needs a kernel set that runs FP8 weights (--kernels triton; docs/kernels.md)"),

@@ -118,7 +118,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     """Adds every flag with default SUPPRESS, so `vars(args)` holds only what the user typed."""
     for f in FLAGS:
         help_text = f.help if "default" in f.help else f"{f.help} (default: {_default(f)})"
-        if f.type is bool:
+        if f.type is bool and _default(f) is None:  # unset: decided at start-up; either way can be asked for
+            parser.add_argument(f.flag, dest=f.key, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                                help=help_text)
+        elif f.type is bool:
             on = _default(f) is not True  # a switch on by default can only be turned off
             help_text = help_text if on else f"off: {f.help}" + ("" if "default" in f.help else " (on by default)")
             parser.add_argument(cli_flag(f), dest=f.key, action="store_true" if on else "store_false",

@@ -187,3 +187,10 @@ def test_the_model_is_also_served_under_the_name_given_by_model():
     engine, server = configs_from_args(parse(["--model", given, "--served-model-name", "a", "b"]))
     assert engine.model.served_model_name == "a" and server.served_model_aliases == ("b",)
     assert server.accepted_model_names == (given, "moeserve-tiny-moe")
+
+
+@pytest.mark.parametrize("argv, expected", [([], None), (["--async-scheduling"], True), (["--no-async-scheduling"], False)])
+def test_a_setting_decided_at_start_up_can_be_turned_either_way(argv, expected):
+    # async scheduling is unset (on with CUDA, off on CPUs): a CUDA user needs --no-async-scheduling to turn it off
+    engine, _ = configs_from_args(parse(argv))
+    assert engine.scheduler.async_scheduling is expected
