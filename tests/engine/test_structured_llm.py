@@ -92,7 +92,7 @@ _compile = grammar.GrammarCompiler.compile
 
 def _held(self, spec):
     deadline = time.monotonic() + 30  # the step timeout is longer: a rank that compiles in a step waits it out
-    while not os.path.exists(os.environ["MOESERVE_TEST_RELEASE"]) and time.monotonic() < deadline:
+    while not os.path.exists(os.environ["TEST_GRAMMAR_RELEASE_FILE"]) and time.monotonic() < deadline:
         time.sleep(0.01)
     return _compile(self, spec)
 
@@ -110,7 +110,7 @@ def test_a_ranks_compile_holds_back_its_request_only(alone, tmp_path, monkeypatc
     (tmp_path / "sitecustomize.py").write_text(HOLD_COMPILES)  # imported by the spawned ranks at start-up
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     release = tmp_path / "release"
-    monkeypatch.setenv("MOESERVE_TEST_RELEASE", str(release))
+    monkeypatch.setenv("TEST_GRAMMAR_RELEASE_FILE", str(release))
     ep2 = LLM(ep=2, tp=1, async_scheduling=True, **SETTINGS)  # the host a step ahead, as on a GPU
     try:
         engine = ep2.engine
