@@ -87,6 +87,9 @@ def choice_grammar(choices: list[str]) -> str:
 
 _COMPILERS: dict[tuple[str, int], GrammarCompiler] = {}
 _LOCK = threading.Lock()
+# grammars compiled at once off the step loop, by the server's engine loop and by a sampling rank in
+# another process (xgrammar uses threads of its own within one compile)
+COMPILE_THREADS = 2
 
 
 def shared_compiler(model_dir: str, vocab_size: int, tokenizer: Any = None) -> GrammarCompiler:

@@ -35,16 +35,13 @@ from typing import Any
 import torch
 
 from moeserve.core.step_plan import GrammarCompile, GrammarDone, NewRequest
-from moeserve.engine.grammar import import_xgrammar, shared_compiler
+from moeserve.engine.grammar import COMPILE_THREADS, import_xgrammar, shared_compiler
 from moeserve.sampling_params import StructuredOutputsParams
 
 
 def bitmask_words(vocab_size: int) -> int:
     """int32 words per row of a token bitmask (bit j of word w: token 32 * w + j may be sampled)."""
     return (vocab_size + 31) // 32
-
-
-_COMPILE_THREADS = 2  # grammars compiled at once (xgrammar uses threads of its own within one)
 
 
 @dataclass
@@ -93,7 +90,7 @@ class GrammarBook:
         """Start compiling these requests' grammars on worker threads (xgrammar releases the GIL)."""
         for c in compiles:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(_COMPILE_THREADS, thread_name_prefix="grammar")
+                self._pool = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="grammar")
             self._compiled[c.request_id] = self._unreported[c.request_id] = self._pool.submit(self._compile, c.spec)
 
     @property

@@ -29,9 +29,10 @@ from typing import Any, Callable
 
 from moeserve.config import EngineConfig, config_from_dict
 from moeserve.engine.gc_heap import freeze_startup_objects
+from moeserve.engine.grammar import COMPILE_THREADS
 from moeserve.errors import ConfigError, RequestError
 from moeserve.kv_transfer import params as kv_params
-from moeserve.sampling_params import SamplingParamsError
+from moeserve.sampling_params import SamplingParams, SamplingParamsError
 from moeserve.server import ipc
 
 logger = logging.getLogger("moeserve.engine_process")
@@ -67,10 +68,7 @@ class Channel:
         return msgs
 
 
-# grammars compiled at once (xgrammar uses threads of its own within one), and how often the idle loop
-# looks for finished ones
-_COMPILE_THREADS = 2
-_COMPILE_POLL_S = 0.005
+_COMPILE_POLL_S = 0.005  # how often the idle loop looks for finished grammar compiles
 
 
 def _rejection(request_id: str, e: BaseException) -> dict[str, Any]:
@@ -106,7 +104,7 @@ class EngineLoop:
         self.stopping = False
         self._service = getattr(engine, "service", None)
         self._compile = getattr(engine, "compile_grammar", None)
-        self._compiling: dict[str, tuple[ipc.AddRequest, Future]] = {}  # grammars compiling, in arrival order
+        self._compiling: dict[str, tuple[ipc.AddRequest, SamplingParams, Future]] = {}  # grammars compiling, in arrival order
         self._compiler_pool: ThreadPoolExecutor | None = None
 
     def run(self) -> None:
@@ -135,8 +133,13 @@ class EngineLoop:
         rejected: list[dict[str, Any]] = []
         for msg in msgs:
             if isinstance(msg, ipc.AddRequest):
-                if not self._compile_first(msg):
-                    self._add(msg, accepted, rejected)
+                try:
+                    params = ipc.params_from_wire(msg.params)
+                except Exception as e:  # one bad request never stops the loop
+                    rejected.append(_rejection(msg.request_id, e))
+                    continue
+                if not self._compile_first(msg, params):
+                    self._add(msg, params, accepted, rejected)
             elif isinstance(msg, ipc.AbortRequests):
                 for rid in msg.request_ids:
                     if self._compiling.pop(rid, None) is None:  # one still compiling is never added
@@ -145,39 +148,32 @@ class EngineLoop:
                 self.stopping = True
             elif isinstance(msg, ipc.TraceControl):
                 self.channel.send(self._trace_control(msg))
-        for rid, (msg, future) in list(self._compiling.items()):
+        for rid, (msg, params, future) in list(self._compiling.items()):
             if future.done():
                 del self._compiling[rid]
                 if future.exception() is not None:
                     rejected.append(_rejection(rid, future.exception()))
                 else:
-                    self._add(msg, accepted, rejected)
+                    self._add(msg, params, accepted, rejected)
         if accepted or rejected:
             self.channel.send(ipc.AddResults(accepted, rejected))
 
-    def _add(self, msg: ipc.AddRequest, accepted: list[str], rejected: list[dict[str, Any]]) -> None:
+    def _add(self, msg: ipc.AddRequest, params: SamplingParams, accepted: list[str], rejected: list[dict[str, Any]]) -> None:
         try:
-            params = ipc.params_from_wire(msg.params)
             kv = {"kv_transfer": kv_params.parse(msg.kv_transfer)} if msg.kv_transfer is not None else {}
             self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv)
             accepted.append(msg.request_id)
         except Exception as e:  # one bad request never stops the loop
             rejected.append(_rejection(msg.request_id, e))
 
-    def _compile_first(self, msg: ipc.AddRequest) -> bool:
+    def _compile_first(self, msg: ipc.AddRequest, params: SamplingParams) -> bool:
         """Starts compiling a constrained request's grammar on a worker thread; False when there is
         none to compile (the request is added now)."""
-        if self._compile is None or msg.request_id in self._compiling:
-            return False
-        try:
-            params = ipc.params_from_wire(msg.params)
-        except Exception:  # add_request refuses it with the reason
-            return False
-        if params.structured_outputs is None:
+        if self._compile is None or msg.request_id in self._compiling or params.structured_outputs is None:
             return False
         if self._compiler_pool is None:
-            self._compiler_pool = ThreadPoolExecutor(_COMPILE_THREADS, thread_name_prefix="grammar")
-        self._compiling[msg.request_id] = (msg, self._compiler_pool.submit(self._compile, params))
+            self._compiler_pool = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="grammar")
+        self._compiling[msg.request_id] = (msg, params, self._compiler_pool.submit(self._compile, params))
         return True
 
     def _trace_control(self, msg: ipc.TraceControl) -> ipc.TraceControlResult:
