@@ -50,7 +50,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("quantization", "model.quantization", str, "none, or fp8: quantize a BF16/FP16 checkpoint's linear layers and experts at load into e4m3 with 128x128 block scales (the FP8 checkpoints' layout), activations per token and group of 128 at each call; needs a kernel set that runs FP8 weights (--kernels triton; docs/kernels.md)"),
     Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
     Flag("kv_cache_blocks", "cache.num_blocks", int, "KV-cache blocks per attention group (overrides --kv-cache-memory-mb)"),
-    Flag("kv_cache_memory_mb", "cache.kv_cache_memory_mb", int, "KV-cache memory per rank in MiB, when --kv-cache-blocks is unset; a CPU engine refuses a cache larger than the host memory available at start-up"),
+    Flag("kv_cache_memory_mb", "cache.kv_cache_memory_mb", int, "KV-cache memory per rank in MiB, when --kv-cache-blocks is unset; a CPU engine refuses caches larger than the host memory available at start-up (the ranks it starts on one host together)"),
     Flag("enable_prefix_caching", "cache.enable_prefix_caching", bool, "reuse KV blocks of shared prompt prefixes"),
     Flag("kv_cache_dtype", "cache.kv_cache_dtype", str, "auto (the model's dtype) or fp8: K/V (MLA: the latent and rope key) stored as e4m3 with a scale (1.0: no calibrated scales are read), half the bytes of bf16; logprobs move within FP8's error (docs/kernels.md)"),
     Flag("max_num_seqs", "scheduler.max_num_seqs", int, "most running requests per attention group"),

@@ -13,3 +13,18 @@ def host_memory_available(meminfo: str = "/proc/meminfo") -> int | None:
     except OSError:
         return None
     return None
+
+
+def check_host_kv(kv_cache_memory_mb: int, ranks: int, meminfo: str = "/proc/meminfo") -> None:
+    """Before `ranks` CPU ranks of one host are started, each to hold a KV cache of up to
+    `kv_cache_memory_mb` MiB: raises MemoryError when together they would take more than the host's
+    available memory. Each rank checks its own cache again before allocating it (model_runner), but
+    ranks started together each see the memory the others have not yet taken, so only a check of the
+    sum, made once before any of them starts, catches a host that can hold one cache and not all."""
+    available = host_memory_available(meminfo)
+    need = ranks * kv_cache_memory_mb * 2**20
+    if available is not None and need > available:
+        raise MemoryError(
+            f"{ranks} ranks on this host with a KV cache of {kv_cache_memory_mb} MiB each take {need} bytes, more "
+            f"than the {available} bytes of host memory available: lower --kv-cache-memory-mb (or set "
+            f"--kv-cache-blocks) or start fewer ranks")

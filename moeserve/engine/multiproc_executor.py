@@ -28,6 +28,7 @@ from moeserve import envs
 from moeserve.config import EngineConfig, config_to_dict
 from moeserve.core.step_plan import GroupBatch, PullTally, StepPlan, StepResult
 from moeserve.engine.host_map import gather_hosts, unreachable
+from moeserve.engine.host_memory import check_host_kv
 from moeserve.engine.plan_codec import DRAIN, decode_result, encode_plan, encode_sampled
 from moeserve.engine.process_groups import (
     RankEnv, broadcast_bytes, gather_bytes, init_rank, loopback_only_env, store_listener,
@@ -78,6 +79,8 @@ class MultiprocExecutor:
         env = RankEnv.from_environ()
         store_socket = None
         if env is None:  # one node, ours to spawn (--nodes > 1 needs a launcher: engine/launch_check.py)
+            if resolve(config.device.device, config.device.kernels)[0] == "cpu" and config.cache.num_blocks is None:
+                check_host_kv(config.cache.kv_cache_memory_mb, parallel.world_size)  # every rank's cache together
             store_socket = store_listener()  # every socket of the world on loopback (docs/limits.md)
             os.environ.update(loopback_only_env())
             env = RankEnv(0, parallel.world_size, 0, "127.0.0.1", store_socket.getsockname()[1])
