@@ -172,6 +172,10 @@ def refuse_unfittable(state: ServerState, text_bytes: int, max_tokens: int | Non
     """A 400 for a text that has too many tokens for the context whatever they are, told from its
     length in bytes (`prompt_bound`) before it is tokenized: tokenizing 8 MB took seconds only to
     refuse the prompt afterwards."""
+    if max_tokens is not None and max_tokens >= state.max_model_len:  # no prompt could leave room for it
+        raise bad_request(f"this model's maximum context length is {state.max_model_len} tokens and {param} asks for "
+                          f"{max_tokens}, which leaves no room for a prompt: lower {param}", param=param,
+                          code="context_length_exceeded")
     bound = state.prompt_bound
     if bound is None:
         return
@@ -182,7 +186,7 @@ def refuse_unfittable(state: ServerState, text_bytes: int, max_tokens: int | Non
     raise bad_request(
         f"this model's maximum context length is {state.max_model_len} tokens; the prompt's {text_bytes} bytes are at "
         f"least {least} tokens (no token of this tokenizer stands for more than {bound.max_token_bytes} bytes){asked}: "
-        f"shorten the prompt", param=param if asked else prompt_param, code="context_length_exceeded")
+        f"shorten the prompt{f' or lower {param}' if asked else ''}", param=param if asked else prompt_param, code="context_length_exceeded")
 
 
 def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | None) -> list[list[int]]:

@@ -1,0 +1,32 @@
+"""A request that cannot fit the context is told which field to change. In-process, fake engine."""
+from __future__ import annotations
+
+import asyncio
+
+from server_fakes import FakeEngine, make_app
+from test_server_bad_requests import check_error
+
+
+def post(*requests: tuple[str, dict]) -> list:
+    async def main():
+        http, client, _ = await make_app(FakeEngine())
+        out = [await http.post(path, json=body) for path, body in requests]
+        await http.aclose()
+        await client.shutdown(1.0)
+        return out
+
+    return asyncio.run(main())
+
+
+def test_a_max_tokens_no_prompt_could_leave_room_for_names_only_max_tokens():
+    """max_tokens of 10**8: it said the 1-byte prompt was 'at least 0 tokens' and to shorten the prompt."""
+    plain, chat = post(
+        ("/v1/completions", {"prompt": "a", "max_tokens": 10**8}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 10**8}))
+    check_error(plain, 400, "max_tokens")
+    check_error(chat, 400, "max_completion_tokens")
+    for r, field in ((plain, "max_tokens"), (chat, "max_completion_tokens")):
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded"
+        assert f"{field} asks for 100000000" in err["message"] and err["message"].endswith(f"lower {field}")
+        assert "shorten the prompt" not in err["message"] and "bytes" not in err["message"], err["message"]
