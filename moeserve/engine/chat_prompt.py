@@ -14,13 +14,18 @@ optionally "name", "tool_calls", "tool_call_id", "function_call", which reach th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
+from moeserve.engine.json_schema_check import UnsupportedSchema, check_json_schema
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-MAX_TOOL_NAME_CHARS = 256
+# OpenAI's names of functions and of response formats' JSON schemas: "a-z, A-Z, 0-9, or underscores and
+# dashes, with a maximum length of 64"; a name OpenAI refuses is refused here too, so code written
+# against this server runs against OpenAI's
+OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
 RESERVED_TEMPLATE_KWARGS = frozenset({
     "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
@@ -108,29 +113,51 @@ def content_text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 def check_tools(tools: list[Any]) -> list[str]:
-    """Refuses tools that are not OpenAI function tools of distinct names; returns their names."""
+    """Refuses tools that are not OpenAI function tools of distinct names, or whose parameters schema
+    the grammar could not enforce (the check a json_schema response format gets: under tool_choice
+    "required" or a named function the schema is enforced, and a tool that only "auto" would take is
+    refused whatever the choice, so a bad definition shows at once); returns their names."""
     if not isinstance(tools, list):
         raise ChatPromptError(f"tools must be a list of function tools, got {type(tools).__name__}", "tools")
+    names: list[str] = []
     for i, tool in enumerate(tools):
-        _check_tool(tool, i)
-    names = [t["function"]["name"] for t in tools]
-    if len(set(names)) != len(names):
-        raise ChatPromptError("tools has two functions of one name", "tools")
+        name = _check_tool(tool, i)
+        if name in names:
+            raise ChatPromptError(f"tools.{i}.function.name: tools.{names.index(name)} has the name '{name}' already; "
+                                  "each function needs its own", f"tools.{i}.function.name")
+        names.append(name)
     return names
 
 
-def _check_tool(tool: Any, i: int) -> None:
+def _check_tool(tool: Any, i: int) -> str:
     where = f"tools.{i}"
-    if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+    if not isinstance(tool, dict) or tool.get("type") != "function":
         raise ChatPromptError(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"parameters\": "
                               "{...}}} (function tools are the only kind served)", where)
-    fn = tool["function"]
+    fn = tool.get("function")
+    if not isinstance(fn, dict):
+        raise ChatPromptError(f"{where}.function is required: {{\"name\": ..., \"parameters\": {{...}}}}", f"{where}.function")
     name = fn.get("name")
-    if not isinstance(name, str) or not name or len(name) > MAX_TOOL_NAME_CHARS or any(c.isspace() for c in name):
-        raise ChatPromptError(f"{where}.function.name must be a non-empty name without spaces", f"{where}.function.name")
-    params = fn.get("parameters")
-    if params is not None and not isinstance(params, dict):
-        raise ChatPromptError(f"{where}.function.parameters must be a JSON schema (an object)", f"{where}.function.parameters")
+    if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
+        raise ChatPromptError(f"{where}.function.name must be 1 to 64 letters, digits, underscores or dashes (OpenAI's "
+                              f"rule), got {_clip(json.dumps(name))}", f"{where}.function.name")
+    _check_parameters(fn.get("parameters"), f"{where}.function.parameters")
+    return name
+
+
+def _check_parameters(params: Any, where: str) -> None:
+    """A function's parameters: absent, or a JSON schema of an object that the grammar could enforce."""
+    if params is None:
+        return
+    if not isinstance(params, dict):
+        raise ChatPromptError(f"{where} must be a JSON schema (an object)", where)
+    if "type" in params and params["type"] != "object":
+        raise ChatPromptError(f"{where} must describe the arguments object (\"type\": \"object\"), got \"type\": "
+                              f"{_clip(json.dumps(params['type']))}", where)
+    try:
+        check_json_schema(params)
+    except UnsupportedSchema as e:
+        raise ChatPromptError(f"{where} cannot be enforced: {e}", where) from None
 
 
 def check_template_kwargs(kwargs: dict[str, Any] | None, own_arguments: Sequence[str], where: str) -> dict[str, Any]:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+from moeserve.engine.chat_prompt import ChatPromptError
 
 _PATH = re.compile(r"\[?(?<![\w.])(?:[A-Za-z]:)?/(?:[\w.@+~-]+/)+[\w.@+~-]*(?::\d+)?\]?")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
@@ -96,6 +99,15 @@ def engine_error(message: str, request_id: str) -> ApiError:
     """A 500 for a request the engine ended with an error (e.g. one that can never fit the KV cache)."""
     logger.warning("the engine failed request %s: %s", request_id, message)
     return ApiError(500, public_reason(message), code="engine_error")
+
+
+def refusing(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(...) with its ChatPromptError (engine/chat_prompt.py's checks of messages, tools and template
+    variables, which LLM.chat shares) as the 400 that names the same field."""
+    try:
+        return fn(*args, **kwargs)
+    except ChatPromptError as e:
+        raise bad_request(str(e), param=e.param) from None
 
 
 def from_request_error(e: Any) -> ApiError:

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from moeserve.engine import chat_prompt
 from moeserve.sampling_params import StructuredOutputsParams
 from moeserve.server import common, kv_params, structured
-from moeserve.server.api_errors import bad_request
+from moeserve.server.api_errors import bad_request, refusing
 from moeserve.server.chat_output import ChoicePlan, plan_output
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
@@ -44,14 +44,6 @@ def _content(message: ChatMessage) -> str:
     return chat_prompt.content_text(_as_dict(message).get("content"))
 
 
-def _refusing(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """fn(...) with its ChatPromptError as the 400 that names the same field."""
-    try:
-        return fn(*args, **kwargs)
-    except chat_prompt.ChatPromptError as e:
-        raise bad_request(str(e), param=e.param) from None
-
-
 def render_messages(state: ServerState, req: Any, check: Callable[[str], None] | None = None) -> list[int]:
     """The chat template applied to req.messages (checked by `check_messages`), tokenized
     (engine/chat_prompt.py, as LLM.chat renders them); req has add_generation_prompt and
@@ -59,14 +51,14 @@ def render_messages(state: ServerState, req: Any, check: Callable[[str], None] |
     is tokenized (and may refuse it)."""
     tokenizer = common.require_tokenizer(state, "a chat (its template renders text)", "messages")
     turns = chat_prompt.template_turns([_as_dict(m) for m in req.messages])
-    variables = dict(_refusing(chat_prompt.check_template_kwargs, req.chat_template_kwargs, _OWN_FIELDS, "a request field"))
+    variables = dict(refusing(chat_prompt.check_template_kwargs, req.chat_template_kwargs, _OWN_FIELDS, "a request field"))
     if getattr(req, "reasoning_effort", None) is not None:
         variables.setdefault("reasoning_effort", req.reasoning_effort)
     if req.documents is not None:
         variables["documents"] = req.documents
     if getattr(req, "tools", None):
         variables["tools"] = req.tools
-    _, ids = _refusing(chat_prompt.render, tokenizer, turns, add_generation_prompt=req.add_generation_prompt,
+    _, ids = refusing(chat_prompt.render, tokenizer, turns, add_generation_prompt=req.add_generation_prompt,
                        continue_final_message=req.continue_final_message, variables=variables,
                        add_special_tokens=req.add_special_tokens, check=check)
     return ids
@@ -91,7 +83,7 @@ def _refuse_unsupported(req: ChatCompletionRequest) -> None:
 
 def check_messages(req: Any) -> None:
     """engine/chat_prompt.check_messages on the request's messages, as a 400."""
-    _refusing(chat_prompt.check_messages, [_as_dict(m) for m in req.messages], req.add_generation_prompt,
+    refusing(chat_prompt.check_messages, [_as_dict(m) for m in req.messages], req.add_generation_prompt,
               req.continue_final_message)
 
 

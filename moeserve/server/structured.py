@@ -4,8 +4,10 @@ compiles it and refuses what xgrammar cannot enforce (engine/grammar.py); its re
 the constraint came from (`source_param`)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from moeserve.engine.chat_prompt import OPENAI_NAME
 from moeserve.sampling_params import SamplingParamsError, StructuredOutputsParams
 from moeserve.server.api_errors import bad_request, clip
 
@@ -40,8 +42,13 @@ def _from_response_format(fmt: Any) -> StructuredOutputsParams:
     if not isinstance(spec, dict):
         raise bad_request("response_format json_schema needs its json_schema object: {\"name\": ..., \"schema\": {...}}",
                           param="response_format.json_schema")
-    if not isinstance(spec.get("name"), str) or not spec["name"]:
-        raise bad_request("response_format.json_schema.name is required (a string)", param="response_format.json_schema.name")
+    name = spec.get("name")
+    if name is None:
+        raise bad_request("response_format.json_schema.name is required: the schema's name, 1 to 64 letters, digits, "
+                          "underscores or dashes", param="response_format.json_schema.name")
+    if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
+        raise bad_request("response_format.json_schema.name must be 1 to 64 letters, digits, underscores or dashes "
+                          f"(OpenAI's rule), got {clip(json.dumps(name))}", param="response_format.json_schema.name")
     schema = spec.get("schema", {})  # OpenAI's default: no schema is any JSON value
     if not isinstance(schema, (dict, bool)):
         raise bad_request("response_format.json_schema.schema must be a JSON schema (an object)",

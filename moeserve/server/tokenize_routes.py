@@ -17,13 +17,13 @@ from typing import Any
 
 from starlette.requests import Request
 
+from moeserve.engine import chat_prompt
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
 from moeserve.server import common
-from moeserve.server.api_errors import bad_request
+from moeserve.server.api_errors import bad_request, refusing
 from moeserve.server.chat import check_messages, message_bytes, render_messages
 from moeserve.server.common import ServerState
 from moeserve.server.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeRequest
-from moeserve.server.tools import check_tools
 
 
 def _encode(state: ServerState, req: TokenizeRequest | TokenizeChatRequest) -> list[int]:
@@ -50,7 +50,7 @@ async def tokenize(request: Request) -> Any:
     if isinstance(req, TokenizeChatRequest):
         check_messages(req)
         if req.tools:
-            check_tools(req.tools)
+            refusing(chat_prompt.check_tools, req.tools)
     ids = await common.tokenize(state, _encode, req, text_bytes=message_bytes(req) if isinstance(req, TokenizeChatRequest)
                                 else len(req.prompt))
     strs = state.tokenizer.convert_ids_to_tokens(ids) if req.return_token_strs else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moeserve.engine import chat_prompt
-from moeserve.server.api_errors import bad_request, clip
+from moeserve.server.api_errors import bad_request, clip, refusing
 
 _NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}  # OpenAI: parameters omitted
 
@@ -45,7 +45,7 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
         if choice not in (None, "none"):
             raise bad_request("tool_choice needs tools", param="tool_choice")
         return None
-    names = check_tools(req.tools)
+    names = refusing(chat_prompt.check_tools, req.tools)
     # OpenAI's default is true; here several calls under "required" are opt-in: a model that never
     # closes the list (the built-in one) would write calls until max_tokens, the last one cut
     parallel = req.parallel_tool_calls is True
@@ -61,15 +61,6 @@ def tool_request(req: Any, tool_call_parser: str | None) -> ToolRequest | None:
     if name not in names:
         raise bad_request(f"tool_choice names the function '{clip(name)}', which is not in tools", param="tool_choice")
     return ToolRequest(req.tools, "function", name, parallel)
-
-
-def check_tools(tools: list[Any]) -> list[str]:
-    """Refuses tools that are not OpenAI function tools of distinct names (engine/chat_prompt.py's
-    check, as LLM.chat's) with a 400; returns their names."""
-    try:
-        return chat_prompt.check_tools(tools)
-    except chat_prompt.ChatPromptError as e:
-        raise bad_request(str(e), param=e.param) from None
 
 
 def _named(choice: Any) -> str:
