@@ -15,11 +15,13 @@ sampled tokens (to preempted requests too: a token sampled is part of the sequen
     scheduler.release_pin(rid) / expire_pins(now)  # prefill/decode split: blocks kept for a decoder
     scheduler.drop_output_tail(req, n)     # speculative decoding: tokens a verify accepted past a stop
 
-A constrained request routed to a group in `grammar_groups` (its sampling rank runs in another process
-than the engine core, which compiled the grammar on admission) waits outside the group's queue: the
-next plan asks that rank to compile it beside the steps (`StepPlan.grammars`), and it joins the queue
-once the rank reports it done (`StepResult.grammars`), so no step waits for a compile. Meanwhile the
-steps go on, empty if nothing else runs (`grammars_in_flight`), to hear of it.
+A constrained request waits outside its group's queue while a compile of its grammar runs, so no step
+waits for one: the engine core's own (`add_request(req, grammar_pending=True)`, when the server's
+engine loop compiles on a worker thread; it says so with `grammar_compiled`), and, for a group in
+`grammar_groups` (its sampling rank runs in another process), that rank's: the next plan asks it to
+compile beside the steps (`StepPlan.grammars`) and it reports it done (`StepResult.grammars`). The two
+run at once; the request joins the queue when both are done. Meanwhile the steps go on, empty if
+nothing else runs (`grammars_in_flight`), to hear of a rank's.
 
 Per-group policy lives in `GroupScheduler`; this class owns the request table, routes each new
 request to a group (the least-loaded, unless another holds more of its prompt in its prefix cache
@@ -46,6 +48,15 @@ from moeserve.errors import QueueFullError, RequestError, context_length_error
 from moeserve.kv_transfer.params import PARAM, prompt_digest
 
 log = logging.getLogger("moeserve.core")
+
+
+@dataclass
+class _GrammarWait:
+    """A constrained request held outside its group's queue until each compile it waits for is done."""
+    req: Request
+    engine: bool  # the engine core's compile (its refusal is the request's 400)
+    rank: bool  # its group's sampling rank's, in another process (announced in a plan)
+    rank_error: str | None = None  # the rank's failure, held until the engine's compile says whose fault it is
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,7 @@ class Scheduler:
         # write into the blocks, so they go back to the pool only once every rank reports it done
         self._orphaned_pulls: dict[str, tuple[int, list[int]]] = {}
         self.grammar_groups = frozenset(grammar_groups)
-        self._compiling: dict[str, Request] = {}  # routed, waiting for their sampling rank's grammar
+        self._compiling: dict[str, _GrammarWait] = {}  # routed, waiting for their grammars' compiles
         self._grammars_to_announce: list[GrammarCompile] = []
         # request id -> [group, blocks, ranks]: a failed read still running on `ranks` ranks may still
         # write into the blocks; they stay held (in use, never published) until each of them ends
@@ -104,8 +115,9 @@ class Scheduler:
         self.num_kv_quarantines = 0  # failed reads whose blocks were held so
 
     # ---- requests in ------------------------------------------------------------------------
-    def add_request(self, req: Request) -> None:
-        """Validate and enqueue `req` on an attention group (`_route`)."""
+    def add_request(self, req: Request, grammar_pending: bool = False) -> None:
+        """Validate and enqueue `req` on an attention group (`_route`). grammar_pending: the engine core
+        is still compiling its grammar; it is not scheduled before `grammar_compiled`."""
         self._validate(req)
         if self.num_waiting >= self.cfg.max_queued_requests:
             raise QueueFullError(
@@ -120,11 +132,22 @@ class Scheduler:
         self.requests[req.request_id] = req
         group.load_tokens += req.num_tokens
         spec = req.sampling.structured_outputs
-        if spec is not None and group.group in self.grammar_groups:
-            self._compiling[req.request_id] = req
+        wait = _GrammarWait(req, engine=spec is not None and grammar_pending,
+                            rank=spec is not None and group.group in self.grammar_groups)
+        if wait.rank:
             self._grammars_to_announce.append(GrammarCompile(req.request_id, group.group, spec))
+        if wait.engine or wait.rank:
+            self._compiling[req.request_id] = wait
         else:
             group.waiting.append(req)
+
+    def grammar_compiled(self, request_id: str) -> None:
+        """The engine core has compiled `request_id`'s grammar (add_request's grammar_pending). Its
+        failure is no call here: the engine aborts the request, which was never announced to a client."""
+        wait = self._compiling.get(request_id)
+        if wait is not None and wait.engine:
+            wait.engine = False
+            self._release(wait)
 
     def _route(self, req: Request) -> GroupScheduler:
         """The group that serves `req`: the least-loaded (fewest live tokens, then requests), unless
@@ -301,16 +324,24 @@ class Scheduler:
         self._failed.append(req)
 
     def _grammar_done(self, request_id: str, error: str | None) -> None:
-        """`request_id`'s sampling rank has compiled its grammar: it joins its group's queue (ended
-        meanwhile: nothing to do). Failed (the engine core compiled the same grammar, so a rank that
-        cannot is at fault): the request alone ends with an error."""
-        req = self._compiling.pop(request_id, None)
-        if req is None:
+        """`request_id`'s sampling rank has compiled its grammar (ended meanwhile: nothing to do)."""
+        wait = self._compiling.get(request_id)
+        if wait is not None and wait.rank:
+            wait.rank, wait.rank_error = False, error
+            self._release(wait)
+
+    def _release(self, wait: _GrammarWait) -> None:
+        """Once no compile is pending: the request joins its group's queue, or, if its rank failed where
+        the engine core compiled the same grammar (so the rank is at fault, not the request), it alone
+        ends with an error. While the engine's compile runs a rank's failure waits: a grammar that
+        cannot be compiled is the engine's 400, and the request is dropped before anyone hears of it."""
+        if wait.engine or wait.rank:
             return
-        if error is None:
+        req = self._compiling.pop(wait.req.request_id).req
+        if wait.rank_error is None:
             self.groups[req.group].waiting.append(req)
             return
-        req.error = f"the sampling rank could not compile the request's grammar: {error}"
+        req.error = f"the sampling rank could not compile the request's grammar: {wait.rank_error}"
         req.error_status = 500
         self._finish(req, "error")
         self._failed.append(req)
@@ -481,8 +512,8 @@ class Scheduler:
     @property
     def grammars_in_flight(self) -> bool:
         """Some request waits for its sampling rank's grammar (or is still to be announced): steps must
-        go on, even empty, to hear of it."""
-        return bool(self._compiling)
+        go on, even empty, to hear of it. (One waiting for the engine core's compile alone needs none.)"""
+        return any(wait.rank for wait in self._compiling.values())
 
     def block_usage(self) -> list[BlockUsage]:
         """Per attention group; `total_block_usage` sums them."""

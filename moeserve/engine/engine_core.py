@@ -180,6 +180,7 @@ class EngineCore:
 
         self.placement = engine_placement(config, self.executor, self.model_name)  # recorder + rebalancing
         self._tracked: dict[str, _Tracked] = {}
+        self._grammar_pending: set[str] = set()  # tracked, their grammar still compiling on the caller's thread
         self._pending_outputs: list[RequestOutput] = []
         self.num_steps = 0
         self.async_scheduling = bool(config.scheduler.async_scheduling)
@@ -195,17 +196,22 @@ class EngineCore:
 
     # -- requests ---------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                    owner: str | None = None, kv_transfer: KvTransfer | None = None) -> None:
+                    owner: str | None = None, kv_transfer: KvTransfer | None = None, grammar_pending: bool = False) -> None:
         """Admits a request or raises RequestError / QueueFullError; a refused request takes nothing.
         `owner` names the client request it belongs to (the n choices of one HTTP request share it):
         the scheduler shares seats and KV blocks fairly between owners (core/fair_share.py).
-        `kv_transfer`: keep its prompt's KV for a remote decoder, or take it from a prefill engine."""
+        `kv_transfer`: keep its prompt's KV for a remote decoder, or take it from a prefill engine.
+        `grammar_pending`: the caller compiles its grammar (`compile_grammar`, on a worker thread) and
+        says how that went: `grammar_compiled`, or `abort_request(..., output=False)` for a refusal.
+        Meanwhile the request is routed, and a sampling rank in another process compiles it too, but it
+        is not scheduled."""
         if request_id in self._tracked:
             raise RequestError(f"request id {request_id!r} is already in use", param="request_id")
         self._check_prompt(prompt_token_ids, params)
         self._check_kv_transfer(kv_transfer)
-        if params.structured_outputs is not None:
-            self.compile_grammar(params)  # a cache hit when the engine loop compiled it first
+        grammar_pending = grammar_pending and params.structured_outputs is not None
+        if params.structured_outputs is not None and not grammar_pending:
+            self.compile_grammar(params)
         if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
             # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
@@ -217,7 +223,9 @@ class EngineCore:
         if kv_transfer is not None:
             request.remote_decode = kv_transfer.remote_decode
             request.remote_prefill = kv_transfer.remote_prefill
-        self.scheduler.add_request(request)  # the empty-prompt and context-length checks; resolves max_tokens
+        self.scheduler.add_request(request, grammar_pending)  # the empty-prompt and context-length checks; resolves max_tokens
+        if grammar_pending:
+            self._grammar_pending.add(request_id)
         if params.max_tokens is None:
             params = dataclasses.replace(params, max_tokens=request.max_output_tokens)
         self._tracked[request_id] = _Tracked(
@@ -246,8 +254,9 @@ class EngineCore:
         """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400
         now, never an error inside a step. A sampling rank in this process finds it in the cache; one in
         another process compiles it again beside the steps, before the request is scheduled
-        (Scheduler.grammar_groups). Thread-safe (xgrammar releases the GIL): the server's engine loop calls it off its thread
-        before add_request, so a slow grammar does not stall the steps of other requests."""
+        (Scheduler.grammar_groups). Thread-safe (xgrammar releases the GIL): the server's engine loop calls it off its
+        thread after add_request(..., grammar_pending=True), so a slow grammar does not stall the steps of
+        other requests, and a sampling rank's compile runs at the same time."""
         if self.tokenizer is None:
             raise RequestError("structured outputs need a tokenizer and this checkpoint has none",
                                param="structured_outputs")
@@ -270,21 +279,33 @@ class EngineCore:
             raise RequestError(f"{PARAM}: do_remote_prefill asks for a decode, and this server runs --kv-role prefill",
                                param=PARAM)
 
-    def abort_request(self, request_id: str) -> None:
-        """Frees the request's blocks now; its final output (finish_reason "abort") comes with the next step."""
+    def grammar_compiled(self, request_id: str) -> None:
+        """The grammar of a request added with grammar_pending compiled: it may be scheduled (once a
+        sampling rank in another process has compiled it too)."""
+        if request_id in self._grammar_pending:
+            self._grammar_pending.discard(request_id)
+            self.scheduler.grammar_compiled(request_id)
+
+    def abort_request(self, request_id: str, output: bool = True) -> None:
+        """Frees the request's blocks now; its final output (finish_reason "abort") comes with the next
+        step, unless `output` is False (a request refused before its client heard it was taken)."""
         if self._tracked.pop(request_id, None) is None:
             return
+        self._grammar_pending.discard(request_id)
         request = self.scheduler.abort_request(request_id)
         if request is not None and request.remote_prefill is not None and self.kv is not None:
             self.kv.give_up(request.remote_prefill)  # never read: the prefill engine may free it now
-        prompt = request.prompt_token_ids if request is not None else []
-        self._pending_outputs.append(RequestOutput(request_id=request_id, prompt_token_ids=prompt, finish_reason="abort"))
+        if output:
+            prompt = request.prompt_token_ids if request is not None else []
+            self._pending_outputs.append(RequestOutput(request_id=request_id, prompt_token_ids=prompt, finish_reason="abort"))
 
     def has_unfinished_requests(self) -> bool:
         """Work for `step`: live requests, outputs not yet returned, or KV reads still running (an
-        aborted request's read too: its blocks come back, and its pin is released, when it ends)."""
-        return (bool(self._tracked) or bool(self._pending_outputs) or self.scheduler.pulls_in_flight
-                or self._inflight is not None)
+        aborted request's read too: its blocks come back, and its pin is released, when it ends). A
+        request waiting for the caller's compile alone is no work; one whose rank compiles is
+        (`grammars_in_flight`: steps carry the rank's report)."""
+        return (len(self._tracked) > len(self._grammar_pending) or bool(self._pending_outputs)
+                or self.scheduler.pulls_in_flight or self.scheduler.grammars_in_flight or self._inflight is not None)
 
     # -- the step ---------------------------------------------------------------------------------
     def service(self) -> None:

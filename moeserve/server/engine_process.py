@@ -5,9 +5,11 @@
 It connects to the front end's unix socket, loads the engine, says Ready, then loops: read every
 pending message (adds, aborts, shutdown), answer the adds in one AddResults, run one step while
 there is work, send that step's outputs, and send a Heartbeat at least every `heartbeat_s` seconds.
-A structured output's grammar is compiled on a worker thread first (`engine.compile_grammar`; a
-pathological JSON schema takes seconds), and its request is added, or refused, once that is done:
-the loop keeps stepping the other requests meanwhile (vLLM compiles asynchronously too).
+A structured output's request is added at once but held (`grammar_pending`) while its grammar
+compiles on a worker thread (`engine.compile_grammar`; a pathological JSON schema takes seconds); the
+front end hears it was taken, or refused, once that is done (`grammar_compiled`, or a silent
+`abort_request`): the loop keeps stepping the other requests meanwhile (vLLM compiles asynchronously
+too), and a sampling rank in another process compiles the same grammar at the same time.
 A heartbeat comes from the loop thread itself, so a stuck step stops the heartbeats and the front
 end's /health turns 503. A bad request is refused here (AddResults.rejected) and never reaches
 `step()`; an exception inside `step()` is fatal: it is reported (Fatal) and the process exits 1.
@@ -103,8 +105,8 @@ class EngineLoop:
         self.last_heartbeat = 0.0
         self.stopping = False
         self._service = getattr(engine, "service", None)
-        self._compile = getattr(engine, "compile_grammar", None)
-        self._compiling: dict[str, tuple[ipc.AddRequest, SamplingParams, Future]] = {}  # grammars compiling, in arrival order
+        self._compile_grammar = getattr(engine, "compile_grammar", None)
+        self._compiling: dict[str, Future] = {}  # grammars compiling, of requests added and held, in arrival order
         self._compiler_pool: ThreadPoolExecutor | None = None
 
     def run(self) -> None:
@@ -138,43 +140,47 @@ class EngineLoop:
                 except Exception as e:  # one bad request never stops the loop
                     rejected.append(_rejection(msg.request_id, e))
                     continue
-                if not self._compile_first(msg, params):
-                    self._add(msg, params, accepted, rejected)
+                if self._add(msg, params, accepted, rejected):
+                    self._compile(msg.request_id, params)
             elif isinstance(msg, ipc.AbortRequests):
                 for rid in msg.request_ids:
-                    if self._compiling.pop(rid, None) is None:  # one still compiling is never added
-                        self._abort(rid)
+                    # one still compiling was never announced taken: it leaves without an output
+                    self._abort(rid, output=self._compiling.pop(rid, None) is None)
             elif isinstance(msg, ipc.Shutdown):
                 self.stopping = True
             elif isinstance(msg, ipc.TraceControl):
                 self.channel.send(self._trace_control(msg))
-        for rid, (msg, params, future) in list(self._compiling.items()):
+        for rid, future in list(self._compiling.items()):
             if future.done():
                 del self._compiling[rid]
                 if future.exception() is not None:
+                    self.engine.abort_request(rid, output=False)
                     rejected.append(_rejection(rid, future.exception()))
                 else:
-                    self._add(msg, params, accepted, rejected)
+                    self.engine.grammar_compiled(rid)
+                    accepted.append(rid)
         if accepted or rejected:
             self.channel.send(ipc.AddResults(accepted, rejected))
 
-    def _add(self, msg: ipc.AddRequest, params: SamplingParams, accepted: list[str], rejected: list[dict[str, Any]]) -> None:
+    def _add(self, msg: ipc.AddRequest, params: SamplingParams, accepted: list[str], rejected: list[dict[str, Any]]) -> bool:
+        """Adds the request; True when its grammar is still to compile (held, and not yet announced taken)."""
+        pending = self._compile_grammar is not None and params.structured_outputs is not None
         try:
             kv = {"kv_transfer": kv_params.parse(msg.kv_transfer)} if msg.kv_transfer is not None else {}
-            self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv)
-            accepted.append(msg.request_id)
+            extra = {"grammar_pending": True} if pending else {}
+            self.engine.add_request(msg.request_id, list(msg.prompt_token_ids), params, owner=msg.owner, **kv, **extra)
         except Exception as e:  # one bad request never stops the loop
             rejected.append(_rejection(msg.request_id, e))
-
-    def _compile_first(self, msg: ipc.AddRequest, params: SamplingParams) -> bool:
-        """Starts compiling a constrained request's grammar on a worker thread; False when there is
-        none to compile (the request is added now)."""
-        if self._compile is None or msg.request_id in self._compiling or params.structured_outputs is None:
             return False
+        if not pending:
+            accepted.append(msg.request_id)
+        return pending
+
+    def _compile(self, request_id: str, params: SamplingParams) -> None:
+        """Compiles an added request's grammar on a worker thread; `_handle` reports it once done."""
         if self._compiler_pool is None:
             self._compiler_pool = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="grammar")
-        self._compiling[msg.request_id] = (msg, params, self._compiler_pool.submit(self._compile, params))
-        return True
+        self._compiling[request_id] = self._compiler_pool.submit(self._compile_grammar, params)
 
     def _trace_control(self, msg: ipc.TraceControl) -> ipc.TraceControlResult:
         """Runs between steps, on the loop thread (the recorder is not thread-safe)."""
@@ -190,9 +196,9 @@ class EngineLoop:
             return ipc.TraceControlResult(msg.control_id, False, f"could not write the trace: {e.strerror or type(e).__name__}")
         return ipc.TraceControlResult(msg.control_id, True, f"recorder {msg.action} done", path if isinstance(path, str) else None)
 
-    def _abort(self, request_id: str) -> None:
+    def _abort(self, request_id: str, output: bool = True) -> None:
         try:
-            self.engine.abort_request(request_id)
+            self.engine.abort_request(request_id, output=output)
         except (KeyError, ValueError):
             pass  # already finished: its last output is on its way
 

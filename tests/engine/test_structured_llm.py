@@ -127,3 +127,39 @@ def test_a_ranks_compile_holds_back_its_request_only(alone, tmp_path, monkeypatc
     finally:
         ep2.shutdown()
     assert len(done["plain"].token_ids) == 6 and done["json"].token_ids == want[0].token_ids
+
+
+def test_the_ranks_compile_runs_while_the_engines_does(alone):
+    """As the server's engine loop adds a constrained request (grammar_pending: it compiles the grammar
+    itself on a worker thread), group 1's rank hears of it at once and compiles beside the steps; the
+    request runs only once the engine's compile is reported too, with the single-rank engine's tokens.
+    A grammar the engine refuses is dropped without an output (its 400 answers the client), whatever
+    the rank said."""
+    _, want = alone
+    ep2 = LLM(ep=2, tp=1, **SETTINGS)
+    try:
+        engine = ep2.engine
+        long_prompt = ep2.tokenizer.encode(" ".join(PROMPTS * 2))  # the load of group 0: both others go to group 1
+        engine.add_request("plain", long_prompt, SamplingParams(max_tokens=40, ignore_eos=True))
+        engine.add_request("json", ep2.tokenizer.encode(PROMPTS[0]), params()[0], grammar_pending=True)
+        bad = SamplingParams(max_tokens=4, structured_outputs={"regex": "(?<=a)b"})
+        engine.add_request("bad", ep2.tokenizer.encode(PROMPTS[2]), bad, grammar_pending=True)
+        assert engine.scheduler.requests["json"].group == engine.scheduler.requests["bad"].group == 1
+        outputs = []
+        while engine.scheduler.grammars_in_flight:  # the ranks' compiles, before the engine's has begun
+            outputs += engine.step()
+        assert {o.request_id for o in outputs} == {"plain"} and not engine.scheduler.take_failed()
+        with pytest.raises(Exception, match="Lookbehind"):
+            engine.compile_grammar(bad)
+        engine.abort_request("bad", output=False)
+        engine.compile_grammar(params()[0])
+        engine.grammar_compiled("json")
+        done = {}
+        while "json" not in done or "plain" not in done:
+            out = engine.step()
+            outputs += out
+            done.update({o.request_id: o for o in out if o.finished})
+    finally:
+        ep2.shutdown()
+    assert "bad" not in {o.request_id for o in outputs}
+    assert done["json"].token_ids == want[0].token_ids

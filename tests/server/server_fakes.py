@@ -44,8 +44,8 @@ class FakeEngine:
             raise QueueFullError("queue full", code="queue_full")
         self.requests[request_id] = (prompt_token_ids, params, [])
 
-    def abort_request(self, request_id) -> None:
-        if self.requests.pop(request_id, None) is not None:
+    def abort_request(self, request_id, output: bool = True) -> None:
+        if self.requests.pop(request_id, None) is not None and output:
             self.pending.append(RequestOutput(request_id, [], finish_reason="abort"))
 
     def has_unfinished_requests(self) -> bool:

@@ -110,12 +110,15 @@ def test_loop_admits_rejects_streams_aborts_and_stops():
 
 class GrammarEngine(FakeEngine):
     """Compiles a constrained request's grammar as EngineCore.compile_grammar does: slowly (until
-    `release` is set) for the regex "slow", refused for "bad"."""
+    `release` is set) for the regex "slow", refused for "bad". A request added with grammar_pending is
+    held, never stepped, until grammar_compiled (as EngineCore's scheduler holds it)."""
 
     def __init__(self):
         super().__init__(max_waiting=8)
         self.release = threading.Event()
         self.compiled: list[str] = []
+        self.held: set[str] = set()
+        self.added_while_compiling: list[str] = []
 
     def compile_grammar(self, params) -> None:
         spec = params.structured_outputs
@@ -125,9 +128,31 @@ class GrammarEngine(FakeEngine):
             assert self.release.wait(10)
         self.compiled.append(spec.regex)
 
-    def add_request(self, request_id, prompt_token_ids, params, owner=None) -> None:
-        assert params.structured_outputs is None or params.structured_outputs.regex in self.compiled
+    def add_request(self, request_id, prompt_token_ids, params, owner=None, grammar_pending=False) -> None:
+        assert grammar_pending == (params.structured_outputs is not None)
         super().add_request(request_id, prompt_token_ids, params, owner)
+        if grammar_pending:
+            self.held.add(request_id)
+            if params.structured_outputs.regex not in self.compiled:
+                self.added_while_compiling.append(request_id)
+
+    def grammar_compiled(self, request_id) -> None:
+        assert self.requests[request_id][1].structured_outputs.regex in self.compiled
+        self.held.discard(request_id)
+
+    def abort_request(self, request_id, output: bool = True) -> None:
+        self.held.discard(request_id)
+        super().abort_request(request_id, output)
+
+    def has_unfinished_requests(self) -> bool:
+        return len(self.requests) > len(self.held) or bool(self.pending)
+
+    def step(self):
+        held = {rid: self.requests.pop(rid) for rid in self.held}
+        try:
+            return super().step()
+        finally:
+            self.requests.update(held)
 
 
 def constrained(rid: str, regex: str, max_tokens: int = 3) -> ipc.AddRequest:
@@ -155,9 +180,16 @@ def test_grammars_compile_off_the_loop():
     got = h.collect(lambda g: done("a")(g) and "bad" in results(g)[1])
     accepted, rejected = results(got)
     assert accepted == ["a"] and rejected["bad"]["status"] == 400 and "bad" in rejected["bad"]["message"]
+    # added (routed: a sampling rank in another process starts its own compile) while the loop's runs,
+    # and held: not stepped, not yet announced taken
+    assert engine.added_while_compiling == ["slow", "bad", "gone"] and engine.held == {"slow"}
+    assert "bad" not in engine.requests and "gone" not in engine.requests
     engine.release.set()
     got = h.collect(done("slow"), got=got)
     assert results(got)[0] == ["a", "slow"] and "gone" not in engine.requests
+    # refused or aborted while compiling: never announced, so no output either
+    outputs = {o["request_id"] for m in got if isinstance(m, ipc.Outputs) for o in m.outputs}
+    assert outputs == {"a", "slow"} and "gone" not in results(got)[1]
     h.peer.send(ipc.Shutdown())
     h.thread.join(5)
     assert not h.thread.is_alive()
