@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
-from moeserve.engine.json_schema_check import UnsupportedSchema, check_json_schema
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-# OpenAI's names of functions and of response formats' JSON schemas: "a-z, A-Z, 0-9, or underscores and
-# dashes, with a maximum length of 64"; a name OpenAI refuses is refused here too, so code written
-# against this server runs against OpenAI's
+# OpenAI's rule for a response format's JSON schema name: "a-z, A-Z, 0-9, or underscores and dashes, with a
+# maximum length of 64". Function names are taken more loosely (MAX_TOOL_NAME_CHARS, no spaces), as vLLM takes
+# them: tool sets written for open models (MCP bridges among them) use dots and longer names
+MAX_TOOL_NAME_CHARS = 256
 OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # apply_chat_template's own arguments: chat_template_kwargs may add template variables, not set these
 RESERVED_TEMPLATE_KWARGS = frozenset({
@@ -113,10 +113,10 @@ def content_text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 def check_tools(tools: list[Any]) -> list[str]:
-    """Refuses tools that are not OpenAI function tools of distinct names, or whose parameters schema
-    the grammar could not enforce (the check a json_schema response format gets: under tool_choice
-    "required" or a named function the schema is enforced, and a tool that only "auto" would take is
-    refused whatever the choice, so a bad definition shows at once); returns their names."""
+    """Refuses tools that are not OpenAI function tools of distinct names with an object schema of
+    their arguments; returns their names. Whether the grammar could enforce a schema is checked where
+    it becomes one (tool_choice "required" or a named function: engine/grammar.py), not here: under
+    "auto" the schema only reaches the chat template, and vLLM takes any schema there."""
     if not isinstance(tools, list):
         raise ChatPromptError(f"tools must be a list of function tools, got {type(tools).__name__}", "tools")
     names: list[str] = []
@@ -138,15 +138,15 @@ def _check_tool(tool: Any, i: int) -> str:
     if not isinstance(fn, dict):
         raise ChatPromptError(f"{where}.function is required: {{\"name\": ..., \"parameters\": {{...}}}}", f"{where}.function")
     name = fn.get("name")
-    if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
-        raise ChatPromptError(f"{where}.function.name must be 1 to 64 letters, digits, underscores or dashes (OpenAI's "
-                              f"rule), got {_clip(json.dumps(name))}", f"{where}.function.name")
+    if not isinstance(name, str) or not name or len(name) > MAX_TOOL_NAME_CHARS or any(c.isspace() for c in name):
+        raise ChatPromptError(f"{where}.function.name must be a non-empty name without spaces of at most "
+                              f"{MAX_TOOL_NAME_CHARS} characters, got {_clip(json.dumps(name))}", f"{where}.function.name")
     _check_parameters(fn.get("parameters"), f"{where}.function.parameters")
     return name
 
 
 def _check_parameters(params: Any, where: str) -> None:
-    """A function's parameters: absent, or a JSON schema of an object that the grammar could enforce."""
+    """A function's parameters: absent, or a JSON schema of the arguments object."""
     if params is None:
         return
     if not isinstance(params, dict):
@@ -154,10 +154,6 @@ def _check_parameters(params: Any, where: str) -> None:
     if "type" in params and params["type"] != "object":
         raise ChatPromptError(f"{where} must describe the arguments object (\"type\": \"object\"), got \"type\": "
                               f"{_clip(json.dumps(params['type']))}", where)
-    try:
-        check_json_schema(params)
-    except UnsupportedSchema as e:
-        raise ChatPromptError(f"{where} cannot be enforced: {e}", where) from None
 
 
 def check_template_kwargs(kwargs: dict[str, Any] | None, own_arguments: Sequence[str], where: str) -> dict[str, Any]:

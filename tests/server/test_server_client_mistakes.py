@@ -125,8 +125,8 @@ def test_tokenize_renders_tools_as_the_chat_endpoint_does():
 @pytest.mark.parametrize("body, param", [
     ({"messages": CHAT, "tools": [{"type": "function"}]}, "tools.0.function"),
     ({"messages": CHAT, "tools": TOOLS * 2}, f"tools.{len(TOOLS)}.function.name"),
-    ({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}}}]}, "tools.0.function.parameters"),
+    ({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
+     "tools.0.function.parameters"),
     # vLLM tokenizes the prompt, which the chat endpoint would not serve: neither is the answer
     ({"messages": CHAT, "prompt": "hi"}, "prompt"),
 ])

@@ -71,27 +71,32 @@ def test_good_tools_are_taken_under_every_choice(choice):
 UNENFORCEABLE = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
 
 
+@pytest.mark.parametrize("choice", ["auto", "none"])
+def test_a_tool_schema_only_the_template_reads_is_taken_as_vllm_takes_it(choice):
+    """Under "auto" and "none" no grammar is made of the schema (pydantic writes uniqueItems for a set):
+    it is not refused for keywords the grammar could not enforce; "required" compiles it, and refuses."""
+    got = tool_request(tools_of([tool("get_weather"), tool("tagger", UNENFORCEABLE)], choice), "hermes")
+    assert got is not None and [t["function"]["name"] for t in got.tools] == ["get_weather", "tagger"]
+
+
 @pytest.mark.parametrize("choice", CHOICES)
-@pytest.mark.parametrize("parameters, says", [
-    (UNENFORCEABLE, "uniqueItems"),
-    ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "'not'"),
-    ({"type": "object", "properties": {"a": {"type": "string", "format": "color"}}}, "format"),
-    ({"type": "object", "properties": {"a": {"minLength": 2}}}, "minLength"),
-    ({"type": "string"}, "\"type\": \"object\""),
-    ("{}", "JSON schema"),
-])
-def test_a_tool_schema_the_grammar_could_not_enforce_is_a_400_whatever_the_choice(choice, parameters, says):
-    """Under "auto" and "none" the schema is never compiled, yet it is checked as under "required":
-    a client learns of a bad tool at once, not when it first forces a call."""
+@pytest.mark.parametrize("parameters, says", [({"type": "string"}, "\"type\": \"object\""), ("{}", "JSON schema")])
+def test_parameters_that_are_not_an_object_schema_are_a_400_whatever_the_choice(choice, parameters, says):
     tools = [tool("get_weather"), tool("second", parameters)]
     e = refused(tool_request, tools_of(tools, choice), "hermes")
     assert e.param == "tools.1.function.parameters" and says in e.message
 
 
-@pytest.mark.parametrize("name", ["get weather", "a.b", "x" * 65, "", "f()", None, 7])
-def test_a_function_name_openai_refuses_is_a_400_naming_it(name):
+@pytest.mark.parametrize("name", ["get weather", "", "x" * 257, None, 7])
+def test_a_function_name_that_is_empty_spaced_or_too_long_is_a_400_naming_it(name):
     e = refused(tool_request, tools_of([tool(name)], "none"), None)
-    assert e.param == "tools.0.function.name" and "64" in e.message
+    assert e.param == "tools.0.function.name" and "256" in e.message
+
+
+@pytest.mark.parametrize("name", ["server.get_weather", "x" * 65, "f()"])
+def test_function_names_openai_would_refuse_are_taken_as_vllm_takes_them(name):
+    got = tool_request(tools_of([tool(name)], "none"), None)
+    assert got is not None and got.tools[0]["function"]["name"] == name
 
 
 def test_two_functions_of_one_name_name_the_second():
@@ -112,6 +117,7 @@ def test_a_tool_without_its_function_is_a_400_naming_it(bad, param):
 def test_llm_chat_shares_the_tool_checks():
     """LLM.chat calls chat_prompt.check_tools: the same refusals, as ChatPromptError naming the field."""
     with pytest.raises(chat_prompt.ChatPromptError) as e:
-        chat_prompt.check_tools([tool("ok"), tool("bad", UNENFORCEABLE)])
+        chat_prompt.check_tools([tool("ok"), tool("bad", {"type": "array"})])
     assert e.value.param == "tools.1.function.parameters"
-    assert chat_prompt.check_tools([tool("ok"), tool("also_ok", None)]) == ["ok", "also_ok"]
+    assert chat_prompt.check_tools([tool("ok"), tool("also_ok", None), tool("set", UNENFORCEABLE)]) == [
+        "ok", "also_ok", "set"]
