@@ -1,37 +1,58 @@
 """Calls to a prefill engine's side channel (side_channel.py), signed with the pool's key.
 
-Plain http.client: no redirects followed, no proxies from the environment, one connection per call,
-every call bounded by its timeout. Request ids are validated identifiers (params.py) and quoted
-into the path, never path fragments.
+Plain http.client: no redirects followed, no proxies from the environment, one connection per call.
+Every call is bounded as a whole: `timeout_s` from its start to its last byte (http.client's own
+timeout bounds each socket read, so a peer sending a byte now and then held a call as long as it
+liked), and its answer's size: LAYOUT_ANSWER_BYTES for /layout, ANSWER_BYTES for the rest, plus
+the JSON of the block ids for an answer naming a pin's (`pin_answer_bytes`). A larger answer, or one
+that is not JSON, fails that call (PeerError) and nothing else. Request ids are validated
+identifiers (params.py) and quoted into the path, never path fragments.
 """
 from __future__ import annotations
 
 import http.client
 import json
+import socket
+import time
 import urllib.parse
 from typing import Any
 
 from moeserve.kv_transfer.trust import AUTH_HEADER, PoolKey, sign_call
 
-MAX_ANSWER_BYTES = 16 << 20  # a /layout of many ranks is the largest answer
+LAYOUT_ANSWER_BYTES = 16 << 20  # a /layout of many ranks (agent metadata, addresses) is the largest answer
+ANSWER_BYTES = 64 << 10  # any other answer, besides a pin's block ids: the side channel's own body cap
 
 
 class PeerError(RuntimeError):
     """The side channel of a peer did not answer as one (connection refused, timeout, not JSON)."""
 
 
+class AnswerTooLarge(ValueError):
+    """A side channel answered more bytes than the call allows."""
+
+
+def pin_answer_bytes(block_ids: list[int]) -> int:
+    """The most bytes an answer naming a pin of these blocks may take: what the signed parameters
+    already name, plus ANSWER_BYTES for the rest."""
+    return ANSWER_BYTES + len(json.dumps(block_ids))
+
+
 def signed(key: PoolKey, method: str, path: str, body: dict[str, Any] | None) -> tuple[bytes, dict[str, str]]:
     """(body bytes, headers) of one signed call."""
     data = b"" if body is None else json.dumps(body).encode()
-    headers = {AUTH_HEADER: sign_call(key, method, path, data), "Connection": "close"}
+    # identity: a compressed answer would be measured after inflating (a small one can inflate to gigabytes)
+    headers = {AUTH_HEADER: sign_call(key, method, path, data), "Connection": "close", "Accept-Encoding": "identity"}
     if body is not None:
         headers["Content-Type"] = "application/json"
     return data, headers
 
 
-def answer_of(raw: bytes) -> dict[str, Any]:
-    """The JSON object a side channel answered ({} for none, or anything else); ValueError if not JSON."""
-    if not raw or len(raw) > MAX_ANSWER_BYTES:
+def answer_of(raw: bytes, max_bytes: int = ANSWER_BYTES) -> dict[str, Any]:
+    """The JSON object a side channel answered ({} for none, or anything else); AnswerTooLarge past
+    max_bytes, ValueError if not JSON."""
+    if len(raw) > max_bytes:
+        raise AnswerTooLarge(f"answered more than {max_bytes} bytes")
+    if not raw:
         return {}
     try:
         answer = json.loads(raw)
@@ -41,14 +62,21 @@ def answer_of(raw: bytes) -> dict[str, Any]:
 
 
 def call(host: str, port: int, key: PoolKey, method: str, path: str, body: dict[str, Any] | None,
-         timeout_s: float) -> tuple[int, dict[str, Any]]:
-    """(status, JSON object answered) of one signed call; PeerError when nothing usable answered."""
+         timeout_s: float, max_bytes: int = ANSWER_BYTES) -> tuple[int, dict[str, Any]]:
+    """(status, JSON object answered) of one signed call, all of it within timeout_s and its answer
+    within max_bytes; PeerError when nothing usable answered."""
     data, headers = signed(key, method, path, body)
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    conn = _Connection(host, port, time.monotonic() + timeout_s)
     try:
         conn.request(method, path, body=data or None, headers=headers)
         resp = conn.getresponse()
-        answer = answer_of(resp.read(MAX_ANSWER_BYTES + 1))
+        length = resp.getheader("Content-Length")
+        if length is not None and length.isascii() and length.isdigit() and int(length) > max_bytes:
+            raise AnswerTooLarge(f"answered more than {max_bytes} bytes")
+        answer = answer_of(resp.read(max_bytes + 1), max_bytes)
+    except AnswerTooLarge as e:
+        raise PeerError(f"the prefill server's side channel at {netloc(host, port)} {e} to {method} "
+                        f"/{path.split('/')[1]}") from None
     except (OSError, http.client.HTTPException, ValueError) as e:
         raise PeerError(f"the prefill server's side channel at {netloc(host, port)} did not answer "
                         f"({type(e).__name__})") from None
@@ -57,8 +85,12 @@ def call(host: str, port: int, key: PoolKey, method: str, path: str, body: dict[
     return resp.status, answer
 
 
-def get_json(host: str, port: int, key: PoolKey, path: str, timeout_s: float) -> tuple[int, dict[str, Any]]:
-    return call(host, port, key, "GET", path, None, timeout_s)
+def get_json(host: str, port: int, key: PoolKey, path: str, timeout_s: float,
+             max_bytes: int | None = None) -> tuple[int, dict[str, Any]]:
+    """GET `path`; its answer within max_bytes (default: LAYOUT_ANSWER_BYTES for /layout, else ANSWER_BYTES)."""
+    if max_bytes is None:
+        max_bytes = LAYOUT_ANSWER_BYTES if path == "/layout" else ANSWER_BYTES
+    return call(host, port, key, "GET", path, None, timeout_s, max_bytes)
 
 
 def pin_path(request_id: str) -> str:
@@ -70,9 +102,11 @@ def claim_body(request_id: str, engine_id: str, token: str) -> dict[str, str]:
 
 
 def claim(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, token: str,
-          timeout_s: float) -> tuple[int, dict[str, Any]]:
-    """Claim a pin for this decoder: 200 and the pin, 404 gone, 409 claimed by another decoder."""
-    return call(host, port, key, "POST", "/claim", claim_body(request_id, engine_id, token), timeout_s)
+          timeout_s: float, block_ids: list[int] | None = None) -> tuple[int, dict[str, Any]]:
+    """Claim a pin (of `block_ids`, as the parameters name them) for this decoder: 200 and the pin, 404
+    gone, 409 claimed by another decoder."""
+    return call(host, port, key, "POST", "/claim", claim_body(request_id, engine_id, token), timeout_s,
+                pin_answer_bytes(block_ids or []))
 
 
 def post_release(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, token: str,
@@ -87,6 +121,42 @@ def post_release(host: str, port: int, key: PoolKey, request_id: str, engine_id:
     except PeerError:
         return False
     return status == 200 and answer.get("released") is True
+
+
+class _Connection(http.client.HTTPConnection):
+    """One call's connection, every socket operation of it bounded by the call's `deadline`
+    (time.monotonic())."""
+
+    def __init__(self, host: str, port: int, deadline: float):
+        super().__init__(host, port, timeout=max(0.001, deadline - time.monotonic()))
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        sock = self.sock
+        self.sock = _DeadlineSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        self.sock.deadline = self.deadline
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose sends and receives (what http.client and its response's file use) wait at
+    most until `deadline`."""
+
+    deadline = 0.0
+
+    def _arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the call took longer than its timeout")
+        self.settimeout(left)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._arm()
+        super().sendall(data, flags)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._arm()
+        return super().recv_into(buffer, nbytes, flags)
 
 
 def netloc(host: str, port: int) -> str:

@@ -27,7 +27,7 @@ from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.kv_transfer.nixl_agent import KvAgent, ReadInFlight, TransferError
-from moeserve.kv_transfer.peer_calls import PeerError, get_json, pin_path
+from moeserve.kv_transfer.peer_calls import LAYOUT_ANSWER_BYTES, PeerError, get_json, pin_answer_bytes, pin_path
 from moeserve.kv_transfer.staging import (
     SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
 )
@@ -37,7 +37,7 @@ from moeserve.netif import is_loopback_address
 
 log = logging.getLogger("moeserve.kv_transfer")
 
-HANDSHAKE_TIMEOUT_S = 10.0  # also the pin check after a read: the engine step waits on it
+HANDSHAKE_TIMEOUT_S = 10.0  # GET /layout, and the pin check after a read (each a whole call: peer_calls.py)
 READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
 SETTLE_POLL_S = 0.05  # how often the reader asks NIXL whether a failed read still running has ended
@@ -196,7 +196,8 @@ class RankKvAgent:
         pin that expired while this request waited in our queue. The owner frees an expired pin and
         withdraws it from its side channel before it can schedule anything into the blocks, so a
         pin still listed after the read was pinned all through it."""
-        status, body = get_json(pull.host, pull.port, self.key, pin_path(pull.remote_request_id), HANDSHAKE_TIMEOUT_S)
+        status, body = get_json(pull.host, pull.port, self.key, pin_path(pull.remote_request_id), HANDSHAKE_TIMEOUT_S,
+                                pin_answer_bytes(pull.remote_block_ids))
         pinned = body.get("block_ids") if status == 200 and body.get("engine_id") == pull.engine_id else None
         if not isinstance(pinned, list) or not set(pull.remote_block_ids) <= set(pinned):
             raise PinGone(f"the prefill server no longer holds the blocks of {pull.remote_request_id} "
@@ -208,7 +209,7 @@ class RankKvAgent:
         known = self._engines.get(key)
         if known is None or known[0] != pull.engine_id:
             self._forget(*key)
-            status, body = get_json(pull.host, pull.port, self.key, "/layout", HANDSHAKE_TIMEOUT_S)
+            status, body = get_json(pull.host, pull.port, self.key, "/layout", HANDSHAKE_TIMEOUT_S, LAYOUT_ANSWER_BYTES)
             if status != 200 or not isinstance(body.get("ranks"), list):
                 raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
             if body.get("engine_id") != pull.engine_id:

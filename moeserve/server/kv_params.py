@@ -9,6 +9,7 @@ decoder never reads blocks that now hold another request's KV, and only it can r
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -87,15 +88,20 @@ def _trusted(remote: kv.RemotePrefill, raw: dict[str, Any], prompt: list[int], k
 
 
 async def _claim(remote: kv.RemotePrefill, token: str, key: trust.PoolKey) -> None:
-    """POST /claim on the event loop (httpx: no redirects followed, no proxies from the environment)."""
+    """POST /claim on the event loop (httpx: no redirects followed, no proxies from the environment),
+    within CLAIM_TIMEOUT_S in all and its answer within peer_calls.pin_answer_bytes: a peer's answer
+    larger, slower or not JSON fails this request alone, with a 503."""
     where = peer_calls.netloc(remote.host, remote.port)
     data, headers = peer_calls.signed(key, "POST", "/claim", peer_calls.claim_body(remote.request_id, remote.engine_id,
                                                                                    token))
+    cap = peer_calls.pin_answer_bytes(remote.block_ids)
     try:
-        async with httpx.AsyncClient(timeout=CLAIM_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
-            resp = await client.post(f"http://{where}/claim", content=data, headers=headers)
-        status, body = resp.status_code, peer_calls.answer_of(resp.content)
-    except (httpx.HTTPError, ValueError) as e:
+        status, raw = await asyncio.wait_for(_post(f"http://{where}/claim", data, headers, cap), CLAIM_TIMEOUT_S)
+        body = peer_calls.answer_of(raw, cap)
+    except peer_calls.AnswerTooLarge as e:
+        log.warning("claiming %s: the side channel at %s %s", remote.request_id, where, e)
+        raise unavailable(f"the prefill server's KV side channel at {where} {e} to the claim") from None
+    except (httpx.HTTPError, ValueError, asyncio.TimeoutError) as e:
         log.warning("claiming %s at %s: %s", remote.request_id, where, type(e).__name__)
         raise unavailable(f"the prefill server's KV side channel at {where} did not answer") from None
     if status == 404:
@@ -110,6 +116,18 @@ async def _claim(remote: kv.RemotePrefill, token: str, key: trust.PoolKey) -> No
     if body.get("engine_id") != remote.engine_id or body.get("group", 0) != remote.group \
             or body.get("block_ids") != remote.block_ids or body.get("prompt_digest") != remote.prompt_digest:
         raise _stale("the prefill server holds other blocks for this request than the parameters name")
+
+
+async def _post(url: str, data: bytes, headers: dict[str, str], max_bytes: int) -> tuple[int, bytes]:
+    """(status, body) of one POST; the body read no further than max_bytes + 1 bytes, undecoded."""
+    async with httpx.AsyncClient(timeout=CLAIM_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+        async with client.stream("POST", url, content=data, headers=headers) as resp:
+            raw = bytearray()
+            async for chunk in resp.aiter_raw():
+                raw += chunk
+                if len(raw) > max_bytes:
+                    break
+            return resp.status_code, bytes(raw)
 
 
 class TakenPins:
