@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -133,34 +134,49 @@ class KvAgent:
             total_heads=heads.total,
             host=bind_host,
         )
+        self._init_state()
+
+    def _init_state(self) -> None:
+        # every reader thread of the rank (rank_agent.py: one per prefill engine) calls NIXL through this
+        # lock, one call at a time; none holds it while it waits for a READ to progress
+        self._lock = threading.Lock()
         self._peers: set[str] = set()  # agent names whose metadata NIXL holds
-        self._staging: torch.Tensor | None = None  # registered, for reads whose head ranges differ (staging.py)
-        self._staging_reg = None
+        # reader -> (buffer, its registration): each reader's own, for reads whose head ranges differ (staging.py)
+        self._staging: dict[str, tuple[torch.Tensor, object]] = {}
         # token -> (handle, (staging buffer, its registration) it abandoned or None, peer): ReadInFlight
         self._lingering: dict[int, tuple[object, tuple | None, str]] = {}
         self._next_token = 0
 
     def add_peer(self, layout: CacheLayout) -> None:
         """Load a remote agent's metadata once (the handshake with that rank); later reads name it."""
-        if layout.agent_name in self._peers:
-            return
-        try:
-            self.layout.check_pairs_with(layout)
-        except LayoutMismatch as e:
-            raise TransferError(str(e)) from None
-        self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
-        self._peers.add(layout.agent_name)
+        with self._lock:
+            if layout.agent_name in self._peers:
+                return
+            try:
+                self.layout.check_pairs_with(layout)
+            except LayoutMismatch as e:
+                raise TransferError(str(e)) from None
+            self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
+            self._peers.add(layout.agent_name)
 
-    def staging(self, nbytes: int) -> torch.Tensor:
-        """A registered uint8 buffer of at least nbytes (grown, never shrunk; its contents are the
-        caller's until the next call)."""
-        if self._staging is None or self._staging.numel() < nbytes:
-            if self._staging_reg is not None:
-                self.agent.deregister_memory(self._staging_reg)
-                self._staging_reg = None
-            self._staging = torch.empty(nbytes, dtype=torch.uint8)
-            self._staging_reg = self.agent.register_memory([self._staging])
-        return self._staging
+    def staging(self, nbytes: int, reader: str = "") -> torch.Tensor:
+        """`reader`'s registered uint8 buffer of at least nbytes (grown, never shrunk; its contents are
+        the caller's until its next call). Each reader thread has its own: they read side by side."""
+        with self._lock:
+            buf = self._staging.get(reader)
+            if buf is None or buf[0].numel() < nbytes:
+                if buf is not None:
+                    self.agent.deregister_memory(buf[1])
+                tensor = torch.empty(nbytes, dtype=torch.uint8)
+                buf = self._staging[reader] = (tensor, self.agent.register_memory([tensor]))
+            return buf[0]
+
+    def drop_staging(self, reader: str) -> None:
+        """`reader` reads no more (its thread ended): deregister and drop its buffer."""
+        with self._lock:
+            buf = self._staging.pop(reader, None)
+            if buf is not None:
+                self.agent.deregister_memory(buf[1])
 
     def has_peer(self, agent_name: str) -> bool:
         return agent_name in self._peers
@@ -174,26 +190,32 @@ class KvAgent:
             return 0
         local, remote = _descs(local_rows), _descs(remote_rows)
         try:
-            handle = self.agent.initialize_xfer(
-                "READ", self.agent.get_xfer_descs(local, "DRAM"), self.agent.get_xfer_descs(remote, "DRAM"), agent_name)
+            with self._lock:
+                handle = self.agent.initialize_xfer(
+                    "READ", self.agent.get_xfer_descs(local, "DRAM"), self.agent.get_xfer_descs(remote, "DRAM"),
+                    agent_name)
         except Exception as e:  # nixl raises its own error types from the binding
             raise TransferError(f"could not start the KV read from {agent_name}: {e}") from None
         try:
-            state = self.agent.transfer(handle)
+            with self._lock:
+                state = self.agent.transfer(handle)
             deadline = time.monotonic() + timeout_s
             while state == "PROC":
                 if time.monotonic() > deadline:
                     raise TransferError(f"the KV read from {agent_name} took more than {timeout_s} s")
-                time.sleep(0.0002)
-                state = self.agent.check_xfer_state(handle)
+                time.sleep(0.0002)  # without the lock: another reader's READ progresses meanwhile
+                with self._lock:
+                    state = self.agent.check_xfer_state(handle)
             if state != "DONE":
                 raise TransferError(f"the KV read from {agent_name} failed ({state})")
         except Exception as e:
             error = e if isinstance(e, TransferError) else TransferError(f"the KV read from {agent_name} failed: {e}")
-            if self._ended(handle):
-                raise error from None
-            raise self._linger(handle, agent_name, local_rows, error) from None
-        self._release(handle)
+            with self._lock:
+                if self._ended(handle):
+                    raise error from None
+                raise self._linger(handle, agent_name, local_rows, error) from None
+        with self._lock:
+            self._release(handle)
         return int(local_rows[:, 1].sum())
 
     # ---- reads that failed while still running --------------------------------------------------
@@ -201,6 +223,7 @@ class KvAgent:
     # NIXL to cancel it, and that is no guarantee. NIXL 1.5 refuses (and keeps the handle) when it
     # cannot cancel; over UCX's TCP transport it even accepts, and the whole READ still lands once the
     # peer's progress resumes (a stopped prefill process continued: tests/kv_transfer/nixl_stall.py).
+    # The helpers below run under self._lock.
     def _release(self, handle) -> None:
         try:
             self.agent.release_xfer_handle(handle)
@@ -224,11 +247,10 @@ class KvAgent:
         with the handle; the next staged read gets a new one)."""
         self._next_token += 1
         kept = None
-        if self._staging is not None:
-            lo, hi = self._staging.data_ptr(), self._staging.data_ptr() + self._staging.numel()
+        for reader, (buf, reg) in list(self._staging.items()):
+            lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
             if bool(((local_rows[:, 0] >= lo) & (local_rows[:, 0] < hi)).any()):
-                kept = (self._staging, self._staging_reg)
-                self._staging, self._staging_reg = None, None
+                kept = self._staging.pop(reader)
         self._lingering[self._next_token] = (handle, kept, agent_name)
         log.warning("%s while still running, so it may still write: its destination is held until NIXL reports it "
                     "ended (%d such reads)", error, len(self._lingering))
@@ -239,35 +261,38 @@ class KvAgent:
         """Failed READs still running (their destinations are held)."""
         return len(self._lingering)
 
-    def settle(self) -> list[int]:
-        """The tokens (ReadInFlight.token) of lingering READs that have ended since the last call: their
-        destinations will not be written any more. An abandoned staging buffer is deregistered then."""
-        ended = [token for token, (handle, *_) in self._lingering.items() if self._ended(handle)]
-        for token in ended:
-            _, kept, _ = self._lingering.pop(token)
-            if kept is not None and kept[1] is not None:
-                self.agent.deregister_memory(kept[1])
-        return ended
+    def settle(self, tokens: Iterable[int] | None = None) -> list[int]:
+        """Of the lingering READs' tokens (ReadInFlight.token) `tokens` (None: all), those whose READ
+        has ended since: their destinations will not be written any more. An abandoned staging buffer
+        is deregistered then. A token asked about once it ended is not named again."""
+        with self._lock:
+            asked = list(self._lingering) if tokens is None else [t for t in tokens if t in self._lingering]
+            ended = [token for token in asked if self._ended(self._lingering[token][0])]
+            for token in ended:
+                _, kept, _ = self._lingering.pop(token)
+                if kept is not None and kept[1] is not None:
+                    self.agent.deregister_memory(kept[1])
+            return ended
 
     def remove_peer(self, agent_name: str) -> None:
         """Forget a peer, unless a READ from it lingers (its connection stays until the READ ends)."""
-        if agent_name in self._peers and not any(peer == agent_name for *_, peer in self._lingering.values()):
-            self._peers.discard(agent_name)
-            try:
-                self.agent.remove_remote_agent(agent_name)
-            except Exception:
-                pass
+        with self._lock:
+            if agent_name in self._peers and not any(peer == agent_name for *_, peer in self._lingering.values()):
+                self._peers.discard(agent_name)
+                try:
+                    self.agent.remove_remote_agent(agent_name)
+                except Exception:
+                    pass
 
     def close(self) -> None:
         """Forget peers and deregister the cache (NIXL crashed at interpreter exit without this)."""
         for name in list(self._peers):
             self.remove_peer(name)
+        for reader in list(self._staging):
+            self.drop_staging(reader)
         if self._reg is not None:
             self.agent.deregister_memory(self._reg)
             self._reg = None
-        if self._staging_reg is not None:
-            self.agent.deregister_memory(self._staging_reg)
-            self._staging_reg = None
 
 
 def _descs(rows: np.ndarray) -> np.ndarray:

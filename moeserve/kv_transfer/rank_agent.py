@@ -4,15 +4,21 @@ new pulls to `start` and collects the finished ones with `finished`, so a long r
 running requests' steps (the scheduler keeps the pulling requests out of every batch until their
 reads are done on every rank, and never hands their blocks to anyone meanwhile).
 
+Each prefill engine's pulls are read by a thread of its own, in the order they came (at most
+MAX_READERS threads, started on an engine's first pull, ended after READER_IDLE_S idle or to make
+room for another engine): a prefill engine that stopped answering holds its own pulls for their
+timeouts, never another engine's. The threads share the rank's NIXL agent, one call at a time
+(nixl_agent.py), each with its own staging buffer.
+
 Every rank of the decode group reads, for each block, the KV heads it holds, from whichever ranks of
 the prefill group named in the pull hold them: in place when a source holds the same heads
 (cache_layout.pull_rows), else its whole blocks through a staging buffer (staging.py); the executor merges
 the ranks' outcomes on rank 0 (step_plan.PullTally), so one failed rank fails the request.
 
-One /layout per prefill engine (every rank's CacheLayout), cached by (host, port) and checked against
-the engine id each pull names: a restarted prefill engine has a new id, so old parameters fail
-instead of reading someone else's blocks. NIXL's add_remote_agent runs once per (engine, rank) this
-rank reads from.
+One /layout per prefill engine (every rank's CacheLayout), cached by engine id and checked against
+the id the side channel answers with: a restarted prefill engine has a new id, so old parameters
+fail instead of reading someone else's blocks. NIXL's add_remote_agent runs once per (engine, rank)
+this rank reads from.
 """
 from __future__ import annotations
 
@@ -40,7 +46,19 @@ log = logging.getLogger("moeserve.kv_transfer")
 HANDSHAKE_TIMEOUT_S = 10.0  # GET /layout, and the pin check after a read (each a whole call: peer_calls.py)
 READ_TIMEOUT_S = 10.0  # a pull's reads this slow, together, mean the prefill engine died mid-transfer
 STAGING_BYTES = 64 << 20  # a staged read moves at most this much per NIXL transfer
-SETTLE_POLL_S = 0.05  # how often the reader asks NIXL whether a failed read still running has ended
+SETTLE_POLL_S = 0.05  # how often the engine thread asks NIXL whether a failed read still running has ended
+MAX_READERS = 16  # reader threads per rank at most: one per prefill engine read from, started on its first pull
+READER_IDLE_S = 60.0  # a reader idle this long ends, and its engine's connections with it
+
+
+class _Reader:
+    """The thread reading one prefill engine's pulls, a step's batch after another's."""
+
+    def __init__(self, engine_id: str):
+        self.engine_id = engine_id
+        self.todo: queue.SimpleQueue[list[KvPull] | None] = queue.SimpleQueue()
+        self.pending = 0  # batches queued or being read (RankKvAgent._lock): 0 is idle
+        self.thread: threading.Thread | None = None
 
 
 class PinGone(TransferError):
@@ -56,29 +74,72 @@ class RankKvAgent:
         self.key = key
         self.agent = KvAgent([t for layer in kv_caches for t in layer], block_size, heads, group, tp_rank,
                              bind_host=bind_host)
-        self._engines: dict[tuple[str, int], tuple[str, list[CacheLayout]]] = {}  # (host, port) -> (engine id, ranks)
+        self._engines: dict[str, list[CacheLayout]] = {}  # prefill engine id -> its ranks (that engine's reader's)
         self._init_reader()
 
     def _init_reader(self) -> None:
-        self._todo: queue.SimpleQueue[list[KvPull] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # readers and waiting (the engine thread and the reader threads)
+        self._readers: dict[str, _Reader] = {}  # prefill engine id -> the thread reading from it
+        self._waiting: dict[str, list[list[KvPull]]] = {}  # engines without a reader yet: their batches, in order
         self._done: queue.SimpleQueue[KvPullDone] = queue.SimpleQueue()
         self._num_in_flight = 0  # reports still to come: pulls started, and reads that linger (`_settle`)
-        self._lingering: dict[int, str] = {}  # ReadInFlight.token -> its pull's request id (reader thread's)
-        self._reader: threading.Thread | None = None  # started with the first pull
+        # ReadInFlight.token of a failed read still running, by request id: a reader's note, taken by
+        # `finished` once it has taken that pull's report, so its end is never reported before it
+        self._read_tokens: dict[str, int] = {}
+        self._lingering: dict[int, str] = {}  # token -> its pull's request id (the engine thread's)
+        self._last_settle = 0.0
 
     def start(self, pulls: list[KvPull]) -> None:
-        """Read `pulls` in the background (one reader thread: one step's pulls after another's)."""
+        """Read `pulls` in the background: each prefill engine's in order on a reader thread of its
+        own (at most MAX_READERS), so a stuck or dead prefill engine delays its own pulls only."""
         if not pulls:
             return
-        if self._reader is None:
-            self._reader = threading.Thread(target=self._read_loop, name="kv-reader", daemon=True)
-            self._reader.start()
         self._num_in_flight += len(pulls)
-        self._todo.put(pulls)
+        by_engine: dict[str, list[KvPull]] = {}
+        for pull in pulls:
+            by_engine.setdefault(pull.engine_id, []).append(pull)
+        with self._lock:
+            for engine_id, batch in by_engine.items():
+                self._waiting.setdefault(engine_id, []).append(batch)
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand waiting batches to their engine's reader, started if need be (under self._lock)."""
+        for engine_id in list(self._waiting):
+            reader = self._readers.get(engine_id) or self._new_reader(engine_id)
+            if reader is None:
+                continue  # MAX_READERS busy: it waits for the next step's call
+            for batch in self._waiting.pop(engine_id):
+                reader.pending += 1
+                reader.todo.put(batch)
+
+    def _new_reader(self, engine_id: str) -> _Reader | None:
+        """A reader thread for `engine_id`, after retiring an idle one if MAX_READERS run; None when
+        every one is busy (under self._lock)."""
+        if len(self._readers) >= MAX_READERS:
+            idle = next((e for e, r in self._readers.items() if not r.pending), None)
+            if idle is None:
+                return None
+            self._retire(idle)
+        reader = self._readers[engine_id] = _Reader(engine_id)
+        reader.thread = threading.Thread(target=self._read_loop, args=(reader,), name="kv-reader", daemon=True)
+        reader.thread.start()
+        return reader
+
+    def _retire(self, engine_id: str) -> None:
+        """End an idle reader and forget its engine (under self._lock, so no new reader for that engine
+        starts before its connections are gone)."""
+        self._readers.pop(engine_id).todo.put(None)
+        self._forget(engine_id)
+        self.agent.drop_staging(engine_id)
 
     def finished(self, wait_s: float = 0.0) -> list[KvPullDone]:
-        """The pulls whose reads have ended since the last call; waits up to wait_s for a first one
-        when none has (an engine with nothing else to run should not spin on this)."""
+        """The pulls whose reads have ended since the last call, then the failed reads still running
+        that have ended since (lingering -1); waits up to wait_s for a first one when none has (an
+        engine with nothing else to run should not spin on this)."""
+        if self._waiting:
+            with self._lock:
+                self._dispatch()
         out = []
         if self._num_in_flight and wait_s > 0:
             try:
@@ -90,6 +151,10 @@ class RankKvAgent:
                 out.append(self._done.get_nowait())
             except queue.Empty:
                 break
+        for done in out:
+            if done.lingering > 0:
+                self._lingering[self._read_tokens.pop(done.request_id)] = done.request_id
+        out += self._settle()
         self._num_in_flight -= len(out)
         self._num_in_flight += sum(d.lingering > 0 for d in out)  # each reports its end later (lingering -1)
         return out
@@ -98,28 +163,40 @@ class RankKvAgent:
     def num_in_flight(self) -> int:
         return self._num_in_flight
 
-    def _read_loop(self) -> None:
+    @property
+    def num_readers(self) -> int:
+        return len(self._readers)
+
+    def _read_loop(self, reader: _Reader) -> None:
         while True:
-            try:  # while a failed read still runs (lingers), wake to ask whether it has ended
-                pulls = self._todo.get(timeout=SETTLE_POLL_S) if self._lingering else self._todo.get()
+            try:
+                pulls = reader.todo.get(timeout=READER_IDLE_S)
             except queue.Empty:
-                pulls = []
+                with self._lock:
+                    if self._readers.get(reader.engine_id) is reader and not reader.pending:
+                        self._retire(reader.engine_id)
+                continue  # retired: None is next
             if pulls is None:
                 return
             try:
-                dones = self.run(pulls) if pulls else []
+                dones = self.run(pulls)
             except Exception as e:  # a bug, not a peer: still every pull must end, or its request waits forever
                 log.exception("KV reads of %d pulls failed", len(pulls))
                 dones = [KvPullDone(p.request_id, error=f"{type(e).__name__}: {e}") for p in pulls]
-            for done in dones + self._settle():
+            for done in dones:
                 self._done.put(done)
+            with self._lock:
+                reader.pending -= 1
 
     def _settle(self) -> list[KvPullDone]:
         """For each read that failed while still running and has now ended: its pull's request id
-        with lingering -1 (the scheduler holds the request's blocks until every such read has ended)."""
-        if not self._lingering:
+        with lingering -1 (the scheduler holds the request's blocks until every such read has ended).
+        Asks NIXL at most every SETTLE_POLL_S."""
+        now = time.monotonic()
+        if not self._lingering or now - self._last_settle < SETTLE_POLL_S:
             return []
-        ended = [self._lingering.pop(token) for token in self.agent.settle()]
+        self._last_settle = now
+        ended = [self._lingering.pop(token) for token in self.agent.settle(list(self._lingering))]
         for request_id in ended:
             log.info("the failed KV read of %s has ended: its blocks may be reused", request_id)
         return [KvPullDone(request_id, lingering=-1) for request_id in ended]
@@ -157,22 +234,24 @@ class RankKvAgent:
             for reads in plan:
                 self.agent.add_peer(reads.src)
             started = time.perf_counter()
-            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids, deadline) for reads in plan)
+            nbytes = sum(self.read_from(reads, pull.local_block_ids, pull.remote_block_ids, deadline, pull.engine_id)
+                         for reads in plan)
             seconds = time.perf_counter() - started  # the reads alone: /metrics' transfer latency
             self._check_still_pinned(pull)
         except (PeerError, TransferError, LayoutMismatch) as e:
-            self._forget(pull.host, pull.port)  # the next pull shakes hands afresh (the engine may be back)
+            self._forget(pull.engine_id)  # the next pull shakes hands afresh
             log.warning("KV pull of %s from %s:%d failed: %s", pull.request_id, pull.host, pull.port, e)
             peer_down = isinstance(e, (PeerError, TransferError)) and not isinstance(e, PinGone)
             if isinstance(e, ReadInFlight):  # it may still write the request's blocks: they stay held
-                self._lingering[e.token] = pull.request_id
+                self._read_tokens[pull.request_id] = e.token  # before its report: `finished` takes it then
                 return KvPullDone(pull.request_id, error=str(e), lingering=1), peer_down
             return KvPullDone(pull.request_id, error=str(e)), peer_down
         return KvPullDone(pull.request_id, nbytes, seconds), False
 
-    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int], deadline: float) -> int:
+    def read_from(self, reads: SourceReads, local_ids: list[int], remote_ids: list[int], deadline: float,
+                  reader: str = "") -> int:
         """Read heads reads.runs of remote_ids from one source rank into local_ids by `deadline`
-        (time.monotonic()); the bytes moved."""
+        (time.monotonic()), staging (where it must) through `reader`'s buffer; the bytes moved."""
         mine, src = self.agent.layout, reads.src
         try:
             if not reads.staged(mine):  # the same heads on both sides: whole blocks land in place
@@ -181,7 +260,7 @@ class RankKvAgent:
             nbytes = 0
             per_block = staged_block_bytes(src)
             for local, remote in chunks(local_ids, remote_ids, max(1, STAGING_BYTES // per_block)):
-                staging = self.agent.staging(len(remote) * per_block)
+                staging = self.agent.staging(len(remote) * per_block, reader)
                 lo, re = staged_rows(src, staging.data_ptr(), remote)
                 nbytes += self.agent.read(src.agent_name, lo, re, _left(deadline))
                 scatter_staged(staging, self.agent.caches, src, mine, reads.runs, local)
@@ -205,36 +284,39 @@ class RankKvAgent:
 
     def _handshake(self, pull: KvPull) -> list[CacheLayout]:
         """Every rank's layout of the prefill engine the pull names (GET /layout once per engine)."""
-        key = (pull.host, pull.port)
-        known = self._engines.get(key)
-        if known is None or known[0] != pull.engine_id:
-            self._forget(*key)
-            status, body = get_json(pull.host, pull.port, self.key, "/layout", HANDSHAKE_TIMEOUT_S, LAYOUT_ANSWER_BYTES)
-            if status != 200 or not isinstance(body.get("ranks"), list):
-                raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
-            if body.get("engine_id") != pull.engine_id:
-                raise PeerError(f"the prefill server at {pull.host}:{pull.port} is engine {body.get('engine_id')!r}, "
-                                f"not {pull.engine_id!r} (it restarted): its old blocks are gone")
-            try:
-                ranks = [CacheLayout.from_json(r) for r in body["ranks"]]
-            except (KeyError, TypeError, ValueError) as e:
-                raise PeerError(f"the side channel at {pull.host}:{pull.port} sent a layout this version cannot "
-                                f"read ({type(e).__name__}: {e})") from None
-            self._engines[key] = (pull.engine_id, ranks)
-        return self._engines[key][1]
-
-    def _forget(self, host: str, port: int) -> None:
-        known = self._engines.pop((host, port), None)
+        known = self._engines.get(pull.engine_id)
         if known is not None:
-            for rank in known[1]:
-                self.agent.remove_peer(rank.agent_name)
+            return known
+        status, body = get_json(pull.host, pull.port, self.key, "/layout", HANDSHAKE_TIMEOUT_S, LAYOUT_ANSWER_BYTES)
+        if status != 200 or not isinstance(body.get("ranks"), list):
+            raise PeerError(f"the side channel at {pull.host}:{pull.port} answered {status} to /layout")
+        if body.get("engine_id") != pull.engine_id:
+            raise PeerError(f"the prefill server at {pull.host}:{pull.port} is engine {body.get('engine_id')!r}, "
+                            f"not {pull.engine_id!r} (it restarted): its old blocks are gone")
+        try:
+            ranks = [CacheLayout.from_json(r) for r in body["ranks"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise PeerError(f"the side channel at {pull.host}:{pull.port} sent a layout this version cannot "
+                            f"read ({type(e).__name__}: {e})") from None
+        self._engines[pull.engine_id] = ranks
+        return ranks
+
+    def _forget(self, engine_id: str) -> None:
+        """Drop the engine's layouts and its ranks' connections (but those a failed READ still running
+        uses: nixl_agent.remove_peer). Only the engine's reader, or whoever retires it, calls this."""
+        for rank in self._engines.pop(engine_id, ()):
+            self.agent.remove_peer(rank.agent_name)
 
     def close(self) -> None:
-        """Let the reader finish what it started (each read has its timeout), then deregister."""
-        if self._reader is not None:
-            self._todo.put(None)
-            self._reader.join(timeout=2 * (HANDSHAKE_TIMEOUT_S + READ_TIMEOUT_S))
-            self._reader = None
+        """Let the readers finish what they started (each read has its timeout), then deregister."""
+        with self._lock:
+            readers = list(self._readers.values())
+            self._readers.clear()
+            for reader in readers:
+                reader.todo.put(None)
+        deadline = time.monotonic() + 2 * (HANDSHAKE_TIMEOUT_S + READ_TIMEOUT_S)
+        for reader in readers:
+            reader.thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.agent.close()
 
 

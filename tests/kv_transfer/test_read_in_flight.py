@@ -65,9 +65,9 @@ def fake_kv_agent(nixl: FakeNixl) -> KvAgent:
     """A KvAgent over one small cache tensor, its NIXL agent the fake."""
     agent = KvAgent.__new__(KvAgent)
     agent.agent, agent.caches, agent.name = nixl, [torch.zeros(4, 2, 8)], "me"
-    agent._reg, agent._peers = None, {"peer"}
-    agent._staging, agent._staging_reg = None, None
-    agent._lingering, agent._next_token = {}, 0
+    agent._reg = None
+    agent._init_state()
+    agent._peers.add("peer")
     return agent
 
 
@@ -131,6 +131,22 @@ def test_a_staged_read_that_lingers_abandons_the_staging_buffer():
     assert nixl.deregistered == [staging.data_ptr()] and agent.staging(256) is fresh
 
 
+def test_each_reader_stages_in_a_buffer_of_its_own_and_a_lingering_read_abandons_only_its_own():
+    """Readers of different prefill engines read side by side: each stages through its own buffer."""
+    nixl = FakeNixl()
+    agent = fake_kv_agent(nixl)
+    a, b = agent.staging(256, "engine-a"), agent.staging(256, "engine-b")
+    assert a.data_ptr() != b.data_ptr()
+    with pytest.raises(ReadInFlight) as e:
+        agent.read("peer", rows(b.data_ptr()), rows(5000), timeout_s=0.01)
+    assert agent.staging(256, "engine-a") is a and agent.staging(256, "engine-b").data_ptr() != b.data_ptr()
+    assert agent.settle([]) == [] and agent.num_lingering == 1  # asked about no token: none named
+    nixl.state = "DONE"
+    assert agent.settle([e.value.token]) == [e.value.token] and nixl.deregistered == [b.data_ptr()]
+    agent.drop_staging("engine-a")
+    assert nixl.deregistered == [b.data_ptr(), a.data_ptr()]
+
+
 def test_a_lingering_read_in_place_keeps_the_staging_buffer():
     agent = fake_kv_agent(FakeNixl())
     staging = agent.staging(256)
@@ -142,7 +158,8 @@ def test_a_lingering_read_in_place_keeps_the_staging_buffer():
 def test_the_rank_reports_a_lingering_read_then_its_end(monkeypatch):
     """Through the reader thread: the pull fails with lingering 1 (its blocks may still be written);
     the rank keeps a report outstanding (num_in_flight) and, once NIXL says the READ ended, reports
-    the request again with lingering -1."""
+    the request again with lingering -1 (the engine thread asks NIXL, in `finished`, and only about
+    reads whose failure it has already reported)."""
     nixl = FakeNixl()
     src = type("Src", (), {"agent_name": "peer", "host": "", "group": 0, "tp_rank": 1})()
     reads = type("Reads", (), {"src": src, "staged": lambda self, mine: False})()
