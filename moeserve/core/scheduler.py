@@ -109,8 +109,9 @@ class Scheduler:
         self.grammar_groups = frozenset(grammar_groups)
         self._compiling: dict[str, _GrammarWait] = {}  # routed, waiting for their grammars' compiles
         self._grammars_to_announce: list[GrammarCompile] = []
-        # request id -> [group, blocks, ranks]: a failed read still running on `ranks` ranks may still
-        # write into the blocks; they stay held (in use, never published) until each of them ends
+        # request id -> [group, blocks, ranks, since (time.monotonic())]: a failed read still running on
+        # `ranks` ranks may still write into the blocks; they stay held (in use, never published) until
+        # each of them ends
         self._quarantine: dict[str, list] = {}
         self.num_kv_quarantines = 0  # failed reads whose blocks were held so
 
@@ -352,7 +353,7 @@ class Scheduler:
         if lingering <= 0:
             self.groups[group].blocks.free(blocks)
             return
-        self._quarantine[request_id] = [group, blocks, lingering]
+        self._quarantine[request_id] = [group, blocks, lingering, time.monotonic()]
         self.num_kv_quarantines += 1
         log.warning("KV blocks of %s held: the failed read of %d rank(s) is still running and may still write "
                     "into them (%d blocks held in all)", request_id, lingering, self.num_blocks_quarantined)
@@ -372,6 +373,14 @@ class Scheduler:
     def num_blocks_quarantined(self) -> int:
         """Blocks held because a failed KV read still running may write into them."""
         return sum(len(held[1]) for held in self._quarantine.values())
+
+    def quarantine_stats(self, now: float | None = None) -> dict[str, int | float]:
+        """Blocks held, failed reads still running (one per rank), and the oldest one's age in seconds."""
+        now = time.monotonic() if now is None else now
+        held = self._quarantine.values()
+        return {"kv_blocks_quarantined": self.num_blocks_quarantined,
+                "kv_reads_quarantined": sum(h[2] for h in held),
+                "kv_quarantine_oldest_s": max((now - h[3] for h in held), default=0.0)}
 
     def observe_step(self, plan: StepPlan, seconds: float) -> None:
         """How long `plan` took to execute. The groups run side by side, so the step's size is its
@@ -486,7 +495,7 @@ class Scheduler:
             "prefix_cache_hit_tokens": prefix.hit_tokens,
             "kv_blocks_pinned_remote": self.pins.num_blocks,
             "kv_pins_evicted": self.pins.num_evicted,
-            "kv_blocks_quarantined": self.num_blocks_quarantined,
+            **self.quarantine_stats(),
             "kv_quarantines": self.num_kv_quarantines,
             "prompt_tokens_computed": self.num_prompt_tokens_computed,
         }

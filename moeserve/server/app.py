@@ -24,6 +24,7 @@ from moeserve.server.chat import create_chat_completion
 from moeserve.server.common import ServerState, check_model
 from moeserve.server.completions import create_completion
 from moeserve.server.engine_client import SHUTTING_DOWN
+from moeserve.server.kv_health import kv_quarantine
 from moeserve.server.tokenize_routes import detokenize, tokenize, tokenizer_info
 
 _OPEN_PATHS = ("/health",)  # answered without an API key
@@ -178,7 +179,13 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     async def health() -> Any:
         if not state.client.healthy:
             return unavailable(f"the engine is not available: {state.client.dead_reason or 'no heartbeat'}").response()
-        return JSONResponse({"status": "ok"})
+        body: dict[str, Any] = {"status": "ok"}
+        kv = kv_quarantine(state.client.stats)
+        if kv is not None:  # held blocks: 200 still, "degraded" past a bound (kv_health.py)
+            body["kv_quarantine"], reason = kv
+            if reason is not None:
+                body.update(status="degraded", reason=reason)
+        return JSONResponse(body)
 
     @app.api_route("/version", methods=READ_METHODS)
     async def version() -> Any:

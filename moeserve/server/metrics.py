@@ -42,6 +42,8 @@ class EngineStatsCollector(Collector):
             "kv_cache_usage": ("kv_usage", "fraction of KV-cache blocks held by live requests"),
             "kv_blocks_pinned_remote": ("kv_blocks_pinned_remote", "KV blocks of finished prefills held for remote decoders"),
             "kv_cache_blocks_quarantined": ("kv_blocks_quarantined", "KV blocks held because a failed KV read still running may write into them"),
+            "kv_reads_quarantined": ("kv_reads_quarantined", "failed KV reads still running whose blocks are held (one per rank)"),
+            "kv_quarantine_oldest_seconds": ("kv_quarantine_oldest_s", "seconds the oldest failed KV read still running has held its blocks"),
         }
         for name, (key, doc) in gauges.items():
             if key in s:

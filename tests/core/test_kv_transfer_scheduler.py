@@ -517,3 +517,18 @@ def test_the_tally_nets_a_lingering_read_that_ends_before_its_pull_is_done():
     (b,) = tally.add([[KvPullDone("b", error="x", lingering=1)], [KvPullDone("b", error="y", lingering=1)]])
     assert b.lingering == 2  # both ranks' reads may still land: the blocks wait for two ends
     assert tally.add([[KvPullDone("b", lingering=-1)], []]) == [KvPullDone("b", lingering=-1)]
+
+
+def test_a_quarantine_reports_its_blocks_reads_and_age():
+    """/health shows these (server/kv_health.py): blocks held, failed reads still running (one per
+    rank), and how long the oldest has been held."""
+    import time
+
+    d, _ = lingering_decode(num_blocks=8, linger=float("inf"), ranks=2, lingering_ranks=2)
+    later = d.scheduler.quarantine_stats(now=time.monotonic() + 100)
+    assert later["kv_blocks_quarantined"] == 5 and later["kv_reads_quarantined"] == 2
+    assert later["kv_quarantine_oldest_s"] >= 100
+    stats = d.scheduler.stats()
+    assert stats["kv_reads_quarantined"] == 2 and stats["kv_quarantine_oldest_s"] >= 0
+    assert d.scheduler.quarantine_stats() != {} and make_scheduler(num_blocks=8, block_size=BS).quarantine_stats() == {
+        "kv_blocks_quarantined": 0, "kv_reads_quarantined": 0, "kv_quarantine_oldest_s": 0.0}
