@@ -8,6 +8,7 @@ import bisect
 import logging
 import queue
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -15,13 +16,14 @@ from moeserve.config import KvTransferConfig
 from moeserve.core.kv_pins import Pin
 from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.params import RemotePrefill, prefill_answer
-from moeserve.kv_transfer.peer_calls import post_release
+from moeserve.kv_transfer.peer_calls import PeerError, release
 from moeserve.kv_transfer.side_channel import SideChannel
 from moeserve.kv_transfer.trust import key_for, sign_params
 
 log = logging.getLogger("moeserve.kv_transfer")
 
 RELEASE_TIMEOUT_S = 2.0
+RELEASE_BACKOFF_S = 10.0  # after a release nobody answered, that side channel's next ones are skipped this long
 # the transfer latency histogram's upper bounds (seconds), as /metrics shows them
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -105,9 +107,26 @@ class KvConnector:
         self._outbox.put((remote.host, remote.port, remote.request_id, remote.engine_id, remote.release_token, 0))
 
     def _send_releases(self) -> None:
+        """One thread posts every release, in order. A side channel that did not answer one gets none
+        for RELEASE_BACKOFF_S: a blackholed prefill server cost every release queued for it its
+        timeout, and the releases to healthy ones waited behind them (their pins then held the blocks
+        until expiry, and past --kv-max-pinned-blocks evicted newer prefills' pins)."""
+        failed_at: dict[tuple[str, int], float] = {}
         while (item := self._outbox.get()) is not None:
             host, port, request_id, engine_id, token, num_bytes = item
-            if not post_release(host, port, self.key, request_id, engine_id, token, RELEASE_TIMEOUT_S, num_bytes):
+            failed = failed_at.get((host, port))
+            if failed is not None and time.monotonic() - failed < RELEASE_BACKOFF_S:
+                log.info("release of %s at %s:%d skipped (it did not answer the last); it frees at its expiry",
+                         request_id, host, port)
+                continue
+            try:
+                released = release(host, port, self.key, request_id, engine_id, token, RELEASE_TIMEOUT_S, num_bytes)
+                failed_at.pop((host, port), None)
+            except PeerError as e:
+                failed_at[(host, port)] = time.monotonic()
+                log.info("release of %s: %s; it frees at its expiry", request_id, e)
+                continue
+            if not released:
                 log.info("release of %s at %s:%d not acknowledged; it frees at its expiry", request_id, host, port)
 
     # ---- stats ----------------------------------------------------------------------------------

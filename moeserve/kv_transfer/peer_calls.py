@@ -109,18 +109,23 @@ def claim(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, t
                 pin_answer_bytes(block_ids or []))
 
 
-def post_release(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, token: str,
-                 timeout_s: float, num_bytes: int | None = None) -> bool:
-    """Release a pin this decoder claimed; False when it was not released (or nobody answered: the
-    prefill side frees the blocks at its expiry anyway)."""
+def release(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, token: str,
+            timeout_s: float, num_bytes: int | None = None) -> bool:
+    """Release a pin this decoder claimed: whether it was released; PeerError when nobody answered."""
     body: dict[str, Any] = {"request_id": request_id, "engine_id": engine_id, "token": token}
     if num_bytes is not None:
         body["num_bytes"] = num_bytes
+    status, answer = call(host, port, key, "POST", "/release", body, timeout_s)
+    return status == 200 and answer.get("released") is True
+
+
+def post_release(host: str, port: int, key: PoolKey, request_id: str, engine_id: str, token: str,
+                 timeout_s: float, num_bytes: int | None = None) -> bool:
+    """`release`, False when nobody answered too (the prefill side frees the blocks at its expiry anyway)."""
     try:
-        status, answer = call(host, port, key, "POST", "/release", body, timeout_s)
+        return release(host, port, key, request_id, engine_id, token, timeout_s, num_bytes)
     except PeerError:
         return False
-    return status == 200 and answer.get("released") is True
 
 
 class _Connection(http.client.HTTPConnection):
