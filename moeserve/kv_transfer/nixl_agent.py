@@ -156,7 +156,10 @@ class KvAgent:
                 self.layout.check_pairs_with(layout)
             except LayoutMismatch as e:
                 raise TransferError(str(e)) from None
-            self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
+            try:
+                self.agent.add_remote_agent(base64.b64decode(layout.agent_metadata))
+            except Exception as e:  # a peer's metadata NIXL cannot load fails the pulls from it, as a dead peer's
+                raise TransferError(f"could not load the NIXL metadata of {layout.agent_name}: {e}") from None
             self._peers.add(layout.agent_name)
 
     def staging(self, nbytes: int, reader: str = "") -> torch.Tensor:

@@ -147,6 +147,23 @@ def test_each_reader_stages_in_a_buffer_of_its_own_and_a_lingering_read_abandons
     assert nixl.deregistered == [b.data_ptr(), a.data_ptr()]
 
 
+@pytest.mark.parametrize("metadata", ["bm90IE5JWEwgbWV0YWRhdGE=", "not base64!"])
+def test_metadata_nixl_cannot_load_fails_the_pull_as_a_dead_peer_would(metadata):
+    """A prefill rank's agent metadata NIXL refuses (or that is not base64) is a TransferError, so the
+    pull fails as from a dead peer; before, NIXL's own exception reached the reader as a bug."""
+
+    class Refuses(FakeNixl):
+        def add_remote_agent(self, metadata):
+            raise RuntimeError("NIXL_ERR_INVALID_PARAM")
+
+    agent = fake_kv_agent(Refuses())
+    agent.layout = type("Mine", (), {"check_pairs_with": lambda self, other: None})()
+    peer = type("Peer", (), {"agent_name": "p2", "agent_metadata": metadata})()
+    with pytest.raises(TransferError, match="could not load the NIXL metadata of p2"):
+        agent.add_peer(peer)
+    assert not agent.has_peer("p2")
+
+
 def test_a_lingering_read_in_place_keeps_the_staging_buffer():
     agent = fake_kv_agent(FakeNixl())
     staging = agent.staging(256)
