@@ -1,10 +1,13 @@
 """What the engine hands back per request: plain data, safe to encode across a socket."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
-# A token's logprob entry: the chosen token's logprob plus its top alternatives as (token_id, logprob).
-TokenLogprob = tuple[float, list[tuple[int, float]]]
+# A token's logprob entry: the chosen token's logprob, its top alternatives as (token_id, logprob), most
+# likely first, and the chosen token's rank (how many vocabulary entries are at least as likely: 1 is the
+# most likely; vLLM's count, so a tie ranks after every token it ties with).
+TokenLogprob = tuple[float, list[tuple[int, float]], int]
 
 
 @dataclass
@@ -43,8 +46,9 @@ class RequestOutput:
 
 @dataclass
 class Logprob:
-    """vLLM's per-token logprob entry: `logprob`, `rank` (1 = the most likely token; None for a chosen
-    token outside the top alternatives, whose rank the engine does not compute) and `decoded_token`."""
+    """vLLM's per-token logprob entry: `logprob`, `rank` (1 = the most likely token; the engine ranks
+    the chosen token over the whole vocabulary, the alternatives are ranked by their order) and
+    `decoded_token`."""
 
     logprob: float
     rank: int | None = None
@@ -90,12 +94,27 @@ class LLMOutput:
         """vLLM's name: prompt tokens the prefix cache held (the most any sample found)."""
         return max(s.num_cached_prompt_tokens for s in self.sequences)
 
+    @functools.cached_property
+    def logprobs(self) -> list[tuple[float, list[tuple[int, float]]]] | None:
+        """The first sample's (logprob, top alternatives) per token: moeserve's flat shape, without
+        the rank (`outputs[i].logprobs` has it, as `Logprob.rank`)."""
+        return _pairs(self.sequences[0].logprobs)
+
+    @functools.cached_property
+    def prompt_logprobs(self) -> list[tuple[float, list[tuple[int, float]]] | None] | None:
+        """(logprob, top alternatives) per prompt token, None for the first; the ranks are in
+        `sequences[0].prompt_logprobs`."""
+        return _pairs(self.sequences[0].prompt_logprobs)
+
     # moeserve's flat fields: the first sample's
     text = property(lambda self: self.sequences[0].text)
     token_ids = property(lambda self: self.sequences[0].token_ids)
-    logprobs = property(lambda self: self.sequences[0].logprobs)
-    prompt_logprobs = property(lambda self: self.sequences[0].prompt_logprobs)
     finish_reason = property(lambda self: self.sequences[0].finish_reason)
     stop_reason = property(lambda self: self.sequences[0].stop_reason)
     error = property(lambda self: self.sequences[0].error)
     num_cached_prompt_tokens = property(lambda self: self.sequences[0].num_cached_prompt_tokens)
+
+
+def _pairs(entries: list[TokenLogprob | None] | None) -> list | None:
+    """TokenLogprobs less their rank: the flat fields' documented shape, (logprob, top alternatives)."""
+    return None if entries is None else [None if e is None else (e[0], e[1]) for e in entries]

@@ -231,16 +231,18 @@ class SampledToken:
     token_id: int
     logprob: float | None = None
     top_logprobs: list[tuple[int, float]] | None = None
+    rank: int | None = None  # with logprob: how many vocabulary entries are at least as likely (vLLM's rank)
 
 
 @dataclass
 class PromptLogprobs:
     """Prompt logprobs one step computed for one request's chunk: entry i scores prompt token
-    `start + i` (start >= 1; prompt token 0 has no logprob) as (logprob, [(token_id, logprob)] top-N)."""
+    `start + i` (start >= 1; prompt token 0 has no logprob) as (logprob, [(token_id, logprob)] top-N,
+    rank of the prompt token)."""
 
     request_id: str
     start: int
-    entries: list[tuple[float, list[tuple[int, float]]]] = field(default_factory=list)
+    entries: list[tuple[float, list[tuple[int, float]], int]] = field(default_factory=list)
 
 
 @dataclass

@@ -442,7 +442,7 @@ class EngineCore:
         for s in sampled:
             new_tokens.append(s.token_id)
             if new_logprobs is not None:
-                new_logprobs.append((s.logprob, s.top_logprobs or []))
+                new_logprobs.append((s.logprob, s.top_logprobs or [], s.rank))
             finish_reason, stop_reason, shown = self._check_token(request, params, detok, s.token_id,
                                                                   first_out + len(new_tokens))
             if finish_reason is not None:

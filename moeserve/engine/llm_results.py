@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from moeserve.outputs import CompletionOutput, Logprob, RequestOutput
+from moeserve.outputs import CompletionOutput, Logprob, RequestOutput, TokenLogprob
 
 
 class PromptsDone:
@@ -48,17 +48,22 @@ def progress(use_tqdm: bool | Callable[..., Any], total: int) -> Iterator[Any]:
         bar.close()
 
 
+def logprob_dict(token: int, entry: TokenLogprob, decode: Callable[[int], str | None]) -> dict[int, Logprob]:
+    """vLLM's {token id: Logprob} of one position: the chosen `token` first, with the rank the engine
+    computed, then its top alternatives ranked 1, 2, ... (a chosen token among them keeps its first
+    place in the dict and takes its alternative's rank, as vLLM's dict does)."""
+    lp, top, rank = entry
+    out = {token: Logprob(lp, rank, decode(token))}
+    out.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1))
+    return out
+
+
 def completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutput:
     """vLLM's CompletionOutput of one finished sample; its logprobs as vLLM's {token id: Logprob} dicts."""
     entries = None
     if out.logprobs is not None:
         decode = (lambda t: tokenizer.decode([t])) if tokenizer is not None else (lambda t: None)
-        entries = []
-        for token, (lp, top) in zip(out.token_ids, out.logprobs):
-            ranks = {t: r for r, (t, _) in enumerate(top, 1)}  # the engine's top alternatives, most likely first
-            entry = {token: Logprob(lp, ranks.get(token), decode(token))}
-            entry.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1) if t != token)
-            entries.append(entry)
-    cumulative = None if out.logprobs is None else float(sum(lp for lp, _ in out.logprobs))
+        entries = [logprob_dict(token, entry, decode) for token, entry in zip(out.token_ids, out.logprobs)]
+    cumulative = None if out.logprobs is None else float(sum(entry[0] for entry in out.logprobs))
     return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
                             logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)

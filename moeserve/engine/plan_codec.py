@@ -85,7 +85,7 @@ def encode_sampled(sampled: list[SampledToken], prompt_logprobs: list[PromptLogp
     went and the grammars it finished compiling. A failing rank sends nothing: it exits, and the executor's watchdog names it (rank_worker.py)."""
     return msgpack.packb(
         {
-            "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs] for s in sampled],
+            "sampled": [[s.request_id, s.token_id, s.logprob, s.top_logprobs, s.rank] for s in sampled],
             "prompt": [[p.request_id, p.start, p.entries] for p in prompt_logprobs or ()],
             "pulls": [[getattr(d, f) for f in _DONE_FIELDS] for d in kv_pulls or ()],
             "drafts": drafts or {},
@@ -98,11 +98,11 @@ def decode_result(data: bytes) -> StepResult:
     """A rank's share as a StepResult (step -1: the caller knows the step)."""
     raw = msgpack.unpackb(data)
     sampled = [
-        SampledToken(rid, tok, lp, [tuple(x) for x in top] if top is not None else None)
-        for rid, tok, lp, top in raw["sampled"]
+        SampledToken(rid, tok, lp, [tuple(x) for x in top] if top is not None else None, rank)
+        for rid, tok, lp, top, rank in raw["sampled"]
     ]
     prompt = [
-        PromptLogprobs(rid, start, [(lp, [tuple(x) for x in top]) for lp, top in entries])
+        PromptLogprobs(rid, start, [(lp, [tuple(x) for x in top], rank) for lp, top, rank in entries])
         for rid, start, entries in raw.get("prompt", ())
     ]
     pulls = [KvPullDone(*d) for d in raw.get("pulls", ())]

@@ -73,9 +73,9 @@ def _verify(sampler: Sampler, logits: torch.Tensor, request_ids: list[str], stat
         n_max = max(states[b].params.logprobs or 0 for b, _ in wants)
         chosen = torch.tensor([tokens[b][j] for b, j in wants], device=device)
         entries = token_logprobs(x[torch.tensor(local, device=device)], chosen, n_max)
-        for (b, j), (lp, top) in zip(wants, entries):
-            out[b][-len(tokens[b]) + j].logprob = lp
-            out[b][-len(tokens[b]) + j].top_logprobs = top[: states[b].params.logprobs or 0]
+        for (b, j), (lp, top, rank) in zip(wants, entries):
+            token = out[b][-len(tokens[b]) + j]
+            token.logprob, token.top_logprobs, token.rank = lp, top[: states[b].params.logprobs or 0], rank
 
 
 def _uniforms(sampler: Sampler, states: list, drafts: list[list[int]], K: int, device: torch.device) -> torch.Tensor:

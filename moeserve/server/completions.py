@@ -55,11 +55,11 @@ def _echo_only(req: CompletionRequest) -> bool:
 
 
 def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offset: int) -> dict[str, Any]:
-    """OpenAI legacy logprobs for (token, logprob, top) entries; text offsets count from `offset`.
+    """OpenAI legacy logprobs for (token, logprob, top[, rank]) entries; text offsets count from `offset`.
     An entry without a logprob (the first prompt token) gets null token_logprobs and top_logprobs."""
     decode = common.token_decoder(state)
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-    for tok, lp, top in entries:
+    for tok, lp, top, *_ in entries:  # prompt entries carry their rank too
         text = decode([tok])
         tokens.append(text)
         lp = None if lp is None else common.json_logprob(lp)

@@ -84,8 +84,8 @@ class Choice:
     token_ids: list[int] = field(default_factory=list)
     text: str = ""
     logprobs: list[tuple[int, float, list[list[Any]]]] = field(default_factory=list)  # (token, logprob, top)
-    # with prompt logprobs: one (token, logprob, top) per prompt token, logprob and top None for the first
-    prompt_logprobs: list[tuple[int, float | None, list[list[Any]] | None]] | None = None
+    # with prompt logprobs: one (token, logprob, top, rank) per prompt token, all but the token None for the first
+    prompt_logprobs: list[tuple[int, float | None, list[list[Any]] | None, int | None]] | None = None
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     first_token_time: float | None = None
@@ -174,12 +174,12 @@ class Generation:
         if out.text is not None and out.finish_reason != "abort":
             choice.text = out.text  # authoritative: a stop string may end inside text already streamed
         if out.new_logprobs:
-            for tok, (lp, top) in zip(out.new_token_ids, out.new_logprobs):
+            for tok, (lp, top, _rank) in zip(out.new_token_ids, out.new_logprobs):
                 choice.logprobs.append((tok, lp, top))
         if out.prompt_logprobs is not None:
             prompt = self.prompts[choice.prompt_index]
             choice.prompt_logprobs = [
-                (tok, None, None) if e is None else (tok, e[0], e[1]) for tok, e in zip(prompt, out.prompt_logprobs)
+                (tok, None, None, None) if e is None else (tok, *e) for tok, e in zip(prompt, out.prompt_logprobs)
             ]
         choice.num_cached_prompt_tokens = max(choice.num_cached_prompt_tokens, out.num_cached_prompt_tokens)
         if out.kv_transfer_params is not None:

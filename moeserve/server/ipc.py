@@ -83,14 +83,14 @@ class OutputDelta:
     request_id: str
     new_token_ids: list[int]
     delta_text: str
-    new_logprobs: list[list[Any]] | None = None  # [[logprob, [[token_id, logprob], ...]], ...]
+    new_logprobs: list[list[Any]] | None = None  # [[logprob, [[token_id, logprob], ...], rank], ...]
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     error: str | None = None
     num_cached_prompt_tokens: int = 0
     text: str | None = None  # the whole output text, sent once with the final delta (stop strings may trim it)
     # RequestOutput.prompt_logprobs, sent once, with the delta of the first generated token (the
-    # prompt is complete by then): [None, [logprob, [[token_id, logprob], ...]], ...], one per prompt token
+    # prompt is complete by then): [None, [logprob, [[token_id, logprob], ...], rank], ...], one per prompt token
     prompt_logprobs: list[list[Any] | None] | None = None
     error_status: int = 500  # HTTP status of `error` (503: a peer engine failed)
     kv_transfer_params: dict[str, Any] | None = None  # a prefill's answer for its remote decoder (final delta)
@@ -176,10 +176,10 @@ def output_to_wire(out: RequestOutput) -> dict[str, Any]:
     runs for every request on every step)."""
     logprobs = None
     if out.new_logprobs is not None:
-        logprobs = [[lp, [[t, v] for t, v in top]] for lp, top in out.new_logprobs]
+        logprobs = [[lp, [[t, v] for t, v in top], rank] for lp, top, rank in out.new_logprobs]
     prompt_logprobs = None
     if out.prompt_logprobs is not None and out.new_token_ids and len(out.token_ids) == len(out.new_token_ids):
-        prompt_logprobs = [None if e is None else [e[0], [[t, v] for t, v in e[1]]] for e in out.prompt_logprobs]
+        prompt_logprobs = [None if e is None else [e[0], [[t, v] for t, v in e[1]], e[2]] for e in out.prompt_logprobs]
     return {
         "request_id": out.request_id,
         "new_token_ids": list(out.new_token_ids),

@@ -56,6 +56,12 @@ def test_outputs_have_vllms_fields_and_the_flat_fields_are_the_first_sample(llm)
             assert entry[token].logprob == lp and entry[token].decoded_token == llm.tokenizer.decode([token])
             assert [(t, entry[t].logprob, entry[t].rank) for t, _ in top] == [(t, v, r) for r, (t, v) in enumerate(top, 1)]
             assert isinstance(entry[token], Logprob) and set(entry) == {token} | {t for t, _ in top}
+            # the chosen token's rank is never unknown: its alternative's place, or past them all
+            alternatives = [t for t, _ in top]
+            if token in alternatives:
+                assert entry[token].rank == alternatives.index(token) + 1
+            else:
+                assert entry[token].rank > len(top)
     assert llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm=False)[0].outputs[0].cumulative_logprob is None
 
 

@@ -17,13 +17,13 @@ def test_plan_round_trips_without_pickle():
 
 
 def test_sampled_round_trip():
-    sampled = [SampledToken("a", 5, -0.25, [(5, -0.25), (7, -1.5)]), SampledToken("b", 1)]
+    sampled = [SampledToken("a", 5, -0.25, [(5, -0.25), (7, -1.5)], 1), SampledToken("b", 1)]
     assert decode_result(encode_sampled(sampled)).sampled == sampled
     assert decode_result(encode_sampled([])).sampled == []
 
 
 def test_prompt_logprobs_round_trip():
-    prompt = [PromptLogprobs("p", 1, [(-0.5, [(5, -0.5)]), (-2.25, [(3, -0.75)])])]
+    prompt = [PromptLogprobs("p", 1, [(-0.5, [(5, -0.5)], 1), (-2.25, [(3, -0.75)], 4)])]
     result = decode_result(encode_sampled([SampledToken("p", 9)], prompt))
     assert result.prompt_logprobs == prompt and result.sampled == [SampledToken("p", 9)]
     assert decode_result(encode_sampled([])).prompt_logprobs == []

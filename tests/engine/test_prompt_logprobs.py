@@ -29,14 +29,24 @@ def mixtral(tmp_path_factory):
     return path, prompts, oracle
 
 
+def _rank_bounds(row, value, tol=1e-4):
+    """The ranks a logprob `value` may have in `row` (vLLM's count of entries at least as likely),
+    allowing fp32 noise between two computations of the same row."""
+    return int((row > value + tol).sum()) + 1, int((row >= value - tol).sum())
+
+
 def _check(outputs, prompts, oracle):
     for out, prompt, ref in zip(outputs, prompts, oracle):
         lps = out.prompt_logprobs
         assert lps is not None and len(lps) == len(prompt) and lps[0] is None
+        ranked = out.sequences[0].prompt_logprobs  # the engine's entries: (logprob, top, rank)
+        assert [e if e is None else e[:2] for e in ranked] == lps
         for pos in range(1, len(prompt)):
             lp, top = lps[pos]
             want = ref[pos - 1]  # the logits at position pos-1 score token pos
             assert abs(lp - float(want[prompt[pos]])) <= 1e-4, (out.request_id, pos)
+            low, high = _rank_bounds(want, float(want[prompt[pos]]))
+            assert low <= ranked[pos][2] <= high, (out.request_id, pos)
             assert len(top) == TOP_N
             ids = want.topk(TOP_N).indices.tolist()
             assert sorted(t for t, _ in top) == sorted(ids)

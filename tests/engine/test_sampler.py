@@ -228,6 +228,39 @@ def test_logprobs_of_a_sampled_token_and_zero_alternatives():
     assert out[1].top_logprobs[0][0] == int(logits[1].argmax())
 
 
+def ref_rank(row: list[float], value: float) -> int:
+    """vLLM's rank: how many entries of the row are at least as likely (1 = the most likely)."""
+    return sum(1 for x in row if x >= value)
+
+
+def test_a_sampled_token_has_its_rank_in_the_vocabulary_even_outside_the_alternatives():
+    torch.manual_seed(0)
+    logits = torch.randn(6, V)
+    logits[5, 3] = logits[5, 8] = logits[5].max() + 1.0  # a tie for the most likely: argmax takes 3, rank 2
+    params = dict(a=SamplingParams(temperature=2.0, logprobs=0, seed=1), b=SamplingParams(temperature=2.0, logprobs=1, seed=2),
+                  c=SamplingParams(temperature=0.0, logprobs=0), d=SamplingParams(temperature=2.0, logprobs=2, seed=4),
+                  e=SamplingParams(temperature=2.0, logprobs=0, seed=5), f=SamplingParams(temperature=0.0, logprobs=1))
+    out = sampler_with(**params).sample(logits, list(params))
+    for i, o in enumerate(out):
+        ref = [math.log(p) for p in ref_softmax(logits[i].tolist())]
+        assert o.rank == ref_rank(ref, ref[o.token_id]), i
+    assert out[2].rank == 1 and out[5].token_id == 3 and out[5].rank == 2
+    assert any(o.rank > len(o.top_logprobs) for o in out)  # the case: the token is not among its alternatives
+
+
+def test_token_logprobs_rank_the_given_tokens():
+    from moeserve.engine.sampler import token_logprobs
+
+    torch.manual_seed(1)
+    logits = torch.randn(4, V)
+    tokens = torch.tensor([0, 7, int(logits[2].argmax()), int(logits[3].argmin())])
+    for i, (lp, top, rank) in enumerate(token_logprobs(logits, tokens, 2)):
+        ref = [math.log(p) for p in ref_softmax(logits[i].tolist())]
+        assert lp == pytest.approx(ref[int(tokens[i])], abs=1e-5) and len(top) == 2
+        assert rank == ref_rank(ref, ref[int(tokens[i])])
+    assert [e[2] for e in token_logprobs(logits[2:], tokens[2:], 0)] == [1, V]
+
+
 def test_state_is_kept_until_removed():
     s = sampler_with(a=SamplingParams(temperature=0.0))
     s.sample(torch.randn(1, V), ["a"])

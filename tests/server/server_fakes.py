@@ -63,7 +63,7 @@ class FakeEngine:
             done = len(toks) >= params.max_tokens
             text = "".join(f"t{t} " for t in toks)
             outs.append(RequestOutput(rid, prompt, list(toks), text=text, new_token_ids=[tok], delta_text=f"t{tok} ",
-                                      new_logprobs=[(-0.5, [(tok, -0.5), (tok + 1, -1.5)])],
+                                      new_logprobs=[(-0.5, [(tok, -0.5), (tok + 1, -1.5)], 1)],
                                       finish_reason="length" if done else None))
             if done:
                 del self.requests[rid]

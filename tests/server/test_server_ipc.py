@@ -28,7 +28,7 @@ def test_every_message_round_trips_and_splits_anywhere():
         ipc.Fatal("bad"),
         ipc.AddResults(["a"], [ipc.Rejection("b", 429, "rate_limit_error", "full", None, "queue_full").__dict__]),
         ipc.Outputs([ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5], delta_text="é",
-                                                      new_logprobs=[(-0.1, [(5, -0.1), (6, -2.0)])], finish_reason="stop",
+                                                      new_logprobs=[(-0.1, [(5, -0.1), (6, -2.0)], 1)], finish_reason="stop",
                                                       stop_reason=5))]),
         ipc.Heartbeat({"num_running": 3, "kv_usage": 0.5}),
     ]
@@ -40,7 +40,7 @@ def test_every_message_round_trips_and_splits_anywhere():
     assert got == msgs
     assert ipc.params_from_wire(got[0].params) == SamplingParams(max_tokens=5, stop=["x"], seed=7)
     out = ipc.output_from_wire(got[6].outputs[0])
-    assert out.new_logprobs == [[-0.1, [[5, -0.1], [6, -2.0]]]] and out.delta_text == "é"
+    assert out.new_logprobs == [[-0.1, [[5, -0.1], [6, -2.0]], 1]] and out.delta_text == "é"
 
 
 @pytest.mark.parametrize("obj", [{"t": "pickle", "x": 1}, {"t": "abort", "request_ids": [], "extra": 1}, [1, 2], {"t": "ready"}])
@@ -258,12 +258,12 @@ def test_output_to_wire_carries_exactly_the_output_delta_fields():
 
 
 def test_prompt_logprobs_cross_the_wire_once_with_the_first_token():
-    prompt_lps = [None, (-1.5, [(7, -0.5)]), (-0.25, [(3, -0.25)])]
+    prompt_lps = [None, (-1.5, [(7, -0.5)], 3), (-0.25, [(3, -0.25)], 1)]
     first = RequestOutput("r", [1, 3, 4], [5], new_token_ids=[5], prompt_logprobs=prompt_lps)
     later = RequestOutput("r", [1, 3, 4], [5, 6], new_token_ids=[6], prompt_logprobs=prompt_lps)
     wire = ipc.Decoder().feed(ipc.encode(ipc.Outputs([ipc.output_to_wire(first), ipc.output_to_wire(later)])))[0]
     a, b = (ipc.output_from_wire(d) for d in wire.outputs)
-    assert a.prompt_logprobs == [None, [-1.5, [[7, -0.5]]], [-0.25, [[3, -0.25]]]]
+    assert a.prompt_logprobs == [None, [-1.5, [[7, -0.5]], 3], [-0.25, [[3, -0.25]], 1]]
     assert b.prompt_logprobs is None
     assert ipc.output_to_wire(RequestOutput("r", [1], [5], new_token_ids=[5]))["prompt_logprobs"] is None
 
