@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from moeserve.engine import chat_prompt
 from moeserve.sampling_params import StructuredOutputsParams
-from moeserve.server import common, kv_params, structured
+from moeserve.server import common, kv_params, prompt_logprobs, structured
 from moeserve.server.api_errors import bad_request, refusing
 from moeserve.server.chat_output import ChoicePlan, plan_output
 from moeserve.server.common import ServerState
@@ -127,8 +127,18 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, p
         choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
                         "finish_reason": _finish(c.finish_reason, message), "stop_reason": c.stop_reason,
                         **common.token_ids_fields(req, gen, c, c.token_ids)})
-    return {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
-            "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
+    response = {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
+                "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
+    if prompt_logprobs.returned(req, _implied_prompt_logprobs(req)):  # one prompt: vLLM puts it at the top level
+        first = min(gen.choices.values(), key=lambda c: c.index)
+        response["prompt_logprobs"] = prompt_logprobs.to_json(state, first.prompt_logprobs)
+    return response
+
+
+def _implied_prompt_logprobs(req: ChatCompletionRequest) -> int | None:
+    """vLLM's chat: echo with top_logprobs k scores the prompt with k alternatives (none in a stream,
+    which returns no prompt logprobs)."""
+    return req.top_logprobs if req.echo and req.logprobs and not req.stream else None
 
 
 async def _stream(state: ServerState, gen: Generation, req: ChatCompletionRequest, plan: ChoicePlan) -> AsyncIterator[bytes]:
@@ -173,6 +183,7 @@ async def create_chat_completion(request: Request) -> Any:
     req = await common.read_request(request, state, ChatCompletionRequest)
     common.check_model(state, req.model)
     common.check_request_fields(req, state)
+    prompt_logprobs.check(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, 1)
     tools = tool_request(req, state.config.tool_call_parser)
@@ -195,7 +206,8 @@ async def create_chat_completion(request: Request) -> Any:
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     plan = plan_output(state.formats, tools, rendered[-1], constraint)
-    params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param, structured=plan.constraint)
+    params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param, structured=plan.constraint,
+                                    prompt_logprobs=prompt_logprobs.wanted(req, _implied_prompt_logprobs(req)))
     if plan.keep_special_tokens:  # the parsers' markers are special tokens: the text must keep them
         params = dataclasses.replace(params, skip_special_tokens=False)
     kv = await kv_params.check(req.kv_transfer_params, [prompt], req.n, req.stream,

@@ -228,7 +228,7 @@ def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
 
 
 def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_param: str = "max_tokens",
-                    structured: StructuredOutputsParams | None = None) -> SamplingParams:
+                    structured: StructuredOutputsParams | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
     """The request's SamplingParams (its fan-out checked by `check_fan_out`); max_tokens_param names
     the field max_tokens came from in errors; `structured` its constraint (server/structured.py)."""
     try:
@@ -243,6 +243,7 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_
             stop_token_ids=req.stop_token_ids or [],
             ignore_eos=req.ignore_eos,
             logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
             presence_penalty=req.presence_penalty or 0.0,
             frequency_penalty=req.frequency_penalty or 0.0,
             include_stop_str_in_output=req.include_stop_str_in_output,

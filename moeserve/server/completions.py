@@ -1,14 +1,13 @@
 """POST /v1/completions."""
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
-from moeserve.server import common, kv_params, structured
+from moeserve.server import common, kv_params, prompt_logprobs, structured
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 from moeserve.server.generation import Choice, Generation
@@ -54,12 +53,13 @@ def _echo_only(req: CompletionRequest) -> bool:
     return req.echo and req.max_tokens == 0
 
 
-def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offset: int) -> dict[str, Any]:
-    """OpenAI legacy logprobs for (token, logprob, top[, rank]) entries; text offsets count from `offset`.
+def _logprobs(state: ServerState, entries: Sequence[tuple[Any, ...]], offset: int, top_n: int | None = None) -> dict[str, Any]:
+    """OpenAI legacy logprobs for (token, logprob, top[, rank]) entries, at most `top_n` alternatives
+    each (prompt logprobs may have been asked with more); text offsets count from `offset`.
     An entry without a logprob (the first prompt token) gets null token_logprobs and top_logprobs."""
     decode = common.token_decoder(state)
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-    for tok, lp, top, *_ in entries:  # prompt entries carry their rank too
+    for tok, lp, top, *_ in entries:
         text = decode([tok])
         tokens.append(text)
         lp = None if lp is None else common.json_logprob(lp)
@@ -67,12 +67,17 @@ def _logprobs(state: ServerState, entries: Sequence[tuple[int, Any, Any]], offse
         if lp is None:
             top_logprobs.append(None)
         else:
-            alternatives = {decode([t]): common.json_logprob(v) for t, v in top}
+            alternatives = {decode([t]): common.json_logprob(v) for t, v in top[:top_n]}
             alternatives.setdefault(text, lp)
             top_logprobs.append(alternatives)
         offsets.append(offset)
         offset += len(text)
     return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs, "text_offset": offsets}
+
+
+def _implied_prompt_logprobs(req: CompletionRequest) -> int | None:
+    """echo with logprobs k scores the prompt with k alternatives (vLLM's default for prompt_logprobs)."""
+    return req.logprobs if req.echo else None
 
 
 def _usage(gen: Generation, req: CompletionRequest) -> dict[str, Any]:
@@ -108,14 +113,17 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
         generated = ([], "", []) if echo_only else (c.logprobs, c.text, c.token_ids)
         logprobs = None
         if req.logprobs is not None:
-            scored = _logprobs(state, c.prompt_logprobs or [], 0) if req.echo else None
+            scored = _logprobs(state, c.prompt_logprobs or [], 0, req.logprobs) if req.echo else None
             logprobs = _logprobs(state, generated[0], _text_end(scored))
             if scored is not None:
                 logprobs = _concat(scored, logprobs)
         finish = _echo_only_finish(c.finish_reason) if echo_only else c.finish_reason
-        choices.append({"index": c.index, "text": prefix + generated[1], "logprobs": logprobs,
-                        "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
-                        **common.token_ids_fields(req, gen, c, generated[2])})
+        choice = {"index": c.index, "text": prefix + generated[1], "logprobs": logprobs,
+                  "finish_reason": finish, "stop_reason": None if echo_only else c.stop_reason,
+                  **common.token_ids_fields(req, gen, c, generated[2])}
+        if prompt_logprobs.returned(req, _implied_prompt_logprobs(req)):
+            choice["prompt_logprobs"] = prompt_logprobs.to_json(state, c.prompt_logprobs)
+        choices.append(choice)
     return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
             "model": state.model_name, "choices": choices, "usage": _usage(gen, req), **common.kv_answer(gen)}
 
@@ -140,9 +148,9 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
         if req.echo and choice.index not in echoed:  # the first output of a choice carries its prompt logprobs
             echoed.add(choice.index)
             prompt_text = prompt_texts[choice.prompt_index]
-            prompt_logprobs = _logprobs(state, choice.prompt_logprobs or [], 0)
-            yield chunk(choice, prompt_text, prompt_logprobs)
-            offsets[choice.index] = _text_end(prompt_logprobs)
+            scored = _logprobs(state, choice.prompt_logprobs or [], 0, req.logprobs)
+            yield chunk(choice, prompt_text, scored)
+            offsets[choice.index] = _text_end(scored)
         if echo_only:
             if out.finish_reason is not None:
                 yield chunk(choice, "", None, _echo_only_finish(out.finish_reason))
@@ -165,6 +173,7 @@ async def create_completion(request: Request) -> Any:
     req = await common.read_request(request, state, CompletionRequest)
     common.check_model(state, req.model)
     common.check_request_fields(req, state)
+    prompt_logprobs.check(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, len(_prompt_list(req.prompt)))
     has_text = isinstance(req.prompt, str) or any(isinstance(p, str) for p in req.prompt)
@@ -185,9 +194,8 @@ async def create_completion(request: Request) -> Any:
                 f"{state.max_model_len - 1} tokens (max_model_len {state.max_model_len} - 1)", param="prompt")
         max_tokens = 1  # generated and left out of the response
     constraint, source = structured.request_constraint(req)
-    params = common.sampling_params(req, max_tokens, req.logprobs, structured=constraint)
-    if req.echo and req.logprobs is not None:
-        params = dataclasses.replace(params, prompt_logprobs=req.logprobs)
+    params = common.sampling_params(req, max_tokens, req.logprobs, structured=constraint,
+                                    prompt_logprobs=prompt_logprobs.wanted(req, _implied_prompt_logprobs(req)))
     prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
     kv = await kv_params.check(req.kv_transfer_params, prompts, req.n, req.stream,
                                  state.client.config.kv_transfer)

@@ -60,7 +60,7 @@ UNSERVED_FIELDS = {
     "structural_tag": "structural tags are not served",
     "guided_decoding_backend": "the grammar engine is xgrammar, always",
     "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
-    "use_beam_search": "beam search", "prompt_logprobs": "on /v1/completions, echo with logprobs scores the prompt",
+    "use_beam_search": "beam search",
     "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
     # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
     "chat_template": "a chat template sent with a request is not trusted; the server's template is used (the checkpoint's, or --chat-template's)",
@@ -150,6 +150,8 @@ class _Sampling(_Strict):
     structured_outputs: Any = None  # vLLM's: {"json" | "regex" | "choice" | "grammar" | "json_object": ...}
     # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
     truncate_prompt_tokens: WholeInt | None = None
+    # vLLM's: score the prompt's tokens (k alternatives each); checked in server/prompt_logprobs.py
+    prompt_logprobs: WholeInt | None = None
     # vLLM's prefill/decode split, as vllm-router sends it; checked in server/kv_params.py
     kv_transfer_params: dict[str, Any] | None = None
 

@@ -1,0 +1,84 @@
+"""vLLM's `prompt_logprobs` request field: its checks, what the engine is asked, and the response's shape.
+
+Request: `prompt_logprobs: k` scores every prompt token after the first with its logprob given the
+tokens before it, its rank and the k most likely tokens at that position (the raw model distribution:
+no penalties, no temperature). As in vLLM: an integer, -1 meaning the whole vocabulary, at most
+MAX_PROMPT_LOGPROBS (vLLM's default --max-logprobs; -1 is always more), and none with `stream: true`
+unless it is 0 (a stream carries no prompt logprobs: vLLM accepts 0 there and returns nothing).
+Implied: a completion's `echo` with `logprobs: k`, and a chat's `echo` with `top_logprobs: k`, ask
+for k (vLLM's defaults when the field is absent).
+
+Response (vLLM's shape): a list with one entry per prompt token, null for the first, else
+{token id: {"logprob", "rank", "decoded_token"}} holding the prompt token itself (first, with its rank
+in the vocabulary, computed by the engine) and its top k alternatives (ranks 1..k). JSON keys are
+strings; -inf reads as -9999.0, as vLLM clamps it. Completions put it on every choice, a chat at the
+response's top level.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from moeserve.server import common
+from moeserve.server.api_errors import bad_request
+from moeserve.server.common import ServerState
+
+MAX_PROMPT_LOGPROBS = 20  # SamplingParams' bound, vLLM's default --max-logprobs
+
+
+def check(req: Any, state: ServerState) -> None:
+    """400s naming prompt_logprobs: a negative count other than -1, more than the server returns,
+    or a count with `stream: true`."""
+    k = req.prompt_logprobs
+    if k is None:
+        return
+    if k < -1:
+        raise bad_request(f"prompt_logprobs must be a non-negative integer or -1 (the whole vocabulary), got {k}",
+                          param="prompt_logprobs")
+    if k == -1 or k > MAX_PROMPT_LOGPROBS:
+        asked = f"the whole vocabulary ({state.vocab_size} tokens)" if k == -1 else str(k)
+        raise bad_request(f"prompt_logprobs asks for {asked} alternatives per prompt token; this server returns at "
+                          f"most {MAX_PROMPT_LOGPROBS}", param="prompt_logprobs")
+    if req.stream and k > 0:
+        raise bad_request("prompt_logprobs are not available with stream: true (as in vLLM); send the request "
+                          "without stream, or prompt_logprobs 0", param="prompt_logprobs")
+
+
+def wanted(req: Any, implied: int | None) -> int | None:
+    """The engine's SamplingParams.prompt_logprobs: the field's value, else `implied` (echo's), as vLLM
+    chooses. A stream returns none but an echo's, so without one it asks for none (its 0 would only
+    cost the prefix cache)."""
+    if req.prompt_logprobs is None:
+        return implied
+    return None if req.stream and implied is None else req.prompt_logprobs
+
+
+def returned(req: Any, implied: int | None) -> bool:
+    """Whether the response carries `prompt_logprobs` (a non-streaming request that asked, or echo's)."""
+    return not req.stream and wanted(req, implied) is not None
+
+
+def to_json(state: ServerState, entries: Sequence[tuple[int, Any, Any, Any]] | None) -> list[dict[str, Any] | None] | None:
+    """vLLM's prompt_logprobs of a choice's (token, logprob, top, rank) entries (Choice.prompt_logprobs)."""
+    if entries is None:
+        return None
+    texts: dict[int, str | None] = {}  # each distinct token decoded once: a long prompt repeats its alternatives
+
+    def decode(token: int) -> str | None:
+        if token not in texts:
+            texts[token] = state.tokenizer.decode([token]) if state.tokenizer is not None else None
+        return texts[token]
+
+    def item(lp: float, rank: int, token: int) -> dict[str, Any]:
+        return {"logprob": common.json_logprob(lp), "rank": rank, "decoded_token": decode(token)}
+
+    out: list[dict[str, Any] | None] = []
+    for token, lp, top, rank in entries:
+        if lp is None:
+            out.append(None)
+            continue
+        position = {str(token): item(lp, rank, token)}
+        # the prompt token stays first; among the alternatives it takes its place's rank, as vLLM's dict does
+        position.update((str(t), item(v, r, t)) for r, (t, v) in enumerate(top, 1))
+        out.append(position)
+    return out
