@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import pytest
 from server_harness import ServerProcess
+from server_settings import SERVER_ARGS
 
 # Small on purpose: tests cover limits (max_model_len, body size) without large inputs.
-SERVER_ARGS = ("--kv-cache-blocks", "96", "--max-model-len", "256", "--max-num-seqs", "8",
-               "--max-body-bytes", "65536", "--api-key", "sk-test-key")
-API_KEY = "sk-test-key"
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import threading
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 from moeserve import SamplingParams
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 from moeserve.server import bench
 from moeserve.server.bench_stats import RequestRecord, percentile, summarize

@@ -8,7 +8,7 @@ import unicodedata
 
 import openai
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 PROMPTS = ["The capital of France is", "Once upon a time", "She opened the letter and", "The weather this morning was",
            "My dear friend,", "He walked into the room and"]

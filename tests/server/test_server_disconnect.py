@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

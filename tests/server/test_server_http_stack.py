@@ -10,7 +10,7 @@ import json
 
 import httpx
 import pytest
-from conftest import API_KEY, SERVER_ARGS
+from server_settings import API_KEY, SERVER_ARGS
 from server_harness import ServerProcess
 
 from moeserve.server.cli import fast_http

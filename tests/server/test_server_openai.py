@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import openai
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 from moeserve import SamplingParams
 

@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 import torch
-from conftest import API_KEY
+from server_settings import API_KEY
 from server_harness import ServerProcess
 
 import moeserve.engine.builtin_model as bm

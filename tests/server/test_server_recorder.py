@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 from server_harness import ServerProcess
 
 from moeserve import SamplingParams

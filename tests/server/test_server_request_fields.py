@@ -7,7 +7,7 @@ import math
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 C, CHAT = "/v1/completions", "/v1/chat/completions"

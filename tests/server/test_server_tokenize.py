@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 from moeserve import SamplingParams
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from conftest import API_KEY
+from server_settings import API_KEY
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE, build_tokenizer
 from moeserve.server.tokenize_routes import tokenizer_info_of
