@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from moeserve.engine.token_texts import TokenTexts
 from moeserve.outputs import CompletionOutput, Logprob, RequestOutput, TokenLogprob
 
 
@@ -48,13 +49,14 @@ def progress(use_tqdm: bool | Callable[..., Any], total: int) -> Iterator[Any]:
         bar.close()
 
 
-def logprob_dict(token: int, entry: TokenLogprob, decode: Callable[[int], str | None]) -> dict[int, Logprob]:
-    """vLLM's {token id: Logprob} of one position: the chosen `token` first, with the rank the engine
-    computed, then its top alternatives ranked 1, 2, ... (a chosen token among them keeps its first
-    place in the dict and takes its alternative's rank, as vLLM's dict does)."""
+def logprob_dict(token: int, entry: TokenLogprob, text: str | None, alternatives: list[str | None]) -> dict[int, Logprob]:
+    """vLLM's {token id: Logprob} of one position: the chosen `token` (its `text`) first, with the rank
+    the engine computed, then its top alternatives (their texts `alternatives`) ranked 1, 2, ... (a
+    chosen token among them keeps its first place in the dict and takes its alternative's rank, as
+    vLLM's dict does). Texts as vLLM shows them: engine/token_texts.py."""
     lp, top, rank = entry
-    out = {token: Logprob(lp, rank, decode(token))}
-    out.update((t, Logprob(v, r, decode(t))) for r, (t, v) in enumerate(top, 1))
+    out = {token: Logprob(lp, rank, text)}
+    out.update((t, Logprob(v, r, alt)) for r, ((t, v), alt) in enumerate(zip(top, alternatives), 1))
     return out
 
 
@@ -62,8 +64,10 @@ def completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutp
     """vLLM's CompletionOutput of one finished sample; its logprobs as vLLM's {token id: Logprob} dicts."""
     entries = None
     if out.logprobs is not None:
-        decode = (lambda t: tokenizer.decode([t])) if tokenizer is not None else (lambda t: None)
-        entries = [logprob_dict(token, entry, decode) for token, entry in zip(out.token_ids, out.logprobs)]
+        positions = [(token, lp, top) for token, (lp, top, _) in zip(out.token_ids, out.logprobs)]
+        texts = (TokenTexts(tokenizer).positions(positions) if tokenizer is not None
+                 else ((None, [None] * len(top)) for _, _, top in positions))
+        entries = [logprob_dict(token, entry, *text) for token, entry, text in zip(out.token_ids, out.logprobs, texts)]
     cumulative = None if out.logprobs is None else float(sum(entry[0] for entry in out.logprobs))
     return CompletionOutput(index=index, text=out.text, token_ids=list(out.token_ids), cumulative_logprob=cumulative,
                             logprobs=entries, finish_reason=out.finish_reason, stop_reason=out.stop_reason)

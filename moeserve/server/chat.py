@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
 from moeserve.engine import chat_prompt
+from moeserve.engine.token_texts import context_before
 from moeserve.sampling_params import StructuredOutputsParams
 from moeserve.server import common, kv_params, prompt_logprobs, structured
 from moeserve.server.api_errors import bad_request, refusing
@@ -88,14 +89,15 @@ def check_messages(req: Any) -> None:
 
 
 def _logprobs(state: ServerState, choice: Choice, start: int) -> dict[str, Any]:
-    decode = common.token_decoder(state)
-
-    def entry(tok: int, lp: float) -> dict[str, Any]:
-        text = decode([tok])
+    """The choice's logprobs from its token `start` on; each token's text as vLLM shows it
+    (engine/token_texts.py), `bytes` that text's UTF-8 ([] for a token inside a character)."""
+    def entry(text: str, lp: float) -> dict[str, Any]:
         return {"token": text, "logprob": common.json_logprob(lp), "bytes": list(text.encode("utf-8"))}
 
-    return {"content": [dict(entry(tok, lp), top_logprobs=[entry(t, v) for t, v in top])
-                        for tok, lp, top in choice.logprobs[start:]]}
+    entries = choice.logprobs[start:]
+    texts = state.token_texts.positions(entries, context_before(choice.logprobs, start))
+    return {"content": [dict(entry(text, lp), top_logprobs=[entry(t, v) for t, (_, v) in zip(alternatives, top)])
+                        for (_, lp, top), (text, alternatives) in zip(entries, texts)]}
 
 
 def _echo(req: ChatCompletionRequest) -> str:

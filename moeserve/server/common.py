@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from moeserve.engine.token_texts import TokenIdNames, TokenTexts, token_texts
 from moeserve.errors import context_length_error
 from moeserve.sampling_params import SamplingParams, SamplingParamsError, StructuredOutputsParams
 from moeserve.server.api_errors import MAX_REASON_CHARS, ApiError, bad_request, clip, internal_error
@@ -62,9 +63,12 @@ class ServerState:
     # the chat output parsers (--tool-call-parser, --reasoning-parser) and their markers' tokens
     formats: OutputFormats = field(default_factory=OutputFormats, init=False)
     _long_lane: "ServerState | None" = field(default=None, init=False, repr=False)
+    # each token's text in logprobs, as vLLM shows it (engine/token_texts.py)
+    token_texts: TokenTexts | TokenIdNames = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.prompt_bound = PromptBound.of(self.tokenizer)
+        self.token_texts = token_texts(self.tokenizer)
         if self.config.tool_call_parser or self.config.reasoning_parser:
             self.formats = OutputFormats.of(self.config.tool_call_parser, self.config.reasoning_parser, self.tokenizer)
 
@@ -316,8 +320,9 @@ def require_tokenizer(state: ServerState, what: str, param: str | None, hint: st
 
 
 def token_decoder(state: ServerState) -> Callable[[list[int]], str]:
-    """The text of token ids for logprobs; a checkpoint without a tokenizer names each token as vLLM's
-    --return-tokens-as-token-ids does ("token_id:123")."""
+    """The text of a sequence of token ids (an echoed prompt); a checkpoint without a tokenizer names
+    each token as vLLM's --return-tokens-as-token-ids does ("token_id:123"). A token's own text in
+    logprobs is state.token_texts'."""
     if state.tokenizer is not None:
         return state.tokenizer.decode
     return lambda ids: "".join(f"token_id:{t}" for t in ids)

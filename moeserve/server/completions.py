@@ -7,6 +7,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from starlette.requests import Request
 
+from moeserve.engine.token_texts import context_before
 from moeserve.server import common, kv_params, prompt_logprobs, structured
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
@@ -53,21 +54,21 @@ def _echo_only(req: CompletionRequest) -> bool:
     return req.echo and req.max_tokens == 0
 
 
-def _logprobs(state: ServerState, entries: Sequence[tuple[Any, ...]], offset: int, top_n: int | None = None) -> dict[str, Any]:
+def _logprobs(state: ServerState, entries: Sequence[tuple[Any, ...]], offset: int, top_n: int | None = None,
+              context: Sequence[int] = ()) -> dict[str, Any]:
     """OpenAI legacy logprobs for (token, logprob, top[, rank]) entries, at most `top_n` alternatives
-    each (prompt logprobs may have been asked with more); text offsets count from `offset`.
+    each (prompt logprobs may have been asked with more); text offsets count from `offset`; `context`
+    the chosen tokens before entries[0] (engine/token_texts.py: the texts vLLM shows).
     An entry without a logprob (the first prompt token) gets null token_logprobs and top_logprobs."""
-    decode = common.token_decoder(state)
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-    for tok, lp, top, *_ in entries:
-        text = decode([tok])
+    for (_, lp, top, *_), (text, alternative_texts) in zip(entries, state.token_texts.positions(entries, context, top_n)):
         tokens.append(text)
         lp = None if lp is None else common.json_logprob(lp)
         token_logprobs.append(lp)
         if lp is None:
             top_logprobs.append(None)
         else:
-            alternatives = {decode([t]): common.json_logprob(v) for t, v in top[:top_n]}
+            alternatives = {t: common.json_logprob(v) for t, (_, v) in zip(alternative_texts, top)}
             alternatives.setdefault(text, lp)
             top_logprobs.append(alternatives)
         offsets.append(offset)
@@ -95,9 +96,9 @@ def _echo_only_finish(reason: str | None) -> str | None:
 
 def _text_end(logprobs: dict[str, Any] | None) -> int:
     """Where the generated tokens' text offsets start after echoed prompt `logprobs`: one running sum
-    of token texts through prompt and output, as vLLM counts. The prompt's own text can be shorter
-    (each byte of a split character is one "\ufffd" alone), and offsets that restarted at its length
-    went backwards."""
+    of token texts through prompt and output, as vLLM counts. The prompt's own text can differ in
+    length (a first prompt token inside a character shows "\ufffd"), and offsets that restarted at
+    its length went backwards."""
     return sum(len(t) for t in logprobs["tokens"]) if logprobs is not None else 0
 
 
@@ -158,7 +159,8 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
         logprobs = None
         if req.logprobs is not None:
             start = sent_logprobs.get(choice.index, 0)
-            logprobs = _logprobs(state, choice.logprobs[start:], offsets.get(choice.index, 0))
+            logprobs = _logprobs(state, choice.logprobs[start:], offsets.get(choice.index, 0),
+                                 context=context_before(choice.logprobs, start))
             sent_logprobs[choice.index] = len(choice.logprobs)
             offsets[choice.index] = offsets.get(choice.index, 0) + sum(len(t) for t in logprobs["tokens"])
         text = gen.text_to_stream(choice)

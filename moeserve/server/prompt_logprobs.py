@@ -16,7 +16,7 @@ response's top level.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from moeserve.server import common
@@ -59,26 +59,27 @@ def returned(req: Any, implied: int | None) -> bool:
 
 
 def to_json(state: ServerState, entries: Sequence[tuple[int, Any, Any, Any]] | None) -> list[dict[str, Any] | None] | None:
-    """vLLM's prompt_logprobs of a choice's (token, logprob, top, rank) entries (Choice.prompt_logprobs)."""
+    """vLLM's prompt_logprobs of a choice's (token, logprob, top, rank) entries (Choice.prompt_logprobs);
+    decoded_token as vLLM shows it (engine/token_texts.py)."""
     if entries is None:
         return None
-    texts: dict[int, str | None] = {}  # each distinct token decoded once: a long prompt repeats its alternatives
+    texts = state.token_texts.positions(entries) if state.tokenizer is not None else _no_texts(entries)
 
-    def decode(token: int) -> str | None:
-        if token not in texts:
-            texts[token] = state.tokenizer.decode([token]) if state.tokenizer is not None else None
-        return texts[token]
-
-    def item(lp: float, rank: int, token: int) -> dict[str, Any]:
-        return {"logprob": common.json_logprob(lp), "rank": rank, "decoded_token": decode(token)}
+    def item(lp: float, rank: int, text: str | None) -> dict[str, Any]:
+        return {"logprob": common.json_logprob(lp), "rank": rank, "decoded_token": text}
 
     out: list[dict[str, Any] | None] = []
-    for token, lp, top, rank in entries:
+    for (token, lp, top, rank), (text, alternatives) in zip(entries, texts):
         if lp is None:
             out.append(None)
             continue
-        position = {str(token): item(lp, rank, token)}
+        position = {str(token): item(lp, rank, text)}
         # the prompt token stays first; among the alternatives it takes its place's rank, as vLLM's dict does
-        position.update((str(t), item(v, r, t)) for r, (t, v) in enumerate(top, 1))
+        position.update((str(t), item(v, r, alt)) for r, ((t, v), alt) in enumerate(zip(top, alternatives), 1))
         out.append(position)
     return out
+
+
+def _no_texts(entries: Sequence[tuple[int, Any, Any, Any]]) -> Iterator[tuple[None, list[None]]]:
+    """Without a tokenizer a decoded_token is null, as in vLLM."""
+    return ((None, [None] * len(top or ())) for _, _, top, _ in entries)

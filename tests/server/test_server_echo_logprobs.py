@@ -83,16 +83,17 @@ def test_streaming_echo_logprobs_concatenates_to_the_same_output(client, server)
 
 
 def test_offsets_run_on_through_a_prompt_of_byte_tokens(client, server):
-    """"🙂" tokenized as single bytes: alone each decodes to one "\ufffd", so the prompt's tokens are
-    longer than its text. Offsets are one running sum of token texts, as vLLM's; they restarted at the
-    text's length and went backwards."""
+    """"🙂" tokenized as single bytes: alone each decodes to one "\ufffd". As vLLM shows them, the
+    pieces before the last show "" and the last the whole character, so the prompt's tokens add up to
+    its text (they were one "\ufffd" each, longer than the text); offsets are one running sum of token
+    texts, as vLLM's."""
     import httpx
 
-    ids = httpx.post(server.url + "/tokenize", json={"model": server.model, "prompt": "st🙂"},
+    ids = httpx.post(server.url + "/tokenize", json={"model": server.model, "prompt": "st🙂 ok"},
                      headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60).json()["tokens"]
     resp = client.completions.create(model=server.model, prompt=ids, max_tokens=3, echo=True, logprobs=0,
                                      temperature=0, extra_body={"ignore_eos": True})
     offsets = resp.choices[0].logprobs.text_offset
     tokens = resp.choices[0].logprobs.tokens
-    assert "\ufffd" in "".join(tokens[:len(ids)])  # the case: token texts longer than the prompt's text
+    assert "".join(tokens[:len(ids)]) == "st🙂 ok" and "" in tokens[:len(ids)]
     assert offsets == [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]

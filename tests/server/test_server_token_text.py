@@ -7,8 +7,14 @@ from types import SimpleNamespace
 from moeserve.server import chat, common, completions
 
 
+def _state(tokenizer):
+    from moeserve.engine.token_texts import token_texts
+
+    return SimpleNamespace(tokenizer=tokenizer, token_texts=token_texts(tokenizer))
+
+
 def test_without_a_tokenizer_tokens_are_named_by_id():
-    state = SimpleNamespace(tokenizer=None)
+    state = _state(None)
     assert common.token_decoder(state)([17]) == "token_id:17"
     out = completions._logprobs(state, [(5, None, None), (7, -0.5, [(7, -0.5), (9, -1.5)])], 0)
     assert out["tokens"] == ["token_id:5", "token_id:7"]
@@ -20,14 +26,15 @@ def test_without_a_tokenizer_tokens_are_named_by_id():
 
 
 def test_with_a_tokenizer_its_decode_is_used():
-    state = SimpleNamespace(tokenizer=SimpleNamespace(decode=lambda ids: "".join(chr(97 + t) for t in ids)))
+    state = _state(SimpleNamespace(decode=lambda ids: "".join(chr(97 + t) for t in ids)))
     assert common.token_decoder(state)([0, 1]) == "ab"
+    assert completions._logprobs(state, [(0, -0.5, [(1, -1.0)])], 0)["tokens"] == ["a"]
 
 
 # ---- a checkpoint without a tokenizer serves token ids; what needs text is a 400 -----------------
 # (echo, text prompts, chat, /tokenize and /detokenize used to answer 500)
 def _no_tokenizer():
-    return SimpleNamespace(tokenizer=None, vocab_size=100)
+    return SimpleNamespace(tokenizer=None, vocab_size=100, token_texts=None)
 
 
 def _refused(fn, *args):
