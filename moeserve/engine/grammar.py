@@ -82,7 +82,9 @@ _WHAT = {"json": "JSON schema", "json_object": "JSON object grammar", "regex": "
 
 def choice_grammar(choices: list[str]) -> str:
     """EBNF for exactly one of `choices` (JSON string escapes, which xgrammar's EBNF reads)."""
-    return "root ::= " + " | ".join(json.dumps(c) for c in choices)
+    # ensure_ascii=False: xgrammar reads a \uXXXX escape as one code point, so the surrogate pair json.dumps
+    # writes for a character beyond the BMP (an emoji) became two invalid 3-byte sequences; literal UTF-8 is exact
+    return "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
 
 
 _COMPILERS: dict[tuple[str, int], GrammarCompiler] = {}

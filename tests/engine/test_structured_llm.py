@@ -163,3 +163,13 @@ def test_the_ranks_compile_runs_while_the_engines_does(alone):
         ep2.shutdown()
     assert "bad" not in {o.request_id for o in outputs}
     assert done["json"].token_ids == want[0].token_ids
+
+
+@pytest.mark.parametrize("choice", [["😀"], ['a "😀" \\ b\n', "no"]])
+def test_a_choice_beyond_the_bmp_is_written_as_itself(alone, choice):
+    """A choice's grammar held json.dumps' ASCII escapes, and xgrammar read an emoji's surrogate pair
+    as two characters: the output was 6 bytes of invalid UTF-8 (U+FFFD six times), not the emoji."""
+    llm, _ = alone
+    out = llm.generate(["Pick one:"], SamplingParams(temperature=0, max_tokens=24, structured_outputs={"choice": choice}),
+                       use_tqdm=False)[0]
+    assert out.text in choice and out.finish_reason == "stop", repr(out.text)
