@@ -182,8 +182,8 @@ class W8A8Reference(KernelSet):
 @pytest.mark.parametrize("arch", ["deepseek_v3", "qwen3_moe"])
 def test_an_fp8_checkpoint_through_the_triton_set(arch, tmp_path, monkeypatch):
     """An FP8 block-scaled checkpoint (128 x 128 blocks, as releases ship) kept FP8 at load and run by the
-    Triton set's FP8 kernels equals the same arithmetic in plain torch (W8A8Reference) to fp32 summation
-    order; that is within FP8's error of transformers on the dequantized weights (the activations' e4m3
+    Triton set's FP8 kernels equals the same arithmetic in plain torch (W8A8Reference) up to fp32 summation
+    order and the e4m3 rounding steps it can flip (measured: 0.03 std at most); that is within FP8's error of transformers on the dequantized weights (the activations' e4m3
     rounding: measured 0.17 nats mean over the vocabulary for these tiny models, at logits' std 0.74)."""
     pytest.importorskip("triton")
     import torch
@@ -205,7 +205,12 @@ def test_an_fp8_checkpoint_through_the_triton_set(arch, tmp_path, monkeypatch):
     assert calls
     reference = greedy_logits(runner(path, kernels=W8A8Reference.registered()), prompt, steps=2)
     for a, b in zip(got, reference):
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+        # the same arithmetic, but not the same summation order upstream (attention, norms): an ulp apart
+        # before an activation is rounded to e4m3 can round it a step (1/16) the other way, and that one
+        # step moves every logit a little (on one CPU the runs agreed to 1e-4, on another 0.03 std apart);
+        # a wrong scale or block would move them by FP8's whole error (the check below, ~0.3 std)
+        diff = (a - b).abs()
+        assert diff.max() <= 0.1 * b.std() and diff.mean() <= 0.02 * b.std(), (diff.max(), diff.mean(), b.std())
     with torch.no_grad():
         want = hf(torch.tensor([prompt])).logits[0, -1].float()
     diffs = (torch.log_softmax(got[1].float(), -1) - torch.log_softmax(want, -1)).abs()
