@@ -223,6 +223,15 @@ class KernelSet:
             return F.rms_norm(x, weight.shape, weight, eps)
         return rms_norm_reference(x, weight, eps)
 
+    def softmax_topk(self, router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """router_logits [T, E] any float dtype -> (ids [T, k] int64, weights [T, k] fp32): softmax in fp32, then
+        torch.topk (its tie order), the k weights rescaled to sum to 1 when renormalize (moe/router.py)."""
+        probs = torch.softmax(router_logits.float(), dim=-1)
+        weights, ids = torch.topk(probs, top_k, dim=-1)
+        if renormalize:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return ids, weights
+
     def elementwise(self, fn: Any, x: torch.Tensor) -> torch.Tensor:
         """fn(x) for an elementwise fn (activations, rotary cos/sin, sigmoid routers) at once. The cpu set
         runs it in row blocks whose bits do not depend on the thread count (kernels/cpu/blocked.py)."""

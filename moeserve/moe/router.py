@@ -12,6 +12,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from moeserve.kernels.base import UsesKernels
+
 
 class Router(Protocol):
     top_k: int
@@ -19,9 +21,10 @@ class Router(Protocol):
     def __call__(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
-class SoftmaxTopKRouter(nn.Module):
+class SoftmaxTopKRouter(nn.Module, UsesKernels):
     """Softmax over all experts in fp32, then top-k; `renormalize` rescales the k weights to sum to 1
-    (Mixtral always; Qwen-MoE and OLMoE when config.norm_topk_prob)."""
+    (Mixtral always; Qwen-MoE and OLMoE when config.norm_topk_prob). Runs through the bound kernel
+    set's `softmax_topk` (the cpu set's is one C++ op with torch.topk's tie order)."""
 
     def __init__(self, top_k: int, renormalize: bool):
         super().__init__()
@@ -29,11 +32,7 @@ class SoftmaxTopKRouter(nn.Module):
 
     def forward(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """router_logits [T, E] any float dtype -> ids [T, k] int64, weights [T, k] fp32."""
-        probs = torch.softmax(router_logits.float(), dim=-1)
-        weights, ids = torch.topk(probs, self.top_k, dim=-1)
-        if self.renormalize:
-            weights = weights / weights.sum(dim=-1, keepdim=True)
-        return ids, weights
+        return self.kernels.softmax_topk(router_logits, self.top_k, self.renormalize)
 
 
 class TopKSoftmaxRouter(nn.Module):

@@ -1,8 +1,9 @@
 """moeserve's C++ CPU kernels (`csrc/*.cpp`), built on first use with the system compiler.
 
-What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, kernels/cpu/panel_gemm.py) and
-`torch.ops.moeserve.decode_attention` (paged decode attention, kernels/cpu/paged_decode.py), one shared
-library. Each caller has its own switch and falls back to torch (oneDNN, SDPA) when its op is not
+What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, kernels/cpu/panel_gemm.py),
+`torch.ops.moeserve.decode_attention` (paged decode attention, kernels/cpu/paged_decode.py),
+`rms_norm` / `add_rms_norm` and the MoE layer's `softmax_topk`, `moe_gather`, `moe_combine`
+(kernels/cpu/small_ops.py), one shared library. Each caller has its own switch and falls back to torch (oneDNN, SDPA) when its op is not
 loaded.
 
 Build: the first `load()` of a machine builds the sources against the installed torch's headers
@@ -34,7 +35,8 @@ from moeserve import envs
 
 logger = logging.getLogger(__name__)
 
-SOURCES = [Path(__file__).parent / "csrc" / name for name in ("panel_gemm.cpp", "decode_attention.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name
+           for name in ("panel_gemm.cpp", "decode_attention.cpp", "rms_norm.cpp", "moe_routing.cpp")]
 FLAGS = ["-O3", "-std=c++20", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
 BUILD_TIMEOUT_S = 600
 

@@ -2,6 +2,9 @@
 (kernels/cpu/csrc, built on first use), the expert loop and column-split linears over threads, and
 the per-step choice of intra-op threads. Everything else runs the torch set's reference.
 
+The decode step's small ops (RMSNorm with its residual add, the router's softmax + top-k, the gather and
+combine around the experts when every slot is here) are single C++ calls (kernels/cpu/small_ops.py).
+
 All of it is process-wide CPU tuning, so it lives here and only here: torch's intra-op thread
 count (set in `for_rank`), oneDNN's kernel cache size, the fork switch of SplitChooser, and the
 start-up warm-up of every GEMM shape. Results equal the torch set's to fp32 rounding.
@@ -20,7 +23,7 @@ from moeserve.config import ConfigError
 from moeserve.kernels.base import KernelSet, KernelWeight, bind_kernels
 from moeserve.kernels.cpu import attention as cpu_attention
 from moeserve.kernels.cpu import experts as cpu_experts
-from moeserve.kernels.cpu import blocked, cpu_binding, cpu_kernels, gemm, threads
+from moeserve.kernels.cpu import blocked, cpu_binding, cpu_kernels, gemm, small_ops, threads
 from moeserve.kernels.cpu import linear as cpu_linear
 from moeserve.kernels.cpu.step_threads import MAX_WIDE_TOKENS, StepThreads, sweep_rows
 from moeserve.parallel_state import SINGLE, ParallelContext
@@ -148,6 +151,27 @@ class CpuKernels(KernelSet):
         if state is None or batch.hidden.dtype != torch.float32:
             return super().experts(layer, batch)
         return cpu_experts.run(layer, state, batch.hidden, batch.counts, self.expert_threads)
+
+    def fused_moe(self, layer: Any, hidden: torch.Tensor, slots: torch.Tensor, topk_weights: torch.Tensor):
+        """Every slot here: the C++ gather, the packed expert loop, the C++ weighted combine (kernels/cpu/small_ops.py),
+        the local dispatcher's rows and sums without its chain of small torch ops; None where the loop does not run."""
+        state = layer.kernel_state
+        if state is None or hidden.dtype != torch.float32 or not small_ops.available():
+            return None
+        rows, row_pos, counts = small_ops.gather(hidden, slots, layer.num_slots)
+        out = cpu_experts.run(layer, state, rows, counts, self.expert_threads)
+        return small_ops.combine(out, row_pos, topk_weights)
+
+    def softmax_topk(self, router_logits: torch.Tensor, top_k: int, renormalize: bool):
+        if not small_ops.available():
+            return super().softmax_topk(router_logits, top_k, renormalize)
+        return small_ops.softmax_topk(router_logits, top_k, renormalize)
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
+        fp32 = x.dtype == weight.dtype == torch.float32 and (residual is None or residual.dtype == torch.float32)
+        if not fp32 or x.shape[-1] == 0 or not small_ops.available():
+            return super().rms_norm(x, weight, eps, residual)
+        return small_ops.rms_norm(x, weight, eps, residual)
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
         return cpu_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)
