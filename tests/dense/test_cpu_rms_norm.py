@@ -1,4 +1,5 @@
-"""The cpu set's C++ RMSNorm with its residual add (kernels/cpu/small_ops.py) against the torch ops it replaces."""
+"""The cpu set's C++ RMSNorm with its residual add, and its rotary (kernels/cpu/small_ops.py), against the torch ops
+they replace."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from moeserve.dense.norm import RMSNorm
-from moeserve.kernels.base import KernelSet, bind_kernels
+from moeserve.kernels.base import KernelSet, apply_rotary_reference, bind_kernels
 from moeserve.kernels.cpu import small_ops
 from moeserve.kernels.cpu.kernel_set import CpuKernels
 
@@ -80,3 +81,24 @@ def test_the_layer_through_the_cpu_set_matches_the_reference_set():
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(norm(x), ref_plain, rtol=1e-5, atol=1e-6)
 
+
+@needs_kernel
+@pytest.mark.parametrize("N, h, D", [(8, 12, 32), (1, 1, 2), (3, 5, 6), (0, 4, 8), (4, 2, 128)])
+def test_rotary_gives_the_bits_of_the_reference(N, h, D):
+    torch.manual_seed(N + h + D)
+    qkv = torch.randn(N, (h + 3) * D)
+    x = qkv[:, : h * D].view(N, h, D)  # the q/k columns of a QKV output: rows strided
+    angles = torch.randn(N, D)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    out = small_ops.rotary(x, cos, sin)
+    assert out.is_contiguous() and torch.equal(out, apply_rotary_reference(x, cos, sin))
+
+
+@needs_kernel
+def test_the_attention_rotary_through_the_cpu_set():
+    x, cos, sin = torch.randn(5, 3, 16), torch.randn(5, 16), torch.randn(5, 16)
+    assert torch.equal(CpuKernels().rotary(x, cos, sin), KernelSet().rotary(x, cos, sin))
+    bf = x.bfloat16()  # other dtypes stay on the reference
+    assert torch.equal(CpuKernels().rotary(bf, cos.bfloat16(), sin.bfloat16()), KernelSet().rotary(bf, cos.bfloat16(), sin.bfloat16()))
+    with pytest.raises(RuntimeError, match="even"):
+        torch.ops.moeserve.rotary(torch.randn(2, 1, 3), torch.randn(2, 3), torch.randn(2, 3))

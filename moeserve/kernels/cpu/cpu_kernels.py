@@ -2,7 +2,7 @@
 
 What they are: `torch.ops.moeserve.panel_linear` (few-row GEMMs, kernels/cpu/panel_gemm.py),
 `torch.ops.moeserve.decode_attention` (paged decode attention, kernels/cpu/paged_decode.py),
-`rms_norm` / `add_rms_norm` and the MoE layer's `softmax_topk`, `moe_gather`, `moe_combine`
+`rms_norm` / `add_rms_norm`, `rotary` and the MoE layer's `softmax_topk`, `moe_gather`, `moe_combine`
 (kernels/cpu/small_ops.py), one shared library. Each caller has its own switch and falls back to torch (oneDNN, SDPA) when its op is not
 loaded.
 
@@ -36,7 +36,7 @@ from moeserve import envs
 logger = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).parent / "csrc" / name
-           for name in ("panel_gemm.cpp", "decode_attention.cpp", "rms_norm.cpp", "moe_routing.cpp")]
+           for name in ("panel_gemm.cpp", "decode_attention.cpp", "rms_norm.cpp", "rotary.cpp", "moe_routing.cpp")]
 FLAGS = ["-O3", "-std=c++20", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared"]
 BUILD_TIMEOUT_S = 600
 

@@ -2,7 +2,7 @@
 (kernels/cpu/csrc, built on first use), the expert loop and column-split linears over threads, and
 the per-step choice of intra-op threads. Everything else runs the torch set's reference.
 
-The decode step's small ops (RMSNorm with its residual add, the router's softmax + top-k, the gather and
+The decode step's small ops (RMSNorm with its residual add, the rotary, the router's softmax + top-k, the gather and
 combine around the experts when every slot is here) are single C++ calls (kernels/cpu/small_ops.py).
 
 All of it is process-wide CPU tuning, so it lives here and only here: torch's intra-op thread
@@ -172,6 +172,12 @@ class CpuKernels(KernelSet):
         if not fp32 or x.shape[-1] == 0 or not small_ops.available():
             return super().rms_norm(x, weight, eps, residual)
         return small_ops.rms_norm(x, weight, eps, residual)
+
+    def rotary(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        fp32 = x.dtype == cos.dtype == sin.dtype == torch.float32
+        if not fp32 or x.dim() != 3 or x.shape[-1] % 2 or not small_ops.available():
+            return super().rotary(x, cos, sin)
+        return small_ops.rotary(x, cos, sin)
 
     def paged_attention(self, q, k_cache, v_cache, meta, scale, sliding_window=None, sinks=None) -> torch.Tensor:
         return cpu_attention.paged_attention(q, k_cache, v_cache, meta, scale, sliding_window, sinks)

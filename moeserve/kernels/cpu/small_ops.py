@@ -1,5 +1,5 @@
-"""The decode step's small ops as single C++ calls (csrc/rms_norm.cpp, csrc/moe_routing.cpp):
-RMSNorm with its residual add, the router's softmax + top-k, and the gather and
+"""The decode step's small ops as single C++ calls (csrc/rms_norm.cpp, csrc/rotary.cpp, csrc/moe_routing.cpp):
+RMSNorm with its residual add, the attention's rotary, the router's softmax + top-k, and the gather and
 weighted combine around the experts.
 
 Why: at decode a step of tiny-mixtral at 8 sequences is ~4 ms on one thread, and about a third of it
@@ -9,8 +9,8 @@ chain of them with one op.
 
 Bits: `softmax_topk` picks the same experts as torch.softmax + torch.topk (torch's own softmax, and
 torch.topk for any row with ties); `combine` adds the same products in the same order as the local
-dispatcher (dispatch/base.py); `gather` gives the local dispatcher's row order. `rms_norm` differs
-from torch's by fp32 rounding of the sum of squares (its AVX2 and AVX-512 paths agree bit for bit).
+dispatcher (dispatch/base.py), and `rotary` the reference's products and sums; `gather` gives the
+local dispatcher's row order. `rms_norm` differs from torch's by fp32 rounding of the sum of squares (its AVX2 and AVX-512 paths agree bit for bit).
 Not loaded (kernels/cpu/cpu_kernels.py): `available()` is False and the callers run torch.
 
 Shape legend: T tokens, H hidden, E experts, S local slots, k top-k, R = T * k rows.
@@ -39,6 +39,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
         return torch.ops.moeserve.rms_norm(rows, weight, eps).view(x.shape)
     out, h = torch.ops.moeserve.add_rms_norm(rows, residual.reshape(rows.shape), weight, eps)
     return out.view(x.shape), h.view(x.shape)
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [N, h, D] fp32 (unit stride in D); cos, sin [N, D] fp32 -> rotated [N, h, D] contiguous, the bits of
+    kernels/base.py's apply_rotary_reference."""
+    return torch.ops.moeserve.rotary(x, cos, sin)
 
 
 def softmax_topk(logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
