@@ -99,3 +99,28 @@ def test_fused_moe_matches_dispatch_experts_combine(T):
     batch, handle = dispatcher.dispatch(hidden, slots, weights, ids_valid=True)
     ref = dispatcher.combine(experts(batch), handle)
     assert fused is not None and torch.equal(fused, ref)
+
+
+@needs_kernel
+def test_prefill_sizes_give_the_same_bits_on_one_thread_or_two():
+    # gather, combine, the norm and rotary split their rows over intra-op threads at these sizes
+    torch.manual_seed(3)
+    T, H, S, k = 700, 256, 8, 2
+    x, r, w = torch.randn(T, H), torch.randn(T, H), torch.randn(H)
+    slots, weights = torch.stack([torch.randperm(S)[:k] for _ in range(T)]), torch.rand(T, k)
+    q, cos, sin = torch.randn(T, 12, 32), torch.randn(T, 32), torch.randn(T, 32)
+
+    def run():
+        rows, row_pos, counts = small_ops.gather(x, slots, S)
+        return [*small_ops.rms_norm(x, w, 1e-5, r), small_ops.rms_norm(x, w, 1e-5), small_ops.rotary(q, cos, sin),
+                rows, row_pos, small_ops.combine(rows, row_pos, weights)]
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run()
+        torch.set_num_threads(2)
+        two = run()
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))

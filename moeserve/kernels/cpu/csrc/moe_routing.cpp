@@ -12,11 +12,14 @@
 //       out[t] = w[t, 0] rows(t, 0) + w[t, 1] rows(t, 1) + ..., each product rounded, then summed in
 //       j order: the bits of dispatch/base.py's weighted_sum_fixed_order.
 //
-// All fp32 on one thread; nothing here depends on the thread count.
+// gather and combine split their rows over intra-op threads at prefill sizes; every output element
+// is computed by one thread, so nothing here depends on the thread count.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +27,8 @@
 #include <vector>
 
 namespace {
+
+constexpr int64_t kGrain = int64_t{1} << 15;  // floats a thread copies or sums at least (~32k)
 
 // Indices of the k + 1 (or E) largest of row[0..E) by value, the first index among equals, in order;
 // false where the pick is not unique (two of them equal, or a NaN), which at::topk then decides.
@@ -114,10 +119,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_gather(const at::Tensor& hidd
   const char* hp = static_cast<const char*>(hidden.data_ptr());
   char* op = static_cast<char*>(rows.data_ptr());
   for (int64_t i = 0; i < R; ++i) {
-    const int64_t at_row = next[s[i]]++;
-    rp[at_row] = i;
-    std::memcpy(op + at_row * H * elem, hp + (i / k) * H * elem, H * elem);
+    rp[next[s[i]]++] = i;
   }
+  // the row copies over intra-op threads (a prefill's); a decode step's stay inline
+  at::parallel_for(0, R, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, H)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(op + r * H * elem, hp + (rp[r] / k) * H * elem, H * elem);
+    }
+  });
   (void)T;
   return {rows, row_pos, counts};
 }
@@ -155,9 +164,12 @@ at::Tensor moe_combine(const at::Tensor& rows_in, const at::Tensor& row_pos_in, 
   at::Tensor out = at::empty({T, H}, rows.options());
   const float* wp = weights.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    combine_rows(by_pos.data() + t * k, wp + t * k, k, op + t * H, H);
-  }
+  // tokens over intra-op threads (a prefill's); each output row is summed by one thread
+  at::parallel_for(0, T, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, k * H)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      combine_rows(by_pos.data() + t * k, wp + t * k, k, op + t * H, H);
+    }
+  });
   return out;
 }
 

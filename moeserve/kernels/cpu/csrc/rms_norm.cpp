@@ -15,6 +15,7 @@
 // add_rms_norm(x, residual) -> (out [T, H], h [T, H]).
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <immintrin.h>
@@ -28,6 +29,7 @@
 namespace {
 
 constexpr int64_t kLanes = 16;
+constexpr int64_t kGrain = int64_t{1} << 15;  // floats a thread takes at least (~32k: tens of microseconds)
 
 // The lane sums in one fixed order, shared by both paths.
 inline float sum_lanes(const float* lanes) {
@@ -133,7 +135,10 @@ std::tuple<at::Tensor, at::Tensor> norm_rows(const at::Tensor& x_in, const std::
   }
   at::Tensor out = at::empty({T, H}, x.options());
   const float* wp = w.data_ptr<float>();
-  for (int64_t t = 0; t < T; ++t) {
+  // rows over intra-op threads (a prefill's); a decode step's few rows stay inline. A row is computed
+  // by one thread whatever the split, so its bits do not depend on the thread count
+  at::parallel_for(0, T, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, H)), [&](int64_t begin, int64_t end) {
+  for (int64_t t = begin; t < end; ++t) {
     const float* xr = x.data_ptr<float>() + t * x.stride(0);
     const float* rr = r.defined() ? r.data_ptr<float>() + t * r.stride(0) : nullptr;
     float* hr = h.data_ptr<float>() + t * h.stride(0);
@@ -147,6 +152,7 @@ std::tuple<at::Tensor, at::Tensor> norm_rows(const at::Tensor& x_in, const std::
       scale256(hr, wp, inv, o, H);
     }
   }
+  });
   return {out, h};
 }
 

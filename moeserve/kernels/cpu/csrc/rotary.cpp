@@ -10,8 +10,10 @@
 // output), cos, sin [N, D] fp32 -> out [N, h, D] contiguous.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace {
@@ -48,11 +50,15 @@ at::Tensor rotary(const at::Tensor& x_in, const at::Tensor& cos_in, const at::Te
   const float* cp = cos.data_ptr<float>();
   const float* sp = sin.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t i = 0; i < h; ++i) {
-      rotate_head(xp + n * x.stride(0) + i * x.stride(1), cp + n * D, sp + n * D, op + (n * h + i) * D, D);
+  // tokens over intra-op threads (a prefill's); a decode step's few stay inline; each element is
+  // computed by one thread, so the bits do not depend on the thread count
+  at::parallel_for(0, N, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, h * D)), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      for (int64_t i = 0; i < h; ++i) {
+        rotate_head(xp + n * x.stride(0) + i * x.stride(1), cp + n * D, sp + n * D, op + (n * h + i) * D, D);
+      }
     }
-  }
+  });
   return out;
 }
 
