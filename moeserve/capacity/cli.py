@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from moeserve.capacity import planner, report, track_record
+from moeserve.capacity import bench_run, planner, report, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, load_traces
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
@@ -34,6 +34,7 @@ BOUNDS = {
     "pp": (1, 4096, True, True),
     "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
+    "num_prompts": (1, 100_000, True, True), "request_rate": (0, 1e6, False, True), "max_num_seqs": (1, 1_000_000, True, True),
 }
 
 
@@ -125,6 +126,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gemm-min-tile", type=integer, help="smallest row tile of the GEMM kernels (the profile's: 64 on Hopper; "
                    "32 for DeepGEMM's swapAB kernels)")
     p.add_argument("--memory-fraction", type=num, default=0.9, help="share of device memory the engine may use, (0, 1] (default 0.9)")
+    p.add_argument("--num-prompts", type=integer, help="also replay a benchmark run of this many prompts on the winner "
+                   "(vllm bench serve / sglang bench_serving without --max-concurrency): the run's output rate, mean "
+                   "TPOT and TTFT while the batch fills and drains (1-100000)")
+    p.add_argument("--length-dist", type=_length_dist, default="fixed", help="--num-prompts: request lengths around --isl / "
+                   "--osl: fixed, uniform:R (mean x [1-R, 1+R]) or exponential (chat datasets such as ShareGPT; "
+                   "default fixed)")
+    p.add_argument("--request-rate", type=num, help="--num-prompts: requests a second (default: all at once)")
+    p.add_argument("--max-num-seqs", type=integer, default=bench_run.DEFAULT_MAX_SEQS, help="--num-prompts: sequences "
+                   f"one scheduler runs at most (the engine's --max-num-seqs; default {bench_run.DEFAULT_MAX_SEQS}, vLLM's)")
     p.add_argument("--top", type=integer, default=10, help="rows of the ranked table, 1-1000 (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--emit", metavar="serve.yaml", help="write the winner's `moeserve serve --config` file(s) (a P/D winner "
@@ -133,6 +143,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "kv_cache_dtype: fp8)")
     p.add_argument("--calibrate", nargs="?", const="cpu-calibrated.yaml", metavar="OUT.yaml",
                    help="time this machine (about a minute) and write a CPU hardware profile (default cpu-calibrated.yaml)")
+
+
+def _length_dist(text: str) -> str:
+    try:
+        bench_run.parse_distribution(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 class _PrefillMode(argparse.Action):
@@ -301,6 +319,9 @@ def _run(args) -> int:
     best = results[0]
     past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch,
                                ENGINE_NAMES.get(args.engine))
+    replay = _replay(args, pred, best, w, o, balance) if args.num_prompts else None
+    if replay:
+        notes.append(replay[1])
     written = []
     if args.emit:
         from moeserve.capacity.emit import emit_files
@@ -310,7 +331,7 @@ def _run(args) -> int:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,
                "notes": notes, "emitted": [path for path, _ in written],
-               "track_record": past.as_dict() if past else None}
+               "track_record": past.as_dict() if past else None, "run": replay[0].as_dict() if replay else None}
         out.update(rows[0] if fixed else {"deployments": rows, **rows[0]})
         print(json.dumps(out, indent=2, default=float))
     else:
@@ -318,6 +339,21 @@ def _run(args) -> int:
     for path, what in written:
         print(f"wrote {path}: {what}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _replay(args, pred: Predictor, best: Prediction, w: Workload, o: Options, balance) -> tuple | None:
+    """(RunResult, a line saying it) for a benchmark run of --num-prompts on the winner; None for a prefill or P/D
+    winner (a run needs one deployment that prefills and decodes)."""
+    if best.phase not in ("colocated", "decode"):
+        return None
+    o = replace(o, balancedness=balance(best.layout), offload=False)
+    r = bench_run.simulate(pred, best.layout, w, o, args.num_prompts, args.length_dist, args.request_rate,
+                           args.max_num_seqs)
+    sent = f"at {args.request_rate:g} a second" if args.request_rate else "at once"
+    return r, (f"a run of {r.prompts} prompts sent {sent} ({args.length_dist} lengths, at most {args.max_num_seqs} "
+               f"sequences a scheduler) on the first row: {r.seconds:.1f} s, {r.output_tokens_per_s_per_gpu:,.1f} output "
+               f"tok/s a GPU (the steady state above: {best.output_tokens_per_s_per_gpu:,.1f}), mean TPOT "
+               f"{r.mean_tpot_ms:.1f} ms, mean TTFT {r.mean_ttft_ms:,.0f} ms, at most {r.peak_running} decoding")
 
 
 def _stages(args, model) -> int:

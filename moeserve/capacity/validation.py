@@ -24,6 +24,7 @@ import math
 import sys
 from dataclasses import replace
 
+from moeserve.capacity import bench_run
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware, load_hardware
 from moeserve.capacity.model_spec import load_model
@@ -50,8 +51,9 @@ from moeserve.capacity.validation_blind19 import BLIND19
 from moeserve.capacity.validation_blind20 import BLIND20
 from moeserve.capacity.validation_blind21 import BLIND21
 from moeserve.capacity.validation_cases import FITTED, HELD_OUT, Case
+from moeserve.capacity.validation_runs import as_runs
 
-CASES = (FITTED + HELD_OUT + BLIND + BLIND2 + BLIND3 + BLIND4 + BLIND5 + BLIND6 + BLIND7 + BLIND8 + BLIND9 + BLIND10
+CASES = as_runs(FITTED + HELD_OUT + BLIND + BLIND2 + BLIND3 + BLIND4 + BLIND5 + BLIND6 + BLIND7 + BLIND8 + BLIND9 + BLIND10
          + BLIND11 + BLIND12 + BLIND13 + BLIND14 + BLIND15 + BLIND16 + BLIND17 + BLIND18
          + BLIND19 + BLIND20 + BLIND21)
 PARTS = ("fitted", "held out", "blind", "blind 2", "blind 3", "blind 4", "blind 5", "blind 6", "blind 7", "blind 8",
@@ -78,6 +80,10 @@ def run_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) 
     if case.phase == "prefill":
         return case.batch, pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
     batch = case.batch or largest_batch(pred, case)
+    if case.run:  # the whole run, filling and draining, as the benchmark measured it
+        prompts, dist, rate = case.run
+        r = bench_run.simulate(pred, lay, w, o, prompts, dist, rate)
+        return batch, 1000 / r.mean_tpot_ms if case.unit == "tok/s/user" else r.output_tokens_per_s_per_gpu
     if case.phase == "colocated":
         c = pred.colocated(lay, batch, w, o)
         # a serving benchmark's mean TPOT with prefills sharing the GPUs: the colocated TPOT, stalls included

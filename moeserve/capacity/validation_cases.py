@@ -33,6 +33,9 @@ class Case:
     model: str = "deepseek-v3"
     fitted: bool = False
     batch_rule: str = "slo"
+    # a benchmark run replayed step by step (bench_run.simulate): (prompts, length distribution, requests a second
+    # or None for all at once); () reads the case at its steady batch
+    run: tuple = ()
     hw_overrides: tuple = ()  # (field, value) pairs: what the deployment changes (swapAB's 32-row tile, a memory)
     # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
     # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py), 4 = the fourth
