@@ -10,7 +10,7 @@ decides it: the longest request's tokens take at least that many steps, however 
 This module replays such a run against the step model (Predictor's decode and prefill steps): one
 scheduler over the deployment's GPUs, FCFS, at most `max_seqs` sequences a scheduler (vLLM's
 `--max-num-seqs`, 1,024 by default on cards of 70 GiB or more: EngineArgs.get_batch_defaults, vLLM 0.32)
-and as many as the KV cache holds (each admitted request reserves its prompt and output). Prefill as the
+and as many as the KV cache holds (taken on demand, a full cache preempting the newest). Prefill as the
 engine schedules it (Options.prefill): "mixed" spends each step's token budget on the running decodes first
 and the rest on prompt chunks (vLLM V1, TensorRT-LLM); "stalled" and "separate" run prompt chunks as forwards
 of their own while the decodes wait (SGLang; "separate" eager, without CUDA graphs). A request's first token
@@ -93,13 +93,14 @@ class RunResult:
     mean_ttft_ms: float
     peak_running: int  # most sequences decoding at once
     steps: int
+    preemptions: int = 0  # running requests sent back to the queue by a full KV cache
 
     def as_dict(self) -> dict:
         return {"prompts": self.prompts, "seconds": round(self.seconds, 3),
                 "output_tokens_per_s_per_gpu": round(self.output_tokens_per_s_per_gpu, 1),
                 "input_tokens_per_s_per_gpu": round(self.input_tokens_per_s_per_gpu, 1),
                 "mean_tpot_ms": round(self.mean_tpot_ms, 2), "mean_ttft_ms": round(self.mean_ttft_ms, 1),
-                "peak_running": self.peak_running, "steps": self.steps}
+                "peak_running": self.peak_running, "steps": self.steps, "preemptions": self.preemptions}
 
 
 class _Steps:
@@ -133,7 +134,12 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
              kv_tokens: int | None = None) -> RunResult:
     """Replay a run of `prompts` requests of mean lengths w.isl / w.osl (distribution `dist`) sent at once
     (request_rate None) or evenly at request_rate a second; max_seqs and chunk are each scheduler's (one per
-    attention group); kv_tokens: tokens the deployment's KV cache holds (None: from the memory model)."""
+    attention group); kv_tokens: tokens the deployment's KV cache holds (None: from the memory model).
+
+    KV is taken as the engines take it, on demand: a request is admitted when its prompt and the next step's
+    tokens fit, its cache grows a token a step, and when a group's cache is full its newest running request
+    is preempted (vLLM's recompute: it goes back to the head of the queue, and is prefilled again with the
+    tokens it had generated when its turn comes)."""
     if prompts < 1:
         raise ValueError("a run needs at least one prompt")
     reqs = requests(prompts, w, dist)
@@ -147,25 +153,41 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
     accept = max(1.0, o.mtp_accept)
     mixed = o.prefill == "mixed"
 
-    waiting: deque[int] = deque()  # arrived, not admitted
+    waiting: deque[int] = deque()  # arrived and not running (preempted ones at the head)
     prefilling: list[deque] = [deque() for _ in range(groups)]  # per group: [request, prompt tokens left]
-    running: list[tuple[float, int]] = []  # heap of (decoded-token count at which it finishes, request)
+    heap: list[tuple[float, int, int]] = []  # (decoded count at which it finishes, request, version)
     decoded = 0.0  # tokens each running sequence has decoded since the run began (all advance together)
     home = [0] * prompts  # the attention group a request runs in
-    seqs = [0] * groups  # sequences admitted and not finished, per group
-    decoding = [0] * groups
-    reserved = [0] * groups  # KV tokens reserved, per group
-    first = [0.0] * prompts
+    made = [0] * prompts  # tokens generated when it last started decoding (or was preempted)
+    since = [0.0] * prompts  # `decoded` when it last started decoding
+    version = [0] * prompts  # bumped at each preemption: older heap entries are stale
+    order: list[list[int]] = [[] for _ in range(groups)]  # running requests a group admitted, oldest first
+    active = [False] * prompts  # decoding now
+    seqs = [0] * groups  # sequences a group holds (prefilling or decoding)
+    n_run = [0] * groups
+    fixed = [0.0] * groups  # sum over a group's running of (prompt + made - since): KV = fixed + n_run x decoded
+    pre_kv = [0] * groups  # KV of a group's prefilling requests (their prompts, regenerated tokens included)
+    first = [-1.0] * prompts
     done = [0.0] * prompts
-    t, arrived, finished, peak, nsteps = 0.0, 0, 0, 0, 0
+    t, arrived, finished, peak, nsteps, preempted = 0.0, 0, 0, 0, 0, 0
 
-    def finish(r: int) -> None:
-        nonlocal finished
+    def kv(g: int) -> float:
+        return fixed[g] + n_run[g] * decoded + pre_kv[g]
+
+    def stop(r: int) -> None:  # leaves the running set (finished or preempted)
         g = home[r]
-        done[r] = t
-        finished += 1
+        active[r] = False
+        n_run[g] -= 1
+        fixed[g] -= reqs[r][0] + made[r] - since[r]
         seqs[g] -= 1
-        reserved[g] -= reqs[r][0] + reqs[r][1]
+
+    def start(r: int) -> None:  # decodes from now on
+        g = home[r]
+        active[r], since[r] = True, decoded
+        n_run[g] += 1
+        fixed[g] += reqs[r][0] + made[r] - decoded
+        order[g].append(r)
+        heapq.heappush(heap, (decoded + reqs[r][1] - made[r], r, version[r]))
 
     while finished < prompts:
         while arrived < prompts and arrival[arrived] <= t + 1e-12:
@@ -173,19 +195,33 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
             arrived += 1
         while waiting:  # FCFS, each to the least loaded group with room (DP load balancing)
             r = waiting[0]
-            need = reqs[r][0] + reqs[r][1]
-            g = min(range(groups), key=lambda i: (seqs[i], reserved[i]))
-            if seqs[g] >= max_seqs or (reserved[g] + need > kv_group and seqs[g]):
+            need = reqs[r][0] + made[r]
+            g = min(range(groups), key=lambda i: (seqs[i], kv(i)))
+            if seqs[g] >= max_seqs or (kv(g) + need + n_run[g] * accept > kv_group and seqs[g]):
                 break  # waits for a finishing request (a lone one is admitted anyway)
             waiting.popleft()
-            home[r], seqs[g], reserved[g] = g, seqs[g] + 1, reserved[g] + need
-            prefilling[g].append([r, reqs[r][0]])
-        if not running and not any(prefilling):
+            home[r] = g
+            seqs[g] += 1
+            pre_kv[g] += need
+            prefilling[g].append([r, need])
+        for g in range(groups):  # a full cache preempts its group's newest running request
+            while n_run[g] > 1 and kv(g) + n_run[g] * accept > kv_group:
+                r = order[g].pop()
+                if not active[r]:
+                    continue
+                stop(r)  # before `made` moves: stop takes back what start added
+                made[r] += int((decoded - since[r]) + 1e-9)
+                version[r] += 1
+                waiting.appendleft(r)
+                preempted += 1
+        if not any(n_run) and not any(prefilling):
+            if arrived == prompts:
+                raise RuntimeError("bench_run: requests wait that nothing can admit")  # a lone one always is
             t = max(t, arrival[arrived])  # idle until the next arrival
             continue
         most, completed = 0, []  # the most prompt tokens one group prefills in this step
         for g in range(groups):
-            free = max(0, chunk - decoding[g]) if mixed else chunk
+            free = max(0, chunk - n_run[g]) if mixed else chunk
             take = 0
             for item in prefilling[g]:
                 if take >= free:
@@ -197,37 +233,50 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
                     completed.append(item[0])
             prefilling[g] = deque(i for i in prefilling[g] if i[1] > 0)
             most = max(most, take)
+        running = sum(n_run)
         if most:  # groups step in lockstep: the busiest group's chunk sets the step; mixed carries the decodes
             dt = steps.prefill(most * groups)
             if mixed and running:
-                dt += steps.decode(len(running))[1]
+                dt += steps.decode(running)[1]
             k = 1 if mixed else 0
             t += dt
             nsteps += 1
-        else:  # decode only: jump to the next finish or arrival
-            dt = steps.decode(len(running))[0]
-            k = max(1, math.ceil((running[0][0] - decoded) / accept - 1e-9))
+        else:  # decode only: jump to the next finish, arrival or full cache
+            while heap and (heap[0][2] != version[heap[0][1]] or not active[heap[0][1]]):
+                heapq.heappop(heap)
+            dt = steps.decode(running)[0]
+            k = max(1, math.ceil((heap[0][0] - decoded) / accept - 1e-9))
             if arrived < prompts:
-                k = max(1, min(k, math.ceil((arrival[arrived] - t) / dt - 1e-9)))
+                k = min(k, max(1, math.ceil((arrival[arrived] - t) / dt - 1e-9)))
+            for g in range(groups):
+                if n_run[g]:
+                    k = min(k, max(1, int((kv_group - kv(g)) / (n_run[g] * accept))))
             t += k * dt
             nsteps += k
         decoded += k * accept
-        while running and running[0][0] <= decoded + 1e-9:
-            r = heapq.heappop(running)[1]
-            decoding[home[r]] -= 1
-            finish(r)
-        for r in completed:  # the prompt's last chunk yields its first token
-            first[r] = t
-            if reqs[r][1] <= 1:
-                finish(r)
+        while heap and heap[0][0] <= decoded + 1e-9:
+            _, r, v = heapq.heappop(heap)
+            if v == version[r] and active[r]:
+                stop(r)
+                done[r] = t
+                finished += 1
+        for r in completed:  # the prompt's last chunk yields a token (the first, or the next after a preemption)
+            g = home[r]
+            pre_kv[g] -= reqs[r][0] + made[r]
+            made[r] += 1
+            if first[r] < 0:
+                first[r] = t
+            if made[r] >= reqs[r][1]:
+                seqs[g] -= 1
+                done[r] = t
+                finished += 1
             else:
-                heapq.heappush(running, (decoded + reqs[r][1] - 1, r))
-                decoding[home[r]] += 1
-        peak = max(peak, len(running))
+                start(r)
+        peak = max(peak, sum(n_run))
     seconds = max(done)
     gpus = layout.gpus
     tpots = [(done[r] - first[r]) / (reqs[r][1] - 1) for r in range(prompts) if reqs[r][1] > 1]
     return RunResult(prompts, seconds, sum(o_ for _, o_ in reqs) / seconds / gpus,
                      sum(i for i, _ in reqs) / seconds / gpus,
                      1e3 * sum(tpots) / max(1, len(tpots)),
-                     1e3 * sum(first[r] - arrival[r] for r in range(prompts)) / prompts, peak, nsteps)
+                     1e3 * sum(first[r] - arrival[r] for r in range(prompts)) / prompts, peak, nsteps, preempted)

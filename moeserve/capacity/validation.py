@@ -77,13 +77,16 @@ def run_case(case: Case, eff: Efficiency = DEFAULT, hw: Hardware | None = None) 
     """(the batch the case runs at: its own, or the largest its rule allows; the model's figure in its unit)."""
     pred = predictor_for(case, eff, hw)
     lay, w, o = case.layout, case.workload, case.options
-    if case.phase == "prefill":
-        return case.batch, pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
-    batch = case.batch or largest_batch(pred, case)
     if case.run:  # the whole run, filling and draining, as the benchmark measured it
         prompts, dist, rate = case.run
         r = bench_run.simulate(pred, lay, w, o, prompts, dist, rate)
-        return batch, 1000 / r.mean_tpot_ms if case.unit == "tok/s/user" else r.output_tokens_per_s_per_gpu
+        batch = case.batch or r.peak_running / lay.gpus  # the run's fullest batch where the case gives none
+        if case.unit == "tok/s/user":
+            return batch, 1000 / r.mean_tpot_ms
+        return batch, r.input_tokens_per_s_per_gpu if case.phase == "prefill" else r.output_tokens_per_s_per_gpu
+    if case.phase == "prefill":
+        return case.batch, pred.prefill(lay, case.batch, w, o).input_tokens_per_s_per_gpu
+    batch = case.batch or largest_batch(pred, case)
     if case.phase == "colocated":
         c = pred.colocated(lay, batch, w, o)
         # a serving benchmark's mean TPOT with prefills sharing the GPUs: the colocated TPOT, stalls included

@@ -65,9 +65,20 @@ def test_a_long_tail_drains_at_a_small_batch(pred):
     assert tail.output_tokens_per_s_per_gpu < 0.8 * fixed.output_tokens_per_s_per_gpu
     longest = max(out for _, out in bench_run.requests(500, W, "exponential"))
     assert tail.seconds > (longest - 1) * bench_run._Steps(pred, LAY, W, o).decode(1)[0]
-    # the KV cache caps what runs at once: a cache of 10 requests' tokens lets 10 in
+
+
+def test_kv_is_taken_on_demand_and_a_full_cache_preempts(pred):
+    o = Options()
+    # a cache of 10 whole requests (prompt + output): 11 prompts and their next tokens fit at first, and as
+    # they grow the newest are preempted and prefilled again later; every request still finishes
     capped = bench_run.simulate(pred, LAY, W, o, 50, kv_tokens=10 * (512 + 64))
-    assert capped.peak_running == 10
+    assert capped.peak_running == 11 and capped.preemptions > 0
+    roomy = bench_run.simulate(pred, LAY, W, o, 50, kv_tokens=10**9)
+    assert roomy.preemptions == 0 and roomy.peak_running == 50 and roomy.seconds < capped.seconds
+    # long outputs: reserving whole outputs would hold 4 at once; on demand many more start
+    long = Workload(100, 2000)
+    r = bench_run.simulate(pred, LAY, long, o, 64, kv_tokens=4 * 2100)
+    assert r.peak_running > 4 * 2100 // (100 + 2000) * 4
 
 
 def test_prefill_modes_differ_as_the_engines_schedule(pred):
