@@ -22,7 +22,8 @@ mean x [1 - R, 1 + R], a random dataset with a range), "exponential" (exponentia
 long tail of chat datasets such as ShareGPT: an assumption, the dataset's own lengths not being
 available here). Lengths are the distribution's quantiles at (k + 0.5) / N, inputs paired with outputs in
 fixed shuffled orders, so a run is deterministic. Arrivals: all at once, or evenly spaced at a rate
-(the benchmarks draw Poisson gaps of the same mean).
+(the benchmarks draw Poisson gaps of the same mean), at most a number in flight when the benchmark caps its
+concurrency (a closed loop: the next prompt is sent when one finishes).
 """
 from __future__ import annotations
 
@@ -131,10 +132,12 @@ class _Steps:
 
 def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: int, dist: str = "fixed",
              request_rate: float | None = None, max_seqs: int = DEFAULT_MAX_SEQS, chunk: int = ENGINE_CHUNK,
-             kv_tokens: int | None = None) -> RunResult:
+             kv_tokens: int | None = None, max_concurrency: int | None = None) -> RunResult:
     """Replay a run of `prompts` requests of mean lengths w.isl / w.osl (distribution `dist`) sent at once
-    (request_rate None) or evenly at request_rate a second; max_seqs and chunk are each scheduler's (one per
-    attention group); kv_tokens: tokens the deployment's KV cache holds (None: from the memory model).
+    (request_rate None) or evenly at request_rate a second, at most max_concurrency in flight (the benchmarks'
+    --max-concurrency: a request waits to be sent until one finishes; None: no cap); max_seqs and chunk are
+    each scheduler's (one per attention group); kv_tokens: tokens the deployment's KV cache holds (None: from
+    the memory model). TTFT counts from when a request is sent, as the benchmarks count it.
 
     KV is taken as the engines take it, on demand: a request is admitted when its prompt and the next step's
     tokens fit, its cache grows a token a step, and when a group's cache is full its newest running request
@@ -149,7 +152,9 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
     if kv_tokens is None:
         kv_tokens = int(pred.decode(layout, 1.0, w, o).memory["kv_tokens_capacity"]) * groups
     kv_group = kv_tokens / groups  # each attention group keeps its own sequences' KV
-    arrival = [0.0 if not request_rate else k / request_rate for k in range(prompts)]
+    arrival = [0.0 if not request_rate else k / request_rate for k in range(prompts)]  # when each may be sent
+    cap = max_concurrency or prompts
+    sent = [0.0] * prompts
     accept = max(1.0, o.mtp_accept)
     mixed = o.prefill == "mixed"
 
@@ -190,7 +195,8 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
         heapq.heappush(heap, (decoded + reqs[r][1] - made[r], r, version[r]))
 
     while finished < prompts:
-        while arrived < prompts and arrival[arrived] <= t + 1e-12:
+        while arrived < prompts and arrival[arrived] <= t + 1e-12 and arrived - finished < cap:
+            sent[arrived] = t
             waiting.append(arrived)
             arrived += 1
         while waiting:  # FCFS, each to the least loaded group with room (DP load balancing)
@@ -215,7 +221,7 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
                 waiting.appendleft(r)
                 preempted += 1
         if not any(n_run) and not any(prefilling):
-            if arrived == prompts:
+            if arrived == prompts or arrived - finished >= cap:
                 raise RuntimeError("bench_run: requests wait that nothing can admit")  # a lone one always is
             t = max(t, arrival[arrived])  # idle until the next arrival
             continue
@@ -246,7 +252,7 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
                 heapq.heappop(heap)
             dt = steps.decode(running)[0]
             k = max(1, math.ceil((heap[0][0] - decoded) / accept - 1e-9))
-            if arrived < prompts:
+            if arrived < prompts and arrived - finished < cap:
                 k = min(k, max(1, math.ceil((arrival[arrived] - t) / dt - 1e-9)))
             for g in range(groups):
                 if n_run[g]:
@@ -279,4 +285,4 @@ def simulate(pred: Predictor, layout: Layout, w: Workload, o: Options, prompts: 
     return RunResult(prompts, seconds, sum(o_ for _, o_ in reqs) / seconds / gpus,
                      sum(i for i, _ in reqs) / seconds / gpus,
                      1e3 * sum(tpots) / max(1, len(tpots)),
-                     1e3 * sum(first[r] - arrival[r] for r in range(prompts)) / prompts, peak, nsteps, preempted)
+                     1e3 * sum(first[r] - sent[r] for r in range(prompts)) / prompts, peak, nsteps, preempted)

@@ -35,6 +35,7 @@ BOUNDS = {
     "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
     "num_prompts": (1, 100_000, True, True), "request_rate": (0, 1e6, False, True), "max_num_seqs": (1, 1_000_000, True, True),
+    "max_concurrency": (1, 1_000_000, True, True),
 }
 
 
@@ -133,6 +134,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "--osl: fixed, uniform:R (mean x [1-R, 1+R]) or exponential (chat datasets such as ShareGPT; "
                    "default fixed)")
     p.add_argument("--request-rate", type=num, help="--num-prompts: requests a second (default: all at once)")
+    p.add_argument("--max-concurrency", type=integer, help="--num-prompts: requests in flight at most, the next sent as "
+                   "one finishes (the benchmarks' --max-concurrency; default: no cap)")
     p.add_argument("--max-num-seqs", type=integer, default=bench_run.DEFAULT_MAX_SEQS, help="--num-prompts: sequences "
                    f"one scheduler runs at most (the engine's --max-num-seqs; default {bench_run.DEFAULT_MAX_SEQS}, vLLM's)")
     p.add_argument("--top", type=integer, default=10, help="rows of the ranked table, 1-1000 (default 10)")
@@ -348,8 +351,10 @@ def _replay(args, pred: Predictor, best: Prediction, w: Workload, o: Options, ba
         return None
     o = replace(o, balancedness=balance(best.layout), offload=False)
     r = bench_run.simulate(pred, best.layout, w, o, args.num_prompts, args.length_dist, args.request_rate,
-                           args.max_num_seqs)
+                           args.max_num_seqs, max_concurrency=args.max_concurrency)
     sent = f"at {args.request_rate:g} a second" if args.request_rate else "at once"
+    if args.max_concurrency:
+        sent += f", at most {args.max_concurrency} in flight"
     return r, (f"a run of {r.prompts} prompts sent {sent} ({args.length_dist} lengths, at most {args.max_num_seqs} "
                f"sequences a scheduler) on the first row: {r.seconds:.1f} s, {r.output_tokens_per_s_per_gpu:,.1f} output "
                f"tok/s a GPU (the steady state above: {best.output_tokens_per_s_per_gpu:,.1f}), mean TPOT "

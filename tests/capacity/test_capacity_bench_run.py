@@ -56,6 +56,12 @@ def test_one_sequence_at_a_time_serialises_the_run(pred):
     spaced = bench_run.simulate(pred, LAY, W, Options(), 4, request_rate=1 / (2 * one.seconds))
     assert spaced.seconds == pytest.approx(6 * one.seconds + one.seconds, rel=1e-6)
     assert spaced.mean_ttft_ms == pytest.approx(one.mean_ttft_ms, rel=1e-6)
+    # one in flight (a closed loop of 1): the same serial run, each TTFT counted from its send
+    loop = bench_run.simulate(pred, LAY, W, Options(), 4, max_concurrency=1)
+    assert loop.seconds == pytest.approx(4 * one.seconds, rel=1e-9)
+    assert loop.mean_ttft_ms == pytest.approx(one.mean_ttft_ms, rel=1e-9) and loop.peak_running == 1
+    # a cap of 8 on 64 prompts never has more than 8 decoding
+    assert bench_run.simulate(pred, LAY, W, Options(), 64, "exponential", max_concurrency=8).peak_running == 8
 
 
 def test_a_long_tail_drains_at_a_small_batch(pred):
@@ -92,15 +98,17 @@ def test_configure_reports_the_run(capsys):
             "--isl", "512", "--osl", "64"]
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["run"] is None
-    assert main([*argv, "--num-prompts", "200", "--length-dist", "uniform:0.5", "--request-rate", "50", "--json"]) == 0
+    assert main([*argv, "--num-prompts", "200", "--length-dist", "uniform:0.5", "--request-rate", "50",
+                 "--max-concurrency", "64", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     run = out["run"]
     assert run["prompts"] == 200 and run["seconds"] > 200 / 50 * 0.99 and run["output_tokens_per_s_per_gpu"] > 0
-    assert any(n.startswith("a run of 200 prompts sent at 50 a second") for n in out["notes"])
+    assert any(n.startswith("a run of 200 prompts sent at 50 a second, at most 64 in flight") for n in out["notes"])
     with pytest.raises(SystemExit) as e:  # argparse's own refusal
         main([*argv, "--length-dist", "zipf"])
     assert e.value.code == 2
-    for bad in (["--num-prompts", "0"], ["--request-rate", "0", "--num-prompts", "5"], ["--max-num-seqs", "0"]):
+    for bad in (["--num-prompts", "0"], ["--request-rate", "0", "--num-prompts", "5"], ["--max-num-seqs", "0"],
+                ["--max-concurrency", "0"]):
         assert main([*argv, *bad]) == 2
     assert "out of range" in capsys.readouterr().err
 
