@@ -325,6 +325,7 @@ def _run(args) -> int:
     replay = _replay(args, pred, best, w, o, balance) if args.num_prompts else None
     if replay:
         notes.append(replay[1])
+        replay = replay if replay[0] else None
     written = []
     if args.emit:
         from moeserve.capacity.emit import emit_files
@@ -344,11 +345,12 @@ def _run(args) -> int:
     return 0
 
 
-def _replay(args, pred: Predictor, best: Prediction, w: Workload, o: Options, balance) -> tuple | None:
-    """(RunResult, a line saying it) for a benchmark run of --num-prompts on the winner; None for a prefill or P/D
-    winner (a run needs one deployment that prefills and decodes)."""
+def _replay(args, pred: Predictor, best: Prediction, w: Workload, o: Options, balance) -> tuple:
+    """(RunResult, a line saying it) for a benchmark run of --num-prompts on the first row; (None, why not) for a
+    prefill or P/D one (a run needs one deployment that prefills and decodes)."""
     if best.phase not in ("colocated", "decode"):
-        return None
+        return None, (f"--num-prompts: the first row is a {best.phase} deployment; a run is replayed on one that "
+                      "prefills and decodes (--phase colocated)")
     o = replace(o, balancedness=balance(best.layout), offload=False)
     r = bench_run.simulate(pred, best.layout, w, o, args.num_prompts, args.length_dist, args.request_rate,
                            args.max_num_seqs, max_concurrency=args.max_concurrency)

@@ -104,6 +104,9 @@ def test_configure_reports_the_run(capsys):
     run = out["run"]
     assert run["prompts"] == 200 and run["seconds"] > 200 / 50 * 0.99 and run["output_tokens_per_s_per_gpu"] > 0
     assert any(n.startswith("a run of 200 prompts sent at 50 a second, at most 64 in flight") for n in out["notes"])
+    assert main([*argv[:5], "prefill", *argv[6:], "--num-prompts", "10", "--json"]) == 0  # no run for a prefill side
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"] is None and any("--num-prompts: the first row is a prefill" in n for n in out["notes"])
     with pytest.raises(SystemExit) as e:  # argparse's own refusal
         main([*argv, "--length-dist", "zipf"])
     assert e.value.code == 2
