@@ -29,6 +29,13 @@ class ModelConfig:
     # a Jinja chat template (a file, read at start-up: engine/model_source.py) that replaces the checkpoint's
     chat_template: str | None = None
     quantization: str = "none"  # QUANTIZATIONS
+    # most alternatives a request's logprobs / prompt_logprobs / top_logprobs may ask for (vLLM's flag and
+    # default); -1: the whole vocabulary
+    max_logprobs: int = 20
+
+    def max_logprobs_for(self, vocab_size: int) -> int:
+        """The bound on a request's alternatives per token, -1 read as the vocabulary."""
+        return vocab_size if self.max_logprobs == -1 else self.max_logprobs
 
     def validate(self) -> None:
         if self.dtype not in VALID_DTYPES:
@@ -37,6 +44,8 @@ class ModelConfig:
             raise ConfigError(f"--quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ConfigError(f"--max-model-len must be >= 1, got {self.max_model_len}")
+        if self.max_logprobs < -1:
+            raise ConfigError(f"--max-logprobs must be -1 (the whole vocabulary) or >= 0, got {self.max_logprobs}")
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,8 @@ class SamplingParams:
     repeats).
     min_tokens: the end-of-sequence and stop_token_ids are masked, and stop strings are not looked
     for, until this many tokens have been generated (vLLM's semantics).
-    logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one).
+    logprobs: None for none, else how many top alternatives to return per token (0 = only the chosen one,
+    -1 = the whole vocabulary); the engine refuses more than its max_logprobs (--max-logprobs, default 20).
     prompt_logprobs: None for none, else the same for every prompt token after the first (vLLM's name
     and semantics): the logprob of the token given the ones before it, from the raw model distribution
     (no penalties, no temperature). A request that asks computes its whole prompt (no prefix-cache hits).
@@ -212,12 +213,10 @@ class SamplingParams:
             bad("top_p", f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.top_k, int) or self.top_k < -1:
             bad("top_k", f"top_k must be -1 (disabled) or a positive integer, got {self.top_k!r}")
-        if self.logprobs is not None and not (isinstance(self.logprobs, int) and 0 <= self.logprobs <= 20):
-            bad("logprobs", f"logprobs must be an integer in [0, 20], got {self.logprobs!r}")
-        if self.prompt_logprobs is not None and not (
-            isinstance(self.prompt_logprobs, int) and 0 <= self.prompt_logprobs <= 20
-        ):
-            bad("prompt_logprobs", f"prompt_logprobs must be an integer in [0, 20], got {self.prompt_logprobs!r}")
+        for name in ("logprobs", "prompt_logprobs"):  # the upper bound is the engine's (--max-logprobs)
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= -1):
+                bad(name, f"{name} must be an integer >= 0, or -1 for the whole vocabulary, got {value!r}")
         for name in ("presence_penalty", "frequency_penalty"):
             if not (-2.0 <= getattr(self, name) <= 2.0):
                 bad(name, f"{name} must be in [-2, 2], got {getattr(self, name)!r}")

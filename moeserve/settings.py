@@ -47,6 +47,7 @@ ENGINE_FLAGS: list[Flag] = [
     Flag("chat_template", "model.chat_template", str, "Jinja chat template that replaces the checkpoint's for /v1/chat/completions, /tokenize and LLM.chat: a file, or the template itself (vLLM's flag); read and checked at start-up"),
     Flag("dtype", "model.dtype", str, "weight and activation dtype: auto (bfloat16 on cuda, float32 on cpu), float32, bfloat16 or float16", choices=VALID_DTYPES),
     Flag("max_model_len", "model.max_model_len", int, "longest prompt + output in tokens (default: the checkpoint's)"),
+    Flag("max_logprobs", "model.max_logprobs", int, "most alternatives per token a request may ask for in logprobs, top_logprobs or prompt_logprobs (vLLM's flag and default); -1: the whole vocabulary, which a request asks for with -1. Each alternative is a JSON entry per token of every choice, so a large bound lets one request ask for a large response"),
     Flag("quantization", "model.quantization", str, "none, or fp8: quantize a BF16/FP16 checkpoint's linear layers and experts at load into e4m3 with 128x128 block scales (the FP8 checkpoints' layout), activations per token and group of 128 at each call; needs a kernel set that runs FP8 weights (--kernels triton; docs/kernels.md)"),
     Flag("block_size", "cache.block_size", int, "tokens per KV-cache block (a power of two)"),
     Flag("kv_cache_blocks", "cache.num_blocks", int, "KV-cache blocks per attention group (overrides --kv-cache-memory-mb)"),

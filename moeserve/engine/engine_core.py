@@ -212,6 +212,9 @@ class EngineCore:
         grammar_pending = grammar_pending and params.structured_outputs is not None
         if params.structured_outputs is not None and not grammar_pending:
             self.compile_grammar(params)
+        if params.logprobs == -1 or params.prompt_logprobs == -1:  # the whole vocabulary (_check_prompt bounds it)
+            params = dataclasses.replace(params, **{name: self.vocab_size for name in ("logprobs", "prompt_logprobs")
+                                                    if getattr(params, name) == -1})
         if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
             # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
@@ -249,6 +252,13 @@ class EngineCore:
             raise RequestError(f"stop_token_ids must lie in [0, {self.vocab_size})", param="stop_token_ids")
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
+        bound = self.config.model.max_logprobs_for(self.vocab_size)
+        for name in ("logprobs", "prompt_logprobs"):
+            asked = getattr(params, name)
+            asked = self.vocab_size if asked == -1 else asked
+            if asked is not None and asked > bound:
+                raise RequestError(f"{name} asks for {asked} alternatives per token and this engine returns at most "
+                                   f"{bound} (max_logprobs, --max-logprobs)", param=name)
 
     def compile_grammar(self, params: SamplingParams) -> None:
         """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400

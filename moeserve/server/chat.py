@@ -77,8 +77,6 @@ def message_bytes(req: Any) -> int:
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
-    if req.top_logprobs is not None and not 0 <= req.top_logprobs <= 20:
-        raise bad_request(f"top_logprobs must be an integer in [0, 20], got {req.top_logprobs}", param="top_logprobs")
     check_messages(req)
 
 
@@ -187,6 +185,7 @@ async def create_chat_completion(request: Request) -> Any:
     common.check_request_fields(req, state)
     prompt_logprobs.check(req, state)
     _refuse_unsupported(req)
+    req.top_logprobs = common.resolve_logprobs(state, req.top_logprobs, "top_logprobs")  # --max-logprobs
     common.check_fan_out(state, req.n, 1)
     tools = tool_request(req, state.config.tool_call_parser)
     constraint, source = structured.request_constraint(req)
@@ -204,7 +203,7 @@ async def create_chat_completion(request: Request) -> Any:
             common.refuse_unfittable(state, len(text.encode()), wanted, param, "messages")
 
     prompt = await common.tokenize(state, render_messages, req, refuse_unfittable, text_bytes=message_bytes(req))
-    prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens)[0]
+    prompt = common.truncate_prompts(state, [prompt], req.truncate_prompt_tokens, req.truncation_side, wanted)[0]
     max_tokens = common.resolve_max_tokens(state, [len(prompt)], wanted, param, "messages")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     plan = plan_output(state.formats, tools, rendered[-1], constraint)

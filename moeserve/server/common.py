@@ -193,13 +193,19 @@ def refuse_unfittable(state: ServerState, text_bytes: int, max_tokens: int | Non
         f"shorten the prompt{f' or lower {param}' if asked else ''}", param=param if asked else prompt_param, code="context_length_exceeded")
 
 
-def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | None) -> list[list[int]]:
-    """vLLM's truncate_prompt_tokens: each prompt's last `keep` tokens (-1: the last max_model_len;
-    None: untouched). Its range is checked by check_request_fields."""
+def truncate_prompts(state: ServerState, prompts: list[list[int]], keep: int | None, side: str | None = None,
+                     max_tokens: int | None = None) -> list[list[int]]:
+    """vLLM's truncate_prompt_tokens: `keep` tokens of each prompt, its last ones unless `side` is
+    "right" (its first ones), or None: untouched. -1 keeps what fits the context with `max_tokens`
+    (None: room for one token, as vLLM's -1 leaves): vLLM's -1 keeps max_model_len - 1 and shortens
+    max_tokens to fit, but moeserve never shortens max_tokens (a prompt that leaves too little room is
+    a 400), so a -1 that kept the whole context always failed. Its range is checked by
+    check_request_fields."""
     if keep is None:
         return prompts
-    keep = state.max_model_len if keep == -1 else keep
-    return [p[-keep:] for p in prompts]
+    if keep == -1:
+        keep = max(1, state.max_model_len - (max_tokens or 1))
+    return [p[:keep] for p in prompts] if side == "right" else [p[-keep:] for p in prompts]
 
 
 def check_request_fields(req: Any, state: ServerState) -> None:
@@ -210,6 +216,23 @@ def check_request_fields(req: Any, state: ServerState) -> None:
                           f"[1, {state.max_model_len}], got {keep}", param="truncate_prompt_tokens")
     if req.stream_options is not None and not req.stream:
         raise bad_request("stream_options can only be given with stream: true", param="stream_options")
+
+
+def resolve_logprobs(state: ServerState, value: int | None, param: str) -> int | None:
+    """A request's alternatives per token (logprobs, top_logprobs, prompt_logprobs): -1 is the whole
+    vocabulary, as in vLLM; more than the server's --max-logprobs is a 400 naming it."""
+    if value is None:
+        return None
+    if value < -1:
+        raise bad_request(f"{param} must be a non-negative integer or -1 (the whole vocabulary), got {value}",
+                          param=param)
+    bound = state.client.config.model.max_logprobs_for(state.vocab_size)
+    asked = state.vocab_size if value == -1 else value
+    if asked > bound:
+        what = f"the whole vocabulary ({asked} tokens)" if value == -1 else str(asked)
+        raise bad_request(f"{param} asks for {what} alternatives per token; this server returns at most {bound} "
+                          f"(--max-logprobs)", param=param)
+    return asked
 
 
 def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
@@ -346,19 +369,24 @@ SSE_DONE = b"data: [DONE]\n\n"
 class StreamChunks:
     """The SSE chunks of one streamed completion or chat completion: one choice per chunk, each with
     `usage: null` when the client asked for `stream_options.include_usage`, and the usage chunk at
-    the end. `fields` is the endpoint's payload ({"text": ...} or {"delta": ...})."""
+    the end. `fields` is the endpoint's payload ({"text": ...} or {"delta": ...}). With
+    `return_token_ids`, a completion choice's first chunk carries its `prompt_token_ids` too, as
+    vLLM's does (the non-streamed choice carries them, and a stream had no way to get them)."""
 
     def __init__(self, req: Any, gen: Generation, obj: str, model: str):
         self.req, self.gen = req, gen
+        self._prompt_ids_due = {c.index for c in gen.choices.values()} if obj == "text_completion" else set()
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
         self.continuous_usage = self.include_usage and req.stream_options.continuous_usage_stats
         self.base = {"id": gen.request_id, "object": obj, "created": created(), "model": model}
 
     def choice(self, choice: Any, fields: dict[str, Any], logprobs: Any = None, finish: str | None = None,
                stop: Any = None, new_ids: list[int] | None = None) -> bytes:
+        with_prompt = choice.index in self._prompt_ids_due
+        self._prompt_ids_due.discard(choice.index)
         body = dict(self.base, choices=[{"index": choice.index, **fields, "logprobs": logprobs, "finish_reason": finish,
                                          "stop_reason": stop,
-                                         **token_ids_fields(self.req, self.gen, choice, new_ids or [], False)}])
+                                         **token_ids_fields(self.req, self.gen, choice, new_ids or [], with_prompt)}])
         if self.continuous_usage:  # vLLM's continuous_usage_stats: this choice's counts so far
             prompt = len(self.gen.prompts[choice.prompt_index])
             body["usage"] = {"prompt_tokens": prompt, "completion_tokens": len(choice.token_ids),

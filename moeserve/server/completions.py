@@ -175,6 +175,7 @@ async def create_completion(request: Request) -> Any:
     req = await common.read_request(request, state, CompletionRequest)
     common.check_model(state, req.model)
     common.check_request_fields(req, state)
+    req.logprobs = common.resolve_logprobs(state, req.logprobs, "logprobs")
     prompt_logprobs.check(req, state)
     _refuse_unsupported(req)
     common.check_fan_out(state, req.n, len(_prompt_list(req.prompt)))
@@ -187,7 +188,8 @@ async def create_completion(request: Request) -> Any:
         prompts = await common.tokenize(state, _prompts, req.prompt, req.add_special_tokens, text_bytes=sum(text_bytes))
     else:
         prompts = _prompts(state, req.prompt)
-    prompts = common.truncate_prompts(state, prompts, req.truncate_prompt_tokens)
+    prompts = common.truncate_prompts(state, prompts, req.truncate_prompt_tokens, req.truncation_side,
+                                     req.max_tokens or None)
     max_tokens = common.resolve_max_tokens(state, [len(p) for p in prompts], req.max_tokens, "max_tokens", "prompt")
     if _echo_only(req):
         if max(len(p) for p in prompts) >= state.max_model_len:

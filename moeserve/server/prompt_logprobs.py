@@ -3,7 +3,7 @@
 Request: `prompt_logprobs: k` scores every prompt token after the first with its logprob given the
 tokens before it, its rank and the k most likely tokens at that position (the raw model distribution:
 no penalties, no temperature). As in vLLM: an integer, -1 meaning the whole vocabulary, at most
-MAX_PROMPT_LOGPROBS (vLLM's default --max-logprobs; -1 is always more), and none with `stream: true`
+the server's --max-logprobs (default 20, vLLM's), and none with `stream: true`
 unless it is 0 (a stream carries no prompt logprobs: vLLM accepts 0 there and returns nothing).
 Implied: a completion's `echo` with `logprobs: k`, and a chat's `echo` with `top_logprobs: k`, ask
 for k (vLLM's defaults when the field is absent).
@@ -23,22 +23,12 @@ from moeserve.server import common
 from moeserve.server.api_errors import bad_request
 from moeserve.server.common import ServerState
 
-MAX_PROMPT_LOGPROBS = 20  # SamplingParams' bound, vLLM's default --max-logprobs
-
-
 def check(req: Any, state: ServerState) -> None:
-    """400s naming prompt_logprobs: a negative count other than -1, more than the server returns,
-    or a count with `stream: true`."""
-    k = req.prompt_logprobs
+    """400s naming prompt_logprobs: a negative count other than -1, more than the server returns
+    (--max-logprobs), or a count with `stream: true`. -1 is replaced by the vocabulary's size."""
+    k = req.prompt_logprobs = common.resolve_logprobs(state, req.prompt_logprobs, "prompt_logprobs")
     if k is None:
         return
-    if k < -1:
-        raise bad_request(f"prompt_logprobs must be a non-negative integer or -1 (the whole vocabulary), got {k}",
-                          param="prompt_logprobs")
-    if k == -1 or k > MAX_PROMPT_LOGPROBS:
-        asked = f"the whole vocabulary ({state.vocab_size} tokens)" if k == -1 else str(k)
-        raise bad_request(f"prompt_logprobs asks for {asked} alternatives per prompt token; this server returns at "
-                          f"most {MAX_PROMPT_LOGPROBS}", param="prompt_logprobs")
     if req.stream and k > 0:
         raise bad_request("prompt_logprobs are not available with stream: true (as in vLLM); send the request "
                           "without stream, or prompt_logprobs 0", param="prompt_logprobs")

@@ -60,6 +60,8 @@ UNSERVED_FIELDS = {
     "structural_tag": "structural tags are not served",
     "guided_decoding_backend": "the grammar engine is xgrammar, always",
     "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
+    # without it, the top `logprobs` alternatives would come back in place of the tokens asked for
+    "logprob_token_ids": "logprobs returns the most likely alternatives",
     "use_beam_search": "beam search",
     "logits_processors": "custom logits processors", "prompt_embeds": "prompt embeddings",
     # vLLM refuses it too unless started with --trust-request-chat-template: a template is code
@@ -150,6 +152,7 @@ class _Sampling(_Strict):
     structured_outputs: Any = None  # vLLM's: {"json" | "regex" | "choice" | "grammar" | "json_object": ...}
     # vLLM's: keep only the prompt's last k tokens (-1: the last max_model_len); checked in common.py
     truncate_prompt_tokens: WholeInt | None = None
+    truncation_side: Literal["left", "right"] | None = None  # vLLM's: which end truncation cuts (default left)
     # vLLM's: score the prompt's tokens (k alternatives each); checked in server/prompt_logprobs.py
     prompt_logprobs: WholeInt | None = None
     # vLLM's prefill/decode split, as vllm-router sends it; checked in server/kv_params.py
@@ -177,7 +180,8 @@ Prompt = Annotated[
 
 class CompletionRequest(_Sampling):
     prompt: Prompt
-    max_tokens: WholeInt | None = 16
+    # null is the default, 16, as in OpenAI's legacy API and vLLM (chat's null is the rest of the context)
+    max_tokens: WholeInt = 16
     logprobs: WholeInt | None = None
     echo: bool = False
     best_of: WholeInt | None = None

@@ -102,4 +102,4 @@ def test_prompt_logprobs_through_two_ranks(mixtral):
 
 def test_prompt_logprobs_is_validated():
     with pytest.raises(ValueError, match="prompt_logprobs"):
-        SamplingParams(prompt_logprobs=21)
+        SamplingParams(prompt_logprobs=-2)  # the upper bound is the engine's --max-logprobs (tests/server)
