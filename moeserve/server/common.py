@@ -156,7 +156,7 @@ def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: i
     if max_tokens is None or max_tokens >= 1:  # 0: echo scoring only, which the engine checks
         too_long = context_length_error(state.max_model_len, longest, max_tokens, param, prompt_param)
         if too_long is not None:
-            raise bad_request(too_long.message, param=too_long.param)
+            raise bad_request(too_long.message, param=too_long.param, code=too_long.code)
     return state.max_model_len - longest if max_tokens is None else max_tokens
 
 

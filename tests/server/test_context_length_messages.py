@@ -30,3 +30,13 @@ def test_a_max_tokens_no_prompt_could_leave_room_for_names_only_max_tokens():
         assert err["code"] == "context_length_exceeded"
         assert f"{field} asks for 100000000" in err["message"] and err["message"].endswith(f"lower {field}")
         assert "shorten the prompt" not in err["message"] and "bytes" not in err["message"], err["message"]
+
+
+def test_token_prompts_that_do_not_fit_carry_the_context_length_code():
+    """OpenAI's code for it: a text prompt refused from its byte length had it, a prompt refused once
+    tokenized (token ids, or text that tokenized longer) had code null."""
+    fills, asks_more = post(("/v1/completions", {"prompt": [5] * 1000, "max_tokens": 1}),
+                            ("/v1/completions", {"prompt": [5] * 990, "max_tokens": 20}))
+    check_error(fills, 400, "prompt")
+    check_error(asks_more, 400, "max_tokens")
+    assert fills.json()["error"]["code"] == asks_more.json()["error"]["code"] == "context_length_exceeded"
