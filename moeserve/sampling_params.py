@@ -130,6 +130,9 @@ class SamplingParams:
     logit_bias: token id -> a value in [-100, 100] added to that token's logit before sampling
     (OpenAI semantics: -100 in effect bans the token, +100 in effect forces it). It applies with
     the penalties, so logprobs see it too; the engine checks the ids against the vocabulary.
+    allowed_token_ids: None, or the only token ids the request may produce (vLLM's): every other
+    token's logit is -inf after logit_bias, so logprobs see the restricted distribution too. It
+    cannot be combined with structured_outputs (the two masks could leave no token).
     """
 
     n: int = 1
@@ -153,6 +156,7 @@ class SamplingParams:
     min_p: float = 0.0
     min_tokens: int = 0
     structured_outputs: StructuredOutputsParams | None = None
+    allowed_token_ids: list[int] | None = None
     # set by the engine from the checkpoint (generation_config / tokenizer), not by callers: the ids
     # that end a request unless ignore_eos; min_tokens masks them
     eos_token_ids: list[int] = field(default_factory=list)
@@ -169,6 +173,8 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.eos_token_ids = list(self.eos_token_ids or [])
+        if isinstance(self.allowed_token_ids, tuple):
+            self.allowed_token_ids = list(self.allowed_token_ids)
         if isinstance(self.structured_outputs, dict):
             try:
                 self.structured_outputs = StructuredOutputsParams(**self.structured_outputs)
@@ -244,6 +250,15 @@ class SamplingParams:
         if self.seed is not None and not (isinstance(self.seed, int) and -(2**63) <= self.seed < 2**64):
             # what a torch generator takes (and the server's API): a signed or unsigned 64-bit seed
             bad("seed", f"seed must be an integer in [-2**63, 2**64 - 1], got {self.seed!r}")
+        if self.allowed_token_ids is not None:
+            ids = self.allowed_token_ids
+            if not isinstance(ids, list) or not ids:
+                bad("allowed_token_ids", "allowed_token_ids must be a non-empty list of token ids (None allows every token)")
+            if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < 2**63 for t in ids):
+                bad("allowed_token_ids", "allowed_token_ids must hold non-negative vocabulary ids")
+            if self.structured_outputs is not None:
+                bad("allowed_token_ids", "allowed_token_ids cannot be combined with a structured output: the grammar "
+                                         "and the list could leave no token to sample")
         if self.logit_bias and len(self.logit_bias) > MAX_LOGIT_BIAS_ENTRIES:
             bad("logit_bias", f"logit_bias takes at most {MAX_LOGIT_BIAS_ENTRIES} token ids, got {len(self.logit_bias)}")
         for token, value in (self.logit_bias or {}).items():

@@ -252,6 +252,8 @@ class EngineCore:
             raise RequestError(f"stop_token_ids must lie in [0, {self.vocab_size})", param="stop_token_ids")
         if params.logit_bias and max(params.logit_bias) >= self.vocab_size:
             raise RequestError(f"logit_bias token ids must lie in [0, {self.vocab_size})", param="logit_bias")
+        if params.allowed_token_ids and max(params.allowed_token_ids) >= self.vocab_size:
+            raise RequestError(f"allowed_token_ids must lie in [0, {self.vocab_size})", param="allowed_token_ids")
         bound = self.config.model.max_logprobs_for(self.vocab_size)
         for name in ("logprobs", "prompt_logprobs"):
             asked = getattr(params, name)

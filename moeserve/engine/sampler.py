@@ -9,7 +9,7 @@ Order of processing, per row (Hugging Face's order for the warpers):
      divided by it when positive, multiplied when negative), presence/frequency penalties (OpenAI
      semantics, over the tokens this sampler produced for the request:
      `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
-     (`logit[t] += bias[t]`), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
+     (`logit[t] += bias[t]`), then `allowed_token_ids` (every other token at -inf), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
      while fewer than min_tokens tokens were produced, unless that leaves no token: a grammar
      that is complete allows only the end);
   2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
@@ -53,6 +53,7 @@ class _RequestState:
     seen: torch.Tensor | None = None  # [V] bool: in the prompt or produced; only with a repetition penalty
     num_sampled: int = 0  # tokens produced so far; counted while min_tokens needs it
     bias: tuple[torch.Tensor, torch.Tensor] | None = None  # logit_bias as ([B] int64 ids, [B] fp32) on the device
+    allowed: torch.Tensor | None = None  # allowed_token_ids as a [V] bool mask on the device
 
     def bias_tensors(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """The request's logit_bias as device tensors, built on first use (not every step: up to
@@ -61,6 +62,14 @@ class _RequestState:
             bias = self.params.logit_bias or {}
             self.bias = (to_device(list(bias), torch.int64, device), to_device(list(bias.values()), torch.float32, device))
         return self.bias
+
+    def allowed_mask(self, vocab: int, device: torch.device) -> torch.Tensor:
+        """[vocab] bool, True at the request's allowed_token_ids; built on first use."""
+        if self.allowed is None or self.allowed.device != device:
+            allowed = torch.zeros(vocab, dtype=torch.bool, device=device)
+            allowed[to_device(self.params.allowed_token_ids or [], torch.int64, device)] = True
+            self.allowed = allowed
+        return self.allowed
 
     @property
     def greedy(self) -> bool:
@@ -87,8 +96,9 @@ class _RequestState:
 
     @property
     def shaped(self) -> bool:
-        """Its logits change before sampling (penalties, a logit bias or the min_tokens mask)."""
-        return self.penalized or self.repeats_penalized or bool(self.params.logit_bias) or self.masked
+        """Its logits change before sampling (penalties, a logit bias, allowed_token_ids or the min_tokens mask)."""
+        return (self.penalized or self.repeats_penalized or bool(self.params.logit_bias)
+                or self.params.allowed_token_ids is not None or self.masked)
 
 
 @dataclass
@@ -261,14 +271,22 @@ class Sampler:
 
     @staticmethod
     def _bias(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
-        """logits + each row's logit_bias (a new tensor when any row has one)."""
+        """logits + each row's logit_bias, then -inf outside its allowed_token_ids: what shapes a row
+        the same at every position (a new tensor when any row has either)."""
         biased = [(i, s.bias_tensors(logits.device)) for i, s in enumerate(states) if s.params.logit_bias]
-        if not biased:
-            return logits
-        rows = torch.cat([torch.full_like(cols, i) for i, (cols, _) in biased])
-        cols = torch.cat([cols for _, (cols, _) in biased])
-        values = torch.cat([values for _, (_, values) in biased]).to(logits.dtype)
-        return logits.index_put((rows, cols), values, accumulate=True)
+        if biased:
+            rows = torch.cat([torch.full_like(cols, i) for i, (cols, _) in biased])
+            cols = torch.cat([cols for _, (cols, _) in biased])
+            values = torch.cat([values for _, (_, values) in biased]).to(logits.dtype)
+            logits = logits.index_put((rows, cols), values, accumulate=True)
+        limited = [i for i, s in enumerate(states) if s.params.allowed_token_ids is not None]
+        if limited:
+            V = logits.shape[1]
+            index = to_device(limited, torch.int64, logits.device)
+            keep = torch.stack([states[i].allowed_mask(V, logits.device) for i in limited])  # [A, V]
+            masked = torch.where(keep, logits[index], torch.full((), float("-inf"), dtype=logits.dtype, device=logits.device))
+            logits = logits.index_copy(0, index, masked)
+        return logits
 
     def _sample_random(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         """logits: [R, V] fp32 penalized. Returns [R] int64 token ids."""

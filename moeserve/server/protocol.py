@@ -59,7 +59,7 @@ UNSERVED_FIELDS = {
                                  "chooses between none and any",
     "structural_tag": "structural tags are not served",
     "guided_decoding_backend": "the grammar engine is xgrammar, always",
-    "allowed_token_ids": "logit_bias can steer tokens", "bad_words": "logit_bias can ban tokens",
+    "bad_words": "logit_bias can ban tokens",
     # without it, the top `logprobs` alternatives would come back in place of the tokens asked for
     "logprob_token_ids": "logprobs returns the most likely alternatives",
     "use_beam_search": "beam search",
@@ -146,6 +146,7 @@ class _Sampling(_Strict):
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     logit_bias: dict[str, float] | None = None
+    allowed_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None  # vLLM's: the only tokens to produce
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
     response_format: ResponseFormat | None = None

@@ -391,3 +391,43 @@ def test_every_64_bit_seed_is_taken():
     for seed in (-(2**63), -1, 0, 2**64 - 1):
         assert SamplingParams(seed=seed).seed == seed
     assert SamplingParams(temperature=0, top_p=1, presence_penalty=1).greedy  # ints are numbers
+
+
+def test_allowed_token_ids_leave_only_those_tokens_greedy_random_and_in_logprobs():
+    """vLLM's allowed_token_ids: every other token at -inf, after logit_bias; logprobs see the
+    restricted distribution; a row without it is untouched."""
+    torch.manual_seed(3)
+    base = torch.randn(V)
+    allowed = [4, 9, 31]
+    best = max(allowed, key=lambda t: float(base[t]))
+    s = sampler_with(g=SamplingParams(temperature=0.0, allowed_token_ids=allowed, logprobs=3),
+                     r=SamplingParams(temperature=1.0, seed=1, allowed_token_ids=allowed),
+                     b=SamplingParams(temperature=0.0, allowed_token_ids=allowed, logit_bias={31: 100.0}),
+                     plain=SamplingParams(temperature=0.0))
+    ref_lp = [math.log(p) if p else -math.inf for p in
+              ref_softmax([float(base[t]) if t in allowed else -math.inf for t in range(V)])]
+    for _ in range(20):
+        g, r, b, plain = s.sample(torch.stack([base] * 4), ["g", "r", "b", "plain"])
+        assert g.token_id == best and g.logprob == pytest.approx(ref_lp[best], abs=1e-5)
+        assert {t for t, _ in g.top_logprobs} == set(allowed)
+        assert r.token_id in allowed
+        assert b.token_id == 31
+        assert plain.token_id == int(base.argmax())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(allowed_token_ids=[]), "non-empty"), (dict(allowed_token_ids=[-1]), "non-negative"),
+    (dict(allowed_token_ids=[True]), "non-negative"),
+    (dict(allowed_token_ids=[1], structured_outputs={"regex": "a+"}), "structured output"),
+])
+def test_allowed_token_ids_are_validated(kwargs, message):
+    with pytest.raises(SamplingParamsError, match=message) as e:
+        SamplingParams(**kwargs)
+    assert e.value.param == "allowed_token_ids"
+
+
+def test_allowed_token_ids_survive_the_wire():
+    from moeserve.sampling_params import params_to_plain
+
+    p = SamplingParams(allowed_token_ids=(3, 5))
+    assert SamplingParams(**params_to_plain(p)) == p and p.allowed_token_ids == [3, 5]

@@ -85,6 +85,19 @@ def test_logprob_token_ids_is_refused_not_ignored(server):
     assert post(server, C, {"prompt": "Hello", "max_tokens": 2, "logprob_token_ids": None}).status_code == 200
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_allowed_token_ids_are_the_only_tokens_produced(server, stream):
+    """vLLM's allowed_token_ids (it was refused): greedy or sampled, every token is one of them."""
+    allowed = [101, 202, 303]
+    for path, body in ((C, {"prompt": "Hello"}), (CHAT, {"messages": [{"role": "user", "content": "hi"}]})):
+        r = post(server, path, dict(body, max_tokens=6, temperature=1, seed=3, ignore_eos=True, return_token_ids=True,
+                                    allowed_token_ids=allowed, stream=stream))
+        assert r.status_code == 200, r.text
+        chunks = _events(r) if stream else [r.json()]
+        ids = [t for e in chunks for c in e["choices"] for t in c.get("token_ids") or []]
+        assert len(ids) == 6 and set(ids) <= set(allowed), ids
+
+
 @pytest.mark.parametrize("path,body,param", [
     (C, {"prompt": "hi", "logprobs": 21}, "logprobs"),
     (C, {"prompt": "hi", "logprobs": -1}, "logprobs"),

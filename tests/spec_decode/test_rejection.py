@@ -120,3 +120,19 @@ def test_sampler_verify_mixes_greedy_random_and_plain_requests():
     assert 1 <= len(by["r"]) <= 2 and len(by["p"]) == 1 and len(by["x"]) == 1
     assert [s.request_id for s in out] == ["g"] * 3 + ["r"] * len(by["r"]) + ["p", "x"]
     assert sampler.states(["g"])[0].num_sampled == 3
+
+
+def test_a_draft_outside_allowed_token_ids_is_rejected():
+    """allowed_token_ids shape every row alike, so drafts are verified against the restricted rows:
+    a draft the list forbids is never emitted, and the token after it is the allowed argmax."""
+    V = 8
+    sampler = Sampler(seed=3)
+    sampler.add(NewRequest("a", SamplingParams(temperature=0.0, allowed_token_ids=[1, 2])))
+    sampler.add(NewRequest("r", SamplingParams(temperature=1.0, seed=2, allowed_token_ids=[5])))
+    torch.manual_seed(1)
+    logits = torch.randn(3 + 2, V)
+    logits[:, 6] = 10.0  # the unrestricted favourite everywhere, and both requests' draft
+    out = sample_drafted(sampler, logits, ["a", "r"], [[6, 6], [6]])
+    a = [s.token_id for s in out if s.request_id == "a"]
+    assert a == [1 if logits[0, 1] > logits[0, 2] else 2]
+    assert [s.token_id for s in out if s.request_id == "r"] == [5]
