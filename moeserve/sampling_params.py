@@ -13,6 +13,9 @@ MAX_LOGIT_BIAS = 100.0  # OpenAI's range for a logit_bias value: [-100, 100]
 # engine and per row in every decode step; a whole vocabulary (130k entries, a 1.7 MB body) held the
 # server's event loop for seconds per choice. +100 on a few ids steers to them, -100 bans a few.
 MAX_LOGIT_BIAS_ENTRIES = 1024
+# token sequences of one request's bad_words (each word tokenized with and without a leading space):
+# vLLM's bound (VLLM_MAX_NUM_BAD_WORDS); each is compared with the output's tail at every step
+MAX_BAD_WORD_SEQUENCES = 128
 MAX_N = 128  # choices one request may ask for (`n`)
 
 
@@ -133,6 +136,10 @@ class SamplingParams:
     allowed_token_ids: None, or the only token ids the request may produce (vLLM's): every other
     token's logit is -inf after logit_bias, so logprobs see the restricted distribution too. It
     cannot be combined with structured_outputs (the two masks could leave no token).
+    bad_words: words the output must not contain (vLLM's): the engine tokenizes each as it starts a text
+    and after a space (`bad_words_token_ids`), and the sampler bans a sequence's last token whenever the
+    output so far ends with the tokens before it (a one-token word is banned everywhere). Like vLLM's,
+    it bans these tokenizations only: the same text spelled with other tokens passes.
     """
 
     n: int = 1
@@ -157,6 +164,9 @@ class SamplingParams:
     min_tokens: int = 0
     structured_outputs: StructuredOutputsParams | None = None
     allowed_token_ids: list[int] | None = None
+    bad_words: list[str] = field(default_factory=list)
+    # set by the engine from bad_words and its tokenizer, not by callers
+    bad_words_token_ids: list[list[int]] = field(default_factory=list)
     # set by the engine from the checkpoint (generation_config / tokenizer), not by callers: the ids
     # that end a request unless ignore_eos; min_tokens masks them
     eos_token_ids: list[int] = field(default_factory=list)
@@ -173,6 +183,10 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.eos_token_ids = list(self.eos_token_ids or [])
+        if self.bad_words is not None and not isinstance(self.bad_words, (list, tuple)):  # list("ab") is two words
+            raise SamplingParamsError(f"bad_words must be a list of strings, got {self.bad_words!r}", "bad_words")
+        self.bad_words = list(self.bad_words or [])
+        self.bad_words_token_ids = [list(seq) for seq in self.bad_words_token_ids or []]
         if isinstance(self.allowed_token_ids, tuple):
             self.allowed_token_ids = list(self.allowed_token_ids)
         if isinstance(self.structured_outputs, dict):
@@ -259,6 +273,10 @@ class SamplingParams:
             if self.structured_outputs is not None:
                 bad("allowed_token_ids", "allowed_token_ids cannot be combined with a structured output: the grammar "
                                          "and the list could leave no token to sample")
+        if any(not isinstance(w, str) or not w.strip() for w in self.bad_words):
+            bad("bad_words", "bad_words must be a list of non-empty strings")
+        if len(self.bad_words) > MAX_BAD_WORD_SEQUENCES:
+            bad("bad_words", f"bad_words takes at most {MAX_BAD_WORD_SEQUENCES} words, got {len(self.bad_words)}")
         if self.logit_bias and len(self.logit_bias) > MAX_LOGIT_BIAS_ENTRIES:
             bad("logit_bias", f"logit_bias takes at most {MAX_LOGIT_BIAS_ENTRIES} token ids, got {len(self.logit_bias)}")
         for token, value in (self.logit_bias or {}).items():

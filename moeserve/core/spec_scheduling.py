@@ -64,6 +64,8 @@ def may_draft(req: Request) -> bool:
         return False
     if p.structured_outputs is not None:  # its grammar would have to accept the drafts to mask their rows
         return False
+    if p.bad_words_token_ids:  # which tokens are banned depends on the output before each row
+        return False
     return req.num_output_tokens >= p.min_tokens
 
 

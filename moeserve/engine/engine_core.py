@@ -34,7 +34,7 @@ from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import RequestError
 from moeserve.kv_transfer.params import PARAM, KvTransfer
 from moeserve.outputs import RequestOutput
-from moeserve.sampling_params import SamplingParams
+from moeserve.sampling_params import MAX_BAD_WORD_SEQUENCES, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +215,8 @@ class EngineCore:
         if params.logprobs == -1 or params.prompt_logprobs == -1:  # the whole vocabulary (_check_prompt bounds it)
             params = dataclasses.replace(params, **{name: self.vocab_size for name in ("logprobs", "prompt_logprobs")
                                                     if getattr(params, name) == -1})
+        if params.bad_words:
+            params = dataclasses.replace(params, bad_words_token_ids=self._bad_words_token_ids(params.bad_words))
         if params.min_tokens or params.structured_outputs is not None:  # the sampler masks these until
             # min_tokens are out; a grammar allows them where it may end
             params = dataclasses.replace(params, eos_token_ids=sorted(self.eos_token_ids))
@@ -261,6 +263,25 @@ class EngineCore:
             if asked is not None and asked > bound:
                 raise RequestError(f"{name} asks for {asked} alternatives per token and this engine returns at most "
                                    f"{bound} (max_logprobs, --max-logprobs)", param=name)
+
+    def _bad_words_token_ids(self, words: list[str]) -> list[list[int]]:
+        """vLLM's tokenizations of bad words: each as it starts a text and, where that is other tokens
+        of the same count, after a space (as it follows a word)."""
+        if self.tokenizer is None:
+            raise RequestError("bad_words need a tokenizer and this checkpoint has none", param="bad_words")
+        out: list[list[int]] = []
+        for word in words:
+            alone = self.tokenizer.encode(word.lstrip(), add_special_tokens=False)
+            spaced = self.tokenizer.encode(" " + word.lstrip(), add_special_tokens=False)
+            if not alone:
+                raise RequestError(f"bad word {word[:40]!r} has no tokens", param="bad_words")
+            out.append(alone)
+            if spaced and spaced[0] != alone[0] and len(spaced) == len(alone):
+                out.append(spaced)
+        if len(out) > MAX_BAD_WORD_SEQUENCES:
+            raise RequestError(f"bad_words are {len(out)} token sequences (each word alone and after a space); "
+                               f"at most {MAX_BAD_WORD_SEQUENCES} are allowed", param="bad_words")
+        return out
 
     def compile_grammar(self, params: SamplingParams) -> None:
         """Compiles the request's constraint (cached by xgrammar): what cannot be enforced is a 400

@@ -9,7 +9,8 @@ Order of processing, per row (Hugging Face's order for the warpers):
      divided by it when positive, multiplied when negative), presence/frequency penalties (OpenAI
      semantics, over the tokens this sampler produced for the request:
      `logit[t] -= frequency * count[t] + presence * (count[t] > 0)`), then `logit_bias`
-     (`logit[t] += bias[t]`), then `allowed_token_ids` (every other token at -inf), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
+     (`logit[t] += bias[t]`), then `allowed_token_ids` (every other token at -inf), then `bad_words` (a bad word's last
+     token at -inf where the output ends with the tokens before it), then the min_tokens mask (end-of-sequence and stop_token_ids at -inf
      while fewer than min_tokens tokens were produced, unless that leaves no token: a grammar
      that is complete allows only the end);
   2. logprobs are read here, from log_softmax of the penalized logits: the model's distribution
@@ -54,6 +55,9 @@ class _RequestState:
     num_sampled: int = 0  # tokens produced so far; counted while min_tokens needs it
     bias: tuple[torch.Tensor, torch.Tensor] | None = None  # logit_bias as ([B] int64 ids, [B] fp32) on the device
     allowed: torch.Tensor | None = None  # allowed_token_ids as a [V] bool mask on the device
+    # bad_words: the output's last tokens, [W] int64 on the device (-1 before any), W the longest
+    # bad word's prefix; updated on the device from each sampled id, never read back
+    recent: torch.Tensor | None = None
 
     def bias_tensors(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """The request's logit_bias as device tensors, built on first use (not every step: up to
@@ -96,9 +100,17 @@ class _RequestState:
 
     @property
     def shaped(self) -> bool:
-        """Its logits change before sampling (penalties, a logit bias, allowed_token_ids or the min_tokens mask)."""
+        """Its logits change before sampling (penalties, a logit bias, allowed_token_ids, bad words or
+        the min_tokens mask)."""
         return (self.penalized or self.repeats_penalized or bool(self.params.logit_bias)
-                or self.params.allowed_token_ids is not None or self.masked)
+                or self.params.allowed_token_ids is not None or bool(self.params.bad_words_token_ids) or self.masked)
+
+    def recent_tokens(self, device: torch.device) -> torch.Tensor:
+        """[W] int64: the output's last W tokens, -1 where there are fewer (bad_words' prefixes)."""
+        if self.recent is None:
+            width = max(len(seq) for seq in self.params.bad_words_token_ids) - 1
+            self.recent = torch.full((width,), -1, dtype=torch.int64, device=device)
+        return self.recent
 
 
 @dataclass
@@ -197,7 +209,8 @@ class Sampler:
         if all(s.greedy and not s.shaped and s.params.logprobs is None for s in states):
             self._sampled(states)
             return SampledBatch(request_ids, logits.argmax(dim=-1))
-        logits = self._mask_min_tokens(self._bias(self._penalize(self._penalize_repeats(logits, states), states), states), states)
+        shaped = self._bias(self._penalize(self._penalize_repeats(logits, states), states), states)
+        logits = self._mask_min_tokens(self._ban_bad_words(shaped, states), states)
         tokens = logits.argmax(dim=-1)  # [S]; random rows are overwritten below
         random_rows = [i for i, s in enumerate(states) if not s.greedy]
         if random_rows:
@@ -258,6 +271,33 @@ class Sampler:
         empty = torch.isneginf(masked).all(dim=-1, keepdim=True)
         return torch.where(empty, logits, masked)
 
+    @staticmethod
+    def _ban_bad_words(logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
+        """-inf at each bad word's last token in the rows whose output ends with the tokens before it
+        (a one-token word: always), compared on the device. A row it would leave without a token is
+        left as it was, as the min_tokens mask does."""
+        rows = [i for i, s in enumerate(states) if s.params.bad_words_token_ids]
+        if not rows:
+            return logits
+        device = logits.device
+        index_rows, index_cols, hits = [], [], []
+        for i in rows:
+            s = states[i]
+            recent = s.recent_tokens(device)
+            for seq in s.params.bad_words_token_ids:
+                prefix = seq[:-1]
+                index_rows.append(i)
+                index_cols.append(seq[-1])
+                if prefix:
+                    hits.append((recent[len(recent) - len(prefix):] == to_device(prefix, torch.int64, device)).all())
+                else:
+                    hits.append(torch.ones((), dtype=torch.bool, device=device))
+        penalty = torch.where(torch.stack(hits), float("-inf"), 0.0).to(logits.dtype)
+        index = (to_device(index_rows, torch.int64, device), to_device(index_cols, torch.int64, device))
+        banned = logits.index_put(index, penalty, accumulate=True)  # duplicates add: a ban is never undone
+        empty = torch.isneginf(banned).all(dim=-1, keepdim=True)
+        return torch.where(empty, logits, banned)
+
     def _penalize(self, logits: torch.Tensor, states: list[_RequestState]) -> torch.Tensor:
         rows = [i for i, s in enumerate(states) if s.penalized and s.counts is not None]
         if not rows:
@@ -310,6 +350,9 @@ class Sampler:
         """Each row's sampled id into its seen / counts tensors [vocab], on the device (no read back)."""
         for i, s in enumerate(states):
             t = tokens[i : i + 1]
+            if s.params.bad_words_token_ids:
+                recent = s.recent_tokens(tokens.device)
+                s.recent = torch.cat([recent[1:], t]) if len(recent) else recent
             if s.seen is not None:
                 s.seen.index_fill_(0, t, True)
             if s.penalized:

@@ -277,6 +277,7 @@ def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_
             skip_special_tokens=req.skip_special_tokens,
             logit_bias=req.logit_bias,
             allowed_token_ids=req.allowed_token_ids,
+            bad_words=req.bad_words or [],
             repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
             min_p=req.min_p or 0.0,
             min_tokens=req.min_tokens or 0,

@@ -59,7 +59,6 @@ UNSERVED_FIELDS = {
                                  "chooses between none and any",
     "structural_tag": "structural tags are not served",
     "guided_decoding_backend": "the grammar engine is xgrammar, always",
-    "bad_words": "logit_bias can ban tokens",
     # without it, the top `logprobs` alternatives would come back in place of the tokens asked for
     "logprob_token_ids": "logprobs returns the most likely alternatives",
     "use_beam_search": "beam search",
@@ -147,6 +146,7 @@ class _Sampling(_Strict):
     include_stop_str_in_output: bool = False
     logit_bias: dict[str, float] | None = None
     allowed_token_ids: list[Annotated[int, Field(ge=0, le=_MAX_INT)]] | None = None  # vLLM's: the only tokens to produce
+    bad_words: list[str] | None = None  # vLLM's: words the output must not contain (SamplingParams.bad_words)
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: choices carry token_ids and prompt_token_ids
     response_format: ResponseFormat | None = None

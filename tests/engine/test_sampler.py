@@ -431,3 +431,39 @@ def test_allowed_token_ids_survive_the_wire():
 
     p = SamplingParams(allowed_token_ids=(3, 5))
     assert SamplingParams(**params_to_plain(p)) == p and p.allowed_token_ids == [3, 5]
+
+
+def test_bad_words_ban_a_last_token_only_after_its_prefix():
+    """vLLM's bad_words semantics on token sequences: a one-token word is banned at every step; a
+    longer one's last token only where the output so far ends with the tokens before it."""
+    base = torch.zeros(V)
+    base[7], base[8], base[9] = 3.0, 2.0, 1.0  # greedy favourites: 7, then 8, then 9
+    s = sampler_with(w=SamplingParams(temperature=0.0, bad_words_token_ids=[[7]]),
+                     m=SamplingParams(temperature=0.0, bad_words_token_ids=[[3, 8, 7]]),
+                     plain=SamplingParams(temperature=0.0))
+    w, m, plain = s.sample(torch.stack([base] * 3), ["w", "m", "plain"])
+    assert (w.token_id, m.token_id, plain.token_id) == (8, 7, 7)  # m's output does not end with 3, 8
+    forced = base.clone()
+    forced[3] = 10.0
+    out = s.sample(torch.stack([base, forced, base]), ["w", "m", "plain"])
+    assert out[1].token_id == 3
+    forced = base.clone()
+    forced[8] = 10.0
+    assert s.sample(torch.stack([base, forced, base]), ["w", "m", "plain"])[1].token_id == 8
+    assert s.sample(torch.stack([base] * 3), ["w", "m", "plain"])[1].token_id == 8  # 3, 8 then 7: banned
+    assert s.sample(torch.stack([base] * 3), ["w", "m", "plain"])[1].token_id == 7  # the prefix is gone
+
+
+def test_bad_words_never_leave_a_row_without_a_token():
+    only = torch.full((V,), float("-inf"))
+    only[4] = 0.0
+    s = sampler_with(b=SamplingParams(temperature=0.0, bad_words_token_ids=[[4]]))
+    assert s.sample(only[None], ["b"])[0].token_id == 4
+
+
+@pytest.mark.parametrize("words, message", [(["ok", ""], "non-empty"), ("word", "list of strings"),
+                                            ([" "], "non-empty"), ([5], "non-empty")])
+def test_bad_words_are_validated(words, message):
+    with pytest.raises(SamplingParamsError, match=message) as e:
+        SamplingParams(bad_words=words)
+    assert e.value.param == "bad_words"

@@ -156,7 +156,7 @@ CASES = [
      "allowed_token_ids"),
     ("allowed_token_ids with a structured output", "POST", C,
      js(prompt="hi", allowed_token_ids=[1], structured_outputs={"regex": "a+"}), {}, 400, "allowed_token_ids"),
-    ("bad_words", "POST", C, js(prompt="hi", bad_words=["x"]), {}, 400, "bad_words"),
+    ("bad_words with an empty word", "POST", C, js(prompt="hi", bad_words=["x", ""]), {}, 400, "bad_words"),
     ("beam search", "POST", C, js(prompt="hi", use_beam_search=True), {}, 400, "use_beam_search"),
     ("prompt_logprobs -2", "POST", C, js(prompt="hi", prompt_logprobs=-2), {}, 400, "prompt_logprobs"),
     ("prompt_logprobs -1 (the vocabulary)", "POST", CHAT, js(messages=OK_CHAT, prompt_logprobs=-1), {}, 400,

@@ -98,6 +98,28 @@ def test_allowed_token_ids_are_the_only_tokens_produced(server, stream):
         assert len(ids) == 6 and set(ids) <= set(allowed), ids
 
 
+def _contains(ids: list[int], seq: list[int]) -> bool:
+    return any(ids[i:i + len(seq)] == seq for i in range(len(ids) - len(seq) + 1))
+
+
+def test_bad_words_keep_a_word_of_the_greedy_output_out(server):
+    """vLLM's bad_words (it was refused): a word the greedy output holds is not produced again, as it
+    starts the text nor after a space (its tokenizations as the engine bans them)."""
+    body = {"prompt": "Hello", "max_tokens": 12, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    plain = post(server, C, body).json()["choices"][0]
+    word = max(plain["text"].split(), key=len)
+    seqs = [httpx.post(server.url + "/tokenize", headers=AUTH, json={"prompt": text, "add_special_tokens": False})
+            .json()["tokens"] for text in (word, " " + word)]
+    assert any(_contains(plain["token_ids"], seq) for seq in seqs), (word, seqs, plain["token_ids"])
+    for path, extra in ((C, body), (CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12,
+                                           "temperature": 0, "return_token_ids": True})):
+        r = post(server, path, dict(extra, bad_words=[word]))
+        assert r.status_code == 200, r.text
+        ids = r.json()["choices"][0]["token_ids"]
+        assert not any(_contains(ids, seq) for seq in seqs if len(seq) == len(seqs[0]) or seq is seqs[0]), (word, ids)
+    assert post(server, C, dict(body, bad_words=[""])).json()["error"]["param"] == "bad_words"
+
+
 @pytest.mark.parametrize("path,body,param", [
     (C, {"prompt": "hi", "logprobs": 21}, "logprobs"),
     (C, {"prompt": "hi", "logprobs": -1}, "logprobs"),

@@ -24,9 +24,11 @@ def test_counters_and_mean_acceptance_length():
 
 
 def test_requests_whose_sampling_reads_their_own_tokens_get_no_drafts():
-    assert may_draft(Request("a", [1], SamplingParams(temperature=0.7, top_k=5, logit_bias={3: 1.0}, logprobs=2)))
+    assert may_draft(Request("a", [1], SamplingParams(temperature=0.7, top_k=5, logit_bias={3: 1.0}, logprobs=2,
+                                                      allowed_token_ids=[3, 4])))
     for params in (SamplingParams(presence_penalty=0.1), SamplingParams(frequency_penalty=0.1),
-                   SamplingParams(repetition_penalty=1.1), SamplingParams(min_tokens=2)):
+                   SamplingParams(repetition_penalty=1.1), SamplingParams(min_tokens=2),
+                   SamplingParams(bad_words=["x"], bad_words_token_ids=[[3, 4]])):
         assert not may_draft(Request("a", [1], params))
     r = Request("a", [1], SamplingParams(min_tokens=1))
     r.append_output_token(5)
