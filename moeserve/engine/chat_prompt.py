@@ -210,6 +210,8 @@ def render(tokenizer: Any, turns: list[dict[str, Any]], *, add_generation_prompt
         # the tokenizer's own template(s): None lets transformers pick among named ones (a dict), which it
         # cannot take as `chat_template` itself
         chat_template = None if getattr(tokenizer, "chat_template", None) else CHAT_TEMPLATE
+    if not knows_developer(_chosen_template(tokenizer, chat_template, "tools" in variables)):
+        turns = developer_as_system(turns)
     try:
         text = tokenizer.apply_chat_template(
             turns, chat_template=chat_template, add_generation_prompt=add_generation_prompt,
@@ -227,3 +229,35 @@ def render(tokenizer: Any, turns: list[dict[str, Any]], *, add_generation_prompt
     if not ids:
         raise ChatPromptError("the messages render to an empty prompt", "messages")
     return text, ids
+
+
+def knows_developer(template: str) -> bool:
+    """Whether a template names OpenAI's "developer" role (gpt-oss's does), the test vLLM applies."""
+    return '"developer"' in template or "'developer'" in template
+
+
+def _chosen_template(tokenizer: Any, chat_template: str | None, tools: bool) -> str:
+    """The template text transformers renders: `chat_template`, else the tokenizer's own, of named ones
+    "tool_use" when tools are given and it has one, else "default"."""
+    if chat_template is not None:
+        return chat_template
+    own = tokenizer.chat_template
+    if isinstance(own, dict):
+        return own.get("tool_use") if tools and "tool_use" in own else own.get("default", "")
+    return own
+
+
+def developer_as_system(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI's "developer" messages (its newer name for system instructions) as "system" ones, for a
+    template that does not know the role: rendered as written, it showed the model a role it was never
+    trained on, and templates that check roles refuse it. When that leaves a system message anywhere but
+    first, or more than one, they become one first message, their contents joined by blank lines
+    (templates such as Qwen's take a system message first only). As vLLM renders them."""
+    if not any(t["role"] == "developer" for t in turns):
+        return turns
+    turns = [dict(t, role="system") if t["role"] == "developer" else t for t in turns]
+    systems = [i for i, t in enumerate(turns) if t["role"] == "system"]
+    if systems == [0]:
+        return turns
+    joined = "\n\n".join(turns[i]["content"] for i in systems if turns[i]["content"])
+    return [{"role": "system", "content": joined}] + [t for t in turns if t["role"] != "system"]

@@ -1,0 +1,88 @@
+"""/v1/chat/completions where it answered differently from vLLM (0.32) on the same request, found by
+sending both servers the same requests: each test holds vLLM's behaviour, read from its source and
+seen on its server. In-process (ASGI) against a fake engine, so vLLM is not needed."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from family_tokenizers import save_tokenizer
+from server_fakes import FakeEngine, make_app
+
+from moeserve.engine import chat_prompt
+
+CHAT = [{"role": "user", "content": "hi"}]
+TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"tz": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["tz"]}}}]
+
+
+async def _posts(tokenizer, *requests: tuple[str, dict]):
+    http, client, _ = await make_app(FakeEngine(max_waiting=100), tokenizer=tokenizer)
+    try:
+        return [await http.post(path, json=body) for path, body in requests]
+    finally:
+        await http.aclose()
+        await client.shutdown(1.0)
+
+
+def _post(body: dict, tokenizer=None, path: str = "/v1/chat/completions"):
+    return asyncio.run(_posts(tokenizer, (path, body)))[0]
+
+
+def _chunks(r) -> list:
+    return [json.loads(line[6:]) if line != "data: [DONE]" else "[DONE]"
+            for line in r.text.splitlines() if line.startswith("data: ")]
+
+
+DEVELOPER = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+             {"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "More?"}]
+
+
+def test_a_developer_message_is_a_system_one_for_a_template_without_the_role(tmp_path):
+    """GLM-4.5's template (as most) has no "developer" role: the prompt held `<|developer|>`, a role the
+    model never saw; vLLM renders the message as a system one, joined with the other system message
+    first (templates such as Qwen's take a system message first only)."""
+    tokenizer = save_tokenizer("glm4_moe", tmp_path)
+    as_system = [{"role": "system", "content": "Be brief.\n\nAnswer in French."}, *DEVELOPER[1:2], DEVELOPER[3]]
+    want = tokenizer.encode(tokenizer.apply_chat_template(as_system, add_generation_prompt=True, tokenize=False),
+                            add_special_tokens=False)
+    counted, served = asyncio.run(_posts(tokenizer, ("/tokenize", {"messages": DEVELOPER}),
+                                         ("/v1/chat/completions", {"messages": DEVELOPER, "max_tokens": 1})))
+    assert counted.status_code == served.status_code == 200, (counted.text, served.text)
+    assert counted.json()["tokens"] == want
+    assert served.json()["usage"]["prompt_tokens"] == len(want)
+
+
+def test_a_template_that_knows_the_developer_role_gets_it(tmp_path):
+    """gpt-oss's harmony template renders developer messages itself: they reach it unchanged."""
+    tokenizer = save_tokenizer("gpt_oss", tmp_path)
+    want = tokenizer.encode(tokenizer.apply_chat_template(DEVELOPER, add_generation_prompt=True, tokenize=False),
+                            add_special_tokens=False)
+    counted = _post({"messages": DEVELOPER}, tokenizer, "/tokenize")
+    assert counted.status_code == 200, counted.text
+    assert counted.json()["tokens"] == want
+
+
+@pytest.mark.parametrize("turns, want", [
+    ([{"role": "developer", "content": "d"}, {"role": "user", "content": "u"}],
+     [{"role": "system", "content": "d"}, {"role": "user", "content": "u"}]),
+    ([{"role": "user", "content": "u"}, {"role": "developer", "content": "d"}],
+     [{"role": "system", "content": "d"}, {"role": "user", "content": "u"}]),
+    ([{"role": "developer", "content": ""}, {"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+     [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]),
+    ([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+     [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]),
+])
+def test_developer_as_system(turns, want):
+    assert chat_prompt.developer_as_system(turns) == want
+
+
+def test_top_logprobs_zero_without_logprobs_is_accepted():
+    """`top_logprobs: 0` asks for nothing (vLLM's default value, which clients that send every field send);
+    vLLM serves it, moeserve answered 400 "top_logprobs needs logprobs: true". A positive one still needs it."""
+    zero = _post({"messages": CHAT, "max_tokens": 2, "top_logprobs": 0})
+    assert zero.status_code == 200, zero.text
+    assert zero.json()["choices"][0]["logprobs"] is None
+    one = _post({"messages": CHAT, "max_tokens": 2, "top_logprobs": 1})
+    assert one.status_code == 400 and one.json()["error"]["param"] == "top_logprobs", one.text
