@@ -75,7 +75,7 @@ def message_bytes(req: Any) -> int:
 
 
 def _refuse_unsupported(req: ChatCompletionRequest) -> None:
-    if req.top_logprobs is not None and not req.logprobs:
+    if req.top_logprobs and not req.logprobs:  # 0 asks for nothing, and is vLLM's default: served, as vLLM does
         raise bad_request("top_logprobs needs logprobs: true", param="top_logprobs")
     check_messages(req)
 
