@@ -105,9 +105,11 @@ def _echo(req: ChatCompletionRequest) -> str:
     return _content(last) if req.echo and last.role == "assistant" else ""
 
 
-def _finish(reason: str | None, message: dict[str, Any]) -> str | None:
-    """OpenAI's "tool_calls" for an output that ended by itself with calls in it."""
-    return "tool_calls" if reason == "stop" and message.get("tool_calls") else reason
+def _finish(reason: str | None, called: bool, plan: ChoicePlan) -> str | None:
+    """OpenAI's "tool_calls" for an output that ended by itself with calls in it, except under a named
+    tool_choice, where OpenAI (and vLLM) answer "stop"."""
+    named = plan.tools is not None and plan.tools.choice == "function"
+    return "tool_calls" if reason == "stop" and called and not named else reason
 
 
 def _message(plan: ChoicePlan, echo: str, text: str) -> dict[str, Any]:
@@ -125,7 +127,7 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, p
     for c in sorted(gen.choices.values(), key=lambda c: c.index):
         message = _message(plan, echo, c.text)
         choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
-                        "finish_reason": _finish(c.finish_reason, message), "stop_reason": c.stop_reason,
+                        "finish_reason": _finish(c.finish_reason, bool(message.get("tool_calls")), plan), "stop_reason": c.stop_reason,
                         **common.token_ids_fields(req, gen, c, c.token_ids)})
     response = {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
                 "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
@@ -168,7 +170,7 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             delta = parsers[choice.index].delta(choice.text[: choice.sent], final=out.finish_reason is not None)
             if "tool_calls" in delta:
                 called.add(choice.index)
-            finish = "tool_calls" if out.finish_reason == "stop" and choice.index in called else out.finish_reason
+            finish = _finish(out.finish_reason, choice.index in called, plan)
             if delta or out.finish_reason or (out.new_token_ids and req.logprobs):
                 yield chunk(choice, delta, logprobs, finish, out.stop_reason, out.new_token_ids)
         elif out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens

@@ -8,9 +8,10 @@ import json
 
 import pytest
 from family_tokenizers import save_tokenizer
-from server_fakes import FakeEngine, make_app
+from server_fakes import FakeEngine, FakeTokenizer, make_app
 
 from moeserve.engine import chat_prompt
+from moeserve.outputs import RequestOutput
 
 CHAT = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "get_time", "parameters": {
@@ -86,3 +87,65 @@ def test_top_logprobs_zero_without_logprobs_is_accepted():
     assert zero.json()["choices"][0]["logprobs"] is None
     one = _post({"messages": CHAT, "max_tokens": 2, "top_logprobs": 1})
     assert one.status_code == 400 and one.json()["error"]["param"] == "top_logprobs", one.text
+
+
+class ScriptedEngine(FakeEngine):
+    """Every request's output is SCRIPT, one character a step, ending by itself ("stop")."""
+
+    SCRIPT = '{"tz": "UTC"}'
+
+    def step(self):
+        outs = []
+        for rid, (prompt, _, toks) in list(self.requests.items()):
+            tok = ord(self.SCRIPT[len(toks)])
+            toks.append(tok)
+            done = len(toks) == len(self.SCRIPT)
+            outs.append(RequestOutput(rid, prompt, list(toks), text=self.SCRIPT[:len(toks)], new_token_ids=[tok],
+                                      delta_text=chr(tok), finish_reason="stop" if done else None))
+            if done:
+                del self.requests[rid]
+        return outs
+
+
+class ToolsTokenizer(FakeTokenizer):
+    def apply_chat_template(self, messages, tools=None, **kw) -> str:
+        return super().apply_chat_template(messages, **kw)
+
+
+async def _scripted(body: dict):
+    http, client, _ = await make_app(ScriptedEngine(max_waiting=100), tokenizer=ToolsTokenizer())
+    try:
+        return await http.post("/v1/chat/completions", json=body)
+    finally:
+        await http.aclose()
+        await client.shutdown(1.0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_named_tool_choice_finishes_with_stop(stream):
+    """OpenAI answers a named tool_choice's call with finish_reason "stop" ("tool_calls" is for "auto" and
+    "required"), and vLLM follows it; moeserve said "tool_calls"."""
+    named = {"type": "function", "function": {"name": "get_time"}}
+    r = asyncio.run(_scripted({"messages": CHAT, "max_tokens": 50, "tools": TOOLS, "tool_choice": named,
+                               "stream": stream}))
+    assert r.status_code == 200, r.text
+    if stream:
+        chunks = [c for c in _chunks(r) if c != "[DONE]"]
+        finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0]["finish_reason"]]
+        calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+        assert finishes == ["stop"] and calls[0]["function"]["name"] == "get_time"
+        assert "".join(tc["function"].get("arguments", "") for tc in calls) == ScriptedEngine.SCRIPT
+    else:
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        assert choice["message"]["tool_calls"][0]["function"] == {"name": "get_time", "arguments": ScriptedEngine.SCRIPT}
+
+
+def test_required_tool_choice_still_finishes_with_tool_calls():
+    ScriptedEngine.SCRIPT = '[{"name": "get_time", "parameters": {"tz": "UTC"}}]'
+    try:
+        r = asyncio.run(_scripted({"messages": CHAT, "max_tokens": 80, "tools": TOOLS, "tool_choice": "required"}))
+    finally:
+        ScriptedEngine.SCRIPT = '{"tz": "UTC"}'
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["finish_reason"] == "tool_calls", r.text
