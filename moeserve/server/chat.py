@@ -128,13 +128,20 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, p
         message = _message(plan, echo, c.text)
         choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
                         "finish_reason": _finish(c.finish_reason, bool(message.get("tool_calls")), plan), "stop_reason": c.stop_reason,
-                        **common.token_ids_fields(req, gen, c, c.token_ids)})
+                        **common.token_ids_fields(req, gen, c, c.token_ids, with_prompt=False)})
     response = {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
-                "model": state.model_name, "choices": choices, "usage": gen.usage(), **common.kv_answer(gen)}
+                "model": state.model_name, "choices": choices, "usage": gen.usage(), **_prompt_ids(req, gen),
+                **common.kv_answer(gen)}
     if prompt_logprobs.returned(req, _implied_prompt_logprobs(req)):  # one prompt: vLLM puts it at the top level
         first = min(gen.choices.values(), key=lambda c: c.index)
         response["prompt_logprobs"] = prompt_logprobs.to_json(state, first.prompt_logprobs)
     return response
+
+
+def _prompt_ids(req: ChatCompletionRequest, gen: Generation) -> dict[str, Any]:
+    """vLLM's return_token_ids on chat: the prompt's ids at the response's top level (a stream: on its
+    first chunks, the role's), where completions put them in each choice (a chat has one prompt)."""
+    return {"prompt_token_ids": gen.prompts[0]} if req.return_token_ids else {}
 
 
 def _implied_prompt_logprobs(req: ChatCompletionRequest) -> int | None:
@@ -148,12 +155,12 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
     chunks = common.StreamChunks(req, gen, "chat.completion.chunk", state.model_name)
 
     def chunk(choice: Choice, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None, stop: Any = None,
-              new_ids: list[int] | None = None) -> bytes:
-        return chunks.choice(choice, {"delta": delta}, logprobs, finish, stop, new_ids)
+              new_ids: list[int] | None = None, top: dict[str, Any] | None = None) -> bytes:
+        return chunks.choice(choice, {"delta": delta}, logprobs, finish, stop, new_ids, top)
 
     choices = sorted(gen.choices.values(), key=lambda c: c.index)
     for c in choices:
-        yield chunk(c, {"role": "assistant", "content": ""})
+        yield chunk(c, {"role": "assistant", "content": ""}, top=_prompt_ids(req, gen))
     echo = _echo(req)
     for c in choices if echo else []:  # as vLLM: the echo is each choice's first content delta
         yield chunk(c, {"content": echo})

@@ -383,12 +383,14 @@ class StreamChunks:
         self.base = {"id": gen.request_id, "object": obj, "created": created(), "model": model}
 
     def choice(self, choice: Any, fields: dict[str, Any], logprobs: Any = None, finish: str | None = None,
-               stop: Any = None, new_ids: list[int] | None = None) -> bytes:
+               stop: Any = None, new_ids: list[int] | None = None, top: dict[str, Any] | None = None) -> bytes:
+        """One choice's chunk; `top`: fields of the chunk itself (a chat's first chunks carry prompt_token_ids)."""
         with_prompt = choice.index in self._prompt_ids_due
         self._prompt_ids_due.discard(choice.index)
         body = dict(self.base, choices=[{"index": choice.index, **fields, "logprobs": logprobs, "finish_reason": finish,
                                          "stop_reason": stop,
-                                         **token_ids_fields(self.req, self.gen, choice, new_ids or [], with_prompt)}])
+                                         **token_ids_fields(self.req, self.gen, choice, new_ids or [], with_prompt)}],
+                    **(top or {}))
         if self.continuous_usage:  # vLLM's continuous_usage_stats: this choice's counts so far
             prompt = len(self.gen.prompts[choice.prompt_index])
             body["usage"] = {"prompt_tokens": prompt, "completion_tokens": len(choice.token_ids),

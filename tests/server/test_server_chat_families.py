@@ -35,7 +35,7 @@ def test_the_chat_prompt_is_the_familys_template(family, tmp_path):
         ("/tokenize", {"messages": MESSAGES})))
     assert chat.status_code == 200, chat.text
     assert chat.json()["usage"]["prompt_tokens"] == len(ids)
-    assert chat.json().get("prompt_token_ids", ids) == ids
+    assert chat.json()["prompt_token_ids"] == ids
     assert counted.json()["tokens"] == ids
 
 

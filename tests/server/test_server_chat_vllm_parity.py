@@ -149,3 +149,23 @@ def test_required_tool_choice_still_finishes_with_tool_calls():
         ScriptedEngine.SCRIPT = '{"tz": "UTC"}'
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["finish_reason"] == "tool_calls", r.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_return_token_ids_puts_the_prompt_ids_at_the_top_level(stream):
+    """vLLM's chat response carries `prompt_token_ids` at its top level (a stream: on the role chunk),
+    where RL rollout clients read them; moeserve put them in each choice, as completions do, and a
+    stream carried none."""
+    r = _post({"messages": CHAT, "max_tokens": 2, "n": 2, "return_token_ids": True, "stream": stream})
+    assert r.status_code == 200, r.text
+    want = _post({"messages": CHAT}, path="/tokenize").json()["tokens"]
+    if stream:
+        chunks = [c for c in _chunks(r) if c != "[DONE]"]
+        roles = [c for c in chunks if "role" in c["choices"][0]["delta"]]
+        assert len(roles) == 2 and all(c["prompt_token_ids"] == want for c in roles)
+        assert not any("prompt_token_ids" in c for c in chunks if c not in roles)
+        assert not any("prompt_token_ids" in c["choices"][0] for c in chunks)
+    else:
+        body = r.json()
+        assert body["prompt_token_ids"] == want
+        assert all("prompt_token_ids" not in c and len(c["token_ids"]) == 2 for c in body["choices"])
