@@ -62,7 +62,7 @@ def read_chat_template(value: str) -> str:
 
     path = Path(value).expanduser()
     is_text = "{{" in value or "{%" in value
-    if not is_text or path.is_file():
+    if not is_text or _is_file(path):
         try:
             value = path.read_text()
         except (OSError, ValueError) as e:  # ValueError: a name too long or with NUL for the OS
@@ -78,6 +78,15 @@ def read_chat_template(value: str) -> str:
     except jinja2.TemplateSyntaxError as e:
         raise ConfigError(f"{where} is not a valid Jinja template (line {e.lineno}: {e.message})") from None
     return value
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False for a name the OS cannot even look up: template text read as a path has
+    stretches longer than a file name may be (ENAMETOOLONG) and may hold NUL (ValueError)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def resolve_model_path(model: str) -> str:

@@ -182,3 +182,15 @@ def test_serve_a_name_from_the_hf_cache_with_a_chat_template(tmp_path):
             assert rendered["tokens"] == plain["tokens"]
     finally:
         srv.kill()
+
+
+def test_a_long_chat_template_is_read_again_as_text(cache, tmp_path):
+    """The engine process checks the front end's config again, whose --chat-template is then the text: a
+    template with more than 255 characters between slashes was taken for a path, and os.stat's "File name
+    too long" stopped the engine at start-up (a real template file is a few KiB)."""
+    _, snapshot = cache
+    template = "{% for m in messages %}" + "{{ m.role }} says {{ m.content }}\n" * 12 + "{% endfor %}"
+    (tmp_path / "long.jinja").write_text(template)
+    for value in (str(tmp_path / "long.jinja"), template):
+        config = check_startup(EngineConfig(model=ModelConfig(model=str(snapshot), chat_template=value)))
+        assert check_startup(config).model.chat_template == template
