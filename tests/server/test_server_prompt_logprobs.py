@@ -105,7 +105,7 @@ def test_chat_puts_the_prompts_scores_at_the_top_level(http, oracle):
                                                "prompt_logprobs": 2, "return_token_ids": True})
     assert r.status_code == 200, r.text[:300]
     body = r.json()
-    ids = body["choices"][0]["prompt_token_ids"]
+    ids = body["prompt_token_ids"]
     _check(body["prompt_logprobs"], ids, oracle(ids), top=2)
     assert "prompt_logprobs" not in body["choices"][0]
     plain = http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 3, "temperature": 0}).json()

@@ -33,7 +33,7 @@ def test_tokenize_messages_gives_the_ids_chat_serves(server):
     assert r.status_code == 200, r.text
     chat = post(server, "/v1/chat/completions", {"model": server.model, "messages": MESSAGES, "max_tokens": 1,
                                                  "return_token_ids": True})
-    assert r.json()["tokens"] == chat.json()["choices"][0]["prompt_token_ids"]
+    assert r.json()["tokens"] == chat.json()["prompt_token_ids"]
     without = post(server, "/tokenize", {"messages": MESSAGES, "add_generation_prompt": False}).json()
     assert without["count"] < r.json()["count"]
     assert r.json()["tokens"][: without["count"]] == without["tokens"]
