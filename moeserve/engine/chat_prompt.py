@@ -9,7 +9,9 @@ Messages are plain dicts, as OpenAI's API takes them: "role" (system, developer,
 tool), "content" (a str, or a list of {"type": "text", "text": ...} parts; an assistant's
 {"type": "refusal", "refusal": ...} parts read as text; only an assistant turn may omit it), and
 optionally "name", "tool_calls", "tool_call_id", "function_call", which reach the template as given
-(a tool call's JSON-object arguments as an object, as vLLM hands them to templates).
+(a tool call's JSON-object arguments as an object, as vLLM hands them to templates), and on an
+assistant turn its earlier reasoning as "reasoning" or "reasoning_content" (vLLM's name and the older
+one), which reaches the template under both names, as vLLM hands it over (interleaved thinking).
 """
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ RESERVED_TEMPLATE_KWARGS = frozenset({
     "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
     "return_assistant_tokens_mask", "tokenizer_kwargs",
 })
-_OPTIONAL_FIELDS = {"name": str, "tool_calls": list, "tool_call_id": str, "function_call": dict}
+_OPTIONAL_FIELDS = {"name": str, "tool_calls": list, "tool_call_id": str, "function_call": dict, "reasoning": str,
+                    "reasoning_content": str}
+_REASONING = ("reasoning", "reasoning_content")  # an assistant turn's reasoning: vLLM's name, and the older one
 
 
 class ChatPromptError(ValueError):
@@ -177,8 +181,11 @@ def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         turn: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
         for key in _OPTIONAL_FIELDS:
-            if m.get(key) is not None:
+            if m.get(key) is not None and key not in _REASONING:
                 turn[key] = m[key]
+        reasoning = next((m[key] for key in _REASONING if m.get(key) is not None), None)
+        if reasoning is not None and m["role"] == "assistant":  # templates read either name (GLM's, Qwen3's: the older)
+            turn["reasoning"] = turn["reasoning_content"] = reasoning
         if m.get("tool_calls"):
             turn["tool_calls"] = [_call_for_template(call) for call in m["tool_calls"]]
         turns.append(turn)

@@ -222,6 +222,10 @@ class ChatMessage(_Strict):
     tool_calls: list[dict[str, Any]] | None = None  # an assistant turn's calls (OpenAI's shape, passed as is)
     tool_call_id: str | None = None  # a tool turn: the call it answers
     function_call: dict[str, Any] | None = None  # the older single-call form of tool_calls
+    # an assistant turn's reasoning, sent back for templates that show it (interleaved thinking): vLLM's
+    # name, and the older one, which moeserve's answers carry
+    reasoning: str | None = None
+    reasoning_content: str | None = None
 
 
 _CHAT_HINTS = {"messages.*.content": "must be a string or a list of content parts"}

@@ -169,3 +169,26 @@ def test_return_token_ids_puts_the_prompt_ids_at_the_top_level(stream):
         body = r.json()
         assert body["prompt_token_ids"] == want
         assert all("prompt_token_ids" not in c and len(c["token_ids"]) == 2 for c in body["choices"])
+
+
+class ReasoningTokenizer(FakeTokenizer):
+    """Renders an assistant turn's reasoning as GLM-4.5's and Qwen3's templates do (`reasoning_content`)
+    and as newer ones read it (`reasoning`)."""
+
+    def apply_chat_template(self, messages, **kw) -> str:
+        shown = [dict(m, content=f"{m['content']}|rc={m.get('reasoning_content')}|r={m.get('reasoning')}") for m in messages]
+        return super().apply_chat_template(shown, **kw)
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_an_assistant_turns_reasoning_reaches_the_template(key):
+    """A reasoning model's earlier thinking, sent back on its assistant turn (interleaved thinking in tool
+    loops: GLM-4.5, MiniMax-M2), was dropped before the template; vLLM hands it over as `reasoning` and
+    `reasoning_content` both. Other roles' reasoning fields change nothing."""
+    messages = [{"role": "user", "content": "q", key: "ignored"}, {"role": "assistant", "content": "a", key: "because"},
+                {"role": "user", "content": "next"}]
+    r = _post({"messages": messages, "max_tokens": 1, "return_token_ids": True}, ReasoningTokenizer())
+    assert r.status_code == 200, r.text
+    text = "".join(chr(i) for i in r.json()["prompt_token_ids"])  # FakeTokenizer: one id per character, % 100
+    want = "user: q|rc=None|r=None\nassistant: a|rc=because|r=because\nuser: next|rc=None|r=None\nassistant:"
+    assert text == "".join(chr(ord(c) % 100) for c in want)
