@@ -40,3 +40,15 @@ def test_token_prompts_that_do_not_fit_carry_the_context_length_code():
     check_error(fills, 400, "prompt")
     check_error(asks_more, 400, "max_tokens")
     assert fills.json()["error"]["code"] == asks_more.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_every_context_length_refusal_has_its_code():
+    """A prompt too long for the context, and a prompt plus max_tokens over it, answered `code: null`
+    while a max_tokens no prompt could fit said "context_length_exceeded" (OpenAI's code, which clients
+    test to tell a context overflow from other 400s): all three say it now."""
+    long_prompt, over = post(
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a" * 1200}]}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 990}))
+    check_error(long_prompt, 400, "messages")
+    check_error(over, 400, "max_tokens")
+    assert long_prompt.json()["error"]["code"] == over.json()["error"]["code"] == "context_length_exceeded"
