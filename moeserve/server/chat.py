@@ -178,7 +178,8 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             if "tool_calls" in delta:
                 called.add(choice.index)
             finish = _finish(out.finish_reason, choice.index in called, plan)
-            if delta or out.finish_reason or (out.new_token_ids and req.logprobs):
+            # a step whose text the parser holds back still sends its tokens' logprobs and ids, as vLLM does
+            if delta or out.finish_reason or (out.new_token_ids and (req.logprobs or req.return_token_ids)):
                 yield chunk(choice, delta, logprobs, finish, out.stop_reason, out.new_token_ids)
         elif out.new_token_ids or text or out.finish_reason:  # one chunk per step with tokens
             delta = {"content": text} if text or out.new_token_ids else {}

@@ -192,3 +192,15 @@ def test_an_assistant_turns_reasoning_reaches_the_template(key):
     text = "".join(chr(i) for i in r.json()["prompt_token_ids"])  # FakeTokenizer: one id per character, % 100
     want = "user: q|rc=None|r=None\nassistant: a|rc=because|r=because\nuser: next|rc=None|r=None\nassistant:"
     assert text == "".join(chr(ord(c) % 100) for c in want)
+
+
+def test_a_streamed_tool_call_sends_every_token_id():
+    """Streamed with return_token_ids, the steps whose text the tool parser held back (a call being
+    written) sent no chunk, so their token ids were missing from the stream; vLLM sends them (as
+    moeserve already did with logprobs)."""
+    named = {"type": "function", "function": {"name": "get_time"}}
+    r = asyncio.run(_scripted({"messages": CHAT, "max_tokens": 50, "tools": TOOLS, "tool_choice": named,
+                               "stream": True, "return_token_ids": True}))
+    assert r.status_code == 200, r.text
+    ids = [t for c in _chunks(r) if c != "[DONE]" for t in c["choices"][0].get("token_ids", [])]
+    assert ids == [ord(c) for c in ScriptedEngine.SCRIPT]
