@@ -181,11 +181,12 @@ def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         turn: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
         for key in _OPTIONAL_FIELDS:
-            if m.get(key) is not None and key not in _REASONING:
+            if m.get(key) is not None and key not in _REASONING and key != "tool_calls":
                 turn[key] = m[key]
         reasoning = next((m[key] for key in _REASONING if m.get(key) is not None), None)
         if reasoning is not None and m["role"] == "assistant":  # templates read either name (GLM's, Qwen3's: the older)
             turn["reasoning"] = turn["reasoning_content"] = reasoning
+        # an empty list is left out, as vLLM leaves it: templates that test for the key (DeepSeek's) took it for calls
         if m.get("tool_calls"):
             turn["tool_calls"] = [_call_for_template(call) for call in m["tool_calls"]]
         turns.append(turn)

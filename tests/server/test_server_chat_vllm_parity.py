@@ -204,3 +204,21 @@ def test_a_streamed_tool_call_sends_every_token_id():
     assert r.status_code == 200, r.text
     ids = [t for c in _chunks(r) if c != "[DONE]" for t in c["choices"][0].get("token_ids", [])]
     assert ids == [ord(c) for c in ScriptedEngine.SCRIPT]
+
+
+class KeysTokenizer(FakeTokenizer):
+    """Shows which keys each message hands the template (DeepSeek-V3's tests `'tool_calls' in message`)."""
+
+    def apply_chat_template(self, messages, **kw) -> str:
+        return "".join(f"{m['role']}:{','.join(sorted(m))}\n" for m in messages)
+
+
+def test_an_empty_tool_calls_list_does_not_reach_the_template():
+    """`tool_calls: []` on an assistant turn (some SDKs send it) reached the template, which a template
+    testing for the key took for a turn with calls; vLLM drops it."""
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "tool_calls": []},
+                {"role": "user", "content": "next"}]
+    r = _post({"messages": messages}, KeysTokenizer(), "/tokenize")
+    assert r.status_code == 200, r.text
+    want = "user:content,role\nassistant:content,role\nuser:content,role\n"
+    assert r.json()["tokens"] == [ord(c) % 100 for c in want]
