@@ -58,6 +58,7 @@ def streamed(make, pieces: list[str]) -> dict:
     if not pieces:
         deltas.append(parser.delta("", final=True))
     for d in deltas:
+        assert d.get("reasoning") == d.get("reasoning_content"), "the reasoning under both its names (vLLM's and the older)"
         merged["reasoning_content"] += d.get("reasoning_content", "")
         merged["content"] += d.get("content", "")
         for call in d.get("tool_calls", []):
@@ -74,6 +75,7 @@ def streamed(make, pieces: list[str]) -> dict:
 def check_all_ways(make, text: str) -> dict:
     """The whole message, after checking that every way of streaming `text` adds up to it."""
     whole = make().message(text)
+    assert whole.get("reasoning") == whole.get("reasoning_content")  # vLLM 0.32's name and the older one
     ways = [tokens(text, "char"), tokens(text, "word")] + [chunks(text, n) for n in (1, 2, 3, 5, 7, 11, 64)]
     for pieces in ways:
         got = streamed(make, pieces)

@@ -1,5 +1,7 @@
 """One choice's output as the client sees it: reasoning, content and tool calls, and the deltas of
-each as it streams (OpenAI's `delta.reasoning_content`, `delta.content`, `delta.tool_calls`).
+each as it streams (`delta.reasoning_content`, `delta.content`, `delta.tool_calls`). The reasoning is
+under both of its names: `reasoning_content` (DeepSeek's API's, which older clients read) and
+`reasoning` (the one vLLM answers with, 0.32 with it alone, which newer clients read).
 
     parser = ChoiceParser(reasoning, tools)          # either may be None
     delta = parser.delta(text_streamed_so_far)       # what is new: {"content": ..., "tool_calls": [...]}
@@ -62,7 +64,7 @@ class ChoiceParser:
         out: dict[str, Any] = {}
         sent = self._sent
         if len(reasoning) > sent.reasoning:
-            out["reasoning_content"] = reasoning[sent.reasoning:]
+            out["reasoning_content"] = out["reasoning"] = reasoning[sent.reasoning:]
             sent.reasoning = len(reasoning)
         if len(content) > sent.content:
             out["content"] = content[sent.content:]
@@ -92,7 +94,7 @@ class ChoiceParser:
             self._sent.ids.append(new_call_id())
         message: dict[str, Any] = {"role": "assistant", "content": None if calls and not content.strip() else content}
         if self.reasoning_parser is not None:
-            message["reasoning_content"] = reasoning or None
+            message["reasoning_content"] = message["reasoning"] = reasoning or None
         if calls:
             message["tool_calls"] = [{"id": self._sent.ids[i], "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments}}
