@@ -112,10 +112,19 @@ def _finish(reason: str | None, called: bool, plan: ChoicePlan) -> str | None:
     return "tool_calls" if reason == "stop" and called and not named else reason
 
 
-def _message(plan: ChoicePlan, echo: str, text: str) -> dict[str, Any]:
+_REASONING_KEYS = ("reasoning", "reasoning_content")
+
+
+def _shown(fields: dict[str, Any], req: ChatCompletionRequest) -> dict[str, Any]:
+    """A message or delta as the client asked for it: without the reasoning under vLLM's
+    `include_reasoning: false` (the answer alone)."""
+    return fields if req.include_reasoning else {k: v for k, v in fields.items() if k not in _REASONING_KEYS}
+
+
+def _message(plan: ChoicePlan, echo: str, text: str, req: ChatCompletionRequest) -> dict[str, Any]:
     if not plan.parsed:
         return {"role": "assistant", "content": echo + text}
-    message = plan.new_parser().message(text)
+    message = _shown(plan.new_parser().message(text), req)
     if echo:
         message["content"] = echo + (message["content"] or "")
     return message
@@ -125,7 +134,7 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, p
     echo = _echo(req)
     choices = []
     for c in sorted(gen.choices.values(), key=lambda c: c.index):
-        message = _message(plan, echo, c.text)
+        message = _message(plan, echo, c.text, req)
         choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
                         "finish_reason": _finish(c.finish_reason, bool(message.get("tool_calls")), plan), "stop_reason": c.stop_reason,
                         **common.token_ids_fields(req, gen, c, c.token_ids, with_prompt=False)})
@@ -174,7 +183,7 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
             sent[choice.index] = len(choice.logprobs)
         text = gen.text_to_stream(choice)
         if parsers:  # reasoning, content and tool calls from all the text streamed so far
-            delta = parsers[choice.index].delta(choice.text[: choice.sent], final=out.finish_reason is not None)
+            delta = _shown(parsers[choice.index].delta(choice.text[: choice.sent], final=out.finish_reason is not None), req)
             if "tool_calls" in delta:
                 called.add(choice.index)
             finish = _finish(out.finish_reason, choice.index in called, plan)

@@ -249,6 +249,7 @@ class ChatCompletionRequest(_Sampling):
     documents: list[dict[str, Any]] | None = None  # vLLM's: for templates that render retrieved documents
     # OpenAI's, for reasoning models: the template variable of that name (gpt-oss's harmony template reads it)
     reasoning_effort: Literal["low", "medium", "high"] | None = None
+    include_reasoning: bool = True  # vLLM's: false leaves the reasoning out of the answer (--reasoning-parser)
 
 
 class TokenizeRequest(_Strict):

@@ -222,3 +222,35 @@ def test_an_empty_tool_calls_list_does_not_reach_the_template():
     assert r.status_code == 200, r.text
     want = "user:content,role\nassistant:content,role\nuser:content,role\n"
     assert r.json()["tokens"] == [ord(c) % 100 for c in want]
+
+
+async def _reasoning(body: dict, script: str):
+    from moeserve.server.config_file import ServerConfig
+
+    engine = ScriptedEngine(max_waiting=100)
+    engine.SCRIPT = script
+    http, client, _ = await make_app(engine, config=ServerConfig(reasoning_parser="qwen3"))
+    try:
+        return await http.post("/v1/chat/completions", json=body)
+    finally:
+        await http.aclose()
+        await client.shutdown(1.0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_include_reasoning_false_leaves_the_reasoning_out(stream):
+    """vLLM's `include_reasoning: false` (default true) answers without the reasoning; moeserve ignored
+    the field and sent it. The answer is the same either way."""
+    script = "<think>hmm</think>answer"
+    for include in (True, False):
+        r = asyncio.run(_reasoning({"messages": CHAT, "max_tokens": 50, "stream": stream,
+                                    "include_reasoning": include}, script))
+        assert r.status_code == 200, r.text
+        if stream:
+            deltas = [c["choices"][0]["delta"] for c in _chunks(r) if c != "[DONE]"]
+            got = {k: "".join(d.get(k) or "" for d in deltas) for k in ("content", "reasoning", "reasoning_content")}
+        else:
+            message = r.json()["choices"][0]["message"]
+            got = {k: message.get(k) or "" for k in ("content", "reasoning", "reasoning_content")}
+        thought = "hmm" if include else ""
+        assert got == {"content": "answer", "reasoning": thought, "reasoning_content": thought}, got
