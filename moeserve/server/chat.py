@@ -3,7 +3,7 @@
 The prompt is the checkpoint's chat template applied to the messages: the one its tokenizer loads
 (`chat_template.jinja`, or `chat_template` in tokenizer_config.json; of named templates, transformers'
 choice: "default"), as each family ships it (gpt-oss's harmony format, GLM-4.5's, MiniMax-M2's, ...).
-`reasoning_effort` (OpenAI's field) reaches the template as the variable gpt-oss's template reads.
+`reasoning_effort` (OpenAI's field) reaches the template as the variable gpt-oss's template reads, and sets enable_thinking (Qwen3's, GLM-4.5's switch) as vLLM does.
 A checkpoint without a template gets the documented default (moeserve.engine.builtin_model.CHAT_TEMPLATE,
 ChatML-like):
 
@@ -55,6 +55,9 @@ def render_messages(state: ServerState, req: Any, check: Callable[[str], None] |
     variables = dict(refusing(chat_prompt.check_template_kwargs, req.chat_template_kwargs, _OWN_FIELDS, "a request field"))
     if getattr(req, "reasoning_effort", None) is not None:
         variables.setdefault("reasoning_effort", req.reasoning_effort)
+        # as vLLM: an effort asks for thinking, "none" for none, in templates switched by enable_thinking
+        # (Qwen3's, GLM-4.5's), unless chat_template_kwargs sets it
+        variables.setdefault("enable_thinking", req.reasoning_effort != "none")
     if req.documents is not None:
         variables["documents"] = req.documents
     if getattr(req, "tools", None):

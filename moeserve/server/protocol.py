@@ -231,6 +231,10 @@ class ChatMessage(_Strict):
 _CHAT_HINTS = {"messages.*.content": "must be a string or a list of content parts"}
 
 
+# OpenAI's values, and vLLM's "max" (DeepSeek V4's); "none" turns thinking off (server/chat.py)
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 class ChatCompletionRequest(_Sampling):
     shape_hints: ClassVar[dict[str, str]] = {**_Sampling.shape_hints, **_CHAT_HINTS}
     messages: list[ChatMessage] = Field(min_length=1)
@@ -248,7 +252,7 @@ class ChatCompletionRequest(_Sampling):
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's: more variables for the template
     documents: list[dict[str, Any]] | None = None  # vLLM's: for templates that render retrieved documents
     # OpenAI's, for reasoning models: the template variable of that name (gpt-oss's harmony template reads it)
-    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    reasoning_effort: ReasoningEffort | None = None
     include_reasoning: bool = True  # vLLM's: false leaves the reasoning out of the answer (--reasoning-parser)
 
 
@@ -277,7 +281,7 @@ class TokenizeChatRequest(_Strict):
     add_special_tokens: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
     documents: list[dict[str, Any]] | None = None
-    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    reasoning_effort: ReasoningEffort | None = None
     tools: list[Any] | None = None  # rendered by templates that show them, as the chat endpoint renders them
     return_token_strs: bool = False
 

@@ -254,3 +254,21 @@ def test_include_reasoning_false_leaves_the_reasoning_out(stream):
             got = {k: message.get(k) or "" for k in ("content", "reasoning", "reasoning_content")}
         thought = "hmm" if include else ""
         assert got == {"content": "answer", "reasoning": thought, "reasoning_content": thought}, got
+
+
+def test_reasoning_effort_takes_openais_values_and_none_turns_thinking_off(tmp_path):
+    """vLLM takes OpenAI's efforts ("none", "minimal", "xhigh" besides low/medium/high; and "max") and
+    sets enable_thinking from them (false for "none") unless chat_template_kwargs does: moeserve refused
+    "none" and "minimal" with a 400, and an effort never reached a template switched by enable_thinking
+    (GLM-4.5's, Qwen3's)."""
+    tokenizer = save_tokenizer("glm4_moe", tmp_path)
+    user = [{"role": "user", "content": "Hi"}]
+    none, minimal, forced, plain = asyncio.run(_posts(
+        tokenizer, ("/tokenize", {"messages": user, "reasoning_effort": "none"}),
+        ("/tokenize", {"messages": user, "reasoning_effort": "minimal"}),
+        ("/tokenize", {"messages": user, "reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": True}}),
+        ("/tokenize", {"messages": user})))
+    assert all(r.status_code == 200 for r in (none, minimal, forced, plain)), none.text
+    text = [tokenizer.decode(r.json()["tokens"], skip_special_tokens=False) for r in (none, minimal, forced, plain)]
+    assert text[0].endswith("<|assistant|>\n<think></think>")  # GLM's template: thinking off
+    assert text[1] == text[2] == text[3] and text[3].endswith("<|assistant|>")
