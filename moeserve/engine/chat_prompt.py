@@ -9,18 +9,21 @@ Messages are plain dicts, as OpenAI's API takes them: "role" (system, developer,
 tool), "content" (a str, or a list of {"type": "text", "text": ...} parts; an assistant's
 {"type": "refusal", "refusal": ...} parts read as text; only an assistant turn may omit it), and
 optionally "name", "tool_calls", "tool_call_id", "function_call", which reach the template as given
-(a tool call's JSON-object arguments as an object, as vLLM hands them to templates), and on an
+(a tool call's arguments as an object, {} where they are not one, as vLLM hands them to templates), and on an
 assistant turn its earlier reasoning as "reasoning" or "reasoning_content" (vLLM's name and the older
 one), which reaches the template under both names, as vLLM hands it over (interleaved thinking).
 """
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from moeserve.engine.builtin_model import CHAT_TEMPLATE
+
+log = logging.getLogger(__name__)
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 # OpenAI's rule for a response format's JSON schema name: "a-z, A-Z, 0-9, or underscores and dashes, with a
@@ -195,15 +198,23 @@ def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
     """An earlier turn's tool call with its arguments as an object, as vLLM hands them to templates
-    (GLM-4.5's iterates them; Qwen3's writes either); arguments that are not a JSON object stay text."""
+    (GLM-4.5's iterates them; Qwen3's writes either). Arguments that are not a JSON object (invalid JSON, a
+    number, a list, empty) become {}, as vLLM makes them: they live in the conversation's history, and a
+    template that iterates them would fail this turn and every later one."""
     fn = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+    if not isinstance(fn, dict) or isinstance(fn.get("arguments"), dict):
         return call
-    try:
-        arguments = json.loads(fn["arguments"])
-    except ValueError:
-        return call
-    return {**call, "function": {**fn, "arguments": arguments}} if isinstance(arguments, dict) else call
+    arguments: Any = fn.get("arguments")
+    if isinstance(arguments, str) and arguments:
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = None
+    if not isinstance(arguments, dict):
+        log.warning("tool call %r in the conversation: arguments are not a JSON object; the template gets {}",
+                    fn.get("name"))
+        arguments = {}
+    return {**call, "function": {**fn, "arguments": arguments}}
 
 
 def render(tokenizer: Any, turns: list[dict[str, Any]], *, add_generation_prompt: bool, continue_final_message: bool,
