@@ -88,7 +88,7 @@ SERVER_FLAGS: list[Flag] = [
     Flag("startup_timeout_s", "server.startup_timeout_s", float, "seconds the engine may take to load"),
     Flag("log_level", "server.log_level", str, "debug, info, warning or error", choices=LOG_LEVELS),
     Flag("tool_call_parser", "server.tool_call_parser", str, "how chat output holds tool calls, for tool_choice \"auto\": hermes (Qwen, Hermes), deepseek_v3, glm45, openai (gpt-oss); \"required\" and named tools work without (docs/structured_outputs.md)", choices=tuple(TOOL_PARSERS)),
-    Flag("reasoning_parser", "server.reasoning_parser", str, "split chat output's reasoning into reasoning_content: deepseek_r1, qwen3, glm45, openai (gpt-oss); a structured output constrains the answer after it", choices=REASONING_CHOICES),
+    Flag("reasoning_parser", "server.reasoning_parser", str, "split chat output's reasoning into reasoning (and reasoning_content, its older name): deepseek_r1, qwen3, glm45, openai (gpt-oss); a structured output constrains the answer after it", choices=REASONING_CHOICES),
     Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 FLAGS: list[Flag] = [*ENGINE_FLAGS, *SERVER_FLAGS]
