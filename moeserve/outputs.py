@@ -77,13 +77,15 @@ class LLMOutput:
     (`text`, `token_ids`, `logprobs`, `finish_reason`, ...) from the engine's per-sequence RequestOutput.
 
     prompt: the prompt's text (rendered, for a chat), None for a prompt given as token ids.
-    prompt_logprobs: moeserve's shape, as RequestOutput.prompt_logprobs (computed once per prompt)."""
+    prompt_logprobs (with SamplingParams.prompt_logprobs): vLLM's shape, one entry per prompt token,
+    None for the first, else {token id: Logprob}: the prompt token first, then its top alternatives."""
 
     request_id: str
     prompt: str | None
     prompt_token_ids: list[int]
     outputs: list[CompletionOutput]
     sequences: list[RequestOutput] = field(repr=False)  # the engine's final output of each sample
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None
 
     @property
     def finished(self) -> bool:
@@ -99,12 +101,6 @@ class LLMOutput:
         """The first sample's (logprob, top alternatives) per token: moeserve's flat shape, without
         the rank (`outputs[i].logprobs` has it, as `Logprob.rank`)."""
         return _pairs(self.sequences[0].logprobs)
-
-    @functools.cached_property
-    def prompt_logprobs(self) -> list[tuple[float, list[tuple[int, float]]] | None] | None:
-        """(logprob, top alternatives) per prompt token, None for the first; the ranks are in
-        `sequences[0].prompt_logprobs`."""
-        return _pairs(self.sequences[0].prompt_logprobs)
 
     # moeserve's flat fields: the first sample's
     text = property(lambda self: self.sequences[0].text)

@@ -16,7 +16,7 @@ from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import QueueFullError
-from moeserve.engine.llm_results import PromptsDone, completion, progress
+from moeserve.engine.llm_results import PromptsDone, completion, progress, prompt_logprobs
 from moeserve.outputs import LLMOutput, RequestOutput
 from moeserve.sampling_params import SamplingParams
 from moeserve.settings import ENGINE_FLAGS, ENGINE_KEYS, check_value, describe, engine_config
@@ -142,7 +142,8 @@ class LLM:
                 finished = self._run(pending, PromptsDone({o: p.n for o, p in zip(owners, params)}, bar))
         return [LLMOutput(request_id=owner, prompt=text, prompt_token_ids=ids,
                           outputs=[completion(i, finished[f"{owner}-{i}"], self.tokenizer) for i in range(p.n)],
-                          sequences=[finished[f"{owner}-{i}"] for i in range(p.n)])
+                          sequences=[finished[f"{owner}-{i}"] for i in range(p.n)],
+                          prompt_logprobs=prompt_logprobs(ids, finished[f"{owner}-0"].prompt_logprobs, self.tokenizer))
                 for owner, (text, ids), p in zip(owners, prompts, params)]
 
     def _run(self, pending: deque, done: PromptsDone) -> dict[str, RequestOutput]:

@@ -1,5 +1,5 @@
-"""What LLM.generate and LLM.chat report: a progress bar over the prompts (vLLM's use_tqdm) and vLLM's
-CompletionOutput of each finished sample."""
+"""What LLM.generate and LLM.chat report: a progress bar over the prompts (vLLM's use_tqdm), vLLM's
+CompletionOutput of each finished sample and vLLM's prompt_logprobs of each prompt."""
 from __future__ import annotations
 
 import contextlib
@@ -58,6 +58,19 @@ def logprob_dict(token: int, entry: TokenLogprob, text: str | None, alternatives
     out = {token: Logprob(lp, rank, text)}
     out.update((t, Logprob(v, r, alt)) for r, ((t, v), alt) in enumerate(zip(top, alternatives), 1))
     return out
+
+
+def prompt_logprobs(prompt: list[int], entries: list[TokenLogprob | None] | None,
+                    tokenizer: Any) -> list[dict[int, Logprob] | None] | None:
+    """vLLM's RequestOutput.prompt_logprobs of the engine's entries (RequestOutput.prompt_logprobs): None
+    for the first prompt token, then per token {token id: Logprob} as a generated token's
+    (`logprob_dict`), its decoded_token shown as the server's /v1/completions shows it."""
+    if entries is None:
+        return None
+    positions = [(token, None, []) if e is None else (token, e[0], e[1]) for token, e in zip(prompt, entries)]
+    texts = (TokenTexts(tokenizer).positions(positions) if tokenizer is not None
+             else ((None, [None] * len(top)) for _, _, top in positions))
+    return [None if e is None else logprob_dict(token, e, *text) for token, e, text in zip(prompt, entries, texts)]
 
 
 def completion(index: int, out: RequestOutput, tokenizer: Any) -> CompletionOutput:

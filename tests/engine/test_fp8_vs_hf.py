@@ -72,7 +72,8 @@ CHILD = textwrap.dedent('''
     for out, prompt, lg in zip(outs, prompts, logits):
         ref = torch.log_softmax(lg, dim=-1)
         spread.append(float(lg.std()))
-        diffs += [abs(out.prompt_logprobs[i][0] - float(ref[i - 1, prompt[i]])) for i in range(1, len(prompt))]
+        diffs += [abs(out.prompt_logprobs[i][prompt[i]].logprob - float(ref[i - 1, prompt[i]]))
+                  for i in range(1, len(prompt))]
     print(json.dumps({"diffs": diffs, "std": min(spread), "calls": calls, "cache": cache_dtypes,
                       "fp8_params": int(fp8_params)}))
 ''')

@@ -65,6 +65,25 @@ def test_outputs_have_vllms_fields_and_the_flat_fields_are_the_first_sample(llm)
     assert llm.generate("Hello", SamplingParams(max_tokens=2), use_tqdm=False)[0].outputs[0].cumulative_logprob is None
 
 
+def test_prompt_logprobs_are_vllms_dicts_of_logprobs(llm):
+    """vLLM's RequestOutput.prompt_logprobs: None for the first prompt token, then {token id: Logprob}
+    holding the prompt token (first, with its rank over the vocabulary) and its top alternatives
+    (ranks 1..N); the engine's (logprob, top, rank) entries in `sequences[0]` give the numbers."""
+    out = llm.generate("Hello world again", SamplingParams(temperature=0.0, max_tokens=2, prompt_logprobs=2),
+                       use_tqdm=False)[0]
+    ids, entries = out.prompt_token_ids, out.sequences[0].prompt_logprobs
+    assert len(out.prompt_logprobs) == len(ids) > 1 and out.prompt_logprobs[0] is None
+    for token, position, (lp, top, rank) in zip(ids[1:], out.prompt_logprobs[1:], entries[1:]):
+        assert isinstance(position, dict) and next(iter(position)) == token
+        assert all(isinstance(v, Logprob) for v in position.values())
+        assert set(position) == {token} | {t for t, _ in top} and len(top) == 2
+        if token not in {t for t, _ in top}:
+            assert position[token] == Logprob(lp, rank, llm.tokenizer.decode([token]))
+        assert [(position[t].logprob, position[t].rank) for t, _ in top] == [(v, r) for r, (_, v) in enumerate(top, 1)]
+    plain = llm.generate("Hello", SamplingParams(max_tokens=1), use_tqdm=False)[0]
+    assert plain.prompt_logprobs is None
+
+
 def test_a_list_of_params_may_give_each_prompt_its_own_n(llm):
     outs = llm.generate(["Hello", "World"], [SamplingParams(n=2, max_tokens=2), SamplingParams(n=1, max_tokens=3)],
                         use_tqdm=False)

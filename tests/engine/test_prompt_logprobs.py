@@ -37,12 +37,13 @@ def _rank_bounds(row, value, tol=1e-4):
 
 def _check(outputs, prompts, oracle):
     for out, prompt, ref in zip(outputs, prompts, oracle):
-        lps = out.prompt_logprobs
-        assert lps is not None and len(lps) == len(prompt) and lps[0] is None
+        assert out.prompt_logprobs is not None and len(out.prompt_logprobs) == len(prompt)
+        assert out.prompt_logprobs[0] is None  # vLLM's dicts of the engine's entries (test_llm_vllm_api.py)
         ranked = out.sequences[0].prompt_logprobs  # the engine's entries: (logprob, top, rank)
-        assert [e if e is None else e[:2] for e in ranked] == lps
+        assert len(ranked) == len(prompt) and ranked[0] is None
         for pos in range(1, len(prompt)):
-            lp, top = lps[pos]
+            lp, top, _ = ranked[pos]
+            assert out.prompt_logprobs[pos][prompt[pos]].logprob == pytest.approx(lp, abs=1e-6)
             want = ref[pos - 1]  # the logits at position pos-1 score token pos
             assert abs(lp - float(want[prompt[pos]])) <= 1e-4, (out.request_id, pos)
             low, high = _rank_bounds(want, float(want[prompt[pos]]))
