@@ -10,10 +10,12 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
+from moeserve.engine.grammar import COMPILE_THREADS
 from moeserve.engine.startup_summary import log_summary
 from moeserve.errors import QueueFullError
 from moeserve.engine.llm_results import PromptsDone, completion, progress, prompt_logprobs
@@ -129,6 +131,7 @@ class LLM:
         for p in params:
             if p.n > max_n:
                 raise ValueError(f"sampling_params: n is {p.n}; this LLM samples at most {max_n} per prompt (max_n)")
+        self._compile_grammars(params)
         owners = [f"llm-{next(self._ids)}" for _ in prompts]
         # sample i of a prompt is engine request <owner>-<i>, as the server names choice i of a request
         pending = deque((f"{owner}-{i}", ids, p.for_choice(i), owner)
@@ -145,6 +148,22 @@ class LLM:
                           sequences=[finished[f"{owner}-{i}"] for i in range(p.n)],
                           prompt_logprobs=prompt_logprobs(ids, finished[f"{owner}-0"].prompt_logprobs, self.tokenizer))
                 for owner, (text, ids), p in zip(owners, prompts, params)]
+
+    def _compile_grammars(self, params: list[SamplingParams]) -> None:
+        """Compiles the call's distinct grammars COMPILE_THREADS at a time (xgrammar releases the GIL), as
+        the server compiles its requests' grammars, before any prompt is submitted: add_request then
+        finds each in xgrammar's cache instead of compiling them one after another. A grammar that
+        cannot be compiled raises (RequestError naming structured_outputs) with nothing queued."""
+        distinct = {}
+        for p in params:
+            spec = p.structured_outputs
+            if spec is not None:
+                distinct.setdefault((spec.kind, spec.spec, spec.disable_any_whitespace), p)
+        if len(distinct) < 2:
+            return  # add_request compiles a single one
+        with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="grammar") as pool:
+            for done in [pool.submit(self.engine.compile_grammar, p) for p in distinct.values()]:
+                done.result()
 
     def _run(self, pending: deque, done: PromptsDone) -> dict[str, RequestOutput]:
         """Every engine request of `pending` run to its final output, by request id."""
