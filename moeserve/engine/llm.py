@@ -17,6 +17,7 @@ from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
 from moeserve.engine.grammar import COMPILE_THREADS
 from moeserve.engine.startup_summary import log_summary
+from moeserve.engine.vllm_keywords import VLLM_KEYWORDS, from_vllm
 from moeserve.errors import QueueFullError
 from moeserve.engine.llm_results import PromptsDone, completion, progress, prompt_logprobs
 from moeserve.outputs import LLMOutput, RequestOutput
@@ -35,14 +36,17 @@ class LLM:
     """Runs an engine in this process (rank 0; other ranks, if any, are spawned by the executor).
 
     `LLM(model=DIR, tp=2, ep=4, ...)`: every keyword is a `moeserve serve` setting of the same name
-    and default (moeserve/settings.py); model None serves the built-in model. tp / ep: docs/architecture.md,
-    "Parallel layout". The settings:
+    and default (moeserve/settings.py), or one of vLLM's LLM keywords (engine/vllm_keywords.py:
+    tensor_parallel_size, enable_expert_parallel, trust_remote_code, ...); model None serves the built-in
+    model. tp / ep: docs/architecture.md, "Parallel layout". The settings:
     """
 
     def __init__(self, model: str | None = None, **settings: Any):
-        unknown = sorted(set(settings) - set(ENGINE_KEYS))
+        unknown = sorted(set(settings) - set(ENGINE_KEYS) - set(VLLM_KEYWORDS))
         if unknown:
-            raise TypeError(f"LLM() got unknown settings {', '.join(unknown)}; valid settings: {', '.join(ENGINE_KEYS)}")
+            raise TypeError(f"LLM() got unknown settings {', '.join(unknown)}; valid settings: {', '.join(ENGINE_KEYS)}; "
+                            f"and vLLM's {', '.join(VLLM_KEYWORDS)} (engine/vllm_keywords.py)")
+        settings = from_vllm(model, settings)
         values = {k: check_value(ENGINE_KEYS[k], v, "LLM()") for k, v in {"model": model, **settings}.items()}
         config = engine_config(values)
         self.engine = EngineCore(config)
@@ -235,6 +239,10 @@ class LLM:
             return [operator.index(t) for t in prompt]  # numpy and torch integers too, never 1.5
         except TypeError:
             raise TypeError(f"prompts: token ids must be integers, got {reprlib.repr(list(prompt))}") from None
+
+    def get_tokenizer(self) -> Any:
+        """vLLM's: the checkpoint's tokenizer (transformers'), None for a checkpoint without one."""
+        return self.tokenizer
 
     def shutdown(self) -> None:
         with self._lock:  # after a generate running in another thread

@@ -95,3 +95,28 @@ def test_a_setting_of_the_wrong_type_is_a_config_error(built):
 def test_llm_docstring_lists_every_setting():
     for key in ENGINE_KEYS:
         assert f"{key} (" in LLM.__doc__
+
+
+def test_vllms_keywords_become_moeserves_settings(built):
+    """Code written for vllm.LLM runs with the import changed: its common keywords translate."""
+    import torch
+
+    config = built(model="m", tensor_parallel_size=2, enable_expert_parallel=True, dtype=torch.float32,
+                   trust_remote_code=True, tokenizer="m", disable_log_stats=True, pipeline_parallel_size=1,
+                   enforce_eager=True, gpu_memory_utilization=0.5, seed=3, max_model_len=512)
+    assert (config.parallel.tp, config.parallel.ep, config.model.dtype, config.seed) == (2, 2, "float32", 3)
+    assert built(model="m", tensor_parallel_size=2, ep=4).parallel.ep == 4  # an explicit ep wins
+    assert built(model="m", enable_expert_parallel=False).parallel.ep == 1
+    assert built(dtype="half").model.dtype == "float16" and built(dtype="float").model.dtype == "float32"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(model="m", tokenizer="other"), "tokenizer='other'"),
+    (dict(pipeline_parallel_size=2), "pipeline_parallel_size=2 is not supported"),
+    (dict(enable_chunked_prefill=False), "enable_chunked_prefill=False"),
+    (dict(trust_remote_code="yes"), "trust_remote_code must be True or False"),
+    (dict(tensor_parallel_size=2, tp=4), "disagree"),
+])
+def test_vllms_keywords_moeserve_cannot_honour_are_refused(built, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        built(**kwargs)

@@ -84,6 +84,18 @@ def test_prompt_logprobs_are_vllms_dicts_of_logprobs(llm):
     assert plain.prompt_logprobs is None
 
 
+def test_vllms_prompt_types_and_get_tokenizer(llm):
+    from moeserve.inputs import TextPrompt, TokensPrompt
+
+    tokenizer = llm.get_tokenizer()
+    assert tokenizer is llm.tokenizer
+    ids = tokenizer.encode("Hello")
+    params = SamplingParams(temperature=0.0, max_tokens=3)
+    by_ids, by_text = llm.generate([TokensPrompt(prompt_token_ids=ids), TextPrompt(prompt="Hello")], params,
+                                   use_tqdm=False)
+    assert by_ids.prompt_token_ids == by_text.prompt_token_ids == ids and by_ids.token_ids == by_text.token_ids
+
+
 def test_a_list_of_params_may_give_each_prompt_its_own_n(llm):
     outs = llm.generate(["Hello", "World"], [SamplingParams(n=2, max_tokens=2), SamplingParams(n=1, max_tokens=3)],
                         use_tqdm=False)
