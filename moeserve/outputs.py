@@ -69,6 +69,10 @@ class CompletionOutput:
     finish_reason: str | None
     stop_reason: str | int | None = None
 
+    def finished(self) -> bool:
+        """vLLM's (a method, where RequestOutput.finished is an attribute)."""
+        return self.finish_reason is not None
+
 
 @dataclass
 class LLMOutput:

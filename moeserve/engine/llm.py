@@ -1,6 +1,7 @@
 """The offline Python API: `LLM(model=DIR).generate(prompts, SamplingParams(...))`."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import numbers
@@ -15,6 +16,7 @@ from typing import Any
 
 from moeserve.engine import chat_prompt
 from moeserve.engine.engine_core import EngineCore
+from moeserve.engine.generation_defaults import generation_defaults
 from moeserve.engine.grammar import COMPILE_THREADS
 from moeserve.engine.startup_summary import log_summary
 from moeserve.engine.vllm_keywords import VLLM_KEYWORDS, from_vllm
@@ -54,6 +56,7 @@ class LLM:
         self.tokenizer = self.engine.tokenizer
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._defaults: dict[str, Any] | None = None  # get_default_sampling_params' fields, read on first use
         # `del llm` (or losing the last reference) stops the engine and its ranks, as shutdown() does
         self._finalizer = weakref.finalize(self, EngineCore.shutdown, self.engine)
 
@@ -71,7 +74,8 @@ class LLM:
         (tqdm's signature). A prompt or a parameter the engine refuses raises ValueError or TypeError,
         and nothing of the call stays queued."""
         prompt_list = _prompt_list(prompts)
-        params = _params_list(sampling_params, len(prompt_list))
+        params = _params_list(self.get_default_sampling_params() if sampling_params is None else sampling_params,
+                              len(prompt_list))
         return self._generate([(self._prompt_text(prompt), self._token_ids(prompt)) for prompt in prompt_list], params,
                               use_tqdm)
 
@@ -89,7 +93,8 @@ class LLM:
         Bad messages raise ChatPromptError (a ValueError naming the field, `.param`) or TypeError
         before anything is queued."""
         conversations = _conversations(messages)
-        params = _params_list(sampling_params, len(conversations))
+        params = _params_list(self.get_default_sampling_params() if sampling_params is None else sampling_params,
+                              len(conversations))
         render = self._chat_renderer(chat_template, add_generation_prompt, continue_final_message, tools, chat_template_kwargs)
         prompts = []
         for k, conversation in enumerate(conversations):
@@ -138,7 +143,7 @@ class LLM:
         self._compile_grammars(params)
         owners = [f"llm-{next(self._ids)}" for _ in prompts]
         # sample i of a prompt is engine request <owner>-<i>, as the server names choice i of a request
-        pending = deque((f"{owner}-{i}", ids, p.for_choice(i), owner)
+        pending = deque((f"{owner}-{i}", ids, self._within_context(p, len(ids)).for_choice(i), owner)
                         for owner, (_, ids), p in zip(owners, prompts, params) for i in range(p.n))
         # one call steps the engine at a time: a call collects only its own outputs, so two stepping at
         # once took each other's (one never returned) and raced on the scheduler's state
@@ -152,6 +157,14 @@ class LLM:
                           sequences=[finished[f"{owner}-{i}"] for i in range(p.n)],
                           prompt_logprobs=prompt_logprobs(ids, finished[f"{owner}-0"].prompt_logprobs, self.tokenizer))
                 for owner, (text, ids), p in zip(owners, prompts, params)]
+
+    def _within_context(self, params: SamplingParams, prompt_len: int) -> SamplingParams:
+        """vLLM's LLM: max_tokens past the end of the context generates up to its end (finish_reason
+        "length"), where the server refuses the request (a client's mistake it should hear of)."""
+        room = self.engine.max_model_len - prompt_len
+        if params.max_tokens is not None and 0 < room < params.max_tokens:
+            return dataclasses.replace(params, max_tokens=None)  # the engine's "the rest of the context"
+        return params
 
     def _compile_grammars(self, params: list[SamplingParams]) -> None:
         """Compiles the call's distinct grammars COMPILE_THREADS at a time (xgrammar releases the GIL), as
@@ -240,6 +253,14 @@ class LLM:
         except TypeError:
             raise TypeError(f"prompts: token ids must be integers, got {reprlib.repr(list(prompt))}") from None
 
+    def get_default_sampling_params(self) -> SamplingParams:
+        """vLLM's: what generate / chat sample with when given no SamplingParams: SamplingParams() with
+        the sampling fields the checkpoint's generation_config.json sets (temperature, top_p, top_k, min_p,
+        the penalties, max_new_tokens as max_tokens)."""
+        if self._defaults is None:
+            self._defaults = generation_defaults(self.engine.config.model.model)
+        return SamplingParams(**self._defaults)
+
     def get_tokenizer(self) -> Any:
         """vLLM's: the checkpoint's tokenizer (transformers'), None for a checkpoint without one."""
         return self.tokenizer
@@ -284,8 +305,6 @@ def _conversations(messages: Any) -> list[Any]:
 
 
 def _params_list(params: Any, num_prompts: int) -> list[SamplingParams]:
-    if params is None:
-        return [SamplingParams()] * num_prompts
     if isinstance(params, SamplingParams):
         return [params] * num_prompts
     if not isinstance(params, Sequence) or isinstance(params, str):

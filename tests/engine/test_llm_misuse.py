@@ -96,7 +96,7 @@ def test_sampling_params_is_vllms_keyword_and_a_list_gives_one_per_prompt(llm, h
 
 def test_engine_refusals_are_value_errors_naming_the_field(llm, hello):
     cases = [(SamplingParams(stop_token_ids=[10**6]), "stop_token_ids"), (SamplingParams(logit_bias={10**6: 1}), "logit_bias"),
-             (SamplingParams(max_tokens=10**6), "max_tokens")]
+             (SamplingParams(max_tokens=10**6, min_tokens=300), "min_tokens")]
     for params, match in cases:
         with pytest.raises(ValueError, match=match):
             llm.generate("Hello", params)
@@ -115,6 +115,15 @@ def test_same_seed_same_text_across_calls_and_batches(llm):
 def test_max_tokens_unset_runs_to_max_model_len(llm):
     out = llm.generate([[5, 6]], SamplingParams(temperature=0.0, max_tokens=None, ignore_eos=True))[0]
     assert len(out.token_ids) == 256 - 2 and out.finish_reason == "length"
+
+
+def test_max_tokens_past_the_context_runs_to_its_end_as_vllms_llm(llm):
+    """vLLM's LLM generates up to max_model_len (the server refuses such a request instead); a prompt
+    that fills the context is still refused."""
+    out = llm.generate([[5, 6]], SamplingParams(temperature=0.0, max_tokens=10**6, ignore_eos=True))[0]
+    assert len(out.token_ids) == 256 - 2 and out.finish_reason == "length"
+    with pytest.raises(ValueError, match="maximum context length"):
+        llm.generate([[5] * 256], SamplingParams(max_tokens=10**6))
 
 
 def test_generate_after_shutdown_raises_and_the_with_block_shuts_down():

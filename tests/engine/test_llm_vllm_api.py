@@ -48,7 +48,7 @@ def test_outputs_have_vllms_fields_and_the_flat_fields_are_the_first_sample(llm)
         assert (out.text, out.token_ids, out.finish_reason, out.stop_reason) == \
             (first.text, first.token_ids, first.finish_reason, first.stop_reason)
         for c in out.outputs:
-            assert c.finish_reason == "length" and len(c.token_ids) == 4 and len(c.logprobs) == 4
+            assert c.finish_reason == "length" and len(c.token_ids) == 4 and len(c.logprobs) == 4 and c.finished()
             assert c.text == llm.tokenizer.decode(c.token_ids)
             assert c.cumulative_logprob == pytest.approx(sum(e[c.token_ids[k]].logprob for k, e in enumerate(c.logprobs)))
         # moeserve's flat logprobs: (chosen logprob, [(id, logprob), ...]) of the first sample
@@ -94,6 +94,23 @@ def test_vllms_prompt_types_and_get_tokenizer(llm):
     by_ids, by_text = llm.generate([TokensPrompt(prompt_token_ids=ids), TextPrompt(prompt="Hello")], params,
                                    use_tqdm=False)
     assert by_ids.prompt_token_ids == by_text.prompt_token_ids == ids and by_ids.token_ids == by_text.token_ids
+
+
+def test_no_sampling_params_samples_with_the_checkpoints_generation_config(llm, monkeypatch, tmp_path):
+    """vLLM's generation_config "auto": generate / chat without SamplingParams use the sampling fields
+    that generation_config.json sets (max_new_tokens as max_tokens)."""
+    from moeserve.engine.generation_defaults import generation_defaults
+
+    (tmp_path / "generation_config.json").write_text(
+        '{"temperature": 0.6, "top_p": 0.95, "top_k": 50, "max_new_tokens": 7, "eos_token_id": 2}')
+    assert generation_defaults(str(tmp_path)) == {"temperature": 0.6, "top_p": 0.95, "top_k": 50, "max_tokens": 7}
+    assert generation_defaults(str(tmp_path / "none")) == {}
+    assert llm.get_default_sampling_params() == SamplingParams()  # the built-in model's config sets none
+    monkeypatch.setattr(llm, "_defaults", {"temperature": 0.0, "max_tokens": 3})
+    greedy = llm.generate("Hello", SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True), use_tqdm=False)[0]
+    out = llm.generate("Hello", use_tqdm=False)[0]
+    assert out.token_ids == greedy.token_ids[:len(out.token_ids)] and len(out.token_ids) <= 3
+    assert llm.chat([{"role": "user", "content": "Hi"}], use_tqdm=False)[0].outputs[0].finish_reason in ("stop", "length")
 
 
 def test_a_list_of_params_may_give_each_prompt_its_own_n(llm):
