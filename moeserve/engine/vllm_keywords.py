@@ -6,6 +6,7 @@ a value moeserve cannot honour is a ConfigError that says what moeserve does ins
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from moeserve.errors import ConfigError
@@ -50,7 +51,7 @@ def from_vllm(model: Any, settings: dict[str, Any]) -> dict[str, Any]:
     if "dtype" in out:
         out["dtype"] = _dtype(out["dtype"])
     tokenizer = settings.get("tokenizer")
-    if tokenizer is not None and str(tokenizer) != str(model):
+    if tokenizer is not None and (model is None or os.path.normpath(tokenizer) != os.path.normpath(model)):
         raise ConfigError(f"LLM(): tokenizer={tokenizer!r}: moeserve reads the tokenizer from the model ({model!r}); "
                           "leave tokenizer unset or equal to model")
     for key, (values, instead) in _ONLY.items():
