@@ -230,6 +230,7 @@ async def create_chat_completion(request: Request) -> Any:
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     plan = plan_output(state.formats, tools, rendered[-1], constraint)
     params = common.sampling_params(req, max_tokens, logprobs, max_tokens_param=param, structured=plan.constraint,
+                                    defaults=state.sampling_defaults,
                                     prompt_logprobs=prompt_logprobs.wanted(req, _implied_prompt_logprobs(req)))
     if plan.keep_special_tokens:  # the parsers' markers are special tokens: the text must keep them
         params = dataclasses.replace(params, skip_special_tokens=False)

@@ -140,6 +140,19 @@ def _tokenizer_description(tokenizer, model_dir: str) -> str:
     return f"{type(tokenizer).__name__}, {len(tokenizer)} tokens, from {model_dir} (also at GET /tokenizer_info)"
 
 
+def _sampling_defaults(choice: str, model_dir: str | None) -> dict:
+    """--generation-config: the sampling fields a request leaves out take from generation_config.json."""
+    from moeserve.engine.generation_defaults import generation_defaults
+
+    if choice == "vllm" or (choice == "auto" and not model_dir):
+        return {}
+    defaults = generation_defaults(model_dir if choice == "auto" else choice)
+    if defaults:
+        logger.info("requests that leave them out sample with %s (--generation-config %s; vllm for OpenAI's defaults)",
+                    ", ".join(f"{k}={v}" for k, v in defaults.items()), choice)
+    return defaults
+
+
 async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int:
     from moeserve.engine.engine_core import load_tokenizer
     from moeserve.server.app import build_app
@@ -156,6 +169,7 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
         logger.info("starting the engine process (model: %s)", engine_config.model.model or _builtin_description())
         ready = await client.start(server_config.startup_timeout_s)
         tokenizer = await asyncio.to_thread(load_tokenizer, ready.model_dir, engine_config.model.chat_template)
+        defaults = await asyncio.to_thread(_sampling_defaults, server_config.generation_config, ready.model_dir)
         logger.info("tokenizer: %s", _tokenizer_description(tokenizer, ready.model_dir))
         if engine_config.model.chat_template is not None:
             logger.info("chat template: from --chat-template%s", "" if tokenizer is not None else
@@ -170,7 +184,7 @@ async def serve(engine_config: EngineConfig, server_config: ServerConfig) -> int
     # The model's vocabulary bounds token ids (as in the Python API); ids the tokenizer lacks decode to "".
     state = ServerState(client, server_config, tokenizer, ready.model_name, ready.max_model_len, ready.vocab_size,
                         ServerMetrics(lambda: client.stats, lambda: client.healthy, ready.model_name),
-                        max_queued_requests=engine_config.scheduler.max_queued_requests)
+                        max_queued_requests=engine_config.scheduler.max_queued_requests, sampling_defaults=defaults)
     logger.info("HTTP front end: %s", "uvloop + httptools" if fast_http() else
                 "asyncio + h11 (pure Python; uvloop and httptools are faster, MOESERVE_FAST_HTTP=0 chose this or they are missing)")
     uv = _make_server(build_app(state), server_config, [(label, text) for label, text in ready.summary],

@@ -49,6 +49,8 @@ class ServerState:
     vocab_size: int  # the model's: prompt and stop token ids must lie below it
     metrics: ServerMetrics
     max_queued_requests: int | None = None  # the engine's waiting-queue bound: a request fanning out wider never fits
+    # SamplingParams keywords for the fields a request leaves out (--generation-config; engine/generation_defaults.py)
+    sampling_defaults: dict = field(default_factory=dict)
     draining: bool = False
     kv_taken: TakenPins = field(default_factory=TakenPins)  # remote prefills this decoder has taken (read once)
     # tokenization runs on two lanes off the event loop (a multi-MB prompt takes seconds): text over
@@ -151,13 +153,16 @@ def check_token_ids(state: ServerState, ids: list[int], param: str) -> None:
 
 
 def resolve_max_tokens(state: ServerState, prompt_lens: list[int], max_tokens: int | None, param: str, prompt_param: str) -> int:
-    """max_tokens, defaulting to what is left of the context; 400 if a prompt cannot fit."""
+    """max_tokens, defaulting to what is left of the context (at most --generation-config's max_new_tokens);
+    400 if a prompt cannot fit."""
     longest = max(prompt_lens)
     if max_tokens is None or max_tokens >= 1:  # 0: echo scoring only, which the engine checks
         too_long = context_length_error(state.max_model_len, longest, max_tokens, param, prompt_param)
         if too_long is not None:
             raise bad_request(too_long.message, param=too_long.param, code=too_long.code)
-    return state.max_model_len - longest if max_tokens is None else max_tokens
+    if max_tokens is None:
+        return min(state.max_model_len - longest, state.sampling_defaults.get("max_tokens", state.max_model_len))
+    return max_tokens
 
 
 async def tokenize(state: ServerState, fn: Callable[..., Any], *args: Any, text_bytes: int = 0) -> Any:
@@ -255,31 +260,39 @@ def check_fan_out(state: ServerState, n: int, num_prompts: int) -> None:
 
 
 def sampling_params(req: Any, max_tokens: int, logprobs: int | None, max_tokens_param: str = "max_tokens",
-                    structured: StructuredOutputsParams | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
+                    structured: StructuredOutputsParams | None = None, prompt_logprobs: int | None = None,
+                    defaults: dict | None = None) -> SamplingParams:
     """The request's SamplingParams (its fan-out checked by `check_fan_out`); max_tokens_param names
-    the field max_tokens came from in errors; `structured` its constraint (server/structured.py)."""
+    the field max_tokens came from in errors; `structured` its constraint (server/structured.py); `defaults`
+    the sampling fields a request that leaves them out gets (ServerState.sampling_defaults), else OpenAI's."""
+    d = defaults or {}
+
+    def given(name: str, fallback: Any) -> Any:
+        value = getattr(req, name)
+        return d.get(name, fallback) if value is None else value
+
     try:
         return SamplingParams(
             n=req.n,
             max_tokens=max_tokens,
-            temperature=1.0 if req.temperature is None else req.temperature,
-            top_p=1.0 if req.top_p is None else req.top_p,
-            top_k=-1 if req.top_k is None else req.top_k,
+            temperature=given("temperature", 1.0),
+            top_p=given("top_p", 1.0),
+            top_k=given("top_k", -1),
             seed=req.seed,
             stop=[] if req.stop is None else req.stop,  # "" is refused, as vLLM does, never read as no stop
             stop_token_ids=req.stop_token_ids or [],
             ignore_eos=req.ignore_eos,
             logprobs=logprobs,
             prompt_logprobs=prompt_logprobs,
-            presence_penalty=req.presence_penalty or 0.0,
-            frequency_penalty=req.frequency_penalty or 0.0,
+            presence_penalty=given("presence_penalty", 0.0),
+            frequency_penalty=given("frequency_penalty", 0.0),
             include_stop_str_in_output=req.include_stop_str_in_output,
             skip_special_tokens=req.skip_special_tokens,
             logit_bias=req.logit_bias,
             allowed_token_ids=req.allowed_token_ids,
             bad_words=req.bad_words or [],
-            repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
-            min_p=req.min_p or 0.0,
+            repetition_penalty=given("repetition_penalty", 1.0),
+            min_p=given("min_p", 0.0),
             min_tokens=req.min_tokens or 0,
             structured_outputs=structured,
         )

@@ -199,6 +199,7 @@ async def create_completion(request: Request) -> Any:
         max_tokens = 1  # generated and left out of the response
     constraint, source = structured.request_constraint(req)
     params = common.sampling_params(req, max_tokens, req.logprobs, structured=constraint,
+                                    defaults=state.sampling_defaults,
                                     prompt_logprobs=prompt_logprobs.wanted(req, _implied_prompt_logprobs(req)))
     prompt_texts = await common.tokenize(state, _decode_all, prompts, text_bytes=4 * sum(map(len, prompts))) if req.echo else []
     kv = await kv_params.check(req.kv_transfer_params, prompts, req.n, req.stream,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,9 @@ class ServerConfig:
     # chat output parsers by model family (server/parsers/): tool calls for tool_choice "auto", reasoning
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    # sampling defaults for fields a request leaves out: "auto" the checkpoint's generation_config.json (vLLM's
+    # --generation-config default), "vllm" none (OpenAI's), or a directory holding a generation_config.json
+    generation_config: str = "auto"
 
     def validate(self) -> "ServerConfig":
         if not self.host.strip():  # uvicorn would bind every interface; getaddrinfo's own refusal named no flag
@@ -70,6 +74,9 @@ class ServerConfig:
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level}")
         check_parser_names(self.tool_call_parser, self.reasoning_parser)
+        if self.generation_config not in ("auto", "vllm") and not os.path.isdir(self.generation_config):
+            raise ConfigError(f"--generation-config {self.generation_config!r}: give auto (the checkpoint's "
+                              "generation_config.json), vllm (none) or a directory holding a generation_config.json")
         for origin in self.allowed_origins:
             if origin != "*" and not _ORIGIN.fullmatch(origin):
                 raise ConfigError(f"--allowed-origins: {origin!r} is not an origin; write scheme://host[:port] with no "
@@ -89,6 +96,7 @@ SERVER_FLAGS: list[Flag] = [
     Flag("log_level", "server.log_level", str, "debug, info, warning or error", choices=LOG_LEVELS),
     Flag("tool_call_parser", "server.tool_call_parser", str, "how chat output holds tool calls, for tool_choice \"auto\": hermes (Qwen, Hermes), deepseek_v3, glm45, openai (gpt-oss); \"required\" and named tools work without (docs/structured_outputs.md)", choices=tuple(TOOL_PARSERS)),
     Flag("reasoning_parser", "server.reasoning_parser", str, "split chat output's reasoning into reasoning (and reasoning_content, its older name): deepseek_r1, qwen3, glm45, openai (gpt-oss); a structured output constrains the answer after it", choices=REASONING_CHOICES),
+    Flag("generation_config", "server.generation_config", str, "sampling defaults for fields a request leaves out (temperature, top_p, top_k, min_p, penalties, max_tokens): auto, the checkpoint's generation_config.json, as vLLM; vllm, none (OpenAI's defaults); or a directory holding one"),
     Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 FLAGS: list[Flag] = [*ENGINE_FLAGS, *SERVER_FLAGS]

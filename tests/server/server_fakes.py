@@ -114,13 +114,15 @@ def start_fake_engine(engine: FakeEngine) -> tuple[socket.socket, socket.socket]
 
 
 async def make_app(engine: FakeEngine, health_timeout_s: float = 60.0, max_queued_requests: int | None = None,
-                   tokenizer=None, config: ServerConfig | None = None, engine_config: EngineConfig | None = None):
+                   tokenizer=None, config: ServerConfig | None = None, engine_config: EngineConfig | None = None,
+                   sampling_defaults: dict | None = None):
     """The real front end (ASGI, in-process) talking ipc to `engine`'s loop over a socket pair:
     (httpx client, EngineClient, the engine side's socket; close it and the engine is gone)."""
     ours, theirs = start_fake_engine(engine)
     client = EngineClient(engine_config or EngineConfig(), health_timeout_s=health_timeout_s)
     ready = await client.attach(ours)
     state = ServerState(client, config or ServerConfig(), tokenizer or FakeTokenizer(), ready.model_name, ready.max_model_len, 100,
-                        ServerMetrics(lambda: client.stats, lambda: client.healthy, ready.model_name), max_queued_requests)
+                        ServerMetrics(lambda: client.stats, lambda: client.healthy, ready.model_name), max_queued_requests,
+                        sampling_defaults=sampling_defaults or {})
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(state)), base_url="http://test", timeout=30)
     return http, client, theirs
