@@ -39,7 +39,7 @@ def test_echo_logprobs_prompt_then_generated(client, server, llm):
     assert echo.text.endswith(plain.text) and echo.model_extra["token_ids"] == plain.model_extra["token_ids"]
     # the prompt part is the Python API's prompt_logprobs
     ref = llm.generate([prompt_ids], SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=2))[0]
-    assert _close(lp.token_logprobs[1:n], [e[0] for e in ref.prompt_logprobs[1:]])
+    assert _close(lp.token_logprobs[1:n], [ref.prompt_logprobs[i][prompt_ids[i]].logprob for i in range(1, n)])
     assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
     assert lp.text_offset[n] == len(echo.text) - len(plain.text)
 
