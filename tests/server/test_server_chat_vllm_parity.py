@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from family_tokenizers import save_tokenizer
@@ -112,13 +113,18 @@ class ToolsTokenizer(FakeTokenizer):
         return super().apply_chat_template(messages, **kw)
 
 
-async def _scripted(body: dict):
-    http, client, _ = await make_app(ScriptedEngine(max_waiting=100), tokenizer=ToolsTokenizer())
+async def _chat(body: dict, engine: ScriptedEngine, **app) -> Any:
+    """One chat request to the front end over `engine` (make_app's keywords in `app`)."""
+    http, client, _ = await make_app(engine, **app)
     try:
         return await http.post("/v1/chat/completions", json=body)
     finally:
         await http.aclose()
         await client.shutdown(1.0)
+
+
+async def _scripted(body: dict):
+    return await _chat(body, ScriptedEngine(max_waiting=100), tokenizer=ToolsTokenizer())
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -229,12 +235,7 @@ async def _reasoning(body: dict, script: str):
 
     engine = ScriptedEngine(max_waiting=100)
     engine.SCRIPT = script
-    http, client, _ = await make_app(engine, config=ServerConfig(reasoning_parser="qwen3"))
-    try:
-        return await http.post("/v1/chat/completions", json=body)
-    finally:
-        await http.aclose()
-        await client.shutdown(1.0)
+    return await _chat(body, engine, config=ServerConfig(reasoning_parser="qwen3"))
 
 
 @pytest.mark.parametrize("stream", [False, True])
