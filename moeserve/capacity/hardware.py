@@ -33,7 +33,7 @@ MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KB
 @dataclass(frozen=True)
 class Hardware:
     name: str
-    memory_gb: float  # per GPU (GB = 1e9 bytes)
+    memory_gb: float  # per GPU (GB = 1e9 bytes): what the device reports (nvidia-smi, rocm-smi), not the datasheet's GiB
     memory_bandwidth_gbs: float  # HBM, GB/s
     tflops: dict  # dense tensor-core peak per compute format: fp4, fp8, bf16, fp32
     gpus_per_node: int  # the scale-up (NVLink) domain

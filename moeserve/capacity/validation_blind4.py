@@ -41,8 +41,8 @@ COOKBOOK = "SGLang cookbook (github.com/sgl-project/sgl-cookbook at commit 7b5bd
 SGL_6835 = ("SGLang PR #6835 (github.com/sgl-project/sglang/pull/6835), DeepSeek-R1-0528 on 8 H20-3e at --tp 8, the "
             "run without MoE config")
 
-# the H20-3e: the H20's tensor cores with 141 GB of HBM3e at 4.8 TB/s (the H200's memory)
-H20_3E = (("memory_gb", 141), ("memory_bandwidth_gbs", 4800))
+# the H20-3e: the H20's tensor cores with 141 GB of HBM3e at 4.8 TB/s (the H200's memory; 150.75 GB as the device reports it)
+H20_3E = (("memory_gb", 150.75), ("memory_bandwidth_gbs", 4800))  # memory as the H200 reports it (hardware/h200.yaml)
 
 _TRT = ("1 / the p50 inter-token latency ({itl} ms) of LLMPerf at {conc} concurrent request{s} of {isl:,} in / 600 "
         "out (fixed lengths assumed) against trtllm-serve on 8 {gpu}; attention TP 8 (no attention DP set), {moe}; "
