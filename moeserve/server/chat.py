@@ -141,7 +141,7 @@ def _response(state: ServerState, gen: Generation, req: ChatCompletionRequest, p
         choices.append({"index": c.index, "message": message, "logprobs": _logprobs(state, c, 0) if req.logprobs else None,
                         "finish_reason": _finish(c.finish_reason, bool(message.get("tool_calls")), plan), "stop_reason": c.stop_reason,
                         **common.token_ids_fields(req, gen, c, c.token_ids, with_prompt=False)})
-    response = {"id": gen.request_id, "object": "chat.completion", "created": common.created(),
+    response = {"id": gen.response_id, "object": "chat.completion", "created": common.created(),
                 "model": state.model_name, "choices": choices, "usage": gen.usage(), **_prompt_ids(req, gen),
                 **common.kv_answer(gen)}
     if prompt_logprobs.returned(req, _implied_prompt_logprobs(req)):  # one prompt: vLLM puts it at the top level
@@ -203,6 +203,7 @@ async def _stream(state: ServerState, gen: Generation, req: ChatCompletionReques
 async def create_chat_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = await common.read_request(request, state, ChatCompletionRequest)
+    client_id = common.client_request_id(request, req.request_id)
     common.check_model(state, req.model)
     common.check_request_fields(req, state)
     prompt_logprobs.check(req, state)
@@ -238,9 +239,10 @@ async def create_chat_completion(request: Request) -> Any:
                                  state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("chatcmpl"), [prompt], params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv,
-                     kv_taken=state.kv_taken)
+                     kv_taken=state.kv_taken, response_id=common.response_id("chatcmpl", client_id),
+                     client_id=client_id)
     await common.start(gen, source)
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req, plan), gen)
     await common.run_to_completion(request, gen)
-    return JSONResponse(_response(state, gen, req, plan))
+    return JSONResponse(_response(state, gen, req, plan), headers=common.id_headers(gen))

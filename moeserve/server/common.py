@@ -98,6 +98,36 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
+MAX_CLIENT_ID_CHARS = 256
+
+
+def client_request_id(request: Any, body_id: str | None) -> str | None:
+    """The id a client gave its request, as vLLM reads it: the X-Request-Id header, else the body's
+    `request_id`; None when it gave none. Printable ASCII without spaces, at most 256 characters (it is
+    echoed in a header and written to logs)."""
+    given = request.headers.get("x-request-id") if request is not None else None
+    param = "X-Request-Id" if given is not None else "request_id"
+    given = given if given is not None else body_id
+    if given is None:
+        return None
+    if not given or len(given) > MAX_CLIENT_ID_CHARS or not all("!" <= ch <= "~" for ch in given):
+        raise bad_request(f"{param} must be 1 to {MAX_CLIENT_ID_CHARS} printable ASCII characters without spaces",
+                          param=param)
+    return given
+
+
+def id_headers(gen: Any) -> dict[str, str]:
+    """The client's request id echoed back (X-Request-Id), when it sent one."""
+    return {"X-Request-Id": gen.client_id} if gen.client_id is not None else {}
+
+
+def response_id(prefix: str, client_id: str | None) -> str:
+    """The response's `id`: `prefix-<the client's id>` as vLLM's, else a new one. Only the response
+    carries it: the engine's request ids stay the server's own (Generation), so two clients sending the
+    same id never share, abort or read each other's requests."""
+    return f"{prefix}-{client_id}" if client_id is not None else new_id(prefix)
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refusing (413) anything over `limit` bytes before reading it all."""
     declared = request.headers.get("content-length")
@@ -393,7 +423,7 @@ class StreamChunks:
         self._prompt_ids_due = {c.index for c in gen.choices.values()} if obj == "text_completion" else set()
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
         self.continuous_usage = self.include_usage and req.stream_options.continuous_usage_stats
-        self.base = {"id": gen.request_id, "object": obj, "created": created(), "model": model}
+        self.base = {"id": gen.response_id, "object": obj, "created": created(), "model": model}
 
     def choice(self, choice: Any, fields: dict[str, Any], logprobs: Any = None, finish: str | None = None,
                stop: Any = None, new_ids: list[int] | None = None, top: dict[str, Any] | None = None) -> bytes:
@@ -430,7 +460,8 @@ class SSEResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = watch_disconnect(receive, self.gen.on_disconnect)
-        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                   *((k.lower().encode(), v.encode()) for k, v in id_headers(self.gen).items())]
         chunks = self._chunks(f"{scope.get('method', 'POST')} {scope.get('path', '')}")
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -454,7 +485,7 @@ class SSEResponse(Response):
         except ApiError as e:
             yield sse(e.body())
         except Exception as e:
-            yield sse(internal_error(e, where, self.gen.request_id).body())
+            yield sse(internal_error(e, where, self.gen.response_id).body())
         yield SSE_DONE
 
 

@@ -125,7 +125,7 @@ def _response(state: ServerState, gen: Generation, req: CompletionRequest, promp
         if prompt_logprobs.returned(req, _implied_prompt_logprobs(req)):
             choice["prompt_logprobs"] = prompt_logprobs.to_json(state, c.prompt_logprobs)
         choices.append(choice)
-    return {"id": gen.request_id, "object": "text_completion", "created": common.created(),
+    return {"id": gen.response_id, "object": "text_completion", "created": common.created(),
             "model": state.model_name, "choices": choices, "usage": _usage(gen, req), **common.kv_answer(gen)}
 
 
@@ -173,6 +173,7 @@ async def _stream(state: ServerState, gen: Generation, req: CompletionRequest, p
 async def create_completion(request: Request) -> Any:
     state: ServerState = request.app.state.server
     req = await common.read_request(request, state, CompletionRequest)
+    client_id = common.client_request_id(request, req.request_id)
     common.check_model(state, req.model)
     common.check_request_fields(req, state)
     req.logprobs = common.resolve_logprobs(state, req.logprobs, "logprobs")
@@ -206,9 +207,10 @@ async def create_completion(request: Request) -> Any:
                                  state.client.config.kv_transfer)
     gen = Generation(state.client, state.metrics, common.new_id("cmpl"), prompts, params,
                      buffer_limit=state.config.max_stream_buffer_bytes, kv_transfer=kv,
-                     kv_taken=state.kv_taken)
+                     kv_taken=state.kv_taken, response_id=common.response_id("cmpl", client_id),
+                     client_id=client_id)
     await common.start(gen, source)
     if req.stream:
         return common.SSEResponse(_stream(state, gen, req, prompt_texts), gen)
     await common.run_to_completion(request, gen)
-    return JSONResponse(_response(state, gen, req, prompt_texts))
+    return JSONResponse(_response(state, gen, req, prompt_texts), headers=common.id_headers(gen))

@@ -98,12 +98,14 @@ class Choice:
 class Generation:
     def __init__(self, client: EngineClient, metrics: Any, request_id: str, prompts: list[list[int]], params: SamplingParams,
                  buffer_limit: int = DEFAULT_BUFFER_LIMIT, kv_transfer: dict[str, Any] | None = None,
-                 kv_taken: TakenPins | None = None):
+                 kv_taken: TakenPins | None = None, response_id: str | None = None, client_id: str | None = None):
         self.client = client
         self.kv_transfer = kv_transfer  # kv_transfer/params.to_plain, for every engine request (n is 1 then)
         self.kv_taken = kv_taken  # the server's record of the pins it took: a remote prefill's blocks are read once
         self.metrics = metrics
-        self.request_id = request_id
+        self.request_id = request_id  # the engine requests' prefix: always the server's own
+        self.response_id = response_id or request_id  # the response's `id` (common.response_id)
+        self.client_id = client_id  # the client's X-Request-Id / request_id, echoed as X-Request-Id
         self.prompts = prompts
         self.params = params
         self.arrival = time.monotonic()

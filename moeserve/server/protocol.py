@@ -126,6 +126,8 @@ class _Sampling(_Strict):
         "messages": "messages must be a non-empty list of {role, content} objects",
     }
     model: str | None = None
+    # vLLM's: the response's id is the endpoint's prefix and this (an X-Request-Id header wins; common.response_id)
+    request_id: str | None = None
     n: WholeInt = 1
     temperature: float | None = None
     top_p: float | None = None

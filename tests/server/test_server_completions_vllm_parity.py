@@ -2,6 +2,7 @@
 vLLM does (read in its source and observed), encoded here without vLLM."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 
 import httpx
@@ -166,3 +167,36 @@ def test_max_logprobs_is_a_config_key_with_vllms_default():
     assert ModelConfig(max_logprobs=-1).max_logprobs_for(4096) == 4096
     with pytest.raises(ConfigError, match="--max-logprobs"):
         EngineConfig(model=ModelConfig(max_logprobs=-2)).validate()
+
+
+def test_a_clients_request_id_names_the_response(server):
+    """vLLM's: an X-Request-Id header (else the body's request_id) becomes the response's id after the
+    endpoint's prefix, and the header comes back; streamed chunks carry the same id. Two requests with
+    the same id run side by side as their own (the engine's ids stay the server's)."""
+    body = {"prompt": "Hello", "max_tokens": 3, "temperature": 0}
+    r = httpx.post(server.url + C, json=body, headers={**AUTH, "X-Request-Id": "trace-42"}, timeout=120)
+    assert r.status_code == 200 and r.json()["id"] == "cmpl-trace-42" and r.headers["x-request-id"] == "trace-42"
+    chat = post(server, CHAT, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "request_id": "b-7"})
+    assert chat.json()["id"] == "chatcmpl-b-7" and chat.headers["x-request-id"] == "b-7", chat.text
+    both = httpx.post(server.url + C, json=dict(body, request_id="body"), headers={**AUTH, "X-Request-Id": "head"},
+                      timeout=120)
+    assert both.json()["id"] == "cmpl-head"  # the header wins, as in vLLM
+    stream = httpx.post(server.url + C, json=dict(body, stream=True, n=2), headers={**AUTH, "X-Request-Id": "s-1"},
+                        timeout=120)
+    assert stream.headers["x-request-id"] == "s-1"
+    assert {e["id"] for e in _events(stream)} == {"cmpl-s-1"}
+    plain = post(server, C, body)
+    assert plain.json()["id"].startswith("cmpl-") and "x-request-id" not in plain.headers
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        same = list(pool.map(lambda p: httpx.post(server.url + C, json=dict(body, prompt=p, max_tokens=8, ignore_eos=True),
+                                                  headers={**AUTH, "X-Request-Id": "dup"}, timeout=120),
+                             ["one two", "three four five", "six", "seven eight"]))
+    alone = [post(server, C, dict(body, prompt=p, max_tokens=8, ignore_eos=True)).json()["choices"][0]["text"]
+             for p in ["one two", "three four five", "six", "seven eight"]]
+    assert [s.json()["choices"][0]["text"] for s in same] == alone
+
+
+@pytest.mark.parametrize("value", ["", "has space", "x" * 257, "caf\u00e9"])
+def test_a_bad_request_id_is_a_400(server, value):
+    r = post(server, C, {"prompt": "Hello", "max_tokens": 1, "request_id": value})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "request_id", r.text
