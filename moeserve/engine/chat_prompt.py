@@ -15,6 +15,7 @@ one), which reaches the template under both names, as vLLM hands it over (interl
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -178,11 +179,12 @@ def check_template_kwargs(kwargs: dict[str, Any] | None, own_arguments: Sequence
 
 
 def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages (checked by `check_messages`) as the template sees them: role and content text, and
-    whichever of name, tool_calls, tool_call_id and function_call they carry."""
+    """Messages (checked by `check_messages`) as the template sees them: role, content (a string, or
+    its text parts as {"type": "text", "text": ...}: `render` gives the template the form it reads),
+    and whichever of name, tool_calls, tool_call_id and function_call they carry."""
     turns = []
     for m in messages:
-        turn: dict[str, Any] = {"role": m["role"], "content": content_text(m.get("content"))}
+        turn: dict[str, Any] = {"role": m["role"], "content": _content_value(m.get("content"))}
         for key in _OPTIONAL_FIELDS:
             if m.get(key) is not None and key not in _REASONING and key != "tool_calls":
                 turn[key] = m[key]
@@ -194,6 +196,62 @@ def template_turns(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             turn["tool_calls"] = [_call_for_template(call) for call in m["tool_calls"]]
         turns.append(turn)
     return turns
+
+
+def _content_value(content: str | list[dict[str, Any]] | None) -> str | list[dict[str, str]]:
+    """A string as it is ("" for none); parts as text parts (a refusal part's text is its refusal)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    return [{"type": "text", "text": part.get(part["type"]) or ""} for part in content]
+
+
+CONTENT_FORMATS = ("auto", "string", "openai")
+
+
+def content_format(template: str) -> str:
+    """How a template reads a message's content, as vLLM's --chat-template-content-format auto decides:
+    "openai" (a list of {"type": "text", "text": ...} parts) when it loops over a message's content
+    (`{% for part in message['content'] %}`, directly or through a variable set from it), else "string".
+    A template that loops over parts, given a string, loops over its characters and renders no text."""
+    return _content_format(template)
+
+
+@functools.lru_cache(maxsize=32)
+def _content_format(template: str) -> str:
+    from jinja2 import Environment, TemplateSyntaxError, nodes
+
+    try:
+        tree = Environment().parse(template)
+    except TemplateSyntaxError:
+        return "string"  # rendering will say what is wrong with it
+
+    def is_content(node: Any, names: set[str]) -> bool:
+        if isinstance(node, nodes.Filter):  # message['content'] | selectattr(...), and the like
+            return is_content(node.node, names)
+        if isinstance(node, nodes.Getitem):
+            return isinstance(node.arg, nodes.Const) and node.arg.value == "content"
+        if isinstance(node, nodes.Getattr):
+            return node.attr == "content"
+        return isinstance(node, nodes.Name) and node.name in names
+
+    names: set[str] = set()
+    for assign in tree.find_all(nodes.Assign):  # {% set content = message['content'] %}
+        if isinstance(assign.target, nodes.Name) and is_content(assign.node, names):
+            names.add(assign.target.name)
+    return "openai" if any(is_content(loop.iter, names) for loop in tree.find_all(nodes.For)) else "string"
+
+
+def _as_format(turns: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
+    """Each turn's content as a string (parts joined with newlines, as vLLM joins them) or as parts."""
+    out = []
+    for turn in turns:
+        content = turn["content"]
+        if fmt == "openai" and isinstance(content, str):
+            content = [{"type": "text", "text": content}] if content else []
+        elif fmt == "string" and not isinstance(content, str):
+            content = content_text(content)
+        out.append(dict(turn, content=content))
+    return out
 
 
 def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
@@ -219,17 +277,21 @@ def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
 
 def render(tokenizer: Any, turns: list[dict[str, Any]], *, add_generation_prompt: bool, continue_final_message: bool,
            variables: dict[str, Any], add_special_tokens: bool = False, chat_template: str | None = None,
-           check: Callable[[str], None] | None = None) -> tuple[str, list[int]]:
+           check: Callable[[str], None] | None = None, content_form: str = "auto") -> tuple[str, list[int]]:
     """The template applied to `turns` (template_turns), and its token ids. `variables`: tools,
     documents and chat_template_kwargs for the template; `chat_template` replaces the checkpoint's;
-    `check` sees the text before it is tokenized (and may refuse it). Raises ChatPromptError."""
+    `check` sees the text before it is tokenized (and may refuse it); `content_form`: each message's
+    content as a "string", as "openai" parts, or "auto" (the form the template reads: content_format).
+    Raises ChatPromptError."""
     from jinja2 import TemplateError
 
     if chat_template is None:
         # the tokenizer's own template(s): None lets transformers pick among named ones (a dict), which it
         # cannot take as `chat_template` itself
         chat_template = None if getattr(tokenizer, "chat_template", None) else CHAT_TEMPLATE
-    if not knows_developer(_chosen_template(tokenizer, chat_template, "tools" in variables)):
+    template = _chosen_template(tokenizer, chat_template, "tools" in variables)
+    turns = _as_format(turns, content_format(template) if content_form == "auto" else content_form)
+    if not knows_developer(template):
         turns = developer_as_system(turns)
     try:
         text = tokenizer.apply_chat_template(
@@ -278,5 +340,8 @@ def developer_as_system(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     systems = [i for i, t in enumerate(turns) if t["role"] == "system"]
     if systems == [0]:
         return turns
-    joined = "\n\n".join(turns[i]["content"] for i in systems if turns[i]["content"])
+    if all(isinstance(turns[i]["content"], str) for i in systems):
+        joined: Any = "\n\n".join(turns[i]["content"] for i in systems if turns[i]["content"])
+    else:  # parts (content_format "openai"): one message holding every part, in order
+        joined = [part for i in systems for part in turns[i]["content"]]
     return [{"role": "system", "content": joined}] + [t for t in turns if t["role"] != "system"]

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 Prompt = str | Sequence[int] | dict[str, Any]
 Conversation = Sequence[dict[str, Any]]
 # chat_template_kwargs entries that are arguments of LLM.chat itself
-_CHAT_ARGUMENTS = ("add_generation_prompt", "continue_final_message", "tools", "chat_template")
+_CHAT_ARGUMENTS = ("add_generation_prompt", "continue_final_message", "tools", "chat_template",
+                   "chat_template_content_format")
 
 
 class LLM:
@@ -83,19 +84,21 @@ class LLM:
         self, messages: Conversation | Sequence[Conversation], sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool | Callable[..., Any] = True, *, chat_template: str | None = None, add_generation_prompt: bool = True,
         continue_final_message: bool = False, tools: list[dict[str, Any]] | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None, chat_template_content_format: str = "auto",
     ) -> list[LLMOutput]:
         """vLLM's LLM.chat: one finished LLMOutput per conversation. messages: one conversation (a list
         of {"role", "content"} dicts, as OpenAI's API takes them) or a list of conversations; each is
         rendered as the HTTP server's /v1/chat/completions renders it (engine/chat_prompt.py: the
         checkpoint's chat template, or `chat_template`, with `tools` and `chat_template_kwargs` as
-        template variables), then generated as `generate` does (sampling_params, use_tqdm alike).
-        Bad messages raise ChatPromptError (a ValueError naming the field, `.param`) or TypeError
+        template variables; each message's content as the template reads it, as vLLM's
+        `chat_template_content_format` "auto" decides, or "string" / "openai"), then generated as
+        `generate` does (sampling_params, use_tqdm alike). Bad messages raise ChatPromptError (a ValueError naming the field, `.param`) or TypeError
         before anything is queued."""
         conversations = _conversations(messages)
         params = _params_list(self.get_default_sampling_params() if sampling_params is None else sampling_params,
                               len(conversations))
-        render = self._chat_renderer(chat_template, add_generation_prompt, continue_final_message, tools, chat_template_kwargs)
+        render = self._chat_renderer(chat_template, add_generation_prompt, continue_final_message, tools, chat_template_kwargs,
+                                     chat_template_content_format)
         prompts = []
         for k, conversation in enumerate(conversations):
             try:
@@ -107,8 +110,11 @@ class LLM:
         return self._generate(prompts, params, use_tqdm)
 
     def _chat_renderer(self, chat_template: Any, add_generation_prompt: Any, continue_final_message: Any, tools: Any,
-                       chat_template_kwargs: Any) -> Callable[[Any], tuple[str, list[int]]]:
+                       chat_template_kwargs: Any, content_format: Any = "auto") -> Callable[[Any], tuple[str, list[int]]]:
         """Checks LLM.chat's arguments; returns conversation -> (rendered text, token ids)."""
+        if content_format not in chat_prompt.CONTENT_FORMATS:
+            raise ValueError(f"chat_template_content_format must be one of {', '.join(chat_prompt.CONTENT_FORMATS)}, "
+                             f"got {content_format!r}")
         for name, value in (("add_generation_prompt", add_generation_prompt), ("continue_final_message", continue_final_message)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
@@ -129,7 +135,7 @@ class LLM:
             return chat_prompt.render(self.tokenizer, chat_prompt.template_turns(conversation),
                                       add_generation_prompt=add_generation_prompt,
                                       continue_final_message=continue_final_message, variables=variables,
-                                      chat_template=chat_template)
+                                      chat_template=chat_template, content_form=content_format)
 
         return render
 

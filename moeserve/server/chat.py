@@ -64,7 +64,8 @@ def render_messages(state: ServerState, req: Any, check: Callable[[str], None] |
         variables["tools"] = req.tools
     _, ids = refusing(chat_prompt.render, tokenizer, turns, add_generation_prompt=req.add_generation_prompt,
                        continue_final_message=req.continue_final_message, variables=variables,
-                       add_special_tokens=req.add_special_tokens, check=check)
+                       add_special_tokens=req.add_special_tokens, check=check,
+                       content_form=state.config.chat_template_content_format)
     return ids
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from moeserve import envs
 from moeserve.config import EngineConfig
+from moeserve.engine.chat_prompt import CONTENT_FORMATS
 from moeserve.engine.startup_checks import check_startup
 from moeserve.errors import ConfigError
 from moeserve.server.parsers import REASONING_CHOICES, TOOL_PARSERS, check_parser_names
@@ -56,6 +57,9 @@ class ServerConfig:
     # sampling defaults for fields a request leaves out: "auto" the checkpoint's generation_config.json (vLLM's
     # --generation-config default), "vllm" none (OpenAI's), or a directory holding a generation_config.json
     generation_config: str = "auto"
+    # how a chat message's content reaches the template (vLLM's flag): "auto" the form the template reads
+    # (engine/chat_prompt.content_format), "string", or "openai" (a list of text parts)
+    chat_template_content_format: str = "auto"
 
     def validate(self) -> "ServerConfig":
         if not self.host.strip():  # uvicorn would bind every interface; getaddrinfo's own refusal named no flag
@@ -71,6 +75,9 @@ class ServerConfig:
         for name in ("shutdown_timeout_s", "health_timeout_s", "startup_timeout_s"):
             if not 0 < getattr(self, name) < float("inf"):  # NaN too: it passed `<= 0` and disabled the timeout
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive number of seconds, got {getattr(self, name)}")
+        if self.chat_template_content_format not in CONTENT_FORMATS:
+            raise ConfigError(f"--chat-template-content-format must be one of {', '.join(CONTENT_FORMATS)}, got "
+                              f"{self.chat_template_content_format}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level}")
         check_parser_names(self.tool_call_parser, self.reasoning_parser)
@@ -97,6 +104,7 @@ SERVER_FLAGS: list[Flag] = [
     Flag("tool_call_parser", "server.tool_call_parser", str, "how chat output holds tool calls, for tool_choice \"auto\": hermes (Qwen, Hermes), deepseek_v3, glm45, openai (gpt-oss); \"required\" and named tools work without (docs/structured_outputs.md)", choices=tuple(TOOL_PARSERS)),
     Flag("reasoning_parser", "server.reasoning_parser", str, "split chat output's reasoning into reasoning (and reasoning_content, its older name): deepseek_r1, qwen3, glm45, openai (gpt-oss); a structured output constrains the answer after it", choices=REASONING_CHOICES),
     Flag("generation_config", "server.generation_config", str, "sampling defaults for fields a request leaves out (temperature, top_p, top_k, min_p, penalties, max_tokens): auto, the checkpoint's generation_config.json, as vLLM; vllm, none (OpenAI's defaults); or a directory holding one"),
+    Flag("chat_template_content_format", "server.chat_template_content_format", str, "how chat messages' content reaches the template, as vLLM's flag: auto, the form the template reads (a list of text parts when it loops over a message's content, else a string); string; openai (text parts)", choices=CONTENT_FORMATS),
     Flag("allowed_origins", "server.allowed_origins", tuple, "browser origins allowed to call the API, comma-separated (CORS; e.g. http://localhost:3000, or * for any); default none: no CORS headers. Preflights pass without a key; every other request still needs --api-key"),
 ]
 FLAGS: list[Flag] = [*ENGINE_FLAGS, *SERVER_FLAGS]
