@@ -174,10 +174,11 @@ def test_chat_renders_as_the_server_and_generates_as_generate(llm):
     from types import SimpleNamespace
 
     from moeserve.server.chat import render_messages
+    from moeserve.server.config_file import ServerConfig
     from moeserve.server.protocol import ChatCompletionRequest, validate
 
     out = llm.chat(CHAT, GREEDY, use_tqdm=False)[0]
-    served = render_messages(SimpleNamespace(tokenizer=llm.tokenizer), validate(ChatCompletionRequest, {"messages": CHAT}))
+    served = render_messages(SimpleNamespace(tokenizer=llm.tokenizer, config=ServerConfig()), validate(ChatCompletionRequest, {"messages": CHAT}))
     assert out.prompt_token_ids == served and out.prompt == llm.tokenizer.decode(served)
     assert out.token_ids == llm.generate([served], GREEDY, use_tqdm=False)[0].token_ids
 
@@ -186,6 +187,7 @@ def test_chat_tools_history_and_template_kwargs_reach_the_template_as_the_server
     from types import SimpleNamespace
 
     from moeserve.server.chat import render_messages
+    from moeserve.server.config_file import ServerConfig
     from moeserve.server.protocol import ChatCompletionRequest, validate
 
     out = llm.chat(HISTORY, GREEDY, use_tqdm=False, chat_template=FIELDS_TEMPLATE, tools=TOOLS,
@@ -193,7 +195,7 @@ def test_chat_tools_history_and_template_kwargs_reach_the_template_as_the_server
     assert out.prompt == "[lookup]<user|ann||>q\nr<assistant|||7><tool||c1|>42plain<assistant>"
     monkeypatch.setattr(llm.tokenizer, "chat_template", FIELDS_TEMPLATE)  # the server renders the tokenizer's
     req = validate(ChatCompletionRequest, {"messages": HISTORY, "tools": TOOLS, "chat_template_kwargs": {"flavour": "plain"}})
-    assert render_messages(SimpleNamespace(tokenizer=llm.tokenizer), req) == out.prompt_token_ids
+    assert render_messages(SimpleNamespace(tokenizer=llm.tokenizer, config=ServerConfig()), req) == out.prompt_token_ids
     cont = llm.chat(HISTORY[:1] + [{"role": "assistant", "content": "The answ"}], GREEDY, use_tqdm=False,
                     add_generation_prompt=False, continue_final_message=True)[0]
     assert cont.prompt.endswith("The answ") and "<assistant>" not in cont.prompt

@@ -231,6 +231,7 @@ def test_tool_history_reaches_the_template(server):
 
     from moeserve.engine.builtin_model import build_tokenizer
     from moeserve.server.chat import render_messages
+    from moeserve.server.config_file import ServerConfig
     from moeserve.server.protocol import ChatCompletionRequest, validate
 
     tok = build_tokenizer()
@@ -244,7 +245,7 @@ def test_tool_history_reaches_the_template(server):
                      {"role": "tool", "content": "42", "tool_call_id": "c1"}],
         "chat_template_kwargs": {"flavour": "plain"}, "documents": [{"title": "doc1", "text": "t"}],
         "add_generation_prompt": False})
-    text = tok.decode(render_messages(SimpleNamespace(tokenizer=tok), req))
+    text = tok.decode(render_messages(SimpleNamespace(tokenizer=tok, config=ServerConfig()), req))
     assert text == "<user|ann||>q<assistant|||lookup><tool||c1|>42[plain](doc1)"
 
 
