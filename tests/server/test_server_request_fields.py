@@ -256,6 +256,7 @@ def test_add_special_tokens_reaches_the_tokenizer():
     from moeserve.engine.builtin_model import build_tokenizer
     from moeserve.server.chat import render_messages
     from moeserve.server.completions import _prompts
+    from moeserve.server.config_file import ServerConfig
     from moeserve.server.protocol import ChatCompletionRequest, validate
 
     tok = build_tokenizer()
@@ -267,7 +268,7 @@ def test_add_special_tokens_reaches_the_tokenizer():
         return encode(text, add_special_tokens=add_special_tokens)
 
     tok.encode = recording
-    state = SimpleNamespace(tokenizer=tok, vocab_size=len(tok))
+    state = SimpleNamespace(tokenizer=tok, vocab_size=len(tok), config=ServerConfig())
     chat = {"messages": [{"role": "user", "content": "hi"}]}
     render_messages(state, validate(ChatCompletionRequest, chat))
     render_messages(state, validate(ChatCompletionRequest, dict(chat, add_special_tokens=True)))
