@@ -1,16 +1,19 @@
 """Calls to a prefill engine's side channel (side_channel.py), signed with the pool's key.
 
 Plain http.client: no redirects followed, no proxies from the environment, one connection per call.
-Every call is bounded as a whole: `timeout_s` from its start to its last byte (http.client's own
-timeout bounds each socket read, so a peer sending a byte now and then held a call as long as it
-liked), and its answer's size: LAYOUT_ANSWER_BYTES for /layout, ANSWER_BYTES for the rest, plus
+Every call is bounded as a whole: `timeout_s` from its start to its last byte, resolving a host name
+included (http.client's own timeout bounds each socket read, so a peer sending a byte now and then
+held a call as long as it liked, and a resolver that does not answer held it for the resolver's own
+timeouts), and its answer's size: LAYOUT_ANSWER_BYTES for /layout, ANSWER_BYTES for the rest, plus
 the JSON of the block ids for an answer naming a pin's (`pin_answer_bytes`). A larger answer, or one
 that is not JSON, fails that call (PeerError) and nothing else. Request ids are validated
 identifiers (params.py) and quoted into the path, never path fragments.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
+import ipaddress
 import json
 import socket
 import time
@@ -128,13 +131,53 @@ def post_release(host: str, port: int, key: PoolKey, request_id: str, engine_id:
         return False
 
 
+# getaddrinfo cannot be interrupted: a call waits for it here at most until its deadline, and a resolver
+# that never answers holds these threads (a few: later calls then wait their own deadlines out) rather than
+# the callers
+_RESOLVERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="kv-peer-resolve")
+
+
+def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
+    """getaddrinfo's stream addresses of host:port, waited for until `deadline` (time.monotonic());
+    an address needs no resolving. TimeoutError past the deadline, OSError when the name does not resolve."""
+    try:
+        ipaddress.ip_address(host)
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    except ValueError:
+        pass
+    future = _RESOLVERS.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    try:
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"resolving {host} took longer than the call's timeout") from None
+
+
 class _Connection(http.client.HTTPConnection):
     """One call's connection, every socket operation of it bounded by the call's `deadline`
-    (time.monotonic())."""
+    (time.monotonic()), the name's resolving included."""
 
     def __init__(self, host: str, port: int, deadline: float):
         super().__init__(host, port, timeout=max(0.001, deadline - time.monotonic()))
         self.deadline = deadline
+        self._create_connection = self._bounded_connection
+
+    def _bounded_connection(self, address: tuple[str, int], timeout: float, source_address: Any = None) -> socket.socket:
+        """socket.create_connection with the name resolved under the deadline, each address tried in turn."""
+        error: OSError | None = None
+        for family, kind, proto, _, sockaddr in resolve(address[0], address[1], self.deadline):
+            sock = socket.socket(family, kind, proto)
+            try:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("the call took longer than its timeout")
+                sock.settimeout(left)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as e:
+                sock.close()
+                error = e
+        raise error or OSError(f"{address[0]} has no address")
 
     def connect(self) -> None:
         super().connect()

@@ -133,3 +133,35 @@ def test_a_peer_dripping_its_answer_is_cut_off_at_the_calls_timeout():
             get_json("127.0.0.1", peer.port, KEY, pin_path("r"), 0.3)
     finally:
         peer.close()
+
+
+def test_a_name_the_resolver_does_not_answer_for_fails_at_the_calls_timeout(monkeypatch):
+    """Resolving a prefill server's host name is part of the call: a resolver that does not answer
+    (a blackholed DNS server) fails the call at its timeout, as a peer that does not answer does.
+    Before, getaddrinfo ran inside http.client's connect, under no timeout."""
+    released = threading.Event()
+    real = socket.getaddrinfo
+
+    def stuck(host, *args, **kwargs):
+        if host == "prefill.example.internal":
+            released.wait(30)
+            raise socket.gaierror("gave up")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    try:
+        with pytest.raises(PeerError, match=r"did not answer \(TimeoutError\)"):
+            get_json("prefill.example.internal", 9, KEY, pin_path("r"), 0.3)
+        assert not released.is_set()  # it gave up on the resolver, which was still waiting
+    finally:
+        released.set()
+
+
+def test_a_peer_named_by_address_or_resolvable_name_is_called():
+    peer = FakePeer(pin_answer())
+    try:
+        for host in ("127.0.0.1", "localhost"):
+            status, answer = get_json(host, peer.port, KEY, pin_path("r"), 5)
+            assert status == 200 and answer["block_ids"] == BLOCKS
+    finally:
+        peer.close()
