@@ -61,6 +61,9 @@ NUM_THREADS = EnvVar("MOESERVE_NUM_THREADS", int, None,
                      "torch intra-op threads per rank when --num-threads is not given (default: auto)")
 EXPERT_THREADS = EnvVar("MOESERVE_EXPERT_THREADS", int, None,
                         "threads the expert loop splits over when --expert-threads is not given (default: auto)")
+CONNECT_TIMEOUT_S = EnvVar("MOESERVE_CONNECT_TIMEOUT_S", int, 60,
+                          "seconds the ranks may take to connect a gloo group as it forms; past them the start fails "
+                          "(a rank that died inside the connect would otherwise hold the others for the group's timeout)")
 CPU_BIND = EnvVar("MOESERVE_CPU_BIND", bool, True,
                   "pin the engine to the cores --reserved-cores leaves it (kernels/cpu/cpu_binding.py)")
 IDLE_HELPERS = EnvVar("MOESERVE_IDLE_HELPERS", bool, True,

@@ -35,7 +35,9 @@ _JOIN_POLL = 0.05  # seconds
 # so this takes milliseconds; a rank that dies inside it would otherwise leave the others in gloo's
 # connect for the group's own timeout (15 minutes, or 7 days for plan_group), in C++ where no signal
 # handler runs. Each group gets its own timeout once it is made.
-_CONNECT_TIMEOUT = timedelta(seconds=60)
+def _connect_timeout() -> timedelta:
+    """MOESERVE_CONNECT_TIMEOUT_S (default 60 s), read in the rank."""
+    return timedelta(seconds=max(1, envs.CONNECT_TIMEOUT_S.get()))
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def init_rank(
             store.set(_joined_key(env.rank), "1")
         # every rank has joined the store (await_ranks): the default group forms at once
         dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
-                                timeout=_CONNECT_TIMEOUT)
+                                timeout=_connect_timeout())
     else:
         launched = os.environ.get("RANK") is not None
         if launched:  # torchrun / deepspeed: gloo and NCCL's bootstrap on the interface facing the other hosts
@@ -180,13 +182,14 @@ def init_rank(
 
 
 def _new_group(backend: str, timeout: timedelta, ranks: list[int] | None = None) -> dist.ProcessGroup | None:
-    """dist.new_group, connecting within _CONNECT_TIMEOUT, then bounding its collectives by `timeout`
+    """dist.new_group, connecting within _connect_timeout(), then bounding its collectives by `timeout`
     (a non-member object on ranks outside `ranks`). gloo connects as the group is made; NCCL connects
     in the group's first collective, which its own timeout bounds, so it is made with that at once."""
     if backend != "gloo":
         return dist.new_group(ranks=ranks, backend=backend, timeout=timeout)
-    group = dist.new_group(ranks=ranks, backend=backend, timeout=min(timeout, _CONNECT_TIMEOUT))
-    if timeout > _CONNECT_TIMEOUT and (ranks is None or dist.get_rank() in ranks):
+    connect = _connect_timeout()
+    group = dist.new_group(ranks=ranks, backend=backend, timeout=min(timeout, connect))
+    if timeout > connect and (ranks is None or dist.get_rank() in ranks):
         _set_pg_timeout(timeout, group)
     return group
 
