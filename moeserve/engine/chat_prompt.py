@@ -220,8 +220,11 @@ def content_format(template: str) -> str:
 def _content_format(template: str) -> str:
     from jinja2 import Environment, TemplateSyntaxError, nodes
 
+    # transformers renders with loop controls ({% break %}) and its {% generation %} block tag (assistant
+    # masks), which a plain environment cannot parse: the tag is dropped, its body kept
+    text = re.sub(r"{%-?\s*(end)?generation\s*-?%}", "", template)
     try:
-        tree = Environment().parse(template)
+        tree = Environment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
     except TemplateSyntaxError:
         return "string"  # rendering will say what is wrong with it
 

@@ -28,7 +28,10 @@ MESSAGES = [{"role": "system", "content": "Be brief."},
 
 @pytest.mark.parametrize("template, fmt", [(PARTS, "openai"), (VIA_VARIABLE, "openai"), (BOTH, "openai"),
                                            (STRING, "string"), ("{% for m in messages %}{{ m.content | upper }}"
-                                                                "{% endfor %}", "string"), ("{% for", "string")])
+                                                                "{% endfor %}", "string"), ("{% for", "string"),
+                                           # transformers' own tags: loop controls and the assistant-mask block
+                                           ("{% for m in messages %}{% generation %}{% for p in m.content %}{{ p.text }}"
+                                            "{% break %}{% endfor %}{% endgeneration %}{% endfor %}", "openai")])
 def test_the_format_a_template_reads(template, fmt):
     assert chat_prompt.content_format(template) == fmt
 
