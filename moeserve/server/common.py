@@ -121,11 +121,12 @@ def id_headers(gen: Any) -> dict[str, str]:
     return {"X-Request-Id": gen.client_id} if gen.client_id is not None else {}
 
 
-def response_id(prefix: str, client_id: str | None) -> str:
-    """The response's `id`: `prefix-<the client's id>` as vLLM's, else a new one. Only the response
-    carries it: the engine's request ids stay the server's own (Generation), so two clients sending the
-    same id never share, abort or read each other's requests."""
-    return f"{prefix}-{client_id}" if client_id is not None else new_id(prefix)
+def response_id(prefix: str, client_id: str | None) -> str | None:
+    """The response's `id` for a client's own id: `prefix-<id>`, as vLLM's; None without one (the
+    response then carries the server's request id, the engine requests' owner). Only the response
+    carries a client's id: the engine's request ids stay the server's own (Generation), so two clients
+    sending the same id never share, abort or read each other's requests."""
+    return f"{prefix}-{client_id}" if client_id is not None else None
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -73,3 +73,8 @@ def test_every_choice_of_a_request_carries_its_request_as_owner():
     r = asyncio.run(_post("/v1/completions", {"prompt": [[1], [2]], "n": 2, "max_tokens": 2}, engine=engine))
     assert r.status_code == 200
     assert len(owners) == 4 and set(owners.values()) == {r.json()["id"]}
+    # a client's own id names the response only: the owner stays the server's
+    owners.clear()
+    r = asyncio.run(_post("/v1/completions", {"prompt": [[1]], "max_tokens": 2, "request_id": "mine"}, engine=engine))
+    assert r.json()["id"] == "cmpl-mine"
+    assert len(owners) == 1 and all(o.startswith("cmpl-") and o != "cmpl-mine" for o in owners.values())
