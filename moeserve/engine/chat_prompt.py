@@ -208,16 +208,12 @@ def _content_value(content: str | list[dict[str, Any]] | None) -> str | list[dic
 CONTENT_FORMATS = ("auto", "string", "openai")
 
 
+@functools.lru_cache(maxsize=32)
 def content_format(template: str) -> str:
     """How a template reads a message's content, as vLLM's --chat-template-content-format auto decides:
     "openai" (a list of {"type": "text", "text": ...} parts) when it loops over a message's content
     (`{% for part in message['content'] %}`, directly or through a variable set from it), else "string".
     A template that loops over parts, given a string, loops over its characters and renders no text."""
-    return _content_format(template)
-
-
-@functools.lru_cache(maxsize=32)
-def _content_format(template: str) -> str:
     from jinja2 import Environment, TemplateSyntaxError, nodes
 
     # transformers renders with loop controls ({% break %}) and its {% generation %} block tag (assistant

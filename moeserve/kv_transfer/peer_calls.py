@@ -163,27 +163,20 @@ class _Connection(http.client.HTTPConnection):
         self._create_connection = self._bounded_connection
 
     def _bounded_connection(self, address: tuple[str, int], timeout: float, source_address: Any = None) -> socket.socket:
-        """socket.create_connection with the name resolved under the deadline, each address tried in turn."""
+        """socket.create_connection with the name resolved under the deadline, each address tried in turn:
+        a _DeadlineSocket, so the call's sends and reads after it keep the same deadline."""
         error: OSError | None = None
         for family, kind, proto, _, sockaddr in resolve(address[0], address[1], self.deadline):
-            sock = socket.socket(family, kind, proto)
+            sock = _DeadlineSocket(family, kind, proto)
+            sock.deadline = self.deadline
             try:
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("the call took longer than its timeout")
-                sock.settimeout(left)
+                sock._arm()
                 sock.connect(sockaddr)
                 return sock
             except OSError as e:
                 sock.close()
                 error = e
         raise error or OSError(f"{address[0]} has no address")
-
-    def connect(self) -> None:
-        super().connect()
-        sock = self.sock
-        self.sock = _DeadlineSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
-        self.sock.deadline = self.deadline
 
 
 class _DeadlineSocket(socket.socket):
