@@ -15,78 +15,34 @@ kernel's, is the W8A8Reference tests': the Triton set equals the same arithmetic
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
+from model_jobs import run_in_child
 from moeserve.kernels import registry
 from moeserve.kernels.base import KernelSet
 from moeserve.kernels.reference import fp8_quant
 from moeserve.kernels.reference.fp8 import FP8_DTYPE
 from tiny_models import ALL_ARCHITECTURES
 
-# a child process: argv = architecture, scratch dir, kernel set, --quantization, --kv-cache-dtype, models dir;
-# prints one JSON line
-CHILD = textwrap.dedent('''
-    import json, random, sys
-    from pathlib import Path
-    import torch
-    sys.path.insert(0, sys.argv[6])
-    from tiny_models import make_any_checkpoint
-    from moeserve import LLM, SamplingParams
-
-    arch, scratch, kernels, quantization, kv = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-    calls = {}
-    if kernels == "triton":
-        from moeserve.kernels.triton import fp8_linear, fused_moe
-
-        def counted(module, name, when):
-            fn = getattr(module, name)
-            def wrapped(*args, **kwargs):
-                if when(args, kwargs):
-                    calls[name] = calls.get(name, 0) + 1
-                return fn(*args, **kwargs)
-            setattr(module, name, wrapped)
-
-        counted(fp8_linear, "fp8_linear", lambda a, k: True)
-        counted(fused_moe, "fused_moe", lambda a, k: k.get("fp8") is not None)
-    torch.manual_seed(0)
-    hf, path = make_any_checkpoint(arch, scratch)
-    rng = random.Random(0)
-    prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in (9, 14)]
-    with torch.no_grad():
-        logits = [hf(torch.tensor([p])).logits[0].float() for p in prompts]
-    llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=8, kernels=kernels, quantization=quantization,
-              kv_cache_dtype=kv)
-    runner = llm.engine.executor.worker.runner
-    cache_dtypes = sorted({str(t.dtype) for layer in runner.kv_caches for t in layer})
-    fp8_params = sum(p.dtype == torch.float8_e4m3fn for p in runner.model.parameters())
-    outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True, prompt_logprobs=0))
-    llm.shutdown()
-    diffs, spread = [], []
-    for out, prompt, lg in zip(outs, prompts, logits):
-        ref = torch.log_softmax(lg, dim=-1)
-        spread.append(float(lg.std()))
-        diffs += [abs(out.prompt_logprobs[i][prompt[i]].logprob - float(ref[i - 1, prompt[i]]))
-                  for i in range(1, len(prompt))]
-    print(json.dumps({"diffs": diffs, "std": min(spread), "calls": calls, "cache": cache_dtypes,
-                      "fp8_params": int(fp8_params)}))
-''')
+KV_ONLY = [("mixtral", "torch"), ("mixtral", "cpu"), ("deepseek_v3", "torch")]
 
 
-def run(arch: str, kernels: str, quantization: str, kv: str, tmp_path: Path, env: dict | None = None) -> dict:
-    """The child on `arch`; the Triton set under the interpreter unless `env` says otherwise."""
-    models = Path(__file__).resolve().parents[1] / "models"
-    env = {**os.environ, **({"TRITON_INTERPRET": "1"} if kernels == "triton" and env is None else env or {})}
-    done = subprocess.run([sys.executable, "-c", CHILD, arch, str(tmp_path), kernels, quantization, kv, str(models)],
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def triton_runs(tmp_path_factory) -> dict[str, dict]:
+    """Every architecture with FP8 weights and KV cache through the Triton set under the interpreter, in
+    one child (model_jobs.py: its start is most of a tiny model's run)."""
+    pytest.importorskip("triton")
+    jobs = [{"kind": "fp8", "arch": a, "scratch": str(tmp_path_factory.mktemp(a)), "kernels": "triton",
+             "quantization": "fp8", "kv": "fp8"} for a in ALL_ARCHITECTURES]
+    return dict(zip(ALL_ARCHITECTURES, run_in_child(jobs, {"TRITON_INTERPRET": "1"})))
+
+
+@pytest.fixture(scope="module")
+def kv_only_runs(tmp_path_factory) -> dict[tuple[str, str], dict]:
+    """The FP8 KV cache alone through the torch and cpu sets, in one child."""
+    jobs = [{"kind": "fp8", "arch": a, "scratch": str(tmp_path_factory.mktemp(f"{a}-{k}")), "kernels": k,
+             "quantization": "none", "kv": "fp8"} for a, k in KV_ONLY]
+    return dict(zip(KV_ONLY, run_in_child(jobs, {})))
 
 
 def check_within_fp8s_error(out: dict) -> None:
@@ -96,20 +52,23 @@ def check_within_fp8s_error(out: dict) -> None:
     assert max(diffs) > 1e-6, "FP8 changed nothing: was anything quantized?"
 
 
-@pytest.mark.slow  # ~40 s each: the whole model under the interpreter
+@pytest.mark.slow  # the fixture's child: every model under the interpreter
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("arch", ALL_ARCHITECTURES)
-def test_fp8_weights_and_kv_cache_through_the_triton_set(arch, tmp_path):
-    pytest.importorskip("triton")
-    out = run(arch, "triton", "fp8", "fp8", tmp_path)
+def test_fp8_weights_and_kv_cache_through_the_triton_set(arch, triton_runs):
+    out = triton_runs[arch]
+    assert "error" not in out, out.get("error")
     check_within_fp8s_error(out)
     assert out["cache"] == ["torch.float8_e4m3fn"] and out["fp8_params"] > 0
-    assert out["calls"].get("fp8_linear", 0) > 0 and out["calls"].get("fused_moe", 0) > 0
+    assert out["calls"].get("fp8_linear", 0) > 0 and out["calls"].get("fused_moe_fp8", 0) > 0
 
 
-@pytest.mark.slow  # ~25 s each: a subprocess building and serving a model
-@pytest.mark.parametrize("arch, kernels", [("mixtral", "torch"), ("mixtral", "cpu"), ("deepseek_v3", "torch")])
-def test_fp8_kv_cache_through_the_torch_and_cpu_sets(arch, kernels, tmp_path):
-    out = run(arch, kernels, "none", "fp8", tmp_path)
+@pytest.mark.slow  # the fixture's child builds and serves each model
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("arch, kernels", KV_ONLY)
+def test_fp8_kv_cache_through_the_torch_and_cpu_sets(arch, kernels, kv_only_runs):
+    out = kv_only_runs[(arch, kernels)]
+    assert "error" not in out, out.get("error")
     check_within_fp8s_error(out)
     assert out["cache"] == ["torch.float8_e4m3fn"] and out["fp8_params"] == 0
 
@@ -225,9 +184,11 @@ def test_fp8_and_every_triton_kernel_on_the_gpu(arch, tmp_path):
     the fused MoE's gather path) and both FP8 flags: within FP8's error of transformers in fp32, and
     every FP8 kernel called. (gpu_check.py runs it with the other GPU tests.)"""
     env = {"MOESERVE_TRITON_MLA_PREFILL": "1", "MOESERVE_TRITON_FUSED_MOE": "1", "TRITON_INTERPRET": "0"}
-    out = run(arch, "triton", "fp8", "fp8", tmp_path, env)
+    job = {"kind": "fp8", "arch": arch, "scratch": str(tmp_path), "kernels": "triton", "quantization": "fp8", "kv": "fp8"}
+    out = run_in_child([job], env)[0]
+    assert "error" not in out, out.get("error")
     check_within_fp8s_error(out)
-    assert out["calls"].get("fp8_linear", 0) > 0 and out["calls"].get("fused_moe", 0) > 0
+    assert out["calls"].get("fp8_linear", 0) > 0 and out["calls"].get("fused_moe_fp8", 0) > 0
 
 
 @pytest.mark.slow  # the model under the interpreter, once each way

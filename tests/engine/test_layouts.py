@@ -19,8 +19,10 @@ LAYOUTS = {arch: [(4, 2), (1, 2)] for arch in ARCHS}
 # GLM-4.5 at the richest layout only; MiniMax-M2 at --tp 2 (its q/k norm spans the split heads)
 LAYOUTS["glm4_moe"] = [(4, 2)]
 LAYOUTS["minimax_m2"] = [(1, 2)]
-LAYOUTS["mixtral"] = [(2, 1), (1, 2), (2, 2), (4, 2), (4, 4)]
-LAYOUTS["deepseek_v3"] = [(2, 1), (2, 2), (4, 2), (4, 4)]
+# pure EP, pure TP, attention DP over TP groups, and one TP group over every rank (tp 4 > Mixtral's 2 KV
+# heads: replicated; MLA's heads split 4 ways); ep == tp == 2 adds nothing the last one misses
+LAYOUTS["mixtral"] = [(2, 1), (1, 2), (4, 2), (4, 4)]
+LAYOUTS["deepseek_v3"] = [(2, 1), (4, 2), (4, 4)]
 
 
 def _run(path, prompts, **kw):
