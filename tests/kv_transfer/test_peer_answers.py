@@ -14,9 +14,7 @@ import pytest
 
 from moeserve.kv_transfer import params as kv
 from moeserve.kv_transfer import peer_calls
-from moeserve.kv_transfer.peer_calls import PeerError, get_json, pin_path
-ANSWER_BYTES = 64 << 10
-def pin_answer_bytes(b): return ANSWER_BYTES + len(json.dumps(b))
+from moeserve.kv_transfer.peer_calls import ANSWER_BYTES, PeerError, get_json, pin_answer_bytes, pin_path
 from moeserve.kv_transfer.trust import PoolKey
 from moeserve.server import kv_params
 from moeserve.server.api_errors import ApiError
