@@ -22,6 +22,7 @@ this rank reads from.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import queue
 import threading
@@ -33,13 +34,11 @@ from moeserve.core.step_plan import KvPull, KvPullDone
 from moeserve.kv_transfer.cache_layout import CacheLayout, LayoutMismatch, group_ranks, pull_rows
 from moeserve.kv_transfer.head_slices import HeadRange
 from moeserve.kv_transfer.nixl_agent import KvAgent, ReadInFlight, TransferError
-from moeserve.kv_transfer.peer_calls import LAYOUT_ANSWER_BYTES, PeerError, get_json, pin_answer_bytes, pin_path
+from moeserve.kv_transfer.peer_calls import LAYOUT_ANSWER_BYTES, PeerError, get_json, pin_answer_bytes, pin_path, resolve
 from moeserve.kv_transfer.staging import (
     SourceReads, chunks, plan_sources, scatter_staged, staged_block_bytes, staged_rows,
 )
 from moeserve.kv_transfer.trust import PoolKey
-from moeserve.errors import ConfigError
-from moeserve.netif import is_loopback_address
 
 log = logging.getLogger("moeserve.kv_transfer")
 
@@ -229,7 +228,7 @@ class RankKvAgent:
         deadline = time.monotonic() + READ_TIMEOUT_S  # one for all of the pull's reads
         try:
             sources = group_ranks(self._handshake(pull), pull.remote_group)
-            _check_reachable(sources, pull.host)
+            _check_reachable(sources, pull.host, deadline)
             plan = plan_sources(self.agent.layout, sources, pull.remote_block_ids)
             for reads in plan:
                 self.agent.add_peer(reads.src)
@@ -320,19 +319,28 @@ class RankKvAgent:
         self.agent.close()
 
 
-def _check_reachable(sources: list[CacheLayout], side_channel_host: str) -> None:
+def _check_reachable(sources: list[CacheLayout], side_channel_host: str, deadline: float) -> None:
     """LayoutMismatch where a prefill rank listens on loopback only but its side channel does not (a
     server spanning hosts whose host gave no --kv-side-channel-host of its own): a decoder on
-    another host could never read its blocks, and UCX would try the decoder's own loopback."""
-    try:
-        if not side_channel_host or is_loopback_address(side_channel_host):
-            return
-    except ConfigError:  # a name this host cannot resolve: the handshake has reached it, so it is not ours
-        return
+    another host could never read its blocks, and UCX would try the decoder's own loopback. Names are
+    resolved under the pull's `deadline`; one that does not resolve in time is not judged (the reads,
+    bounded by the same deadline, fail on their own)."""
+    if not side_channel_host or _is_loopback(side_channel_host, deadline) is not False:
+        return  # loopback, or a name this host cannot resolve: the handshake has reached it, so it is not ours
     for src in sources:
-        if src.host and is_loopback_address(src.host):
+        if src.host and _is_loopback(src.host, deadline):
             raise LayoutMismatch(f"prefill group {src.group}'s tp rank {src.tp_rank} listens on {src.host} only: its "
                                  f"host needs --kv-side-channel-host set to its own address facing the decoders")
+
+
+def _is_loopback(host: str, deadline: float) -> bool | None:
+    """Whether `host` (an address, or a name: its first address) is a loopback address; None when the
+    name does not resolve before `deadline`."""
+    try:
+        address = resolve(host, 0, deadline)[0][4][0]
+    except OSError:  # TimeoutError included
+        return None
+    return ipaddress.ip_address(address.split("%")[0]).is_loopback
 
 
 def _left(deadline: float) -> float:
