@@ -51,11 +51,6 @@ def interface_of(host: str) -> str:
                       "host holds, facing its peers")
 
 
-def is_loopback_address(host: str) -> bool:
-    """Whether `host` (an address or a name, resolved once) is a loopback address."""
-    return ipaddress.ip_address(resolve(host)).is_loopback
-
-
 def route_interface(host: str) -> tuple[str, str]:
     """(interface, source address) this machine's routing table picks to reach `host`: what its
     packets to `host` leave by. Asks the kernel (a UDP socket connected to `host` sends nothing);
