@@ -56,20 +56,13 @@ def greedy_job(arch: str, scratch: str, kernels: str, lens=(2, 7, 13), batch_tok
     import torch
 
     from moeserve import LLM, SamplingParams
-    from tiny_models import make_any_checkpoint
+    from tiny_models import hf_greedy, make_any_checkpoint
 
     torch.manual_seed(0)
     hf, path = make_any_checkpoint(arch, Path(scratch))
     rng = random.Random(0)
     prompts = [[rng.randrange(3, hf.config.vocab_size) for _ in range(n)] for n in lens]
-    hf.generation_config.eos_token_id = None
-    want = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              pad_token_id=0)
-            want.append(gen[0, len(p):].tolist())
+    want = hf_greedy(hf, prompts, NEW_TOKENS)
     llm = LLM(model=str(path), block_size=4, max_num_batched_tokens=batch_tokens, kernels=kernels)
     try:
         kernel_set = type(llm.engine.executor.worker.runner.kernels).__name__

@@ -7,10 +7,9 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from moeserve import LLM, SamplingParams
-from tiny_models import ALL_ARCHITECTURES, arch_params, make_any_checkpoint, make_checkpoint
+from tiny_models import ALL_ARCHITECTURES, arch_params, hf_greedy, make_any_checkpoint, make_checkpoint
 
 NEW_TOKENS = 32
 
@@ -23,22 +22,11 @@ def _prompts(vocab: int) -> list[list[int]]:
     return prompts
 
 
-def _hf_greedy(hf, prompts: list[list[int]]) -> list[list[int]]:
-    hf.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0)
-            out.append(gen[0, len(p) :].tolist())
-    return out
-
-
 @pytest.fixture(scope="module", params=arch_params(ALL_ARCHITECTURES))
 def case(request, tmp_path_factory):
     hf, path = make_any_checkpoint(request.param, tmp_path_factory.mktemp(request.param))
     prompts = _prompts(hf.config.vocab_size)
-    return path, prompts, _hf_greedy(hf, prompts)
+    return path, prompts, hf_greedy(hf, prompts, NEW_TOKENS)
 
 
 def _generate(path, prompts, cost=None, **kw) -> list[list[int]]:

@@ -213,6 +213,19 @@ def arch_params(names):
     return [pytest.param(n, marks=() if n in QUICK_ARCHITECTURES else pytest.mark.slow) for n in names]
 
 
+def hf_greedy(hf, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """transformers' greedy `generate` of each prompt alone, EOS off: the new token ids (the oracle)."""
+    hf.generation_config.eos_token_id = None
+    out = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = torch.tensor([p])
+            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
+                              pad_token_id=0)
+            out.append(gen[0, len(p):].tolist())
+    return out
+
+
 def make_any_checkpoint(arch: str, path: Path):
     """(hf_model, checkpoint_dir) for any name in ALL_ARCHITECTURES, or "gpt_oss-mxfp4" (gpt-oss with
     MXFP4 experts; hf_model is then transformers' dequantized load of it)."""

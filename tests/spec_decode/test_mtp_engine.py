@@ -7,26 +7,14 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 from mtp_checkpoints import make_mtp_checkpoint
+from tiny_models import hf_greedy
 
 from moeserve import LLM, SamplingParams
 
 pytestmark = pytest.mark.slow  # DeepSeek engines, some on two ranks: left out of the quick run
 
 NEW_TOKENS = 24
-
-
-def _hf_greedy(hf, prompts: list[list[int]]) -> list[list[int]]:
-    hf.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              pad_token_id=0)
-            out.append(gen[0, len(p):].tolist())
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +25,7 @@ def case(tmp_path_factory):
     prefix = [rng.randrange(3, 96) for _ in range(29)]
     prompts = [prefix + [rng.randrange(3, 96) for _ in range(3)], prefix + [7, 8],
                [rng.randrange(3, 96) for _ in range(4)] * 3, [rng.randrange(3, 96) for _ in range(22)], [42]]
-    return path, prompts, _hf_greedy(hf, prompts)
+    return path, prompts, hf_greedy(hf, prompts, NEW_TOKENS)
 
 
 def _generate(path, prompts, k: int, **kw):
@@ -71,7 +59,7 @@ def test_glm45_mtp_layer(tmp_path):
     rng = random.Random(6)
     prompts = [[rng.randrange(3, 96) for _ in range(n)] for n in (3, 11, 26)]
     got, stats = _generate(tmp_path, prompts, 2)
-    assert got == _hf_greedy(hf, prompts)
+    assert got == hf_greedy(hf, prompts, NEW_TOKENS)
     assert stats["spec_decode_num_draft_tokens"] > 0
 
 

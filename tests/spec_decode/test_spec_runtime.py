@@ -14,7 +14,7 @@ from moeserve.core.step_plan import GroupBatch, ScheduledSeq
 from moeserve.engine.engine_core import resolve_async_scheduling
 from moeserve.engine.step_inputs import StepInputs
 from moeserve.speculative_config import SpeculativeConfig
-from tiny_models import make_any_checkpoint
+from tiny_models import hf_greedy, make_any_checkpoint
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
 
@@ -50,17 +50,6 @@ def test_step_inputs_sample_every_row_of_a_verify():
     assert meta.positions.tolist() == [6, 7, 8, 9, 2, 3, 4]
 
 
-def _hf_greedy(hf, prompts: list[list[int]], n: int) -> list[list[int]]:
-    hf.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False, pad_token_id=0)
-            out.append(gen[0, len(p):].tolist())
-    return out
-
-
 def test_ngram_drafts_with_decode_graphs_give_transformers_tokens(tmp_path, monkeypatch):
     """Repetitive prompts with n-gram drafts on the graph path (eager replays): verify steps run
     eagerly over the persistent inputs, plain decode steps replay their bucket's graph, and greedy
@@ -71,7 +60,7 @@ def test_ngram_drafts_with_decode_graphs_give_transformers_tokens(tmp_path, monk
     torch.manual_seed(0)
     hf, path = make_any_checkpoint("mixtral", tmp_path)
     prompts = [[5, 6, 7, 8] * 3 + [5, 6], [9, 10, 11] * 4, [12, 13, 14, 15, 16], [20, 21] * 5 + [20]]
-    want = _hf_greedy(hf, prompts, 16)
+    want = hf_greedy(hf, prompts, 16)
     llm = LLM(model=str(path), block_size=4, max_num_seqs=8, max_num_batched_tokens=64, kernels="torch",
               speculative_config=NGRAM, async_scheduling=True)
     runner = llm.engine.executor.worker.runner
