@@ -74,7 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", metavar="PLAN.json", help="placement plan scored on --trace (default: the robust plan moeserve place makes for each layout ranked)")
     p.add_argument("--balancedness", type=num, help=f"expert balancedness mean/max to assume without traces (default {ASSUMED_PLAIN} at ep > 1 without "
                    f"redundant experts, {ASSUMED_REPLICATED} with one or more per rank)")
-    p.add_argument("--phase", choices=("prefill", "decode", "colocated"), help="predict this fixed layout instead of ranking")
+    p.add_argument("--phase", choices=("prefill", "decode", "colocated"),
+                   help="predict this phase: of the fixed layout --tp/--ep/--moe-tp/--redundant/--batch give, else "
+                        "rank that phase's layouts over --gpus (default: colocated and prefill/decode splits ranked)")
     p.add_argument("--tp", type=integer, help="fixed layout: tensor-parallel degree of attention and dense layers")
     p.add_argument("--ep", type=integer, help="fixed layout: expert-parallel degree (expert groups)")
     p.add_argument("--moe-tp", type=integer, help="fixed layout: split each expert's width over this many ranks of its EP group "
@@ -299,7 +301,8 @@ def _run(args) -> int:
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
                 memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=args.colocated_prefill)
     balance = _balance(args, model)
-    fixed = args.phase or args.tp or args.ep or args.batch or args.moe_tp
+    # a layout axis or a batch fixes one layout; --phase alone ranks the layouts of that phase over --gpus
+    fixed = args.tp or args.ep or args.batch or args.moe_tp or args.redundant != "auto"
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
     notes += [n for n in (ckpt.note(prec), ckpt.kv_note()) if n] if ckpt else []
     if fixed:
@@ -311,10 +314,13 @@ def _run(args) -> int:
         pp = _stages(args, model)
         if gpus % pp:
             raise ValueError(f"--gpus {gpus} is not a multiple of --pp {pp}")
-        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights, pp=pp)
+        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights, pp=pp,
+                               phase=args.phase)
         if not results:
-            raise ValueError(f"nothing fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
-                             + ("" if args.offload_weights else " or --offload-weights for prefill"))
+            what = f"no {args.phase} layout" if args.phase else "nothing"
+            raise ValueError(f"{what} fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
+                             + ("" if args.offload_weights or args.phase in ("decode", "colocated")
+                                else " or --offload-weights for prefill"))
         if (w.ttft_slo_ms or w.tpot_slo_ms) and not any(r.meets(w) for r in results):
             notes.append("no deployment here meets the SLOs (goodput 0): ranked by output tokens/s; add GPUs, relax "
                          "the SLOs or use smaller formats")

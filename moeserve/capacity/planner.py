@@ -92,10 +92,14 @@ def best_prefill(pred: Predictor, lay: Layout, w: Workload, o: Options) -> Predi
 
 
 def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float],
-         top: int = 10, offload_prefill: bool = False, pp: int = 1) -> list[Prediction]:
+         top: int = 10, offload_prefill: bool = False, pp: int = 1, phase: str | None = None) -> list[Prediction]:
     """The `top` best deployments on `gpus` GPUs; balance(layout) gives the expert balancedness.
     offload_prefill: a prefill side that does not fit may keep its routed experts in host memory.
-    pp: pipeline stages of every layout."""
+    pp: pipeline stages of every layout. phase: only deployments of that phase ("prefill", "decode",
+    "colocated"), each layout's world dividing `gpus` (gpus / world identical instances); None: colocated
+    ones and prefill/decode splits."""
+    if phase is not None:
+        return rank_phase(pred, gpus, w, o, balance, phase, top, offload_prefill, pp)
     model, hw = pred.model, pred.hw
     colocated, prefills, decodes = [], [], []
     for lay in layouts(model.num_experts, gpus, hw.gpus_per_node, pp=pp):
@@ -123,3 +127,29 @@ def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[
     everything = colocated + split
     everything.sort(key=lambda p: (p.goodput(w), p.output_tokens_per_s_per_gpu), reverse=True)
     return everything[:top]
+
+
+def rank_phase(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float], phase: str,
+               top: int = 10, offload_prefill: bool = False, pp: int = 1) -> list[Prediction]:
+    """The `top` best layouts of one phase on `gpus` GPUs, each at its best batch: prefill by input tokens/s
+    per GPU among those meeting the TTFT objective; decode and colocated by goodput, then output tokens/s
+    per GPU (a decode side alone has no TTFT of its own: only its TPOT is held to the objective)."""
+    if phase not in ("prefill", "decode", "colocated"):
+        raise ValueError(f"unknown phase {phase!r}: prefill, decode or colocated")
+    out = []
+    for lay in layouts(pred.model.num_experts, gpus, pred.hw.gpus_per_node, pp=pp):
+        opts = replace(o, balancedness=balance(lay))
+        if phase == "prefill":
+            p = best_prefill(pred, lay, w, opts)
+            if p is None and offload_prefill and pred.hw.host_link_gbs > 0:
+                p = best_prefill(pred, lay, w, replace(opts, offload=True))
+        else:
+            run = pred.decode if phase == "decode" else pred.colocated
+            p = best_batch(lambda b: run(lay, b, w, opts), decode_batches(lay), w)
+        if p is not None:
+            out.append(p)
+    if phase == "prefill":
+        out.sort(key=lambda p: p.input_tokens_per_s_per_gpu, reverse=True)
+    else:
+        out.sort(key=lambda p: (p.goodput(w), p.output_tokens_per_s_per_gpu), reverse=True)
+    return out[:top]

@@ -53,6 +53,31 @@ def test_ranked_json_schema(capsys):
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode", "colocated"])
+def test_phase_alone_ranks_that_phase_over_the_gpus(capsys, phase):
+    """--phase without a layout axis or a batch ranks that phase's layouts over --gpus (it predicted one rank
+    at tp 1, ep 1, which does not fit DeepSeek-V3); each row is what the same layout fixed predicts."""
+    base = ["--model", "deepseek-v3", "--hardware", "h200", "--phase", phase, "--isl", "2000", "--osl", "400"]
+    out = run_json(capsys, *base, "--gpus", "16", "--top", "4")
+    rows = out["deployments"]
+    assert 2 <= len(rows) <= 4
+    for row in rows:
+        check_row(row)
+        assert row["phase"] == phase and row["fits"] and 16 % row["world"] == 0
+    key = "input_tokens_per_s_per_gpu" if phase == "prefill" else "goodput_tokens_per_s_per_gpu"
+    assert [r[key] for r in rows] == sorted((r[key] for r in rows), reverse=True) and rows[0][key] > 0
+    best = rows[0]
+    one = run_json(capsys, *base, "--tp", str(best["tp"]), "--ep", str(best["ep"]),
+                   "--redundant", str(best["redundant_experts"]), "--batch", str(best["batch_per_gpu"]))
+    assert one["phase"] == phase and one[key] == pytest.approx(best[key])
+
+
+def test_phase_alone_says_when_no_layout_of_it_fits(capsys):
+    argv = ["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "2", "--phase", "decode"]
+    assert main(argv) == 2
+    assert "no decode layout fits: deepseek-v3 on 2 x h200" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode", "colocated"])
 def test_fixed_layout_json(capsys, phase):
     out = run_json(capsys, "--model", "deepseek-v3", "--hardware", "h800", "--phase", phase, "--tp", "1", "--ep", "32",
                    "--redundant", "32", "--batch", "4096" if phase == "prefill" else "64", "--isl", "1024", "--osl", "256")
