@@ -322,7 +322,8 @@ def _run(args) -> int:
                              + ("" if args.offload_weights or args.phase in ("decode", "colocated")
                                 else " or --offload-weights for prefill"))
         if (w.ttft_slo_ms or w.tpot_slo_ms) and not any(r.meets(w) for r in results):
-            notes.append("no deployment here meets the SLOs (goodput 0): ranked by output tokens/s; add GPUs, relax "
+            speed = "input" if args.phase == "prefill" else "output"
+            notes.append(f"no deployment here meets the SLOs (goodput 0): ranked by {speed} tokens/s; add GPUs, relax "
                          "the SLOs or use smaller formats")
     rows = [report.row(r, w, balance) for r in results]
     best = results[0]

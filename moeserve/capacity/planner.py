@@ -131,9 +131,10 @@ def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[
 
 def rank_phase(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float], phase: str,
                top: int = 10, offload_prefill: bool = False, pp: int = 1) -> list[Prediction]:
-    """The `top` best layouts of one phase on `gpus` GPUs, each at its best batch: prefill by input tokens/s
-    per GPU among those meeting the TTFT objective; decode and colocated by goodput, then output tokens/s
-    per GPU (a decode side alone has no TTFT of its own: only its TPOT is held to the objective)."""
+    """The `top` best layouts of one phase on `gpus` GPUs, each at its best batch, ranked by goodput, then
+    tokens/s per GPU (input for prefill, output otherwise). A prefill side is held to the TTFT objective, a
+    decode side to the TPOT one; a prefill layout that fits but meets it at no batch is ranked at its batch of
+    the shortest TTFT, with no goodput."""
     if phase not in ("prefill", "decode", "colocated"):
         raise ValueError(f"unknown phase {phase!r}: prefill, decode or colocated")
     out = []
@@ -143,13 +144,14 @@ def rank_phase(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Cal
             p = best_prefill(pred, lay, w, opts)
             if p is None and offload_prefill and pred.hw.host_link_gbs > 0:
                 p = best_prefill(pred, lay, w, replace(opts, offload=True))
+            if p is None:  # no batch meets the TTFT objective: the one closest to it, ranked below those that do
+                fit = [r for r in (pred.prefill(lay, b, w, opts) for b in PREFILL_BATCHES) if r.fits]
+                p = min(fit, key=lambda r: r.ttft_ms) if fit else None
         else:
             run = pred.decode if phase == "decode" else pred.colocated
             p = best_batch(lambda b: run(lay, b, w, opts), decode_batches(lay), w)
         if p is not None:
             out.append(p)
-    if phase == "prefill":
-        out.sort(key=lambda p: p.input_tokens_per_s_per_gpu, reverse=True)
-    else:
-        out.sort(key=lambda p: (p.goodput(w), p.output_tokens_per_s_per_gpu), reverse=True)
+    speed = (lambda p: p.input_tokens_per_s_per_gpu) if phase == "prefill" else (lambda p: p.output_tokens_per_s_per_gpu)
+    out.sort(key=lambda p: (p.goodput(w), speed(p)), reverse=True)
     return out[:top]

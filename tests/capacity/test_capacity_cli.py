@@ -71,6 +71,20 @@ def test_phase_alone_ranks_that_phase_over_the_gpus(capsys, phase):
     assert one["phase"] == phase and one[key] == pytest.approx(best[key])
 
 
+def test_phase_alone_ranks_prefill_sides_missing_the_ttft_objective_at_their_shortest_ttft(capsys):
+    """No prefill side of DeepSeek-V3 on 8 H200s reaches a first token in 100 ms: the table says so (it said
+    "no prefill layout fits") and shows each layout at its batch of the shortest TTFT."""
+    base = ["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "8", "--phase", "prefill"]
+    out = run_json(capsys, *base, "--ttft-slo-ms", "100", "--top", "3")
+    assert any("no deployment here meets the SLOs (goodput 0): ranked by input tokens/s" in n for n in out["notes"])
+    for row in out["deployments"]:
+        assert row["phase"] == "prefill" and row["fits"] and row["goodput_tokens_per_s_per_gpu"] == 0
+        assert row["ttft_ms"] > 100
+        shortest = min(run_json(capsys, *base, "--tp", str(row["tp"]), "--ep", str(row["ep"]), "--redundant",
+                                str(row["redundant_experts"]), "--batch", str(b))["ttft_ms"] for b in (512, 1024, 2048))
+        assert row["ttft_ms"] == pytest.approx(shortest)
+
+
 def test_phase_alone_says_when_no_layout_of_it_fits(capsys):
     argv = ["--model", "deepseek-v3", "--hardware", "h200", "--gpus", "2", "--phase", "decode"]
     assert main(argv) == 2
