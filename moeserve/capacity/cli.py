@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from moeserve.capacity import bench_run, planner, report, track_record
+from moeserve.capacity import bench_run, planner, report, sizing, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, load_traces
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
@@ -35,7 +35,7 @@ BOUNDS = {
     "mtp_accept": (1, MAX_DRAFT + 1, True, True), "mtp_draft": (0, MAX_DRAFT, True, True),
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
     "num_prompts": (1, 100_000, True, True), "request_rate": (0, 1e6, False, True), "max_num_seqs": (1, 1_000_000, True, True),
-    "max_concurrency": (1, 1_000_000, True, True),
+    "max_concurrency": (1, 1_000_000, True, True), "target_rate": (0, 1e7, False, True),
 }
 
 
@@ -64,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "default: the built-in tiny MoE")
     p.add_argument("--hardware", help=f"profile name ({', '.join(known_profiles())}) or a profile YAML file")
     p.add_argument("--gpus", type=integer, help=f"GPUs (ranks) to plan for, 1-{planner.MAX_GPUS} (default: the fixed layout's world, else 8)")
+    p.add_argument("--target-rate", type=num, metavar="R",
+                   help="requests a second to serve within the SLOs: plan the fewest GPUs that do (--gpus the most to "
+                        "consider); with a fixed layout, the identical instances of it that do")
     p.add_argument("--isl", type=integer, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=integer, default=256, help="output tokens per request (default 256)")
     p.add_argument("--cache-hit", type=num, default=0.0, help="share of input tokens found in the prefix cache, [0, 1) (default 0)")
@@ -305,17 +308,30 @@ def _run(args) -> int:
     fixed = args.tp or args.ep or args.batch or args.moe_tp or args.redundant != "auto"
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
     notes += [n for n in (ckpt.note(prec), ckpt.kv_note()) if n] if ckpt else []
+    sized = None
     if fixed:
         result, note = _fixed(args, pred, w, o, balance)
         results = [result]
         notes += [note] if note else []
+        if args.target_rate:
+            sized = sizing.instances(result, args.target_rate, w)
+            if args.gpus and sized.gpus > args.gpus:
+                raise ValueError(f"--target-rate {args.target_rate:g} needs {sized.instances} instances of the layout, "
+                                 f"{sized.gpus} GPUs: more than --gpus {args.gpus}")
     else:
-        gpus = args.gpus or 8
         pp = _stages(args, model)
+        gpus = args.gpus or 8
         if gpus % pp:
             raise ValueError(f"--gpus {gpus} is not a multiple of --pp {pp}")
-        results = planner.rank(pred, gpus, w, o, balance, args.top, offload_prefill=args.offload_weights, pp=pp,
-                               phase=args.phase)
+
+        def ranked(n: int, top: int = args.top) -> list:
+            return planner.rank(pred, n, w, o, balance, top, offload_prefill=args.offload_weights, pp=pp,
+                                phase=args.phase)
+        if args.target_rate:
+            sized, _ = sizing.fewest_gpus(lambda n: next(iter(ranked(n, 1)), None), args.target_rate, w,
+                                          hw.gpus_per_node, args.gpus or planner.MAX_GPUS, pp)
+            gpus = sized.planned
+        results = ranked(gpus)
         if not results:
             what = f"no {args.phase} layout" if args.phase else "nothing"
             raise ValueError(f"{what} fits: {model.name} on {gpus} x {hw.name}; add GPUs, use smaller formats"
@@ -327,6 +343,8 @@ def _run(args) -> int:
                          "the SLOs or use smaller formats")
     rows = [report.row(r, w, balance) for r in results]
     best = results[0]
+    if sized:
+        notes.append(sized.describe(w))
     past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch,
                                ENGINE_NAMES.get(args.engine))
     replay = _replay(args, pred, best, w, o, balance) if args.num_prompts else None
@@ -342,7 +360,8 @@ def _run(args) -> int:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,
                "notes": notes, "emitted": [path for path, _ in written],
-               "track_record": past.as_dict() if past else None, "run": replay[0].as_dict() if replay else None}
+               "track_record": past.as_dict() if past else None, "run": replay[0].as_dict() if replay else None,
+               "sizing": sized.as_dict() if sized else None}
         out.update(rows[0] if fixed else {"deployments": rows, **rows[0]})
         print(json.dumps(out, indent=2, default=float))
     else:

@@ -1,0 +1,108 @@
+"""`moeserve configure --target-rate`: the fewest GPUs (or instances of a fixed layout) that serve a request
+rate within the SLOs, against hand-computed figures and brute force."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from moeserve.capacity import sizing
+from moeserve.capacity.cli import main
+from moeserve.capacity.layout import Layout
+from moeserve.capacity.predict import Prediction, Workload
+
+W = Workload(isl=1000, osl=250, tpot_slo_ms=50)
+
+
+def colocated(out_per_gpu: float, tpot_ms: float = 40.0, world: int = 8) -> Prediction:
+    return Prediction("colocated", Layout(tp=1, ep=world), 64, 40.0, ttft_ms=500, tpot_ms=tpot_ms,
+                      input_tokens_per_s_per_gpu=4 * out_per_gpu, output_tokens_per_s_per_gpu=out_per_gpu)
+
+
+def test_served_counts_output_tokens_of_a_decoding_deployment_and_input_of_a_prefill_side():
+    assert sizing.served(colocated(500), 16, W) == pytest.approx(500 * 16 / 250)  # 32 requests a second
+    prefill = Prediction("prefill", Layout(tp=1, ep=8), 8192, 900.0, ttft_ms=1200, input_tokens_per_s_per_gpu=6000)
+    assert sizing.served(prefill, 8, W) == pytest.approx(6000 * 8 / 1000)
+    split = Prediction("disaggregated", Layout(tp=1, ep=8), 64, 40.0, ttft_ms=900, tpot_ms=45,
+                       output_tokens_per_s_per_gpu=700, prefill_gpus=8, decode_gpus=16)
+    assert sizing.occupied(split, 32) == 24 and sizing.served(split, 32, W) == pytest.approx(700 * 24 / 250)
+    assert sizing.served(colocated(500, tpot_ms=60), 16, W) == 0  # misses the TPOT objective: no goodput
+
+
+def test_instances_of_a_fixed_layout():
+    # 8 GPUs x 500 tok/s / 250 tokens = 16 requests a second an instance; 40 need ceil(2.5) = 3 instances
+    s = sizing.instances(colocated(500), 40, W)
+    assert (s.instances, s.gpus, s.served) == (3, 24, pytest.approx(48))
+    assert sizing.instances(colocated(500), 16, W).instances == 1  # exactly one instance's rate
+    with pytest.raises(ValueError, match="misses the SLOs"):
+        sizing.instances(colocated(500, tpot_ms=60), 1, W)
+
+
+def test_counts_below_a_node_then_whole_nodes():
+    assert sizing.counts(8, 40) == [1, 2, 4, 8, 16, 24, 32, 40]
+    assert sizing.counts(4, 12, step=2) == [2, 4, 8, 12]
+
+
+@pytest.mark.parametrize("rate", [0.5, 3, 17, 33, 150, 1000, 4095])
+def test_fewest_gpus_matches_brute_force_when_the_rate_per_gpu_grows_with_the_count(rate):
+    """Per-GPU output rising with the count (as wider EP does) and a brute-force scan of every count agree."""
+    def best_at(gpus: int) -> Prediction:
+        return colocated(200 + 100 * math.log2(gpus), world=min(gpus, 8))
+
+    s, p = sizing.fewest_gpus(best_at, rate, W, gpus_per_node=8, most=4096)
+    brute = next(g for g in sizing.counts(8, 4096) if sizing.served(best_at(g), g, W) >= rate)
+    assert s.planned == s.gpus == brute and s.served >= rate and s.tried[-1] in s.tried
+    assert len(s.tried) <= 2 * math.ceil(math.log2(len(sizing.counts(8, 4096)))) + 2  # a search, not a scan
+
+
+def test_fewest_gpus_skips_counts_where_nothing_fits_and_says_when_none_serves():
+    s, _ = sizing.fewest_gpus(lambda g: None if g < 16 else colocated(400), 10, W, gpus_per_node=8, most=64)
+    assert s.gpus == 16
+    with pytest.raises(ValueError, match="needs more than 64 GPUs: the best GPU count tried serves 102.40 a second"):
+        sizing.fewest_gpus(lambda g: colocated(400), 1000, W, gpus_per_node=8, most=64)
+    with pytest.raises(ValueError, match=r"serves 0.00 a second \(none meets the SLOs\)"):
+        sizing.fewest_gpus(lambda g: colocated(400, tpot_ms=99), 1, W, gpus_per_node=8, most=64)
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+BASE = ["--model", "deepseek-v3", "--hardware", "h200", "--isl", "1024", "--osl", "256", "--ttft-slo-ms", "2000",
+        "--tpot-slo-ms", "50"]
+
+
+def test_configure_target_rate_ranked(capsys):
+    """20 requests a second of DeepSeek-V3 on H200s: one node's best deployment does not serve it, two nodes'
+    does; the table is the ranking at two nodes and says so."""
+    out = run_json(capsys, *BASE, "--target-rate", "20", "--top", "3")
+    s = out["sizing"]
+    assert s["planned"] == 16 and s["gpus"] <= 16 and s["served"] >= 20 and 8 in s["tried"]
+    one_node = run_json(capsys, *BASE, "--gpus", "8", "--top", "1")
+    assert one_node["goodput_tokens_per_s_per_gpu"] * 8 / 256 < 20
+    two_nodes = run_json(capsys, *BASE, "--gpus", "16", "--top", "3")
+    assert [r["goodput_tokens_per_s_per_gpu"] for r in out["deployments"]] == \
+        [r["goodput_tokens_per_s_per_gpu"] for r in two_nodes["deployments"]]
+    assert any(n.startswith("to serve 20 requests a second (20,480 input and 5,120 output tokens/s) within the SLOs: ")
+               for n in out["notes"])
+
+
+def test_configure_target_rate_fixed_layout(capsys):
+    out = run_json(capsys, *BASE, "--phase", "colocated", "--tp", "8", "--ep", "8", "--target-rate", "20")
+    one = out["goodput_tokens_per_s_per_gpu"] * 8 / 256  # requests a second of one instance
+    n = math.ceil(20 / one)
+    assert out["sizing"]["instances"] == n and out["sizing"]["gpus"] == 8 * n
+    assert out["sizing"]["served"] == pytest.approx(n * one)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--target-rate", "0"], "--target-rate 0 is out of range"),
+    (["--target-rate", "20", "--gpus", "8"], "needs more than 8 GPUs"),
+    (["--target-rate", "20", "--phase", "colocated", "--tp", "8", "--ep", "8", "--gpus", "16"], "more than --gpus 16"),
+])
+def test_configure_target_rate_refusals(capsys, argv, needle):
+    assert main([*BASE, *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
