@@ -36,6 +36,7 @@ BOUNDS = {
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
     "num_prompts": (1, 100_000, True, True), "request_rate": (0, 1e6, False, True), "max_num_seqs": (1, 1_000_000, True, True),
     "max_concurrency": (1, 1_000_000, True, True), "target_rate": (0, 1e7, False, True),
+    "gpu_price": (0, 1e6, False, True),
 }
 
 
@@ -67,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rate", type=num, metavar="R",
                    help="requests a second to serve within the SLOs: plan the fewest GPUs that do (--gpus the most to "
                         "consider); with a fixed layout, the identical instances of it that do")
+    p.add_argument("--gpu-price", type=num, metavar="USD",
+                   help="dollars a GPU-hour (what you pay: rented, or owned over its life): adds what a million tokens "
+                        "cost to each row, and what --target-rate's GPUs cost an hour")
     p.add_argument("--isl", type=integer, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=integer, default=256, help="output tokens per request (default 256)")
     p.add_argument("--cache-hit", type=num, default=0.0, help="share of input tokens found in the prefix cache, [0, 1) (default 0)")
@@ -341,10 +345,10 @@ def _run(args) -> int:
             speed = "input" if args.phase == "prefill" else "output"
             notes.append(f"no deployment here meets the SLOs (goodput 0): ranked by {speed} tokens/s; add GPUs, relax "
                          "the SLOs or use smaller formats")
-    rows = [report.row(r, w, balance) for r in results]
+    rows = [report.row(r, w, balance, args.gpu_price) for r in results]
     best = results[0]
     if sized:
-        notes.append(sized.describe(w))
+        notes.append(sized.describe(w, args.gpu_price))
     past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch,
                                ENGINE_NAMES.get(args.engine))
     replay = _replay(args, pred, best, w, o, balance) if args.num_prompts else None

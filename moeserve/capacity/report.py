@@ -1,6 +1,7 @@
 """What `moeserve configure` prints: a deployment as a JSON row, and the ranked table.
 
-The table always shows the layout, batch, latencies, throughputs and memory; any other column (MoE TP,
+The table always shows the layout, batch, latencies, throughputs and memory (and with a GPU price, dollars a
+million tokens: output, input for a prefill side); any other column (MoE TP,
 the prefill side of a P/D split, offload) appears as soon as two rows differ in it, so two rows that
 look alike are alike. Identical deployments are listed once.
 """
@@ -15,7 +16,16 @@ def _side(lay: Layout) -> dict:
             "redundant_experts": lay.redundant, "world": lay.world, "pp": lay.pp}
 
 
-def row(p: Prediction, w: Workload, balance) -> dict:
+def usd_per_million(p: Prediction, gpu_price: float | None) -> float | None:
+    """What a million of the row's tokens cost at `gpu_price` dollars a GPU-hour: output tokens, input tokens for
+    a prefill side alone; None without a price or without throughput."""
+    speed = p.input_tokens_per_s_per_gpu if p.phase == "prefill" else p.output_tokens_per_s_per_gpu
+    if gpu_price is None or speed <= 0:
+        return None
+    return gpu_price / (speed * 3600) * 1e6
+
+
+def row(p: Prediction, w: Workload, balance, gpu_price: float | None = None) -> dict:
     lay = p.layout
     mem = p.memory.get("decode", p.memory)
     out = {
@@ -26,6 +36,8 @@ def row(p: Prediction, w: Workload, balance) -> dict:
         "memory_per_gpu_gb": mem.get("total_gb", 0.0), "memory": p.memory, "fits": p.fits, "breakdown_ms": p.breakdown_ms,
         "offload_weights": p.offload,
     }
+    if gpu_price is not None:
+        out["usd_per_million_tokens"] = usd_per_million(p, gpu_price)
     if p.phase == "disaggregated":
         pre = p.sides[0]
         out.update(prefill_gpus=p.prefill_gpus, decode_gpus=p.decode_gpus, pd_ratio=f"{p.prefill_gpus}:{p.decode_gpus}",
@@ -102,7 +114,9 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
              if always or (split and h in PD_ALWAYS) or (moe_split and h == "moe-tp") or len({str(f(r)) for r in unique}) > 1
              or (h == "pp" and any(r["pp"] > 1 for r in unique))]
     header = " ".join(f"{h:<{wd}}" if h in ("#", "deployment") else f"{h:>{wd}}" for h, _, wd in shown)
-    lines = [head, *notes, header + "  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput  GB/GPU (weights+kv+act+buf)"]
+    priced = any("usd_per_million_tokens" in r for r in unique)
+    lines = [head, *notes, header + "  TTFT ms  TPOT ms  in tok/s/GPU  out tok/s/GPU  goodput" + ("  $/Mtok" if priced else "")
+             + "  GB/GPU (weights+kv+act+buf)"]
     for i, r in enumerate(unique, 1):
         cells = []
         for h, f, wd in shown:
@@ -111,7 +125,9 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
         mem = r["memory"].get("decode", r["memory"])
         lines.append(" ".join(cells) + f" {_num(r['ttft_ms'], 8, 1)} {_num(r['tpot_ms'], 8, 2)} "
                      f"{r['input_tokens_per_s_per_gpu']:>13.0f} {r['output_tokens_per_s_per_gpu']:>14.0f} "
-                     f"{r['goodput_tokens_per_s_per_gpu']:>8.0f}  {mem['total_gb']:.1f} ({mem['weights_gb']:.1f}+"
+                     f"{r['goodput_tokens_per_s_per_gpu']:>8.0f}"
+                     + (f" {_num(r.get('usd_per_million_tokens'), 7, 2)}" if priced else "")
+                     + f"  {mem['total_gb']:.1f} ({mem['weights_gb']:.1f}+"
                      f"{mem['kv_gb']:.1f}+{mem['activations_gb']:.1f}+{mem['dispatch_buffers_gb']:.1f})"
                      f"{'' if r['fits'] else '  DOES NOT FIT'}")
     return "\n".join(lines)

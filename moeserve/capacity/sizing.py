@@ -27,14 +27,18 @@ class Sizing:
     tried: tuple[int, ...] = ()  # a ranked plan: the GPU counts searched, in order
     planned: int = 0  # a ranked plan: the GPU count whose best deployment it is
 
-    def describe(self, w: Workload) -> str:
+    def describe(self, w: Workload, gpu_price: float | None = None) -> str:
         if self.instances:
             what = f"{self.instances} instance{'s' if self.instances != 1 else ''} of the layout"
         else:
             idle = self.planned - self.gpus
             what = "the first row's deployment" + (f" (planned on {self.planned}, {idle} left idle)" if idle else "")
+        cost = (f"; ${self.gpus * gpu_price:,.2f} an hour at ${gpu_price:g} a GPU-hour, "
+                f"${self.gpus * gpu_price / (self.rate * 3600) * 1000:,.4f} a thousand requests at the rate"
+                if gpu_price else "")
         return (f"to serve {self.rate:g} requests a second ({self.rate * w.isl:,.0f} input and {self.rate * w.osl:,.0f} "
-                f"output tokens/s) within the SLOs: {self.gpus} GPUs, {what}, serving up to {self.served:,.2f} a second")
+                f"output tokens/s) within the SLOs: {self.gpus} GPUs, {what}, serving up to {self.served:,.2f} a second"
+                + cost)
 
     def as_dict(self) -> dict:
         return {"rate": self.rate, "gpus": self.gpus, "served": self.served, "instances": self.instances,

@@ -106,3 +106,26 @@ def test_configure_target_rate_refusals(capsys, argv, needle):
     assert main([*BASE, *argv]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_gpu_price_costs_a_million_tokens_of_each_row_and_the_sized_gpus_an_hour(capsys):
+    """--gpu-price 3.5: a row's dollars a million tokens is 3.5 / (its tokens/s a GPU x 3,600) x 10^6 (output
+    tokens; input for a prefill side), and the sizing line prices its GPUs an hour and a thousand requests."""
+    out = run_json(capsys, *BASE, "--target-rate", "20", "--gpu-price", "3.5", "--top", "3")
+    for r in out["deployments"]:
+        assert r["usd_per_million_tokens"] == pytest.approx(3.5 / (r["output_tokens_per_s_per_gpu"] * 3600) * 1e6)
+    gpus = out["sizing"]["gpus"]
+    line = next(n for n in out["notes"] if n.startswith("to serve 20"))
+    assert line.endswith(f"; ${gpus * 3.5:,.2f} an hour at $3.5 a GPU-hour, "
+                         f"${gpus * 3.5 / (20 * 3600) * 1000:,.4f} a thousand requests at the rate")
+    prefill = run_json(capsys, *BASE, "--gpus", "8", "--phase", "prefill", "--gpu-price", "2", "--top", "1")
+    assert prefill["usd_per_million_tokens"] == pytest.approx(2 / (prefill["input_tokens_per_s_per_gpu"] * 3600) * 1e6)
+    assert main([*BASE, "--gpus", "8", "--gpu-price", "2", "--top", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "goodput  $/Mtok  GB/GPU" in table
+    assert "usd_per_million_tokens" not in run_json(capsys, *BASE, "--gpus", "8", "--top", "1")  # no price, no field
+
+
+def test_gpu_price_out_of_range(capsys):
+    assert main([*BASE, "--gpu-price", "0"]) == 2
+    assert "--gpu-price 0 is out of range" in capsys.readouterr().err
