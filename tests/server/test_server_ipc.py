@@ -1,6 +1,7 @@
 """The engine-process side: msgpack messages and the loop, driven over a real socket with a fake engine."""
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import tempfile
@@ -17,6 +18,14 @@ from moeserve.errors import RequestError
 from moeserve.sampling_params import SamplingParams, StructuredOutputsParams
 from moeserve.server import ipc
 from moeserve.server.engine_process import Channel, EngineLoop, run_engine_process
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze_after():
+    """run_engine_process freezes the heap it finds (engine/gc_heap.py), here the test process's: thaw it after
+    each test, so later tests see the collector as they would in a process of their own."""
+    yield
+    gc.unfreeze()
 
 
 def test_every_message_round_trips_and_splits_anywhere():
