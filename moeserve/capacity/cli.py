@@ -36,8 +36,8 @@ BOUNDS = {
     "memory_fraction": (0, 1, False, True), "top": (1, 1000, True, True), "gemm_min_tile": (1, 256, True, True),
     "num_prompts": (1, 100_000, True, True), "request_rate": (0, 1e6, False, True), "max_num_seqs": (1, 1_000_000, True, True),
     "max_concurrency": (1, 1_000_000, True, True), "target_rate": (0, 1e7, False, True),
-    "gpu_price": (0, 1e6, False, True),
 }
+MAX_GPU_PRICE = 1e6
 
 
 
@@ -63,14 +63,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     num, integer = _finite(float), _finite(int)
     p.add_argument("--model", help=f"checkpoint directory, config.json, or a shipped name ({', '.join(shipped_models())}); "
                    "default: the built-in tiny MoE")
-    p.add_argument("--hardware", help=f"profile name ({', '.join(known_profiles())}) or a profile YAML file")
+    p.add_argument("--hardware", help=f"profile name ({', '.join(known_profiles())}) or a profile YAML file; several, "
+                   "comma-separated (h200,b200), compare the best deployment on each")
     p.add_argument("--gpus", type=integer, help=f"GPUs (ranks) to plan for, 1-{planner.MAX_GPUS} (default: the fixed layout's world, else 8)")
     p.add_argument("--target-rate", type=num, metavar="R",
                    help="requests a second to serve within the SLOs: plan the fewest GPUs that do (--gpus the most to "
                         "consider); with a fixed layout, the identical instances of it that do")
-    p.add_argument("--gpu-price", type=num, metavar="USD",
-                   help="dollars a GPU-hour (what you pay: rented, or owned over its life): adds what a million tokens "
-                        "cost to each row, and what --target-rate's GPUs cost an hour")
+    p.add_argument("--gpu-price", metavar="USD",
+                   help="dollars a GPU-hour (what you pay: rented, or owned over its life), or one a card with several "
+                        "--hardware (3.5,6): adds what a million tokens cost to each row, and what --target-rate's GPUs "
+                        "cost an hour")
     p.add_argument("--isl", type=integer, default=1024, help="input tokens per request (default 1024)")
     p.add_argument("--osl", type=integer, default=256, help="output tokens per request (default 256)")
     p.add_argument("--cache-hit", type=num, default=0.0, help="share of input tokens found in the prefix cache, [0, 1) (default 0)")
@@ -296,7 +298,86 @@ def _balance(args, model: ModelSpec):
 
 
 def _run(args) -> int:
+    cards = [c.strip() for c in args.hardware.split(",")] if args.hardware else [None]
+    if len(cards) > 1:
+        return _compare(args, cards)
     _check(args)
+    return _show(args, _plan(args, _prices(args.gpu_price, 1)[0]))
+
+
+def _compare(args, cards: list[str]) -> int:
+    """Several --hardware cards: the best deployment on each (its first row), side by side, cheapest or fastest first."""
+    if args.emit or args.num_prompts:
+        raise ValueError(f"{'--emit' if args.emit else '--num-prompts'} is for one card: name one --hardware "
+                         f"(not {args.hardware})")
+    if len(set(cards)) != len(cards) or not all(cards):
+        raise ValueError(f"--hardware {args.hardware}: name each card once")
+    prices, plans = _prices(args.gpu_price, len(cards)), []
+    for card, price in zip(cards, prices):
+        one = argparse.Namespace(**{**vars(args), "hardware": card})
+        _check(one)
+        try:
+            plans.append((card, price, _plan(one, price), None))
+        except ValueError as e:
+            plans.append((card, price, None, str(e).splitlines()[0]))
+    ok = sorted((p for p in plans if p[2]), key=lambda p: _order(p[2], args))
+    rows = [report.comparison_row(card, plan["rows"][0], _gpus(args, plan), price, plan["sized"], plan["w"])
+            for card, price, plan, _ in ok]
+    failed = [(card, why) for card, _, _, why in plans if why]
+    w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
+    model = load_model(args.model)
+    if args.json:
+        out = {"model": model.name, "workload": vars(w) | {}, "target_rate": args.target_rate,
+               "comparison": [{**r, "precision": report.precision_fields(plan["prec"]), "notes": plan["notes"],
+                               "track_record": plan["past"].as_dict() if plan["past"] else None,
+                               "sizing": plan["sized"].as_dict() if plan["sized"] else None}
+                              for r, (_, _, plan, _) in zip(rows, ok)]
+               + [{"hardware": card, "error": why} for card, why in failed]}
+        print(json.dumps(out, indent=2, default=float))
+    else:
+        print(report.comparison_table(rows, failed, model, w, args.target_rate))
+    return 0
+
+
+def _gpus(args, plan: dict) -> int:
+    """GPUs a compared card's deployment takes: --target-rate's, else the fixed layout's or --gpus' (8)."""
+    if plan["sized"]:
+        return plan["sized"].gpus
+    return args.gpus or (plan["best"].layout.gpus if plan["fixed"] else 8)
+
+
+def _order(plan: dict, args) -> tuple:
+    """Compared cards: with --target-rate the cheapest an hour (or the fewest GPUs), else the cheapest a million
+    tokens (or the most goodput a GPU)."""
+    row, price = plan["rows"][0], plan["gpu_price"]
+    if plan["sized"]:
+        gpus = plan["sized"].gpus
+        return (gpus * price if price else gpus, -row["goodput_tokens_per_s_per_gpu"])
+    cost = row.get("usd_per_million_tokens")
+    return (cost if cost is not None else math.inf, -row["goodput_tokens_per_s_per_gpu"])
+
+
+def _prices(text: str | None, cards: int) -> list:
+    """--gpu-price: one price for every card, or one a card, each in (0, MAX_GPU_PRICE] dollars a GPU-hour."""
+    if text is None:
+        return [None] * cards
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(f"--gpu-price {text}: expected dollars a GPU-hour (3.5), or one a --hardware card "
+                             "(3.5,6)") from None
+        if not (math.isfinite(value) and 0 < value <= MAX_GPU_PRICE):
+            raise ValueError(f"--gpu-price {value:g} is out of range: (0, {MAX_GPU_PRICE:g}]")
+        values.append(value)
+    if len(values) not in (1, cards):
+        raise ValueError(f"--gpu-price gives {len(values)} prices for {cards} --hardware cards: one, or one a card")
+    return values * cards if len(values) == 1 else values
+
+
+def _plan(args, gpu_price: float | None) -> dict:
+    """Everything configure works out for one card, before anything is written or printed."""
     model, hw = load_model(args.model), load_hardware(args.hardware)
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
@@ -345,21 +426,30 @@ def _run(args) -> int:
             speed = "input" if args.phase == "prefill" else "output"
             notes.append(f"no deployment here meets the SLOs (goodput 0): ranked by {speed} tokens/s; add GPUs, relax "
                          "the SLOs or use smaller formats")
-    rows = [report.row(r, w, balance, args.gpu_price) for r in results]
+    rows = [report.row(r, w, balance, gpu_price) for r in results]
     best = results[0]
     if sized:
-        notes.append(sized.describe(w, args.gpu_price))
+        notes.append(sized.describe(w, gpu_price))
     past = track_record.record(hw.card_class, "prefill" if best.phase == "prefill" else "decode", best.batch,
                                ENGINE_NAMES.get(args.engine))
     replay = _replay(args, pred, best, w, o, balance) if args.num_prompts else None
     if replay:
         notes.append(replay[1])
         replay = replay if replay[0] else None
+    return dict(model=model, hw=hw, w=w, o=o, prec=prec, ckpt=ckpt, served=served, notes=notes, rows=rows, best=best,
+                fixed=fixed, past=past, replay=replay, sized=sized, gpu_price=gpu_price)
+
+
+def _show(args, plan: dict) -> int:
+    """Write --emit's files and print the plan (the table, or --json)."""
+    model, hw, w, o, prec, ckpt = plan["model"], plan["hw"], plan["w"], plan["o"], plan["prec"], plan["ckpt"]
+    notes, rows, past, replay, sized, fixed = (plan[k] for k in ("notes", "rows", "past", "replay", "sized", "fixed"))
     written = []
     if args.emit:
         from moeserve.capacity.emit import emit_files
 
-        written = emit_files(args.emit, args.model, best, w, hw, served, model, args.plan, o.draft_tokens)
+        written = emit_files(args.emit, args.model, plan["best"], w, hw, plan["served"], model, args.plan,
+                             o.draft_tokens)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,

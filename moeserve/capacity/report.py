@@ -131,3 +131,30 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
                      f"{mem['kv_gb']:.1f}+{mem['activations_gb']:.1f}+{mem['dispatch_buffers_gb']:.1f})"
                      f"{'' if r['fits'] else '  DOES NOT FIT'}")
     return "\n".join(lines)
+
+
+def comparison_row(card: str, best: dict, gpus: int, gpu_price: float | None, sized, w: Workload) -> dict:
+    """One compared card: its best deployment's row, the GPUs it takes and what they cost an hour."""
+    return {"hardware": card, "error": None, **best, "gpus": gpus,
+            "usd_per_hour": gpus * gpu_price if gpu_price else None, "gpu_price": gpu_price}
+
+
+def comparison_table(rows: list[dict], failed: list[tuple[str, str]], model, w: Workload, rate: float | None) -> str:
+    """The compared cards, one line each (the best deployment on each), then the cards where nothing fits."""
+    head = (f"{model.name} on {', '.join(r['hardware'] for r in rows) or 'no card'}: isl {w.isl}, osl {w.osl}"
+            + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else "")
+            + (f"; {rate:g} requests a second" if rate else ""))
+    priced = any(r["gpu_price"] for r in rows)
+    lines = [head, f"{'card':<10} {'GPUs':>5}  {'deployment':<13} {'tp':>3} {'ep':>4} {'dp':>4} {'batch':>7}  TTFT ms  TPOT ms"
+             f"  out tok/s/GPU  goodput" + ("  $/Mtok    $/hour" if priced else "") + "  GB/GPU"]
+    for r in rows:
+        mem = r["memory"].get("decode", r["memory"])
+        lines.append(f"{r['hardware']:<10} {r['gpus']:>5}  {_kind(r):<13} {r['tp']:>3} {r['ep']:>4} {r['attention_dp']:>4} "
+                     f"{_cell(r['batch_per_gpu'], 7)} {_num(r['ttft_ms'], 8, 1)} {_num(r['tpot_ms'], 8, 2)} "
+                     f"{r['output_tokens_per_s_per_gpu']:>14.0f} {r['goodput_tokens_per_s_per_gpu']:>8.0f}"
+                     + (f" {_num(r.get('usd_per_million_tokens'), 7, 2)} {_num(r['usd_per_hour'], 9, 2)}" if priced else "")
+                     + f"  {mem['total_gb']:.1f}{'' if r['fits'] else '  DOES NOT FIT'}")
+    lines += [f"{card:<10} {why}" for card, why in failed]
+    lines.append("each card in its own formats and with its own track record: run configure on one card for its table, "
+                 "notes and the spread published deployments like it had")
+    return "\n".join(lines)

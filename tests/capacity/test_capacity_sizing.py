@@ -129,3 +129,45 @@ def test_gpu_price_costs_a_million_tokens_of_each_row_and_the_sized_gpus_an_hour
 def test_gpu_price_out_of_range(capsys):
     assert main([*BASE, "--gpu-price", "0"]) == 2
     assert "--gpu-price 0 is out of range" in capsys.readouterr().err
+
+
+def test_several_cards_compared_cheapest_first_each_as_configured_alone(capsys):
+    """--hardware h200,b200 with --target-rate and a price a card: one row a card, each the first row and sizing
+    configure gives that card alone, its GPUs times its price an hour, the cheapest first."""
+    common = [*BASE[:2], *BASE[4:], "--target-rate", "20"]  # BASE without its --hardware
+    out = run_json(capsys, *common, "--hardware", "h200,b200", "--gpu-price", "3.5,6")
+    rows = out["comparison"]
+    assert {r["hardware"] for r in rows} == {"h200", "b200"} and all(r["error"] is None for r in rows)
+    assert [r["usd_per_hour"] for r in rows] == sorted(r["usd_per_hour"] for r in rows)
+    for r in rows:
+        price = {"h200": 3.5, "b200": 6.0}[r["hardware"]]
+        alone = run_json(capsys, *common, "--hardware", r["hardware"], "--gpu-price", str(price))
+        assert r["gpus"] == alone["sizing"]["gpus"] == r["sizing"]["gpus"]
+        assert r["usd_per_hour"] == pytest.approx(r["gpus"] * price)
+        assert r["goodput_tokens_per_s_per_gpu"] == pytest.approx(alone["goodput_tokens_per_s_per_gpu"])
+        assert r["usd_per_million_tokens"] == pytest.approx(alone["usd_per_million_tokens"])
+    assert main([*common, "--hardware", "h200,b200", "--gpu-price", "3.5,6"]) == 0
+    table = capsys.readouterr().out
+    assert "deepseek-v3 on" in table and "; 20 requests a second" in table and "$/hour" in table
+
+
+def test_several_cards_without_a_rate_rank_by_goodput_and_name_the_card_where_nothing_fits(capsys):
+    out = run_json(capsys, "--model", "deepseek-v3", "--hardware", "h100,h200,b200", "--gpus", "8", "--top", "1")
+    rows = [r for r in out["comparison"] if r["error"] is None]
+    assert [r["hardware"] for r in rows] == sorted(("h200", "b200"), key=lambda c: -next(
+        r["goodput_tokens_per_s_per_gpu"] for r in rows if r["hardware"] == c))
+    assert all(r["gpus"] == 8 and r["usd_per_hour"] is None for r in rows)
+    failed = [r for r in out["comparison"] if r["error"]]
+    assert [r["hardware"] for r in failed] == ["h100"] and failed[0]["error"].startswith("nothing fits: deepseek-v3 on 8 x h100")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--hardware", "h200,b200", "--emit", "serve.yaml"], "--emit is for one card: name one --hardware (not h200,b200)"),
+    (["--hardware", "h200,h200"], "--hardware h200,h200: name each card once"),
+    (["--hardware", "h200,b200", "--gpu-price", "1,2,3"], "--gpu-price gives 3 prices for 2 --hardware cards"),
+    (["--hardware", "h200", "--gpu-price", "cheap"], "--gpu-price cheap: expected dollars a GPU-hour"),
+])
+def test_several_cards_refusals(capsys, argv, needle):
+    assert main(["--model", "deepseek-v3", "--gpus", "8", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
