@@ -298,7 +298,8 @@ def _balance(args, model: ModelSpec):
 
 
 def _run(args) -> int:
-    cards = [c.strip() for c in args.hardware.split(",")] if args.hardware else [None]
+    one = not args.hardware or "," not in args.hardware or Path(args.hardware).is_file()  # a profile file's name may hold a comma
+    cards = [args.hardware] if one else [c.strip() for c in args.hardware.split(",")]
     if len(cards) > 1:
         return _compare(args, cards)
     _check(args)
