@@ -322,8 +322,7 @@ def _compare(args, cards: list[str]) -> int:
         except ValueError as e:
             plans.append((card, price, None, str(e).splitlines()[0]))
     ok = sorted((p for p in plans if p[2]), key=lambda p: _order(p[2], args))
-    rows = [report.comparison_row(card, plan["rows"][0], _gpus(args, plan), price, plan["sized"], plan["w"])
-            for card, price, plan, _ in ok]
+    rows = [report.comparison_row(card, plan["rows"][0], _gpus(args, plan), price) for card, price, plan, _ in ok]
     failed = [(card, why) for card, _, _, why in plans if why]
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     model = load_model(args.model)

@@ -133,7 +133,7 @@ def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def comparison_row(card: str, best: dict, gpus: int, gpu_price: float | None, sized, w: Workload) -> dict:
+def comparison_row(card: str, best: dict, gpus: int, gpu_price: float | None) -> dict:
     """One compared card: its best deployment's row, the GPUs it takes and what they cost an hour."""
     return {"hardware": card, "error": None, **best, "gpus": gpus,
             "usd_per_hour": gpus * gpu_price if gpu_price else None, "gpu_price": gpu_price}
