@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import save_checkpoint
+from tiny_models import hf_greedy, save_checkpoint
 
 from moeserve.config import CacheConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch, ScheduledSeq
@@ -290,10 +290,7 @@ def test_a_transformers_checkpoint_with_moe_layer_freq_is_read_as_transformers_w
     config.update(moe_layer_freq=2)
     (tmp_path / "config.json").write_text(json.dumps(config))
     prompt = [5, 9, 17, 3, 12]
-    with torch.no_grad():
-        ids = torch.tensor([prompt])
-        want = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
-                           pad_token_id=0, eos_token_id=None)[0, len(prompt):].tolist()
+    want = hf_greedy(hf, [prompt], 8)[0]
     llm = LLM(model=str(tmp_path), block_size=4, kv_cache_blocks=32)
     try:
         out = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))[0]

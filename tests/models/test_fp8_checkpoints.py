@@ -13,6 +13,7 @@ import torch
 from fp8_models import dequantize_blocks, make_fp8_checkpoint, quantize_blocks
 from safetensors.torch import save_file
 from test_model_parity import Seqs, hf_logits, rel_err
+from tiny_models import hf_greedy
 
 from moeserve.config import CacheConfig, DeviceConfig, EngineConfig, ModelConfig
 from moeserve.core.step_plan import GroupBatch
@@ -205,17 +206,6 @@ def test_fp8_weights_kept_for_fp8_kernels_match_transformers(tmp_path):
 PARAMS_KW = dict(temperature=0.0, max_tokens=8, ignore_eos=True)
 
 
-def _hf_greedy(hf, prompts: list[list[int]], n: int) -> list[list[int]]:
-    hf.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p])
-            gen = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False, pad_token_id=0)
-            out.append(gen[0, len(p):].tolist())
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("fp8_model,ep,tp", [("deepseek_v3", 1, 2), ("deepseek_v3", 2, 1), ("deepseek_v3", 2, 2),
@@ -231,7 +221,7 @@ def test_fp8_layouts_give_transformers_greedy_tokens(fp8_model, ep, tp):
         got = [o.token_ids for o in llm.generate(prompts, SamplingParams(**PARAMS_KW))]
     finally:
         llm.shutdown()
-    assert got == _hf_greedy(hf, prompts, PARAMS_KW["max_tokens"])
+    assert got == hf_greedy(hf, prompts, PARAMS_KW["max_tokens"])
 
 
 @pytest.mark.slow
