@@ -91,6 +91,14 @@ def best_prefill(pred: Predictor, lay: Layout, w: Workload, o: Options) -> Predi
     return max(ok, key=lambda p: p.input_tokens_per_s_per_gpu) if ok else None
 
 
+def prefill_side(pred: Predictor, lay: Layout, w: Workload, o: Options, offload: bool) -> Prediction | None:
+    """The layout's best prefill; with `offload`, where none fits, the best keeping routed experts in host memory."""
+    p = best_prefill(pred, lay, w, o)
+    if p is None and offload and pred.hw.host_link_gbs > 0:
+        p = best_prefill(pred, lay, w, replace(o, offload=True))
+    return p
+
+
 def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[[Layout], float],
          top: int = 10, offload_prefill: bool = False, pp: int = 1, phase: str | None = None) -> list[Prediction]:
     """The `top` best deployments on `gpus` GPUs; balance(layout) gives the expert balancedness.
@@ -112,9 +120,7 @@ def rank(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Callable[
         d = best_batch(lambda b: pred.decode(lay, b, w, opts), decode_batches(lay), w)
         if d is not None and d.meets(w):
             decodes.append(d)
-        p = best_prefill(pred, lay, w, opts)
-        if p is None and offload_prefill and hw.host_link_gbs > 0:
-            p = best_prefill(pred, lay, w, replace(opts, offload=True))
+        p = prefill_side(pred, lay, w, opts, offload_prefill)
         if p is not None:
             prefills.append(p)
     split = []
@@ -141,9 +147,7 @@ def rank_phase(pred: Predictor, gpus: int, w: Workload, o: Options, balance: Cal
     for lay in layouts(pred.model.num_experts, gpus, pred.hw.gpus_per_node, pp=pp):
         opts = replace(o, balancedness=balance(lay))
         if phase == "prefill":
-            p = best_prefill(pred, lay, w, opts)
-            if p is None and offload_prefill and pred.hw.host_link_gbs > 0:
-                p = best_prefill(pred, lay, w, replace(opts, offload=True))
+            p = prefill_side(pred, lay, w, opts, offload_prefill)
             if p is None:  # no batch meets the TTFT objective: the one closest to it, ranked below those that do
                 fit = [r for r in (pred.prefill(lay, b, w, opts) for b in PREFILL_BATCHES) if r.fits]
                 p = min(fit, key=lambda r: r.ttft_ms) if fit else None

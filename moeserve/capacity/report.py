@@ -54,6 +54,12 @@ def precision_fields(prec: Precision) -> dict:
             **({"attention_compute": prec.attention_compute} if prec.attention_compute else {})}
 
 
+def _workload(w: Workload) -> str:
+    """The lengths and the objectives a table is for."""
+    return (f"isl {w.isl}, osl {w.osl}" + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "")
+            + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else ""))
+
+
 def _num(v, width: int, digits: int = 0) -> str:
     return f"{'-':>{width}}" if v is None else f"{v:>{width}.{digits}f}"
 
@@ -100,8 +106,7 @@ def _cell(v, width: int) -> str:
 
 
 def table(rows: list[dict], model, hw, w: Workload, notes: list[str]) -> str:
-    head = (f"{model.name} on {hw.name}: isl {w.isl}, osl {w.osl}"
-            + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else ""))
+    head = f"{model.name} on {hw.name}: {_workload(w)}"
     unique, seen = [], set()
     for r in rows:
         key = tuple(str(f(r)) for _, f, _, _ in COLUMNS if f) + (round(r["output_tokens_per_s_per_gpu"], 3),)
@@ -141,8 +146,7 @@ def comparison_row(card: str, best: dict, gpus: int, gpu_price: float | None) ->
 
 def comparison_table(rows: list[dict], failed: list[tuple[str, str]], model, w: Workload, rate: float | None) -> str:
     """The compared cards, one line each (the best deployment on each), then the cards where nothing fits."""
-    head = (f"{model.name} on {', '.join(r['hardware'] for r in rows) or 'no card'}: isl {w.isl}, osl {w.osl}"
-            + (f", TTFT <= {w.ttft_slo_ms:g} ms" if w.ttft_slo_ms else "") + (f", TPOT <= {w.tpot_slo_ms:g} ms" if w.tpot_slo_ms else "")
+    head = (f"{model.name} on {', '.join(r['hardware'] for r in rows) or 'no card'}: {_workload(w)}"
             + (f"; {rate:g} requests a second" if rate else ""))
     priced = any(r["gpu_price"] for r in rows)
     lines = [head, f"{'card':<10} {'GPUs':>5}  {'deployment':<13} {'tp':>3} {'ep':>4} {'dp':>4} {'batch':>7}  TTFT ms  TPOT ms"
