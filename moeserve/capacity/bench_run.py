@@ -13,7 +13,8 @@ scheduler over the deployment's GPUs, FCFS, at most `max_seqs` sequences a sched
 and as many as the KV cache holds (taken on demand, a full cache preempting the newest). Prefill as the
 engine schedules it (Options.prefill): "mixed" spends each step's token budget on the running decodes first
 and the rest on prompt chunks (vLLM V1, TensorRT-LLM); "stalled" and "separate" run prompt chunks as forwards
-of their own while the decodes wait (SGLang; "separate" eager, without CUDA graphs). A request's first token
+of their own while the decodes wait (SGLang; "separate" eager, without CUDA graphs; "separate-compiled" as
+"separate" with compiled passes, ROCm ATOM). A request's first token
 comes with its prompt's last chunk; its TPOT is (finish - first token) / (output - 1), as the benchmarks
 count it.
 
@@ -34,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from moeserve.capacity.layout import Layout
-from moeserve.capacity.predict import ENGINE_CHUNK, Options, Predictor, Workload
+from moeserve.capacity.predict import ENGINE_CHUNK, SEPARATE_MODES, Options, Predictor, Workload
 
 DEFAULT_MAX_SEQS = 1024  # vLLM's --max-num-seqs on cards of 70 GiB or more (EngineArgs.get_batch_defaults)
 DISTRIBUTIONS = ("fixed", "uniform", "exponential")
@@ -109,7 +110,7 @@ class _Steps:
 
     def __init__(self, pred: Predictor, layout: Layout, w: Workload, o: Options):
         self.pred, self.layout, self.w, self.o = pred, layout, w, o
-        self.eager = replace(o, offload=False, cuda_graphs=False, tbo=False)
+        self.own_pass = o.pass_options()  # a prefill forward of its own ("separate" modes)
         self._decode: dict[int, tuple[float, float]] = {}
         self._prefill: dict[int, float] = {}
 
@@ -125,7 +126,7 @@ class _Steps:
         256: a cached step serves every count up to it)."""
         key = max(256, math.ceil(tokens / 256) * 256)
         if key not in self._prefill:
-            o = self.eager if self.o.prefill == "separate" else replace(self.o, offload=False)
+            o = self.own_pass if self.o.prefill in SEPARATE_MODES else replace(self.o, offload=False)
             self._prefill[key] = self.pred.prefill(self.layout, key / self.layout.gpus, self.w, o).step_ms / 1e3
         return self._prefill[key]  # rounded up: a few tokens' pass still reads every weight
 

@@ -109,7 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "chunks, the decodes ride in each chunk's step, as vLLM V1 and TensorRT-LLM's in-flight batching "
                    "schedule them; stalled: chunks as forwards of their own, the decodes wait (SGLang without "
                    "--enable-mixed-chunk); separate: each prefill an eager forward pass of its own of the prompts that "
-                   "arrived since the last (SGLang without --enable-mixed-chunk, with --batch requests kept in flight)")
+                   "arrived since the last (SGLang without --enable-mixed-chunk, with --batch requests kept in flight); "
+                   "separate-compiled: the same passes run compiled, without an eager layer's host time (ROCm ATOM's "
+                   "server, whose forward torch.compile compiles)")
     p.add_argument("--separate-prefill", dest="colocated_prefill", nargs=0, const="separate", action=_PrefillMode,
                    help="deprecated: --colocated-prefill separate")
     p.add_argument("--no-mixed-steps", dest="colocated_prefill", nargs=0, const="stalled", action=_PrefillMode,

@@ -28,9 +28,10 @@ from moeserve.capacity.step_time import StepInput, StepModel
 # 8,192 on cards under 160 GB, 16,384 above in later releases) is its scheduler's, one per TP group, too.
 ENGINE_CHUNK = 8192
 # How a colocated deployment schedules prefill beside the running decodes (Options.prefill): in chunks the decodes
-# ride in (vLLM V1, TensorRT-LLM), in chunks the decodes wait out (SGLang, chunked), or as eager passes of the
-# prompts that arrived since the last (SGLang under a closed-loop load)
-PREFILL_MODES = ("mixed", "stalled", "separate")
+# ride in (vLLM V1, TensorRT-LLM), in chunks the decodes wait out (SGLang, chunked), or as passes of the prompts
+# that arrived since the last: eager (SGLang under a closed-loop load) or compiled (ROCm ATOM's server)
+PREFILL_MODES = ("mixed", "stalled", "separate", "separate-compiled")
+SEPARATE_MODES = ("separate", "separate-compiled")
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,22 @@ class Options:
     #   --enable-mixed-chunk, chunked);
     # "separate": each prefill is a forward pass of its own, eager, of the prompts that arrived since the last one
     #   (SGLang's scheduler without --enable-mixed-chunk, under a load that keeps `batch` requests in flight:
-    #   bench_serving --max-concurrency)
+    #   bench_serving --max-concurrency);
+    # "separate-compiled": the same passes run as a torch.compile'd forward, whose kernels the host issues without
+    #   an eager layer's Python operator dispatch, so a pass costs its kernels (their floors) and no host time
+    #   (ROCm ATOM's server: its scheduler does not mix prefill with decode, and its default compilation level 3
+    #   compiles the forward, atom/model_engine/arg_utils.py)
     prefill: str = "mixed"
 
     def __post_init__(self) -> None:
         if self.prefill not in PREFILL_MODES:
             raise ValueError(f"Options.prefill {self.prefill!r} is not one of {', '.join(PREFILL_MODES)}")
+
+    def pass_options(self) -> "Options":
+        """The options of a prefill pass of its own ("separate" modes): eager for "separate", as the decode steps
+        run (CUDA graphs or not) for "separate-compiled"; never offloaded or two-batch overlapped."""
+        return replace(self, offload=False, tbo=False,
+                       cuda_graphs=self.cuda_graphs and self.prefill == "separate-compiled")
 
     @property
     def draft_tokens(self) -> int:
@@ -182,7 +193,7 @@ class Predictor:
         decode-only rate (D the decode step); with "stalled" they yield none in them. With "separate" the
         prompts are prefilled in passes of their own instead (colocated_separate)."""
         d = self.decode(layout, batch, w, o)
-        if o.prefill == "separate":
+        if o.prefill in SEPARATE_MODES:
             return self.colocated_separate(d, w, o, chunk)
         p = self.prefill(layout, chunk / layout.tp, w, replace(o, offload=False))
         # "mixed": the running decodes ride in the chunk's step, each yielding its tokens; the step runs the
@@ -219,7 +230,8 @@ class Predictor:
         independent) lasts the pass (max(pass, decode step); the other groups decode in it) and the group
         that prefills yields no token in it. A pass's prompts are prefilled by their group's GPUs (attention,
         projections, dense layers: the prompts' tokens over tp GPUs), while the routed experts and their
-        dispatch and combine take them over every group's GPUs (tp x g)."""
+        dispatch and combine take them over every group's GPUs (tp x g). With "separate-compiled" (ROCm ATOM's
+        server) the passes are scheduled so but run compiled: their kernels without an eager layer's host time."""
         lay, D = d.layout, d.step_ms
         a = d.batch * lay.tp * o.mtp_accept / w.osl  # sequences of an attention group finishing per decode step
         q = -math.expm1(-a)
@@ -228,11 +240,11 @@ class Predictor:
         g = lay.attention_groups
         tokens = a / q * w.computed_input / lay.tp  # per GPU of the group that prefills
         passes = max(1, math.ceil(tokens * lay.tp / chunk - 1e-9))  # the scheduler's budget covers its TP group
-        eager = replace(o, offload=False, cuda_graphs=False, tbo=False)
-        p = self.prefill(lay, tokens / passes, w, eager)
+        pass_o = o.pass_options()
+        p = self.prefill(lay, tokens / passes, w, pass_o)
         pass_ms = p.step_ms
         if g > 1:  # the routed experts and their dispatch take the pass's tokens over every group's GPUs
-            spread = self.prefill(lay, tokens / passes / g, w, eager).breakdown_ms
+            spread = self.prefill(lay, tokens / passes / g, w, pass_o).breakdown_ms
             moe = ("experts", "communication")
             pass_ms += sum(spread.get(k, 0.0) - p.breakdown_ms.get(k, 0.0) for k in moe)
         pass_ms = max(passes * pass_ms, D)

@@ -71,7 +71,9 @@ of a run with many requests in flight as the colocated TPOT at the same batch (t
 decodes and the benchmark's mean TPOT counts the stalls: the reading of c99b6a0 and blinds 15-17); an output
 throughput as colocated at the run's concurrency over the instance's GPUs (the closed loop keeps that many in
 flight, as Little's law above confirms); a total throughput (input + output, the benchmark's 'Total Throughput') as
-output at OSL / (ISL + OSL) of it; CUDA graphs at decode (ATOM's default capture sizes reach 512); no
+output at OSL / (ISL + OSL) of it; CUDA graphs at decode (ATOM's default capture sizes,
+'[1,2,4,8,16,32,48,64,128,256]' at both commits, reach the largest batch here; its default compilation level 3 runs the
+forward torch.compile'd, piecewise); no
 speculative decoding; no prefix-cache hits (random prompts). Qwen: Qwen3-235B-A22B-Instruct-2507-FP8 as
 block-scaled FP8 linear layers, FP8 KV (--kv_cache_dtype fp8); 'TP8 + EP8' as attention TP 8 with whole experts
 over EP 8 in one instance, 'TP4 + EP4' as the same on 4 GPUs (the guide prints only the 8-GPU launch; the 4-rank
@@ -83,6 +85,12 @@ AMD's MXFP4 checkpoint, read as MXFP4 routed experts (w4a4) with attention, shar
 exclude list for self-attention and shared experts), FP8 KV, experts split TP 4 (no --enable-expert-parallel);
 lengths uniform in [0.8 L, L] (ATOM's benchmark_serving at ratio 0.8: np.random.randint(int(L x 0.8), L + 1)),
 mean 922 in and out.
+
+Read again after it was recorded, by the change it led to (so this part is not evidence for that change): ATOM's
+default compilation level 3 (atom/model_engine/arg_utils.py at both commits, `level: int = 3`, PIECEWISE) runs the
+forward torch.compile'd, so its prefill passes are read as `separate-compiled` (their kernels at their floors, no
+eager host time) where they were recorded as `separate` (eager, with SGLang's measured host time a layer). RECORDED
+keeps the predictions of the reading recorded.
 """
 from __future__ import annotations
 
@@ -98,17 +106,17 @@ ATOM_KIMI = ("ROCm/ATOM recipes/Kimi-K2-Thinking.md ('Kimi-K2 Usage Guide', gith
 _QWEN = ("Qwen3-235B-A22B-Instruct-2507-FP8 on MI355X with ATOM's server (image "
          "rocm/atom:rocm_7.2_preview_gfx950_latest of 2026-01-07, ATOM 2f713064), block-scaled FP8 weights, FP8 KV, "
          "whole experts over EP without redundant ones (balancedness 0.70), CUDA graphs at decode, no speculative "
-         "decoding; ATOM's scheduler runs each prefill as a forward of its own while the decodes wait (prefill "
-         "'separate'); fixed lengths (range ratio 1.0), 4 x concurrency prompts")
+         "decoding; ATOM's scheduler runs each prefill as a forward of its own while the decodes wait, compiled "
+         "(prefill 'separate-compiled'); fixed lengths (range ratio 1.0), 4 x concurrency prompts")
 _KIMI = ("Kimi-K2-Thinking as amd/Kimi-K2-Thinking-MXFP4 on 4 MI355X at -tp 4 with ATOM's server (ATOM 29e40d7), MXFP4 "
          "routed experts with attention, shared expert and dense layer in BF16, FP8 KV, experts split TP 4 (no "
          "--enable-expert-parallel), CUDA graphs at decode, no speculative decoding; ATOM's scheduler runs each prefill "
-         "as a forward of its own while the decodes wait (prefill 'separate'); lengths uniform in [0.8 L, L] at 1,024: "
+         "as a forward of its own while the decodes wait, compiled (prefill 'separate-compiled'); lengths uniform in [0.8 L, L] at 1,024: "
          "mean 922; 10 x concurrency prompts")
 _QWEN_FP8 = Precision(weights="fp8", kv="fp8")
 _KIMI_MXFP4 = Precision(weights="bf16", moe="fp4", kv="fp8")
-_QWEN_O = Options(prefill="separate", balancedness=ASSUMED_PLAIN)
-_KIMI_O = Options(prefill="separate")
+_QWEN_O = Options(prefill="separate-compiled", balancedness=ASSUMED_PLAIN)
+_KIMI_O = Options(prefill="separate-compiled")
 
 
 def _label(isl: int) -> str:

@@ -125,6 +125,9 @@ def test_options_move_predictions_the_right_way(capsys):
     waiting = run_json(capsys, *colo, "--colocated-prefill", "stalled")
     assert waiting["output_tokens_per_s_per_gpu"] < chunked["output_tokens_per_s_per_gpu"]
     assert run_json(capsys, *colo, "--colocated-prefill", "mixed") == chunked  # the default
+    # the same passes compiled (ROCm ATOM) lose the eager layer's host time: between the chunks and the eager passes
+    compiled = run_json(capsys, *colo, "--colocated-prefill", "separate-compiled")
+    assert separate["tpot_ms"] > compiled["tpot_ms"] and compiled["step_ms"] == separate["step_ms"]
 
 
 def test_colocated_prefill_old_flags_are_deprecated_aliases(capsys):
@@ -142,7 +145,7 @@ def test_colocated_prefill_old_flags_are_deprecated_aliases(capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--colocated-prefill", "chunked"], "argument --colocated-prefill: invalid choice: 'chunked' (choose from 'mixed', 'stalled', 'separate')"),
+    (["--colocated-prefill", "chunked"], "argument --colocated-prefill: invalid choice: 'chunked' (choose from 'mixed', 'stalled', 'separate', 'separate-compiled')"),
     (["--separate-prefill", "--no-mixed-steps"],
      "--no-mixed-steps (--colocated-prefill stalled) contradicts --separate-prefill (--colocated-prefill separate)"),
     (["--colocated-prefill", "stalled", "--separate-prefill"],

@@ -474,8 +474,8 @@ def test_colocated_decodes_ride_in_the_prefill_chunks_steps():
 @pytest.mark.parametrize("mode", ["chunked", "", "Mixed", None, True])
 def test_options_refuse_an_unknown_prefill_mode(mode):
     from moeserve.capacity.predict import PREFILL_MODES, Options
-    assert PREFILL_MODES == ("mixed", "stalled", "separate") and Options().prefill == "mixed"
-    with pytest.raises(ValueError, match="is not one of mixed, stalled, separate"):
+    assert PREFILL_MODES == ("mixed", "stalled", "separate", "separate-compiled") and Options().prefill == "mixed"
+    with pytest.raises(ValueError, match="is not one of mixed, stalled, separate, separate-compiled"):
         Options(prefill=mode)
     with pytest.raises(ValueError, match="is not one of"):
         replace(Options(), prefill=mode)
@@ -524,6 +524,33 @@ def test_separate_prefill_passes_follow_the_arrivals_of_a_closed_loop():
     assert got.output_tokens_per_s_per_gpu < pred.colocated(lay, batch, w, Options()).output_tokens_per_s_per_gpu
     # a longer prompt makes a longer pass
     assert pred.colocated(lay, batch, Workload(6000, 1000), o).output_tokens_per_s_per_gpu < got.output_tokens_per_s_per_gpu
+
+
+def test_compiled_separate_passes_cost_their_kernels_not_the_eager_host():
+    """"separate-compiled" (ROCm ATOM's server) schedules the passes as "separate" does, but runs them as the
+    decode steps run (CUDA graphs on: no eager host time), so at a = ln 2 a decode step costs D + P / 2 with P
+    the graph-costed pass; short prompts make the eager pass host-bound, so the compiled one is far shorter;
+    with --no-cuda-graphs both are eager and agree. A bench_run replay takes the same pass."""
+    from moeserve.capacity import bench_run
+    from moeserve.capacity.predict import Options, Predictor, Workload
+    pred = Predictor(load_model("qwen3-235b-a22b"), load_hardware("mi355x"), Precision(weights="fp8", kv="fp8"))
+    lay, w = Layout(8, 8, 0), Workload(1000, 1000)
+    batch = 1000 * math.log(2) / 8  # a = ln 2: q = 1/2, 2 ln 2 prompts a pass
+    o, eager_o = Options(prefill="separate-compiled"), Options(prefill="separate")
+    d = pred.decode(lay, batch, w, o)
+    pass_ms = pred.prefill(lay, 2 * math.log(2) * 1000 / 8, w, Options()).step_ms
+    eager_ms = pred.prefill(lay, 2 * math.log(2) * 1000 / 8, w, Options(cuda_graphs=False)).step_ms
+    got, eager = pred.colocated(lay, batch, w, o), pred.colocated(lay, batch, w, eager_o)
+    D = d.step_ms
+    assert got.tpot_ms == pytest.approx(D + 0.5 * max(pass_ms, D))
+    assert got.output_tokens_per_s_per_gpu == pytest.approx(d.output_tokens_per_s_per_gpu * D / (D + 0.5 * max(pass_ms, D)))
+    assert eager.tpot_ms == pytest.approx(D + 0.5 * max(eager_ms, D))
+    assert eager_ms > 2 * pass_ms  # 1.4K tokens: the eager layer's host time, not their FLOPs, sets the pass
+    no_graphs = pred.colocated(lay, batch, w, replace(o, cuda_graphs=False))
+    assert no_graphs.tpot_ms == pytest.approx(pred.colocated(lay, batch, w, replace(eager_o, cuda_graphs=False)).tpot_ms)
+    assert o.pass_options().cuda_graphs and not eager_o.pass_options().cuda_graphs
+    steps = bench_run._Steps(pred, lay, w, o)
+    assert steps.prefill(1024) * 1e3 == pytest.approx(pred.prefill(lay, 1024 / lay.gpus, w, Options(prefill="separate-compiled")).step_ms)
 
 
 def test_separate_prefill_spreads_a_pass_over_the_groups_only_in_the_moe():
