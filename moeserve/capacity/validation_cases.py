@@ -59,16 +59,18 @@ class Case:
 
     @property
     def engine(self) -> str:
-        """The engine that served it: the one its name, else its source, names; LMSYS's deployment posts
-        are SGLang's, DeepSeek's Day-6 figures its own engine's."""
+        """The engine that served it: the one its name, else its source, names (vLLM with ATOM's plugin is
+        vLLM's); LMSYS's deployment posts are SGLang's, DeepSeek's Day-6 figures its own engine's."""
         for text in (self.name, self.source):
-            for engine in ENGINES:
+            for engine in ENGINES + OTHER_ENGINES:
                 if engine in text:
                     return engine
         return "SGLang" if "LMSYS" in self.source else "DeepSeek"
 
 
 ENGINES = ("TensorRT-LLM", "SGLang", "vLLM")
+# engines of published runs that `--engine` does not plan for: AMD's ATOM server, Alibaba's RTP-LLM
+OTHER_ENGINES = ("ATOM", "RTP-LLM")
 
 # SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
 # (read so by the rule the mixed-steps change set for every SGLang run read in chunks, after all parts had been seen)

@@ -80,11 +80,14 @@ def test_an_engine_counts_its_own_deployments_first(cases):
 
 def test_every_case_has_an_engine():
     engines = {c.engine for c in validation.CASES}
-    assert engines == {"SGLang", "vLLM", "TensorRT-LLM", "DeepSeek"}
+    assert engines == {"SGLang", "vLLM", "TensorRT-LLM", "ATOM", "RTP-LLM", "DeepSeek"}
     from moeserve.capacity.cli import ENGINE_NAMES
     from moeserve.capacity.validation_cases import ENGINES
-    assert set(ENGINE_NAMES.values()) == set(ENGINES)  # --engine names every engine a case can have but DeepSeek's own
+    assert set(ENGINE_NAMES.values()) == set(ENGINES)  # --engine names the engines it plans for
     assert {c.engine for c in validation.CASES if c.source.startswith("DeepSeek,")} == {"DeepSeek"}
+    # vLLM with AMD's ATOM plugin is vLLM's run; ATOM's own server is ATOM's
+    assert {c.engine for c in validation.CASES if c.name.startswith("vLLM-ATOM")} == {"vLLM"}
+    assert {c.engine for c in validation.CASES if c.name.startswith("ATOM ")} == {"ATOM"}
 
 
 def test_time_units_count_as_speed(cases):
