@@ -18,7 +18,7 @@ from moeserve.capacity.engine_kv import ENGINE_NAMES
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
-from moeserve.capacity.predict import PREFILL_MODES, Options, Prediction, Predictor, Workload
+from moeserve.capacity.predict import ENGINE_PREFILL, PREFILL_MODES, Options, Prediction, Predictor, Workload
 from moeserve.cli_files import check_output
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
@@ -104,8 +104,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sbo", action="store_true", help="single-batch overlap: dispatch behind the shared expert, combine "
                    "behind the experts' down projection (SGLang's --enable-single-batch-overlap)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="eager kernel launches")
-    p.add_argument("--colocated-prefill", choices=PREFILL_MODES, default="mixed", action=_PrefillMode,
-                   help="colocated: how prefill shares the GPUs with the running decodes: mixed (default): prefill "
+    p.add_argument("--colocated-prefill", choices=PREFILL_MODES, action=_PrefillMode,
+                   help="colocated: how prefill shares the GPUs with the running decodes (default: --engine's "
+                   "scheduler, separate for sglang, else mixed): mixed: prefill "
                    "chunks, the decodes ride in each chunk's step, as vLLM V1 and TensorRT-LLM's in-flight batching "
                    "schedule them; stalled: chunks as forwards of their own, the decodes wait (SGLang without "
                    "--enable-mixed-chunk); separate: each prefill an eager forward pass of its own of the prompts that "
@@ -117,8 +118,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-mixed-steps", dest="colocated_prefill", nargs=0, const="stalled", action=_PrefillMode,
                    help="deprecated: --colocated-prefill stalled")
     p.add_argument("--engine", choices=sorted(ENGINE_NAMES), help="plan the KV cache in the format this engine runs "
-                   "the checkpoint in by default, and count only its published deployments in the track record printed "
-                   "under the table (the figures are the model's, which takes no engine)")
+                   "the checkpoint in by default and colocated prefill as its default scheduler runs it (unless "
+                   "--colocated-prefill says), and count only its published deployments in the track record printed "
+                   "under the table (the model takes no other engine property)")
     p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
                    "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
                    "memory on GB200/GB300)")
@@ -388,13 +390,17 @@ def _plan(args, gpu_price: float | None) -> dict:
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
+    prefill_mode = args.colocated_prefill or ENGINE_PREFILL.get(args.engine, "mixed")
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
-                memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=args.colocated_prefill)
+                memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=prefill_mode)
     balance = _balance(args, model)
     # a layout axis or a batch fixes one layout; --phase alone ranks the layouts of that phase over --gpus
     fixed = args.tp or args.ep or args.batch or args.moe_tp or args.redundant != "auto"
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
     notes += [n for n in (ckpt.note(prec), ckpt.kv_note()) if n] if ckpt else []
+    if args.engine and not args.colocated_prefill:
+        notes.append(f"colocated prefill: {prefill_mode}, {ENGINE_NAMES[args.engine]}'s default scheduler "
+                     "(--colocated-prefill sets another)")
     sized = None
     if fixed:
         result, note = _fixed(args, pred, w, o, balance)

@@ -32,6 +32,10 @@ ENGINE_CHUNK = 8192
 # that arrived since the last: eager (SGLang under a closed-loop load) or compiled (ROCm ATOM's server)
 PREFILL_MODES = ("mixed", "stalled", "separate", "separate-compiled")
 SEPARATE_MODES = ("separate", "separate-compiled")
+# the mode of each engine's default scheduler, as configure reads `--engine` without `--colocated-prefill`: SGLang
+# prefills what arrived as eager forwards of their own (no --enable-mixed-chunk by default; the reading of every
+# SGLang run of the validation table), vLLM V1 and TensorRT-LLM fill a step with the running decodes and prompt chunks
+ENGINE_PREFILL = {"sglang": "separate", "vllm": "mixed", "trtllm": "mixed"}
 
 
 @dataclass(frozen=True)

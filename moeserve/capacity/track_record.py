@@ -54,7 +54,7 @@ class Record:
         whose = f"{self.engine} " if self.engine else ""
         return (f"track record: {self.cases} published {whose}deployments on {where} {what} ran at {self.low:.2f}-"
                 f"{self.high:.2f}x the model's figure for each (median {self.median:.2f}x, {LOW_Q:.0%}-{HIGH_Q:.0%} "
-                f"of cases); the model takes no engine, release or tuning")
+                f"of cases); the model takes no engine's kernels, release or tuning")
 
     def as_dict(self) -> dict:
         return {"regime": self.regime, "card_class": self.card_class, "engine": self.engine, "cases": self.cases,

@@ -130,6 +130,26 @@ def test_options_move_predictions_the_right_way(capsys):
     assert separate["tpot_ms"] > compiled["tpot_ms"] and compiled["step_ms"] == separate["step_ms"]
 
 
+def test_engine_plans_colocated_prefill_as_its_default_scheduler_runs_it(capsys):
+    """--engine sglang plans colocated prefill as SGLang's default scheduler runs it (separate eager passes) and
+    says so; --colocated-prefill overrides the engine; vLLM and TensorRT-LLM mix prompt chunks into the decode
+    steps, the default without --engine."""
+    colo = ["--model", "deepseek-r1", "--hardware", "b200", "--phase", "colocated", "--tp", "8", "--batch", "11.5",
+            "--isl", "500", "--osl", "500"]
+    figures = ("tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu", "step_ms")
+    plain, separate = run_json(capsys, *colo), run_json(capsys, *colo, "--colocated-prefill", "separate")
+    sglang = run_json(capsys, *colo, "--engine", "sglang")
+    assert [sglang[k] for k in figures] == [separate[k] for k in figures] != [plain[k] for k in figures]
+    assert "colocated prefill: separate, SGLang's default scheduler (--colocated-prefill sets another)" in sglang["notes"]
+    told = run_json(capsys, *colo, "--engine", "sglang", "--colocated-prefill", "mixed")
+    assert [told[k] for k in figures] == [plain[k] for k in figures]
+    assert not any(n.startswith("colocated prefill:") for n in told["notes"] + plain["notes"])
+    for engine, name in (("vllm", "vLLM"), ("trtllm", "TensorRT-LLM")):
+        mixed = run_json(capsys, *colo, "--engine", engine)
+        assert [mixed[k] for k in figures] == [plain[k] for k in figures]
+        assert f"colocated prefill: mixed, {name}'s default scheduler (--colocated-prefill sets another)" in mixed["notes"]
+
+
 def test_colocated_prefill_old_flags_are_deprecated_aliases(capsys):
     """--separate-prefill and --no-mixed-steps still work, say what replaces them, and match it exactly."""
     colo = ["--model", "deepseek-r1", "--hardware", "b200", "--phase", "colocated", "--tp", "8", "--batch", "11.5",
