@@ -78,7 +78,9 @@ class CheckpointPlan:
                          for fmt, names in sorted(by_format.items(), key=lambda item: -len(item[1])))
         lead = (f"KV cache planned {self.kv}, {ENGINE_NAMES[self.engine]}'s default for this checkpoint" if self.engine
                 else f"KV cache planned {self.formats.kv}, as the checkpoint declares")
-        return (f"{lead}: with the KV dtype left at auto, {runs} ({', '.join(KV_FLAGS.values())} set it)"
+        flags = ", ".join(KV_FLAGS[e] for e in self.kv_by_engine)
+        default = "its default (auto; ATOM's bf16)" if "atom" in self.kv_by_engine else "auto"
+        return (f"{lead}: with the KV dtype left at {default}, {runs} ({flags} set it)"
                 + ("" if self.engine else "; --engine plans one engine's default"))
 
     def as_dict(self, prec: Precision) -> dict:
@@ -93,12 +95,13 @@ class CheckpointPlan:
 
 
 def checkpoint_plan(formats: CheckpointFormats, flags: dict, engine: str | None, mla: bool, act: str,
-                    gpu: bool, emit: bool) -> CheckpointPlan:
+                    gpu: bool, emit: bool, engines: tuple[str, ...] | None = None) -> CheckpointPlan:
     """The defaults `formats` give configure. flags: the format flags by argparse dest (weights, attn_weights,
     moe_weights, dense_weights, mtp_weights, kv_dtype; None when not given); act: the activation format;
-    gpu: the hardware has FP8 tensor cores; emit: --emit. ValueError for a checkpoint whose formats configure
+    gpu: the hardware has FP8 tensor cores; emit: --emit; engines: those the card runs (engine_kv.engines_for). ValueError for a checkpoint whose formats configure
     cannot plan in and the flags do not replace."""
-    kv_by_engine = default_kv_by_engine(None if formats.kv_problem else formats.kv, formats.kv_producer, mla, act)
+    kv_by_engine = default_kv_by_engine(None if formats.kv_problem else formats.kv, formats.kv_producer, mla, act,
+                                        engines)
     why_not = "" if gpu and not emit else (
         "--emit plans in what moeserve serve runs" if emit else f"a CPU profile plans in {act}, what moeserve runs on CPUs")
     plan = CheckpointPlan(formats, {}, kv_by_engine, engine, dict(flags), not why_not, why_not)

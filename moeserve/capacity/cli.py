@@ -14,7 +14,7 @@ from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
-from moeserve.capacity.engine_kv import ENGINE_NAMES
+from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_ONLY, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
@@ -263,7 +263,8 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
     act = "bf16" if gpu else "fp32"
     default = "fp8" if gpu else "fp32"
     flags = {k: getattr(args, k) for k in ("weights", "attn_weights", "moe_weights", "dense_weights", "mtp_weights", "kv_dtype")}
-    plan = checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit)) if ckpt else None
+    plan = checkpoint_plan(ckpt, flags, args.engine, model.is_mla, act, gpu, bool(args.emit),
+                           engines_for(hw.card_class)) if ckpt else None
     if args.emit:  # the file must run on moeserve serve: plan in what it runs (refused there when it cannot)
         from moeserve.capacity.served import served_formats
 
@@ -383,6 +384,9 @@ def _prices(text: str | None, cards: int) -> list:
 def _plan(args, gpu_price: float | None) -> dict:
     """Everything configure works out for one card, before anything is written or printed."""
     model, hw = load_model(args.model), load_hardware(args.hardware)
+    if args.engine in ROCM_ONLY and args.engine not in engines_for(hw.card_class):
+        raise ValueError(f"--engine {args.engine}: {ENGINE_NAMES[args.engine]} runs on AMD Instinct GPUs (ROCm) only, "
+                         f"and {hw.name} is not one (--hardware mi300x or mi355x)")
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
     prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))

@@ -28,14 +28,26 @@ or config.json's flat `quantization_config`, where newer exports write `kv_cache
   b5535699b73), so a compressed-tensors checkpoint runs the model dtype unless --kv-cache-dtype is given
   (as sgl-project/sglang#4743's review says).
 
+- ATOM (AMD's engine, ROCm only): never. `--kv_cache_dtype` takes bf16 or fp8 and defaults to bf16 whatever the
+  checkpoint declares (atom/model_engine/arg_utils.py, EngineArgs.kv_cache_dtype = "bf16", commits 2f7130649 of
+  January 2026 to ffdf3bb5d of August 2026); it is planned only on AMD cards.
+
 An explicit KV flag wins in every engine, as --kv-dtype does here.
 """
 from __future__ import annotations
 
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
-# the setting that chooses each engine's KV cache format ("auto" by default)
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "atom": "ATOM"}
+# the setting that chooses each engine's KV cache format ("auto" by default; ATOM's "bf16")
 KV_FLAGS = {"sglang": "SGLang's --kv-cache-dtype", "vllm": "vLLM's --kv-cache-dtype",
-            "trtllm": "TensorRT-LLM's kv_cache_config.dtype"}
+            "trtllm": "TensorRT-LLM's kv_cache_config.dtype", "atom": "ATOM's --kv_cache_dtype"}
+# engines that run on AMD Instinct cards only (ROCm), planned only on a profile whose card class is AMD's
+ROCM_ONLY = ("atom",)
+ROCM_CARD_CLASSES = ("cdna3", "cdna4")
+
+
+def engines_for(card_class: str) -> tuple[str, ...]:
+    """The engines configure plans for on a card of `card_class`."""
+    return tuple(e for e in ENGINE_NAMES if card_class in ROCM_CARD_CLASSES or e not in ROCM_ONLY)
 PRODUCERS = ("modelopt", "compressed-tensors")
 
 
@@ -44,6 +56,8 @@ def default_kv(engine: str, declared: str | None, producer: str, mla: bool, act:
     ("fp8", "fp4"; None: none) through `producer` (one of PRODUCERS); `act` is the activation format (what
     "auto" falls back to) and `mla` whether the model's attention is MLA."""
     assert engine in ENGINE_NAMES and (declared is None or producer in PRODUCERS), (engine, producer)
+    if engine == "atom":
+        return "bf16"
     if declared is None or engine == "trtllm":
         return declared or act
     if engine == "vllm":
@@ -53,6 +67,7 @@ def default_kv(engine: str, declared: str | None, producer: str, mla: bool, act:
     return declared if producer == "modelopt" and declared == "fp8" else act
 
 
-def default_kv_by_engine(declared: str | None, producer: str, mla: bool, act: str) -> dict[str, str]:
-    """{engine: default_kv(engine, ...)} for every engine configure knows."""
-    return {e: default_kv(e, declared, producer, mla, act) for e in ENGINE_NAMES}
+def default_kv_by_engine(declared: str | None, producer: str, mla: bool, act: str,
+                         engines: tuple[str, ...] | None = None) -> dict[str, str]:
+    """{engine: default_kv(engine, ...)} for `engines` (default: those of NVIDIA cards, every engine but ATOM)."""
+    return {e: default_kv(e, declared, producer, mla, act) for e in (engines or engines_for("hopper"))}

@@ -34,8 +34,9 @@ PREFILL_MODES = ("mixed", "stalled", "separate", "separate-compiled")
 SEPARATE_MODES = ("separate", "separate-compiled")
 # the mode of each engine's default scheduler, as configure reads `--engine` without `--colocated-prefill`: SGLang
 # prefills what arrived as eager forwards of their own (no --enable-mixed-chunk by default; the reading of every
-# SGLang run of the validation table), vLLM V1 and TensorRT-LLM fill a step with the running decodes and prompt chunks
-ENGINE_PREFILL = {"sglang": "separate", "vllm": "mixed", "trtllm": "mixed"}
+# SGLang run of the validation table), vLLM V1 and TensorRT-LLM fill a step with the running decodes and prompt chunks,
+# ATOM's server prefills what arrived in compiled forwards of their own
+ENGINE_PREFILL = {"sglang": "separate", "vllm": "mixed", "trtllm": "mixed", "atom": "separate-compiled"}
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,9 @@ class Case:
         return "SGLang" if "LMSYS" in self.source else "DeepSeek"
 
 
-ENGINES = ("TensorRT-LLM", "SGLang", "vLLM")
-# engines of published runs that `--engine` does not plan for: AMD's ATOM server, Alibaba's RTP-LLM
-OTHER_ENGINES = ("ATOM", "RTP-LLM")
+ENGINES = ("TensorRT-LLM", "SGLang", "vLLM", "ATOM")  # vLLM before ATOM: vLLM with ATOM's plugin is vLLM's run
+# engines of published runs that `--engine` does not plan for: Alibaba's RTP-LLM
+OTHER_ENGINES = ("RTP-LLM",)
 
 # SGLang's scheduler without --enable-mixed-chunk runs a prefill batch as a forward of its own: the decodes wait
 # (read so by the rule the mixed-steps change set for every SGLang run read in chunks, after all parts had been seen)

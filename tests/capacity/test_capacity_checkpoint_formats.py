@@ -252,6 +252,28 @@ def test_engine_sets_the_kv_cache_the_plan_assumes(tmp_path, capsys):
     assert run_json(capsys, "--model", ckpt, *DECODE, "--engine", "sglang", "--kv-dtype", "fp8")["precision"]["kv"] == "fp8"
 
 
+def test_atom_runs_bf16_kv_whatever_the_checkpoint_declares_and_only_on_amd_cards(tmp_path, capsys):
+    """ATOM's --kv_cache_dtype defaults to bf16 (no auto): an AMD card's KV note names it beside the others; an
+    NVIDIA card's does not, and --engine atom there exits 2 naming the cards it runs on."""
+    from moeserve.capacity.engine_kv import default_kv, engines_for
+    assert default_kv("atom", "fp8", "modelopt", True, "bf16") == "bf16" and default_kv("atom", None, "", False, "bf16") == "bf16"
+    assert "atom" in engines_for("cdna4") and "atom" in engines_for("cdna3")
+    assert all("atom" not in engines_for(c) for c in ("hopper", "hopper_h20", "blackwell"))
+    ckpt = checkpoint(tmp_path, dict(shipped("qwen3-235b-a22b"), quantization_config=CT_NVFP4))
+    amd = ("--hardware", "mi355x", "--phase", "decode", "--ep", "8", "--batch", "16")
+    plain = run_json(capsys, "--model", ckpt, *amd)
+    assert plain["checkpoint"]["kv_by_engine"] == {"sglang": "bf16", "vllm": "fp8", "trtllm": "fp8", "atom": "bf16"}
+    assert any(n.startswith("KV cache planned fp8, as the checkpoint declares: with the KV dtype left at its default "
+                            "(auto; ATOM's bf16), SGLang and ATOM run bf16, vLLM and TensorRT-LLM run fp8") and
+               "ATOM's --kv_cache_dtype set it" in n for n in plain["notes"])
+    atom = run_json(capsys, "--model", ckpt, *amd, "--engine", "atom")
+    assert atom["precision"]["kv"] == "bf16" and atom["checkpoint"]["kv_engine"] == "atom"
+    assert "atom" not in run_json(capsys, "--model", ckpt, *DECODE)["checkpoint"]["kv_by_engine"]
+    assert main(["--model", ckpt, *DECODE, "--engine", "atom"]) == 2
+    assert capsys.readouterr().err.strip() == ("moeserve configure: error: --engine atom: ATOM runs on AMD Instinct "
+                                               "GPUs (ROCm) only, and b200 is not one (--hardware mi300x or mi355x)")
+
+
 def test_an_unsupported_scheme_exits_2_naming_it_and_the_flags_unless_they_are_given(tmp_path, capsys):
     ckpt = checkpoint(tmp_path, dict(shipped("qwen3-235b-a22b"), quantization_config=CT_INT4))
     assert main(["--model", ckpt, *DECODE]) == 2

@@ -148,6 +148,12 @@ def test_engine_plans_colocated_prefill_as_its_default_scheduler_runs_it(capsys)
         mixed = run_json(capsys, *colo, "--engine", engine)
         assert [mixed[k] for k in figures] == [plain[k] for k in figures]
         assert f"colocated prefill: mixed, {name}'s default scheduler (--colocated-prefill sets another)" in mixed["notes"]
+    # ATOM's server (AMD cards) prefills in compiled passes of their own
+    amd = ["--model", "qwen3-235b-a22b", "--hardware", "mi355x", "--phase", "colocated", "--tp", "8", "--ep", "8",
+           "--batch", "32", "--isl", "1000", "--osl", "1000"]
+    atom, compiled = run_json(capsys, *amd, "--engine", "atom"), run_json(capsys, *amd, "--colocated-prefill", "separate-compiled")
+    assert [atom[k] for k in figures] == [compiled[k] for k in figures]
+    assert "colocated prefill: separate-compiled, ATOM's default scheduler (--colocated-prefill sets another)" in atom["notes"]
 
 
 def test_colocated_prefill_old_flags_are_deprecated_aliases(capsys):
