@@ -98,8 +98,8 @@ def checkpoint_plan(formats: CheckpointFormats, flags: dict, engine: str | None,
                     gpu: bool, emit: bool, engines: tuple[str, ...] | None = None) -> CheckpointPlan:
     """The defaults `formats` give configure. flags: the format flags by argparse dest (weights, attn_weights,
     moe_weights, dense_weights, mtp_weights, kv_dtype; None when not given); act: the activation format;
-    gpu: the hardware has FP8 tensor cores; emit: --emit; engines: those the card runs (engine_kv.engines_for). ValueError for a checkpoint whose formats configure
-    cannot plan in and the flags do not replace."""
+    gpu: the hardware has FP8 tensor cores; emit: --emit; engines: those the card runs (engine_kv.engines_for).
+    ValueError for a checkpoint whose formats configure cannot plan in and the flags do not replace."""
     kv_by_engine = default_kv_by_engine(None if formats.kv_problem else formats.kv, formats.kv_producer, mla, act,
                                         engines)
     why_not = "" if gpu and not emit else (

@@ -40,6 +40,7 @@ ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "a
 # the setting that chooses each engine's KV cache format ("auto" by default; ATOM's "bf16")
 KV_FLAGS = {"sglang": "SGLang's --kv-cache-dtype", "vllm": "vLLM's --kv-cache-dtype",
             "trtllm": "TensorRT-LLM's kv_cache_config.dtype", "atom": "ATOM's --kv_cache_dtype"}
+PRODUCERS = ("modelopt", "compressed-tensors")
 # engines that run on AMD Instinct cards only (ROCm), planned only on a profile whose card class is AMD's
 ROCM_ONLY = ("atom",)
 ROCM_CARD_CLASSES = ("cdna3", "cdna4")
@@ -48,7 +49,6 @@ ROCM_CARD_CLASSES = ("cdna3", "cdna4")
 def engines_for(card_class: str) -> tuple[str, ...]:
     """The engines configure plans for on a card of `card_class`."""
     return tuple(e for e in ENGINE_NAMES if card_class in ROCM_CARD_CLASSES or e not in ROCM_ONLY)
-PRODUCERS = ("modelopt", "compressed-tensors")
 
 
 def default_kv(engine: str, declared: str | None, producer: str, mla: bool, act: str) -> str:
