@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from moeserve.capacity.checkpoint_formats import CheckpointFormats
-from moeserve.capacity.engine_kv import ENGINE_NAMES, KV_FLAGS, default_kv_by_engine
+from moeserve.capacity.engine_kv import ENGINE_NAMES, KV_FLAG_DEFAULTS, KV_FLAGS, default_kv_by_engine
 from moeserve.capacity.layout import Precision
 
 # configure's format flags: (argparse dest, Precision field, what it sets)
@@ -79,7 +79,8 @@ class CheckpointPlan:
         lead = (f"KV cache planned {self.kv}, {ENGINE_NAMES[self.engine]}'s default for this checkpoint" if self.engine
                 else f"KV cache planned {self.formats.kv}, as the checkpoint declares")
         flags = ", ".join(KV_FLAGS[e] for e in self.kv_by_engine)
-        default = "its default (auto; ATOM's bf16)" if "atom" in self.kv_by_engine else "auto"
+        odd = [f"{ENGINE_NAMES[e]}'s {KV_FLAG_DEFAULTS[e]}" for e in self.kv_by_engine if KV_FLAG_DEFAULTS[e] != "auto"]
+        default = f"its default (auto; {'; '.join(odd)})" if odd else "auto"
         return (f"{lead}: with the KV dtype left at {default}, {runs} ({flags} set it)"
                 + ("" if self.engine else "; --engine plans one engine's default"))
 

@@ -14,7 +14,7 @@ from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
-from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_ONLY, engines_for
+from moeserve.capacity.engine_kv import ENGINE_NAMES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
@@ -384,7 +384,7 @@ def _prices(text: str | None, cards: int) -> list:
 def _plan(args, gpu_price: float | None) -> dict:
     """Everything configure works out for one card, before anything is written or printed."""
     model, hw = load_model(args.model), load_hardware(args.hardware)
-    if args.engine in ROCM_ONLY and args.engine not in engines_for(hw.card_class):
+    if args.engine and args.engine not in engines_for(hw.card_class):  # only the ROCm-only engines are left out
         raise ValueError(f"--engine {args.engine}: {ENGINE_NAMES[args.engine]} runs on AMD Instinct GPUs (ROCm) only, "
                          f"and {hw.name} is not one (--hardware mi300x or mi355x)")
     if args.gemm_min_tile:
@@ -394,7 +394,7 @@ def _plan(args, gpu_price: float | None) -> dict:
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
-    prefill_mode = args.colocated_prefill or ENGINE_PREFILL.get(args.engine, "mixed")
+    prefill_mode = args.colocated_prefill or (ENGINE_PREFILL[args.engine] if args.engine else "mixed")
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
                 memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=prefill_mode)
     balance = _balance(args, model)

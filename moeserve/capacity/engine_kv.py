@@ -37,9 +37,10 @@ An explicit KV flag wins in every engine, as --kv-dtype does here.
 from __future__ import annotations
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "atom": "ATOM"}
-# the setting that chooses each engine's KV cache format ("auto" by default; ATOM's "bf16")
+# the setting that chooses each engine's KV cache format, and its default
 KV_FLAGS = {"sglang": "SGLang's --kv-cache-dtype", "vllm": "vLLM's --kv-cache-dtype",
             "trtllm": "TensorRT-LLM's kv_cache_config.dtype", "atom": "ATOM's --kv_cache_dtype"}
+KV_FLAG_DEFAULTS = {"sglang": "auto", "vllm": "auto", "trtllm": "auto", "atom": "bf16"}
 PRODUCERS = ("modelopt", "compressed-tensors")
 # engines that run on AMD Instinct cards only (ROCm), planned only on a profile whose card class is AMD's
 ROCM_ONLY = ("atom",)
