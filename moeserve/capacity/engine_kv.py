@@ -53,12 +53,13 @@ def engines_for(card_class: str) -> tuple[str, ...]:
 
 
 def default_kv(engine: str, declared: str | None, producer: str, mla: bool, act: str) -> str:
-    """The KV format `engine` runs with its KV flag at "auto", for a checkpoint declaring KV format `declared`
+    """The KV format `engine` runs with its KV flag at its default, for a checkpoint declaring KV format `declared`
     ("fp8", "fp4"; None: none) through `producer` (one of PRODUCERS); `act` is the activation format (what
-    "auto" falls back to) and `mla` whether the model's attention is MLA."""
+    "auto" falls back to) and `mla` whether the model's attention is MLA. A flag whose default is a format
+    (KV_FLAG_DEFAULTS: ATOM's bf16) runs that format whatever the checkpoint declares."""
     assert engine in ENGINE_NAMES and (declared is None or producer in PRODUCERS), (engine, producer)
-    if engine == "atom":
-        return "bf16"
+    if KV_FLAG_DEFAULTS[engine] != "auto":
+        return KV_FLAG_DEFAULTS[engine]
     if declared is None or engine == "trtllm":
         return declared or act
     if engine == "vllm":
