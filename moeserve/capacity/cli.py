@@ -14,7 +14,7 @@ from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.efficiency import DEFAULT
-from moeserve.capacity.engine_kv import ENGINE_NAMES, engines_for
+from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_CARD_CLASSES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
 from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
@@ -385,8 +385,9 @@ def _plan(args, gpu_price: float | None) -> dict:
     """Everything configure works out for one card, before anything is written or printed."""
     model, hw = load_model(args.model), load_hardware(args.hardware)
     if args.engine and args.engine not in engines_for(hw.card_class):  # only the ROCm-only engines are left out
+        amd = [p for p in known_profiles() if load_hardware(p).card_class in ROCM_CARD_CLASSES]
         raise ValueError(f"--engine {args.engine}: {ENGINE_NAMES[args.engine]} runs on AMD Instinct GPUs (ROCm) only, "
-                         f"and {hw.name} is not one (--hardware mi300x or mi355x)")
+                         f"and {hw.name} is not one (--hardware {' or '.join(amd)})")
     if args.gemm_min_tile:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
     prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))
