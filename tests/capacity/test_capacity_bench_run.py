@@ -117,10 +117,8 @@ def test_configure_reports_the_run(capsys):
 
 
 def test_every_replayed_case_exists_and_is_a_run():
-    from moeserve.capacity.validation_blind26 import BLIND26
-
     names = {c.name for c in validation.CASES if c.run}
-    recorded_as_runs = {c.name for c in BLIND26 if c.run}  # a part recorded as runs carries them in its own file
+    recorded_as_runs = {c.name for c in validation.RECORDED_CASES if c.run}  # a part's own runs (blind 26's waves)
     assert recorded_as_runs and not recorded_as_runs & set(validation_runs.RUNS)
     assert names == set(validation_runs.RUNS) | recorded_as_runs
     with pytest.raises(ValueError, match="names no case"):
