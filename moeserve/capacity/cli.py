@@ -13,6 +13,7 @@ from moeserve.capacity import bench_run, planner, report, sizing, track_record
 from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed_balancedness, load_traces
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
+from moeserve.capacity.draft_head import load_head
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_CARD_CLASSES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
@@ -100,6 +101,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the best that fits and meets the SLOs)")
     p.add_argument("--mtp-accept", type=num, default=1.0, help="mean tokens per decode step with MTP (1 + accepted drafts; default 1: off)")
     p.add_argument("--mtp-draft", type=integer, help=f"MTP draft tokens per step, 0-{MAX_DRAFT} (default: the fewest that can yield --mtp-accept)")
+    p.add_argument("--draft-model", metavar="DIR", help="draft with this EAGLE-3 head (its directory or config.json) "
+                   "instead of the model's MTP module (default: the MTP module; a model without one drafts with its "
+                   "EAGLE-3 head: the shipped one's shape, else one assumed from the model's)")
     p.add_argument("--tbo", action="store_true", help="two-batch overlap of communication with compute")
     p.add_argument("--sbo", action="store_true", help="single-batch overlap: dispatch behind the shared expert, combine "
                    "behind the experts' down projection (SGLang's --enable-single-batch-overlap)")
@@ -240,6 +244,8 @@ def _check(args) -> None:
     draft = args.mtp_draft if args.mtp_draft is not None else math.ceil(args.mtp_accept - 1 - 1e-9)
     if args.mtp_accept > draft + 1:
         raise ValueError(f"--mtp-accept {args.mtp_accept:g} is more than --mtp-draft {draft} drafts can yield ({draft + 1})")
+    if args.draft_model and not draft:
+        raise ValueError(f"--draft-model {args.draft_model} drafts nothing without --mtp-accept above 1 (or --mtp-draft)")
     if args.gemm_min_tile is not None and args.gemm_min_tile & (args.gemm_min_tile - 1):
         raise ValueError(f"--gemm-min-tile {args.gemm_min_tile} is not a power of two")
     if args.emit and args.pp and args.pp > 1:
@@ -396,12 +402,15 @@ def _plan(args, gpu_price: float | None) -> dict:
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
     prefill_mode = args.colocated_prefill or (ENGINE_PREFILL[args.engine] if args.engine else "mixed")
+    head = load_head(args.draft_model, model) if args.draft_model else None
     o = Options(mtp_accept=args.mtp_accept, mtp_draft=args.mtp_draft, tbo=args.tbo, cuda_graphs=not args.no_cuda_graphs,
-                memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=prefill_mode)
+                memory_fraction=args.memory_fraction, sbo=args.sbo, prefill=prefill_mode, draft_head=head)
     balance = _balance(args, model)
     # a layout axis or a batch fixes one layout; --phase alone ranks the layouts of that phase over --gpus
     fixed = args.tp or args.ep or args.batch or args.moe_tp or args.redundant != "auto"
     notes = [f"formats: {prec.describe()}" + (" (what moeserve serve runs)" if args.emit else "")]
+    drafting = pred.draft_head(o)
+    notes += [f"drafts: {drafting.describe()}"] if drafting else []
     notes += [n for n in (ckpt.note(prec), ckpt.kv_note()) if n] if ckpt else []
     if args.engine and not args.colocated_prefill:
         notes.append(f"colocated prefill: {prefill_mode}, {ENGINE_NAMES[args.engine]}'s default scheduler "
@@ -462,7 +471,7 @@ def _show(args, plan: dict) -> int:
         from moeserve.capacity.emit import emit_files
 
         written = emit_files(args.emit, args.model, plan["best"], w, hw, plan["served"], model, args.plan,
-                             o.draft_tokens)
+                             o.draft_tokens, eagle=o.draft_head is not None)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,

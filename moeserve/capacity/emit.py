@@ -97,11 +97,13 @@ def write(path: str, settings: dict, header: list[str]) -> None:
 
 
 def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, hw, served: Served, model: ModelSpec,
-               plan: str | None, mtp_drafts: int = 0) -> list[tuple[str, str]]:
+               plan: str | None, mtp_drafts: int = 0, eagle: bool = False) -> list[tuple[str, str]]:
     """Write the winner's file(s) in the formats `served` runs; returns (path, what it holds) for each.
-    mtp_drafts: the plan's MTP drafts per step (--mtp-accept / --mtp-draft), written as speculative_config
-    when the model has MTP layers."""
-    mtp_drafts = mtp_drafts if model.mtp_layers else 0
+    mtp_drafts: the plan's drafts per step (--mtp-accept / --mtp-draft), written as speculative_config when the
+    model's MTP layers draft them; `eagle` (or a model without MTP layers): an EAGLE-3 head drafts them, which
+    moeserve serve does not run, and the file says so."""
+    eagle = bool(mtp_drafts) and (eagle or not model.mtp_layers)
+    mtp_drafts = 0 if eagle else mtp_drafts
     value, note = checkpoint(model_arg, served)
     formats = served.settings
     header = [f"moeserve configure: {model.name} on {hw.name}, isl {w.isl}, osl {w.osl}",
@@ -110,6 +112,8 @@ def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, 
               f"predicted: TTFT {best.ttft_ms or 0:.1f} ms, TPOT {best.tpot_ms or 0:.2f} ms, "
               f"{best.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU"]
     header += [note] if note else []
+    header += ["the plan drafts with an EAGLE-3 head, which moeserve serve does not run (its drafts: mtp, ngram): "
+               "this file serves without speculative decoding, slower than predicted"] if eagle else []
     placement = plan if plan and best.layout.ep > 1 else None
     out = Path(path)
     what = served.summary()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from moeserve.capacity.draft_head import DraftHead
 from moeserve.capacity.dtypes import nbytes
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
@@ -146,22 +147,32 @@ def dispatch_buffer_bytes(model: ModelSpec, layout: Layout, prec: Precision, tok
     return min(DISPATCH_BUFFER_CAP, 2 * rows * model.hidden * (prec.dispatch_bytes + prec.combine_bytes))
 
 
+def draft_head_bytes(head: DraftHead, layout: Layout, prec: Precision) -> tuple[float, float]:
+    """(weights, KV bytes a token) of an EAGLE-3 draft head on one GPU of its TP group: BF16 weights (fc whole,
+    the layer and its LM head split), its one layer's KV in the target's KV format (draft_head.py)."""
+    kv = 2 * max(1, head.kv_heads // layout.tp) * head.head_dim * prec.kv_bytes
+    return head.params_per_rank(layout.tp) * nbytes("bf16"), kv
+
+
 def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: float,
                   kv_tokens_needed: float, memory_fraction: float = 0.9, mtp: bool = False, offload: bool = False,
-                  host_gb: float = 0.0) -> MemoryReport:
+                  host_gb: float = 0.0, draft: DraftHead | None = None) -> MemoryReport:
     """tokens_per_step: tokens one GPU runs in a step; kv_tokens_needed: tokens whose KV one GPU keeps
     (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks).
     offload: the routed experts of as few MoE layers as make the rest fit live in host memory (host_gb per
-    GPU, of which memory_fraction may be used); none when everything fits (layers_to_offload)."""
+    GPU, of which memory_fraction may be used); none when everything fits (layers_to_offload). draft: the
+    EAGLE-3 head that drafts (its weights and its KV beside the model's)."""
     budget = memory_fraction * hbm_gb * GB
     act = activation_bytes(model, layout, prec, tokens_per_step)
     buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
     per_token = kv_bytes_per_token(model, layout, prec)
+    head_weights, head_kv = draft_head_bytes(draft, layout, prec) if draft else (0.0, 0.0)
+    per_token += head_kv
     layers = 0
     if offload:
-        excess = weight_bytes(model, layout, prec, mtp) + act + buffers + per_token * kv_tokens_needed - budget
+        excess = weight_bytes(model, layout, prec, mtp) + head_weights + act + buffers + per_token * kv_tokens_needed - budget
         layers = layers_to_offload(model, layout, prec, excess)
-    weights = weight_bytes(model, layout, prec, mtp, layers)
+    weights = weight_bytes(model, layout, prec, mtp, layers) + head_weights
     free = max(0.0, budget - weights - act - buffers)
     host = offloaded_bytes(model, layout, prec, layers)
     return MemoryReport(weights, per_token, int(free // per_token), per_token * kv_tokens_needed, act, buffers, budget,

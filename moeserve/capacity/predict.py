@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from moeserve.capacity.draft_head import DraftHead, default_head
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
@@ -70,6 +71,8 @@ class Options:
     memory_fraction: float = 0.9
     decode_context: float | None = None  # mean KV length at decode, when known (else from the workload)
     mtp_draft: int | None = None  # draft tokens per step (None: the fewest that can yield mtp_accept)
+    # the EAGLE-3 head that drafts (None: the model's MTP module, or without one its default head, draft_head.py)
+    draft_head: DraftHead | None = None
     offload: bool = False  # prefill: routed experts in host memory, streamed layer by layer
     sbo: bool = False  # single-batch overlap of dispatch/combine with the shared expert and down GEMM
     # colocated: how the engine schedules prefill beside the running decodes (PREFILL_MODES):
@@ -138,6 +141,13 @@ class Predictor:
     def __init__(self, model: ModelSpec, hw: Hardware, prec: Precision, eff: Efficiency = DEFAULT):
         self.model, self.hw, self.prec, self.eff = model, hw, prec, eff
 
+    def draft_head(self, o: Options) -> DraftHead | None:
+        """The EAGLE-3 head that drafts, if drafts are run and not by the model's own MTP module: the one
+        `o.draft_head` gives, else (a model without MTP layers) its shipped or assumed head (draft_head.py)."""
+        if not o.draft_tokens:
+            return None
+        return o.draft_head or (None if self.model.mtp_layers else default_head(self.model))
+
     def decode(self, layout: Layout, batch: float, w: Workload, o: Options) -> Prediction:
         """batch: sequences per GPU. With pp pipeline stages the sequences of an attention group
         (batch x pp x tp of them) run as up to pp micro-batches in flight, each through every stage in
@@ -150,10 +160,11 @@ class Predictor:
         tokens = micro * (1 + o.draft_tokens)
         s = StepInput("decode", tokens, ctx, micro, balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs,
                       sbo=o.sbo)
-        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens, o.mtp_accept)
+        draft = self.draft_head(o)
+        st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens, o.mtp_accept, draft)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
                             kv_tokens_needed=math.ceil(batch * layout.pp * layout.tp * (w.isl + w.osl)),
-                            memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0)
+                            memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0 and not draft, draft=draft)
         return Prediction("decode", layout, batch, st.total * 1e3, tpot_ms=st.total * 1e3 / o.mtp_accept,
                           output_tokens_per_s_per_gpu=batch * o.mtp_accept / st.total, memory=mem.as_dict(),
                           fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from moeserve.capacity import comm
+from moeserve.capacity.draft_head import DraftHead
 from moeserve.capacity.dtypes import COMPUTE, nbytes
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.gemm import FA3_SHARE, attention_share, kernel_share, padded_rows
@@ -48,7 +49,10 @@ KERNEL_WORK = {"attention": (0.0, 1.0, 0.0),
                "lm_head": (1.0, 0.0),
                # an MTP draft beyond its decoder layer: the two input RMSNorms, the concatenation and eh_proj
                # (DeepSeek-V3 report, section 2.2), and sampling the draft (argmax) and preparing the next input
-               "mtp_input": (0.0, 0.0, 1.0), "mtp_sample": (1.0, 0.0)}
+               "mtp_input": (0.0, 0.0, 1.0), "mtp_sample": (1.0, 0.0),
+               # an EAGLE-3 draft beyond its decoder layer: fc (three target hidden states -> one, the first draft
+               # after a verify only), the RMSNorms of the embedding and of the fused state (draft_head.py)
+               "eagle3_input": (1.0, 0.0, 0.0)}
 KERNELS = {k: len(v) for k, v in KERNEL_WORK.items()}
 # operators an eager decoder layer issues from the host, each a Python call, its dispatch and launch, by part, as
 # SGLang's 2025 forward paths issue them for prefill (models/deepseek_v2.py forward_normal_prepare/_core,
@@ -300,18 +304,21 @@ class StepModel:
         if offload:
             out.add("offload", offload * count)
 
-    def step(self, s: StepInput, mtp_draft: int = 0, mtp_accept: float = 1.0) -> StepTime:
-        """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence, each an MTP draft
-        step on the step's sequences (mtp_draft_step); the first runs the tokens the verify step accepted
-        (mtp_accept per sequence), the others one each."""
+    def step(self, s: StepInput, mtp_draft: int = 0, mtp_accept: float = 1.0, draft: DraftHead | None = None) -> StepTime:
+        """Seconds of one step on the busiest GPU. mtp_draft: draft tokens per sequence, each a draft step on
+        the step's sequences: the model's MTP module's (mtp_draft_step), or with `draft` an EAGLE-3 head's
+        (eagle3_draft_step); the first runs the tokens the verify step accepted (mtp_accept per sequence), the
+        others one each."""
         m = self.m
         out = StepTime()
         self.layer_time(s, False, out, m.num_dense_layers)
         self.layer_time(s, True, out, m.num_moe_layers)
         logit_rows = s.tokens if s.phase == "decode" else s.sequences
         out.add("lm_head", self.lm_head(logit_rows, s.cuda_graphs))
-        if mtp_draft and m.mtp_layers:
-            for i in range(mtp_draft):
+        for i in range(mtp_draft):
+            if draft:
+                self.eagle3_draft_step(s, out, draft, mtp_accept if i == 0 else 1.0, first=i == 0)
+            elif m.mtp_layers:
                 self.mtp_draft_step(s, out, mtp_accept if i == 0 else 1.0)
         if self.lay.pp > 1:
             out.add("communication", comm.pipeline_handoffs(self, s))
@@ -345,7 +352,41 @@ class StepModel:
         out.add("mtp_draft", self.lm_head(s.sequences, s.cuda_graphs)
                 + self.floored({"mtp_sample": 0.0})["mtp_sample"])
 
+    def eagle3_draft_step(self, s: StepInput, out: StepTime, head: DraftHead, tokens_per_sequence: float = 1.0,
+                          first: bool = True) -> None:
+        """One draft token for each of the step's sequences from an EAGLE-3 head (draft_head.py): after a verify
+        (`first`) fc fuses the target's three hidden states of every accepted token (tokens_per_sequence a
+        sequence, as SGLang's draft extend runs them), then the RMSNorms of the embedding and the fused state,
+        the head's decoder layer (a dense GQA layer whose q, k and v read both, 2 x hidden wide) split over the
+        target's TP group with its all-reduces, its LM head over the draft vocabulary for each sequence's last
+        token, and the draft's argmax. BF16 weights, the target's KV format; each kernel at least its floor."""
+        draft = replace(s, tokens=s.sequences * tokens_per_sequence if first else s.sequences, offload=0.0,
+                        tbo=False, sbo=False, prefix_tokens=0)
+        sm = Eagle3Layer(head, self.hw, Layout(tp=self.lay.tp), replace(Precision(weights="bf16", kv=self.p.kv,
+                         activations=self.p.activations), attention_compute=self.p.attention_compute), self.eff)
+        group = draft.tokens * self.lay.tp
+        fc = sm.gemm(group, head.fc_params) if first else 0.0
+        work = KERNEL_WORK["eagle3_input"] if first else KERNEL_WORK["eagle3_input"][1:]
+        out.add("mtp_draft", sum(max(self.hw.kernel_floor_us * 1e-6, w * fc) for w in work))
+        layer = StepTime()
+        sm.layer_time(draft, False, layer, 1)
+        for k, v in layer.parts.items():
+            out.add("mtp_draft" if k != "communication" else k, v)
+        out.add("mtp_draft", sm.lm_head(s.sequences, s.cuda_graphs) + self.floored({"mtp_sample": 0.0})["mtp_sample"])
+
     def lm_head(self, rows: float, cuda_graphs: bool = True) -> float:
         """The LM head over `rows` rows per GPU (split over TP), with its kernels' latency."""
         t = self.gemm(rows * self.lay.tp, self.m.vocab * self.m.hidden / self.lay.tp)
         return sum(max(self.hw.kernel_floor_us * 1e-6, w * t) for w in KERNEL_WORK["lm_head"])
+
+
+class Eagle3Layer(StepModel):
+    """An EAGLE-3 head's decoder layer and LM head as the step model's kernels run them (draft_head.DraftHead):
+    its q, k and v projections read the embedding and the fused hidden state concatenated (2 x hidden)."""
+
+    def __init__(self, head: DraftHead, hw: Hardware, layout: Layout, prec: Precision, eff: Efficiency = DEFAULT):
+        super().__init__(head.as_model(), hw, layout, prec, eff)
+        self.head = head
+
+    def projections(self, group: float) -> float:
+        return self.gemm(group, (self.head.qkv_params + self.head.o_params) / self.lay.tp, self.p.attn_weights)
