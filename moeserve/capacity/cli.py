@@ -99,8 +99,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "or auto (default): the fewest that split the experts evenly over --ep")
     p.add_argument("--batch", type=num, help="fixed layout: decode sequences per GPU, or prefill tokens per GPU per step "
                    "(default: the best that fits and meets the SLOs)")
-    p.add_argument("--mtp-accept", type=num, default=1.0, help="mean tokens per decode step with MTP (1 + accepted drafts; default 1: off)")
-    p.add_argument("--mtp-draft", type=integer, help=f"MTP draft tokens per step, 0-{MAX_DRAFT} (default: the fewest that can yield --mtp-accept)")
+    p.add_argument("--mtp-accept", type=num, default=1.0, help="mean tokens per decode step with speculative decoding (1 + accepted drafts; default 1: "
+                   "off): the model's MTP module drafts, or without one its EAGLE-3 head (--draft-model)")
+    p.add_argument("--mtp-draft", type=integer, help=f"draft tokens per step, 0-{MAX_DRAFT} (default: the fewest that can yield --mtp-accept)")
     p.add_argument("--draft-model", metavar="DIR", help="draft with this EAGLE-3 head (its directory or config.json) "
                    "instead of the model's MTP module (default: the MTP module; a model without one drafts with its "
                    "EAGLE-3 head: the shipped one's shape, else one assumed from the model's)")
