@@ -13,7 +13,7 @@ validation_blind18.py, the nineteenth validation_blind19.py, the twentieth valid
 validation_blind21.py, the twenty-second validation_blind22.py, the twenty-third validation_blind23.py, the
 twenty-fourth validation_blind24.py, the twenty-fifth validation_blind25.py, the twenty-sixth validation_blind26.py,
 the twenty-seventh validation_blind27.py, the twenty-eighth validation_blind28.py, the twenty-ninth
-validation_blind29.py, the thirtieth validation_blind30.py) were moreover recorded before a model change and not predicted while it was made.
+validation_blind29.py, the thirtieth validation_blind30.py, the thirty-first validation_blind31.py) were moreover recorded before a model change and not predicted while it was made.
 `predict_case` runs the model with the package's one set of efficiency factors. The cases themselves
 (and `Case`) are in validation_cases.py.
 
@@ -61,6 +61,7 @@ from moeserve.capacity.validation_blind27 import BLIND27
 from moeserve.capacity.validation_blind28 import BLIND28
 from moeserve.capacity.validation_blind29 import BLIND29
 from moeserve.capacity.validation_blind30 import BLIND30
+from moeserve.capacity.validation_blind31 import BLIND31
 from moeserve.capacity.validation_cases import FITTED, HELD_OUT, Case
 from moeserve.capacity.validation_runs import as_runs
 
@@ -68,12 +69,12 @@ from moeserve.capacity.validation_runs import as_runs
 RECORDED_CASES = (FITTED + HELD_OUT + BLIND + BLIND2 + BLIND3 + BLIND4 + BLIND5 + BLIND6 + BLIND7 + BLIND8 + BLIND9
                   + BLIND10 + BLIND11 + BLIND12 + BLIND13 + BLIND14 + BLIND15 + BLIND16 + BLIND17 + BLIND18
                   + BLIND19 + BLIND20 + BLIND21 + BLIND22 + BLIND23 + BLIND24 + BLIND25 + BLIND26 + BLIND27
-                  + BLIND28 + BLIND29 + BLIND30)
+                  + BLIND28 + BLIND29 + BLIND30 + BLIND31)
 CASES = as_runs(RECORDED_CASES)
 PARTS = ("fitted", "held out", "blind", "blind 2", "blind 3", "blind 4", "blind 5", "blind 6", "blind 7", "blind 8",
          "blind 9", "blind 10", "blind 11", "blind 12", "blind 13", "blind 14",
          "blind 15", "blind 16", "blind 17", "blind 18", "blind 19", "blind 20", "blind 21", "blind 22",
-         "blind 23", "blind 24", "blind 25", "blind 26", "blind 27", "blind 28", "blind 29", "blind 30")
+         "blind 23", "blind 24", "blind 25", "blind 26", "blind 27", "blind 28", "blind 29", "blind 30", "blind 31")
 
 def hardware_for(case: Case) -> Hardware:
     hw = load_hardware(case.hardware)

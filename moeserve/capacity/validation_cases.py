@@ -52,7 +52,7 @@ class Case:
     # 24 = the twenty-fourth (validation_blind24.py), 25 = the twenty-fifth (validation_blind25.py),
     # 26 = the twenty-sixth (validation_blind26.py), 27 = the twenty-seventh (validation_blind27.py),
     # 28 = the twenty-eighth (validation_blind28.py), 29 = the twenty-ninth (validation_blind29.py),
-    # 30 = the thirtieth (validation_blind30.py)
+    # 30 = the thirtieth (validation_blind30.py), 31 = the thirty-first (validation_blind31.py)
     blind: int = 0
 
     @property
