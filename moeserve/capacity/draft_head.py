@@ -12,8 +12,9 @@ every rank; the head's weights and its KV cache are BF16 as its checkpoints ship
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from moeserve.capacity.model_spec import ModelSpec
+from moeserve.capacity.model_spec import ModelSpec, read_json_object
 
 # EAGLE-3 heads of the shipped models, by the target's (hidden, layers, vocabulary): SpecForge's training configs
 # (github.com/sgl-project/SpecForge, configs/), the heads SGLang's EAGLE-3 recipes serve
@@ -28,7 +29,6 @@ _SHIPPED = {
 }
 DRAFT_VOCAB = 32000  # EAGLE-3's default draft vocabulary (SpecForge, the speculators library)
 MLP_WIDTHS = 6  # intermediate / hidden of a head whose target has no dense MLP (SpecForge: Qwen3-235B, gpt-oss-120b)
-MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -125,22 +125,6 @@ def head_from_config(cfg: dict, target: ModelSpec, source: str) -> DraftHead:
 
 def load_head(source: str, target: ModelSpec) -> DraftHead:
     """--draft-model: an EAGLE-3 head's checkpoint directory or config.json."""
-    import json
-    from pathlib import Path
-
     path = Path(source)
     path = path / "config.json" if path.is_dir() else path
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise ValueError(f"--draft-model {source}: cannot read {path}: {e.strerror or e}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"--draft-model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no config.json")
-    try:
-        cfg = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise ValueError(f"--draft-model {source}: {path} is not a JSON config: {str(e)[:80]}") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"--draft-model {source}: {path} is not a JSON object")
-    return head_from_config(cfg, target, str(path))
+    return head_from_config(read_json_object(path, source, "--draft-model"), target, str(path))

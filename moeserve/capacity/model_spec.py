@@ -242,24 +242,24 @@ def config_path(source: str) -> tuple[Path, bool]:
     return path, False
 
 
-def read_json_object(path: Path, source: str) -> dict:
+def read_json_object(path: Path, source: str, flag: str = "--model") -> dict:
     """The JSON object in `path` (at most MAX_CONFIG_BYTES, read no further); ValueError naming the file
-    otherwise. `source` is the --model argument the file belongs to."""
+    otherwise. `source` is the argument of `flag` the file belongs to."""
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:  # a directory, no read permission, an I/O error
-        raise ValueError(f"--model {source}: cannot read {path}: {e.strerror or e}") from None
+        raise ValueError(f"{flag} {source}: cannot read {path}: {e.strerror or e}") from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"--model {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no {path.name}")
+        raise ValueError(f"{flag} {source}: {path} is larger than {MAX_CONFIG_BYTES} bytes, no {path.name}")
     try:
         cfg = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"--model {source}: {path} is not valid JSON: {e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # a binary file is no JSON either
+        raise ValueError(f"{flag} {source}: {path} is not valid JSON: {e}") from None
     except RecursionError:
-        raise ValueError(f"--model {source}: {path} nests too deep to be a {path.name}") from None
+        raise ValueError(f"{flag} {source}: {path} nests too deep to be a {path.name}") from None
     if not isinstance(cfg, dict):
-        raise ValueError(f"--model {source}: {path} must hold a JSON object, got a JSON {type(cfg).__name__}")
+        raise ValueError(f"{flag} {source}: {path} must hold a JSON object, got a JSON {type(cfg).__name__}")
     return cfg
 
 

@@ -75,8 +75,11 @@ def test_load_head_reads_a_directory_and_names_what_it_cannot(tmp_path):
                                                        "intermediate_size": 24576, "draft_vocab_size": 32000}))
     assert replace(load_head(str(tmp_path), load_model("qwen3-235b-a22b")), source="test") == QWEN_HEAD
     (tmp_path / "bad.json").write_text("[1, 2]")
-    with pytest.raises(ValueError, match="not a JSON object"):
+    with pytest.raises(ValueError, match="--draft-model .* must hold a JSON object"):
         load_head(str(tmp_path / "bad.json"), load_model("qwen3-235b-a22b"))
+    (tmp_path / "binary.json").write_bytes(b"\x80\x81 not text")  # named, not a UnicodeDecodeError of its own
+    with pytest.raises(ValueError, match="--draft-model .*binary.json is not valid JSON"):
+        load_head(str(tmp_path / "binary.json"), load_model("qwen3-235b-a22b"))
     with pytest.raises(ValueError, match="cannot read"):
         load_head(str(tmp_path / "none.json"), load_model("qwen3-235b-a22b"))
 
