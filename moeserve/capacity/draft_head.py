@@ -66,10 +66,6 @@ class DraftHead:
         """Weights of the head on one rank of a TP group: fc whole, the layer and the LM head split."""
         return self.fc_params + (self.qkv_params + self.o_params + self.mlp_params + self.lm_head_params) / tp
 
-    @property
-    def kv_values_per_token(self) -> int:
-        return 2 * self.kv_heads * self.head_dim
-
     def as_model(self) -> ModelSpec:
         """The head as a one-layer dense GQA model (the step model's kernels run it): its LM head the draft
         vocabulary's."""
@@ -103,8 +99,9 @@ def head_from_config(cfg: dict, target: ModelSpec, source: str) -> DraftHead:
     level, or the speculators library's (`transformer_layer_config`, `draft_vocab_size`, `target_hidden_size`)."""
     layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else cfg
 
-    def whole(d: dict, key: str, default=None) -> int:
-        value = d.get(key, default)
+    def whole(d: dict, key: str, default=None) -> int:  # a key absent or null takes `default`
+        value = d.get(key)
+        value = default if value is None else value
         if type(value) is not int or not 1 <= value <= 1 << 24:
             raise ValueError(f"--draft-model {source}: {key} must be a whole number in [1, {1 << 24}], "
                              f"got {repr(value)[:40]}")
@@ -116,10 +113,10 @@ def head_from_config(cfg: dict, target: ModelSpec, source: str) -> DraftHead:
                          f"num_hidden_layers {repr(layers)[:40]}")
     hidden, heads = whole(layer, "hidden_size"), whole(layer, "num_attention_heads")
     return DraftHead(hidden=hidden, heads=heads, kv_heads=whole(layer, "num_key_value_heads", heads),
-                     head_dim=whole(layer, "head_dim", layer.get("head_dim") or hidden // heads),
+                     head_dim=whole(layer, "head_dim", hidden // heads),
                      intermediate=whole(layer, "intermediate_size"),
                      draft_vocab=whole(cfg, "draft_vocab_size", layer.get("vocab_size", target.vocab)),
-                     target_hidden=whole(cfg, "target_hidden_size", cfg.get("target_hidden_size") or target.hidden),
+                     target_hidden=whole(cfg, "target_hidden_size", target.hidden),
                      source=source)
 
 

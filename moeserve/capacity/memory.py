@@ -150,8 +150,7 @@ def dispatch_buffer_bytes(model: ModelSpec, layout: Layout, prec: Precision, tok
 def draft_head_bytes(head: DraftHead, layout: Layout, prec: Precision) -> tuple[float, float]:
     """(weights, KV bytes a token) of an EAGLE-3 draft head on one GPU of its TP group: BF16 weights (fc whole,
     the layer and its LM head split), its one layer's KV in the target's KV format (draft_head.py)."""
-    kv = 2 * max(1, head.kv_heads // layout.tp) * head.head_dim * prec.kv_bytes
-    return head.params_per_rank(layout.tp) * nbytes("bf16"), kv
+    return head.params_per_rank(layout.tp) * nbytes("bf16"), kv_bytes_per_token(head.as_model(), layout, prec)
 
 
 def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: float,

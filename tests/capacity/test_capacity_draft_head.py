@@ -57,6 +57,10 @@ def test_a_head_read_from_its_config():
                                          "head_dim": 192, "intermediate_size": 14336, "num_hidden_layers": 1}}
     head = head_from_config(spec, target, "speculators")
     assert (head.hidden, head.head_dim, head.target_hidden, head.fc_params) == (7168, 192, 5120, 3 * 5120 * 7168)
+    # its target_hidden_size null (the library's default) and a null head_dim: the target's, hidden / heads
+    spec["target_hidden_size"], spec["transformer_layer_config"]["head_dim"] = None, None
+    head = head_from_config(spec, target, "speculators")
+    assert (head.target_hidden, head.head_dim) == (4096, 7168 // 32)
 
 
 @pytest.mark.parametrize("cfg, words", [
