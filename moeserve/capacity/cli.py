@@ -460,6 +460,7 @@ def _plan(args, gpu_price: float | None) -> dict:
         notes.append(replay[1])
         replay = replay if replay[0] else None
     return dict(model=model, hw=hw, w=w, o=o, prec=prec, ckpt=ckpt, served=served, notes=notes, rows=rows, best=best,
+                drafting=drafting,
                 fixed=fixed, past=past, replay=replay, sized=sized, gpu_price=gpu_price)
 
 
@@ -472,7 +473,7 @@ def _show(args, plan: dict) -> int:
         from moeserve.capacity.emit import emit_files
 
         written = emit_files(args.emit, args.model, plan["best"], w, hw, plan["served"], model, args.plan,
-                             o.draft_tokens, eagle=o.draft_head is not None)
+                             o.draft_tokens, eagle=plan["drafting"] is not None)
     if args.json:
         out = {"model": model.name, "hardware": hw.name, "workload": vars(w) | {}, "efficiency": vars(DEFAULT),
                "precision": report.precision_fields(prec), "checkpoint": ckpt.as_dict(prec) if ckpt else None,

@@ -100,10 +100,10 @@ def emit_files(path: str, model_arg: str | None, best: Prediction, w: Workload, 
                plan: str | None, mtp_drafts: int = 0, eagle: bool = False) -> list[tuple[str, str]]:
     """Write the winner's file(s) in the formats `served` runs; returns (path, what it holds) for each.
     mtp_drafts: the plan's drafts per step (--mtp-accept / --mtp-draft), written as speculative_config when the
-    model's MTP layers draft them; `eagle` (or a model without MTP layers): an EAGLE-3 head drafts them, which
-    moeserve serve does not run, and the file says so."""
-    eagle = bool(mtp_drafts) and (eagle or not model.mtp_layers)
-    mtp_drafts = 0 if eagle else mtp_drafts
+    model's MTP layers draft them; `eagle`: an EAGLE-3 head drafts them (Predictor.draft_head), which moeserve
+    serve does not run, and the file says so."""
+    eagle = bool(mtp_drafts) and eagle
+    mtp_drafts = mtp_drafts if model.mtp_layers and not eagle else 0
     value, note = checkpoint(model_arg, served)
     formats = served.settings
     header = [f"moeserve configure: {model.name} on {hw.name}, isl {w.isl}, osl {w.osl}",

@@ -362,8 +362,8 @@ class StepModel:
         token, and the draft's argmax. BF16 weights, the target's KV format; each kernel at least its floor."""
         draft = replace(s, tokens=s.sequences * tokens_per_sequence if first else s.sequences, offload=0.0,
                         tbo=False, sbo=False, prefix_tokens=0)
-        sm = Eagle3Layer(head, self.hw, Layout(tp=self.lay.tp), replace(Precision(weights="bf16", kv=self.p.kv,
-                         activations=self.p.activations), attention_compute=self.p.attention_compute), self.eff)
+        sm = Eagle3Layer(head, self.hw, Layout(tp=self.lay.tp), Precision(weights="bf16", kv=self.p.kv,
+                         activations=self.p.activations, attention_compute=self.p.attention_compute), self.eff)
         group = draft.tokens * self.lay.tp
         fc = sm.gemm(group, head.fc_params) if first else 0.0
         work = KERNEL_WORK["eagle3_input"] if first else KERNEL_WORK["eagle3_input"][1:]

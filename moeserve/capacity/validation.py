@@ -13,7 +13,8 @@ validation_blind18.py, the nineteenth validation_blind19.py, the twentieth valid
 validation_blind21.py, the twenty-second validation_blind22.py, the twenty-third validation_blind23.py, the
 twenty-fourth validation_blind24.py, the twenty-fifth validation_blind25.py, the twenty-sixth validation_blind26.py,
 the twenty-seventh validation_blind27.py, the twenty-eighth validation_blind28.py, the twenty-ninth
-validation_blind29.py, the thirtieth validation_blind30.py, the thirty-first validation_blind31.py) were moreover recorded before a model change and not predicted while it was made.
+validation_blind29.py, the thirtieth validation_blind30.py, the thirty-first validation_blind31.py) were moreover
+recorded before a model change and not predicted while it was made.
 `predict_case` runs the model with the package's one set of efficiency factors. The cases themselves
 (and `Case`) are in validation_cases.py.
 
