@@ -12,12 +12,13 @@ in these unless a flag says otherwise (docs/capacity.md, "Formats from the check
         kv_cache_scheme
     quant_method "mxfp4" (gpt-oss): routed experts fp4, the rest unquantized
     compressed-tensors int 4 weights with unquantized activations: int4 (W4A16, Kimi K2-Thinking / K2.5)
+    quant_method "gptq", "awq" with bits 4: int4 (W4A16), but modules_to_not_convert and dynamic exclusions
     none: every module in torch_dtype
 
 A module left unquantized is in the checkpoint's torch_dtype. Each of configure's modules (attention
 projections, routed experts, dense MLPs with shared experts, the MTP layer) gets the format that holds
 most of its weights, over every layer; a module split between formats is named in `mixed`. Weights in
-a format configure does not plan in (int8, W4A8, GPTQ, AWQ, ...) or another quant_method are not an
+a format configure does not plan in (int8, W4A8, 3- or 8-bit GPTQ, ...) or another quant_method are not an
 error here: `problem` says which, and the caller refuses them unless flags set every format.
 """
 from __future__ import annotations
@@ -131,9 +132,11 @@ def checkpoint_formats(cfg: dict, hf_quant: dict | None, model: ModelSpec) -> Ch
         return _compressed_tensors(quant, where, plain, modules)
     if method == "mxfp4":
         return _build(f"{where}: quant_method mxfp4", lambda name: "fp4" if ".experts." in name else plain, modules)
+    if method in ("gptq", "awq"):
+        return _gptq_awq(quant, method, where, plain, modules)
     return CheckpointFormats(f"{where}: quant_method {method}", None, None, None,
                              problem=f"quant_method {method!r} is not a scheme configure reads (it reads fp8, "
-                             "modelopt, compressed-tensors and mxfp4)")
+                             "modelopt, compressed-tensors, mxfp4, gptq and awq)")
 
 
 def _block_fp8(quant: dict, where: str, plain: str, modules: dict) -> CheckpointFormats:
@@ -227,6 +230,41 @@ def _compressed_tensors(quant: dict, where: str, plain: str, modules: dict) -> C
               f"{formats})" + (f", ignore ({len(ignored)})" if len(ignored) else "")
               + (f", kv_cache_scheme {'fp8' if kv else 'other'}" if scheme is not None else ""))
     return _build(f"{where}: {fields}", fmt, modules, kv, "compressed-tensors", kv_problem)
+
+
+def _gptq_awq(quant: dict, method: str, where: str, plain: str, modules: dict) -> CheckpointFormats:
+    """GPTQ and AutoAWQ checkpoints: integer weights of `bits` (AWQ's `w_bit`) with 16-bit activations, 4 bits
+    being int4 (W4A16: vLLM and SGLang run them on Marlin's kernels, gptq_marlin / awq_marlin), every linear
+    layer but `modules_to_not_convert` (substrings, as vLLM reads them) and GPTQModel's `dynamic` exclusions
+    ("-:REGEX"); a `dynamic` override ("+:REGEX" or a bare REGEX) with its own `bits` takes those."""
+    bits = quant.get("bits", quant.get("w_bit"))
+    _expect(isinstance(bits, int) and not isinstance(bits, bool), f"{where}.bits must be an integer")
+    quantized = f"int{bits}" if 0 < bits <= 16 else "int?"
+    kept = _Patterns(_strings(quant, "modules_to_not_convert", where), f"{where}.modules_to_not_convert",
+                     substring=True)
+    dynamic = quant.get("dynamic") or {}
+    _expect(isinstance(dynamic, dict) and len(dynamic) <= MAX_PATTERNS, f"{where}.dynamic must be an object")
+    excluded, overrides = [], []
+    for key, value in dynamic.items():
+        _expect(isinstance(key, str) and len(key) <= MAX_PATTERN_CHARS, f"{where}.dynamic keys must be patterns")
+        if key.startswith("-:"):
+            excluded.append("re:" + key[2:])
+        else:
+            own = value.get("bits") if isinstance(value, dict) else None
+            if isinstance(own, int) and not isinstance(own, bool) and own != bits:
+                overrides.append((_Patterns(["re:" + key.removeprefix("+:")], f"{where}.dynamic", substring=False),
+                                  f"int{own}"))
+    skipped = _Patterns(excluded, f"{where}.dynamic", substring=False)
+
+    def fmt(name: str) -> str:
+        if name in kept or name in skipped:
+            return plain
+        return next((f for patterns, f in overrides if name in patterns), quantized)
+    fields = (f"quant_method {method}, bits {bits}" + (f", group_size {quant.get('group_size')}"
+                                                        if isinstance(quant.get("group_size"), int) else "")
+              + (f", modules_to_not_convert ({len(kept)})" if len(kept) else "")
+              + (f", dynamic ({len(dynamic)})" if dynamic else ""))
+    return _build(f"{where}: {fields}", fmt, modules)
 
 
 def _ct_format(weights, plain: str, activations=None) -> str:

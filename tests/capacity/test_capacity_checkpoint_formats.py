@@ -159,7 +159,8 @@ def test_bf16_original_runs_bf16_and_a_module_split_between_formats_is_named():
     (CT_W4A8, "weights in w4a8"),
     ({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": {
         "num_bits": 8, "type": "int"}}}}, "weights in int8"),
-    ({"quant_method": "gptq", "bits": 4}, "quant_method 'gptq'"),
+    ({"quant_method": "gptq", "bits": 8}, "weights in int8"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "quant_method 'bitsandbytes'"),
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "weights in w4a8_awq"),
 ])
 def test_a_scheme_configure_does_not_plan_is_a_problem_not_a_guess(quant, needle):
@@ -298,6 +299,27 @@ def test_kimi_int4_plans_its_routed_experts_in_w4a16_and_the_rest_as_ignore_leav
     f = formats(dict(shipped("kimi-k2"), quantization_config=CT_INT4, torch_dtype="bfloat16"))
     assert (f.attention, f.experts, f.dense, f.kv, f.problem) == ("bf16", "int4", "bf16", None, "")
     assert "config_groups (1: int4)" in f.source
+
+
+@pytest.mark.parametrize("quant, want", [
+    # Qwen/Qwen3-235B-A22B-GPTQ-Int4's shape: every linear layer 4-bit
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}, ("int4", "int4")),
+    # AutoAWQ, attention kept: modules_to_not_convert are substrings of the module names
+    ({"quant_method": "awq", "w_bit": 4, "group_size": 128, "zero_point": True, "version": "gemm",
+      "modules_to_not_convert": ["self_attn"]}, ("bf16", "int4")),
+    # GPTQModel's dynamic: "-:" excludes (attention here), others override the bits
+    ({"quant_method": "gptq", "bits": 4, "dynamic": {"-:.*self_attn.*": {}}}, ("bf16", "int4")),
+])
+def test_gptq_and_awq_4_bit_checkpoints_are_int4_but_what_they_leave(quant, want):
+    f = formats(dict(shipped("qwen3-235b-a22b"), quantization_config=quant))
+    assert (f.attention, f.experts, f.problem) == (*want, "")
+
+
+def test_a_gptq_dynamic_override_of_other_bits_splits_the_module_and_says_so():
+    quant = {"quant_method": "gptq", "bits": 4, "dynamic": {r"+:model\.layers\.1\..*": {"bits": 8}}}
+    f = formats(dict(shipped("qwen3-235b-a22b"), quantization_config=quant))
+    assert f.experts == "int4" and any(m.startswith("experts int4 99%, int8 1%") for m in f.mixed)
+    assert "quant_method gptq, bits 4, dynamic (1)" in f.source
 
 
 def test_a_kimi_int4_checkpoint_plans_and_tokens_travel_in_bf16(tmp_path, capsys):
