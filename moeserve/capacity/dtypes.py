@@ -9,7 +9,9 @@ BYTES = {"fp4": 0.5 + 1 / 16, "fp8": 1.0 + 4 / 16384, "int4": 0.5 + 2 / 32, "bf1
 # the tensor-core peak a GEMM in this weight format runs at (the activations are cast to match). W4A16 kernels
 # (Marlin, Machete) dequantize the 4-bit weights in registers and multiply in BF16/FP16: their ideal is the
 # roofline of 4-bit weight bytes against 16-bit tensor-core FLOPs, which Marlin reaches within a few percent up
-# to 16-32 rows (IST-DASLab/marlin README: 'close to ideal (4x) speedups up to batchsizes of 16-32 tokens')
+# to 16-32 rows (IST-DASLab/marlin README: 'close to ideal (4x) speedups up to batchsizes of 16-32 tokens'); when
+# compute-bound they run as BF16 weights would (Neural Magic's Machete, Hopper's W4A16 GEMM, 'matches
+# compute-bound performance' of FP16; the MoE path's Marlin kernels publish no Hopper or Blackwell table: assumed)
 COMPUTE = {"fp4": "fp4", "fp8": "fp8", "int4": "bf16", "bf16": "bf16", "fp16": "bf16", "fp32": "fp32"}
 # formats only weights take: no engine keeps a KV cache, dispatches tokens or combines outputs in them
 WEIGHT_ONLY = ("int4",)
