@@ -11,12 +11,13 @@ in these unless a flag says otherwise (docs/capacity.md, "Formats from the check
     quant_method "compressed-tensors": config_groups (weights num_bits and type, targets), ignore,
         kv_cache_scheme
     quant_method "mxfp4" (gpt-oss): routed experts fp4, the rest unquantized
+    compressed-tensors int 4 weights with unquantized activations: int4 (W4A16, Kimi K2-Thinking / K2.5)
     none: every module in torch_dtype
 
 A module left unquantized is in the checkpoint's torch_dtype. Each of configure's modules (attention
 projections, routed experts, dense MLPs with shared experts, the MTP layer) gets the format that holds
 most of its weights, over every layer; a module split between formats is named in `mixed`. Weights in
-a format configure does not plan in (int4, int8: GPTQ, AWQ, W4A8, ...) or another quant_method are not an
+a format configure does not plan in (int8, W4A8, GPTQ, AWQ, ...) or another quant_method are not an
 error here: `problem` says which, and the caller refuses them unless flags set every format.
 """
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _compressed_tensors(quant: dict, where: str, plain: str, modules: dict) -> C
         _expect(isinstance(group, dict), f"{where}.config_groups.{str(name)[:40]} must be an object")
         targets = _Patterns(_strings(group, "targets", f"{where}.config_groups.{name}"),
                             f"{where}.config_groups.{name}.targets", substring=False)
-        rules.append((targets, _ct_format(group.get("weights"), plain)))
+        rules.append((targets, _ct_format(group.get("weights"), plain, group.get("input_activations"))))
     scheme = quant.get("kv_cache_scheme")
     kv, kv_problem = None, ""
     if scheme is not None:
@@ -228,8 +229,10 @@ def _compressed_tensors(quant: dict, where: str, plain: str, modules: dict) -> C
     return _build(f"{where}: {fields}", fmt, modules, kv, "compressed-tensors", kv_problem)
 
 
-def _ct_format(weights, plain: str) -> str:
-    """A compressed-tensors group's weight format: float 8 fp8, float 4 fp4 (NVFP4, MXFP4), int N intN."""
+def _ct_format(weights, plain: str, activations=None) -> str:
+    """A compressed-tensors group's weight format: float 8 fp8, float 4 fp4 (NVFP4, MXFP4), int 4 with
+    unquantized activations int4 (W4A16: Kimi K2-Thinking's and K2.5's routed experts), int N with quantized
+    activations wNaM (W4A8, W8A8: not planned), any other int N intN."""
     if weights is None:
         return plain
     _expect(isinstance(weights, dict), "a compressed-tensors config group's weights must be an object")
@@ -238,6 +241,9 @@ def _ct_format(weights, plain: str) -> str:
         return f"fp{bits}"
     if kind == "float" and bits == 16:
         return plain
+    if kind == "int" and activations is not None:
+        act_bits = activations.get("num_bits") if isinstance(activations, dict) else None
+        return f"w{str(bits)[:4]}a{str(act_bits)[:4]}"
     return f"{str(kind)[:10]}{str(bits)[:4]}"
 
 

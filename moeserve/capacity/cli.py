@@ -23,6 +23,8 @@ from moeserve.capacity.predict import ENGINE_PREFILL, PREFILL_MODES, Options, Pr
 from moeserve.cli_files import check_output
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
+# weight flags also take W4A16 int4 (dtypes.WEIGHT_ONLY); the KV cache, dispatch and combine do not
+WEIGHT_DTYPES = ("fp4", "fp8", "int4", "bf16", "fp16", "fp32")
 MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); acceptance past ~3 is not reported
 # (flag, lowest, highest, lowest allowed itself, highest allowed itself): every number must be finite and in range
 BOUNDS = {
@@ -129,14 +131,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offload-weights", action="store_true", help="prefill: the routed experts of the fewest MoE layers that "
                    "let the rest fit live in host memory, streamed over the host link behind the resident layers (Grace "
                    "memory on GB200/GB300)")
-    p.add_argument("--weights", choices=DTYPES, help="format of every linear layer unless set below (default: a checkpoint "
+    p.add_argument("--weights", choices=WEIGHT_DTYPES, help="format of every linear layer unless set below (default: a checkpoint "
                    "directory's own formats, read from its quantization_config or hf_quant_config.json; fp8 for a shipped "
                    "name where the hardware has FP8, else fp32; with --emit what moeserve serve runs the checkpoint in: on GPUs "
                    "block FP8 kept, the rest bf16)")
-    p.add_argument("--attn-weights", choices=DTYPES, help="attention projections' format (default --weights)")
-    p.add_argument("--moe-weights", choices=DTYPES, help="routed experts' format (default --weights)")
-    p.add_argument("--dense-weights", choices=DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
-    p.add_argument("--mtp-weights", choices=DTYPES, help="the MTP module's format (default: as the main model's modules; "
+    p.add_argument("--attn-weights", choices=WEIGHT_DTYPES, help="attention projections' format (default --weights)")
+    p.add_argument("--moe-weights", choices=WEIGHT_DTYPES, help="routed experts' format (default --weights)")
+    p.add_argument("--dense-weights", choices=WEIGHT_DTYPES, help="dense MLPs' and shared experts' format (default --weights)")
+    p.add_argument("--mtp-weights", choices=WEIGHT_DTYPES, help="the MTP module's format (default: as the main model's modules; "
                    "TensorRT-LLM's min-latency recipe keeps it bf16)")
     p.add_argument("--kv-dtype", choices=DTYPES, help="KV cache format; attention computes in it where the card has FP8 "
                    "tensor cores (default: what --engine runs the checkpoint's in, without --engine the format the "

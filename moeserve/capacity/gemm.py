@@ -3,7 +3,8 @@ the card and number format they run on.
 
 A GEMM of M rows against a weight matrix is padded to the kernels' row tile: the kernels pick, among
 the card's tiles (`Hardware.gemm_tiles`: 64 and 128 rows on Hopper's WGMMA, 32 with swapAB kernels),
-the one that wastes the fewest rows. Compute-bound, a padded GEMM reaches a share of the format's
+the one that wastes the fewest rows; int4 (W4A16) GEMMs run Marlin's kernels and their 8-64-row blocks
+(MARLIN_BLOCKS) at the BF16 peak. Compute-bound, a padded GEMM reaches a share of the format's
 dense tensor-core peak that grows with M (fewer tiles than SMs, prologue and epilogue amortised over
 less work): the published kernel benchmarks below, per curve (the profile's `card_class`) and format.
 Memory-bound, it streams its weights at the `weight_stream` efficiency factor. The package's fitted
@@ -104,6 +105,21 @@ def kernel_share(card_class: str, rows: float, fmt: str = "fp8") -> float:
         (m0, s0), (m1, s1) = points[i - 1], points[i]
         share = s0 + (s1 - s0) * math.log(rows / m0) / math.log(m1 / m0)
     return share / REFERENCE
+
+
+# int4 (W4A16) GEMMs run Marlin's kernels, not the card's tensor-core tiles (Hardware.gemm_tiles): a grouped GEMM
+# takes one block of 8 to 64 rows for every expert, the first of MARLIN_BLOCKS that the mean rows per expert fill
+# to less than 0.9 (else the largest), and pads each expert's rows to it (vLLM fused_marlin_moe.py and SGLang's
+# Marlin MoE runner: `for block_size_m in [8, 16, 32, 48, 64]: if M * topk / E / block_size_m < 0.9: break`).
+MARLIN_BLOCKS = (8, 16, 32, 48, 64)
+
+
+def marlin_padded_rows(rows: float) -> float:
+    """Rows a Marlin GEMM of `rows` rows (per expert) computes."""
+    if rows <= 0:
+        return 0.0
+    block = next((b for b in MARLIN_BLOCKS if rows / b < 0.9), MARLIN_BLOCKS[-1])
+    return math.ceil(rows / block - 1e-9) * block
 
 
 def padded_rows(rows: float, tiles: list[int]) -> float:

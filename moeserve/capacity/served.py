@@ -178,6 +178,9 @@ def _refuse_formats(wanted: dict, kv: str | None, act: str, gpu: bool, modules: 
             raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no FP4 {'KV cache' if say == 'KV' else 'weights'} "
                              f"(gpt-oss's MXFP4 experts are dequantized at load, NVFP4 checkpoints do not load): {say} "
                              f"fp4 {RUN}")
+        if fmt == "int4":
+            raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no INT4 weights (W4A16 "
+                             f"checkpoints do not load): {say} int4 {RUN}")
         if fmt == "fp8" and not gpu and dest != "kv_dtype":
             raise ValueError(f"--emit writes a config moeserve serve runs, and on CPUs its kernels run no FP8 weights "
                              f"(FP8 checkpoints are dequantized to {act} at load): {say} fp8 {RUN}")

@@ -22,7 +22,7 @@ from moeserve.capacity import comm
 from moeserve.capacity.draft_head import DraftHead
 from moeserve.capacity.dtypes import COMPUTE, nbytes
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
-from moeserve.capacity.gemm import FA3_SHARE, attention_share, kernel_share, padded_rows
+from moeserve.capacity.gemm import FA3_SHARE, attention_share, kernel_share, marlin_padded_rows, padded_rows
 from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
 from moeserve.capacity.model_spec import ModelSpec
@@ -114,7 +114,7 @@ class StepModel:
         if rows <= 0 or params <= 0 or groups <= 0:
             return 0.0
         fmt = weights or self.p.activations
-        padded = padded_rows(rows, self.hw.gemm_tiles())
+        padded = marlin_padded_rows(rows) if fmt == "int4" else padded_rows(rows, self.hw.gemm_tiles())
         share = kernel_share(self.hw.card_class, padded, COMPUTE[fmt])
         flops = 2 * groups * padded * params
         nbytes_ = groups * (params * nbytes(fmt) + 2 * rows * self.m.hidden * self.p.act_bytes)

@@ -2,19 +2,9 @@
 
 Each case fixes what its source states and, where the source is silent, what is assumed (`assumed`).
 `fitted` cases are the ones the efficiency factors and the kernel floor were fitted to; the others
-are held out: never used to choose a factor, reported beside them; the `blind` ones
-(validation_blind.py, the second set validation_blind2.py, the third validation_blind3.py, the fourth
-validation_blind4.py, the fifth validation_blind5.py, the sixth validation_blind6.py, the seventh
-validation_blind7.py, the eighth validation_blind8.py, the ninth validation_blind9.py, the tenth
-validation_blind10.py, the eleventh validation_blind11.py, the twelfth validation_blind12.py, the thirteenth
-validation_blind13.py, the fourteenth validation_blind14.py, the fifteenth validation_blind15.py,
-the sixteenth validation_blind16.py, the seventeenth validation_blind17.py, the eighteenth
-validation_blind18.py, the nineteenth validation_blind19.py, the twentieth validation_blind20.py, the twenty-first
-validation_blind21.py, the twenty-second validation_blind22.py, the twenty-third validation_blind23.py, the
-twenty-fourth validation_blind24.py, the twenty-fifth validation_blind25.py, the twenty-sixth validation_blind26.py,
-the twenty-seventh validation_blind27.py, the twenty-eighth validation_blind28.py, the twenty-ninth
-validation_blind29.py, the thirtieth validation_blind30.py, the thirty-first validation_blind31.py) were moreover
-recorded before a model change and not predicted while it was made.
+are held out: never used to choose a factor, reported beside them; the `blind` ones (every
+validation_blindN.py of this package, found by name: validation_blind.py is the first, validation_blind2.py
+the second, ...) were moreover recorded before a model change and not predicted while it was made.
 `predict_case` runs the model with the package's one set of efficiency factors. The cases themselves
 (and `Case`) are in validation_cases.py.
 
@@ -23,7 +13,9 @@ recorded before a model change and not predicted while it was made.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 import sys
 from dataclasses import replace
 
@@ -32,50 +24,33 @@ from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware, load_hardware
 from moeserve.capacity.model_spec import load_model
 from moeserve.capacity.predict import Predictor
-from moeserve.capacity.validation_blind import BLIND
-from moeserve.capacity.validation_blind2 import BLIND2
-from moeserve.capacity.validation_blind3 import BLIND3
-from moeserve.capacity.validation_blind4 import BLIND4
-from moeserve.capacity.validation_blind5 import BLIND5
-from moeserve.capacity.validation_blind6 import BLIND6
-from moeserve.capacity.validation_blind7 import BLIND7
-from moeserve.capacity.validation_blind8 import BLIND8
-from moeserve.capacity.validation_blind9 import BLIND9
-from moeserve.capacity.validation_blind10 import BLIND10
-from moeserve.capacity.validation_blind11 import BLIND11
-from moeserve.capacity.validation_blind12 import BLIND12
-from moeserve.capacity.validation_blind13 import BLIND13
-from moeserve.capacity.validation_blind14 import BLIND14
-from moeserve.capacity.validation_blind15 import BLIND15
-from moeserve.capacity.validation_blind16 import BLIND16
-from moeserve.capacity.validation_blind17 import BLIND17
-from moeserve.capacity.validation_blind18 import BLIND18
-from moeserve.capacity.validation_blind19 import BLIND19
-from moeserve.capacity.validation_blind20 import BLIND20
-from moeserve.capacity.validation_blind21 import BLIND21
-from moeserve.capacity.validation_blind22 import BLIND22
-from moeserve.capacity.validation_blind23 import BLIND23
-from moeserve.capacity.validation_blind24 import BLIND24
-from moeserve.capacity.validation_blind25 import BLIND25
-from moeserve.capacity.validation_blind26 import BLIND26
-from moeserve.capacity.validation_blind27 import BLIND27
-from moeserve.capacity.validation_blind28 import BLIND28
-from moeserve.capacity.validation_blind29 import BLIND29
-from moeserve.capacity.validation_blind30 import BLIND30
-from moeserve.capacity.validation_blind31 import BLIND31
 from moeserve.capacity.validation_cases import FITTED, HELD_OUT, Case
 from moeserve.capacity.validation_runs import as_runs
 
+
+def blind_parts() -> list[tuple[int, list[Case]]]:
+    """(number, cases) of every blind part of the package, by number: validation_blind.py (BLIND) is the first,
+    validation_blindN.py (BLINDN) the N-th. The numbers run from 1 without a gap."""
+    import moeserve.capacity as capacity
+
+    parts = []
+    for info in pkgutil.iter_modules(capacity.__path__):
+        if info.name.startswith("validation_blind"):
+            number = int(info.name.removeprefix("validation_blind") or 1)
+            module = importlib.import_module(f"moeserve.capacity.{info.name}")
+            parts.append((number, getattr(module, "BLIND" if number == 1 else f"BLIND{number}")))
+    parts.sort(key=lambda p: p[0])
+    if [n for n, _ in parts] != list(range(1, len(parts) + 1)):
+        raise ImportError(f"blind parts {[n for n, _ in parts]} do not run from 1 without a gap")
+    return parts
+
+
+_BLIND_PARTS = blind_parts()
 # every part's cases as recorded (a part recorded as runs carries them itself), then those RUNS reads again as runs
-RECORDED_CASES = (FITTED + HELD_OUT + BLIND + BLIND2 + BLIND3 + BLIND4 + BLIND5 + BLIND6 + BLIND7 + BLIND8 + BLIND9
-                  + BLIND10 + BLIND11 + BLIND12 + BLIND13 + BLIND14 + BLIND15 + BLIND16 + BLIND17 + BLIND18
-                  + BLIND19 + BLIND20 + BLIND21 + BLIND22 + BLIND23 + BLIND24 + BLIND25 + BLIND26 + BLIND27
-                  + BLIND28 + BLIND29 + BLIND30 + BLIND31)
+RECORDED_CASES = FITTED + HELD_OUT + [c for _, cases in _BLIND_PARTS for c in cases]
 CASES = as_runs(RECORDED_CASES)
-PARTS = ("fitted", "held out", "blind", "blind 2", "blind 3", "blind 4", "blind 5", "blind 6", "blind 7", "blind 8",
-         "blind 9", "blind 10", "blind 11", "blind 12", "blind 13", "blind 14",
-         "blind 15", "blind 16", "blind 17", "blind 18", "blind 19", "blind 20", "blind 21", "blind 22",
-         "blind 23", "blind 24", "blind 25", "blind 26", "blind 27", "blind 28", "blind 29", "blind 30", "blind 31")
+PARTS = ("fitted", "held out", *("blind" if n == 1 else f"blind {n}" for n, _ in _BLIND_PARTS))
+
 
 def hardware_for(case: Case) -> Hardware:
     hw = load_hardware(case.hardware)

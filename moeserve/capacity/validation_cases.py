@@ -37,22 +37,8 @@ class Case:
     # or None for all at once); () reads the case at its steady batch
     run: tuple = ()
     hw_overrides: tuple = ()  # (field, value) pairs: what the deployment changes (swapAB's 32-row tile, a memory)
-    # recorded before a model change and not predicted while making it: 1 = validation_blind.py, 2 = the
-    # second blind set (validation_blind2.py), 3 = the third (validation_blind3.py), 4 = the fourth
-    # (validation_blind4.py), 5 = the fifth (validation_blind5.py), 6 = the sixth
-    # (validation_blind6.py), 7 = the seventh (validation_blind7.py), 8 = the
-    # eighth (validation_blind8.py), 9 = the ninth (validation_blind9.py), 10 = the tenth
-    # (validation_blind10.py), 11 = the eleventh (validation_blind11.py), 12 = the twelfth
-    # (validation_blind12.py), 13 = the thirteenth (validation_blind13.py), 14 = the fourteenth
-    # (validation_blind14.py), 15 = the fifteenth (validation_blind15.py), 16 = the sixteenth
-    # (validation_blind16.py), 17 = the seventeenth (validation_blind17.py), 18 = the eighteenth
-    # (validation_blind18.py), 19 = the nineteenth (validation_blind19.py), 20 = the twentieth
-    # (validation_blind20.py), 21 = the twenty-first (validation_blind21.py), 22 = the twenty-second
-    # (validation_blind22.py), 23 = the twenty-third (validation_blind23.py),
-    # 24 = the twenty-fourth (validation_blind24.py), 25 = the twenty-fifth (validation_blind25.py),
-    # 26 = the twenty-sixth (validation_blind26.py), 27 = the twenty-seventh (validation_blind27.py),
-    # 28 = the twenty-eighth (validation_blind28.py), 29 = the twenty-ninth (validation_blind29.py),
-    # 30 = the thirtieth (validation_blind30.py), 31 = the thirty-first (validation_blind31.py)
+    # recorded before a model change and not predicted while making it: N = the part validation_blindN.py holds
+    # (1 = validation_blind.py); 0 = fitted or held out
     blind: int = 0
 
     @property

@@ -27,8 +27,17 @@ CT_NVFP4 = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantize
                                           "input_activations": {"num_bits": 4, "type": "float", "group_size": 16}}},
             "ignore": ["lm_head", "re:.*mlp.gate$", "re:.*self_attn.*"],
             "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False}}
-CT_INT4 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
-           "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}
+# Moonshot's Kimi K2-Thinking / K2.5 shape: W4A16 (int 4 weights in groups of 32, activations unquantized) on the
+# routed experts, attention, shared experts, the dense layer and the LM head left in BF16
+CT_INT4 = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+           "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|down)_proj$"],
+           "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                         "weights": {"num_bits": 4, "type": "int", "symmetric": True,
+                                                     "strategy": "group", "group_size": 32}}}}
+# integer weights with quantized activations (W4A8): not a format configure plans in
+CT_W4A8 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+           "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128},
+                                         "input_activations": {"num_bits": 8, "type": "int", "strategy": "token"}}}}
 
 
 def shipped(name: str) -> dict:
@@ -147,7 +156,9 @@ def test_bf16_original_runs_bf16_and_a_module_split_between_formats_is_named():
 
 
 @pytest.mark.parametrize("quant, needle", [
-    (CT_INT4, "weights in int4"),
+    (CT_W4A8, "weights in w4a8"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": {
+        "num_bits": 8, "type": "int"}}}}, "weights in int8"),
     ({"quant_method": "gptq", "bits": 4}, "quant_method 'gptq'"),
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "weights in w4a8_awq"),
 ])
@@ -275,12 +286,26 @@ def test_atom_runs_bf16_kv_whatever_the_checkpoint_declares_and_only_on_amd_card
 
 
 def test_an_unsupported_scheme_exits_2_naming_it_and_the_flags_unless_they_are_given(tmp_path, capsys):
-    ckpt = checkpoint(tmp_path, dict(shipped("qwen3-235b-a22b"), quantization_config=CT_INT4))
+    ckpt = checkpoint(tmp_path, dict(shipped("qwen3-235b-a22b"), quantization_config=CT_W4A8))
     assert main(["--model", ckpt, *DECODE]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "weights in int4" in err and "pass --weights" in err
-    out = run_json(capsys, "--model", ckpt, *DECODE, "--weights", "fp4")
-    assert out["precision"]["moe_weights"] == "fp4" and "weights in int4" in out["checkpoint"]["problem"]
+    assert len(err.splitlines()) == 1 and "weights in w4a8" in err and "pass --weights" in err
+    out = run_json(capsys, "--model", ckpt, *DECODE, "--weights", "int4")
+    assert out["precision"]["moe_weights"] == "int4" and "weights in w4a8" in out["checkpoint"]["problem"]
+
+
+def test_kimi_int4_plans_its_routed_experts_in_w4a16_and_the_rest_as_ignore_leaves_it():
+    f = formats(dict(shipped("kimi-k2"), quantization_config=CT_INT4, torch_dtype="bfloat16"))
+    assert (f.attention, f.experts, f.dense, f.kv, f.problem) == ("bf16", "int4", "bf16", None, "")
+    assert "config_groups (1: int4)" in f.source
+
+
+def test_a_kimi_int4_checkpoint_plans_and_tokens_travel_in_bf16(tmp_path, capsys):
+    ckpt = checkpoint(tmp_path, dict(shipped("kimi-k2"), quantization_config=CT_INT4, torch_dtype="bfloat16"))
+    out = run_json(capsys, "--model", ckpt, *DECODE)
+    prec = out["precision"]
+    assert (prec["attention_weights"], prec["moe_weights"], prec["dense_weights"]) == ("bf16", "int4", "bf16")
+    assert prec["dispatch"] == "bf16"  # W4A16: no activation quantisation ahead of the experts
 
 
 def test_shipped_names_keep_the_blanket_defaults(capsys):

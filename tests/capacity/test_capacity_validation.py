@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
-from moeserve.capacity.validation import CASES, PARTS, RECORDED_CASES, error, predict_case, summary, table
+from moeserve.capacity.validation import (CASES, PARTS, RECORDED_CASES, blind_parts, error, predict_case, summary,
+                                           table)
 from moeserve.capacity.validation_blind import BLIND
 from moeserve.capacity.validation_blind2 import BLIND2, RECORDED
 from moeserve.capacity.validation_blind3 import BLIND3
@@ -167,25 +168,9 @@ def test_the_band_can_fail():
     assert any(abs(predict_case(c, slow) / c.published - 1) > 0.25 for c in FITTED)
 
 
-def _blind_parts() -> list[tuple[int, list]]:
-    """(number, cases) of every validation_blind*.py in the package: validation_blind.py is the first."""
-    import importlib
-    import pkgutil
-
-    import moeserve.capacity as capacity
-
-    parts = []
-    for info in pkgutil.iter_modules(capacity.__path__):
-        if info.name.startswith("validation_blind"):
-            number = int(info.name.removeprefix("validation_blind") or 1)
-            module = importlib.import_module(f"moeserve.capacity.{info.name}")
-            parts.append((number, getattr(module, "BLIND" if number == 1 else f"BLIND{number}")))
-    return sorted(parts, key=lambda p: p[0])
-
-
 def test_every_case_states_its_source_and_assumptions():
     assert len(FITTED) == 10 and len(HELD_OUT) >= 15 and len(BLIND) >= 8 and len({c.name for c in CASES}) == len(CASES)
-    parts, wired = _blind_parts(), {id(c) for c in RECORDED_CASES}
+    parts, wired = blind_parts(), {id(c) for c in RECORDED_CASES}
     numbers = [int(p[len("blind "):] or 1) for p in PARTS if p.startswith("blind")]  # "blind" is the first
     assert [number for number, _ in parts] == list(range(1, len(parts) + 1)) == numbers
     for number, part in parts:  # every part file's cases flagged with its number, and wired in
