@@ -1,5 +1,5 @@
 """The thirty-second blind part of the validation table (docs/capacity.md): published figures of Kimi K2.5 served in
-Moonshot's native INT4 weights (W4A16), found and recorded with the predictions of the model of main at PENDING, by
+Moonshot's native INT4 weights (W4A16), found and recorded with the predictions of the model of main at b260c42, by
 someone who did not change the model; none of them was used to choose a mechanism or a factor. Earlier parts left
 these figures out because configure had no INT4 weight format; this part reads them with the format 'int4' (4-bit
 integer weights with one BF16 scale per 32 values, GEMMs computing in BF16 after dequantisation). Each case says which
@@ -292,5 +292,39 @@ BLIND32 = [
          "in the chat template: assumed); " + _H100_SETUP, _KIMI_INT4, model="kimi-k2", blind=32),
 ]
 
-# Predicted when recorded (the model of main at PENDING): name -> the model's figure in the case's unit.
-RECORDED: dict[str, float] = {}
+# Predicted when recorded (the model of main at b260c42): name -> the model's figure in the case's unit.
+RECORDED = {
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 4, 8K/1K': 83.7,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 8, 8K/1K': 63.1,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 16, 8K/1K': 42.9,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 32, 8K/1K': 26.9,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 8K/1K': 16.2,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 4, 8K/1K, throughput': 41.9,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 8, 8K/1K, throughput': 63.1,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 16, 8K/1K, throughput': 85.8,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 32, 8K/1K, throughput': 107.8,
+    'vLLM v0.21 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 8K/1K, throughput': 129.9,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 4, 8K/1K': 99.8,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 8, 8K/1K': 82.5,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 16, 8K/1K': 61.7,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 32, 8K/1K': 42.3,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 8K/1K': 27.3,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 4, 8K/1K, throughput': 49.9,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 8, 8K/1K, throughput': 82.5,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 16, 8K/1K, throughput': 123.4,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 32, 8K/1K, throughput': 169.1,
+    'vLLM v0.21 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 8K/1K, throughput': 218.4,
+    'vLLM v0.16 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 8K/1K': 16.2,
+    'vLLM v0.16 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 8K/1K, throughput': 129.9,
+    'vLLM v0.16 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 1K/1K': 35.9,
+    'vLLM v0.16 Kimi K2.5 8xH200 TP8 INT4, concurrency 64, 1K/1K, throughput': 287.1,
+    'vLLM v0.15.1 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 8K/1K': 27.3,
+    'vLLM v0.15.1 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 8K/1K, throughput': 218.4,
+    'vLLM v0.15.1 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 1K/1K': 51.1,
+    'vLLM v0.15.1 Kimi K2.5 8xB200 TP8 INT4, concurrency 64, 1K/1K, throughput': 408.5,
+    'SGLang 0.5.6 Kimi K2.5 8xH200 TP8 INT4, 1 request, 1K/1K': 111.4,
+    'SGLang 0.5.6 Kimi K2.5 8xH200 TP8 INT4, 1 request, 1K/8K': 111.4,
+    'SGLang 0.5.6 Kimi K2.5 8xH200 TP8 INT4, 1 request, 8K/1K': 111.4,
+    'vLLM 0.15 Kimi K2.5 8xH100 TP8 INT4, 1 request, chat 128 out, request latency': 1199.0,
+    'vLLM 0.15 Kimi K2.5 8xH100 TP8 INT4, 2 requests, chat 64 out, request latency': 630.0,
+}
