@@ -171,4 +171,11 @@ BLIND34 = [
 
 # Predicted when recorded (the model of main at 4bd7c0e): name -> the model's figure in the case's unit.
 RECORDED = {
+    'SGLang Qwen3-235B FP8 4xH20 TP4 PP1, one 128K prompt, TTFT': 504.6,
+    'SGLang Qwen3-235B FP8 32xH20 TP4 PP8, one 128K prompt, TTFT': 503.5,
+    'SGLang Qwen3-235B FP8 32xH20 TP4 PP8, one 256K prompt, TTFT': 278.9,
+    'SGLang Qwen3-235B FP8 32xH20 TP4 PP8, one 512K prompt, TTFT': 147.4,
+    'SGLang Qwen3-235B FP8 32xH20 TP4 PP8, one 1M prompt, TTFT': 75.9,
+    'SGLang DeepSeek-V3.1 8xH20-141G TP8 PP1, one 128K prompt, TTFT': 148.2,
+    'SGLang DeepSeek-V3.1 32xH20 TP8 PP4, one 128K prompt, TTFT': 151.3,
 }
