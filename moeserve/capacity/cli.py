@@ -14,6 +14,7 @@ from moeserve.capacity.balance import ASSUMED_PLAIN, ASSUMED_REPLICATED, assumed
 from moeserve.capacity.checkpoint_formats import CheckpointFormats, read_checkpoint
 from moeserve.capacity.checkpoint_plan import checkpoint_plan
 from moeserve.capacity.draft_head import load_head
+from moeserve.capacity.dtypes import WEIGHT_ONLY
 from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_CARD_CLASSES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
@@ -23,8 +24,8 @@ from moeserve.capacity.predict import ENGINE_PREFILL, PREFILL_MODES, Options, Pr
 from moeserve.cli_files import check_output
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "fp32")
-# weight flags also take W4A16 int4 (dtypes.WEIGHT_ONLY); the KV cache, dispatch and combine do not
-WEIGHT_DTYPES = ("fp4", "fp8", "int4", "bf16", "fp16", "fp32")
+# weight flags also take the weight-only formats (W4A16 int4); the KV cache, dispatch and combine do not
+WEIGHT_DTYPES = DTYPES + WEIGHT_ONLY
 MAX_DRAFT = 4  # the published MTP setups run 1-3 drafts (validation_cases.py); acceptance past ~3 is not reported
 # (flag, lowest, highest, lowest allowed itself, highest allowed itself): every number must be finite and in range
 BOUNDS = {
