@@ -57,13 +57,17 @@ def stage_share(model: ModelSpec, layout: Layout) -> float:
     return math.ceil(model.num_layers / layout.pp) / model.num_layers
 
 
-def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision) -> float:
-    """KV bytes one token takes on one GPU of its attention group, all layers of its pipeline stage."""
+def kv_bytes_per_token(model: ModelSpec, layout: Layout, prec: Precision, context: float | None = None) -> float:
+    """KV bytes one token takes on one GPU of its attention group, all layers of its pipeline stage, for
+    sequences `context` tokens long: a sliding-window layer keeps its window's tokens only (vLLM's hybrid KV
+    cache manager), so its share of a token shrinks as sequences outgrow the window (None: every layer keeps
+    every token)."""
     if model.is_mla:
         per_layer = model.kv_values_per_token_layer
     else:
         per_layer = 2 * max(1, model.num_kv_heads // layout.tp) * model.head_dim
-    return per_layer * model.num_layers * prec.kv_bytes * stage_share(model, layout)
+    layers = model.num_layers * (model.attended(context) / context if context else 1.0)
+    return per_layer * layers * prec.kv_bytes * stage_share(model, layout)
 
 
 def routed_expert_bytes(model: ModelSpec, layout: Layout, prec: Precision) -> float:
@@ -155,16 +159,17 @@ def draft_head_bytes(head: DraftHead, layout: Layout, prec: Precision) -> tuple[
 
 def memory_report(model: ModelSpec, layout: Layout, prec: Precision, hbm_gb: float, *, tokens_per_step: float,
                   kv_tokens_needed: float, memory_fraction: float = 0.9, mtp: bool = False, offload: bool = False,
-                  host_gb: float = 0.0, draft: DraftHead | None = None) -> MemoryReport:
+                  host_gb: float = 0.0, draft: DraftHead | None = None, context: float | None = None) -> MemoryReport:
     """tokens_per_step: tokens one GPU runs in a step; kv_tokens_needed: tokens whose KV one GPU keeps
-    (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks).
+    (decode: sequences per GPU x tp x context; the attention group's sequences live on each of its ranks),
+    of sequences `context` tokens long (kv_bytes_per_token; None: every layer keeps every token).
     offload: the routed experts of as few MoE layers as make the rest fit live in host memory (host_gb per
     GPU, of which memory_fraction may be used); none when everything fits (layers_to_offload). draft: the
     EAGLE-3 head that drafts (its weights and its KV beside the model's)."""
     budget = memory_fraction * hbm_gb * GB
     act = activation_bytes(model, layout, prec, tokens_per_step)
     buffers = dispatch_buffer_bytes(model, layout, prec, tokens_per_step)
-    per_token = kv_bytes_per_token(model, layout, prec)
+    per_token = kv_bytes_per_token(model, layout, prec, context)
     head_weights, head_kv = draft_head_bytes(draft, layout, prec) if draft else (0.0, 0.0)
     per_token += head_kv
     layers = 0

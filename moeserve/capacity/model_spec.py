@@ -1,8 +1,11 @@
 """A model's shape, read from a Hugging Face config.json: what memory and step time depend on.
 
 Architectures read: DeepSeek-V2/V3/R1 (MLA, shared experts, dense first layers, MTP layers),
-Qwen3-MoE, Qwen2-MoE (one shared expert of its own width), Mixtral and OLMoE (GQA, no shared expert).
-Parameter counts are per layer and exclude norms and biases (under 0.01% of the weights).
+Qwen3-MoE, Qwen2-MoE (one shared expert of its own width), Mixtral and OLMoE (GQA, no shared expert),
+GLM-4.5/4.6/4.7 (GQA with DeepSeek-V3's MoE: dense first layers, a shared expert, an MTP layer),
+MiniMax-M2 (GQA with q/k norm, no shared expert) and gpt-oss (GQA alternating full and 128-token
+sliding-window layers, no shared expert). Parameter counts are per layer and exclude norms, biases and
+gpt-oss's attention sinks (under 0.1% of the weights).
 """
 from __future__ import annotations
 
@@ -24,8 +27,11 @@ _SIZES = {
     "first_k_dense_replace": (0, 4096), "moe_layer_freq": (0, 4096), "decoder_sparse_step": (0, 4096),
     "q_lora_rank": (0, 1 << 20), "kv_lora_rank": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
     "qk_rope_head_dim": (0, 1 << 16), "v_head_dim": (0, 1 << 16), "topk_group": (0, 1 << 16), "n_group": (0, 1 << 16),
-    "num_nextn_predict_layers": (0, 64),
+    "num_nextn_predict_layers": (0, 64), "sliding_window": (0, 1 << 24),
 }
+# gpt-oss's layer_types entries, and its window where config.json leaves it out (transformers' GptOssConfig)
+LAYER_TYPES = ("full_attention", "sliding_attention")
+GPT_OSS_WINDOW = 128
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,24 @@ class ModelSpec:
     topk_groups: int = 0  # group-limited routing: a token reaches experts of at most this many groups
     num_groups: int = 0
     mtp_layers: int = 0  # DeepSeek's multi-token-prediction modules (one decoder layer each)
-    qk_norm: bool = False  # per-head RMSNorm of queries and keys before RoPE (Qwen3-MoE's and OLMoE's q_norm, k_norm)
+    qk_norm: bool = False  # RMSNorm of queries and keys before RoPE (Qwen3-MoE's, OLMoE's, GLM's, MiniMax-M2's)
     tie_embeddings: bool = False
+    # sliding-window attention (gpt-oss): `sliding_layers` of the layers attend to the last `sliding_window`
+    # tokens only, and keep only those tokens' KV; 0 = every layer attends to the whole context
+    sliding_window: int = 0
+    sliding_layers: int = 0
 
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    def attended(self, context: float) -> float:
+        """Mean over the layers of the tokens a query attends to (and whose KV a sequence keeps) at `context`
+        tokens: every layer the whole context, a sliding-window layer at most its window."""
+        if not self.sliding_layers or context <= self.sliding_window:
+            return context
+        full = self.num_layers - self.sliding_layers
+        return (full * context + self.sliding_layers * self.sliding_window) / self.num_layers
 
     @property
     def num_dense_layers(self) -> int:
@@ -151,9 +169,9 @@ class ModelSpec:
 def moe_layer_indices(cfg: dict) -> list[int]:
     """The decoder layers (0-based) whose MLP is an MoE block, by the architecture's own rule (DeepSeek:
     first_k_dense_replace and moe_layer_freq; Qwen-MoE: decoder_sparse_step and mlp_only_layers; Mixtral
-    and OLMoE: every layer). `cfg` has passed _check_sizes."""
+    and OLMoE: every layer; GLM-4.5: DeepSeek's first_k_dense_replace). `cfg` has passed _check_sizes."""
     layers, kind = cfg["num_hidden_layers"], cfg.get("model_type", "")
-    if kind.startswith("deepseek") or "kv_lora_rank" in cfg:
+    if kind.startswith("deepseek") or kind == "glm4_moe" or "kv_lora_rank" in cfg:
         freq = cfg.get("moe_layer_freq", 1) or 1
         return [i for i in range(cfg.get("first_k_dense_replace", 0), layers) if i % freq == 0]
     if kind in ("qwen3_moe", "qwen2_moe"):
@@ -193,6 +211,19 @@ def _spec(cfg: dict, name: str) -> ModelSpec:
                          num_moe_layers=len(moe_layer_indices(cfg)), dense_intermediate=cfg.get("intermediate_size", 0),
                          shared_intermediate=cfg.get("shared_expert_intermediate_size", 0) if kind == "qwen2_moe" else 0,
                          qk_norm=kind == "qwen3_moe")
+    if kind == "glm4_moe":  # DeepSeek-V3's MoE (dense first layers, shared experts, MTP) under GQA
+        return ModelSpec(**common, num_experts=cfg["n_routed_experts"], expert_intermediate=cfg["moe_intermediate_size"],
+                         num_moe_layers=len(moe_layer_indices(cfg)), dense_intermediate=cfg["intermediate_size"],
+                         shared_intermediate=(cfg.get("n_shared_experts") or 0) * cfg["moe_intermediate_size"],
+                         topk_groups=cfg.get("topk_group") or 0, num_groups=cfg.get("n_group") or 0,
+                         mtp_layers=cfg.get("num_nextn_predict_layers") or 0, qk_norm=bool(cfg.get("use_qk_norm")))
+    if kind == "minimax_m2":  # its MTP modules (use_mtp) are not in the released weights: none counted
+        return ModelSpec(**common, num_experts=cfg["num_local_experts"], expert_intermediate=cfg["intermediate_size"],
+                         num_moe_layers=layers, qk_norm=bool(cfg.get("use_qk_norm")))
+    if kind == "gpt_oss":
+        window, sliding = _sliding_layers(cfg, name)
+        return ModelSpec(**common, num_experts=cfg["num_local_experts"], expert_intermediate=cfg["intermediate_size"],
+                         num_moe_layers=layers, sliding_window=window, sliding_layers=sliding)
     if kind == "mixtral" or "num_local_experts" in cfg:
         return ModelSpec(**common, num_experts=cfg["num_local_experts"], expert_intermediate=cfg["intermediate_size"],
                          num_moe_layers=layers)
@@ -200,7 +231,22 @@ def _spec(cfg: dict, name: str) -> ModelSpec:
         return ModelSpec(**common, num_experts=cfg["num_experts"], expert_intermediate=cfg["intermediate_size"],
                          num_moe_layers=layers, qk_norm=True)
     raise ValueError(f"cannot read model_type {kind!r}: moeserve configure knows deepseek_v2/v3, qwen3_moe, "
-                     "qwen2_moe, mixtral and olmoe")
+                     "qwen2_moe, mixtral, olmoe, glm4_moe, minimax_m2 and gpt_oss")
+
+
+def _sliding_layers(cfg: dict, name: str) -> tuple[int, int]:
+    """(window, layers with sliding-window attention) of a gpt-oss config, where a field is absent as
+    transformers' GptOssConfig defaults it: `sliding_window` 128, `layer_types` even layers sliding and odd
+    ones full. A null or 0 sliding_window: every layer full."""
+    window, layers = cfg.get("sliding_window", GPT_OSS_WINDOW) or 0, cfg["num_hidden_layers"]
+    types = cfg.get("layer_types")
+    if types is None:
+        sliding = (layers + 1) // 2
+    elif isinstance(types, list) and len(types) == layers and all(t in LAYER_TYPES for t in types):
+        sliding = types.count("sliding_attention")
+    else:
+        raise ValueError(f"{name}: config.json layer_types must list {layers} of {', '.join(LAYER_TYPES)}")
+    return (window, sliding) if window and sliding else (0, 0)
 
 
 def _check_sizes(cfg: dict, name: str) -> None:

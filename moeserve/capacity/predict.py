@@ -164,7 +164,8 @@ class Predictor:
         st = StepModel(self.model, self.hw, layout, self.prec, self.eff).step(s, o.draft_tokens, o.mtp_accept, draft)
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(tokens),
                             kv_tokens_needed=math.ceil(batch * layout.pp * layout.tp * (w.isl + w.osl)),
-                            memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0 and not draft, draft=draft)
+                            memory_fraction=o.memory_fraction, mtp=o.draft_tokens > 0 and not draft, draft=draft,
+                            context=w.isl + w.osl)
         return Prediction("decode", layout, batch, st.total * 1e3, tpot_ms=st.total * 1e3 / o.mtp_accept,
                           output_tokens_per_s_per_gpu=batch * o.mtp_accept / st.total, memory=mem.as_dict(),
                           fits=mem.fits, breakdown_ms={k: v * 1e3 for k, v in st.parts.items()})
@@ -187,7 +188,7 @@ class Predictor:
         mem = memory_report(self.model, layout, self.prec, self.hw.memory_gb, tokens_per_step=math.ceil(batch),
                             kv_tokens_needed=math.ceil(max(seqs, 1) * layout.pp * layout.tp * w.isl),
                             memory_fraction=o.memory_fraction,
-                            offload=o.offload, host_gb=self.hw.host_memory_gb)
+                            offload=o.offload, host_gb=self.hw.host_memory_gb, context=w.isl)
         streamed = mem.offloaded_layers / max(1, self.model.num_moe_layers)
         s = StepInput("prefill", batch, context, max(1, round(seqs)), prefix_tokens=cached,
                       balancedness=o.balancedness, tbo=o.tbo, cuda_graphs=o.cuda_graphs, offload=streamed,

@@ -134,9 +134,13 @@ class StepModel:
         m, tp = self.m, self.lay.tp
         group_tokens, group_seqs = s.tokens * tp, s.sequences * tp
         decode = s.phase == "decode"
-        flops = group_tokens * s.context * m.attention_flops_per_pair(absorbed=decode) / tp
+        # the tokens a query attends to, a layer on average: a sliding-window layer (gpt-oss) attends to and
+        # reads at most its window, so of a prefill's cached tokens it reads the share the mean context gives
+        attended = m.attended(s.context)
+        flops = group_tokens * attended * m.attention_flops_per_pair(absorbed=decode) / tp
         kv_layer = self.kv_bytes_per_token_layer()
-        read_tokens = group_seqs * s.context if decode else s.prefix_tokens * tp
+        kept = attended / s.context if s.context > 0 else 1.0
+        read_tokens = group_seqs * attended if decode else s.prefix_tokens * tp * kept
         nbytes_ = (read_tokens + group_tokens) * kv_layer + 2 * group_tokens * m.hidden * self.p.act_bytes
         if decode:
             compute_eff = self.eff.attention_decode
