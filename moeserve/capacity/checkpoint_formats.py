@@ -46,10 +46,11 @@ REGEX_TIMEOUT_S = 1.0
 MAX_GROUPS = 256  # compressed-tensors config_groups
 TORCH_DTYPES = {torch: fmt for fmt, torch in TORCH_NAMES.items()}
 # ModelOpt quant_algo -> format (weight bytes decide the plan; W4A16 / W4A8 variants of NVFP4 and MXFP4 keep
-# 4-bit float weights). Any other algorithm (W4A8_AWQ, W4A16_AWQ, INT8, INT4, ...) is named as it is.
+# 4-bit float weights, MXFP4 with its scale per 32 values). Any other algorithm (W4A8_AWQ, W4A16_AWQ, INT8, INT4, ...)
+# is named as it is.
 MODELOPT_ALGOS = {"FP8": "fp8", "FP8_PB_WO": "fp8", "FP8_BLOCK_SCALES": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8",
-                  "MXFP8": "fp8", "NVFP4": "fp4", "W4A16_NVFP4": "fp4", "W4A8_NVFP4_FP8": "fp4", "MXFP4": "fp4",
-                  "W4A16_MXFP4": "fp4", "W4A8_MXFP4_FP8": "fp4"}
+                  "MXFP8": "fp8", "NVFP4": "fp4", "W4A16_NVFP4": "fp4", "W4A8_NVFP4_FP8": "fp4", "MXFP4": "mxfp4",
+                  "W4A16_MXFP4": "mxfp4", "W4A8_MXFP4_FP8": "mxfp4"}
 UNQUANTIZED_ALGOS = (None, "", "NONE", "NULL")
 
 
@@ -131,7 +132,7 @@ def checkpoint_formats(cfg: dict, hf_quant: dict | None, model: ModelSpec) -> Ch
     if method.replace("_", "-") == "compressed-tensors":
         return _compressed_tensors(quant, where, plain, modules)
     if method == "mxfp4":
-        return _build(f"{where}: quant_method mxfp4", lambda name: "fp4" if ".experts." in name else plain, modules)
+        return _build(f"{where}: quant_method mxfp4", lambda name: "mxfp4" if ".experts." in name else plain, modules)
     if method in ("gptq", "awq"):
         return _gptq_awq(quant, method, where, plain, modules)
     return CheckpointFormats(f"{where}: quant_method {method}", None, None, None,

@@ -57,8 +57,11 @@ class Hardware:
     card_class: str = "hopper"  # which published GEMM-efficiency curve applies (capacity/gemm.py)
 
     def peak_flops(self, fmt: str) -> float:
-        """FLOP/s of `fmt`; a format the chip lacks runs at the next wider one it has."""
-        for f in {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "bf16": ("bf16",), "fp32": ("fp32",)}[fmt]:
+        """FLOP/s of `fmt`; a format the chip lacks runs at the next wider one it has, except FP4 weights, which
+        a chip without FP4 tensor cores multiplies in BF16 (W4A16: the kernels dequantize the 4-bit weights in
+        registers, as vLLM's MXFP4 and NVFP4 MoE backends do on Hopper: Triton's matmul_ogs, Marlin, FlashInfer's
+        MXFP4 x BF16; vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend)."""
+        for f in {"fp4": ("fp4", "bf16"), "fp8": ("fp8", "bf16"), "bf16": ("bf16",), "fp32": ("fp32",)}[fmt]:
             if self.tflops.get(f):
                 return self.tflops[f] * 1e12
         raise ValueError(f"hardware {self.name} has no {fmt} peak")

@@ -174,10 +174,10 @@ def _dtype(given: dict, gpu: bool) -> str:
 def _refuse_formats(wanted: dict, kv: str | None, act: str, gpu: bool, modules: list) -> None:
     for dest, say in (*modules, ("kv_dtype", "KV")):
         fmt = kv if dest == "kv_dtype" else wanted[dest]
-        if fmt == "fp4":
+        if fmt in ("fp4", "mxfp4"):
             raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no FP4 {'KV cache' if say == 'KV' else 'weights'} "
                              f"(gpt-oss's MXFP4 experts are dequantized at load, NVFP4 checkpoints do not load): {say} "
-                             f"fp4 {RUN}")
+                             f"{fmt} {RUN}")
         if fmt == "int4":
             raise ValueError(f"--emit writes a config moeserve serve runs, and it runs no INT4 weights (W4A16 "
                              f"checkpoints do not load): {say} int4 {RUN}")

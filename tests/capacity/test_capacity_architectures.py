@@ -1,0 +1,140 @@
+"""configure reads GLM-4.5 (glm4_moe), MiniMax-M2 and gpt-oss: parameter counts against the published sizes,
+the layers each architecture's rule makes MoE, and gpt-oss's sliding-window layers (attention and KV) by hand."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from moeserve.capacity.hardware import load_hardware
+from moeserve.capacity.layout import Layout, Precision
+from moeserve.capacity.memory import kv_bytes_per_token, memory_report
+from moeserve.capacity.model_spec import from_hf_config, load_model
+from moeserve.capacity.module_names import module_weights
+from moeserve.capacity.step_time import StepInput, StepModel
+from moeserve.cli import main
+
+
+def shipped(name: str) -> dict:
+    from moeserve.capacity.model_spec import config_path
+    return json.loads(config_path(name)[0].read_text())
+
+
+@pytest.mark.parametrize("name, total, active", [
+    # model cards: GLM-4.5 355B total / 32B active, GLM-4.5-Air 106B / 12B (the decoder layers; their MTP layer
+    # is counted apart), gpt-oss-120b 117B / 5.1B, gpt-oss-20b 21B / 3.6B, MiniMax-M2 230B / 10B
+    ("glm-4.5", 355e9, 32e9), ("glm-4.5-air", 106e9, 12e9), ("gpt-oss-120b", 117e9, 5.1e9),
+    ("gpt-oss-20b", 21e9, 3.6e9), ("minimax-m2", 230e9, 10e9)])
+def test_parameter_counts_match_the_model_cards(name, total, active):
+    m = load_model(name)
+    assert m.total_params == pytest.approx(total, rel=0.02)
+    assert m.active_params == pytest.approx(active, rel=0.07)
+
+
+def test_glm_is_deepseeks_moe_under_gqa():
+    m = load_model("glm-4.5")
+    assert not m.is_mla and (m.num_heads, m.num_kv_heads, m.head_dim) == (96, 8, 128)
+    # first_k_dense_replace 3: layers 0-2 dense (12,288 wide), 89 MoE layers of 160 experts + one shared expert
+    assert (m.num_dense_layers, m.num_moe_layers, m.dense_intermediate) == (3, 89, 12288)
+    assert (m.num_experts, m.top_k, m.shared_intermediate, m.mtp_layers) == (160, 8, 1536, 1)
+    assert m.qk_norm and not load_model("glm-4.5-air").qk_norm  # use_qk_norm: true in 4.5, absent in Air
+    # attention: q and o 96 heads, k and v 8 heads, of 128, from hidden 5,120
+    assert m.attention_params == 5120 * 128 * (2 * 96 + 2 * 8)
+    # KV: K and V, 8 heads of 128, 92 layers, bf16; TP 8 leaves one KV head a rank
+    assert kv_bytes_per_token(m, Layout(), Precision(kv="bf16")) == 2 * 8 * 128 * 92 * 2
+    assert kv_bytes_per_token(m, Layout(tp=8), Precision(kv="bf16")) == 2 * 1 * 128 * 92 * 2
+
+
+def test_glm_checkpoint_names_are_deepseeks():
+    cfg = shipped("glm-4.5")
+    m = load_model("glm-4.5")
+    names = module_weights(cfg, m, list(range(3, 92)))
+    experts = [n for n, _ in names["experts"]]
+    assert "model.layers.3.mlp.experts.0.gate_proj" in experts and "model.layers.2.mlp.experts.0.gate_proj" not in experts
+    assert any(n == "model.layers.3.mlp.shared_experts.down_proj" for n, _ in names["dense"])
+    assert names["mtp"][0][0].startswith("model.layers.92.")  # the MTP layer follows the 92 decoder layers
+
+
+def test_minimax_m2_reads_qk_norm_and_no_shared_expert():
+    m = load_model("minimax-m2")
+    assert (m.num_moe_layers, m.num_experts, m.top_k, m.expert_intermediate) == (62, 256, 8, 1536)
+    assert m.qk_norm and m.shared_intermediate == 0 and m.mtp_layers == 0 and m.sliding_layers == 0
+
+
+def test_gpt_oss_alternates_full_and_sliding_window_layers():
+    m = load_model("gpt-oss-120b")
+    assert (m.num_layers, m.sliding_layers, m.sliding_window) == (36, 18, 128)
+    assert m.attended(100) == 100  # inside the window every layer sees everything
+    assert m.attended(8192) == (18 * 8192 + 18 * 128) / 36 == 4160
+    # KV a token at 8,192-token sequences: K and V, 8 heads of 64, bf16, 18 full layers + 18 keeping 128 of 8,192
+    assert kv_bytes_per_token(m, Layout(), Precision(kv="bf16"), 8192) == pytest.approx(2 * 8 * 64 * 2 * (18 + 18 * 128 / 8192))
+    assert kv_bytes_per_token(m, Layout(), Precision(kv="bf16")) == 2 * 8 * 64 * 2 * 36  # no length: every layer
+    # transformers' GptOssConfig defaults where config.json is silent; a null window makes every layer full
+    cfg = {k: v for k, v in shipped("gpt-oss-20b").items() if k not in ("layer_types", "sliding_window")}
+    d = from_hf_config(cfg)
+    assert (d.sliding_layers, d.sliding_window) == (12, 128)
+    assert from_hf_config(dict(cfg, sliding_window=None)).sliding_layers == 0
+    with pytest.raises(ValueError, match="layer_types must list 24"):
+        from_hf_config(dict(cfg, layer_types=["sliding_attention"] * 23))
+    with pytest.raises(ValueError, match="layer_types"):
+        from_hf_config(dict(cfg, layer_types=["local"] * 24))
+
+
+def test_sliding_layers_halve_long_context_attention():
+    m = load_model("gpt-oss-120b")
+    full = replace(m, sliding_window=0, sliding_layers=0)
+    h100, prec = load_hardware("h100"), Precision(weights="bf16", moe="fp4")
+    for s in (StepInput("decode", 64, 32768, 64), StepInput("prefill", 8192, 32768, 1, prefix_tokens=32768)):
+        ratio = StepModel(m, h100, Layout(), prec).attention_core(s) / StepModel(full, h100, Layout(), prec).attention_core(s)
+        assert ratio == pytest.approx((18 * 32768 + 18 * 128) / (36 * 32768), rel=0.01)
+    short = StepInput("decode", 64, 100, 64)
+    assert StepModel(m, h100, Layout(), prec).attention_core(short) == StepModel(full, h100, Layout(), prec).attention_core(short)
+
+
+def test_sliding_window_kv_lets_more_long_sequences_fit():
+    m = load_model("gpt-oss-120b")
+    prec = Precision(weights="bf16", moe="fp4", kv="bf16")
+    long = memory_report(m, Layout(), prec, 80, tokens_per_step=1, kv_tokens_needed=64 * 32768, context=32768)
+    every = memory_report(m, Layout(), prec, 80, tokens_per_step=1, kv_tokens_needed=64 * 32768)
+    assert long.kv_needed == pytest.approx(every.kv_needed * (18 + 18 * 128 / 32768) / 36)
+    assert long.kv_tokens > 1.9 * every.kv_tokens
+
+
+@pytest.mark.parametrize("model", ["glm-4.5", "glm-4.5-air", "gpt-oss-120b", "minimax-m2"])
+def test_configure_plans_the_new_shipped_models(model, capsys):
+    assert main(["configure", "--model", model, "--hardware", "h200", "--phase", "decode", "--tp", "8", "--batch", "16",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == model and out["fits"] and out["output_tokens_per_s_per_gpu"] > 0
+
+
+def test_mxfp4_weights_take_one_scale_byte_per_32_values():
+    m = load_model("gpt-oss-120b")
+    from moeserve.capacity.memory import weight_bytes
+    mx = weight_bytes(m, Layout(), Precision(weights="bf16", moe="mxfp4"))
+    nv = weight_bytes(m, Layout(), Precision(weights="bf16", moe="fp4"))
+    # 128 experts x 3 x 2,880 x 2,880 weights x 36 layers, at 1/2 + 1/32 byte against NVFP4's 1/2 + 1/16
+    assert nv - mx == pytest.approx(36 * 128 * 3 * 2880 * 2880 * (1 / 16 - 1 / 32))
+    # gpt-oss's own checkpoint reads as MXFP4 experts, the rest in its BF16
+    from moeserve.capacity.checkpoint_formats import checkpoint_formats
+    cfg = dict(shipped("gpt-oss-120b"), quantization_config={"quant_method": "mxfp4"})
+    f = checkpoint_formats(cfg, None, m)
+    assert (f.attention, f.experts) == ("bf16", "mxfp4")
+
+
+def test_fp4_weights_multiply_in_bf16_where_the_card_has_no_fp4_tensor_cores():
+    h100, b200 = load_hardware("h100"), load_hardware("b200")
+    assert h100.peak_flops("fp4") == h100.tflops["bf16"] * 1e12  # W4A16 on Hopper, not its FP8 peak
+    assert b200.peak_flops("fp4") == b200.tflops["fp4"] * 1e12
+    m = load_model("gpt-oss-120b")
+    s = StepInput("prefill", 16384, 8192, 2)
+    mx, bf = (StepModel(m, h100, Layout(), Precision(weights="bf16", moe=f)).experts(s) for f in ("mxfp4", "bf16"))
+    assert mx == pytest.approx(bf, rel=0.01)  # compute-bound: the same BF16 FLOPs (its bytes are a quarter)
+
+
+def test_emit_refuses_mxfp4_weights(tmp_path, capsys):
+    argv = ["configure", "--model", "gpt-oss-20b", "--hardware", "h200", "--phase", "decode", "--batch", "8",
+            "--moe-weights", "mxfp4", "--emit", str(tmp_path / "x.yaml")]
+    assert main(argv) == 2
+    assert "runs no FP4 weights" in capsys.readouterr().err and not (tmp_path / "x.yaml").exists()
