@@ -114,7 +114,9 @@ class StepModel:
         if rows <= 0 or params <= 0 or groups <= 0:
             return 0.0
         fmt = weights or self.p.activations
-        padded = marlin_padded_rows(rows) if fmt == "int4" else padded_rows(rows, self.hw.gemm_tiles())
+        # W4A16 (int4; FP4 weights on a card without FP4 tensor cores) runs Marlin's row blocks, not the card's tiles
+        w4a16 = fmt == "int4" or COMPUTE[fmt] == "fp4" and not self.hw.has_tensor_format("fp4")
+        padded = marlin_padded_rows(rows) if w4a16 else padded_rows(rows, self.hw.gemm_tiles())
         share = kernel_share(self.hw.card_class, padded, COMPUTE[fmt])
         flops = 2 * groups * padded * params
         nbytes_ = groups * (params * nbytes(fmt) + 2 * rows * self.m.hidden * self.p.act_bytes)

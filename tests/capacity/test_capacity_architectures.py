@@ -138,3 +138,17 @@ def test_emit_refuses_mxfp4_weights(tmp_path, capsys):
             "--moe-weights", "mxfp4", "--emit", str(tmp_path / "x.yaml")]
     assert main(argv) == 2
     assert "runs no FP4 weights" in capsys.readouterr().err and not (tmp_path / "x.yaml").exists()
+
+
+def test_w4a16_fp4_gemms_pad_rows_to_marlins_blocks_not_the_cards_tiles():
+    """FP4 weights on Hopper run W4A16 kernels, as int4 does: 40 rows a group compute Marlin's 48, not WGMMA's 64."""
+    from moeserve.capacity.efficiency import DEFAULT
+    from moeserve.capacity.gemm import kernel_share
+    m, h100 = load_model("gpt-oss-120b"), load_hardware("h100")
+    sm = StepModel(m, h100, Layout(), Precision(weights="bf16", moe="mxfp4"))
+    params = 4e9  # large enough to be compute-bound at 48 rows in BF16
+    flops = 2 * 48 * params / (h100.tflops["bf16"] * 1e12 * DEFAULT.gemm * kernel_share("hopper", 48, "fp4"))
+    nbytes = (params * (0.5 + 1 / 32) + 2 * 40 * m.hidden * 2) / (h100.memory_bandwidth_gbs * 1e9 * DEFAULT.weight_stream)
+    assert sm.gemm(40, params, "mxfp4") == pytest.approx(max(flops, nbytes))
+    b200 = StepModel(m, load_hardware("b200"), Layout(), Precision(weights="bf16", moe="mxfp4"))
+    assert b200.gemm(40, params, "mxfp4") == pytest.approx(b200.gemm(64, params, "mxfp4"), rel=0.05)  # FP4 tiles of 64
