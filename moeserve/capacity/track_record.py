@@ -13,18 +13,24 @@ card class with fewer than MIN_CASES such cases falls back to the regime on ever
 the CPU has none (docs/capacity.md compares it with moeserve's own measured throughput instead). Given
 an engine (`--engine`), only that engine's deployments count: on the card class, else on every card,
 else every engine's, each fallback said.
+
+Running the model over the ~700 cases takes seconds a call, too long for a planner's answer, so the
+ratios ship with the package (track_record.json, written by `python -m moeserve.capacity.track_record
+--write`); a test recomputes them from the validation table and fails when the file is stale.
 """
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
-
-from moeserve.capacity import validation
+from pathlib import Path
 
 SMALL_BATCH = 2.0  # decode sequences per GPU at or below which a step is latency-bound
 MIN_CASES = 3
 LOW_Q, HIGH_Q = 0.1, 0.9
+SHIPPED = Path(__file__).with_name("track_record.json")
 
 CLASS_NAMES = {"hopper": "Hopper (H100, H200, H800)", "hopper_h20": "H20", "blackwell": "Blackwell (B200, GB200, GB300)",
                "cdna3": "MI300X", "cdna4": "MI355X"}
@@ -70,12 +76,13 @@ def quantile(values: list[float], q: float) -> float:
     return v[i] if i + 1 >= len(v) else v[i] + (v[i + 1] - v[i]) * (pos - i)
 
 
-@lru_cache(maxsize=1)
-def _cases() -> tuple[tuple[str, str, str, float, str], ...]:
-    """(regime, card class, engine, published / predicted speed, source) of every out-of-sample case, each
-    run once."""
+def computed(cases=None) -> tuple[tuple[str, str, str, float, str], ...]:
+    """(regime, card class, engine, published / predicted speed, source) of every out-of-sample case of
+    `cases` (the validation table's by default), each run through the model once."""
+    from moeserve.capacity import validation  # the cases and the model: only to compute, never to plan
+
     out = []
-    for case in validation.CASES:
+    for case in validation.CASES if cases is None else cases:
         if case.fitted:
             continue
         batch, predicted = validation.run_case(case)
@@ -84,6 +91,25 @@ def _cases() -> tuple[tuple[str, str, str, float, str], ...]:
         out.append((regime(case.phase, batch), validation.hardware_for(case).card_class, case.engine, ratio,
                     case.source))
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _cases() -> tuple[tuple[str, str, str, float, str], ...]:
+    """The shipped rows of `computed()` (track_record.json, where a row names its source by number)."""
+    shipped = json.loads(SHIPPED.read_text())
+    return tuple((*row[:4], shipped["sources"][row[4]]) for row in shipped["cases"])
+
+
+def write(path: Path = SHIPPED) -> None:
+    """track_record.json from `computed()`: a case a line, so that a change to the model reads as a diff."""
+    rows = computed()
+    sources = list(dict.fromkeys(row[4] for row in rows))
+    lines = ",\n".join(json.dumps([*row[:4], sources.index(row[4])]) for row in rows)
+    path.write_text('{"about": "published / predicted speed of every out-of-sample validation case; '
+                    'python -m moeserve.capacity.track_record --write",\n'
+                    '"columns": ["regime", "card_class", "engine", "ratio", "source"],\n'
+                    f'"sources": {json.dumps(sources, indent=0)},\n'
+                    f'"cases": [\n{lines}\n]}}\n')
 
 
 def _ratios() -> tuple[tuple[str, str, str, float], ...]:
@@ -145,3 +171,9 @@ def fold_in(by_engine: bool = False) -> FoldIn:
 
 def _within(errors: list[float], bound: float) -> int:
     return sum(e <= bound for e in errors)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m moeserve.capacity.track_record --write  (recomputes track_record.json)")
+    write()

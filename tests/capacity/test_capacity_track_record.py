@@ -17,12 +17,11 @@ from moeserve.capacity.validation_cases import FITTED, HELD_OUT
 
 @pytest.fixture
 def cases(monkeypatch):
-    """Swap the validation cases for the test's own; the cache of ratios is cleared around it."""
+    """Swap the shipped record's cases for the test's own, run through the model."""
     def use(new):
-        monkeypatch.setattr(validation, "CASES", new)
-        track_record._cases.cache_clear()
-    yield use
-    track_record._cases.cache_clear()
+        rows = track_record.computed(new)
+        monkeypatch.setattr(track_record, "_cases", lambda: rows)
+    return use
 
 
 def _small_h20_decodes() -> list:
@@ -98,7 +97,12 @@ def test_time_units_count_as_speed(cases):
     assert r.median == pytest.approx(0.5)
 
 
-def test_the_shipped_record_leaves_the_fitted_cases_out():
+def test_the_shipped_record_is_the_validation_tables_and_leaves_the_fitted_cases_out():
+    shipped, fresh = track_record._cases(), track_record.computed()
+    stale = [f"{f[4][:60]}: shipped {s[3]:.4f}, the model {f[3]:.4f}" for s, f in zip(shipped, fresh)
+             if s[:3] != f[:3] or s[4] != f[4] or s[3] != pytest.approx(f[3], rel=1e-9)]
+    assert len(shipped) == len(fresh) and not stale, (
+        "track_record.json is stale: run `python -m moeserve.capacity.track_record --write`\n" + "\n".join(stale[:10]))
     regimes = [reg for reg, *_ in track_record._ratios()]
     counted = sum(regimes.count(g) for g in ("prefill", "small batch", "throughput"))
     assert counted == len(regimes) == len(validation.CASES) - len(FITTED)
