@@ -16,7 +16,7 @@ from moeserve.capacity.draft_head import DraftHead, default_head
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.hardware import Hardware
 from moeserve.capacity.layout import Layout, Precision
-from moeserve.capacity.memory import memory_report
+from moeserve.capacity.memory import kv_bytes_per_token, memory_report
 from moeserve.capacity.model_spec import ModelSpec
 from moeserve.capacity.step_time import StepInput, StepModel
 
@@ -303,7 +303,9 @@ class Predictor:
             raise ValueError(f"{gpus} GPUs cannot hold a prefill instance of {p_size} and a decode instance of {d_size}")
         prompts, n_p, n_d = best
         used = n_p + n_d
-        transfer_ms = w.isl * dec.memory.get("kv_bytes_per_token", 0) / (self.hw.scaleout_gbs * 1e9) * 1e3
+        # each decode GPU receives its shard of the prompt's KV: isl tokens, a sliding-window layer's only its
+        # window's (the decode side's own per-token figure is averaged over isl + osl tokens)
+        transfer_ms = w.isl * kv_bytes_per_token(self.model, dec.layout, self.prec, w.isl) / (self.hw.scaleout_gbs * 1e9) * 1e3
         return Prediction("disaggregated", dec.layout, dec.batch, dec.step_ms, ttft_ms=pre.ttft_ms + transfer_ms,
                           tpot_ms=dec.tpot_ms, input_tokens_per_s_per_gpu=prompts * w.isl / used,
                           output_tokens_per_s_per_gpu=prompts * w.osl / used,

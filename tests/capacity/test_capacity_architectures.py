@@ -152,3 +152,17 @@ def test_w4a16_fp4_gemms_pad_rows_to_marlins_blocks_not_the_cards_tiles():
     assert sm.gemm(40, params, "mxfp4") == pytest.approx(max(flops, nbytes))
     b200 = StepModel(m, load_hardware("b200"), Layout(), Precision(weights="bf16", moe="mxfp4"))
     assert b200.gemm(40, params, "mxfp4") == pytest.approx(b200.gemm(64, params, "mxfp4"), rel=0.05)  # FP4 tiles of 64
+
+
+def test_a_disaggregated_prompt_moves_its_own_kv_a_sliding_layer_its_window():
+    """P/D: the prompt's KV crosses to the decode side, isl tokens a full layer and the window a sliding one;
+    gpt-oss-120b at 8 KV heads x 64 a layer in BF16: 2,048 bytes a token a layer."""
+    from moeserve.capacity.predict import Options, Predictor, Workload
+
+    m, h200 = load_model("gpt-oss-120b"), load_hardware("h200")
+    pred = Predictor(m, h200, Precision(weights="bf16", moe="mxfp4", kv="bf16"))
+    w, o = Workload(isl=1024, osl=4096), Options()
+    pre, dec = pred.prefill(Layout(), 1024, w, o), pred.decode(Layout(), 64, w, o)
+    split = pred.disaggregated(pre, dec, 2, w)
+    moved = 2048 * (18 * 1024 + 18 * 128)
+    assert split.ttft_ms - pre.ttft_ms == pytest.approx(moved / (h200.scaleout_gbs * 1e9) * 1e3)
