@@ -289,7 +289,7 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
                      activations=act, attn=args.attn_weights or use.get("attn"), moe=args.moe_weights or use.get("moe"),
                      dense=args.dense_weights or use.get("dense"), dispatch=args.dispatch_dtype,
                      combine=args.combine_dtype, mtp=args.mtp_weights or use.get("mtp"))
-    return prec, plan, None
+    return prec.on_card(hw.has_tensor_format("fp4")), plan, None
 
 
 def _balance(args, model: ModelSpec):

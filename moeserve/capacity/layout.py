@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from moeserve.capacity.dtypes import nbytes
 
@@ -135,6 +135,14 @@ class Precision:
     @property
     def dense_weights(self) -> str:
         return self.dense or self.weights
+
+    def on_card(self, fp4_tensor_cores: bool) -> "Precision":
+        """This precision as a card runs it: NVFP4 experts on a card without FP4 tensor cores run W4A16
+        (hardware.peak_flops), whose GEMMs take the activations as they are, so by default the tokens travel
+        in the activation format, not NVFP4."""
+        if self.dispatch is None and not fp4_tensor_cores and DISPATCH_FORMAT.get(self.moe_weights) == "fp4":
+            return replace(self, dispatch=self.activations)
+        return self
 
     @property
     def dispatch_format(self) -> str:

@@ -139,7 +139,7 @@ class Prediction:
 
 class Predictor:
     def __init__(self, model: ModelSpec, hw: Hardware, prec: Precision, eff: Efficiency = DEFAULT):
-        self.model, self.hw, self.prec, self.eff = model, hw, prec, eff
+        self.model, self.hw, self.prec, self.eff = model, hw, prec.on_card(hw.has_tensor_format("fp4")), eff
 
     def draft_head(self, o: Options) -> DraftHead | None:
         """The EAGLE-3 head that drafts, if drafts are run and not by the model's own MTP module: the one

@@ -166,3 +166,18 @@ def test_a_disaggregated_prompt_moves_its_own_kv_a_sliding_layer_its_window():
     split = pred.disaggregated(pre, dec, 2, w)
     moved = 2048 * (18 * 1024 + 18 * 128)
     assert split.ttft_ms - pre.ttft_ms == pytest.approx(moved / (h200.scaleout_gbs * 1e9) * 1e3)
+
+
+def test_fp4_experts_take_bf16_tokens_where_the_card_has_no_fp4_tensor_cores(capsys):
+    """W4A16 GEMMs take the activations as they are, so NVFP4 experts on Hopper get their tokens in BF16
+    (2 bytes a value), on Blackwell in NVFP4 (0.5625); a --dispatch-dtype given wins on either."""
+    from moeserve.capacity.predict import Predictor
+
+    prec = Precision(weights="bf16", moe="fp4")
+    assert Predictor(load_model("deepseek-v3"), load_hardware("h200"), prec).prec.dispatch_bytes == 2.0
+    assert Predictor(load_model("deepseek-v3"), load_hardware("b200"), prec).prec.dispatch_bytes == 0.5 + 1 / 16
+    told = Precision(weights="bf16", moe="fp4", dispatch="fp4")
+    assert Predictor(load_model("deepseek-v3"), load_hardware("h200"), told).prec.dispatch_bytes == 0.5 + 1 / 16
+    assert main(["configure", "--model", "deepseek-v3", "--hardware", "h200", "--phase", "decode", "--tp", "8",
+                 "--batch", "16", "--moe-weights", "fp4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"]["dispatch"] == "bf16"
