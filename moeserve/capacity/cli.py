@@ -289,7 +289,7 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
                      activations=act, attn=args.attn_weights or use.get("attn"), moe=args.moe_weights or use.get("moe"),
                      dense=args.dense_weights or use.get("dense"), dispatch=args.dispatch_dtype,
                      combine=args.combine_dtype, mtp=args.mtp_weights or use.get("mtp"))
-    return prec.on_card(hw.has_tensor_format("fp4")), plan, None
+    return prec, plan, None
 
 
 def _balance(args, model: ModelSpec):
@@ -402,6 +402,7 @@ def _plan(args, gpu_price: float | None) -> dict:
         hw = replace(hw, gemm_min_tile_rows=args.gemm_min_tile, gemm_tile_rows=max(hw.gemm_tile_rows, args.gemm_min_tile))
     prec, ckpt, served = _precision(args, hw, model, read_checkpoint(args.model, model))
     pred = Predictor(model, hw, prec, DEFAULT)
+    prec = pred.prec  # as the card runs it (Precision.on_card): what the plan is costed in, so the report says it
     w = Workload(args.isl, args.osl, args.cache_hit, args.isl_cv, args.ttft_slo_ms, args.tpot_slo_ms)
     if args.tbo and args.sbo:
         raise ValueError("--tbo and --sbo are two ways of overlapping the same communication: give one")
