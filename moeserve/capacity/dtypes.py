@@ -15,8 +15,14 @@ BYTES = {"fp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32, "fp8": 1.0 + 4 / 16384, "in
 # compute-bound they run as BF16 weights would (Neural Magic's Machete, Hopper's W4A16 GEMM, 'matches
 # compute-bound performance' of FP16; the MoE path's Marlin kernels publish no Hopper or Blackwell table: assumed).
 # FP4 formats run at the FP4 peak on cards with FP4 tensor cores and at the BF16 peak on those without
-# (Hardware.peak_flops: W4A16 there).
+# (Hardware.peak_flops: W4A16 there); but see W4A8.
 COMPUTE = {"fp4": "fp4", "mxfp4": "fp4", "fp8": "fp8", "int4": "bf16", "bf16": "bf16", "fp16": "bf16", "fp32": "fp32"}
+# formats whose kernels, on a card with FP4 tensor cores, quantize the activations to FP8 and multiply at the FP8
+# peak (W4A8), not the FP4 one: MXFP4 (gpt-oss) takes MXFP8 activations there (TensorRT-LLM's gpt-oss README,
+# 'MoE Support Matrix': Blackwell, activation mxfp8, weight mxfp4, for both its CUTLASS and TRTLLM MoE backends;
+# FlashInfer's MXFP4 x MXFP8 MoE behind vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8; AMD's gpt-oss on MI355X
+# re-quantized by Quark as mxfp4_fp8). NVFP4 keeps the FP4 peak: its kernels quantize activations to NVFP4 (W4A4).
+W4A8 = ("mxfp4",)
 # formats only weights take: no engine keeps a KV cache, dispatches tokens or combines outputs in them
 WEIGHT_ONLY = ("int4", "mxfp4")
 # the plain formats' torch names (config.json's torch_dtype, moeserve serve's dtype)

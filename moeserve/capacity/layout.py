@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from moeserve.capacity.dtypes import nbytes
+from moeserve.capacity.dtypes import W4A8, nbytes
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,12 @@ class Precision:
     def on_card(self, fp4_tensor_cores: bool) -> "Precision":
         """This precision as a card runs it: NVFP4 experts on a card without FP4 tensor cores run W4A16
         (hardware.peak_flops), whose GEMMs take the activations as they are, so by default the tokens travel
-        in the activation format, not NVFP4."""
+        in the activation format, not NVFP4; MXFP4 experts on a card with FP4 tensor cores run W4A8
+        (dtypes.W4A8), whose GEMMs take FP8 activations, so by default the tokens travel in FP8."""
         if self.dispatch is None and not fp4_tensor_cores and DISPATCH_FORMAT.get(self.moe_weights) == "fp4":
             return replace(self, dispatch=self.activations)
+        if self.dispatch is None and fp4_tensor_cores and self.moe_weights in W4A8:
+            return replace(self, dispatch="fp8")
         return self
 
     @property

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from moeserve.capacity import comm
 from moeserve.capacity.draft_head import DraftHead
-from moeserve.capacity.dtypes import COMPUTE, nbytes
+from moeserve.capacity.dtypes import COMPUTE, W4A8, nbytes
 from moeserve.capacity.efficiency import DEFAULT, Efficiency
 from moeserve.capacity.gemm import FA3_SHARE, attention_share, kernel_share, marlin_padded_rows, padded_rows
 from moeserve.capacity.hardware import Hardware
@@ -117,10 +117,20 @@ class StepModel:
         # W4A16 (int4; FP4 weights on a card without FP4 tensor cores) runs Marlin's row blocks, not the card's tiles
         w4a16 = fmt == "int4" or COMPUTE[fmt] == "fp4" and not self.hw.has_tensor_format("fp4")
         padded = marlin_padded_rows(rows) if w4a16 else padded_rows(rows, self.hw.gemm_tiles())
-        share = kernel_share(self.hw.card_class, padded, COMPUTE[fmt])
+        compute = self.compute_format(fmt)
+        share = kernel_share(self.hw.card_class, padded, compute)
         flops = 2 * groups * padded * params
         nbytes_ = groups * (params * nbytes(fmt) + 2 * rows * self.m.hidden * self.p.act_bytes)
-        return self.roofline(flops, nbytes_, COMPUTE[fmt], self.eff.gemm * share, self.eff.weight_stream)
+        return self.roofline(flops, nbytes_, compute, self.eff.gemm * share, self.eff.weight_stream)
+
+    def compute_format(self, weights: str) -> str:
+        """The tensor-core format a GEMM with `weights` multiplies in: MXFP4 weights on a card with FP4 tensor
+        cores take MXFP8 activations and run at the FP8 peak (W4A8: TensorRT-LLM's MoE kernels for MXFP4 on
+        Blackwell, FlashInfer's MXFP4 x MXFP8, AMD's mxfp4_fp8 gpt-oss; dtypes.W4A8); the rest as dtypes.COMPUTE
+        (FP4 weights on a card without FP4 tensor cores fall back to BF16 in Hardware.peak_flops: W4A16)."""
+        if weights in W4A8 and self.hw.has_tensor_format("fp4"):
+            return "fp8"
+        return COMPUTE[weights]
 
     def attention_format(self) -> str:
         """Attention computes in the KV format where the card has tensor cores for it (FP8 MLA/FA3), unless

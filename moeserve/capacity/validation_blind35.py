@@ -213,8 +213,9 @@ _FP8_KV8 = Precision(weights="fp8", kv="fp8")
 
 
 def _oss(kv: str = "bf16") -> Precision:
-    """openai/gpt-oss-*: MXFP4 routed experts (configure's fp4), attention, router, embeddings and LM head BF16."""
-    return Precision(weights="bf16", moe="fp4", kv=kv)
+    """openai/gpt-oss-*: MXFP4 routed experts (recorded as configure's fp4; read as mxfp4, the release's
+    format, since blind 36 was recorded: docs/capacity.md), attention, router, embeddings and LM head BF16."""
+    return Precision(weights="bf16", moe="mxfp4", kv=kv)
 
 
 _VLLM = Options()

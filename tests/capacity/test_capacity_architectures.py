@@ -154,6 +154,26 @@ def test_w4a16_fp4_gemms_pad_rows_to_marlins_blocks_not_the_cards_tiles():
     assert b200.gemm(40, params, "mxfp4") == pytest.approx(b200.gemm(64, params, "mxfp4"), rel=0.05)  # FP4 tiles of 64
 
 
+def test_mxfp4_experts_multiply_at_the_fp8_peak_on_a_card_with_fp4_tensor_cores():
+    """W4A8: MXFP4 weights on Blackwell take MXFP8 activations (TensorRT-LLM's, FlashInfer's and AMD's gpt-oss MoE
+    kernels), so a compute-bound GEMM runs at the FP8 peak, half NVFP4's (W4A4) on a B200; their tokens travel in
+    FP8 (1 byte + a 4-byte scale a 128) unless --dispatch-dtype says otherwise."""
+    from moeserve.capacity.efficiency import DEFAULT
+    from moeserve.capacity.gemm import kernel_share
+    from moeserve.capacity.predict import Predictor
+    m, b200 = load_model("gpt-oss-120b"), load_hardware("b200")
+    sm = StepModel(m, b200, Layout(), Precision(weights="bf16", moe="mxfp4"))
+    params, rows = 4e9, 4096  # compute-bound in FP8 and in FP4
+    flops = 2 * rows * params / (b200.tflops["fp8"] * 1e12 * DEFAULT.gemm * kernel_share("blackwell", rows, "fp8"))
+    assert sm.gemm(rows, params, "mxfp4") == pytest.approx(flops)
+    assert sm.gemm(rows, params, "fp4") == pytest.approx(flops * b200.tflops["fp8"] / b200.tflops["fp4"], rel=0.03)
+    assert Predictor(m, b200, Precision(weights="bf16", moe="mxfp4")).prec.dispatch_bytes == pytest.approx(1 + 4 / 128)
+    given = Predictor(m, b200, Precision(weights="bf16", moe="mxfp4", dispatch="bf16")).prec
+    assert given.dispatch_bytes == 2.0
+    hopper = Predictor(m, load_hardware("h200"), Precision(weights="bf16", moe="mxfp4")).prec
+    assert hopper.dispatch_bytes == 2.0  # W4A16 there: the activations as they are
+
+
 def test_a_disaggregated_prompt_moves_its_own_kv_a_sliding_layer_its_window():
     """P/D: the prompt's KV crosses to the decode side, isl tokens a full layer and the window a sliding one;
     gpt-oss-120b at 8 KV heads x 64 a layer in BF16: 2,048 bytes a token a layer."""
