@@ -19,7 +19,7 @@ from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_CARD_CLASSES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
-from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
+from moeserve.capacity.model_spec import ModelSpec, config_path, load_model, read_json_object, shipped_models
 from moeserve.capacity.predict import ENGINE_PREFILL, PREFILL_MODES, Options, Prediction, Predictor, Workload
 from moeserve.cli_files import check_output
 
@@ -134,7 +134,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "memory on GB200/GB300)")
     p.add_argument("--weights", choices=WEIGHT_DTYPES, help="format of every linear layer unless set below (default: a checkpoint "
                    "directory's own formats, read from its quantization_config or hf_quant_config.json; fp8 for a shipped "
-                   "name where the hardware has FP8, else fp32; with --emit what moeserve serve runs the checkpoint in: on GPUs "
+                   "name where the hardware has FP8 (gpt-oss: its release's MXFP4 experts, bf16 elsewhere), else fp32; with --emit what moeserve serve runs the checkpoint in: on GPUs "
                    "block FP8 kept, the rest bf16)")
     p.add_argument("--attn-weights", choices=WEIGHT_DTYPES, help="attention projections' format (default --weights)")
     p.add_argument("--moe-weights", choices=WEIGHT_DTYPES, help="routed experts' format (default --weights)")
@@ -284,12 +284,25 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
             own = f"; the checkpoint runs in {plan.runs_in()}" if plan else ""
             raise ValueError(f"{e}{own}") from None
         return served.prec, plan, served
-    use = plan.defaults if plan else {}
+    use = plan.defaults if plan else {} if args.weights else _release_defaults(args.model, gpu)
     prec = Precision(weights=args.weights or use.get("weights") or default, kv=args.kv_dtype or use.get("kv") or act,
                      activations=act, attn=args.attn_weights or use.get("attn"), moe=args.moe_weights or use.get("moe"),
                      dense=args.dense_weights or use.get("dense"), dispatch=args.dispatch_dtype,
                      combine=args.combine_dtype, mtp=args.mtp_weights or use.get("mtp"))
     return prec, plan, None
+
+
+def _release_defaults(source: str | None, gpu: bool) -> dict:
+    """Weight formats to plan a shipped name in by default where its only release is 4-bit: gpt-oss ships MXFP4
+    routed experts and BF16 elsewhere, and no FP8 release (every other shipped name plans in fp8 on GPUs, a
+    format each is released or served in). Empty for the rest, for a checkpoint and on CPUs."""
+    if not source or not gpu:
+        return {}
+    path, shipped = config_path(source)
+    quant = read_json_object(path, source).get("_release_quantization_config") if shipped else None
+    if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
+        return {"weights": "bf16", "moe": "mxfp4"}
+    return {}
 
 
 def _balance(args, model: ModelSpec):

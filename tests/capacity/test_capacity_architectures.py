@@ -133,6 +133,21 @@ def test_fp4_weights_multiply_in_bf16_where_the_card_has_no_fp4_tensor_cores():
     assert mx == pytest.approx(bf, rel=0.01)  # compute-bound: the same BF16 FLOPs (its bytes are a quarter)
 
 
+@pytest.mark.parametrize("flags, formats", [
+    ([], ("bf16", "mxfp4", "bf16")),  # gpt-oss's only release: MXFP4 experts, BF16 elsewhere
+    (["--weights", "fp8"], ("fp8", "fp8", "fp8")),  # --weights sets every module
+    (["--attn-weights", "fp8"], ("fp8", "mxfp4", "bf16")),  # one module's flag leaves the rest the release's
+])
+def test_a_shipped_gpt_oss_plans_in_its_release_formats_unless_flags_say(flags, formats, capsys):
+    assert main(["configure", "--model", "gpt-oss-120b", "--hardware", "b200", "--phase", "decode", "--tp", "1",
+                 "--batch", "16", "--json", *flags]) == 0
+    p = json.loads(capsys.readouterr().out)["precision"]
+    assert (p["attention_weights"], p["moe_weights"], p["dense_weights"]) == formats
+    main(["configure", "--model", "deepseek-v3", "--hardware", "b200", "--phase", "decode", "--tp", "8", "--batch",
+          "16", "--json"])
+    assert json.loads(capsys.readouterr().out)["precision"]["moe_weights"] == "fp8"  # the other shipped names: fp8
+
+
 def test_emit_refuses_mxfp4_weights(tmp_path, capsys):
     argv = ["configure", "--model", "gpt-oss-20b", "--hardware", "h200", "--phase", "decode", "--batch", "8",
             "--moe-weights", "mxfp4", "--emit", str(tmp_path / "x.yaml")]
