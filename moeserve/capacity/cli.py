@@ -19,7 +19,7 @@ from moeserve.capacity.efficiency import DEFAULT
 from moeserve.capacity.engine_kv import ENGINE_NAMES, ROCM_CARD_CLASSES, engines_for
 from moeserve.capacity.hardware import known_profiles, load_hardware
 from moeserve.capacity.layout import Layout, Precision, fill_redundant
-from moeserve.capacity.model_spec import ModelSpec, config_path, load_model, read_json_object, shipped_models
+from moeserve.capacity.model_spec import ModelSpec, load_model, shipped_models
 from moeserve.capacity.predict import ENGINE_PREFILL, PREFILL_MODES, Options, Prediction, Predictor, Workload
 from moeserve.cli_files import check_output
 
@@ -295,11 +295,12 @@ def _precision(args, hw, model: ModelSpec, ckpt: CheckpointFormats | None):
 def _release_defaults(source: str | None, gpu: bool) -> dict:
     """Weight formats to plan a shipped name in by default where its only release is 4-bit: gpt-oss ships MXFP4
     routed experts and BF16 elsewhere, and no FP8 release (every other shipped name plans in fp8 on GPUs, a
-    format each is released or served in). Empty for the rest, for a checkpoint and on CPUs."""
+    format each is released or served in). Empty for the rest and on CPUs."""
+    from moeserve.capacity.served import release_config
+
     if not source or not gpu:
         return {}
-    path, shipped = config_path(source)
-    quant = read_json_object(path, source).get("_release_quantization_config") if shipped else None
+    quant = (release_config(source)[0] or {}).get("quantization_config")  # called only without a checkpoint
     if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
         return {"weights": "bf16", "moe": "mxfp4"}
     return {}

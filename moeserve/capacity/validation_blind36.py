@@ -272,6 +272,17 @@ class _System:
                 f"({_ENGINES[self.engine][1]}): {self.config} and {self.division}/{self.submitter}/results/"
                 f"{self.results}/{self.model}/{scenario}/performance/run_1/mlperf_log_summary.txt of {V60}")
 
+    @property
+    def isl(self) -> int:
+        return _ISL if self.model == _OSS else _MIX_ISL
+
+    @property
+    def options(self) -> Options:
+        return Options() if self.model == _OSS else Options(cuda_graphs=False)
+
+    def precision(self, kv: str) -> Precision:
+        return _oss(kv) if self.model == _OSS else Precision(weights="fp8", kv="fp8")
+
     def setup(self, isl: int, osl: int, how: str, kv: str) -> str:
         instances = (" (one GPU)" if self.gpus == 1 else
                      f", {self.gpus} such instances, the published figure over its {self.gpus} GPUs")
@@ -289,8 +300,7 @@ def _offline(s: _System, samples: str, tokens: str, cap: int, cap_text: str, kv:
              note: str = "") -> Case:
     """An Offline run: its 'Tokens per second' over its GPUs at the batch an instance is capped at, or where the cap
     is far past what the model's KV cache holds, at what it holds."""
-    osl = round(float(tokens) / float(samples))
-    isl = _ISL if s.model == _OSS else _MIX_ISL
+    osl, isl = round(float(tokens) / float(samples)), s.isl
     if fit is None:
         batch, rule = cap, "slo"
         how = (f"read as a steady state at the batch an instance is capped at, {cap_text} = {cap:,}; checked before "
@@ -300,29 +310,24 @@ def _offline(s: _System, samples: str, tokens: str, cap: int, cap_text: str, kv:
         how = (f"the cap ({cap_text} = {cap:,}) is far past what the model's KV cache holds ({fit} a GPU, checked "
                f"before any figure was predicted): read at the largest batch the model's KV cache holds (the engine "
                f"admits no more than its KV pool holds)")
-    precision = Precision(weights="fp8", kv="fp8") if s.model != _OSS else _oss(kv)
-    options = Options(cuda_graphs=False) if s.model != _OSS else Options()
     return Case(s.name(_label(s, kv), "Offline"), s.source("Offline"), s.hw, "colocated", Layout(1, 1, 0), batch,
-                Workload(isl, osl), options, round(float(tokens) / s.gpus, 2), "tok/s/GPU",
+                Workload(isl, osl), s.options, round(float(tokens) / s.gpus, 2), "tok/s/GPU",
                 f"the Offline 'Tokens per second: {tokens}' / {s.gpus} GPUs; every sample queued at once, {how}; "
                 f"{note}" + s.setup(isl, osl, f"the run's {tokens} tokens / {samples} samples a second", kv),
-                precision, model=s.model, batch_rule=rule, blind=36)
+                s.precision(kv), model=s.model, batch_rule=rule, blind=36)
 
 
 def _server(s: _System, qps: str, tokens: str, latency_ns: int, tpot_ns: int, cap: int, kv: str,
             scenario: str = "Server", note: str = "") -> list[Case]:
     """A Server (or Interactive) run: its mean TPOT and its completed tokens a second over its GPUs, colocated at the
     requests in flight by Little's law."""
-    osl = round(float(tokens) / float(qps))
-    isl = _ISL if s.model == _OSS else _MIX_ISL
+    osl, isl = round(float(tokens) / float(qps)), s.isl
     batch = float(qps) * latency_ns / 1e9 / s.gpus
     setup = (f"Poisson arrivals read as a colocated steady state at the requests in flight by Little's law "
              f"('Completed samples per second : {qps}' x 'Mean latency (ns) : {latency_ns}' / {s.gpus} GPUs = "
              f"{batch:.1f} a GPU, under the engine's max batch {cap:,} and what the model's KV cache holds); {note}"
              + s.setup(isl, osl, f"the run's {tokens} tokens / {qps} samples a second", kv))
-    precision = Precision(weights="fp8", kv="fp8") if s.model != _OSS else _oss(kv)
-    options = Options(cuda_graphs=False) if s.model != _OSS else Options()
-    label = _label(s, kv)
+    precision, options, label = s.precision(kv), s.options, _label(s, kv)
     return [
         Case(s.name(label, f"{scenario}, TPOT"), s.source(scenario), s.hw, "colocated", Layout(1, 1, 0),
              round(batch, 2), Workload(isl, osl), options, round(1e9 / tpot_ns, 2), "tok/s/user",
